@@ -1,0 +1,39 @@
+# connectd — see README.md. Every target works on a fresh machine: Postgres is a
+# private cluster started by scripts/pg unless CONNECTD_TEST_DATABASE_URL is set.
+SHELL := /bin/bash
+GO    ?= go
+PG    := scripts/pg run --
+
+.PHONY: all build generate check-generated fmt-check vet test test-short demo clean
+
+all: build
+
+build:
+	$(GO) build -o bin/connectd ./cmd/connectd
+
+## generate: regenerate templ components (*_templ.go are committed).
+generate:
+	$(GO) tool templ generate -path web/templates
+
+## check-generated: fail when committed *_templ.go differ from a fresh generation.
+check-generated:
+	@scripts/check-generated
+
+fmt-check:
+	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+## test: vet, gofmt, templ staleness, then every test with -race against a real Postgres.
+test: vet fmt-check check-generated
+	$(PG) $(GO) test -race -count=1 ./...
+
+## demo: run connectd in dev mode on http://127.0.0.1:8080 with a private Postgres.
+demo:
+	@mkdir -p .cache
+	CONNECTD_PG_DIR=$(CURDIR)/.cache/demo-pg $(PG) scripts/demo
+
+clean:
+	rm -rf bin .cache

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is connectd's whole configuration, read once from CONNECTD_*
+// environment variables (docs/configuration.md lists them) and validated before
+// anything starts.
+type Config struct {
+	Dev          bool     // CONNECTD_DEV: allows http:// public URLs and loopback endpoints.
+	PublicURL    *url.URL // CONNECTD_PUBLIC_URL: the browser-facing origin, e.g. https://connect.example.com.
+	Addr         string   // CONNECTD_ADDR: public listener.
+	InternalAddr string   // CONNECTD_INTERNAL_ADDR: operators' listener (pprof, metrics).
+
+	DatabaseURL string // CONNECTD_DATABASE_URL (or DATABASE_URL).
+	DB          DBConfig
+	AutoMigrate bool // CONNECTD_AUTO_MIGRATE.
+
+	LogLevel  slog.Level // CONNECTD_LOG_LEVEL: debug|info|warn|error.
+	LogFormat string     // CONNECTD_LOG_FORMAT: json|text.
+
+	HTTP HTTPConfig
+}
+
+// DBConfig holds pgxpool settings.
+type DBConfig struct {
+	MaxConns        int32         // CONNECTD_DB_MAX_CONNS
+	MinConns        int32         // CONNECTD_DB_MIN_CONNS
+	MaxConnLifetime time.Duration // CONNECTD_DB_MAX_CONN_LIFETIME
+	MaxConnIdleTime time.Duration // CONNECTD_DB_MAX_CONN_IDLE_TIME
+}
+
+// HTTPConfig holds the public server's timeouts.
+type HTTPConfig struct {
+	ReadHeaderTimeout time.Duration // CONNECTD_HTTP_READ_HEADER_TIMEOUT
+	ReadTimeout       time.Duration // CONNECTD_HTTP_READ_TIMEOUT
+	WriteTimeout      time.Duration // CONNECTD_HTTP_WRITE_TIMEOUT
+	IdleTimeout       time.Duration // CONNECTD_HTTP_IDLE_TIMEOUT
+	ShutdownGrace     time.Duration // CONNECTD_SHUTDOWN_GRACE
+}
+
+// ConfigError names the variable at fault and what is wrong with it. Its text
+// never includes the value, which may be a secret.
+type ConfigError struct {
+	Var     string
+	Problem string
+}
+
+func (e *ConfigError) Error() string { return "invalid configuration: " + e.Var + ": " + e.Problem }
+
+// env reads typed values, remembering the first problem.
+type env struct {
+	getenv func(string) string
+	err    error
+}
+
+func (e *env) fail(name, format string, args ...any) {
+	if e.err == nil {
+		e.err = &ConfigError{Var: name, Problem: fmt.Sprintf(format, args...)}
+	}
+}
+
+func (e *env) str(name, def string) string {
+	if v := strings.TrimSpace(e.getenv(name)); v != "" {
+		return v
+	}
+	return def
+}
+
+func (e *env) bool(name string, def bool) bool {
+	v := e.str(name, "")
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		e.fail(name, "must be true or false")
+		return def
+	}
+	return b
+}
+
+func (e *env) duration(name string, def, min, max time.Duration) time.Duration {
+	v := e.str(name, "")
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		e.fail(name, "must be a duration such as 30s or 5m")
+		return def
+	}
+	if d < min || d > max {
+		e.fail(name, "must be between %s and %s", min, max)
+		return def
+	}
+	return d
+}
+
+func (e *env) int32(name string, def, min, max int32) int32 {
+	v := e.str(name, "")
+	if v == "" {
+		return def
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil {
+		e.fail(name, "must be an integer")
+		return def
+	}
+	if int32(n) < min || int32(n) > max {
+		e.fail(name, "must be between %d and %d", min, max)
+		return def
+	}
+	return int32(n)
+}
+
+func (e *env) addr(name, def string) string {
+	v := e.str(name, def)
+	if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
+		e.fail(name, "must be host:port, e.g. :8080 or 127.0.0.1:9090")
+	}
+	return v
+}
+
+// needsDB lists what a command requires beyond the defaults.
+type needs struct {
+	db        bool
+	publicURL bool
+}
+
+// loadConfig reads and validates the configuration. It returns the first
+// problem found as a *ConfigError.
+func loadConfig(getenv func(string) string, n needs) (*Config, error) {
+	e := &env{getenv: getenv}
+	c := &Config{}
+	c.Dev = e.bool("CONNECTD_DEV", false)
+	c.Addr = e.addr("CONNECTD_ADDR", ":8080")
+	c.InternalAddr = e.addr("CONNECTD_INTERNAL_ADDR", "127.0.0.1:9090")
+	c.AutoMigrate = e.bool("CONNECTD_AUTO_MIGRATE", false)
+
+	c.DatabaseURL = e.str("CONNECTD_DATABASE_URL", e.str("DATABASE_URL", ""))
+	if n.db {
+		switch {
+		case c.DatabaseURL == "":
+			e.fail("CONNECTD_DATABASE_URL", "is required (a PostgreSQL URL such as postgres://user:pass@host:5432/connectd)")
+		default:
+			u, err := url.Parse(c.DatabaseURL)
+			if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+				e.fail("CONNECTD_DATABASE_URL", "must be a postgres:// or postgresql:// URL")
+			}
+		}
+	}
+	c.DB = DBConfig{
+		MaxConns:        e.int32("CONNECTD_DB_MAX_CONNS", 20, 1, 1000),
+		MinConns:        e.int32("CONNECTD_DB_MIN_CONNS", 0, 0, 1000),
+		MaxConnLifetime: e.duration("CONNECTD_DB_MAX_CONN_LIFETIME", time.Hour, time.Minute, 24*time.Hour),
+		MaxConnIdleTime: e.duration("CONNECTD_DB_MAX_CONN_IDLE_TIME", 30*time.Minute, time.Second, 24*time.Hour),
+	}
+	if c.DB.MinConns > c.DB.MaxConns {
+		e.fail("CONNECTD_DB_MIN_CONNS", "must not exceed CONNECTD_DB_MAX_CONNS")
+	}
+
+	switch lvl := strings.ToLower(e.str("CONNECTD_LOG_LEVEL", "info")); lvl {
+	case "debug":
+		c.LogLevel = slog.LevelDebug
+	case "info":
+		c.LogLevel = slog.LevelInfo
+	case "warn":
+		c.LogLevel = slog.LevelWarn
+	case "error":
+		c.LogLevel = slog.LevelError
+	default:
+		e.fail("CONNECTD_LOG_LEVEL", "must be one of debug, info, warn, error")
+	}
+	c.LogFormat = strings.ToLower(e.str("CONNECTD_LOG_FORMAT", "json"))
+	if c.LogFormat != "json" && c.LogFormat != "text" {
+		e.fail("CONNECTD_LOG_FORMAT", "must be json or text")
+	}
+
+	c.HTTP = HTTPConfig{
+		ReadHeaderTimeout: e.duration("CONNECTD_HTTP_READ_HEADER_TIMEOUT", 5*time.Second, 100*time.Millisecond, time.Minute),
+		ReadTimeout:       e.duration("CONNECTD_HTTP_READ_TIMEOUT", 30*time.Second, time.Second, 10*time.Minute),
+		// Long-polls wait up to 60 s, so writes must be allowed longer than that.
+		WriteTimeout:  e.duration("CONNECTD_HTTP_WRITE_TIMEOUT", 90*time.Second, time.Second, 10*time.Minute),
+		IdleTimeout:   e.duration("CONNECTD_HTTP_IDLE_TIMEOUT", 120*time.Second, time.Second, time.Hour),
+		ShutdownGrace: e.duration("CONNECTD_SHUTDOWN_GRACE", 30*time.Second, 0, 10*time.Minute),
+	}
+
+	raw := e.str("CONNECTD_PUBLIC_URL", "")
+	if raw == "" && n.publicURL {
+		e.fail("CONNECTD_PUBLIC_URL", "is required (the https:// origin browsers use to reach connectd)")
+	} else if raw != "" {
+		u, err := parsePublicURL(raw, c.Dev)
+		if err != nil {
+			e.fail("CONNECTD_PUBLIC_URL", "%s", err)
+		}
+		c.PublicURL = u
+	}
+
+	if e.err != nil {
+		return nil, e.err
+	}
+	return c, nil
+}
+
+// parsePublicURL accepts an absolute https origin (http only in dev mode) with
+// no user info, query or fragment, and at most a path prefix.
+func parsePublicURL(raw string, dev bool) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, errors.New("must be an absolute URL such as https://connect.example.com")
+	}
+	switch {
+	case u.Scheme == "https":
+	case u.Scheme == "http" && dev:
+	case u.Scheme == "http":
+		return nil, errors.New("must use https (http:// is allowed only with CONNECTD_DEV=true)")
+	default:
+		return nil, errors.New("must be an absolute http(s) URL such as https://connect.example.com")
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return nil, errors.New("must name a host")
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return nil, errors.New("must not contain user info, a query or a fragment")
+	}
+	if !dev && isLoopbackHost(u.Hostname()) {
+		return nil, errors.New("must not be a loopback host outside dev mode (CONNECTD_DEV=true)")
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	return u, nil
+}
+
+func isLoopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") || strings.HasSuffix(strings.ToLower(h), ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && (ip.IsLoopback() || ip.IsUnspecified())
+}

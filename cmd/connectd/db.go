@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/connectd/connectd/migrations"
+)
+
+// openPool connects to Postgres with the configured pool settings. It does not
+// wait for the database to be reachable: /readyz reports that.
+func openPool(ctx context.Context, cfg *Config) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		// pgx's message may echo the URL, password included: keep it out.
+		return nil, &ConfigError{Var: "CONNECTD_DATABASE_URL", Problem: "is not a valid PostgreSQL connection URL"}
+	}
+	pc.MaxConns = cfg.DB.MaxConns
+	pc.MinConns = cfg.DB.MinConns
+	pc.MaxConnLifetime = cfg.DB.MaxConnLifetime
+	pc.MaxConnIdleTime = cfg.DB.MaxConnIdleTime
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("database pool: %w", err)
+	}
+	return pool, nil
+}
+
+// migrateUp applies pending migrations under goose's Postgres session lock, so
+// replicas starting together do not race.
+func migrateUp(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	p, err := migrations.NewProvider(db)
+	if err != nil {
+		return err
+	}
+	results, err := p.Up(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate up: %w", err)
+	}
+	for _, r := range results {
+		logger.InfoContext(ctx, "migration applied", slog.Int64("version", r.Source.Version),
+			slog.String("file", r.Source.Path), slog.Duration("duration", r.Duration))
+	}
+	return nil
+}

@@ -1,0 +1,21 @@
+// Command connectd is the hosted third-party OAuth connect broker for MCP
+// URL-mode elicitation. See README.md and docs/.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "connectd:", err)
+		stop()
+		os.Exit(exitCode(err))
+	}
+}

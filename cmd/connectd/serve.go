@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/connectd/connectd/internal/health"
+	"github.com/connectd/connectd/internal/web"
+	"github.com/connectd/connectd/web/templates"
+)
+
+func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fset := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fset.SetOutput(stderr)
+	addr := fset.String("addr", "", "public listen address (overrides CONNECTD_ADDR)")
+	internalAddr := fset.String("internal-addr", "", "operators' listen address (overrides CONNECTD_INTERNAL_ADDR)")
+	if err := fset.Parse(args); err != nil {
+		return &usageError{err.Error()}
+	}
+	cfg, err := loadConfig(getenv, needs{db: true, publicURL: true})
+	if err != nil {
+		return err
+	}
+	if *addr != "" {
+		cfg.Addr = *addr
+	}
+	if *internalAddr != "" {
+		cfg.InternalAddr = *internalAddr
+	}
+	logger := web.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if cfg.AutoMigrate {
+		if err := migrateUp(ctx, pool, logger); err != nil {
+			return err
+		}
+	}
+
+	checker := health.New(pool, logger, 2*time.Second)
+	defer checker.Close()
+	handler := newPublicHandler(cfg, logger, checker)
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on CONNECTD_ADDR %s: %w", cfg.Addr, err)
+	}
+	iln, err := net.Listen("tcp", cfg.InternalAddr)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("listen on CONNECTD_INTERNAL_ADDR %s: %w", cfg.InternalAddr, err)
+	}
+	logger.InfoContext(ctx, "listening", slog.String("addr", ln.Addr().String()),
+		slog.String("internal_addr", iln.Addr().String()), slog.String("public_url", cfg.PublicURL.String()),
+		slog.Bool("dev", cfg.Dev), slog.String("version", buildVersion()))
+
+	errc := make(chan error, 2)
+	go func() {
+		errc <- serveHTTP(ctx, newHTTPServer(cfg.HTTP, handler, logger), ln, cfg.HTTP.ShutdownGrace, logger)
+	}()
+	go func() {
+		errc <- serveHTTP(ctx, newHTTPServer(cfg.HTTP, newInternalHandler(checker), logger), iln, cfg.HTTP.ShutdownGrace, logger)
+	}()
+	err = errors.Join(<-errc, <-errc)
+	logger.InfoContext(context.WithoutCancel(ctx), "stopped")
+	return err
+}
+
+// newPublicHandler is the route table of the public listener.
+func newPublicHandler(cfg *Config, logger *slog.Logger, checker *health.Checker) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", checker.Healthz)
+	mux.HandleFunc("GET /readyz", checker.Readyz)
+	static, _ := fs.Sub(templates.Static, "static")
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	mux.Handle("/", web.API(logger, web.NotFound))
+	return web.Chain(mux,
+		web.RequestIDs,
+		web.AccessLog(logger),
+		web.Recover(logger),
+		web.SecurityHeaders(!cfg.Dev),
+	)
+}
+
+// newInternalHandler serves operators: probes and pprof (metrics come later).
+func newInternalHandler(checker *health.Checker) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", checker.Healthz)
+	mux.HandleFunc("GET /readyz", checker.Readyz)
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	return web.Chain(mux, web.RequestIDs)
+}
+
+func newHTTPServer(c HTTPConfig, h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: c.ReadHeaderTimeout,
+		ReadTimeout:       c.ReadTimeout,
+		WriteTimeout:      c.WriteTimeout,
+		IdleTimeout:       c.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
+// serveHTTP serves on ln until ctx is cancelled, then stops accepting and lets
+// in-flight requests finish for up to grace before closing what remains.
+func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, grace time.Duration, logger *slog.Logger) error {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http server on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer cancel()
+	logger.InfoContext(sctx, "shutting down", slog.String("addr", ln.Addr().String()), slog.Duration("grace", grace))
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+		return fmt.Errorf("shutdown of %s: in-flight requests did not finish within %s", ln.Addr(), grace)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

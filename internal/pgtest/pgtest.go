@@ -1,0 +1,107 @@
+// Package pgtest hands each test a fresh, fully migrated PostgreSQL database,
+// cloned by pgtestdb from a template built once with connectd's own migrations.
+// Tests may run in parallel. It is imported only from _test.go files; a test
+// that needs Postgres and finds none fails with instructions and never skips.
+package pgtest
+
+import (
+	"context"
+	"database/sql"
+	"net/url"
+	"os"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver pgtestdb uses.
+	"github.com/peterldowns/pgtestdb"
+	"github.com/peterldowns/pgtestdb/migrators/common"
+
+	"github.com/connectd/connectd/migrations"
+)
+
+// EnvURL names the variable holding a superuser URL of the test cluster.
+const EnvURL = "CONNECTD_TEST_DATABASE_URL"
+
+// Migrator applies connectd's embedded goose migrations, exactly as
+// `connectd migrate up` does, to build the template database.
+type Migrator struct{}
+
+// Hash identifies the migrated schema by the contents of the migration files.
+func (Migrator) Hash() (string, error) {
+	return common.HashDirs(migrations.FS, "*.sql", ".")
+}
+
+// Migrate applies every migration.
+func (Migrator) Migrate(ctx context.Context, db *sql.DB, _ pgtestdb.Config) error {
+	p, err := migrations.NewProvider(db)
+	if err != nil {
+		return err
+	}
+	_, err = p.Up(ctx)
+	return err
+}
+
+// Config returns the pgtestdb configuration for the cluster named by
+// CONNECTD_TEST_DATABASE_URL, failing t when it is not set.
+func Config(t testing.TB) pgtestdb.Config {
+	t.Helper()
+	raw := os.Getenv(EnvURL)
+	if raw == "" {
+		t.Fatalf("%s is not set: this test needs PostgreSQL. Run `make test`, which starts a private cluster "+
+			"(or set %s to a superuser URL).", EnvURL, EnvURL)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatalf("%s is not a valid URL", EnvURL)
+	}
+	pw, _ := u.User.Password()
+	port := u.Port()
+	if port == "" {
+		port = "5432"
+	}
+	opts := u.Query()
+	if opts.Get("sslmode") == "" {
+		opts.Set("sslmode", "disable")
+	}
+	return pgtestdb.Config{
+		DriverName:                "pgx",
+		Host:                      u.Hostname(),
+		Port:                      port,
+		User:                      u.User.Username(),
+		Password:                  pw,
+		Database:                  "postgres",
+		Options:                   opts.Encode(),
+		ForceTerminateConnections: true,
+	}
+}
+
+// URL returns the connection URL of a fresh, migrated database for this test.
+// The database is dropped when the test ends.
+func URL(t testing.TB) string {
+	t.Helper()
+	return pgtestdb.Custom(t, Config(t), Migrator{}).URL()
+}
+
+// EmptyURL returns the URL of a fresh database with no migrations applied.
+func EmptyURL(t testing.TB) string {
+	t.Helper()
+	return pgtestdb.Custom(t, Config(t), pgtestdb.NoopMigrator{}).URL()
+}
+
+// Pool returns a pgx pool on a fresh, migrated database, closed when the test
+// ends.
+func Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	return NewPool(t, URL(t))
+}
+
+// NewPool opens a pool on dbURL, closed when the test ends.
+func NewPool(t testing.TB, dbURL string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatalf("pgxpool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}

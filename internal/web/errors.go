@@ -1,0 +1,114 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+)
+
+// Error is an error with the HTTP status, stable error code and public
+// description a client should see. Handlers return it (usually wrapped) to choose
+// the answer; any other error becomes a 500 "internal_error" whose text is logged
+// but never sent. Description must never contain a secret.
+type Error struct {
+	Status      int
+	Code        string
+	Description string
+	// Header holds extra response headers (e.g. WWW-Authenticate, Retry-After).
+	Header http.Header
+	// Err is the underlying cause, logged but never shown.
+	Err error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Description, e.Err)
+	}
+	return e.Code + ": " + e.Description
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf returns an *Error with the given status, code and description.
+func Errorf(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Description: fmt.Sprintf(format, args...)}
+}
+
+// Envelope is the JSON error body of every API error.
+type Envelope struct {
+	Error       string `json:"error"`
+	Description string `json:"error_description,omitempty"`
+	RequestID   string `json:"request_id,omitempty"`
+}
+
+// internalError is the public face of any unexpected error.
+var internalError = &Error{Status: http.StatusInternalServerError, Code: "internal_error",
+	Description: "internal server error"}
+
+// asError extracts the *Error a handler meant, or the generic internal error.
+func asError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	if errors.Is(err, context.Canceled) {
+		// The client went away; 499 is nginx's code for it and is never seen by anyone.
+		return &Error{Status: 499, Code: "client_closed_request", Description: "client closed request"}
+	}
+	return internalError
+}
+
+// APIFunc is an API handler: it writes a response and returns nil, or returns an
+// error that API turns into the JSON error envelope.
+type APIFunc func(w http.ResponseWriter, r *http.Request) error
+
+// API adapts an APIFunc to http.Handler.
+func API(logger *slog.Logger, h APIFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			WriteAPIError(w, r, logger, err)
+		}
+	})
+}
+
+// WriteAPIError logs err and writes its JSON error envelope.
+func WriteAPIError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
+	e := asError(err)
+	logError(r, logger, e, err)
+	for k, vs := range e.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	WriteJSON(w, e.Status, Envelope{Error: e.Code, Description: e.Description, RequestID: RequestID(r.Context())})
+}
+
+func logError(r *http.Request, logger *slog.Logger, e *Error, err error) {
+	ctx := r.Context()
+	switch {
+	case e.Status >= 500:
+		logger.ErrorContext(ctx, "request failed", slog.String("code", e.Code), slog.Any("error", err))
+	case e.Status == 499:
+	default:
+		logger.InfoContext(ctx, "request refused", slog.String("code", e.Code), slog.Int("status", e.Status),
+			slog.Any("error", err))
+	}
+}
+
+// WriteJSON writes v as a JSON response with the given status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":"internal_error","error_description":"internal server error"}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

@@ -28,6 +28,9 @@ type Config struct {
 	LogFormat string     // CONNECTD_LOG_FORMAT: json|text.
 
 	HTTP HTTPConfig
+
+	Identity IdentityConfig // config_identity.go
+	Vault    VaultConfig    // config_vault.go
 }
 
 // DBConfig holds pgxpool settings.
@@ -204,6 +207,9 @@ func loadConfig(getenv func(string) string, n needs) (*Config, error) {
 		}
 		c.PublicURL = u
 	}
+
+	c.loadIdentity(e)
+	c.loadVault(e)
 
 	if e.err != nil {
 		return nil, e.err

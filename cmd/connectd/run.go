@@ -54,6 +54,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return serve(ctx, rest, getenv, stdout, stderr)
 	case "migrate":
 		return migrate(ctx, rest, getenv, stdout, stderr)
+	case "clients":
+		return clientsCmd(ctx, rest, getenv, stdout, stderr)
+	case "vault":
+		return vaultCmd(ctx, rest, getenv, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "connectd", buildVersion())
 		return nil

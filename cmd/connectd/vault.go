@@ -2,10 +2,184 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"slices"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/web"
 )
+
+const vaultUsage = `usage: connectd vault gen-key [-version N]   print a new random key line VERSION:BASE64KEY
+       connectd vault status                  connections per key version
+       connectd vault rewrap [-batch N]       re-encrypt every connection under the primary key
+See docs/vault.md for the rotation procedure.`
 
 // vaultCmd manages credential encryption keys: connectd vault gen-key|status|rewrap.
 func vaultCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	return &usageError{"connectd vault: not available yet"}
+	if len(args) == 0 {
+		return &usageError{vaultUsage}
+	}
+	switch args[0] {
+	case "gen-key":
+		return vaultGenKey(args[1:], getenv, stdout, stderr)
+	case "status":
+		return vaultStatus(ctx, args[1:], getenv, stdout, stderr)
+	case "rewrap":
+		return vaultRewrap(ctx, args[1:], getenv, stdout, stderr)
+	default:
+		return &usageError{fmt.Sprintf("unknown vault command %q\n%s", args[0], vaultUsage)}
+	}
+}
+
+func vaultGenKey(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fset := flag.NewFlagSet("vault gen-key", flag.ContinueOnError)
+	fset.SetOutput(stderr)
+	version := fset.Uint("version", 0, "key version (default: one above the highest configured, else 1)")
+	if err := fset.Parse(args); err != nil {
+		return &usageError{err.Error()}
+	}
+	if fset.NArg() != 0 {
+		return &usageError{vaultUsage}
+	}
+	v := uint32(*version)
+	if *version > vault.MaxKeyVersion {
+		return &usageError{fmt.Sprintf("-version must be 1-%d", vault.MaxKeyVersion)}
+	}
+	if v == 0 {
+		v = 1
+		cfg, err := loadConfig(getenv, needs{})
+		if err != nil {
+			return err
+		}
+		if k := cfg.Vault.Keyring; k != nil {
+			v = slices.Max(k.Versions()) + 1
+		}
+	}
+	line, err := vault.GenerateKey(v)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, line)
+	fmt.Fprintf(stderr, "Add it to CONNECTD_VAULT_KEYS (comma-separated); mark the primary key with a leading \"*\". "+
+		"Keep it secret: anyone with it and the database reads every stored credential. See docs/vault.md.\n")
+	return nil
+}
+
+// openVault loads the configuration a database vault command needs and opens
+// a store (no provider calls).
+func openVault(ctx context.Context, getenv func(string) string, stderr io.Writer) (*vault.Store, func(), error) {
+	cfg, err := loadConfig(getenv, needs{db: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.Vault.Keyring == nil {
+		return nil, nil, &ConfigError{Var: "CONNECTD_VAULT_KEYS", Problem: "is required (or CONNECTD_VAULT_KEYS_FILE)"}
+	}
+	logger := web.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := vault.New(vault.Config{Pool: pool, Keyring: cfg.Vault.Keyring, Logger: logger})
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return s, pool.Close, nil
+}
+
+func vaultStatus(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) != 0 {
+		return &usageError{vaultUsage}
+	}
+	s, done, err := openVault(ctx, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	counts, err := s.KeyStatus(ctx)
+	if err != nil {
+		return err
+	}
+	keys := s.Keyring()
+	// Configured keys with no rows are listed too: they may be retired.
+	for _, v := range keys.Versions() {
+		if !slices.ContainsFunc(counts, func(c vault.KeyCount) bool { return c.KeyVersion == v }) {
+			counts = append(counts, vault.KeyCount{KeyVersion: v, Primary: v == keys.Primary(), InKeyring: true})
+		}
+	}
+	slices.SortStableFunc(counts, func(a, b vault.KeyCount) int { return int(a.KeyVersion) - int(b.KeyVersion) })
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY VERSION\tROLE\tIN KEYRING\tSTATUS\tCONNECTIONS")
+	var total, stale, unknown int64
+	for _, c := range counts {
+		role, in, status := "-", "yes", string(c.Status)
+		if c.Primary {
+			role = "primary"
+		}
+		if !c.InKeyring {
+			in = "NO"
+			unknown += c.Rows
+		}
+		if status == "" {
+			status = "-"
+		}
+		if !c.Primary {
+			stale += c.Rows
+		}
+		total += c.Rows
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\n", c.KeyVersion, role, in, status, c.Rows)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\n%d connections; %d under the primary key %d", total, total-stale, keys.Primary())
+	switch {
+	case stale > 0:
+		fmt.Fprintf(stdout, "; %d under older keys: run `connectd vault rewrap`", stale)
+	default:
+		fmt.Fprint(stdout, "; keys other than the primary are no longer needed")
+	}
+	if unknown > 0 {
+		fmt.Fprintf(stdout, "\nWARNING: %d connections are under keys not in CONNECTD_VAULT_KEYS and cannot be opened", unknown)
+	}
+	fmt.Fprintln(stdout)
+	return nil
+}
+
+func vaultRewrap(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fset := flag.NewFlagSet("vault rewrap", flag.ContinueOnError)
+	fset.SetOutput(stderr)
+	batch := fset.Int("batch", 100, "connections re-encrypted per transaction (1-10000)")
+	wait := fset.Duration("wait", 30*time.Second, "how long to wait for connections locked by concurrent refreshes")
+	if err := fset.Parse(args); err != nil {
+		return &usageError{err.Error()}
+	}
+	if fset.NArg() != 0 || *batch < 1 || *batch > 10000 || *wait <= 0 {
+		return &usageError{"usage: connectd vault rewrap [-batch 1-10000] [-wait DURATION]"}
+	}
+	s, done, err := openVault(ctx, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	primary := s.Keyring().Primary()
+	res, err := s.Rewrap(ctx, vault.RewrapOptions{Batch: *batch, Wait: *wait, Progress: func(r vault.RewrapResult) {
+		fmt.Fprintf(stderr, "rewrapped %d so far\n", r.Rewrapped)
+	}})
+	fmt.Fprintf(stdout, "rewrapped %d connections to key version %s", res.Rewrapped, strconv.FormatUint(uint64(primary), 10))
+	if len(res.Failed) > 0 {
+		fmt.Fprintf(stdout, "; %d did not open (key missing or data damaged): %v", len(res.Failed), res.Failed)
+	}
+	fmt.Fprintln(stdout)
+	if errors.Is(err, vault.ErrRewrapIncomplete) {
+		return fmt.Errorf("%w; run it again (it resumes), and check that every replica runs with key %d as primary", err, primary)
+	}
+	return err
 }

@@ -1,0 +1,60 @@
+package provider
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// MaxAPIKeyLength bounds an API key a user may store.
+const MaxAPIKeyLength = 4096
+
+// apiKeyProvider implements APIKey.
+type apiKeyProvider struct {
+	spec   Spec
+	client *http.Client
+}
+
+func (p *apiKeyProvider) Info() Info {
+	return Info{Name: p.spec.Name, DisplayName: p.spec.DisplayName, Kind: KindAPIKey, Verifiable: p.spec.Verify != nil}
+}
+
+// Verify checks the key's form, then (when configured) sends the
+// verification request with the key in its header.
+func (p *apiKeyProvider) Verify(ctx context.Context, key string) error {
+	fail := func(kind error, status int, cause error) error {
+		return &Error{Provider: p.spec.Name, Op: "verify", Kind: kind, Status: status, Err: cause}
+	}
+	if key == "" || len(key) > MaxAPIKeyLength || strings.TrimSpace(key) != key {
+		return fail(ErrInvalidKey, 0, nil)
+	}
+	for _, r := range key {
+		if r < 0x20 || r == 0x7f {
+			return fail(ErrInvalidKey, 0, nil)
+		}
+	}
+	v := p.spec.Verify
+	if v == nil {
+		return nil
+	}
+	req, err := http.NewRequestWithContext(ctx, v.Method, v.URL, nil)
+	if err != nil {
+		return fail(ErrRejected, 0, nil)
+	}
+	req.Header.Set(v.Header, strings.Replace(v.Value, keyPlaceholder, key, 1))
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return fail(ErrUnavailable, 0, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode == v.ExpectStatus:
+		return nil
+	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
+		return fail(ErrUnavailable, resp.StatusCode, nil)
+	default:
+		return fail(ErrInvalidKey, resp.StatusCode, nil)
+	}
+}

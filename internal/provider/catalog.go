@@ -1,0 +1,131 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+)
+
+// Options are a catalog's runtime dependencies.
+type Options struct {
+	// HTTPClient makes every outbound call (discovery, token, revocation,
+	// verification). Default: a plain client. Whatever is given, connectd adds
+	// a timeout when it has none (DefaultTimeout), refuses redirects unless the
+	// client sets its own CheckRedirect, and caps response bodies.
+	HTTPClient *http.Client
+	// MaxResponseBytes caps response bodies. Default DefaultMaxResponseBytes.
+	MaxResponseBytes int64
+	Logger           *slog.Logger // default: discard
+}
+
+// Catalog is the set of configured providers, by name.
+type Catalog struct {
+	byName map[string]Provider
+	names  []string
+}
+
+// New builds the catalog from a parsed providers file, running discovery for
+// generic providers that ask for it. A discovery failure is a start-up error
+// naming the provider.
+func New(ctx context.Context, cfg *Config, opts Options) (*Catalog, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Catalog{byName: map[string]Provider{}}
+	for i, spec := range cfg.Providers {
+		p, err := NewProvider(ctx, spec, cfg.Dev, opts)
+		if err != nil {
+			return nil, &ConfigError{Index: i, Provider: spec.Name, Field: "issuer", Problem: err.Error()}
+		}
+		c.byName[spec.Name] = p
+		c.names = append(c.names, spec.Name)
+		info := p.Info()
+		logger.InfoContext(ctx, "provider configured", slog.String("provider", spec.Name),
+			slog.String("kind", string(info.Kind)), slog.String("template", spec.Template),
+			slog.Bool("discovered", spec.Discovery), slog.Bool("pkce", info.PKCE))
+	}
+	slices.Sort(c.names)
+	return c, nil
+}
+
+// NewProvider builds one provider from a resolved Spec (discovery included).
+// A Spec made in code rather than by ParseConfig is not validated: give it
+// https URLs.
+func NewProvider(ctx context.Context, spec Spec, dev bool, opts Options) (Provider, error) {
+	client := outboundClient(opts.HTTPClient, opts.MaxResponseBytes)
+	switch spec.Kind {
+	case KindAPIKey:
+		return &apiKeyProvider{spec: spec.clone(), client: client}, nil
+	case KindOAuth2:
+		spec = spec.clone()
+		if spec.Discovery {
+			md, err := Discover(ctx, client, spec.Issuer, dev)
+			if err != nil {
+				return nil, fmt.Errorf("discovery failed: %w", err)
+			}
+			applyMetadata(&spec, md)
+		}
+		// Defaults for a Spec built in code rather than parsed.
+		if spec.AuthStyle == "" {
+			spec.AuthStyle = AuthBasic
+		}
+		if spec.ScopeSeparator == "" {
+			spec.ScopeSeparator = " "
+		}
+		if spec.ScopeParam == "" {
+			spec.ScopeParam = "scope"
+		}
+		if len(spec.InvalidGrantErrors) == 0 {
+			spec.InvalidGrantErrors = []string{defaultInvalidGrant}
+		}
+		if spec.DisplayName == "" {
+			spec.DisplayName = spec.Name
+		}
+		return newOAuth(spec, client), nil
+	default:
+		return nil, fmt.Errorf("unknown kind %q", spec.Kind)
+	}
+}
+
+// Get returns the named provider; ErrUnknownProvider when there is none.
+func (c *Catalog) Get(name string) (Provider, error) {
+	p, ok := c.byName[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownProvider, name)
+	}
+	return p, nil
+}
+
+// OAuth returns the named OAuth provider; ErrUnknownProvider when there is
+// none or it is of another kind.
+func (c *Catalog) OAuth(name string) (OAuth, error) {
+	p, err := c.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	o, ok := p.(OAuth)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q is not an oauth2 provider", ErrUnknownProvider, name)
+	}
+	return o, nil
+}
+
+// APIKey returns the named API-key provider; ErrUnknownProvider when there is
+// none or it is of another kind.
+func (c *Catalog) APIKey(name string) (APIKey, error) {
+	p, err := c.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	a, ok := p.(APIKey)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q is not an api_key provider", ErrUnknownProvider, name)
+	}
+	return a, nil
+}
+
+// Names lists the configured providers, sorted.
+func (c *Catalog) Names() []string { return slices.Clone(c.names) }

@@ -1,0 +1,713 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+)
+
+// AuthStyle is how connectd authenticates to a token or revocation endpoint.
+type AuthStyle string
+
+// Client authentication styles (RFC 6749 §2.3.1).
+const (
+	AuthBasic  AuthStyle = "basic"  // client_secret_basic: HTTP Basic
+	AuthParams AuthStyle = "params" // client_secret_post: client_id/client_secret in the form body
+)
+
+// RevocationStyle is how a provider revokes tokens.
+type RevocationStyle string
+
+// Revocation styles.
+const (
+	RevokeNone    RevocationStyle = ""        // no revocation endpoint
+	RevokeRFC7009 RevocationStyle = "rfc7009" // POST token=…&token_type_hint=… with client authentication
+	RevokeBearer  RevocationStyle = "bearer"  // POST with "Authorization: Bearer <access token>" (Dropbox, Slack)
+)
+
+// TokenResponse names a token-response shape.
+type TokenResponse string
+
+// Token-response shapes.
+const (
+	ResponseStandard  TokenResponse = ""           // RFC 6749 §5.1 (JSON, or form-encoded as GitHub sends by default)
+	ResponseSlackUser TokenResponse = "slack_user" // Slack oauth.v2.access: the user token nested in authed_user
+)
+
+const (
+	keyPlaceholder      = "{key}"  // where an API key goes in verify.value
+	maxSecretFile       = 64 << 10 // bytes allowed in a client_secret_file
+	defaultInvalidGrant = "invalid_grant"
+)
+
+// Spec is one provider, resolved: template merged with the file's entry,
+// references to client credentials read. Client secrets are Secret values.
+type Spec struct {
+	Name        string
+	DisplayName string
+	Kind        Kind
+	Template    string // built-in template it came from, if any
+
+	// oauth2
+	ClientID              string
+	ClientSecret          Secret
+	Issuer                string
+	Discovery             bool // fill endpoints from RFC 8414 / OIDC discovery of Issuer at start-up
+	AuthorizeURL          string
+	TokenURL              string
+	RevocationURL         string
+	Revocation            RevocationStyle
+	Scopes                []string // default scopes, requested when the caller asks for none
+	AlwaysScopes          []string // added to every authorize request (e.g. offline_access)
+	ScopeSeparator        string   // " " or ","
+	ScopeParam            string   // authorize parameter for scopes ("scope"; Slack user tokens: "user_scope")
+	PKCE                  bool
+	AuthStyle             AuthStyle // "" until discovery decides (then basic)
+	AuthorizeParams       map[string]string
+	AcceptJSON            bool          // send Accept: application/json to the token endpoint (GitHub)
+	TokenResponse         TokenResponse // response shape
+	IssParameterSupported bool
+	InvalidGrantErrors    []string // OAuth error codes meaning the grant is dead (default: invalid_grant)
+	AccountIDField        string   // dot path in the token response, e.g. "authed_user.id"
+	AccountLabelField     string   // dot path, e.g. "team.name"
+
+	// api_key
+	Verify *VerifySpec
+
+	// template defaults for {base_url} and {tenant}
+	baseURL, tenant string
+	// pkceExplicit: the file set "pkce", so discovery does not change it.
+	pkceExplicit bool
+}
+
+// clone returns a deep copy of a template.
+func (s Spec) clone() Spec {
+	s.Scopes = slices.Clone(s.Scopes)
+	s.AlwaysScopes = slices.Clone(s.AlwaysScopes)
+	s.AuthorizeParams = maps.Clone(s.AuthorizeParams)
+	s.InvalidGrantErrors = slices.Clone(s.InvalidGrantErrors)
+	if s.Verify != nil {
+		v := *s.Verify
+		s.Verify = &v
+	}
+	return s
+}
+
+// VerifySpec is an API key verification request: the key is placed in one
+// header, and the provider must answer ExpectStatus.
+type VerifySpec struct {
+	Method       string // GET, POST or HEAD
+	URL          string
+	Header       string // e.g. "Authorization"
+	Value        string // header value with "{key}" where the key goes, e.g. "Bearer {key}"
+	ExpectStatus int
+}
+
+// Config is a parsed, validated providers file.
+type Config struct {
+	Providers []Spec
+	Dev       bool // http:// endpoints were allowed; discovered endpoints get the same rule
+}
+
+// ParseOptions supplies what parsing needs from outside.
+type ParseOptions struct {
+	// Dev allows http:// URLs (never other schemes).
+	Dev bool
+	// Getenv resolves client_id_env / client_secret_env. Default os.Getenv.
+	Getenv func(string) string
+	// ReadFile reads client_secret_file. Default os.ReadFile.
+	ReadFile func(string) ([]byte, error)
+}
+
+// ConfigError names the provider entry and field at fault. It never includes
+// a secret's value.
+type ConfigError struct {
+	Index    int    // entry index in "providers", -1 for the file as a whole
+	Provider string // entry name, when known
+	Field    string // JSON field, e.g. "token_url" or "verify.url"
+	Problem  string
+}
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	if e.Index >= 0 {
+		fmt.Fprintf(&b, "providers[%d]", e.Index)
+		if e.Provider != "" {
+			fmt.Fprintf(&b, " (%s)", e.Provider)
+		}
+		b.WriteString(": ")
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Problem)
+	return b.String()
+}
+
+// file is the providers file.
+type file struct {
+	Providers []json.RawMessage `json:"providers"`
+}
+
+// fileEntry is one entry of the providers file. Pointers mark "not given", so
+// a template value is kept.
+type fileEntry struct {
+	Name        string `json:"name"`
+	Template    string `json:"template"`
+	Kind        Kind   `json:"kind"`
+	DisplayName string `json:"display_name"`
+
+	ClientID         string          `json:"client_id"`
+	ClientIDEnv      string          `json:"client_id_env"`
+	ClientSecretEnv  string          `json:"client_secret_env"`
+	ClientSecretFile string          `json:"client_secret_file"`
+	ClientSecret     json.RawMessage `json:"client_secret"` // refused with a clear message
+
+	BaseURL               string            `json:"base_url"`
+	Tenant                string            `json:"tenant"`
+	Issuer                string            `json:"issuer"`
+	Discovery             *bool             `json:"discovery"`
+	AuthorizeURL          string            `json:"authorize_url"`
+	TokenURL              string            `json:"token_url"`
+	RevocationURL         string            `json:"revocation_url"`
+	Revocation            *RevocationStyle  `json:"revocation"`
+	Scopes                []string          `json:"scopes"`
+	AlwaysScopes          []string          `json:"always_scopes"`
+	ScopeSeparator        *string           `json:"scope_separator"`
+	ScopeParam            string            `json:"scope_param"`
+	PKCE                  *bool             `json:"pkce"`
+	AuthStyle             AuthStyle         `json:"auth_style"`
+	AuthorizeParams       map[string]string `json:"authorize_params"`
+	AcceptJSON            *bool             `json:"accept_json"`
+	TokenResponse         *string           `json:"token_response"`
+	IssParameterSupported *bool             `json:"iss_parameter_supported"`
+	InvalidGrantErrors    []string          `json:"invalid_grant_errors"`
+	AccountIDField        *string           `json:"account_id_field"`
+	AccountLabelField     *string           `json:"account_label_field"`
+
+	Verify *fileVerify `json:"verify"`
+}
+
+type fileVerify struct {
+	Method       string `json:"method"`
+	URL          string `json:"url"`
+	Header       string `json:"header"`
+	Value        string `json:"value"`
+	ExpectStatus int    `json:"expect_status"`
+}
+
+// ParseConfig parses and validates a providers file (JSON; see
+// docs/providers.md). Unknown fields, bad or non-http(s) URLs (non-https
+// outside dev mode), inline client secrets, missing references and duplicate
+// names are errors: a *ConfigError naming the entry and field.
+func ParseConfig(data []byte, opts ParseOptions) (*Config, error) {
+	if opts.Getenv == nil {
+		opts.Getenv = os.Getenv
+	}
+	if opts.ReadFile == nil {
+		opts.ReadFile = os.ReadFile
+	}
+	var f file
+	if err := strictDecode(data, &f); err != nil {
+		return nil, &ConfigError{Index: -1, Problem: "not a valid providers file: " + err.Error()}
+	}
+	cfg := &Config{Dev: opts.Dev}
+	seen := map[string]int{}
+	for i, raw := range f.Providers {
+		var e fileEntry
+		if err := strictDecode(raw, &e); err != nil {
+			return nil, &ConfigError{Index: i, Provider: peekName(raw), Problem: err.Error()}
+		}
+		spec, err := resolve(i, &e, opts)
+		if err != nil {
+			return nil, err
+		}
+		if j, dup := seen[spec.Name]; dup {
+			return nil, &ConfigError{Index: i, Provider: spec.Name, Field: "name",
+				Problem: fmt.Sprintf("duplicate of providers[%d]", j)}
+		}
+		seen[spec.Name] = i
+		cfg.Providers = append(cfg.Providers, *spec)
+	}
+	return cfg, nil
+}
+
+// strictDecode decodes exactly one JSON value, refusing unknown fields and
+// trailing data.
+func strictDecode(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("unexpected data after the JSON value")
+	}
+	return nil
+}
+
+// peekName reads an entry's name for error messages, ignoring other problems.
+func peekName(raw json.RawMessage) string {
+	var n struct {
+		Name string `json:"name"`
+	}
+	_ = json.Unmarshal(raw, &n)
+	if validName(n.Name) {
+		return n.Name
+	}
+	return ""
+}
+
+func validName(n string) bool {
+	if n == "" || len(n) > 64 {
+		return false
+	}
+	for i, r := range n {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+		case (r == '_' || r == '-' || r == '.') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// resolve merges an entry onto its template and validates the result.
+func resolve(i int, e *fileEntry, opts ParseOptions) (*Spec, error) {
+	fail := func(field, format string, args ...any) error {
+		return &ConfigError{Index: i, Provider: e.Name, Field: field, Problem: fmt.Sprintf(format, args...)}
+	}
+	if !validName(e.Name) {
+		name := e.Name
+		e.Name = ""
+		if name == "" {
+			return nil, fail("name", "is required")
+		}
+		return nil, fail("name", "must be 1-64 of a-z 0-9 _ . - starting with a letter or digit")
+	}
+	var s Spec
+	if e.Template != "" {
+		t, ok := builtins[e.Template]
+		if !ok {
+			return nil, fail("template", "unknown template %q (built-in: %s)", e.Template, strings.Join(Templates(), ", "))
+		}
+		s = t.clone()
+		s.Template = e.Template
+		if e.Kind != "" && e.Kind != s.Kind {
+			return nil, fail("kind", "template %s is of kind %s", e.Template, s.Kind)
+		}
+	} else {
+		switch e.Kind {
+		case KindOAuth2, KindAPIKey:
+			s.Kind = e.Kind
+			// PKCE by default: RFC 6749 §3.1 has servers ignore parameters
+			// they do not know, so only a provider that chokes on it needs
+			// "pkce": false.
+			s.PKCE = e.Kind == KindOAuth2
+		case "":
+			return nil, fail("kind", "is required without a template (oauth2 or api_key)")
+		default:
+			return nil, fail("kind", "must be oauth2 or api_key")
+		}
+	}
+	s.Name = e.Name
+	if e.DisplayName != "" {
+		s.DisplayName = e.DisplayName
+	}
+	if s.DisplayName == "" {
+		s.DisplayName = e.Name
+	}
+	if s.Kind == KindAPIKey {
+		return resolveAPIKey(&s, e, opts, fail)
+	}
+	return resolveOAuth(&s, e, opts, fail)
+}
+
+type failFunc func(field, format string, args ...any) error
+
+func resolveAPIKey(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Spec, error) {
+	for field, set := range map[string]bool{
+		"client_id": e.ClientID != "", "client_id_env": e.ClientIDEnv != "",
+		"client_secret_env": e.ClientSecretEnv != "", "client_secret_file": e.ClientSecretFile != "",
+		"client_secret": e.ClientSecret != nil, "base_url": e.BaseURL != "", "tenant": e.Tenant != "",
+		"issuer": e.Issuer != "", "discovery": e.Discovery != nil, "authorize_url": e.AuthorizeURL != "",
+		"token_url": e.TokenURL != "", "revocation_url": e.RevocationURL != "", "revocation": e.Revocation != nil,
+		"scopes": e.Scopes != nil, "always_scopes": e.AlwaysScopes != nil, "scope_separator": e.ScopeSeparator != nil, "scope_param": e.ScopeParam != "",
+		"pkce": e.PKCE != nil, "auth_style": e.AuthStyle != "", "authorize_params": e.AuthorizeParams != nil,
+		"accept_json": e.AcceptJSON != nil, "token_response": e.TokenResponse != nil,
+		"iss_parameter_supported": e.IssParameterSupported != nil, "invalid_grant_errors": e.InvalidGrantErrors != nil,
+		"account_id_field": e.AccountIDField != nil, "account_label_field": e.AccountLabelField != nil,
+	} {
+		if set {
+			return nil, fail(field, "does not apply to an api_key provider")
+		}
+	}
+	if e.Verify == nil {
+		return s, nil
+	}
+	v := &VerifySpec{
+		Method: strings.ToUpper(e.Verify.Method), URL: e.Verify.URL, Header: e.Verify.Header,
+		Value: e.Verify.Value, ExpectStatus: e.Verify.ExpectStatus,
+	}
+	if v.Method == "" {
+		v.Method = http.MethodGet
+	}
+	if v.Value == "" {
+		v.Value = keyPlaceholder
+	}
+	if v.ExpectStatus == 0 {
+		v.ExpectStatus = http.StatusOK
+	}
+	switch {
+	case !slices.Contains([]string{http.MethodGet, http.MethodPost, http.MethodHead}, v.Method):
+		return nil, fail("verify.method", "must be GET, POST or HEAD")
+	case v.URL == "":
+		return nil, fail("verify.url", "is required")
+	case !validHeaderName(v.Header):
+		return nil, fail("verify.header", "must be an HTTP header name such as Authorization or X-API-Key")
+	case strings.Count(v.Value, keyPlaceholder) != 1:
+		return nil, fail("verify.value", "must contain %s exactly once", keyPlaceholder)
+	case strings.ContainsAny(v.Value, "\r\n"):
+		return nil, fail("verify.value", "must be one line")
+	case v.ExpectStatus < 100 || v.ExpectStatus > 599:
+		return nil, fail("verify.expect_status", "must be an HTTP status code")
+	case strings.Contains(v.URL, keyPlaceholder):
+		return nil, fail("verify.url", "must not contain the key (it goes in verify.header)")
+	}
+	if err := checkURL(v.URL, opts.Dev); err != nil {
+		return nil, fail("verify.url", "%s", err)
+	}
+	s.Verify = v
+	return s, nil
+}
+
+// validScope follows RFC 6749 §3.3 scope-token, minus the comma some
+// providers use as separator.
+func validScope(sc string) bool {
+	if sc == "" || len(sc) > 512 {
+		return false
+	}
+	for _, r := range sc {
+		if r < 0x21 || r > 0x7e || r == '"' || r == '\\' || r == ',' {
+			return false
+		}
+	}
+	return true
+}
+
+func validHeaderName(h string) bool {
+	if h == "" || len(h) > 128 {
+		return false
+	}
+	for _, r := range h {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// reservedParams are authorize parameters connectd sets itself.
+var reservedParams = []string{"response_type", "client_id", "redirect_uri", "state", "code_challenge",
+	"code_challenge_method", "scope", "user_scope", "nonce"}
+
+func resolveOAuth(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Spec, error) {
+	if e.Verify != nil {
+		return nil, fail("verify", "applies only to an api_key provider")
+	}
+	if e.ClientSecret != nil {
+		return nil, fail("client_secret", "must not be given inline; use client_secret_env (an environment variable name) or client_secret_file (a path)")
+	}
+	// Client id: inline (it is not a secret) or by reference.
+	switch {
+	case e.ClientID != "" && e.ClientIDEnv != "":
+		return nil, fail("client_id_env", "give client_id or client_id_env, not both")
+	case e.ClientIDEnv != "":
+		s.ClientID = strings.TrimSpace(opts.Getenv(e.ClientIDEnv))
+		if s.ClientID == "" {
+			return nil, fail("client_id_env", "%s is not set", envName(e.ClientIDEnv))
+		}
+	case e.ClientID != "":
+		s.ClientID = e.ClientID
+	default:
+		return nil, fail("client_id", "is required (client_id or client_id_env)")
+	}
+	switch {
+	case e.ClientSecretEnv != "" && e.ClientSecretFile != "":
+		return nil, fail("client_secret_file", "give client_secret_env or client_secret_file, not both")
+	case e.ClientSecretEnv != "":
+		v := strings.TrimSpace(opts.Getenv(e.ClientSecretEnv))
+		if v == "" {
+			return nil, fail("client_secret_env", "%s is not set", envName(e.ClientSecretEnv))
+		}
+		s.ClientSecret = Secret(v)
+	case e.ClientSecretFile != "":
+		b, err := opts.ReadFile(e.ClientSecretFile)
+		if err != nil {
+			// The path is not repeated: a secret pasted into the field by
+			// mistake must not end up in a log line.
+			why := "read error"
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				why = "no such file"
+			case errors.Is(err, fs.ErrPermission):
+				why = "permission denied"
+			}
+			return nil, fail("client_secret_file", "cannot be read (%s)", why)
+		}
+		v := strings.TrimSpace(string(b))
+		clear(b)
+		if v == "" || len(v) > maxSecretFile {
+			return nil, fail("client_secret_file", "the file must hold the secret (1 line)")
+		}
+		s.ClientSecret = Secret(v)
+	default:
+		return nil, fail("client_secret_env", "a client secret is required: client_secret_env or client_secret_file")
+	}
+
+	// Template parameters.
+	vars := map[string]string{}
+	if e.BaseURL != "" {
+		if err := checkURL(e.BaseURL, opts.Dev); err != nil {
+			return nil, fail("base_url", "%s", err)
+		}
+		vars["{base_url}"] = strings.TrimRight(e.BaseURL, "/")
+	} else if s.baseURL != "" {
+		vars["{base_url}"] = s.baseURL
+	}
+	if e.Tenant != "" {
+		if strings.ContainsAny(e.Tenant, "/?#%@: ") {
+			return nil, fail("tenant", "must be a tenant id or domain")
+		}
+		vars["{tenant}"] = e.Tenant
+	} else if s.tenant != "" {
+		vars["{tenant}"] = s.tenant
+	}
+
+	// Overrides.
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&s.Issuer, e.Issuer)
+	set(&s.AuthorizeURL, e.AuthorizeURL)
+	set(&s.TokenURL, e.TokenURL)
+	set(&s.RevocationURL, e.RevocationURL)
+	set(&s.ScopeParam, e.ScopeParam)
+	if e.Discovery != nil {
+		s.Discovery = *e.Discovery
+	}
+	if e.Revocation != nil {
+		s.Revocation = *e.Revocation
+	} else if e.RevocationURL != "" && s.Revocation == RevokeNone {
+		s.Revocation = RevokeRFC7009
+	}
+	if e.Scopes != nil {
+		s.Scopes = slices.Clone(e.Scopes)
+	}
+	if e.AlwaysScopes != nil {
+		s.AlwaysScopes = slices.Clone(e.AlwaysScopes)
+	}
+	if e.ScopeSeparator != nil {
+		s.ScopeSeparator = *e.ScopeSeparator
+	}
+	if e.PKCE != nil {
+		s.PKCE, s.pkceExplicit = *e.PKCE, true
+	}
+	if e.AuthStyle != "" {
+		s.AuthStyle = e.AuthStyle
+	}
+	if e.AuthorizeParams != nil {
+		if s.AuthorizeParams == nil {
+			s.AuthorizeParams = map[string]string{}
+		}
+		maps.Copy(s.AuthorizeParams, e.AuthorizeParams)
+	}
+	if e.AcceptJSON != nil {
+		s.AcceptJSON = *e.AcceptJSON
+	}
+	if e.TokenResponse != nil {
+		switch *e.TokenResponse {
+		case "standard", "":
+			s.TokenResponse = ResponseStandard
+		case string(ResponseSlackUser):
+			s.TokenResponse = ResponseSlackUser
+		default:
+			return nil, fail("token_response", "must be standard or slack_user")
+		}
+	}
+	if e.IssParameterSupported != nil {
+		s.IssParameterSupported = *e.IssParameterSupported
+	}
+	if e.InvalidGrantErrors != nil {
+		s.InvalidGrantErrors = slices.Clone(e.InvalidGrantErrors)
+	}
+	if e.AccountIDField != nil {
+		s.AccountIDField = *e.AccountIDField
+	}
+	if e.AccountLabelField != nil {
+		s.AccountLabelField = *e.AccountLabelField
+	}
+
+	// Fill template variables.
+	for _, p := range []*string{&s.Issuer, &s.AuthorizeURL, &s.TokenURL, &s.RevocationURL} {
+		for k, v := range vars {
+			*p = strings.ReplaceAll(*p, k, v)
+		}
+		if strings.Contains(*p, "{") {
+			field := map[*string]string{&s.Issuer: "issuer", &s.AuthorizeURL: "authorize_url",
+				&s.TokenURL: "token_url", &s.RevocationURL: "revocation_url"}[p]
+			return nil, fail(field, "template %s needs base_url or tenant", s.Template)
+		}
+	}
+
+	if err := checkOAuth(s, opts.Dev, fail); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// checkOAuth fills the remaining defaults of a merged oauth2 entry and
+// validates it.
+func checkOAuth(s *Spec, dev bool, fail failFunc) error {
+	if s.ScopeSeparator == "" {
+		s.ScopeSeparator = " "
+	}
+	if s.ScopeSeparator != " " && s.ScopeSeparator != "," {
+		return fail("scope_separator", `must be " " or ","`)
+	}
+	if s.ScopeParam == "" {
+		s.ScopeParam = "scope"
+	}
+	if s.ScopeParam != "scope" && s.ScopeParam != "user_scope" {
+		return fail("scope_param", "must be scope or user_scope")
+	}
+	for field, list := range map[string][]string{"scopes": s.Scopes, "always_scopes": s.AlwaysScopes} {
+		for _, sc := range list {
+			if !validScope(sc) {
+				return fail(field, "a scope must be non-empty printable ASCII without spaces, commas, quotes or backslashes")
+			}
+		}
+	}
+	switch s.AuthStyle {
+	case AuthBasic, AuthParams:
+	case "client_secret_basic":
+		s.AuthStyle = AuthBasic
+	case "client_secret_post":
+		s.AuthStyle = AuthParams
+	case "":
+		if !s.Discovery {
+			s.AuthStyle = AuthBasic // RFC 6749 §2.3.1: servers must support Basic
+		}
+	default:
+		return fail("auth_style", "must be basic or params")
+	}
+	switch s.Revocation {
+	case RevokeNone, RevokeRFC7009, RevokeBearer:
+	default:
+		return fail("revocation", "must be rfc7009 or bearer")
+	}
+	for k := range s.AuthorizeParams {
+		if slices.Contains(reservedParams, k) {
+			return fail("authorize_params", "%s is set by connectd and cannot be overridden", k)
+		}
+	}
+	for _, c := range s.InvalidGrantErrors {
+		if sanitizeCode(c) == "" {
+			return fail("invalid_grant_errors", "must list OAuth error codes")
+		}
+	}
+	if len(s.InvalidGrantErrors) == 0 {
+		s.InvalidGrantErrors = []string{defaultInvalidGrant}
+	}
+	if s.Discovery {
+		if s.Issuer == "" {
+			return fail("issuer", "is required for discovery")
+		}
+	} else {
+		if s.AuthorizeURL == "" {
+			return fail("authorize_url", "is required (or set issuer and discovery: true)")
+		}
+		if s.TokenURL == "" {
+			return fail("token_url", "is required (or set issuer and discovery: true)")
+		}
+	}
+	if s.Revocation != RevokeNone && s.RevocationURL == "" && !s.Discovery {
+		return fail("revocation_url", "is required when revocation is %s", s.Revocation)
+	}
+	for _, f := range []struct {
+		field, v string
+	}{{"issuer", s.Issuer}, {"authorize_url", s.AuthorizeURL}, {"token_url", s.TokenURL}, {"revocation_url", s.RevocationURL}} {
+		if f.v == "" {
+			continue
+		}
+		if err := checkURL(f.v, dev); err != nil {
+			return fail(f.field, "%s", err)
+		}
+	}
+	return nil
+}
+
+// envName quotes an environment variable name in a message when it looks like
+// one (upper case, digits, underscores); otherwise it may be a secret pasted
+// into the wrong field, and is not repeated.
+func envName(name string) string {
+	if len(name) > 64 {
+		return "the environment variable named there"
+	}
+	for i, r := range name {
+		if !(r >= 'A' && r <= 'Z' || r == '_' || (r >= '0' && r <= '9' && i > 0)) {
+			return "the environment variable named there"
+		}
+	}
+	return "environment variable " + name
+}
+
+// checkURL allows absolute http(s) URLs with a host and no user info or
+// fragment; http only in dev mode. Its messages never include the URL.
+func checkURL(raw string, dev bool) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return errors.New("is not a valid URL")
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "https":
+	case "http":
+		if !dev {
+			return errors.New("must use https (http:// is allowed only in dev mode)")
+		}
+	case "":
+		return errors.New("must be an absolute https URL")
+	default:
+		return fmt.Errorf("scheme %q is not allowed: only https (and http in dev mode)", sanitizeScheme(u.Scheme))
+	}
+	if u.Host == "" || u.Hostname() == "" || u.Opaque != "" {
+		return errors.New("must name a host")
+	}
+	if u.User != nil {
+		return errors.New("must not contain user info")
+	}
+	if u.Fragment != "" || strings.Contains(raw, "#") {
+		return errors.New("must not contain a fragment")
+	}
+	return nil
+}
+
+func sanitizeScheme(s string) string {
+	if len(s) > 16 {
+		return s[:16]
+	}
+	return s
+}

@@ -1,0 +1,150 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+const (
+	// DefaultMaxResponseBytes caps every provider response body.
+	DefaultMaxResponseBytes = 1 << 20
+	// DefaultTimeout bounds every provider call when the injected client has
+	// no timeout of its own.
+	DefaultTimeout = 15 * time.Second
+)
+
+// errTooLarge: a provider response exceeded the size cap.
+var errTooLarge = errors.New("provider response exceeds the size limit")
+
+// outboundClient derives the client used for provider calls from the
+// injected one (a later SSRF-guarded client, or a test server's): a timeout
+// when it has none, no redirect following unless it decides otherwise, and a
+// cap on every response body.
+func outboundClient(c *http.Client, maxBytes int64) *http.Client {
+	var cc http.Client
+	if c != nil {
+		cc = *c
+	}
+	if cc.Timeout <= 0 {
+		cc.Timeout = DefaultTimeout
+	}
+	if cc.CheckRedirect == nil {
+		cc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	}
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxResponseBytes
+	}
+	base := cc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	cc.Transport = &limitTransport{base: base, max: maxBytes}
+	return &cc
+}
+
+// limitTransport caps response bodies.
+type limitTransport struct {
+	base http.RoundTripper
+	max  int64
+}
+
+func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.ContentLength > t.max {
+		resp.Body.Close()
+		return nil, errTooLarge
+	}
+	resp.Body = &limitedBody{rc: resp.Body, max: t.max}
+	return resp, nil
+}
+
+type limitedBody struct {
+	rc   io.ReadCloser
+	max  int64
+	read int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if room := b.max - b.read + 1; int64(len(p)) > room {
+		p = p[:room]
+	}
+	n, err := b.rc.Read(p)
+	b.read += int64(n)
+	if b.read > b.max {
+		return 0, errTooLarge
+	}
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.rc.Close() }
+
+// tokenTransport applies a provider's token-endpoint quirks to requests made
+// by golang.org/x/oauth2: the Accept header GitHub needs for JSON, and
+// reshaping Slack's nested user-token response into RFC 6749 form.
+type tokenTransport struct {
+	base       http.RoundTripper
+	acceptJSON bool
+	slackUser  bool
+}
+
+func (t *tokenTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.acceptJSON {
+		req = req.Clone(req.Context())
+		req.Header.Set("Accept", "application/json")
+	}
+	resp, err := t.base.RoundTrip(req)
+	if err != nil || !t.slackUser {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	out := liftSlackUser(body)
+	resp.Body = io.NopCloser(bytes.NewReader(out))
+	resp.ContentLength = int64(len(out))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
+	return resp, nil
+}
+
+// liftSlackUser turns Slack's oauth.v2.access answer for the user-token flow,
+// {"ok":true,"authed_user":{"id":…,"access_token":…,"refresh_token":…,
+// "expires_in":…,"scope":…},"team":{…}}, into a standard token response by
+// lifting authed_user's token fields to the top (replacing a bot token, which
+// connectd does not store). authed_user itself is kept for the account id.
+// Anything else (errors, refresh answers already at the top) passes through.
+func liftSlackUser(body []byte) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return body
+	}
+	var u map[string]json.RawMessage
+	if raw, ok := m["authed_user"]; !ok || json.Unmarshal(raw, &u) != nil {
+		return body
+	}
+	if _, ok := u["access_token"]; !ok {
+		return body
+	}
+	for _, k := range []string{"access_token", "token_type", "refresh_token", "expires_in", "scope"} {
+		delete(m, k)
+		// Slack calls the type "user"; it is used as a Bearer token.
+		if v, ok := u[k]; ok && k != "token_type" {
+			m[k] = v
+		}
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return body
+	}
+	clear(body)
+	return out
+}

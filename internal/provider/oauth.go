@@ -1,0 +1,330 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/oauth2"
+)
+
+// oauthProvider implements OAuth on golang.org/x/oauth2, which does the token
+// requests and parses JSON and form-encoded answers; tokenTransport adds the
+// quirks it does not know.
+type oauthProvider struct {
+	spec        Spec
+	client      *http.Client // revocation
+	tokenClient *http.Client // token endpoint, with quirks
+}
+
+func newOAuth(spec Spec, client *http.Client) *oauthProvider {
+	tc := *client
+	tc.Transport = &tokenTransport{base: client.Transport, acceptJSON: spec.AcceptJSON,
+		slackUser: spec.TokenResponse == ResponseSlackUser}
+	return &oauthProvider{spec: spec, client: client, tokenClient: &tc}
+}
+
+func (p *oauthProvider) Info() Info {
+	host := ""
+	if u, err := url.Parse(p.spec.AuthorizeURL); err == nil {
+		host = u.Host
+	}
+	return Info{
+		Name: p.spec.Name, DisplayName: p.spec.DisplayName, Kind: KindOAuth2, AuthorizeHost: host,
+		DefaultScopes: slices.Clone(p.spec.Scopes), PKCE: p.spec.PKCE, Issuer: p.spec.Issuer,
+		IssParameterSupported: p.spec.IssParameterSupported, Revocation: p.spec.Revocation,
+	}
+}
+
+// config builds the oauth2 configuration for one call. The auth style is
+// always explicit: oauth2's auto-detection retries a failed request the other
+// way, which would present a single-use code or refresh token twice.
+func (p *oauthProvider) config(redirectURI string) *oauth2.Config {
+	style := oauth2.AuthStyleInHeader
+	if p.spec.AuthStyle == AuthParams {
+		style = oauth2.AuthStyleInParams
+	}
+	return &oauth2.Config{
+		ClientID:     p.spec.ClientID,
+		ClientSecret: p.spec.ClientSecret.Reveal(),
+		Endpoint:     oauth2.Endpoint{AuthURL: p.spec.AuthorizeURL, TokenURL: p.spec.TokenURL, AuthStyle: style},
+		RedirectURL:  redirectURI,
+	}
+}
+
+func (p *oauthProvider) ctx(ctx context.Context) context.Context {
+	return context.WithValue(ctx, oauth2.HTTPClient, p.tokenClient)
+}
+
+func (p *oauthProvider) AuthCodeURL(state, pkceChallenge, redirectURI string, scopes []string) string {
+	if len(scopes) == 0 {
+		scopes = p.spec.Scopes
+	}
+	scopes = unionScopes(scopes, p.spec.AlwaysScopes)
+	var opts []oauth2.AuthCodeOption
+	if len(scopes) > 0 {
+		opts = append(opts, oauth2.SetAuthURLParam(p.spec.ScopeParam, strings.Join(scopes, p.spec.ScopeSeparator)))
+	}
+	if p.spec.PKCE && pkceChallenge != "" {
+		opts = append(opts, oauth2.SetAuthURLParam("code_challenge", pkceChallenge),
+			oauth2.SetAuthURLParam("code_challenge_method", "S256"))
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.spec.AuthorizeParams)) {
+		opts = append(opts, oauth2.SetAuthURLParam(k, p.spec.AuthorizeParams[k]))
+	}
+	return p.config(redirectURI).AuthCodeURL(state, opts...)
+}
+
+func (p *oauthProvider) Exchange(ctx context.Context, code, verifier, redirectURI string) (*Token, error) {
+	if code == "" {
+		return nil, &Error{Provider: p.spec.Name, Op: "exchange", Kind: ErrInvalidGrant, Code: "missing_code"}
+	}
+	var opts []oauth2.AuthCodeOption
+	if p.spec.PKCE && verifier != "" {
+		opts = append(opts, oauth2.VerifierOption(verifier))
+	}
+	tok, err := p.config(redirectURI).Exchange(p.ctx(ctx), code, opts...)
+	if err != nil {
+		return nil, p.classify(ctx, "exchange", err)
+	}
+	return p.convert("exchange", tok)
+}
+
+func (p *oauthProvider) Refresh(ctx context.Context, refreshToken string) (*Token, error) {
+	if refreshToken == "" {
+		return nil, &Error{Provider: p.spec.Name, Op: "refresh", Kind: ErrNotSupported, Code: "no_refresh_token"}
+	}
+	// A TokenSource over a token with no access token makes exactly one
+	// refresh request; oauth2 keeps the given refresh token when the answer
+	// has none.
+	tok, err := p.config("").TokenSource(p.ctx(ctx), &oauth2.Token{RefreshToken: refreshToken}).Token()
+	if err != nil {
+		return nil, p.classify(ctx, "refresh", err)
+	}
+	return p.convert("refresh", tok)
+}
+
+// convert maps oauth2's token to ours, reading granted scopes and account
+// fields from the raw response.
+func (p *oauthProvider) convert(op string, tok *oauth2.Token) (*Token, error) {
+	if tok.AccessToken == "" {
+		return nil, &Error{Provider: p.spec.Name, Op: op, Kind: ErrBadResponse}
+	}
+	t := &Token{AccessToken: tok.AccessToken, TokenType: tok.TokenType, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry}
+	if t.TokenType == "" || strings.EqualFold(t.TokenType, "bearer") {
+		t.TokenType = "Bearer" // GitHub says "bearer"
+	}
+	if s, ok := tok.Extra("scope").(string); ok {
+		t.Scopes = splitScopes(s)
+	}
+	t.AccountID = extraString(tok, p.spec.AccountIDField)
+	t.AccountLabel = extraString(tok, p.spec.AccountLabelField)
+	return t, nil
+}
+
+// splitScopes splits a granted-scope list on spaces and commas: providers
+// differ (GitHub asks for spaces and answers with commas).
+func splitScopes(s string) []string {
+	out := []string{}
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == ',' }) {
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func unionScopes(a, b []string) []string {
+	out := make([]string, 0, len(a)+len(b))
+	for _, s := range slices.Concat(a, b) {
+		if s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// extraString reads a dot path ("authed_user.id") from the raw token response.
+func extraString(tok *oauth2.Token, path string) string {
+	if path == "" {
+		return ""
+	}
+	parts := strings.Split(path, ".")
+	v := tok.Extra(parts[0])
+	for _, k := range parts[1:] {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return ""
+		}
+		v = m[k]
+	}
+	switch x := v.(type) {
+	case string:
+		return x
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case json.Number:
+		return x.String()
+	}
+	return ""
+}
+
+// classify turns an oauth2 or transport error into an *Error. It never keeps
+// oauth2's error text, which may quote the provider's response body.
+func (p *oauthProvider) classify(ctx context.Context, op string, err error) error {
+	e := &Error{Provider: p.spec.Name, Op: op}
+	var re *oauth2.RetrieveError
+	var ue *url.Error
+	var ne net.Error
+	switch {
+	case errors.As(err, &re):
+		e.Code = sanitizeCode(re.ErrorCode)
+		if re.Response != nil {
+			e.Status = re.Response.StatusCode
+		}
+		e.Kind = p.kindOf(e.Status, re.ErrorCode)
+	case ctx.Err() != nil:
+		e.Kind, e.Err = ErrUnavailable, ctx.Err()
+	case errors.Is(err, errTooLarge):
+		e.Kind = ErrBadResponse
+	case errors.As(err, &ue), errors.As(err, &ne), errors.Is(err, context.DeadlineExceeded):
+		e.Kind, e.Err = ErrUnavailable, err
+	case strings.HasPrefix(err.Error(), "oauth2: cannot fetch token"):
+		// Reading the response failed mid-way (timeout, reset); oauth2 flattens the cause.
+		e.Kind = ErrUnavailable
+	default:
+		e.Kind = ErrBadResponse
+	}
+	return e
+}
+
+// kindOf classifies an HTTP status and OAuth error code. A 5xx is never taken
+// for a dead grant, whatever its body says.
+func (p *oauthProvider) kindOf(status int, code string) error {
+	switch {
+	case status >= 500 || status == http.StatusTooManyRequests ||
+		code == "temporarily_unavailable" || code == "server_error":
+		return ErrUnavailable
+	case code != "" && slices.Contains(p.spec.InvalidGrantErrors, code):
+		return ErrInvalidGrant
+	case code == "access_denied":
+		return ErrAccessDenied
+	case code == "" && status >= 200 && status < 300:
+		return ErrBadResponse
+	default:
+		return ErrRejected
+	}
+}
+
+// Revoke implements RFC 7009 (or the bearer variant of Dropbox and Slack).
+func (p *oauthProvider) Revoke(ctx context.Context, token, hint string) error {
+	fail := func(kind error, status int, code string, cause error) error {
+		return &Error{Provider: p.spec.Name, Op: "revoke", Kind: kind, Status: status, Code: sanitizeCode(code), Err: cause}
+	}
+	if token == "" {
+		return fail(ErrRejected, 0, "missing_token", nil)
+	}
+	var req *http.Request
+	var err error
+	switch p.spec.Revocation {
+	case RevokeRFC7009:
+		form := url.Values{"token": {token}}
+		if hint != "" {
+			form.Set("token_type_hint", hint)
+		}
+		if p.spec.AuthStyle == AuthParams {
+			form.Set("client_id", p.spec.ClientID)
+			form.Set("client_secret", p.spec.ClientSecret.Reveal())
+		}
+		req, err = http.NewRequestWithContext(ctx, http.MethodPost, p.spec.RevocationURL, strings.NewReader(form.Encode()))
+		if err != nil {
+			return fail(ErrRejected, 0, "", nil)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if p.spec.AuthStyle != AuthParams {
+			// RFC 6749 §2.3.1: id and secret are form-encoded before Basic.
+			req.SetBasicAuth(url.QueryEscape(p.spec.ClientID), url.QueryEscape(p.spec.ClientSecret.Reveal()))
+		}
+	case RevokeBearer:
+		if hint == "refresh_token" {
+			return fail(ErrNotSupported, 0, "", nil)
+		}
+		req, err = http.NewRequestWithContext(ctx, http.MethodPost, p.spec.RevocationURL, nil)
+		if err != nil {
+			return fail(ErrRejected, 0, "", nil)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+	default:
+		return fail(ErrNotSupported, 0, "", nil)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return fail(ErrUnavailable, 0, "", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fail(ErrUnavailable, resp.StatusCode, "", nil)
+	}
+	var answer struct {
+		OK    *bool  `json:"ok"` // Slack
+		Error string `json:"error"`
+	}
+	_ = json.Unmarshal(body, &answer)
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if answer.OK != nil && !*answer.OK {
+			return fail(ErrRejected, resp.StatusCode, answer.Error, nil)
+		}
+		return nil
+	}
+	return fail(p.kindOf(resp.StatusCode, answer.Error), resp.StatusCode, answer.Error, nil)
+}
+
+// CheckIssuer applies RFC 9207 §2.4: an iss that differs from the provider's
+// issuer is refused, and so is a missing one when the provider always sends
+// it. When connectd does not know the issuer, a present iss cannot be checked
+// and is ignored.
+func (p *oauthProvider) CheckIssuer(iss string) error {
+	fail := func(code string) error {
+		return &Error{Provider: p.spec.Name, Op: "authorize", Kind: ErrIssuerMismatch, Code: code}
+	}
+	switch {
+	case iss == "" && p.spec.IssParameterSupported:
+		return fail("missing_iss")
+	case iss == "", p.spec.Issuer == "":
+		return nil
+	case iss != p.spec.Issuer:
+		return fail("wrong_iss")
+	}
+	return nil
+}
+
+// RevokeGrant revokes everything a stored credential holds, as well as the
+// provider allows: the refresh token first (RFC 7009 §2.1: revoking it should
+// end the whole grant) and then the access token. It returns the first
+// failure; ErrNotSupported when the provider cannot revoke at all.
+func RevokeGrant(ctx context.Context, p OAuth, accessToken, refreshToken string) error {
+	style := p.Info().Revocation
+	if style == RevokeNone {
+		return &Error{Provider: p.Info().Name, Op: "revoke", Kind: ErrNotSupported}
+	}
+	var first error
+	if refreshToken != "" && style == RevokeRFC7009 {
+		first = p.Revoke(ctx, refreshToken, "refresh_token")
+	}
+	if accessToken != "" {
+		if err := p.Revoke(ctx, accessToken, "access_token"); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}

@@ -1,0 +1,743 @@
+// Package providertest is a fake third-party OAuth 2.0 provider for tests: an
+// in-process httptest server speaking the real protocol over HTTP, so that
+// code under test runs its real HTTP clients against it.
+//
+// It serves
+//
+//	GET  /authorize                                 authorization endpoint: approves at once (as Options.Subject)
+//	                                                and redirects back with code, state and (Quirks.IssParameter) iss
+//	POST /token                                     token endpoint: authorization_code (PKCE S256 checked,
+//	                                                redirect_uri must match) and refresh_token (optional
+//	                                                rotation with reuse detection)
+//	POST /revoke                                    RFC 7009 revocation (and the bearer variant), recorded
+//	GET  /api/files                                 a protected API that needs a valid access token
+//	GET  /.well-known/oauth-authorization-server    RFC 8414 metadata
+//	GET  /.well-known/openid-configuration          the same document
+//
+// Quirks switch on the behaviour of real providers (GitHub's form-encoded
+// answers, Slack's nested user token, Notion's Basic-only client
+// authentication, no expires_in, no new refresh token on refresh, outages,
+// access_denied) and can be changed while the server runs (SetQuirks).
+// Counters and records (Counts, Revocations, TokenRequests) let tests assert
+// what reached the provider.
+//
+// It is imported only by tests (of any package) and the demo; it never
+// touches a database.
+package providertest
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Quirks make the fake behave like a particular real provider.
+type Quirks struct {
+	// FormEncoded: like GitHub, the token endpoint answers
+	// application/x-www-form-urlencoded unless the request says
+	// Accept: application/json, reports errors with HTTP 200 and GitHub's
+	// codes (bad_verification_code, bad_refresh_token), and lists granted
+	// scopes comma-separated.
+	FormEncoded bool
+	// SlackNested: like Slack's oauth.v2.access in the user-token flow, the
+	// token sits in "authed_user" (no top-level access_token), scopes are
+	// comma-separated, and errors are HTTP 200 {"ok":false,"error":…} with
+	// Slack's codes (invalid_code, invalid_refresh_token).
+	SlackNested bool
+	// BasicAuthOnly: like Notion, the token and revocation endpoints accept
+	// client credentials only as HTTP Basic; client_secret_post gets 401
+	// invalid_client.
+	BasicAuthOnly bool
+	// NoExpiresIn: token responses carry no expires_in, and tokens never
+	// expire.
+	NoExpiresIn bool
+	// NoRefreshTokenOnRefresh: refresh responses omit refresh_token; the old
+	// one stays valid (Dropbox, Salesforce).
+	NoRefreshTokenOnRefresh bool
+	// ServerError: the token, revocation and API endpoints answer 503 with an
+	// HTML body.
+	ServerError bool
+	// AccessDenied: the authorization endpoint redirects back with
+	// error=access_denied.
+	AccessDenied bool
+	// IssParameter: authorization responses carry RFC 9207 iss, and the
+	// metadata says so.
+	IssParameter bool
+}
+
+// Options configure a Server. The zero value is usable.
+type Options struct {
+	ClientID     string // default "test-client"
+	ClientSecret string // default: random
+	// RedirectURIs registered for the client; empty accepts any absolute
+	// redirect URI (the token request must still repeat it exactly).
+	RedirectURIs []string
+	// RequirePKCE refuses authorization requests without an S256 challenge.
+	RequirePKCE bool
+	// RotateRefreshTokens issues a new refresh token on every refresh; a
+	// rotated-away token presented again is refused with invalid_grant and
+	// its whole grant is revoked (reuse detection).
+	RotateRefreshTokens bool
+	TokenLifetime       time.Duration // default 1h
+	Subject             string        // the account that approves; default "user-1"
+	AccountLabel        string        // workspace / team name; default "Test Workspace"
+	// APIScope, when set, is required by GET /api/files (403 insufficient_scope).
+	APIScope string
+	// TokenDelay makes the token endpoint slow, to widen race windows.
+	TokenDelay time.Duration
+	Now        func() time.Time // default time.Now
+	TLS        bool             // serve https (use Server.Client)
+	Quirks     Quirks
+}
+
+// Counts is how many requests reached each endpoint (including refused ones).
+type Counts struct {
+	Authorize int
+	Exchange  int // token requests with grant_type=authorization_code
+	Refresh   int // token requests with grant_type=refresh_token
+	Revoke    int
+	API       int
+	Discovery int
+}
+
+// TokenRequest records a token request's grant type and how the client
+// authenticated ("basic", "post" or "none").
+type TokenRequest struct {
+	GrantType  string
+	ClientAuth string
+	Accept     string
+}
+
+// Revocation records one revocation request.
+type Revocation struct {
+	Token      string
+	Hint       string
+	ClientAuth string // "basic", "post", "bearer" or "none"
+	ClientID   string
+	Known      bool // the token was one the server issued
+}
+
+// Tokens is a token set issued by the server.
+type Tokens struct {
+	AccessToken  string
+	RefreshToken string
+	Expiry       time.Time // zero under NoExpiresIn
+	Scopes       []string
+}
+
+type code struct {
+	clientID, redirectURI, challenge string
+	scopes                           []string
+	expires                          time.Time
+}
+
+type grant struct {
+	scopes  []string
+	revoked bool
+}
+
+type accessToken struct {
+	grant   *grant
+	expires time.Time
+	revoked bool
+}
+
+type refreshToken struct {
+	grant   *grant
+	used    bool // rotated away
+	revoked bool
+}
+
+// Server is the fake provider.
+type Server struct {
+	ClientID     string
+	ClientSecret string
+
+	srv  *httptest.Server
+	opts Options
+
+	mu          sync.Mutex
+	quirks      Quirks
+	codes       map[string]*code
+	access      map[string]*accessToken
+	refresh     map[string]*refreshToken
+	counts      Counts
+	revocations []Revocation
+	tokenReqs   []TokenRequest
+}
+
+// New starts a fake provider, closed when the test ends.
+func New(t testing.TB, opts Options) *Server {
+	t.Helper()
+	if opts.ClientID == "" {
+		opts.ClientID = "test-client"
+	}
+	if opts.ClientSecret == "" {
+		opts.ClientSecret = "secret-" + random()
+	}
+	if opts.TokenLifetime <= 0 {
+		opts.TokenLifetime = time.Hour
+	}
+	if opts.Subject == "" {
+		opts.Subject = "user-1"
+	}
+	if opts.AccountLabel == "" {
+		opts.AccountLabel = "Test Workspace"
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &Server{
+		ClientID: opts.ClientID, ClientSecret: opts.ClientSecret, opts: opts, quirks: opts.Quirks,
+		codes: map[string]*code{}, access: map[string]*accessToken{}, refresh: map[string]*refreshToken{},
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /authorize", s.authorize)
+	mux.HandleFunc("POST /token", s.token)
+	mux.HandleFunc("POST /revoke", s.revoke)
+	mux.HandleFunc("GET /api/files", s.api)
+	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.metadata)
+	mux.HandleFunc("GET /.well-known/openid-configuration", s.metadata)
+	if opts.TLS {
+		s.srv = httptest.NewTLSServer(mux)
+	} else {
+		s.srv = httptest.NewServer(mux)
+	}
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// URL is the server's base URL, which is also its issuer identifier.
+func (s *Server) URL() string { return s.srv.URL }
+
+// Issuer is the issuer identifier (the base URL).
+func (s *Server) Issuer() string { return s.srv.URL }
+
+// AuthorizeURL is the authorization endpoint.
+func (s *Server) AuthorizeURL() string { return s.srv.URL + "/authorize" }
+
+// TokenURL is the token endpoint.
+func (s *Server) TokenURL() string { return s.srv.URL + "/token" }
+
+// RevocationURL is the revocation endpoint.
+func (s *Server) RevocationURL() string { return s.srv.URL + "/revoke" }
+
+// APIURL is the protected API endpoint.
+func (s *Server) APIURL() string { return s.srv.URL + "/api/files" }
+
+// Client is an HTTP client that trusts the server (needed with TLS).
+func (s *Server) Client() *http.Client { return s.srv.Client() }
+
+// SetQuirks switches quirks while the server runs.
+func (s *Server) SetQuirks(q Quirks) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.quirks = q
+}
+
+// Quirks returns the current quirks.
+func (s *Server) Quirks() Quirks {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.quirks
+}
+
+// Counts returns the request counters.
+func (s *Server) Counts() Counts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts
+}
+
+// Revocations returns the revocation requests received, in order.
+func (s *Server) Revocations() []Revocation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.revocations)
+}
+
+// TokenRequests returns the token requests received, in order.
+func (s *Server) TokenRequests() []TokenRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.tokenReqs)
+}
+
+// ProviderConfig returns a providers-file entry (see docs/providers.md) for
+// this server under name, with the client secret referenced as the
+// environment variable secretEnv (set it to s.ClientSecret) and the fields its
+// current quirks need. It needs dev mode unless Options.TLS is set.
+func (s *Server) ProviderConfig(name, secretEnv string) map[string]any {
+	q := s.Quirks()
+	e := map[string]any{
+		"name": name, "kind": "oauth2", "display_name": "Fake " + name,
+		"issuer": s.Issuer(), "authorize_url": s.AuthorizeURL(), "token_url": s.TokenURL(),
+		"revocation_url": s.RevocationURL(), "client_id": s.ClientID, "client_secret_env": secretEnv,
+		"pkce": true, "iss_parameter_supported": q.IssParameter,
+	}
+	if q.BasicAuthOnly {
+		e["auth_style"] = "basic"
+	}
+	if q.FormEncoded {
+		e["accept_json"] = true
+		e["invalid_grant_errors"] = []string{"invalid_grant", "bad_verification_code", "bad_refresh_token"}
+	}
+	if q.SlackNested {
+		e["token_response"] = "slack_user"
+		e["scope_separator"] = ","
+		e["account_id_field"] = "authed_user.id"
+		e["account_label_field"] = "team.name"
+		e["invalid_grant_errors"] = []string{"invalid_grant", "invalid_code", "code_already_used", "invalid_refresh_token"}
+	}
+	return e
+}
+
+// Grant issues a token set directly, as if the user had authorized scopes
+// just now, with the given access-token lifetime (0: Options.TokenLifetime).
+func (s *Server) Grant(scopes []string, lifetime time.Duration) Tokens {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if lifetime <= 0 {
+		lifetime = s.opts.TokenLifetime
+	}
+	return s.issueLocked(&grant{scopes: slices.Clone(scopes)}, lifetime, true)
+}
+
+// Approve performs the browser's visit to an authorization URL without
+// following the redirect, and returns where the provider sends the browser
+// back (the redirect URI with code, state and iss, or error).
+func (s *Server) Approve(authURL string) (*url.URL, error) {
+	c := *s.srv.Client()
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := c.Get(authURL)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusFound {
+		return nil, fmt.Errorf("providertest: authorize answered %d, not a redirect", resp.StatusCode)
+	}
+	return url.Parse(resp.Header.Get("Location"))
+}
+
+// Revoked reports whether a token the server issued has been revoked (or its
+// grant has).
+func (s *Server) Revoked(token string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a, ok := s.access[token]; ok {
+		return a.revoked || a.grant.revoked
+	}
+	if r, ok := s.refresh[token]; ok {
+		return r.revoked || r.grant.revoked
+	}
+	return false
+}
+
+// Valid reports whether an access token would be accepted by the API now.
+func (s *Server) Valid(accessToken string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.access[accessToken]
+	return ok && s.validLocked(a)
+}
+
+func (s *Server) validLocked(a *accessToken) bool {
+	return !a.revoked && !a.grant.revoked && (a.expires.IsZero() || s.opts.Now().Before(a.expires))
+}
+
+func random() string {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// issueLocked mints an access token (and a refresh token when withRefresh).
+func (s *Server) issueLocked(g *grant, lifetime time.Duration, withRefresh bool) Tokens {
+	t := Tokens{AccessToken: "at_" + random(), Scopes: slices.Clone(g.scopes)}
+	a := &accessToken{grant: g}
+	if !s.quirks.NoExpiresIn {
+		a.expires = s.opts.Now().Add(lifetime)
+		t.Expiry = a.expires
+	}
+	s.access[t.AccessToken] = a
+	if withRefresh {
+		t.RefreshToken = "rt_" + random()
+		s.refresh[t.RefreshToken] = &refreshToken{grant: g}
+	}
+	return t
+}
+
+func splitScopes(v string) []string {
+	return strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == ',' })
+}
+
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counts.Authorize++
+	q := r.URL.Query()
+	redirect, err := url.Parse(q.Get("redirect_uri"))
+	switch {
+	case q.Get("client_id") != s.opts.ClientID:
+		http.Error(w, "unknown client_id", http.StatusBadRequest)
+		return
+	case err != nil || !redirect.IsAbs() || redirect.Fragment != "":
+		http.Error(w, "redirect_uri must be an absolute URL", http.StatusBadRequest)
+		return
+	case len(s.opts.RedirectURIs) > 0 && !slices.Contains(s.opts.RedirectURIs, q.Get("redirect_uri")):
+		http.Error(w, "redirect_uri is not registered", http.StatusBadRequest)
+		return
+	}
+	back := func(params url.Values) {
+		if s.quirks.IssParameter {
+			params.Set("iss", s.Issuer())
+		}
+		if st := q.Get("state"); st != "" {
+			params.Set("state", st)
+		}
+		u := *redirect
+		rq := u.Query()
+		for k, v := range params {
+			rq[k] = v
+		}
+		u.RawQuery = rq.Encode()
+		http.Redirect(w, r, u.String(), http.StatusFound)
+	}
+	challenge, method := q.Get("code_challenge"), q.Get("code_challenge_method")
+	switch {
+	case q.Get("response_type") != "code":
+		back(url.Values{"error": {"unsupported_response_type"}})
+		return
+	case challenge != "" && method != "S256":
+		back(url.Values{"error": {"invalid_request"}, "error_description": {"only S256 is supported"}})
+		return
+	case challenge == "" && s.opts.RequirePKCE:
+		back(url.Values{"error": {"invalid_request"}, "error_description": {"PKCE S256 is required"}})
+		return
+	case s.quirks.AccessDenied:
+		back(url.Values{"error": {"access_denied"}})
+		return
+	}
+	scopes := splitScopes(q.Get("scope"))
+	if s.quirks.SlackNested {
+		scopes = splitScopes(q.Get("user_scope"))
+	}
+	c := "code_" + random()
+	s.codes[c] = &code{clientID: s.opts.ClientID, redirectURI: q.Get("redirect_uri"), challenge: challenge,
+		scopes: scopes, expires: s.opts.Now().Add(10 * time.Minute)}
+	back(url.Values{"code": {c}})
+}
+
+// clientAuth authenticates the client of a token or revocation request.
+func (s *Server) clientAuth(r *http.Request) (how, clientID string, ok bool) {
+	id, secret, basic := r.BasicAuth()
+	formID, formSecret := r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
+	switch {
+	case basic && formSecret != "":
+		return "both", "", false // RFC 6749 §2.3: one method only
+	case basic:
+		id, _ = url.QueryUnescape(id)
+		secret, _ = url.QueryUnescape(secret)
+		how = "basic"
+	case formSecret != "":
+		id, secret, how = formID, formSecret, "post"
+		if s.quirks.BasicAuthOnly {
+			return how, id, false
+		}
+	default:
+		return "none", formID, false
+	}
+	ok = id == s.opts.ClientID && subtle.ConstantTimeCompare([]byte(secret), []byte(s.opts.ClientSecret)) == 1
+	return how, id, ok
+}
+
+// tokenError answers a token request with an OAuth error in the shape the
+// current quirks call for.
+func (s *Server) tokenError(w http.ResponseWriter, r *http.Request, status int, code string) {
+	switch {
+	case s.quirks.SlackNested:
+		slack := map[string]string{"invalid_grant": "invalid_refresh_token", "invalid_client": "invalid_client_id"}
+		if c, ok := slack[code]; ok {
+			code = c
+		}
+		if code == "invalid_refresh_token" && r.PostForm.Get("grant_type") == "authorization_code" {
+			code = "invalid_code"
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"ok": false, "error": code})
+	case s.quirks.FormEncoded:
+		if code == "invalid_grant" {
+			code = "bad_refresh_token"
+			if r.PostForm.Get("grant_type") == "authorization_code" {
+				code = "bad_verification_code"
+			}
+		}
+		if acceptsJSON(r) {
+			writeJSON(w, http.StatusOK, map[string]any{"error": code})
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-www-form-urlencoded")
+		w.WriteHeader(http.StatusOK)
+		fmt.Fprint(w, url.Values{"error": {code}}.Encode())
+	default:
+		if status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Basic realm="providertest"`)
+		}
+		writeJSON(w, status, map[string]any{"error": code})
+	}
+}
+
+func acceptsJSON(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "application/json")
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) token(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return
+	}
+	if d := s.opts.TokenDelay; d > 0 {
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	grantType := r.PostForm.Get("grant_type")
+	switch grantType {
+	case "authorization_code":
+		s.counts.Exchange++
+	case "refresh_token":
+		s.counts.Refresh++
+	}
+	how, _, ok := s.clientAuth(r)
+	s.tokenReqs = append(s.tokenReqs, TokenRequest{GrantType: grantType, ClientAuth: how, Accept: r.Header.Get("Accept")})
+	if s.quirks.ServerError {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprint(w, "<html><body>503 upstream unavailable</body></html>")
+		return
+	}
+	if !ok {
+		s.tokenError(w, r, http.StatusUnauthorized, "invalid_client")
+		return
+	}
+	var (
+		tok Tokens
+		g   *grant
+	)
+	switch grantType {
+	case "authorization_code":
+		c, found := s.codes[r.PostForm.Get("code")]
+		delete(s.codes, r.PostForm.Get("code")) // single use, whatever happens next
+		switch {
+		case !found || s.opts.Now().After(c.expires):
+			s.tokenError(w, r, http.StatusBadRequest, "invalid_grant")
+			return
+		case r.PostForm.Get("redirect_uri") != c.redirectURI:
+			s.tokenError(w, r, http.StatusBadRequest, "invalid_grant")
+			return
+		case c.challenge != "" && !pkceOK(c.challenge, r.PostForm.Get("code_verifier")):
+			s.tokenError(w, r, http.StatusBadRequest, "invalid_grant")
+			return
+		}
+		g = &grant{scopes: c.scopes}
+		tok = s.issueLocked(g, s.opts.TokenLifetime, true)
+	case "refresh_token":
+		rt, found := s.refresh[r.PostForm.Get("refresh_token")]
+		switch {
+		case !found || rt.revoked || rt.grant.revoked:
+			s.tokenError(w, r, http.StatusBadRequest, "invalid_grant")
+			return
+		case rt.used:
+			rt.grant.revoked = true // reuse detected: the whole grant goes
+			s.tokenError(w, r, http.StatusBadRequest, "invalid_grant")
+			return
+		}
+		g = rt.grant
+		rotate := s.opts.RotateRefreshTokens && !s.quirks.NoRefreshTokenOnRefresh
+		tok = s.issueLocked(g, s.opts.TokenLifetime, rotate)
+		if rotate {
+			rt.used = true
+		} else if !s.quirks.NoRefreshTokenOnRefresh {
+			tok.RefreshToken = r.PostForm.Get("refresh_token") // same one again
+		}
+	default:
+		s.tokenError(w, r, http.StatusBadRequest, "unsupported_grant_type")
+		return
+	}
+	s.writeTokens(w, r, tok)
+}
+
+func pkceOK(challenge, verifier string) bool {
+	if len(verifier) < 43 || len(verifier) > 128 {
+		return false
+	}
+	sum := sha256.Sum256([]byte(verifier))
+	return subtle.ConstantTimeCompare([]byte(base64.RawURLEncoding.EncodeToString(sum[:])), []byte(challenge)) == 1
+}
+
+func (s *Server) writeTokens(w http.ResponseWriter, r *http.Request, t Tokens) {
+	expiresIn := ""
+	if !t.Expiry.IsZero() {
+		expiresIn = strconv.Itoa(int(t.Expiry.Sub(s.opts.Now()).Round(time.Second) / time.Second))
+	}
+	switch {
+	case s.quirks.SlackNested:
+		user := map[string]any{"id": s.opts.Subject, "scope": strings.Join(t.Scopes, ","),
+			"access_token": t.AccessToken, "token_type": "user"}
+		if t.RefreshToken != "" {
+			user["refresh_token"] = t.RefreshToken
+		}
+		if expiresIn != "" {
+			user["expires_in"], _ = strconv.Atoi(expiresIn)
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "app_id": "A0FAKE", "authed_user": user,
+			"team": map[string]any{"id": "T0FAKE", "name": s.opts.AccountLabel}, "enterprise": nil,
+			"is_enterprise_install": false})
+	case s.quirks.FormEncoded && !acceptsJSON(r):
+		v := url.Values{"access_token": {t.AccessToken}, "token_type": {"bearer"}, "scope": {strings.Join(t.Scopes, ",")}}
+		if t.RefreshToken != "" {
+			v.Set("refresh_token", t.RefreshToken)
+		}
+		if expiresIn != "" {
+			v.Set("expires_in", expiresIn)
+		}
+		w.Header().Set("Content-Type", "application/x-www-form-urlencoded; charset=utf-8")
+		fmt.Fprint(w, v.Encode())
+	default:
+		sep := " "
+		if s.quirks.FormEncoded {
+			sep = ","
+		}
+		m := map[string]any{"access_token": t.AccessToken, "token_type": "Bearer", "scope": strings.Join(t.Scopes, sep)}
+		if t.RefreshToken != "" {
+			m["refresh_token"] = t.RefreshToken
+		}
+		if expiresIn != "" {
+			m["expires_in"], _ = strconv.Atoi(expiresIn)
+		}
+		writeJSON(w, http.StatusOK, m)
+	}
+}
+
+func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counts.Revoke++
+	if s.quirks.ServerError {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprint(w, "<html><body>503 upstream unavailable</body></html>")
+		return
+	}
+	rec := Revocation{Token: r.PostForm.Get("token"), Hint: r.PostForm.Get("token_type_hint")}
+	if bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && rec.Token == "" {
+		// The bearer variant (Dropbox, Slack): the token revokes itself.
+		rec.Token, rec.ClientAuth = bearer, "bearer"
+	} else {
+		how, id, ok := s.clientAuth(r)
+		rec.ClientAuth, rec.ClientID = how, id
+		if !ok {
+			s.revocations = append(s.revocations, rec)
+			w.Header().Set("WWW-Authenticate", `Basic realm="providertest"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "invalid_client"})
+			return
+		}
+	}
+	if rec.Token == "" {
+		s.revocations = append(s.revocations, rec)
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request"})
+		return
+	}
+	if a, ok := s.access[rec.Token]; ok {
+		a.revoked, rec.Known = true, true
+	}
+	if rt, ok := s.refresh[rec.Token]; ok {
+		// RFC 7009 §2.1: revoking a refresh token ends the grant.
+		rt.revoked, rt.grant.revoked, rec.Known = true, true, true
+	}
+	s.revocations = append(s.revocations, rec)
+	if s.quirks.SlackNested {
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "revoked": true})
+		return
+	}
+	w.WriteHeader(http.StatusOK) // RFC 7009: 200 even for unknown tokens
+}
+
+func (s *Server) api(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counts.API++
+	if s.quirks.ServerError {
+		http.Error(w, "upstream unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	a, known := s.access[tok]
+	if !ok || !known || !s.validLocked(a) {
+		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "invalid_token"})
+		return
+	}
+	if s.opts.APIScope != "" && !slices.Contains(a.grant.scopes, s.opts.APIScope) {
+		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope=%q`, s.opts.APIScope))
+		writeJSON(w, http.StatusForbidden, map[string]any{"error": "insufficient_scope"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"owner": s.opts.Subject,
+		"files": []map[string]any{{"name": "notes.txt", "size": 42}, {"name": "plan.md", "size": 1337}},
+	})
+}
+
+func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counts.Discovery++
+	auth := []string{"client_secret_basic", "client_secret_post"}
+	if s.quirks.BasicAuthOnly {
+		auth = auth[:1]
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"issuer":                                         s.Issuer(),
+		"authorization_endpoint":                         s.AuthorizeURL(),
+		"token_endpoint":                                 s.TokenURL(),
+		"revocation_endpoint":                            s.RevocationURL(),
+		"response_types_supported":                       []string{"code"},
+		"grant_types_supported":                          []string{"authorization_code", "refresh_token"},
+		"code_challenge_methods_supported":               []string{"S256"},
+		"token_endpoint_auth_methods_supported":          auth,
+		"authorization_response_iss_parameter_supported": s.quirks.IssParameter,
+	})
+}

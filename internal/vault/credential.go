@@ -1,0 +1,186 @@
+package vault
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Credential is the secret set stored for one connection: what the provider
+// returned (or the API key the user typed, as AccessToken with TokenType
+// "api_key"). It is sealed as a whole; formatting it with fmt or slog prints
+// no secret.
+type Credential struct {
+	AccessToken  string
+	RefreshToken string    // "" when the provider issued none
+	TokenType    string    // usually "Bearer"
+	Expiry       time.Time // zero when the provider did not say (the token is treated as not expiring)
+	Scopes       []string  // granted scopes
+	AccountID    string    // the provider's id for the account, when known
+	AccountLabel string    // a human label (login, workspace name), when known
+}
+
+// missing lists the scopes in required that were not granted.
+func (c *Credential) missing(required []string) []string {
+	var out []string
+	for _, s := range required {
+		if s != "" && !slices.Contains(c.Scopes, s) && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// String describes the credential without its secrets.
+func (c Credential) String() string {
+	var b strings.Builder
+	b.WriteString("vault.Credential{AccessToken:")
+	b.WriteString(redacted(c.AccessToken))
+	b.WriteString(" RefreshToken:")
+	b.WriteString(redacted(c.RefreshToken))
+	fmt.Fprintf(&b, " TokenType:%s Expiry:%s Scopes:%v AccountID:%s AccountLabel:%s}",
+		c.TokenType, c.Expiry.Format(time.RFC3339), c.Scopes, c.AccountID, c.AccountLabel)
+	return b.String()
+}
+
+// Format makes every fmt verb (%v, %+v, %#v, %s, …) print String.
+func (c Credential) Format(f fmt.State, _ rune) { io.WriteString(f, c.String()) }
+
+// LogValue keeps secrets out of slog output.
+func (c Credential) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("access_token", redacted(c.AccessToken)),
+		slog.String("refresh_token", redacted(c.RefreshToken)),
+		slog.String("token_type", c.TokenType),
+		slog.Time("expiry", c.Expiry),
+		slog.Any("scopes", c.Scopes),
+	)
+}
+
+func redacted(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return "[redacted]"
+}
+
+// Encoding of a credential before sealing. A hand-written length-prefixed
+// format instead of encoding/json, so that every buffer holding plaintext is
+// one this package allocated and clears (json's encoder pools its buffers).
+const (
+	credFormatV1 byte = 1
+	maxField          = 1 << 20
+	maxScopes         = 1024
+)
+
+var errCorrupt = errors.New("vault: corrupt credential encoding")
+
+// encode returns the plaintext encoding of c; the caller clears it.
+func (c *Credential) encode() []byte {
+	n := 1 + 6*binary.MaxVarintLen64 + len(c.AccessToken) + len(c.RefreshToken) + len(c.TokenType) +
+		len(c.AccountID) + len(c.AccountLabel) + binary.MaxVarintLen64
+	for _, s := range c.Scopes {
+		n += binary.MaxVarintLen64 + len(s)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, credFormatV1)
+	b = appendString(b, c.AccessToken)
+	b = appendString(b, c.RefreshToken)
+	b = appendString(b, c.TokenType)
+	var exp int64
+	if !c.Expiry.IsZero() {
+		exp = c.Expiry.UnixMicro()
+	}
+	b = binary.AppendVarint(b, exp)
+	b = binary.AppendUvarint(b, uint64(len(c.Scopes)))
+	for _, s := range c.Scopes {
+		b = appendString(b, s)
+	}
+	b = appendString(b, c.AccountID)
+	b = appendString(b, c.AccountLabel)
+	return b
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// decodeCredential parses an encoding made by encode.
+func decodeCredential(b []byte) (*Credential, error) {
+	if len(b) == 0 || b[0] != credFormatV1 {
+		return nil, errCorrupt
+	}
+	d := decoder{b: b[1:]}
+	c := &Credential{}
+	c.AccessToken = d.string()
+	c.RefreshToken = d.string()
+	c.TokenType = d.string()
+	if exp := d.varint(); exp != 0 {
+		c.Expiry = time.UnixMicro(exp).UTC()
+	}
+	if n := d.uvarint(); n > maxScopes {
+		d.err = errCorrupt
+	} else if n > 0 {
+		c.Scopes = make([]string, 0, n)
+		for range n {
+			c.Scopes = append(c.Scopes, d.string())
+		}
+	}
+	c.AccountID = d.string()
+	c.AccountLabel = d.string()
+	if d.err != nil || len(d.b) != 0 {
+		return nil, errCorrupt
+	}
+	return c, nil
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errCorrupt
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = errCorrupt
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) string() string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > maxField || n > uint64(len(d.b)) {
+		d.err = errCorrupt
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}

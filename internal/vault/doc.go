@@ -1,0 +1,20 @@
+// Package vault owns connectd's stored third-party credentials: the keyring of
+// versioned AES-256-GCM keys, sealing and opening with associated data that
+// binds every ciphertext to its row and purpose, the connections table (one
+// connection per issuer, subject and provider), token retrieval with a refresh
+// that happens once across all replicas, key rotation (rewrap) and deletion
+// with revocation at the provider.
+//
+// It must never:
+//   - put a secret (token, refresh token, API key, key material, plaintext) into
+//     an error, a log line or a fmt verb: Credential and Keyring redact
+//     themselves when formatted;
+//   - keep plaintext byte buffers after use (they are zeroed; Go strings holding
+//     an opened token cannot be wiped, so they are handed to the caller and not
+//     cached);
+//   - import another leaf package (provider, session, mcpauth): provider calls
+//     reach it as function values (RefreshFunc, RevokeFunc) supplied by the
+//     wiring in cmd/connectd;
+//   - hold a row lock across anything but the one provider call that must not
+//     happen twice (a refresh).
+package vault

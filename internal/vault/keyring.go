@@ -1,0 +1,285 @@
+package vault
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// ErrDecrypt means a ciphertext did not open: it was tampered with, sealed
+// under a key the keyring does not hold (or holds with different bytes), or
+// moved to another row or purpose than the one it was sealed for. The error
+// text never says more than which key version was involved.
+var ErrDecrypt = errors.New("vault: cannot decrypt")
+
+// ErrKeyring reports an invalid key specification. Its text names the entry at
+// fault, never key material.
+var ErrKeyring = errors.New("vault: invalid keyring")
+
+const (
+	// KeySize is the length of a vault key: AES-256.
+	KeySize = 32
+	// MaxKeyVersion is the largest key version (it is stored in a Postgres integer).
+	MaxKeyVersion = 1<<31 - 1
+
+	formatV1   byte = 1
+	nonceSize       = 12
+	headerSize      = 1 + 4 + nonceSize // format, key version, nonce
+	tagSize         = 16
+)
+
+// Keyring holds the versioned keys that open ciphertexts and the one primary
+// key that seals new ones. It is safe for concurrent use and never exposes key
+// bytes; formatting a Keyring prints only its versions.
+type Keyring struct {
+	primary uint32
+	aeads   map[uint32]cipher.AEAD
+}
+
+// NewKeyring builds a keyring from raw 32-byte keys by version; primary must be
+// one of them. The caller's key slices are zeroed once the ciphers are built.
+func NewKeyring(keys map[uint32][]byte, primary uint32) (*Keyring, error) {
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%w: no keys", ErrKeyring)
+	}
+	k := &Keyring{primary: primary, aeads: make(map[uint32]cipher.AEAD, len(keys))}
+	for v, raw := range keys {
+		if v == 0 || v > MaxKeyVersion {
+			return nil, fmt.Errorf("%w: key version %d is out of range 1-%d", ErrKeyring, v, MaxKeyVersion)
+		}
+		if len(raw) != KeySize {
+			return nil, fmt.Errorf("%w: key version %d is %d bytes, want %d", ErrKeyring, v, len(raw), KeySize)
+		}
+		block, err := aes.NewCipher(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%w: key version %d: %v", ErrKeyring, v, err)
+		}
+		aead, err := cipher.NewGCM(block)
+		if err != nil {
+			return nil, fmt.Errorf("%w: key version %d: %v", ErrKeyring, v, err)
+		}
+		k.aeads[v] = aead
+	}
+	if _, ok := k.aeads[primary]; !ok {
+		return nil, fmt.Errorf("%w: primary key version %d is not among the keys", ErrKeyring, primary)
+	}
+	for _, raw := range keys {
+		clear(raw)
+	}
+	return k, nil
+}
+
+// ParseKeyring reads a key specification: entries "VERSION:BASE64KEY"
+// separated by commas or newlines, where exactly one entry is marked primary
+// with a leading "*" ("*2:..."). A single unmarked entry is the primary. Blank
+// entries and lines starting with "#" are ignored, so a key file may carry
+// comments. Errors name the entry (1-based) and never echo key material.
+func ParseKeyring(spec string) (*Keyring, error) {
+	keys := map[uint32][]byte{}
+	defer func() {
+		for _, raw := range keys {
+			clear(raw)
+		}
+	}()
+	var primary uint32
+	marked := 0
+	n := 0
+	for _, line := range strings.Split(spec, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		for _, entry := range strings.Split(line, ",") {
+			entry = strings.TrimSpace(entry)
+			if entry == "" {
+				continue
+			}
+			n++
+			isPrimary := strings.HasPrefix(entry, "*")
+			entry = strings.TrimSpace(strings.TrimPrefix(entry, "*"))
+			vs, b64, ok := strings.Cut(entry, ":")
+			if !ok {
+				return nil, fmt.Errorf("%w: entry %d: want VERSION:BASE64KEY", ErrKeyring, n)
+			}
+			v64, err := strconv.ParseUint(strings.TrimSpace(vs), 10, 32)
+			if err != nil || v64 == 0 || v64 > MaxKeyVersion {
+				return nil, fmt.Errorf("%w: entry %d: version must be an integer from 1 to %d", ErrKeyring, n, MaxKeyVersion)
+			}
+			v := uint32(v64)
+			if _, dup := keys[v]; dup {
+				return nil, fmt.Errorf("%w: entry %d: key version %d appears twice", ErrKeyring, n, v)
+			}
+			raw, err := decodeKey(strings.TrimSpace(b64))
+			if err != nil {
+				return nil, fmt.Errorf("%w: entry %d (version %d): key must be %d bytes, base64-encoded (connectd vault gen-key makes one)",
+					ErrKeyring, n, v, KeySize)
+			}
+			keys[v] = raw
+			if isPrimary {
+				marked++
+				primary = v
+			}
+		}
+	}
+	switch {
+	case n == 0:
+		return nil, fmt.Errorf("%w: no keys", ErrKeyring)
+	case marked > 1:
+		return nil, fmt.Errorf("%w: %d keys are marked primary with \"*\", want exactly one", ErrKeyring, marked)
+	case marked == 0 && n > 1:
+		return nil, fmt.Errorf("%w: %d keys and none marked primary: mark the one that seals new data with a leading \"*\"", ErrKeyring, n)
+	case marked == 0:
+		for v := range keys {
+			primary = v
+		}
+	}
+	return NewKeyring(keys, primary)
+}
+
+// decodeKey accepts standard or URL-safe base64, padded or not.
+func decodeKey(s string) ([]byte, error) {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if raw, err := enc.DecodeString(s); err == nil {
+			if len(raw) == KeySize {
+				return raw, nil
+			}
+			clear(raw)
+		}
+	}
+	return nil, errors.New("not a key")
+}
+
+// GenerateKey returns a key line "VERSION:BASE64KEY" holding a new random key,
+// ready for CONNECTD_VAULT_KEYS (prefix it with "*" to make it the primary).
+func GenerateKey(version uint32) (string, error) {
+	if version == 0 || version > MaxKeyVersion {
+		return "", fmt.Errorf("%w: key version %d is out of range 1-%d", ErrKeyring, version, MaxKeyVersion)
+	}
+	raw := make([]byte, KeySize)
+	defer clear(raw)
+	if _, err := io.ReadFull(rand.Reader, raw); err != nil {
+		return "", fmt.Errorf("vault: generate key: %w", err)
+	}
+	return strconv.FormatUint(uint64(version), 10) + ":" + base64.StdEncoding.EncodeToString(raw), nil
+}
+
+// Primary is the version of the key that seals new ciphertexts.
+func (k *Keyring) Primary() uint32 { return k.primary }
+
+// Versions lists the key versions the keyring holds, ascending.
+func (k *Keyring) Versions() []uint32 {
+	vs := make([]uint32, 0, len(k.aeads))
+	for v := range k.aeads {
+		vs = append(vs, v)
+	}
+	slices.Sort(vs)
+	return vs
+}
+
+// Has reports whether the keyring holds key version v.
+func (k *Keyring) Has(v uint32) bool { _, ok := k.aeads[v]; return ok }
+
+// String describes the keyring by versions only.
+func (k *Keyring) String() string {
+	var b strings.Builder
+	b.WriteString("vault.Keyring{")
+	for i, v := range k.Versions() {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		if v == k.primary {
+			b.WriteString("*")
+		}
+		b.WriteString(strconv.FormatUint(uint64(v), 10))
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// Format makes every fmt verb print String, so no verb reaches key material.
+func (k *Keyring) Format(f fmt.State, _ rune) { io.WriteString(f, k.String()) }
+
+// Seal encrypts plaintext under the primary key. aad is authenticated but not
+// stored: Open must be given the same bytes. The result is
+// format(1) | key version(4, big-endian) | nonce(12) | ciphertext | tag(16);
+// the header is authenticated too.
+func (k *Keyring) Seal(plaintext, aad []byte) ([]byte, error) {
+	return k.sealWith(k.primary, plaintext, aad)
+}
+
+func (k *Keyring) sealWith(version uint32, plaintext, aad []byte) ([]byte, error) {
+	aead := k.aeads[version]
+	out := make([]byte, headerSize, headerSize+len(plaintext)+tagSize)
+	out[0] = formatV1
+	binary.BigEndian.PutUint32(out[1:5], version)
+	if _, err := io.ReadFull(rand.Reader, out[5:headerSize]); err != nil {
+		return nil, fmt.Errorf("vault: nonce: %w", err)
+	}
+	return aead.Seal(out, out[5:headerSize], plaintext, additional(out[:headerSize], aad)), nil
+}
+
+// Open decrypts a ciphertext made by Seal with the same aad. Any failure is
+// ErrDecrypt. The caller owns the returned plaintext and should clear it when
+// done.
+func (k *Keyring) Open(ciphertext, aad []byte) ([]byte, error) {
+	v, err := KeyVersion(ciphertext)
+	if err != nil {
+		return nil, err
+	}
+	aead, ok := k.aeads[v]
+	if !ok {
+		return nil, fmt.Errorf("%w: key version %d is not in the keyring", ErrDecrypt, v)
+	}
+	if len(ciphertext) < headerSize+tagSize {
+		return nil, fmt.Errorf("%w: ciphertext too short", ErrDecrypt)
+	}
+	pt, err := aead.Open(nil, ciphertext[5:headerSize], ciphertext[headerSize:], additional(ciphertext[:headerSize], aad))
+	if err != nil {
+		return nil, fmt.Errorf("%w: authentication failed (key version %d)", ErrDecrypt, v)
+	}
+	return pt, nil
+}
+
+// KeyVersion reads the key version from a ciphertext's header.
+func KeyVersion(ciphertext []byte) (uint32, error) {
+	if len(ciphertext) < headerSize {
+		return 0, fmt.Errorf("%w: ciphertext too short", ErrDecrypt)
+	}
+	if ciphertext[0] != formatV1 {
+		return 0, fmt.Errorf("%w: unknown ciphertext format %d", ErrDecrypt, ciphertext[0])
+	}
+	return binary.BigEndian.Uint32(ciphertext[1:5]), nil
+}
+
+// additional is the GCM associated data: the header followed by the caller's
+// binding, so neither the header nor the binding can be changed unnoticed.
+func additional(header, aad []byte) []byte {
+	b := make([]byte, 0, len(header)+len(aad))
+	return append(append(b, header...), aad...)
+}
+
+// Binding builds associated data from a purpose and the values a ciphertext
+// belongs to, each length-prefixed so that no two different lists encode alike
+// ("ab","c" differs from "a","bc").
+func Binding(purpose string, values ...string) []byte {
+	n := 4 + len(purpose)
+	for _, v := range values {
+		n += 4 + len(v)
+	}
+	b := make([]byte, 0, n)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(purpose)))
+	b = append(b, purpose...)
+	for _, v := range values {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
+		b = append(b, v...)
+	}
+	return b
+}

@@ -1,0 +1,209 @@
+package vault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// KeyCount is the number of connections sealed under one key version in one
+// status.
+type KeyCount struct {
+	KeyVersion uint32
+	Status     Status
+	Rows       int64
+	Primary    bool // the keyring's primary version
+	InKeyring  bool // false: these rows cannot be opened with the configured keys
+}
+
+const countByKey = `SELECT key_version, status, count(*) FROM connections GROUP BY 1, 2 ORDER BY 1, 2`
+
+// KeyStatus counts connections per key version and status.
+func (s *Store) KeyStatus(ctx context.Context) ([]KeyCount, error) {
+	rows, err := s.pool.Query(ctx, countByKey)
+	if err != nil {
+		return nil, fmt.Errorf("vault: key status: %w", err)
+	}
+	defer rows.Close()
+	var out []KeyCount
+	for rows.Next() {
+		var (
+			v      int32
+			status string
+			n      int64
+		)
+		if err := rows.Scan(&v, &status, &n); err != nil {
+			return nil, fmt.Errorf("vault: key status: %w", err)
+		}
+		kv := uint32(v)
+		out = append(out, KeyCount{KeyVersion: kv, Status: Status(status), Rows: n,
+			Primary: kv == s.keys.Primary(), InKeyring: s.keys.Has(kv)})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("vault: key status: %w", err)
+	}
+	return out, nil
+}
+
+// ErrRewrapIncomplete: rewrap finished its passes but some rows are still not
+// under the primary key (they failed to open, or stayed locked or were written
+// under an older primary by a replica still configured with it). Run it again.
+var ErrRewrapIncomplete = errors.New("vault: rewrap incomplete")
+
+// RewrapResult summarises a rewrap.
+type RewrapResult struct {
+	Rewrapped int      // rows re-encrypted under the primary key
+	Failed    []string // ids of rows that did not open (left as they are)
+	Remaining int64    // rows still under another key at the end, failed ones included
+}
+
+// RewrapOptions tunes Rewrap.
+type RewrapOptions struct {
+	Batch int // rows per transaction; default 100
+	// Wait is how long to keep retrying rows locked by concurrent writers
+	// before giving up with ErrRewrapIncomplete. Default 10s.
+	Wait time.Duration
+	// Progress, when set, is called after each committed batch.
+	Progress func(RewrapResult)
+}
+
+const (
+	// Keyset pagination over the primary key: each batch starts after the
+	// last id seen, so a pass over a large table reads it once. Rows locked
+	// by a concurrent refresh or Put are skipped and picked up by the next
+	// pass (that writer itself seals under the primary key, on a replica
+	// configured as the rotation procedure says).
+	selectRewrapBatch = `SELECT id, issuer, subject, provider, ciphertext FROM connections
+		WHERE id > $2 AND key_version <> $1 AND NOT (id = ANY($3))
+		ORDER BY id LIMIT $4
+		FOR UPDATE SKIP LOCKED`
+	// updated_at is left alone: the credential did not change, only its sealing.
+	updateRewrapped = `UPDATE connections SET key_version = $2, ciphertext = $3 WHERE id = $1`
+	countNotPrimary = `SELECT count(*) FROM connections WHERE key_version <> $1`
+)
+
+// Rewrap re-encrypts every connection not sealed under the primary key, in
+// batches of one short transaction each. It is safe while the service serves:
+// a batch locks only its rows and skips rows other transactions hold, and it
+// is resumable: every committed batch stays done, and a new run selects only
+// rows still under an old key. When a pass leaves only rows locked by other
+// writers, it waits up to opts.Wait for them before reporting
+// ErrRewrapIncomplete. Rows that do not open (their key is missing) are
+// reported in RewrapResult.Failed and left as they are.
+func (s *Store) Rewrap(ctx context.Context, opts RewrapOptions) (RewrapResult, error) {
+	if opts.Batch <= 0 {
+		opts.Batch = 100
+	}
+	if opts.Wait <= 0 {
+		opts.Wait = 10 * time.Second
+	}
+	primary := int32(s.keys.Primary())
+	res := RewrapResult{Failed: []string{}}
+	var (
+		after        string    // keyset cursor
+		waitingSince time.Time // when only locked rows were left
+	)
+	for {
+		n, last, examined, err := s.rewrapBatch(ctx, primary, after, opts.Batch, &res.Failed)
+		res.Rewrapped += n
+		if err != nil {
+			return res, err
+		}
+		if examined > 0 {
+			after = last
+			waitingSince = time.Time{}
+			if opts.Progress != nil {
+				opts.Progress(res)
+			}
+			continue
+		}
+		// End of a pass. Done when nothing is left but rows that do not
+		// open; otherwise start another pass, after a pause if this one
+		// found nothing to do (only locked rows remain).
+		if err := s.pool.QueryRow(ctx, countNotPrimary, primary).Scan(&res.Remaining); err != nil {
+			return res, fmt.Errorf("vault: rewrap: %w", err)
+		}
+		if res.Remaining <= int64(len(res.Failed)) {
+			break
+		}
+		if after == "" {
+			if waitingSince.IsZero() {
+				waitingSince = time.Now()
+			} else if time.Since(waitingSince) > opts.Wait {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return res, ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		after = ""
+	}
+	if res.Remaining > 0 {
+		return res, fmt.Errorf("%w: %d rows not under key version %d (%d did not open)",
+			ErrRewrapIncomplete, res.Remaining, primary, len(res.Failed))
+	}
+	return res, nil
+}
+
+// rewrapBatch re-encrypts up to n unlocked rows after the cursor in one
+// transaction. It returns how many it re-encrypted, the last id and how many
+// it examined (rows that do not open are added to failed and excluded from
+// later batches).
+func (s *Store) rewrapBatch(ctx context.Context, primary int32, after string, n int, failed *[]string) (done int, last string, examined int, err error) {
+	var newFailed []string
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		done, examined, newFailed = 0, 0, nil
+		rows, err := tx.Query(ctx, selectRewrapBatch, primary, after, *failed, n)
+		if err != nil {
+			return fmt.Errorf("vault: rewrap select: %w", err)
+		}
+		var items []row
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.ID, &r.User.Issuer, &r.User.Subject, &r.Provider, &r.ciphertext); err != nil {
+				rows.Close()
+				return fmt.Errorf("vault: rewrap select: %w", err)
+			}
+			items = append(items, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("vault: rewrap select: %w", err)
+		}
+		examined = len(items)
+		if examined > 0 {
+			last = items[examined-1].ID
+		}
+		for _, r := range items {
+			aad := binding(r.ID, r.User, r.Provider)
+			pt, err := s.keys.Open(r.ciphertext, aad)
+			if err != nil {
+				s.logger.WarnContext(ctx, "vault: rewrap: connection does not open; left as it is",
+					slog.String("connection_id", r.ID), slog.Any("error", err))
+				newFailed = append(newFailed, r.ID)
+				continue
+			}
+			ct, err := s.keys.Seal(pt, aad)
+			clear(pt)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, updateRewrapped, r.ID, primary, ct); err != nil {
+				return fmt.Errorf("vault: rewrap update: %w", err)
+			}
+			done++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, "", 0, err
+	}
+	*failed = append(*failed, newFailed...)
+	return done, last, examined, nil
+}

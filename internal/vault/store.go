@@ -1,0 +1,528 @@
+package vault
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/singleflight"
+)
+
+// Errors of the connection store. Each is wrapped with context; test with
+// errors.Is (and errors.As for *MissingScopesError).
+var (
+	// ErrNotConnected: the user has no usable connection to the provider.
+	ErrNotConnected = errors.New("vault: not connected")
+	// ErrReauthorizationRequired: the provider refused the stored grant
+	// (invalid_grant) or the token expired with nothing to refresh it; the user
+	// must connect again. The connection is marked reauthorization_required.
+	ErrReauthorizationRequired = errors.New("vault: reauthorization required")
+	// ErrProviderUnavailable: the provider failed in a way worth retrying (5xx,
+	// timeout, network). The stored connection was left untouched.
+	ErrProviderUnavailable = errors.New("vault: provider unavailable")
+	// ErrRevocationNotSupported is what a RevokeFunc returns when the provider
+	// has no revocation endpoint.
+	ErrRevocationNotSupported = errors.New("vault: provider does not support revocation")
+	// ErrInvalid: an argument is malformed (empty issuer, bad provider name,
+	// empty access token).
+	ErrInvalid = errors.New("vault: invalid argument")
+)
+
+// MissingScopesError says the connection lacks scopes the caller requires; the
+// caller asks the user to connect again with them (incremental authorization).
+type MissingScopesError struct {
+	Provider string
+	Missing  []string
+}
+
+func (e *MissingScopesError) Error() string {
+	return fmt.Sprintf("vault: connection to %s lacks scopes %s", e.Provider, strings.Join(e.Missing, " "))
+}
+
+// UserRef names a user: the subject is unique only within its issuer.
+type UserRef struct {
+	Issuer  string
+	Subject string
+}
+
+// Status is a connection's state.
+type Status string
+
+// Connection states.
+const (
+	StatusActive                  Status = "active"
+	StatusReauthorizationRequired Status = "reauthorization_required"
+	StatusRevoked                 Status = "revoked"
+)
+
+// Connection describes a stored connection without its secrets.
+type Connection struct {
+	ID          string
+	User        UserRef
+	Provider    string
+	Status      Status
+	KeyVersion  uint32
+	Scopes      []string  // granted scopes (copy of the sealed set, for listing)
+	Expiry      time.Time // access-token expiry; zero when unknown
+	CreatedAt   time.Time
+	UpdatedAt   time.Time // last Put or refresh
+	RefreshedAt time.Time // last successful refresh; zero if never
+}
+
+// RefreshFunc asks the provider for a new access token. It returns an error
+// wrapping ErrReauthorizationRequired when the provider rejects the refresh
+// token (invalid_grant), one wrapping ErrProviderUnavailable for retryable
+// failures, and any other error otherwise. Errors must not contain secrets.
+type RefreshFunc func(ctx context.Context, provider, refreshToken string) (*Refreshed, error)
+
+// Refreshed is a provider's answer to a refresh.
+type Refreshed struct {
+	AccessToken  string
+	TokenType    string
+	RefreshToken string    // "" keeps the stored refresh token (providers that do not rotate)
+	Expiry       time.Time // zero: the provider did not say
+	Scopes       []string  // nil keeps the stored scopes
+}
+
+// RevokeFunc revokes a credential at the provider (RFC 7009 or the provider's
+// equivalent). It returns an error wrapping ErrRevocationNotSupported when the
+// provider cannot revoke. Errors must not contain secrets.
+type RevokeFunc func(ctx context.Context, provider string, cred *Credential) error
+
+// Config holds a Store's dependencies. Pool and Keyring are required.
+type Config struct {
+	Pool    *pgxpool.Pool
+	Keyring *Keyring
+	// Refresh refreshes expiring tokens; nil disables refreshing (Token then
+	// fails for an expiring token instead of refreshing it).
+	Refresh RefreshFunc
+	// Revoke revokes deleted credentials at the provider; nil skips revocation.
+	Revoke RevokeFunc
+	// Skew: a token expiring within Skew is refreshed before it is returned.
+	// Default 1m.
+	Skew time.Duration
+	// ProviderTimeout bounds one refresh or revocation call. Default 30s.
+	ProviderTimeout time.Duration
+	Now             func() time.Time // default time.Now
+	Logger          *slog.Logger     // default: discard
+}
+
+// Store is the connections table: sealed credentials per (issuer, subject,
+// provider). It is safe for concurrent use; any number of Stores (one per
+// replica) may share a database.
+type Store struct {
+	pool            *pgxpool.Pool
+	keys            *Keyring
+	refresh         RefreshFunc
+	revoke          RevokeFunc
+	skew            time.Duration
+	providerTimeout time.Duration
+	now             func() time.Time
+	logger          *slog.Logger
+	flight          singleflight.Group
+}
+
+// New returns a Store.
+func New(cfg Config) (*Store, error) {
+	if cfg.Pool == nil || cfg.Keyring == nil {
+		return nil, errors.New("vault: Config.Pool and Config.Keyring are required")
+	}
+	s := &Store{
+		pool: cfg.Pool, keys: cfg.Keyring, refresh: cfg.Refresh, revoke: cfg.Revoke,
+		skew: cfg.Skew, providerTimeout: cfg.ProviderTimeout, now: cfg.Now, logger: cfg.Logger,
+	}
+	if s.skew <= 0 {
+		s.skew = time.Minute
+	}
+	if s.providerTimeout <= 0 {
+		s.providerTimeout = 30 * time.Second
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	return s, nil
+}
+
+// Keyring returns the store's keyring.
+func (s *Store) Keyring() *Keyring { return s.keys }
+
+const connCols = `id, issuer, subject, provider, status, key_version, ciphertext, scopes, expires_at,
+	created_at, updated_at, refreshed_at`
+
+const (
+	selectConnection = `SELECT ` + connCols + ` FROM connections
+		WHERE issuer = $1 AND subject = $2 AND provider = $3`
+	selectConnectionForUpdate = selectConnection + ` FOR UPDATE`
+	listConnections           = `SELECT ` + connCols + ` FROM connections
+		WHERE issuer = $1 AND subject = $2 ORDER BY provider`
+	insertConnection = `INSERT INTO connections
+		(id, issuer, subject, provider, status, key_version, ciphertext, scopes, expires_at, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8, $9, $9)
+		ON CONFLICT (issuer, subject, provider) DO NOTHING`
+	updateCredential = `UPDATE connections
+		SET status = 'active', key_version = $2, ciphertext = $3, scopes = $4, expires_at = $5, updated_at = $6
+		WHERE id = $1`
+	updateRefreshed = `UPDATE connections
+		SET status = 'active', key_version = $2, ciphertext = $3, scopes = $4, expires_at = $5,
+		    updated_at = $6, refreshed_at = $6
+		WHERE id = $1`
+	updateStatus     = `UPDATE connections SET status = $2, updated_at = $3 WHERE id = $1`
+	deleteConnection = `DELETE FROM connections WHERE id = $1`
+)
+
+// row is one connections row as read.
+type row struct {
+	Connection
+	ciphertext []byte
+}
+
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func scanRow(r pgx.Row) (*row, error) {
+	var (
+		x                    row
+		status               string
+		version              int32
+		expires, refreshedAt *time.Time
+	)
+	err := r.Scan(&x.ID, &x.User.Issuer, &x.User.Subject, &x.Provider, &status, &version, &x.ciphertext,
+		&x.Scopes, &expires, &x.CreatedAt, &x.UpdatedAt, &refreshedAt)
+	if err != nil {
+		return nil, err
+	}
+	x.Status = Status(status)
+	x.KeyVersion = uint32(version)
+	if expires != nil {
+		x.Expiry = *expires
+	}
+	if refreshedAt != nil {
+		x.RefreshedAt = *refreshedAt
+	}
+	return &x, nil
+}
+
+// load reads the connection of user at provider, locking it when forUpdate.
+func (s *Store) load(ctx context.Context, q querier, user UserRef, provider string, forUpdate bool) (*row, error) {
+	query := selectConnection
+	if forUpdate {
+		query = selectConnectionForUpdate
+	}
+	r, err := scanRow(q.QueryRow(ctx, query, user.Issuer, user.Subject, provider))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w to %s", ErrNotConnected, provider)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("vault: read connection: %w", err)
+	}
+	return r, nil
+}
+
+// binding is the associated data of a connection's credential.
+func binding(id string, user UserRef, provider string) []byte {
+	return Binding("connectd/vault/connection-credential/v1", id, user.Issuer, user.Subject, provider)
+}
+
+// open decrypts the credential of r.
+func (s *Store) open(r *row) (*Credential, error) {
+	pt, err := s.keys.Open(r.ciphertext, binding(r.ID, r.User, r.Provider))
+	if err != nil {
+		return nil, fmt.Errorf("connection %s: %w", r.ID, err)
+	}
+	defer clear(pt)
+	c, err := decodeCredential(pt)
+	if err != nil {
+		return nil, fmt.Errorf("connection %s: %w: %v", r.ID, ErrDecrypt, err)
+	}
+	return c, nil
+}
+
+// seal encrypts c for the row (id, user, provider) under the primary key.
+func (s *Store) seal(id string, user UserRef, provider string, c *Credential) ([]byte, error) {
+	pt := c.encode()
+	defer clear(pt)
+	return s.keys.Seal(pt, binding(id, user, provider))
+}
+
+func validate(user UserRef, provider string) error {
+	switch {
+	case user.Issuer == "" || len(user.Issuer) > 2048:
+		return fmt.Errorf("%w: issuer must be 1-2048 bytes", ErrInvalid)
+	case user.Subject == "" || len(user.Subject) > 2048:
+		return fmt.Errorf("%w: subject must be 1-2048 bytes", ErrInvalid)
+	case !validProviderName(provider):
+		return fmt.Errorf("%w: provider name must be 1-64 of a-z 0-9 _ . - starting with a letter or digit", ErrInvalid)
+	}
+	return nil
+}
+
+func validProviderName(p string) bool {
+	if p == "" || len(p) > 64 {
+		return false
+	}
+	for i, r := range p {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+		case (r == '_' || r == '-' || r == '.') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func newID() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("vault: connection id: %w", err)
+	}
+	return "cn_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b)), nil
+}
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// union returns a ∪ b in order of first appearance.
+func union(a, b []string) []string {
+	out := make([]string, 0, len(a)+len(b))
+	for _, s := range append(slices.Clip(a), b...) {
+		if s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// errPutConflict: another Put inserted the same connection concurrently.
+var errPutConflict = errors.New("vault: concurrent insert")
+
+// Put stores cred as the user's connection to provider, creating it or
+// replacing the stored credential (the connection keeps its id), and marks it
+// active. Granted scopes are merged: the stored set becomes the union of the
+// scopes already granted and cred.Scopes, because the connect flow asks the
+// provider for the union of granted and requested scopes (incremental
+// authorization) and not every provider repeats earlier grants in its
+// response. The merge is skipped when both the stored and the new credential
+// name a provider account and they differ (the user linked another account);
+// a new credential naming no account keeps the stored account id and label.
+// A stored credential that no longer opens (its key is gone) is replaced
+// without merging.
+func (s *Store) Put(ctx context.Context, user UserRef, provider string, cred Credential) (*Connection, error) {
+	if err := validate(user, provider); err != nil {
+		return nil, err
+	}
+	if cred.AccessToken == "" {
+		return nil, fmt.Errorf("%w: credential has no access token", ErrInvalid)
+	}
+	for attempt := 0; ; attempt++ {
+		conn, err := s.put(ctx, user, provider, cred)
+		if errors.Is(err, errPutConflict) && attempt < 3 {
+			continue
+		}
+		return conn, err
+	}
+}
+
+func (s *Store) put(ctx context.Context, user UserRef, provider string, cred Credential) (*Connection, error) {
+	var conn *Connection
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		now := s.now().UTC()
+		r, err := s.load(ctx, tx, user, provider, true)
+		switch {
+		case errors.Is(err, ErrNotConnected):
+			id, err := newID()
+			if err != nil {
+				return err
+			}
+			cred.Scopes = union(nil, cred.Scopes)
+			ct, err := s.seal(id, user, provider, &cred)
+			if err != nil {
+				return err
+			}
+			tag, err := tx.Exec(ctx, insertConnection, id, user.Issuer, user.Subject, provider,
+				int32(s.keys.Primary()), ct, nonNil(cred.Scopes), nullTime(cred.Expiry), now)
+			if err != nil {
+				return fmt.Errorf("vault: insert connection: %w", err)
+			}
+			if tag.RowsAffected() == 0 {
+				return errPutConflict
+			}
+			conn = &Connection{ID: id, User: user, Provider: provider, Status: StatusActive, KeyVersion: s.keys.Primary(),
+				Scopes: cred.Scopes, Expiry: cred.Expiry, CreatedAt: now, UpdatedAt: now}
+			return nil
+		case err != nil:
+			return err
+		}
+		if old, err := s.open(r); err != nil {
+			s.logger.WarnContext(ctx, "vault: replacing a stored credential that does not open",
+				slog.String("connection_id", r.ID), slog.String("provider", provider), slog.Any("error", err))
+			cred.Scopes = union(nil, cred.Scopes)
+		} else if old.AccountID != "" && cred.AccountID != "" && old.AccountID != cred.AccountID {
+			cred.Scopes = union(nil, cred.Scopes)
+		} else {
+			// Same account as far as anyone can tell: keep what we knew.
+			cred.Scopes = union(old.Scopes, cred.Scopes)
+			if cred.AccountID == "" && cred.AccountLabel == "" {
+				cred.AccountID, cred.AccountLabel = old.AccountID, old.AccountLabel
+			}
+		}
+		ct, err := s.seal(r.ID, user, provider, &cred)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, updateCredential, r.ID, int32(s.keys.Primary()), ct, nonNil(cred.Scopes),
+			nullTime(cred.Expiry), now); err != nil {
+			return fmt.Errorf("vault: update connection: %w", err)
+		}
+		conn = &r.Connection
+		conn.Status, conn.KeyVersion, conn.Scopes, conn.Expiry, conn.UpdatedAt =
+			StatusActive, s.keys.Primary(), cred.Scopes, cred.Expiry, now
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return conn, nil
+}
+
+// Get returns the user's connection to provider and its opened credential,
+// whatever the connection's status. ErrNotConnected when there is none;
+// ErrDecrypt when the credential does not open.
+func (s *Store) Get(ctx context.Context, user UserRef, provider string) (*Connection, *Credential, error) {
+	if err := validate(user, provider); err != nil {
+		return nil, nil, err
+	}
+	r, err := s.load(ctx, s.pool, user, provider, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := s.open(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &r.Connection, c, nil
+}
+
+// List returns the user's connections, by provider, without opening them.
+func (s *Store) List(ctx context.Context, user UserRef) ([]Connection, error) {
+	rows, err := s.pool.Query(ctx, listConnections, user.Issuer, user.Subject)
+	if err != nil {
+		return nil, fmt.Errorf("vault: list connections: %w", err)
+	}
+	defer rows.Close()
+	var out []Connection
+	for rows.Next() {
+		r, err := scanRow(rows)
+		if err != nil {
+			return nil, fmt.Errorf("vault: list connections: %w", err)
+		}
+		out = append(out, r.Connection)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("vault: list connections: %w", err)
+	}
+	return out, nil
+}
+
+// Revocation is the outcome of revoking a deleted credential at the provider.
+type Revocation string
+
+// Revocation outcomes.
+const (
+	Revoked             Revocation = "revoked"       // the provider accepted the revocation
+	RevocationSkipped   Revocation = "skipped"       // no RevokeFunc configured, or the credential did not open
+	RevocationNoSupport Revocation = "not_supported" // the provider has no revocation endpoint
+	RevocationFailed    Revocation = "failed"        // the provider call failed; see Deletion.RevokeErr
+)
+
+// Deletion reports what Delete did.
+type Deletion struct {
+	Connection Connection
+	Revocation Revocation
+	RevokeErr  error // set when Revocation is "failed" or "skipped" because the credential did not open
+}
+
+// Delete removes the user's connection to provider, then revokes its
+// credential at the provider. The local delete is committed first and stands
+// whatever the provider says: a failed revocation is logged and reported in
+// Deletion, not as Delete's error. Delete returns an error only when nothing
+// was deleted (ErrNotConnected, a database failure).
+func (s *Store) Delete(ctx context.Context, user UserRef, provider string) (*Deletion, error) {
+	if err := validate(user, provider); err != nil {
+		return nil, err
+	}
+	var (
+		d    Deletion
+		cred *Credential
+	)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		r, err := s.load(ctx, tx, user, provider, true)
+		if err != nil {
+			return err
+		}
+		d.Connection = r.Connection
+		if cred, err = s.open(r); err != nil {
+			d.Revocation, d.RevokeErr = RevocationSkipped, err
+		}
+		if _, err := tx.Exec(ctx, deleteConnection, r.ID); err != nil {
+			return fmt.Errorf("vault: delete connection: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	attrs := []any{slog.String("connection_id", d.Connection.ID), slog.String("provider", provider)}
+	switch {
+	case cred == nil:
+		s.logger.WarnContext(ctx, "vault: connection deleted; credential did not open, not revoked",
+			append(attrs, slog.Any("error", d.RevokeErr))...)
+		return &d, nil
+	case s.revoke == nil:
+		d.Revocation = RevocationSkipped
+		s.logger.InfoContext(ctx, "vault: connection deleted; revocation not configured", attrs...)
+		return &d, nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.providerTimeout)
+	defer cancel()
+	err = s.revoke(rctx, provider, cred)
+	switch {
+	case err == nil:
+		d.Revocation = Revoked
+		s.logger.InfoContext(ctx, "vault: connection deleted and revoked at the provider", attrs...)
+	case errors.Is(err, ErrRevocationNotSupported):
+		d.Revocation = RevocationNoSupport
+		s.logger.InfoContext(ctx, "vault: connection deleted; provider has no revocation endpoint", attrs...)
+	default:
+		d.Revocation, d.RevokeErr = RevocationFailed, err
+		s.logger.WarnContext(ctx, "vault: connection deleted; revocation at the provider failed",
+			append(attrs, slog.Any("error", err))...)
+	}
+	return &d, nil
+}

@@ -1,0 +1,518 @@
+package vault_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/connectd/connectd/internal/pgtest"
+	"github.com/connectd/connectd/internal/provider/providertest"
+	"github.com/connectd/connectd/internal/vault"
+)
+
+func TestPutGetListDelete(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t, pool(t), keyring(t, keyLine(t, 1)), nil, 0)
+	exp := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
+	cred := vault.Credential{AccessToken: "gho_1", RefreshToken: "ghr_1", TokenType: "bearer", Expiry: exp,
+		Scopes: []string{"repo"}, AccountID: "42", AccountLabel: "octocat"}
+	conn, err := s.Put(ctx, alice, "github", cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conn.ID == "" || conn.Status != vault.StatusActive || conn.KeyVersion != 1 {
+		t.Fatalf("put: %+v", conn)
+	}
+	got, gotCred, err := s.Get(ctx, alice, "github")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != conn.ID || gotCred.AccessToken != "gho_1" || gotCred.RefreshToken != "ghr_1" ||
+		!gotCred.Expiry.Equal(exp) || gotCred.AccountLabel != "octocat" || !slices.Equal(gotCred.Scopes, []string{"repo"}) {
+		t.Fatalf("get: %+v %v", got, gotCred)
+	}
+	if _, err := s.Put(ctx, alice, "slack", vault.Credential{AccessToken: "xoxp"}); err != nil {
+		t.Fatal(err)
+	}
+	bob := vault.UserRef{Issuer: alice.Issuer, Subject: "bob"}
+	if _, err := s.Put(ctx, bob, "github", vault.Credential{AccessToken: "gho_bob"}); err != nil {
+		t.Fatal(err)
+	}
+	// Same subject at another issuer is another user.
+	aliceElsewhere := vault.UserRef{Issuer: "https://other-idp.example", Subject: "alice"}
+	if _, _, err := s.Get(ctx, aliceElsewhere, "github"); !errors.Is(err, vault.ErrNotConnected) {
+		t.Fatalf("another issuer's alice: %v", err)
+	}
+	list, err := s.List(ctx, alice)
+	if err != nil || len(list) != 2 || list[0].Provider != "github" || list[1].Provider != "slack" ||
+		!slices.Equal(list[0].Scopes, []string{"repo"}) {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	d, err := s.Delete(ctx, alice, "github")
+	if err != nil || d.Connection.ID != conn.ID || d.Revocation != vault.RevocationSkipped {
+		t.Fatalf("delete: %+v %v", d, err)
+	}
+	if _, _, err := s.Get(ctx, alice, "github"); !errors.Is(err, vault.ErrNotConnected) {
+		t.Fatalf("after delete: %v", err)
+	}
+	if _, err := s.Delete(ctx, alice, "github"); !errors.Is(err, vault.ErrNotConnected) {
+		t.Fatalf("second delete: %v", err)
+	}
+	if _, _, err := s.Get(ctx, bob, "github"); err != nil {
+		t.Fatalf("bob's connection went too: %v", err)
+	}
+}
+
+func TestInvalidArguments(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, pool(t), keyring(t, keyLine(t, 1)), nil, 0)
+	ctx := context.Background()
+	for _, tt := range []struct {
+		user     vault.UserRef
+		provider string
+		cred     vault.Credential
+	}{
+		{vault.UserRef{Subject: "a"}, "github", vault.Credential{AccessToken: "x"}},
+		{vault.UserRef{Issuer: "i"}, "github", vault.Credential{AccessToken: "x"}},
+		{alice, "", vault.Credential{AccessToken: "x"}},
+		{alice, "Git Hub", vault.Credential{AccessToken: "x"}},
+		{alice, "github", vault.Credential{}},
+	} {
+		if _, err := s.Put(ctx, tt.user, tt.provider, tt.cred); !errors.Is(err, vault.ErrInvalid) {
+			t.Errorf("Put(%+v, %q): %v", tt.user, tt.provider, err)
+		}
+	}
+}
+
+// TestStoredCiphertextRefusals: a sealed credential opens only in its own row
+// with the right key.
+func TestStoredCiphertextRefusals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := pool(t)
+	keys := keyring(t, keyLine(t, 1))
+	s := newStore(t, p, keys, nil, 0)
+	bob := vault.UserRef{Issuer: alice.Issuer, Subject: "bob"}
+	a, err := s.Put(ctx, alice, "github", vault.Credential{AccessToken: "alice-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Put(ctx, bob, "github", vault.Credential{AccessToken: "bob-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(ctx, alice, "gitlab", vault.Credential{AccessToken: "alice-gitlab"}); err != nil {
+		t.Fatal(err)
+	}
+	aliceCT := storedCiphertext(t, p, a.ID)
+
+	// Swap alice's ciphertext into bob's row: bob must not get alice's token.
+	if _, err := p.Exec(ctx, `UPDATE connections SET ciphertext = $1 WHERE id = $2`, aliceCT, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, c, err := s.Get(ctx, bob, "github"); !errors.Is(err, vault.ErrDecrypt) {
+		t.Fatalf("swapped ciphertext opened: %v %v", c, err)
+	}
+	if _, err := s.Token(ctx, bob, "github", nil); !errors.Is(err, vault.ErrDecrypt) {
+		t.Fatalf("Token on a swapped ciphertext: %v", err)
+	}
+	// Copy it into alice's gitlab row (same user, other provider).
+	if _, err := p.Exec(ctx, `UPDATE connections SET ciphertext = $1 WHERE issuer = $2 AND subject = $3 AND provider = 'gitlab'`,
+		aliceCT, alice.Issuer, alice.Subject); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Get(ctx, alice, "gitlab"); !errors.Is(err, vault.ErrDecrypt) {
+		t.Fatalf("ciphertext moved to another provider opened: %v", err)
+	}
+	// Tamper with alice's own ciphertext.
+	tampered := bytes.Clone(aliceCT)
+	tampered[len(tampered)-5] ^= 0x80
+	if _, err := p.Exec(ctx, `UPDATE connections SET ciphertext = $1 WHERE id = $2`, tampered, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Get(ctx, alice, "github"); !errors.Is(err, vault.ErrDecrypt) {
+		t.Fatalf("tampered ciphertext opened: %v", err)
+	}
+	// Restore it: it opens again, but not with a different key of the same version.
+	if _, err := p.Exec(ctx, `UPDATE connections SET ciphertext = $1 WHERE id = $2`, aliceCT, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, c, err := s.Get(ctx, alice, "github"); err != nil || c.AccessToken != "alice-token" {
+		t.Fatalf("restored: %v", err)
+	}
+	wrong := newStore(t, p, keyring(t, keyLine(t, 1)), nil, 0)
+	if _, _, err := wrong.Get(ctx, alice, "github"); !errors.Is(err, vault.ErrDecrypt) {
+		t.Fatalf("wrong key opened: %v", err)
+	}
+	// A Put over a credential that no longer opens replaces it.
+	if _, err := wrong.Put(ctx, alice, "github", vault.Credential{AccessToken: "fresh"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, c, err := wrong.Get(ctx, alice, "github"); err != nil || c.AccessToken != "fresh" {
+		t.Fatalf("replaced: %v", err)
+	}
+}
+
+func TestPutMergesScopes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t, pool(t), keyring(t, keyLine(t, 1)), nil, 0)
+	put := func(cred vault.Credential) []string {
+		t.Helper()
+		conn, err := s.Put(ctx, alice, "google", cred)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, c, err := s.Get(ctx, alice, "google")
+		if err != nil || !slices.Equal(c.Scopes, conn.Scopes) {
+			t.Fatalf("get %v, %v vs %v", err, c.Scopes, conn.Scopes)
+		}
+		return c.Scopes
+	}
+	first, _ := s.Put(ctx, alice, "google", vault.Credential{AccessToken: "t1", Scopes: []string{"email"}, AccountID: "g-1"})
+	if got := put(vault.Credential{AccessToken: "t2", Scopes: []string{"drive", "email"}, AccountID: "g-1"}); !slices.Equal(got, []string{"email", "drive"}) {
+		t.Fatalf("incremental grant: %v", got)
+	}
+	if got := put(vault.Credential{AccessToken: "t3"}); !slices.Equal(got, []string{"email", "drive"}) {
+		t.Fatalf("a response without scopes must not drop them: %v", got)
+	}
+	if got := put(vault.Credential{AccessToken: "t4", Scopes: []string{"calendar"}, AccountID: "g-2"}); !slices.Equal(got, []string{"calendar"}) {
+		t.Fatalf("another account's grant must not inherit scopes: %v", got)
+	}
+	conn, _, _ := s.Get(ctx, alice, "google")
+	if conn.ID != first.ID {
+		t.Fatal("re-connecting changed the connection id")
+	}
+}
+
+func TestConcurrentPutsMakeOneConnection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := pool(t)
+	s := newStore(t, p, keyring(t, keyLine(t, 1)), nil, 0)
+	var wg sync.WaitGroup
+	errs := make(chan error, 10)
+	for i := range 10 {
+		wg.Go(func() {
+			_, err := s.Put(ctx, alice, "github", vault.Credential{AccessToken: fmt.Sprint("t", i), Scopes: []string{fmt.Sprint("s", i)}})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int
+	if err := p.QueryRow(ctx, `SELECT count(*) FROM connections`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d rows, %v", n, err)
+	}
+	if _, c, err := s.Get(ctx, alice, "github"); err != nil || len(c.Scopes) != 10 {
+		t.Fatalf("merged scopes %v %v", c, err)
+	}
+}
+
+func TestToken(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		opts   providertest.Options
+		quirks providertest.Quirks
+		// lifetime of the stored access token; refresh happens when < skew (1m)
+		lifetime time.Duration
+		noRT     bool
+		revoked  bool // the grant was revoked at the provider before the call
+		required []string
+		check    func(t *testing.T, srv *providertest.Server, before providertest.Tokens, got *vault.Credential, err error, stored *vault.Credential, conn *vault.Connection)
+	}{
+		{name: "valid token is returned without a provider call", lifetime: time.Hour,
+			check: func(t *testing.T, srv *providertest.Server, before providertest.Tokens, got *vault.Credential, err error, _ *vault.Credential, _ *vault.Connection) {
+				if err != nil || got.AccessToken != before.AccessToken || srv.Counts().Refresh != 0 {
+					t.Fatalf("%v %v %+v", got, err, srv.Counts())
+				}
+			}},
+		{name: "expiring token is refreshed and stored", lifetime: 30 * time.Second, opts: providertest.Options{RotateRefreshTokens: true},
+			check: func(t *testing.T, srv *providertest.Server, before providertest.Tokens, got *vault.Credential, err error, stored *vault.Credential, conn *vault.Connection) {
+				if err != nil || got.AccessToken == before.AccessToken || !srv.Valid(got.AccessToken) {
+					t.Fatalf("%v %v", got, err)
+				}
+				if stored.AccessToken != got.AccessToken || stored.RefreshToken == before.RefreshToken ||
+					time.Until(stored.Expiry) < 50*time.Minute || conn.RefreshedAt.IsZero() {
+					t.Fatalf("stored %v, conn %+v", stored, conn)
+				}
+				if !slices.Equal(stored.Scopes, []string{"files.read"}) {
+					t.Fatalf("scopes %v", stored.Scopes)
+				}
+			}},
+		{name: "refresh without new refresh token keeps the old one", lifetime: 30 * time.Second,
+			quirks: providertest.Quirks{NoRefreshTokenOnRefresh: true},
+			check: func(t *testing.T, srv *providertest.Server, before providertest.Tokens, got *vault.Credential, err error, stored *vault.Credential, _ *vault.Connection) {
+				if err != nil || stored.RefreshToken != before.RefreshToken || got.RefreshToken != before.RefreshToken {
+					t.Fatalf("%v %v", stored, err)
+				}
+			}},
+		{name: "token without expiry is never refreshed", quirks: providertest.Quirks{NoExpiresIn: true},
+			check: func(t *testing.T, srv *providertest.Server, before providertest.Tokens, got *vault.Credential, err error, _ *vault.Credential, _ *vault.Connection) {
+				if err != nil || got.AccessToken != before.AccessToken || !got.Expiry.IsZero() || srv.Counts().Refresh != 0 {
+					t.Fatalf("%v %v", got, err)
+				}
+			}},
+		{name: "invalid_grant marks reauthorization required", lifetime: 30 * time.Second, revoked: true,
+			check: func(t *testing.T, srv *providertest.Server, before providertest.Tokens, got *vault.Credential, err error, stored *vault.Credential, conn *vault.Connection) {
+				if !errors.Is(err, vault.ErrReauthorizationRequired) || conn.Status != vault.StatusReauthorizationRequired {
+					t.Fatalf("%v, status %s", err, conn.Status)
+				}
+			}},
+		{name: "provider outage leaves the connection untouched", lifetime: 30 * time.Second,
+			quirks: providertest.Quirks{ServerError: true},
+			check: func(t *testing.T, srv *providertest.Server, before providertest.Tokens, got *vault.Credential, err error, stored *vault.Credential, conn *vault.Connection) {
+				if !errors.Is(err, vault.ErrProviderUnavailable) || errors.Is(err, vault.ErrReauthorizationRequired) {
+					t.Fatalf("%v", err)
+				}
+				if conn.Status != vault.StatusActive || stored.AccessToken != before.AccessToken ||
+					stored.RefreshToken != before.RefreshToken || !conn.RefreshedAt.IsZero() {
+					t.Fatalf("connection changed: %+v %v", conn, stored)
+				}
+			}},
+		{name: "expired token without refresh token needs reauthorization", lifetime: -time.Second, noRT: true,
+			check: func(t *testing.T, srv *providertest.Server, _ providertest.Tokens, _ *vault.Credential, err error, _ *vault.Credential, conn *vault.Connection) {
+				if !errors.Is(err, vault.ErrReauthorizationRequired) || conn.Status != vault.StatusReauthorizationRequired || srv.Counts().Refresh != 0 {
+					t.Fatalf("%v %s", err, conn.Status)
+				}
+			}},
+		{name: "expiring but still valid token without refresh token is returned", lifetime: 30 * time.Second, noRT: true,
+			check: func(t *testing.T, srv *providertest.Server, before providertest.Tokens, got *vault.Credential, err error, _ *vault.Credential, _ *vault.Connection) {
+				if err != nil || got.AccessToken != before.AccessToken {
+					t.Fatalf("%v %v", got, err)
+				}
+			}},
+		{name: "missing scopes", lifetime: time.Hour, required: []string{"files.read", "files.write", "admin"},
+			check: func(t *testing.T, srv *providertest.Server, _ providertest.Tokens, _ *vault.Credential, err error, _ *vault.Credential, _ *vault.Connection) {
+				var ms *vault.MissingScopesError
+				if !errors.As(err, &ms) || !slices.Equal(ms.Missing, []string{"files.write", "admin"}) || ms.Provider != "fake" {
+					t.Fatalf("%v", err)
+				}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			srv, p := fakeProvider(t, tt.opts)
+			s := newStore(t, pool(t), keyring(t, keyLine(t, 1)), p, time.Minute)
+			srv.SetQuirks(providertest.Quirks{NoExpiresIn: tt.quirks.NoExpiresIn})
+			tok := srv.Grant([]string{"files.read"}, tt.lifetime)
+			if tt.lifetime < 0 {
+				tok.Expiry = time.Now().Add(tt.lifetime)
+			}
+			if tt.noRT {
+				tok.RefreshToken = ""
+			}
+			if tt.revoked {
+				if err := revoker(p)(ctx, "fake", &vault.Credential{RefreshToken: tok.RefreshToken}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := s.Put(ctx, alice, "fake", credOf(tok)); err != nil {
+				t.Fatal(err)
+			}
+			srv.SetQuirks(tt.quirks)
+			got, err := s.Token(ctx, alice, "fake", append([]string{"files.read"}, tt.required...))
+			conn, stored, gerr := s.Get(ctx, alice, "fake")
+			if gerr != nil {
+				t.Fatal(gerr)
+			}
+			tt.check(t, srv, tok, got, err, stored, conn)
+		})
+	}
+}
+
+func TestReauthorizationStatusSticksUntilReconnect(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, p := fakeProvider(t, providertest.Options{})
+	s := newStore(t, pool(t), keyring(t, keyLine(t, 1)), p, time.Minute)
+	if _, err := s.Put(ctx, alice, "fake", vault.Credential{AccessToken: "x", RefreshToken: "rt_unknown",
+		Expiry: time.Now().Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := s.Token(ctx, alice, "fake", nil); !errors.Is(err, vault.ErrReauthorizationRequired) {
+			t.Fatalf("got %v", err)
+		}
+	}
+	if n := srv.Counts().Refresh; n != 1 {
+		t.Fatalf("%d refresh attempts: a dead grant must be tried once", n)
+	}
+	if _, err := s.Put(ctx, alice, "fake", credOf(srv.Grant(nil, time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Token(ctx, alice, "fake", nil); err != nil {
+		t.Fatalf("after reconnecting: %v", err)
+	}
+}
+
+// TestRefreshRace: 50 concurrent Token calls from two Stores on two pools (two
+// replicas) on an expiring connection whose provider rotates refresh tokens
+// and rejects reuse: exactly one refresh reaches the provider and every caller
+// gets the new token.
+func TestRefreshRace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, p := fakeProvider(t, providertest.Options{RotateRefreshTokens: true, TokenDelay: 50 * time.Millisecond})
+	dbURL := pgtest.URL(t)
+	keys := keyring(t, keyLine(t, 1))
+	replicas := []*vault.Store{
+		newStore(t, pgtest.NewPool(t, dbURL), keys, p, time.Minute),
+		newStore(t, pgtest.NewPool(t, dbURL), keys, p, time.Minute),
+	}
+	old := srv.Grant([]string{"files.read"}, 20*time.Second)
+	if _, err := replicas[0].Put(ctx, alice, "fake", credOf(old)); err != nil {
+		t.Fatal(err)
+	}
+
+	const callers = 50
+	start := make(chan struct{})
+	results := make([]*vault.Credential, callers)
+	errs := make([]error, callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			<-start
+			results[i], errs[i] = replicas[i%2].Token(ctx, alice, "fake", []string{"files.read"})
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("caller %d: %v", i, err)
+		}
+	}
+	if n := srv.Counts().Refresh; n != 1 {
+		t.Fatalf("%d refresh requests reached the provider, want exactly 1", n)
+	}
+	fresh := results[0].AccessToken
+	if fresh == old.AccessToken || !srv.Valid(fresh) {
+		t.Fatal("callers did not get a new, valid token")
+	}
+	for i, r := range results {
+		if r.AccessToken != fresh {
+			t.Fatalf("caller %d got a different token", i)
+		}
+	}
+	_, stored, err := replicas[1].Get(ctx, alice, "fake")
+	if err != nil || stored.AccessToken != fresh || stored.RefreshToken == old.RefreshToken {
+		t.Fatalf("stored %v %v", stored, err)
+	}
+	if srv.Revoked(stored.RefreshToken) {
+		t.Fatal("the provider saw refresh-token reuse")
+	}
+}
+
+func TestDeleteRevokesAtProvider(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		authStyle string
+		quirks    providertest.Quirks
+		noRevoke  bool
+		want      vault.Revocation
+		wantAuth  string
+	}{
+		{name: "client_secret_basic", want: vault.Revoked, wantAuth: "basic"},
+		{name: "Basic-only provider", quirks: providertest.Quirks{BasicAuthOnly: true}, want: vault.Revoked, wantAuth: "basic"},
+		{name: "client_secret_post", authStyle: "params", want: vault.Revoked, wantAuth: "post"},
+		{name: "provider down: deleted anyway", quirks: providertest.Quirks{ServerError: true}, want: vault.RevocationFailed},
+		{name: "no revocation endpoint", noRevoke: true, want: vault.RevocationNoSupport},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			srv := providertest.New(t, providertest.Options{})
+			entry := srv.ProviderConfig("fake", "S")
+			if tt.authStyle != "" {
+				entry["auth_style"] = tt.authStyle
+			}
+			if tt.noRevoke {
+				delete(entry, "revocation_url")
+			}
+			p := oauthFromEntry(t, srv, entry)
+			s := newStore(t, pool(t), keyring(t, keyLine(t, 1)), p, time.Minute)
+			tok := srv.Grant([]string{"files.read"}, time.Hour)
+			if _, err := s.Put(ctx, alice, "fake", credOf(tok)); err != nil {
+				t.Fatal(err)
+			}
+			srv.SetQuirks(tt.quirks)
+			d, err := s.Delete(ctx, alice, "fake")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Revocation != tt.want || (tt.want == vault.RevocationFailed) != (d.RevokeErr != nil) {
+				t.Fatalf("deletion %+v", d)
+			}
+			if _, _, err := s.Get(ctx, alice, "fake"); !errors.Is(err, vault.ErrNotConnected) {
+				t.Fatalf("still stored: %v", err)
+			}
+			if tt.want != vault.Revoked {
+				return
+			}
+			want := []providertest.Revocation{
+				{Token: tok.RefreshToken, Hint: "refresh_token", ClientAuth: tt.wantAuth, ClientID: srv.ClientID, Known: true},
+				{Token: tok.AccessToken, Hint: "access_token", ClientAuth: tt.wantAuth, ClientID: srv.ClientID, Known: true},
+			}
+			if got := srv.Revocations(); !slices.Equal(got, want) {
+				t.Fatalf("revocations\n got %+v\nwant %+v", got, want)
+			}
+			if srv.Valid(tok.AccessToken) || !srv.Revoked(tok.RefreshToken) {
+				t.Fatal("the grant still works at the provider")
+			}
+		})
+	}
+}
+
+// BenchmarkToken measures Token on a connection that needs no refresh: one
+// indexed SELECT and one open.
+func BenchmarkToken(b *testing.B) {
+	ctx := context.Background()
+	s := newStore(b, pool(b), keyring(b, keyLine(b, 1)), nil, time.Minute)
+	cred := vault.Credential{AccessToken: "gho_" + fmt.Sprint(time.Now().UnixNano()), RefreshToken: "ghr_x",
+		Expiry: time.Now().Add(24 * time.Hour), Scopes: []string{"repo"}}
+	if _, err := s.Put(ctx, alice, "github", cred); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Token(ctx, alice, "github", []string{"repo"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkTokenParallel is Token from many goroutines on one pool.
+func BenchmarkTokenParallel(b *testing.B) {
+	ctx := context.Background()
+	s := newStore(b, pool(b), keyring(b, keyLine(b, 1)), nil, time.Minute)
+	if _, err := s.Put(ctx, alice, "github", vault.Credential{AccessToken: "gho_x", Expiry: time.Now().Add(24 * time.Hour)}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := s.Token(ctx, alice, "github", nil); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

@@ -1,0 +1,207 @@
+package vault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Token returns a currently valid credential of the user's connection to
+// provider, holding every scope in required.
+//
+// When the access token expires within the skew, Token refreshes it first, and
+// the refresh token is used exactly once however many callers and replicas ask
+// at the same moment: callers in this process share one refresh
+// (singleflight); across processes the refresh runs under the row's lock
+// (SELECT … FOR UPDATE) and re-checks the row after locking, so a replica that
+// waited for the lock finds the token another one just stored.
+//
+// Errors: ErrNotConnected; ErrReauthorizationRequired (the provider refused the
+// grant; the row is marked reauthorization_required); ErrProviderUnavailable
+// (retryable; the row is untouched); *MissingScopesError; ErrDecrypt.
+func (s *Store) Token(ctx context.Context, user UserRef, provider string, required []string) (*Credential, error) {
+	if err := validate(user, provider); err != nil {
+		return nil, err
+	}
+	r, err := s.load(ctx, s.pool, user, provider, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := usable(r); err != nil {
+		return nil, err
+	}
+	cred, err := s.open(r)
+	if err != nil {
+		return nil, err
+	}
+	if m := cred.missing(required); len(m) > 0 {
+		return nil, &MissingScopesError{Provider: provider, Missing: m}
+	}
+	if !s.needsRefresh(cred) {
+		return cred, nil
+	}
+	// The shared refresh must not die with the first caller's request: it runs
+	// on a context detached from any one caller, bounded by providerTimeout.
+	ch := s.flight.DoChan(r.ID, func() (any, error) {
+		// The transaction outlives the provider call by a margin, so that a
+		// refresh the provider answered at the last moment is still stored.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.providerTimeout+txMargin)
+		defer cancel()
+		return s.refreshLocked(rctx, user, provider, r)
+	})
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case res := <-ch:
+		if res.Err != nil {
+			return nil, res.Err
+		}
+		cred = clone(res.Val.(*Credential))
+	}
+	if m := cred.missing(required); len(m) > 0 {
+		return nil, &MissingScopesError{Provider: provider, Missing: m}
+	}
+	return cred, nil
+}
+
+// txMargin is how much longer a refresh transaction may take than the
+// provider call inside it.
+const txMargin = 10 * time.Second
+
+func usable(r *row) error {
+	switch r.Status {
+	case StatusActive:
+		return nil
+	case StatusReauthorizationRequired:
+		return fmt.Errorf("%w: connection to %s", ErrReauthorizationRequired, r.Provider)
+	default:
+		return fmt.Errorf("%w to %s (connection %s)", ErrNotConnected, r.Provider, r.Status)
+	}
+}
+
+// needsRefresh: the token has a known expiry within the skew.
+func (s *Store) needsRefresh(c *Credential) bool {
+	return !c.Expiry.IsZero() && !s.now().Add(s.skew).Before(c.Expiry)
+}
+
+func (s *Store) expired(c *Credential) bool {
+	return !c.Expiry.IsZero() && !s.now().Before(c.Expiry)
+}
+
+// clone copies a credential shared between singleflight callers.
+func clone(c *Credential) *Credential {
+	d := *c
+	d.Scopes = slices.Clone(c.Scopes)
+	return &d
+}
+
+// refreshLocked refreshes the connection seen as `seen` under its row lock.
+func (s *Store) refreshLocked(ctx context.Context, user UserRef, provider string, seen *row) (*Credential, error) {
+	var (
+		out       *Credential
+		outErr    error
+		refreshed bool
+	)
+	attrs := []any{slog.String("connection_id", seen.ID), slog.String("provider", provider)}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		r, err := s.load(ctx, tx, user, provider, true)
+		if err != nil {
+			return err
+		}
+		if err := usable(r); err != nil {
+			outErr = err
+			return nil
+		}
+		cred, err := s.open(r)
+		if err != nil {
+			return err
+		}
+		// Re-check after locking: another caller may have refreshed while we
+		// waited. A token refreshed since we looked is used as long as it is
+		// not expired, even if short-lived tokens fall within the skew again.
+		if !s.needsRefresh(cred) || (r.ID == seen.ID && r.RefreshedAt.After(seen.RefreshedAt) && !s.expired(cred)) {
+			out = cred
+			return nil
+		}
+		if cred.RefreshToken == "" || s.refresh == nil {
+			if !s.expired(cred) {
+				out = cred // still valid for a moment; nothing can refresh it
+				return nil
+			}
+			if s.refresh == nil {
+				outErr = fmt.Errorf("vault: token of %s expired and refreshing is not configured", provider)
+				return nil
+			}
+			outErr = fmt.Errorf("%w: token of %s expired and there is no refresh token", ErrReauthorizationRequired, provider)
+			return s.markReauth(ctx, tx, r.ID)
+		}
+		pctx, cancel := context.WithTimeout(ctx, s.providerTimeout)
+		ref, err := s.refresh(pctx, provider, cred.RefreshToken)
+		cancel()
+		switch {
+		case errors.Is(err, ErrReauthorizationRequired):
+			s.logger.WarnContext(ctx, "vault: provider refused the refresh token; reauthorization required",
+				append(attrs, slog.Any("error", err))...)
+			outErr = fmt.Errorf("vault: refresh %s: %w", provider, err)
+			return s.markReauth(ctx, tx, r.ID)
+		case err != nil:
+			// Leave the row as it was: the refresh token may still be good.
+			s.logger.WarnContext(ctx, "vault: refresh failed; connection left untouched",
+				append(attrs, slog.Any("error", err))...)
+			outErr = fmt.Errorf("vault: refresh %s: %w", provider, err)
+			return nil
+		case ref == nil || ref.AccessToken == "":
+			outErr = fmt.Errorf("vault: refresh %s: provider returned no access token", provider)
+			return nil
+		}
+		next := *cred
+		next.AccessToken = ref.AccessToken
+		if ref.TokenType != "" {
+			next.TokenType = ref.TokenType
+		}
+		if ref.RefreshToken != "" {
+			next.RefreshToken = ref.RefreshToken
+		}
+		next.Expiry = ref.Expiry
+		if ref.Scopes != nil {
+			next.Scopes = union(nil, ref.Scopes)
+		}
+		ct, err := s.seal(r.ID, user, provider, &next)
+		if err != nil {
+			return err
+		}
+		now := s.now().UTC()
+		if _, err := tx.Exec(ctx, updateRefreshed, r.ID, int32(s.keys.Primary()), ct, nonNil(next.Scopes),
+			nullTime(next.Expiry), now); err != nil {
+			return fmt.Errorf("vault: store refreshed token: %w", err)
+		}
+		out, refreshed = &next, true
+		return nil
+	})
+	if err != nil {
+		// If the provider already rotated the refresh token, losing this commit
+		// loses it; the next refresh then fails with invalid_grant and the user
+		// reconnects. Say so loudly.
+		s.logger.ErrorContext(ctx, "vault: refresh transaction failed", append(attrs, slog.Any("error", err))...)
+		return nil, err
+	}
+	if outErr != nil {
+		return nil, outErr
+	}
+	if refreshed {
+		s.logger.InfoContext(ctx, "vault: token refreshed", attrs...)
+	}
+	return out, nil
+}
+
+func (s *Store) markReauth(ctx context.Context, tx pgx.Tx, id string) error {
+	if _, err := tx.Exec(ctx, updateStatus, id, string(StatusReauthorizationRequired), s.now().UTC()); err != nil {
+		return fmt.Errorf("vault: mark reauthorization required: %w", err)
+	}
+	return nil
+}

@@ -2,10 +2,152 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/connectd/connectd/internal/mcpauth"
 )
 
-// clientsCmd manages MCP-server clients: connectd clients create|list|disable|rotate-key.
+const clientsUsage = `usage:
+  connectd clients create --name NAME --resource URI [--resource URI...] [--provider ID...]
+  connectd clients list
+  connectd clients disable ID
+  connectd clients enable ID
+  connectd clients rotate-key ID [--overlap DURATION]`
+
+// listFlag collects a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// clientsCmd manages MCP-server clients: connectd clients create|list|disable|enable|rotate-key.
+// It talks to the database directly; keys are printed once and stored hashed.
 func clientsCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	return &usageError{"connectd clients: not available yet"}
+	if len(args) == 0 {
+		return &usageError{clientsUsage}
+	}
+	sub, args := args[0], args[1:]
+	fset := flag.NewFlagSet("clients "+sub, flag.ContinueOnError)
+	fset.SetOutput(stderr)
+	var name string
+	var resources, providers listFlag
+	var overlap time.Duration
+	want := 0 // positional arguments
+	switch sub {
+	case "create":
+		fset.StringVar(&name, "name", "", "display name of the MCP server")
+		fset.Var(&resources, "resource", "resource URI its users' tokens are issued for (repeatable)")
+		fset.Var(&providers, "provider", "provider id it may request (repeatable)")
+	case "list":
+	case "disable", "enable":
+		want = 1
+	case "rotate-key":
+		want = 1
+		fset.DurationVar(&overlap, "overlap", -1, "how long the old key keeps working (default CONNECTD_CLIENT_KEY_OVERLAP)")
+	default:
+		return &usageError{fmt.Sprintf("unknown clients command %q\n%s", sub, clientsUsage)}
+	}
+	pos, err := parseInterspersed(fset, args)
+	if err != nil {
+		return &usageError{err.Error()}
+	}
+	if len(pos) != want {
+		return &usageError{clientsUsage}
+	}
+
+	cfg, err := loadConfig(getenv, needs{db: true})
+	if err != nil {
+		return err
+	}
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	store := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, AllowHTTP: cfg.Dev})
+
+	switch sub {
+	case "create":
+		c, key, err := store.Create(ctx, name, resources, providers)
+		if errors.Is(err, mcpauth.ErrInvalidClient) {
+			return &usageError{err.Error()}
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "id: %s\nkey: %s\n", c.ID, key)
+		fmt.Fprintln(stderr, "The key is shown only now: connectd keeps only its hash. Give it to the MCP server as a secret.")
+		return nil
+	case "list":
+		list, err := store.List(ctx)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tRESOURCES\tPROVIDERS\tCREATED\tLAST USED")
+		for _, c := range list {
+			status, last := "active", "-"
+			if c.Disabled {
+				status = "disabled"
+			}
+			if !c.LastUsedAt.IsZero() {
+				last = c.LastUsedAt.UTC().Format("2006-01-02 15:04Z")
+			}
+			prov := strings.Join(c.Providers, ",")
+			if prov == "" {
+				prov = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.ID, c.Name, status, strings.Join(c.Resources, ","), prov,
+				c.CreatedAt.UTC().Format("2006-01-02 15:04Z"), last)
+		}
+		return tw.Flush()
+	case "disable", "enable":
+		if err := store.SetDisabled(ctx, pos[0], sub == "disable"); err != nil {
+			return clientErr(err)
+		}
+		fmt.Fprintf(stdout, "%sd %s\n", sub, pos[0])
+		return nil
+	default: // rotate-key
+		if overlap < 0 {
+			overlap = cfg.Identity.ClientKeyOverlap
+		}
+		key, err := store.RotateKey(ctx, pos[0], overlap)
+		if err != nil {
+			return clientErr(err)
+		}
+		fmt.Fprintf(stdout, "id: %s\nkey: %s\n", pos[0], key)
+		fmt.Fprintf(stderr, "The key is shown only now. The previous key keeps working until %s.\n",
+			time.Now().Add(overlap).UTC().Format(time.RFC3339))
+		return nil
+	}
+}
+
+func clientErr(err error) error {
+	if errors.Is(err, mcpauth.ErrClientNotFound) || errors.Is(err, mcpauth.ErrInvalidClient) {
+		return &usageError{err.Error()}
+	}
+	return err
+}
+
+// parseInterspersed parses flags that may come before or after positional
+// arguments ("rotate-key ID --overlap 1h").
+func parseInterspersed(fset *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fset.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fset.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
 }

@@ -51,7 +51,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	checker := health.New(pool, logger, 2*time.Second)
 	defer checker.Close()
-	handler := newPublicHandler(cfg, logger, checker)
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -62,6 +61,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		ln.Close()
 		return fmt.Errorf("listen on CONNECTD_INTERNAL_ADDR %s: %w", cfg.InternalAddr, err)
 	}
+	// Built after listening: the dev IdP's back channel needs the real address.
+	ident, err := newIdentity(ctx, cfg, pool, logger, ln.Addr().String())
+	if err != nil {
+		ln.Close()
+		iln.Close()
+		return err
+	}
+	defer ident.Close()
+	handler := newPublicHandler(cfg, logger, checker, ident)
 	logger.InfoContext(ctx, "listening", slog.String("addr", ln.Addr().String()),
 		slog.String("internal_addr", iln.Addr().String()), slog.String("public_url", cfg.PublicURL.String()),
 		slog.Bool("dev", cfg.Dev), slog.String("version", buildVersion()))
@@ -79,10 +87,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 }
 
 // newPublicHandler is the route table of the public listener.
-func newPublicHandler(cfg *Config, logger *slog.Logger, checker *health.Checker) http.Handler {
+func newPublicHandler(cfg *Config, logger *slog.Logger, checker *health.Checker, ident *identity) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", checker.Healthz)
 	mux.HandleFunc("GET /readyz", checker.Readyz)
+	ident.routes(mux) // /login, /login/callback, /session, /logout, and /dev/idp/ in dev
 	static, _ := fs.Sub(templates.Static, "static")
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	mux.Handle("/", web.API(logger, web.NotFound))

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/connectd/connectd/internal/connect"
+	"github.com/connectd/connectd/internal/devidp"
+	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/session"
+)
+
+// devIdPPath is where the development identity provider is mounted.
+const devIdPPath = "/dev/idp"
+
+// identity wires who-is-calling: user-token verification, browser login,
+// sessions and, in dev mode, the development identity provider.
+type identity struct {
+	verifier *mcpauth.Verifier
+	connect  *connect.Server
+	devIdP   *devidp.Provider
+}
+
+// newIdentity builds the identity services. listenAddr is the public
+// listener's actual address: the dev IdP's back channel dials it.
+func newIdentity(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *slog.Logger, listenAddr string) (*identity, error) {
+	ic := cfg.Identity
+	issuers := slices.Clone(ic.Issuers)
+	client := &http.Client{Timeout: 10 * time.Second}
+	id := &identity{}
+	if ic.DevIdP {
+		issuerURL := cfg.PublicURL.String() + devIdPPath
+		var b [32]byte
+		_, _ = rand.Read(b[:])
+		secret := base64.RawURLEncoding.EncodeToString(b[:])
+		p, err := devidp.New(devidp.Config{
+			Issuer: issuerURL,
+			Clients: []devidp.Client{{ID: "connectd", Secret: secret,
+				RedirectURIs: []string{cfg.PublicURL.String() + "/login/callback"}}},
+			Logger: logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+		id.devIdP = p
+		issuers = append(issuers, mcpauth.Issuer{ID: "dev", URL: issuerURL, Login: true, ClientID: "connectd", ClientSecret: secret})
+		client.Transport = dialOverride(cfg.PublicURL.Scheme, cfg.PublicURL.Host, listenAddr)
+		logger.WarnContext(ctx, "development identity provider enabled: anyone can sign in as a demo user",
+			slog.String("issuer", issuerURL))
+	}
+	if len(issuers) == 0 {
+		logger.WarnContext(ctx, "no trusted issuers configured (CONNECTD_ISSUERS): user tokens and logins will be refused")
+	}
+
+	keys := ic.SessionKeys
+	if len(keys) == 0 {
+		if !cfg.Dev {
+			return nil, &ConfigError{Var: "CONNECTD_SESSION_KEYS",
+				Problem: "is required (comma-separated, newest first; generate one with: openssl rand -base64 64 | tr -d '\\n')"}
+		}
+		keys = []session.Key{session.NewKey()}
+		logger.WarnContext(ctx, "CONNECTD_SESSION_KEYS not set: using an ephemeral session key (dev mode); sessions end when connectd stops")
+	}
+	sessions, err := session.New(session.Config{Keys: keys, MaxAge: ic.SessionMaxAge, IdleTimeout: ic.SessionIdleTimeout})
+	if err != nil {
+		return nil, err
+	}
+	id.verifier, err = mcpauth.NewVerifier(mcpauth.VerifierConfig{
+		Issuers:    issuers,
+		HTTPClient: client,
+		AllowHTTP:  cfg.Dev,
+		Skew:       ic.TokenSkew,
+		Logger:     logger,
+	})
+	if err != nil {
+		return nil, &ConfigError{Var: "CONNECTD_ISSUERS", Problem: err.Error()}
+	}
+	login, err := mcpauth.NewLogin(mcpauth.LoginConfig{
+		Pool:        pool,
+		Verifier:    id.verifier,
+		RedirectURL: cfg.PublicURL.String() + "/login/callback",
+		Logger:      logger,
+	})
+	if err != nil {
+		id.verifier.Close()
+		return nil, err
+	}
+	id.connect, err = connect.New(connect.Config{Logger: logger, Sessions: sessions, Login: login})
+	if err != nil {
+		id.verifier.Close()
+		return nil, err
+	}
+	return id, nil
+}
+
+// routes registers the identity routes on the public mux.
+func (id *identity) routes(mux *http.ServeMux) {
+	id.connect.Routes(mux)
+	if id.devIdP != nil {
+		mux.Handle(devIdPPath+"/", http.StripPrefix(devIdPPath, id.devIdP.Handler()))
+	}
+}
+
+// Close stops background JWKS refreshes.
+func (id *identity) Close() { id.verifier.Close() }
+
+// dialOverride returns a transport that dials listenAddr whenever a request is
+// for the public host, so connectd reaches its own dev IdP even when the
+// public URL's port is not the one it listens on (tests, proxies). Dev only.
+func dialOverride(scheme, publicHost, listenAddr string) http.RoundTripper {
+	if _, _, err := net.SplitHostPort(publicHost); err != nil {
+		port := "443"
+		if scheme == "http" {
+			port = "80"
+		}
+		publicHost = net.JoinHostPort(publicHost, port)
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr == publicHost {
+			addr = listenAddr
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+	return t
+}

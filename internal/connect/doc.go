@@ -1,0 +1,11 @@
+// Package connect is connectd's browser- and API-facing HTTP layer: it joins
+// the leaf packages (mcpauth for identity, session for cookies, and later the
+// vault and providers) into handlers. Today it serves browser login at the
+// MCP authorization servers (/login, /login/callback), the session page and
+// sign-out; the elicitation flow and the /v1 API build on the same Server.
+//
+// Handlers are func(w, r) error adapted by web.Page / web.API; wanted statuses
+// travel as *web.Error. It must never put a token, code, state, cookie or key
+// into a log line, a page or a URL it builds, and never redirect to a target
+// that is not a path on this site.
+package connect

@@ -1,0 +1,321 @@
+package connect_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/connectd/connectd/internal/connect"
+	"github.com/connectd/connectd/internal/devidp"
+	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/pgtest"
+	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/web"
+)
+
+const clientSecret = "connectd-test-secret"
+
+// clock is a settable test clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// syncBuffer collects log output written from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// idp is a development identity provider behind its own TLS server.
+type idp struct {
+	*devidp.Provider
+	srv *httptest.Server
+}
+
+// env is one connectd (connect.Server over TLS, real Postgres) with its
+// identity providers, as a browser sees them.
+type env struct {
+	t        *testing.T
+	pool     *pgxpool.Pool
+	srv      *httptest.Server // connectd
+	mux      *http.ServeMux
+	idps     []*idp
+	keys     []session.Key
+	sessions *session.Store
+	rp       *mcpauth.Login
+	clock    *clock // login-state clock
+	logs     *syncBuffer
+}
+
+type envOptions struct {
+	// idTokenClaims tampers with the first IdP's ID tokens.
+	idTokenClaims func(jwt.MapClaims)
+	// issuers is the number of IdPs (default 1), ids "idp0", "idp1", ...
+	issuers int
+}
+
+func newEnv(t *testing.T, opts envOptions) *env {
+	t.Helper()
+	if opts.issuers == 0 {
+		opts.issuers = 1
+	}
+	e := &env{t: t, pool: pgtest.Pool(t), mux: http.NewServeMux(), clock: &clock{t: time.Now()}, logs: &syncBuffer{}}
+	logger := web.NewLogger(e.logs, slog.LevelDebug, "json")
+	e.srv = httptest.NewTLSServer(web.Chain(e.mux, web.RequestIDs, web.Recover(logger), web.SecurityHeaders(true)))
+	t.Cleanup(e.srv.Close)
+	var issuers []mcpauth.Issuer
+	for n := range opts.issuers {
+		mux := http.NewServeMux()
+		srv := httptest.NewTLSServer(mux)
+		t.Cleanup(srv.Close)
+		cfg := devidp.Config{
+			Issuer:  srv.URL,
+			Clients: []devidp.Client{{ID: "connectd", Secret: clientSecret, RedirectURIs: []string{e.srv.URL + "/login/callback"}}},
+		}
+		if n == 0 {
+			cfg.IDTokenClaims = opts.idTokenClaims
+		}
+		p, err := devidp.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux.Handle("/", p.Handler())
+		e.idps = append(e.idps, &idp{Provider: p, srv: srv})
+		issuers = append(issuers, mcpauth.Issuer{ID: "idp" + string(rune('0'+n)), URL: srv.URL, Login: true,
+			ClientID: "connectd", ClientSecret: clientSecret})
+	}
+	v, err := mcpauth.NewVerifier(mcpauth.VerifierConfig{Issuers: issuers, HTTPClient: e.srv.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(v.Close)
+	e.rp, err = mcpauth.NewLogin(mcpauth.LoginConfig{Pool: e.pool, Verifier: v,
+		RedirectURL: e.srv.URL + "/login/callback", Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.keys = []session.Key{session.NewKey()}
+	e.sessions = e.store(e.keys...)
+	s, err := connect.New(connect.Config{Logger: logger, Sessions: e.sessions, Login: e.rp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Routes(e.mux)
+	return e
+}
+
+func (e *env) store(keys ...session.Key) *session.Store {
+	e.t.Helper()
+	s, err := session.New(session.Config{Keys: keys})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+// withKeys returns the base URL of a second connectd on the same database and
+// issuers whose session keyring is keys (a replica after a key rotation).
+func (e *env) withKeys(keys ...session.Key) string {
+	e.t.Helper()
+	mux := http.NewServeMux()
+	s, err := connect.New(connect.Config{Logger: slog.New(slog.DiscardHandler), Sessions: e.store(keys...), Login: e.rp})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	s.Routes(mux)
+	srv := httptest.NewTLSServer(mux)
+	e.t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// browser keeps cookies like a browser would (per cookie name; the test
+// servers all live on 127.0.0.1) and never follows redirects by itself.
+type browser struct {
+	t       *testing.T
+	client  *http.Client
+	cookies map[string]string
+}
+
+func (e *env) browser() *browser {
+	c := *e.srv.Client() // a copy: the test server's client is shared
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &browser{t: e.t, client: &c, cookies: map[string]string{}}
+}
+
+type response struct {
+	status   int
+	location string
+	body     string
+	header   http.Header
+	// setCookies are the raw Set-Cookie headers.
+	setCookies []string
+}
+
+func (b *browser) do(method, u string, form url.Values) response {
+	b.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, u, body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for name, value := range b.cookies {
+		req.AddCookie(&http.Cookie{Name: name, Value: value})
+	}
+	resp, err := b.client.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := response{status: resp.StatusCode, location: resp.Header.Get("Location"), body: string(raw), header: resp.Header,
+		setCookies: resp.Header.Values("Set-Cookie")}
+	for _, sc := range r.setCookies {
+		c, err := http.ParseSetCookie(sc)
+		if err != nil {
+			b.t.Fatalf("bad Set-Cookie %q", sc)
+		}
+		if c.MaxAge < 0 {
+			delete(b.cookies, c.Name)
+		} else {
+			b.cookies[c.Name] = c.Value
+		}
+	}
+	if r.location != "" {
+		loc, err := resp.Request.URL.Parse(r.location)
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		r.location = loc.String()
+	}
+	return r
+}
+
+func (b *browser) get(u string) response { return b.do(http.MethodGet, u, nil) }
+
+// setCookie returns the raw Set-Cookie header for name, or "".
+func (r response) setCookie(name string) string {
+	for _, sc := range r.setCookies {
+		if strings.HasPrefix(sc, name+"=") {
+			return sc
+		}
+	}
+	return ""
+}
+
+// startLogin opens /login and returns the IdP authorization URL it redirects to.
+func (e *env) startLogin(b *browser, query string) string {
+	e.t.Helper()
+	r := b.get(e.srv.URL + "/login?" + query)
+	if r.status != http.StatusFound {
+		e.t.Fatalf("/login?%s: %d %s", query, r.status, r.body)
+	}
+	return r.location
+}
+
+// pick answers the IdP's user picker as user ("" cancels) and returns the
+// callback URL the IdP redirects the browser to.
+func (e *env) pick(b *browser, authorizeURL, user string) string {
+	e.t.Helper()
+	if r := b.get(authorizeURL); r.status != http.StatusOK || !strings.Contains(r.body, `value="alice"`) {
+		e.t.Fatalf("picker: %d %s", r.status, r.body)
+	}
+	u, _ := url.Parse(authorizeURL)
+	form := u.Query() // the picker's hidden fields carry exactly these
+	form.Set("user", user)
+	u.RawQuery = ""
+	r := b.do(http.MethodPost, u.String(), form)
+	if r.status != http.StatusSeeOther || !strings.HasPrefix(r.location, e.srv.URL+"/login/callback?") {
+		e.t.Fatalf("picker answer: %d %s %s", r.status, r.location, r.body)
+	}
+	return r.location
+}
+
+// login runs a whole login at the first IdP and returns the callback response.
+func (e *env) login(b *browser, user, returnTo string) response {
+	e.t.Helper()
+	q := url.Values{"issuer": {"idp0"}}
+	if returnTo != "" {
+		q.Set("return_to", returnTo)
+	}
+	return b.get(e.pick(b, e.startLogin(b, q.Encode()), user))
+}
+
+// session decodes the browser's session cookie with the env's keys.
+func (e *env) session(b *browser) (session.Session, error) {
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	if v, ok := b.cookies[session.CookieName]; ok {
+		r.AddCookie(&http.Cookie{Name: session.CookieName, Value: v})
+	}
+	return e.sessions.Get(r)
+}
+
+// code returns the error code connectd logged for the request of r (error
+// pages show a description, not the code; the log line has both).
+func (e *env) code(r response) string {
+	e.t.Helper()
+	id := r.header.Get("X-Request-Id")
+	for _, line := range strings.Split(e.logs.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["request_id"] == id && m["code"] != nil {
+			return m["code"].(string)
+		}
+	}
+	return ""
+}
+
+// refused checks that r is an error page with status and code, and that it
+// neither signed the browser in nor redirected it anywhere.
+func (e *env) refused(r response, status int, code string) {
+	e.t.Helper()
+	if r.status != status || e.code(r) != code {
+		e.t.Fatalf("got %d %q, want %d %q: %s", r.status, e.code(r), status, code, r.body)
+	}
+	if r.setCookie(session.CookieName) != "" {
+		e.t.Fatal("a refused request set a session cookie")
+	}
+	if r.location != "" {
+		e.t.Fatalf("a refused request redirects to %s", r.location)
+	}
+}

@@ -1,0 +1,12 @@
+// Package devidp is a development OpenID Connect provider for tests and
+// `make demo`: discovery, JWKS, an authorize endpoint with a user picker (demo
+// users alice and bob, no password), and a token endpoint that verifies PKCE
+// S256 and issues ID tokens and RFC 9068 access tokens (typ at+jwt) for a
+// chosen audience (RFC 8707 resource). Its ES256 keys live in memory and
+// rotate on demand; tests mint tokens directly with Sign and AccessToken.
+//
+// It authenticates nobody: whoever reaches it can become any demo user. It
+// must therefore never be reachable in production — connectd mounts it only
+// when CONNECTD_DEV=true and CONNECTD_DEV_IDP=true, and refuses the latter
+// without the former. It holds no state beyond the process.
+package devidp

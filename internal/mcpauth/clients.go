@@ -1,0 +1,303 @@
+package mcpauth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base32"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// KeyPrefix starts every client key, so a leaked key is recognisable (secret
+// scanners) and never mistaken for a user token.
+const KeyPrefix = "cks_"
+
+// keyBytes is the key's entropy: 256 bits.
+const keyBytes = 32
+
+// lastUsedEvery is how often last_used_at is written per client at most.
+const lastUsedEvery = time.Minute
+
+// Client is a registered MCP server.
+type Client struct {
+	ID        string
+	Name      string
+	Resources []string // RFC 8707 resource URIs its users' tokens must be issued for
+	Providers []string // third-party providers it may request
+	Disabled  bool
+	CreatedAt time.Time
+	// LastUsedAt is the last authenticated request, to the minute; zero if never.
+	LastUsedAt time.Time
+}
+
+// ClientsConfig configures a Clients store.
+type ClientsConfig struct {
+	Pool *pgxpool.Pool
+	// AllowHTTP accepts http:// resource URIs (dev mode only).
+	AllowHTTP bool
+	Now       func() time.Time
+	Logger    *slog.Logger
+}
+
+// Clients is the registry of MCP-server clients and their keys (tables clients
+// and client_keys). Keys are stored only as SHA-256 hashes.
+type Clients struct {
+	pool      *pgxpool.Pool
+	allowHTTP bool
+	now       func() time.Time
+	logger    *slog.Logger
+
+	mu       sync.Mutex
+	lastUsed map[string]time.Time // per client: when this process last wrote last_used_at
+}
+
+// NewClients returns the client registry over cfg.Pool.
+func NewClients(cfg ClientsConfig) *Clients {
+	c := &Clients{pool: cfg.Pool, allowHTTP: cfg.AllowHTTP, now: cfg.Now, logger: cfg.Logger,
+		lastUsed: map[string]time.Time{}}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+const (
+	insertClientSQL = `INSERT INTO clients (id, name, resources, providers, created_at) VALUES ($1, $2, $3, $4, $5)`
+	insertKeySQL    = `INSERT INTO client_keys (key_hash, client_id, created_at) VALUES ($1, $2, $3)`
+	clientColumns   = `c.id, c.name, c.resources, c.providers, c.disabled, c.created_at, c.last_used_at`
+	listClientsSQL  = `SELECT ` + clientColumns + ` FROM clients c ORDER BY c.created_at, c.id`
+	getClientSQL    = `SELECT ` + clientColumns + ` FROM clients c WHERE c.id = $1`
+	setDisabledSQL  = `UPDATE clients SET disabled = $2 WHERE id = $1`
+	// A rotation shortens every key still open-ended (or expiring later than
+	// the overlap allows) to the overlap, then adds the new key.
+	expireKeysSQL = `UPDATE client_keys SET expires_at = $2
+		WHERE client_id = $1 AND (expires_at IS NULL OR expires_at > $2)`
+	authenticateSQL = `SELECT k.key_hash, ` + clientColumns + `
+		FROM client_keys k JOIN clients c ON c.id = k.client_id
+		WHERE k.key_hash = $1 AND (k.expires_at IS NULL OR k.expires_at > $2)`
+	// The condition keeps replicas from writing more than once a minute too.
+	touchClientSQL = `UPDATE clients SET last_used_at = $2
+		WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= $3)`
+)
+
+var providerPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// ValidateResource checks a resource URI: absolute https (http when allowHTTP),
+// a host, no user info, no fragment.
+func ValidateResource(raw string, allowHTTP bool) error {
+	if err := checkURL(raw, allowHTTP); err != nil {
+		return fmt.Errorf("%w: resource %q %w", ErrInvalidClient, raw, err)
+	}
+	return nil
+}
+
+// Create registers a client and returns it with its first key. The key is
+// returned only here; connectd keeps only its hash.
+func (c *Clients) Create(ctx context.Context, name string, resources, providers []string) (Client, string, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || len(name) > 200 {
+		return Client{}, "", fmt.Errorf("%w: a name of 1-200 characters is required", ErrInvalidClient)
+	}
+	if len(resources) == 0 {
+		return Client{}, "", fmt.Errorf("%w: at least one resource URI is required", ErrInvalidClient)
+	}
+	for _, r := range resources {
+		if err := ValidateResource(r, c.allowHTTP); err != nil {
+			return Client{}, "", err
+		}
+	}
+	if providers == nil {
+		providers = []string{}
+	}
+	for _, p := range providers {
+		if !providerPattern.MatchString(p) {
+			return Client{}, "", fmt.Errorf("%w: provider id %q must be lower-case letters, digits, '-' or '_'", ErrInvalidClient, p)
+		}
+	}
+	cl := Client{ID: newClientID(), Name: name, Resources: resources, Providers: providers,
+		CreatedAt: c.now().UTC().Truncate(time.Microsecond)}
+	key, hash := newKey()
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, insertClientSQL, cl.ID, cl.Name, cl.Resources, cl.Providers, cl.CreatedAt); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, insertKeySQL, hash[:], cl.ID, cl.CreatedAt)
+		return err
+	})
+	if err != nil {
+		return Client{}, "", fmt.Errorf("mcpauth: create client: %w", err)
+	}
+	return cl, key, nil
+}
+
+// List returns every client, oldest first.
+func (c *Clients) List(ctx context.Context) ([]Client, error) {
+	rows, err := c.pool.Query(ctx, listClientsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("mcpauth: list clients: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Client, error) { return scanClient(row) })
+	if err != nil {
+		return nil, fmt.Errorf("mcpauth: list clients: %w", err)
+	}
+	return out, nil
+}
+
+// Get returns the client with id, or ErrClientNotFound.
+func (c *Clients) Get(ctx context.Context, id string) (Client, error) {
+	cl, err := scanClient(c.pool.QueryRow(ctx, getClientSQL, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Client{}, fmt.Errorf("%w: %s", ErrClientNotFound, id)
+	}
+	if err != nil {
+		return Client{}, fmt.Errorf("mcpauth: get client: %w", err)
+	}
+	return cl, nil
+}
+
+// SetDisabled disables (or re-enables) a client: a disabled client's keys are
+// all refused.
+func (c *Clients) SetDisabled(ctx context.Context, id string, disabled bool) error {
+	tag, err := c.pool.Exec(ctx, setDisabledSQL, id, disabled)
+	if err != nil {
+		return fmt.Errorf("mcpauth: disable client: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: %s", ErrClientNotFound, id)
+	}
+	return nil
+}
+
+// RotateKey adds a new key to the client and returns it. Every older key keeps
+// working for overlap (zero: stops at once), so the MCP server can roll out
+// the new key without downtime.
+func (c *Clients) RotateKey(ctx context.Context, id string, overlap time.Duration) (string, error) {
+	if overlap < 0 {
+		return "", fmt.Errorf("%w: negative overlap", ErrInvalidClient)
+	}
+	now := c.now().UTC()
+	key, hash := newKey()
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		var exists bool
+		// Lock the client row so concurrent rotations serialise.
+		if err := tx.QueryRow(ctx, `SELECT true FROM clients WHERE id = $1 FOR UPDATE`, id).Scan(&exists); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("%w: %s", ErrClientNotFound, id)
+			}
+			return err
+		}
+		if _, err := tx.Exec(ctx, expireKeysSQL, id, now.Add(overlap)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, insertKeySQL, hash[:], id, now)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("mcpauth: rotate key: %w", err)
+	}
+	return key, nil
+}
+
+// Authenticate returns the client a key belongs to. The lookup is by the key's
+// SHA-256, so the database index never sees the key and timing reveals nothing
+// about it; the hash is compared again in constant time. Disabled clients get
+// ErrClientDisabled; unknown, malformed and expired keys ErrInvalidClientKey.
+func (c *Clients) Authenticate(ctx context.Context, key string) (Client, error) {
+	if !wellFormedKey(key) {
+		return Client{}, ErrInvalidClientKey
+	}
+	want := hashKey(key)
+	now := c.now().UTC()
+	row := c.pool.QueryRow(ctx, authenticateSQL, want[:], now)
+	var got []byte
+	var cl Client
+	var lastUsed *time.Time
+	err := row.Scan(&got, &cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Client{}, ErrInvalidClientKey
+	}
+	if err != nil {
+		return Client{}, fmt.Errorf("mcpauth: authenticate client: %w", err)
+	}
+	if subtle.ConstantTimeCompare(got, want[:]) != 1 {
+		return Client{}, ErrInvalidClientKey
+	}
+	if lastUsed != nil {
+		cl.LastUsedAt = *lastUsed
+	}
+	if cl.Disabled {
+		return Client{}, ErrClientDisabled
+	}
+	c.touch(ctx, cl.ID, now)
+	return cl, nil
+}
+
+// touch records use of a client at most once a minute per process (and, by
+// the SQL condition, per database): authenticating is not a write per request.
+func (c *Clients) touch(ctx context.Context, id string, now time.Time) {
+	c.mu.Lock()
+	last, seen := c.lastUsed[id]
+	if seen && now.Sub(last) < lastUsedEvery {
+		c.mu.Unlock()
+		return
+	}
+	c.lastUsed[id] = now
+	c.mu.Unlock()
+	if _, err := c.pool.Exec(ctx, touchClientSQL, id, now, now.Add(-lastUsedEvery)); err != nil {
+		c.logger.WarnContext(ctx, "record client use", slog.String("client_id", id), slog.Any("error", err))
+	}
+}
+
+func scanClient(row pgx.Row) (Client, error) {
+	var cl Client
+	var lastUsed *time.Time
+	if err := row.Scan(&cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed); err != nil {
+		return Client{}, err
+	}
+	if lastUsed != nil {
+		cl.LastUsedAt = *lastUsed
+	}
+	return cl, nil
+}
+
+// newKey returns a fresh client key and its hash.
+func newKey() (string, [32]byte) {
+	var b [keyBytes]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms.
+	key := KeyPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+	return key, hashKey(key)
+}
+
+func hashKey(key string) [32]byte { return sha256.Sum256([]byte(key)) }
+
+func wellFormedKey(key string) bool {
+	rest, ok := strings.CutPrefix(key, KeyPrefix)
+	if !ok || len(rest) != base64.RawURLEncoding.EncodedLen(keyBytes) {
+		return false
+	}
+	_, err := base64.RawURLEncoding.DecodeString(rest)
+	return err == nil
+}
+
+var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// newClientID returns "cli_" and 80 random bits; ids are not secret.
+func newClientID() string {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return "cli_" + strings.ToLower(idEncoding.EncodeToString(b[:]))
+}

@@ -1,0 +1,17 @@
+// Package mcpauth establishes who is calling connectd. It owns:
+//
+//   - the registry of MCP-server clients and their secret keys (tables clients
+//     and client_keys), and authentication of the /v1 API by client key;
+//   - verification of MCP user access tokens (RFC 9068 JWTs) against trusted
+//     issuers, with discovery (OIDC / RFC 8414) and a JWKS cache that refreshes,
+//     rate-limited, when it meets an unknown key id;
+//   - the OIDC relying-party side of browser login (authorization code + PKCE
+//     S256 + nonce) and its single-use login states (table login_states).
+//
+// It must never: store or log a client key, token, code, state, verifier or
+// nonce in clear; accept a token whose audience is not one of the calling
+// client's registered resources (no token passthrough); accept an algorithm
+// outside the asymmetric allow-list; answer 401 when it merely could not fetch
+// keys (that is a 503). It does not import the session or vault packages; HTTP
+// glue that combines login with sessions lives in internal/connect.
+package mcpauth

@@ -1,0 +1,281 @@
+package mcpauth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/MicahParks/keyfunc/v3"
+	"golang.org/x/time/rate"
+)
+
+// Issuer is one trusted MCP authorization server.
+type Issuer struct {
+	// ID is a short name for URLs and logs, e.g. "main" (lower-case letters,
+	// digits, '-' and '_').
+	ID string
+	// URL is the issuer identifier, compared byte for byte with tokens' iss.
+	URL string
+	// JWKSURL is where its signing keys are; empty means take jwks_uri from
+	// discovery.
+	JWKSURL string
+	// AllowPlainJWT accepts access tokens whose typ is JWT or absent, for
+	// issuers that do not send RFC 9068's at+jwt.
+	AllowPlainJWT bool
+	// Login enables browser login at this issuer; ClientID (and ClientSecret
+	// unless connectd is registered as a public client) are then required.
+	Login        bool
+	ClientID     string
+	ClientSecret string `json:"-"` // never serialised, printed or logged
+	// Scopes requested at login; "openid" is always included.
+	Scopes []string
+}
+
+// String describes the issuer without its client secret, so an Issuer
+// printed or logged by mistake leaks nothing.
+func (i Issuer) String() string {
+	return fmt.Sprintf("Issuer{ID:%s URL:%s JWKSURL:%s Login:%t ClientID:%s}", i.ID, i.URL, i.JWKSURL, i.Login, i.ClientID)
+}
+
+// LogValue keeps the client secret out of structured logs.
+func (i Issuer) LogValue() slog.Value { return slog.StringValue(i.String()) }
+
+var issuerIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+
+// Validate checks the issuer's configuration. allowHTTP permits http:// URLs
+// (development only).
+func (i Issuer) Validate(allowHTTP bool) error {
+	if !issuerIDPattern.MatchString(i.ID) {
+		return errors.New("id must be 1-32 lower-case letters, digits, '-' or '_'")
+	}
+	if err := checkURL(i.URL, allowHTTP); err != nil {
+		return fmt.Errorf("url %w", err)
+	}
+	if i.JWKSURL != "" {
+		if err := checkURL(i.JWKSURL, allowHTTP); err != nil {
+			return fmt.Errorf("jwks_url %w", err)
+		}
+	}
+	if i.Login && i.ClientID == "" {
+		return errors.New("login needs a client_id")
+	}
+	return nil
+}
+
+// checkURL accepts an absolute https URL (http when allowHTTP) with a host and
+// no user info or fragment.
+func checkURL(raw string, allowHTTP bool) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.Opaque != "" {
+		return errors.New("must be an absolute https URL")
+	}
+	switch {
+	case u.Scheme == "https":
+	case u.Scheme == "http" && allowHTTP:
+	default:
+		return errors.New("must use https")
+	}
+	if u.User != nil || u.Fragment != "" {
+		return errors.New("must not contain user info or a fragment")
+	}
+	return nil
+}
+
+// metadata is the part of an OIDC discovery / RFC 8414 document connectd uses.
+type metadata struct {
+	Issuer                string   `json:"issuer"`
+	AuthorizationEndpoint string   `json:"authorization_endpoint"`
+	TokenEndpoint         string   `json:"token_endpoint"`
+	JWKSURI               string   `json:"jwks_uri"`
+	CodeChallengeMethods  []string `json:"code_challenge_methods_supported"`
+	// IssParameter means callbacks carry RFC 9207's iss, which is then required.
+	IssParameter bool `json:"authorization_response_iss_parameter_supported"`
+}
+
+// issuerState is one issuer's lazily discovered metadata and JWKS cache.
+type issuerState struct {
+	cfg Issuer
+
+	mu       sync.Mutex // held while discovering and creating the cache
+	meta     *metadata
+	kf       keyfunc.Keyfunc
+	cache    *keyCache
+	failedAt time.Time // last failed set-up; retried after retryAfter
+
+	// unknownKID limits refreshes triggered by an unknown kid.
+	unknownKID *rate.Limiter
+}
+
+// keyCache is the JWKS store of one issuer. It remembers whether the last
+// fetch succeeded, which tells "unknown key" (401) from "keys unreachable" (503).
+type keyCache struct {
+	*jwkset.MemoryJWKSet
+	mu sync.Mutex
+	ok bool
+}
+
+// KeyReplaceAll is called by jwkset after every successful fetch.
+func (c *keyCache) KeyReplaceAll(ctx context.Context, given []jwkset.JWK) error {
+	err := c.MemoryJWKSet.KeyReplaceAll(ctx, given)
+	c.setOK(err == nil)
+	return err
+}
+
+func (c *keyCache) setOK(ok bool) {
+	c.mu.Lock()
+	c.ok = ok
+	c.mu.Unlock()
+}
+
+func (c *keyCache) healthy() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ok
+}
+
+// ready discovers the issuer and creates its JWKS cache on first use. A
+// failure is remembered for retryAfter so an unreachable issuer costs one
+// attempt per interval, not one per request.
+func (v *Verifier) ready(ctx context.Context, st *issuerState) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	needMeta := st.cfg.JWKSURL == "" || st.cfg.Login
+	if st.kf != nil && (!needMeta || st.meta != nil) {
+		return nil
+	}
+	if !st.failedAt.IsZero() && v.now().Sub(st.failedAt) < v.retryAfter {
+		return fmt.Errorf("%w: issuer %s: set-up failed recently", ErrIssuerUnavailable, st.cfg.ID)
+	}
+	if needMeta && st.meta == nil {
+		m, err := v.discover(ctx, st.cfg.URL)
+		if err != nil {
+			st.failedAt = v.now()
+			v.logger.WarnContext(ctx, "issuer discovery failed", slog.String("issuer", st.cfg.ID), slog.Any("error", err))
+			return fmt.Errorf("%w: issuer %s: %w", ErrIssuerUnavailable, st.cfg.ID, err)
+		}
+		st.meta = m
+	}
+	if st.kf == nil {
+		jwksURL := st.cfg.JWKSURL
+		if jwksURL == "" {
+			jwksURL = st.meta.JWKSURI
+		}
+		cache := &keyCache{MemoryJWKSet: jwkset.NewMemoryStorage()}
+		id := st.cfg.ID
+		store, err := jwkset.NewStorageFromHTTP(jwksURL, jwkset.HTTPClientStorageOptions{
+			Client:                    v.client,
+			Ctx:                       v.ctx,
+			HTTPTimeout:               v.httpTimeout,
+			NoErrorReturnFirstHTTPReq: true,
+			RefreshInterval:           v.refreshInterval,
+			Storage:                   cache,
+			RefreshErrorHandler: func(ctx context.Context, err error) {
+				cache.setOK(false)
+				v.logger.WarnContext(ctx, "JWKS fetch failed", slog.String("issuer", id), slog.Any("error", err))
+			},
+		})
+		if err != nil {
+			st.failedAt = v.now()
+			return fmt.Errorf("%w: issuer %s: %w", ErrIssuerUnavailable, id, err)
+		}
+		client, err := jwkset.NewHTTPClient(jwkset.HTTPClientOptions{
+			HTTPURLs: map[string]jwkset.Storage{jwksURL: store},
+			// The rate limit is applied (without blocking) in keyFunc; here
+			// every miss that gets that far refreshes.
+			RefreshUnknownKID: rate.NewLimiter(rate.Inf, 1),
+			RateLimitWaitMax:  v.httpTimeout,
+		})
+		if err != nil {
+			st.failedAt = v.now()
+			return fmt.Errorf("%w: issuer %s: %w", ErrIssuerUnavailable, id, err)
+		}
+		kf, err := keyfunc.New(keyfunc.Options{
+			Ctx:     v.ctx,
+			Storage: client,
+			// Keys marked for encryption never verify signatures.
+			UseWhitelist: []jwkset.USE{jwkset.UseSig, jwkset.USE("")},
+		})
+		if err != nil {
+			st.failedAt = v.now()
+			return fmt.Errorf("%w: issuer %s: %w", ErrIssuerUnavailable, id, err)
+		}
+		st.kf, st.cache = kf, cache
+	}
+	st.failedAt = time.Time{}
+	return nil
+}
+
+// discover fetches the issuer's OIDC discovery document, falling back to RFC
+// 8414 authorization server metadata, and checks that it describes exactly
+// this issuer (a document naming another issuer is refused: mix-up defence).
+func (v *Verifier) discover(ctx context.Context, issuer string) (*metadata, error) {
+	oidc := strings.TrimSuffix(issuer, "/") + "/.well-known/openid-configuration"
+	m, status, err := v.fetchMetadata(ctx, oidc)
+	if status == http.StatusNotFound {
+		u, perr := url.Parse(issuer)
+		if perr != nil {
+			return nil, perr
+		}
+		rfc8414 := u.Scheme + "://" + u.Host + "/.well-known/oauth-authorization-server" + strings.TrimSuffix(u.Path, "/")
+		m, _, err = v.fetchMetadata(ctx, rfc8414)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if m.Issuer != issuer {
+		return nil, fmt.Errorf("discovery document names issuer %q, want %q", m.Issuer, issuer)
+	}
+	if err := checkURL(m.JWKSURI, v.allowHTTP); err != nil {
+		return nil, fmt.Errorf("discovery jwks_uri %w", err)
+	}
+	for _, e := range []string{m.AuthorizationEndpoint, m.TokenEndpoint} {
+		if e == "" {
+			continue
+		}
+		if err := checkURL(e, v.allowHTTP); err != nil {
+			return nil, fmt.Errorf("discovery endpoint %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (v *Verifier) fetchMetadata(ctx context.Context, u string) (*metadata, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, v.httpTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := v.client.Do(req)
+	if err != nil {
+		return nil, 0, fmt.Errorf("discovery: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil, resp.StatusCode, fmt.Errorf("discovery: %s answered %d", u, resp.StatusCode)
+	}
+	var m metadata
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		return nil, resp.StatusCode, fmt.Errorf("discovery: %s: %w", u, err)
+	}
+	return &m, resp.StatusCode, nil
+}
+
+// supportsS256 reports whether the issuer may be asked for PKCE S256: it says
+// so, or says nothing (many issuers omit the list).
+func (m *metadata) supportsS256() bool {
+	return len(m.CodeChallengeMethods) == 0 || slices.Contains(m.CodeChallengeMethods, "S256")
+}

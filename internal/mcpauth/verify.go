@@ -1,0 +1,340 @@
+package mcpauth
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/time/rate"
+)
+
+// algorithms is the signature allow-list: asymmetric algorithms only. none and
+// every HMAC algorithm are refused, so a token "signed" with an issuer's public
+// key as an HMAC secret never verifies.
+var algorithms = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+
+// maxTokenBytes bounds what is parsed at all.
+const maxTokenBytes = 16 << 10
+
+// Identity is the user an MCP access token speaks for, as verified.
+type Identity struct {
+	Issuer   string // iss: the issuer URL
+	Subject  string // sub: unique only within Issuer
+	ClientID string // client_id (or azp): the MCP client the token was issued to
+	Scopes   []string
+	Expiry   time.Time
+}
+
+// IDToken is what connectd keeps from a verified OIDC ID token.
+type IDToken struct {
+	Issuer  string
+	Subject string
+	Expiry  time.Time
+}
+
+// VerifierConfig configures a Verifier. Zero durations take the defaults.
+type VerifierConfig struct {
+	Issuers []Issuer
+	// HTTPClient fetches discovery documents, JWKS and tokens. Its transport is
+	// kept (an SSRF guard belongs there); mcpauth adds a body size limit and
+	// turns off redirect following.
+	HTTPClient *http.Client
+	// AllowHTTP permits http:// issuer, JWKS and endpoint URLs (dev mode only).
+	AllowHTTP bool
+	// Skew is the clock skew tolerated on exp, nbf and iat (default 30s).
+	Skew time.Duration
+	// RefreshInterval is how often each JWKS is re-fetched in the background
+	// (default 1h), so revoked keys disappear.
+	RefreshInterval time.Duration
+	// UnknownKIDInterval is the minimum time between two refreshes caused by
+	// a token with an unknown kid (default 1m).
+	UnknownKIDInterval time.Duration
+	// RetryAfter is how long a failed discovery is not retried (default 10s).
+	RetryAfter time.Duration
+	// HTTPTimeout bounds each outbound request (default 10s).
+	HTTPTimeout time.Duration
+	Now         func() time.Time
+	Logger      *slog.Logger
+}
+
+// Verifier verifies MCP user access tokens and OIDC ID tokens against the
+// trusted issuers. It is safe for concurrent use; Close stops its background
+// JWKS refreshes.
+type Verifier struct {
+	issuers []*issuerState
+	byURL   map[string]*issuerState
+	byID    map[string]*issuerState
+
+	client          *http.Client
+	allowHTTP       bool
+	skew            time.Duration
+	refreshInterval time.Duration
+	retryAfter      time.Duration
+	httpTimeout     time.Duration
+	now             func() time.Time
+	logger          *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// NewVerifier checks the issuer configuration and returns a Verifier. It makes
+// no network request: each issuer is discovered on first use, so connectd
+// starts even while an issuer is down.
+func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
+	v := &Verifier{
+		byURL:           map[string]*issuerState{},
+		byID:            map[string]*issuerState{},
+		allowHTTP:       cfg.AllowHTTP,
+		skew:            orDefault(cfg.Skew, 30*time.Second),
+		refreshInterval: orDefault(cfg.RefreshInterval, time.Hour),
+		retryAfter:      orDefault(cfg.RetryAfter, 10*time.Second),
+		httpTimeout:     orDefault(cfg.HTTPTimeout, 10*time.Second),
+		now:             cfg.Now,
+		logger:          cfg.Logger,
+	}
+	if cfg.Skew < 0 {
+		return nil, errors.New("mcpauth: negative skew")
+	}
+	if v.now == nil {
+		v.now = time.Now
+	}
+	if v.logger == nil {
+		v.logger = slog.New(slog.DiscardHandler)
+	}
+	v.client = outboundClient(cfg.HTTPClient, v.httpTimeout)
+	every := orDefault(cfg.UnknownKIDInterval, time.Minute)
+	for _, is := range cfg.Issuers {
+		if err := is.Validate(cfg.AllowHTTP); err != nil {
+			return nil, fmt.Errorf("mcpauth: issuer %q: %w", is.ID, err)
+		}
+		if v.byURL[is.URL] != nil || v.byID[is.ID] != nil {
+			return nil, fmt.Errorf("mcpauth: issuer %s configured twice", is.ID)
+		}
+		st := &issuerState{cfg: is, unknownKID: rate.NewLimiter(rate.Every(every), 1)}
+		v.issuers = append(v.issuers, st)
+		v.byURL[is.URL], v.byID[is.ID] = st, st
+	}
+	v.ctx, v.cancel = context.WithCancel(context.Background())
+	return v, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// Close stops the background JWKS refreshes.
+func (v *Verifier) Close() { v.cancel() }
+
+// Issuers lists the configured issuers in configuration order.
+func (v *Verifier) Issuers() []Issuer {
+	out := make([]Issuer, len(v.issuers))
+	for i, st := range v.issuers {
+		out[i] = st.cfg
+	}
+	return out
+}
+
+// Lookup finds an issuer by its id or its exact URL.
+func (v *Verifier) Lookup(idOrURL string) (Issuer, bool) {
+	st := v.byID[idOrURL]
+	if st == nil {
+		st = v.byURL[idOrURL]
+	}
+	if st == nil {
+		return Issuer{}, false
+	}
+	return st.cfg, true
+}
+
+// claims are the JWT claims connectd reads from access and ID tokens.
+type claims struct {
+	jwt.RegisteredClaims
+	ClientID        string `json:"client_id,omitempty"`
+	AuthorizedParty string `json:"azp,omitempty"`
+	Scope           string `json:"scope,omitempty"`
+	Nonce           string `json:"nonce,omitempty"`
+}
+
+type tokenKind int
+
+const (
+	accessToken tokenKind = iota
+	idToken
+)
+
+// VerifyAccessToken verifies an RFC 9068 access token: signature by a key of
+// a trusted issuer, an asymmetric alg (RS*, PS*, ES*, EdDSA), typ at+jwt (unless the issuer allows
+// plain JWTs), exp/nbf/iat within the skew, sub present, and aud containing
+// at least one of audiences — the calling client's registered resources. An
+// empty audiences list refuses every token.
+func (v *Verifier) VerifyAccessToken(ctx context.Context, raw string, audiences []string) (Identity, error) {
+	audiences = slices.DeleteFunc(slices.Clone(audiences), func(s string) bool { return s == "" })
+	if len(audiences) == 0 {
+		return Identity{}, fmt.Errorf("%w: the client has no registered resource", ErrWrongAudience)
+	}
+	c, err := v.verify(ctx, raw, accessToken, "", audiences)
+	if err != nil {
+		return Identity{}, err
+	}
+	clientID := c.ClientID
+	if clientID == "" {
+		clientID = c.AuthorizedParty
+	}
+	return Identity{
+		Issuer:   c.Issuer,
+		Subject:  c.Subject,
+		ClientID: clientID,
+		Scopes:   strings.Fields(c.Scope),
+		Expiry:   c.ExpiresAt.Time,
+	}, nil
+}
+
+// VerifyIDToken verifies an OIDC ID token from the issuer at issuerURL:
+// signature, alg, iss equal to issuerURL, aud containing clientID (and azp
+// equal to it when there are several audiences), exp/iat within the skew, and
+// nonce equal to the one the login sent.
+func (v *Verifier) VerifyIDToken(ctx context.Context, issuerURL, raw, clientID, nonce string) (IDToken, error) {
+	if clientID == "" || nonce == "" {
+		return IDToken{}, errors.New("mcpauth: VerifyIDToken needs a client id and a nonce")
+	}
+	c, err := v.verify(ctx, raw, idToken, issuerURL, []string{clientID})
+	if err != nil {
+		return IDToken{}, err
+	}
+	if (len(c.Audience) > 1 || c.AuthorizedParty != "") && c.AuthorizedParty != clientID {
+		return IDToken{}, fmt.Errorf("%w: azp is not this client", ErrWrongAudience)
+	}
+	if subtle.ConstantTimeCompare([]byte(c.Nonce), []byte(nonce)) != 1 {
+		return IDToken{}, ErrNonce
+	}
+	return IDToken{Issuer: c.Issuer, Subject: c.Subject, Expiry: c.ExpiresAt.Time}, nil
+}
+
+// verify does what both token kinds share. wantIssuer, when set, is the only
+// acceptable iss; otherwise any trusted issuer is.
+func (v *Verifier) verify(ctx context.Context, raw string, kind tokenKind, wantIssuer string, audiences []string) (*claims, error) {
+	if raw == "" || len(raw) > maxTokenBytes {
+		return nil, fmt.Errorf("%w: empty or oversized token", ErrMalformedToken)
+	}
+	// Read the header and iss unverified, only to choose what to check the
+	// token against; everything is verified below.
+	var pre claims
+	tok, _, err := jwt.NewParser().ParseUnverified(raw, &pre)
+	switch {
+	case errors.Is(err, jwt.ErrTokenUnverifiable):
+		return nil, ErrAlgorithm // alg missing or unknown to the library
+	case err != nil:
+		return nil, ErrMalformedToken
+	}
+	alg, _ := tok.Header["alg"].(string)
+	if !slices.Contains(algorithms, alg) {
+		return nil, fmt.Errorf("%w: %q", ErrAlgorithm, alg)
+	}
+	st := v.byURL[pre.Issuer]
+	if st == nil || (wantIssuer != "" && pre.Issuer != wantIssuer) {
+		return nil, ErrUntrustedIssuer
+	}
+	if err := checkType(tok.Header["typ"], kind, st.cfg.AllowPlainJWT); err != nil {
+		return nil, err
+	}
+	if err := v.ready(ctx, st); err != nil {
+		return nil, err
+	}
+	var c claims
+	parser := jwt.NewParser(
+		jwt.WithValidMethods(algorithms),
+		jwt.WithLeeway(v.skew),
+		jwt.WithTimeFunc(v.now),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithIssuer(st.cfg.URL),
+		jwt.WithAudience(audiences...),
+	)
+	if _, err := parser.ParseWithClaims(raw, &c, v.keyFunc(ctx, st)); err != nil {
+		return nil, v.classify(err, st)
+	}
+	if c.Subject == "" || c.IssuedAt == nil {
+		return nil, fmt.Errorf("%w: sub and iat are required", ErrMalformedToken)
+	}
+	return &c, nil
+}
+
+// checkType enforces the typ header: RFC 9068 access tokens are "at+jwt"
+// (media-type names are case-insensitive and may carry "application/"); an
+// ID token must not be one, so an access token is never taken for a login.
+func checkType(h any, kind tokenKind, allowPlain bool) error {
+	typ, ok := h.(string)
+	if h != nil && !ok {
+		return ErrTokenType
+	}
+	typ = strings.TrimPrefix(strings.ToLower(typ), "application/")
+	switch {
+	case typ == "at+jwt":
+		if kind == idToken {
+			return fmt.Errorf("%w: an access token is not an ID token", ErrTokenType)
+		}
+		return nil
+	case typ == "jwt" || typ == "":
+		if kind == idToken || allowPlain {
+			return nil
+		}
+		return fmt.Errorf("%w: typ must be at+jwt", ErrTokenType)
+	default:
+		return fmt.Errorf("%w: %q", ErrTokenType, typ)
+	}
+}
+
+// keyFunc resolves the verification key through the issuer's JWKS cache. A kid
+// not in the cache triggers a refresh only when the issuer's unknown-kid
+// limiter allows it now; it never waits, so a flood of random kids costs one
+// fetch per interval and no latency.
+func (v *Verifier) keyFunc(ctx context.Context, st *issuerState) jwt.Keyfunc {
+	inner := st.kf.KeyfuncCtx(ctx)
+	return func(t *jwt.Token) (any, error) {
+		if kid, ok := t.Header["kid"].(string); ok {
+			if _, err := st.cache.KeyRead(ctx, kid); err != nil && !st.unknownKID.Allow() {
+				return nil, errors.New("unknown kid; refresh rate-limited")
+			}
+		}
+		return inner(t)
+	}
+}
+
+// classify maps a jwt error onto this package's sentinels. A key that could
+// not be found while the issuer's JWKS is unreachable is ErrIssuerUnavailable.
+func (v *Verifier) classify(err error, st *issuerState) error {
+	switch {
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return ErrMalformedToken
+	case errors.Is(err, jwt.ErrTokenUnverifiable):
+		if !st.cache.healthy() {
+			return fmt.Errorf("%w: issuer %s: JWKS unreachable", ErrIssuerUnavailable, st.cfg.ID)
+		}
+		return ErrSignature
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+		return ErrSignature
+	case errors.Is(err, jwt.ErrTokenInvalidAudience):
+		return ErrWrongAudience
+	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
+		return ErrUntrustedIssuer
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return ErrTokenExpired
+	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return ErrTokenNotYetValid
+	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
+		return fmt.Errorf("%w: a required claim is missing", ErrMalformedToken)
+	default:
+		return ErrInvalidToken
+	}
+}

@@ -1,0 +1,467 @@
+package mcpauth_test
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/MicahParks/keyfunc/v3"
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/connectd/connectd/internal/devidp"
+	"github.com/connectd/connectd/internal/mcpauth"
+)
+
+// fetchJWKS returns the raw JWKS document of i and its first public key in
+// PEM: what an attacker can read and try as an HMAC secret.
+func fetchJWKS(t *testing.T, i *idp) (raw, pemBytes []byte) {
+	t.Helper()
+	resp, err := i.srv.Client().Get(i.srv.URL + "/jwks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ = io.ReadAll(resp.Body)
+	kf, err := keyfunc.NewJWKSetJSON(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks, err := kf.Storage().KeyReadAll(context.Background())
+	if err != nil || len(jwks) == 0 {
+		t.Fatalf("jwks: %v", err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(jwks[0].Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+}
+
+// unsigned builds "header.claims." with alg none.
+func unsigned(t *testing.T, claims jwt.MapClaims) string {
+	t.Helper()
+	h, _ := json.Marshal(map[string]string{"alg": "none", "typ": "at+jwt"})
+	c, _ := json.Marshal(claims)
+	return base64.RawURLEncoding.EncodeToString(h) + "." + base64.RawURLEncoding.EncodeToString(c) + "."
+}
+
+func hmacSigned(t *testing.T, i *idp, claims jwt.MapClaims, secret []byte) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims)
+	tok.Header["typ"] = "at+jwt"
+	tok.Header["kid"] = i.KeyID()
+	s, err := tok.SignedString(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestVerifyAccessToken(t *testing.T) {
+	t.Parallel()
+	a := newIDP(t, devidp.Config{})
+	other := newIDP(t, devidp.Config{}) // a real issuer connectd does not trust
+	plain := newIDP(t, devidp.Config{}) // trusted, allowed to send plain JWTs
+	plainIssuer := plain.issuer("plain")
+	plainIssuer.AllowPlainJWT = true
+	v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{a.issuer("a"), plainIssuer}, Skew: 30 * time.Second})
+	jwksRaw, jwksPEM := fetchJWKS(t, a)
+	now := time.Now()
+
+	claims := func(mod func(jwt.MapClaims)) jwt.MapClaims {
+		c := a.AccessTokenClaims("alice", "mcp-client", "openid tools:read", resource)
+		if mod != nil {
+			mod(c)
+		}
+		return c
+	}
+	sign := func(i *idp, typ string, c jwt.MapClaims) string {
+		s, err := i.Sign(typ, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	valid := sign(a, "at+jwt", claims(nil))
+
+	tests := []struct {
+		name      string
+		token     string
+		audiences []string
+		want      error // nil: accepted
+	}{
+		{"valid", valid, []string{resource}, nil},
+		{"valid, one of several registered resources", valid, []string{otherResource, resource}, nil},
+		{"typ application/at+jwt", sign(a, "application/at+jwt", claims(nil)), []string{resource}, nil},
+		{"expired within the skew", sign(a, "at+jwt", claims(func(c jwt.MapClaims) {
+			c["exp"] = now.Add(-10 * time.Second).Unix()
+		})), []string{resource}, nil},
+		{"expired", sign(a, "at+jwt", claims(func(c jwt.MapClaims) {
+			c["iat"], c["exp"] = now.Add(-2*time.Hour).Unix(), now.Add(-time.Hour).Unix()
+		})), []string{resource}, mcpauth.ErrTokenExpired},
+		{"nbf in the future", sign(a, "at+jwt", claims(func(c jwt.MapClaims) {
+			c["nbf"] = now.Add(time.Hour).Unix()
+		})), []string{resource}, mcpauth.ErrTokenNotYetValid},
+		{"iat in the future", sign(a, "at+jwt", claims(func(c jwt.MapClaims) {
+			c["iat"] = now.Add(time.Hour).Unix()
+		})), []string{resource}, mcpauth.ErrTokenNotYetValid},
+		{"wrong iss, signed with a trusted key", sign(a, "at+jwt", claims(func(c jwt.MapClaims) {
+			c["iss"] = "https://evil.example"
+		})), []string{resource}, mcpauth.ErrUntrustedIssuer},
+		{"issued by an untrusted issuer", sign(other, "at+jwt", claims(func(c jwt.MapClaims) {
+			c["iss"] = other.Issuer()
+		})), []string{resource}, mcpauth.ErrUntrustedIssuer},
+		{"trusted iss forged with another key", sign(other, "at+jwt", claims(nil)), []string{resource}, mcpauth.ErrSignature},
+		{"aud of another MCP server (passthrough)", sign(a, "at+jwt", claims(func(c jwt.MapClaims) {
+			c["aud"] = []string{otherResource}
+		})), []string{resource}, mcpauth.ErrWrongAudience},
+		{"client has no registered resource", valid, nil, mcpauth.ErrWrongAudience},
+		{"empty registered resource matches nothing", sign(a, "at+jwt", claims(func(c jwt.MapClaims) {
+			c["aud"] = ""
+		})), []string{""}, mcpauth.ErrWrongAudience},
+		{"no aud", sign(a, "at+jwt", claims(func(c jwt.MapClaims) { delete(c, "aud") })), []string{resource}, mcpauth.ErrMalformedToken},
+		{"alg none", unsigned(t, claims(nil)), []string{resource}, mcpauth.ErrAlgorithm},
+		{"HS256 keyed with the issuer's JWKS", hmacSigned(t, a, claims(nil), jwksRaw), []string{resource}, mcpauth.ErrAlgorithm},
+		{"HS256 keyed with the issuer's PEM public key", hmacSigned(t, a, claims(nil), jwksPEM), []string{resource}, mcpauth.ErrAlgorithm},
+		{"typ JWT", sign(a, "JWT", claims(nil)), []string{resource}, mcpauth.ErrTokenType},
+		{"typ missing", sign(a, "", claims(nil)), []string{resource}, mcpauth.ErrTokenType},
+		{"typ of something else", sign(a, "dpop+jwt", claims(nil)), []string{resource}, mcpauth.ErrTokenType},
+		{"plain JWT where the issuer allows it", sign(plain, "JWT", plain.AccessTokenClaims("bob", "c", "", resource)), []string{resource}, nil},
+		{"no typ where the issuer allows plain JWTs", sign(plain, "", plain.AccessTokenClaims("bob", "c", "", resource)), []string{resource}, nil},
+		{"garbage", "not-a-token", []string{resource}, mcpauth.ErrMalformedToken},
+		{"three garbage segments", "a.b.c", []string{resource}, mcpauth.ErrMalformedToken},
+		{"empty", "", []string{resource}, mcpauth.ErrMalformedToken},
+		{"oversized", strings.Repeat("a", 20<<10), []string{resource}, mcpauth.ErrMalformedToken},
+		{"truncated signature", valid[:len(valid)-8], []string{resource}, mcpauth.ErrSignature},
+		{"truncated to two segments", valid[:strings.LastIndex(valid, ".")], []string{resource}, mcpauth.ErrMalformedToken},
+		{"truncated in the payload", valid[:strings.Index(valid, ".")+10], []string{resource}, mcpauth.ErrMalformedToken},
+		{"payload swapped under a valid signature", swapPayload(t, valid, claims(func(c jwt.MapClaims) { c["sub"] = "bob" })), []string{resource}, mcpauth.ErrSignature},
+		{"no sub", sign(a, "at+jwt", claims(func(c jwt.MapClaims) { delete(c, "sub") })), []string{resource}, mcpauth.ErrMalformedToken},
+		{"no exp", sign(a, "at+jwt", claims(func(c jwt.MapClaims) { delete(c, "exp") })), []string{resource}, mcpauth.ErrMalformedToken},
+		{"no iat", sign(a, "at+jwt", claims(func(c jwt.MapClaims) { delete(c, "iat") })), []string{resource}, mcpauth.ErrMalformedToken},
+		{"exp of the wrong type", sign(a, "at+jwt", claims(func(c jwt.MapClaims) { c["exp"] = "tomorrow" })), []string{resource}, mcpauth.ErrMalformedToken},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			id, err := v.VerifyAccessToken(context.Background(), tt.token, tt.audiences)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				if id.Subject == "" || id.Issuer == "" || id.Expiry.IsZero() {
+					t.Fatalf("incomplete identity %+v", id)
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+			if !errors.Is(err, mcpauth.ErrInvalidToken) {
+				t.Fatalf("%v does not wrap ErrInvalidToken (it would not be a 401)", err)
+			}
+		})
+	}
+
+	t.Run("identity", func(t *testing.T) {
+		t.Parallel()
+		id, err := v.VerifyAccessToken(context.Background(), valid, []string{resource})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id.Issuer != a.Issuer() || id.Subject != "alice" || id.ClientID != "mcp-client" ||
+			!slices.Equal(id.Scopes, []string{"openid", "tools:read"}) || id.Expiry.Before(now) {
+			t.Fatalf("identity %+v", id)
+		}
+	})
+}
+
+// swapPayload replaces a token's payload while keeping its header and signature.
+func swapPayload(t *testing.T, token string, claims jwt.MapClaims) string {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	b, _ := json.Marshal(claims)
+	parts[1] = base64.RawURLEncoding.EncodeToString(b)
+	return strings.Join(parts, ".")
+}
+
+// TestKeyRotation: after the issuer rotates its signing key, a token with the
+// new kid is accepted after one JWKS refresh; unknown kids refresh at most
+// once per interval and never make a request wait.
+func TestKeyRotation(t *testing.T) {
+	t.Parallel()
+	a := newIDP(t, devidp.Config{})
+	v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{a.issuer("a")}, UnknownKIDInterval: time.Hour})
+	ctx := context.Background()
+	verify := func(tok string) error {
+		_, err := v.VerifyAccessToken(ctx, tok, []string{resource})
+		return err
+	}
+	tok1, _ := a.AccessToken("alice", resource)
+	if err := verify(tok1); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.jwksHits.Load(); n != 1 {
+		t.Fatalf("%d JWKS fetches after the first token, want 1", n)
+	}
+	if err := a.Rotate(); err != nil {
+		t.Fatal(err)
+	}
+	tok2, _ := a.AccessToken("alice", resource)
+	if err := verify(tok2); err != nil {
+		t.Fatalf("token signed with the rotated key: %v", err)
+	}
+	if n := a.jwksHits.Load(); n != 2 {
+		t.Fatalf("%d JWKS fetches after rotation, want 2 (one refresh)", n)
+	}
+	if err := verify(tok1); err != nil {
+		t.Fatalf("token of the previous key, still published: %v", err)
+	}
+	// A flood of unknown kids within the interval costs no fetch and no wait.
+	forger := signer(t, a.Issuer())
+	start := time.Now()
+	for range 5 {
+		forged, _ := forger.Sign("at+jwt", forger.AccessTokenClaims("alice", "x", "", resource))
+		if err := verify(forged); !errors.Is(err, mcpauth.ErrSignature) {
+			t.Fatalf("forged token: %v", err)
+		}
+	}
+	if n := a.jwksHits.Load(); n != 2 {
+		t.Fatalf("%d JWKS fetches after unknown kids, want still 2 (rate-limited)", n)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("unknown kids took %s: a rate-limited refresh must not wait", d)
+	}
+}
+
+// TestJWKSUnavailable: when keys cannot be fetched the answer is
+// ErrIssuerUnavailable (503), never an invalid-token 401.
+func TestJWKSUnavailable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("jwks endpoint down from the start", func(t *testing.T) {
+		t.Parallel()
+		a := newIDP(t, devidp.Config{})
+		is := a.issuer("a")
+		is.JWKSURL = deadURL(t) + "/jwks"
+		v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{is}})
+		tok, _ := a.AccessToken("alice", resource)
+		for range 2 { // the second attempt is rate-limited: still 503
+			_, err := v.VerifyAccessToken(ctx, tok, []string{resource})
+			if !errors.Is(err, mcpauth.ErrIssuerUnavailable) || errors.Is(err, mcpauth.ErrInvalidToken) {
+				t.Fatalf("got %v, want ErrIssuerUnavailable only", err)
+			}
+		}
+	})
+	t.Run("discovery down", func(t *testing.T) {
+		t.Parallel()
+		dead := deadURL(t)
+		ghost := signer(t, dead)
+		v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{{ID: "ghost", URL: dead}}})
+		tok, _ := ghost.Sign("at+jwt", ghost.AccessTokenClaims("alice", "x", "", resource))
+		_, err := v.VerifyAccessToken(ctx, tok, []string{resource})
+		if !errors.Is(err, mcpauth.ErrIssuerUnavailable) {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("jwks fails after a rotation", func(t *testing.T) {
+		t.Parallel()
+		a := newIDP(t, devidp.Config{})
+		v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{a.issuer("a")}})
+		old, _ := a.AccessToken("alice", resource)
+		if _, err := v.VerifyAccessToken(ctx, old, []string{resource}); err != nil {
+			t.Fatal(err)
+		}
+		a.jwksFails.Store(true)
+		_ = a.Rotate()
+		fresh, _ := a.AccessToken("alice", resource)
+		if _, err := v.VerifyAccessToken(ctx, fresh, []string{resource}); !errors.Is(err, mcpauth.ErrIssuerUnavailable) {
+			t.Fatalf("new kid while the JWKS fails: %v", err)
+		}
+		// Cached keys keep working while the issuer is down.
+		if _, err := v.VerifyAccessToken(ctx, old, []string{resource}); err != nil {
+			t.Fatalf("cached key while the JWKS fails: %v", err)
+		}
+	})
+	t.Run("jwks too large", func(t *testing.T) {
+		t.Parallel()
+		a := newIDP(t, devidp.Config{})
+		// The real JWKS, padded past 1 MiB: valid, so only the size limit refuses it.
+		raw, _ := fetchJWKS(t, a)
+		var doc map[string]any
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			t.Fatal(err)
+		}
+		doc["padding"] = strings.Repeat("A", 2<<20)
+		huge := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			json.NewEncoder(w).Encode(doc)
+		}))
+		t.Cleanup(huge.Close)
+		is := a.issuer("a")
+		is.JWKSURL = huge.URL
+		v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{is}})
+		tok, _ := a.AccessToken("alice", resource)
+		if _, err := v.VerifyAccessToken(ctx, tok, []string{resource}); !errors.Is(err, mcpauth.ErrIssuerUnavailable) {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
+
+// TestDiscovery: the metadata must describe exactly the configured issuer
+// and use https; RFC 8414 is the fallback when OIDC discovery is absent.
+func TestDiscovery(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a := newIDP(t, devidp.Config{})
+	// meta serves a metadata document at path, built by doc from its own URL.
+	meta := func(t *testing.T, path string, doc func(self string) map[string]any) *httptest.Server {
+		t.Helper()
+		var self string
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET "+path, func(w http.ResponseWriter, r *http.Request) {
+			json.NewEncoder(w).Encode(doc(self))
+		})
+		srv := httptest.NewTLSServer(mux)
+		t.Cleanup(srv.Close)
+		self = srv.URL
+		return srv
+	}
+	tests := []struct {
+		name string
+		path string
+		doc  func(self string) map[string]any
+		ok   bool
+	}{
+		{"RFC 8414 fallback", "/.well-known/oauth-authorization-server", func(self string) map[string]any {
+			return map[string]any{"issuer": self, "jwks_uri": a.Issuer() + "/jwks"}
+		}, true},
+		{"document names another issuer", "/.well-known/openid-configuration", func(self string) map[string]any {
+			return map[string]any{"issuer": a.Issuer(), "jwks_uri": a.Issuer() + "/jwks"}
+		}, false},
+		{"http jwks_uri", "/.well-known/openid-configuration", func(self string) map[string]any {
+			return map[string]any{"issuer": self, "jwks_uri": strings.Replace(a.Issuer(), "https:", "http:", 1) + "/jwks"}
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := meta(t, tt.path, tt.doc)
+			v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{{ID: "m", URL: srv.URL}}})
+			// The JWKS is a's; sign with a's key under this issuer's name.
+			c := a.AccessTokenClaims("alice", "x", "", resource)
+			c["iss"] = srv.URL
+			tok, _ := a.Sign("at+jwt", c)
+			_, err := v.VerifyAccessToken(ctx, tok, []string{resource})
+			if tt.ok && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if !tt.ok && !errors.Is(err, mcpauth.ErrIssuerUnavailable) {
+				t.Fatalf("got %v, want ErrIssuerUnavailable", err)
+			}
+		})
+	}
+}
+
+func TestIssuerConfigValidation(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		is    []mcpauth.Issuer
+		allow bool
+	}{
+		{"http issuer outside dev", []mcpauth.Issuer{{ID: "a", URL: "http://idp.example"}}, false},
+		{"javascript issuer", []mcpauth.Issuer{{ID: "a", URL: "javascript:alert(1)"}}, true},
+		{"relative issuer", []mcpauth.Issuer{{ID: "a", URL: "/idp"}}, true},
+		{"http jwks outside dev", []mcpauth.Issuer{{ID: "a", URL: "https://idp.example", JWKSURL: "http://idp.example/jwks"}}, false},
+		{"bad id", []mcpauth.Issuer{{ID: "A B", URL: "https://idp.example"}}, false},
+		{"login without client id", []mcpauth.Issuer{{ID: "a", URL: "https://idp.example", Login: true}}, false},
+		{"duplicate", []mcpauth.Issuer{{ID: "a", URL: "https://idp.example"}, {ID: "b", URL: "https://idp.example"}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := mcpauth.NewVerifier(mcpauth.VerifierConfig{Issuers: tt.is, AllowHTTP: tt.allow}); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}
+
+func TestVerifyIDToken(t *testing.T) {
+	t.Parallel()
+	a, b := newIDP(t, devidp.Config{}), newIDP(t, devidp.Config{})
+	v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{a.issuer("a"), b.issuer("b")}})
+	now := time.Now()
+	claims := func(i *idp, mod func(jwt.MapClaims)) jwt.MapClaims {
+		c := jwt.MapClaims{"iss": i.Issuer(), "sub": "alice", "aud": "connectd", "azp": "connectd",
+			"nonce": "n-123", "iat": now.Unix(), "exp": now.Add(5 * time.Minute).Unix()}
+		if mod != nil {
+			mod(c)
+		}
+		return c
+	}
+	sign := func(i *idp, typ string, c jwt.MapClaims) string {
+		s, err := i.Sign(typ, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	tests := []struct {
+		name  string
+		token string
+		want  error
+	}{
+		{"valid", sign(a, "JWT", claims(a, nil)), nil},
+		{"valid without typ", sign(a, "", claims(a, nil)), nil},
+		{"an access token (typ at+jwt)", sign(a, "at+jwt", claims(a, nil)), mcpauth.ErrTokenType},
+		{"from another trusted issuer (mix-up)", sign(b, "JWT", claims(b, nil)), mcpauth.ErrUntrustedIssuer},
+		{"wrong nonce", sign(a, "JWT", claims(a, func(c jwt.MapClaims) { c["nonce"] = "n-456" })), mcpauth.ErrNonce},
+		{"for another client", sign(a, "JWT", claims(a, func(c jwt.MapClaims) { c["aud"], c["azp"] = "x", "x" })), mcpauth.ErrWrongAudience},
+		{"azp of another client", sign(a, "JWT", claims(a, func(c jwt.MapClaims) { c["aud"], c["azp"] = []string{"connectd", "x"}, "x" })), mcpauth.ErrWrongAudience},
+		{"expired", sign(a, "JWT", claims(a, func(c jwt.MapClaims) { c["exp"] = now.Add(-time.Hour).Unix() })), mcpauth.ErrTokenExpired},
+		{"alg none", unsigned(t, claims(a, nil)), mcpauth.ErrAlgorithm},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			id, err := v.VerifyIDToken(context.Background(), a.Issuer(), tt.token, "connectd", "n-123")
+			if tt.want == nil {
+				if err != nil || id.Subject != "alice" || id.Issuer != a.Issuer() {
+					t.Fatalf("got %+v %v", id, err)
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestIssuerHidesSecret: an Issuer printed or logged by mistake does not
+// reveal the client secret.
+func TestIssuerHidesSecret(t *testing.T) {
+	t.Parallel()
+	is := mcpauth.Issuer{ID: "a", URL: "https://a.example", Login: true, ClientID: "c", ClientSecret: "s3cret-value"}
+	var logs strings.Builder
+	slog.New(slog.NewJSONHandler(&logs, nil)).Info("x", slog.Any("issuer", is), slog.Any("list", []mcpauth.Issuer{is}))
+	for _, out := range []string{fmt.Sprint(is), fmt.Sprintf("%+v", is), fmt.Sprintf("%v", []mcpauth.Issuer{is}), logs.String()} {
+		if strings.Contains(out, "s3cret-value") {
+			t.Fatalf("secret printed: %s", out)
+		}
+	}
+}

@@ -31,6 +31,7 @@ type Config struct {
 
 	Identity IdentityConfig // config_identity.go
 	Vault    VaultConfig    // config_vault.go
+	Connect  ConnectConfig  // config_connect.go
 }
 
 // DBConfig holds pgxpool settings.
@@ -210,6 +211,7 @@ func loadConfig(getenv func(string) string, n needs) (*Config, error) {
 
 	c.loadIdentity(e)
 	c.loadVault(e)
+	c.loadConnect(e)
 
 	if e.err != nil {
 		return nil, e.err

@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/session"
@@ -25,7 +24,10 @@ const devIdPPath = "/dev/idp"
 // sessions and, in dev mode, the development identity provider.
 type identity struct {
 	verifier *mcpauth.Verifier
-	connect  *connect.Server
+	sessions *session.Store
+	login    *mcpauth.Login
+	clients  *mcpauth.Clients
+	auth     *mcpauth.Authenticator
 	devIdP   *devidp.Provider
 }
 
@@ -93,17 +95,14 @@ func newIdentity(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *s
 		id.verifier.Close()
 		return nil, err
 	}
-	id.connect, err = connect.New(connect.Config{Logger: logger, Sessions: sessions, Login: login})
-	if err != nil {
-		id.verifier.Close()
-		return nil, err
-	}
+	id.sessions, id.login = sessions, login
+	id.clients = mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, AllowHTTP: cfg.Dev, Logger: logger})
+	id.auth = mcpauth.NewAuthenticator(id.clients, id.verifier)
 	return id, nil
 }
 
-// routes registers the identity routes on the public mux.
+// routes registers the development identity provider, when enabled.
 func (id *identity) routes(mux *http.ServeMux) {
-	id.connect.Routes(mux)
 	if id.devIdP != nil {
 		mux.Handle(devIdPPath+"/", http.StripPrefix(devIdPPath, id.devIdP.Handler()))
 	}

@@ -13,6 +13,7 @@ import (
 	"net/http/pprof"
 	"time"
 
+	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/health"
 	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/web/templates"
@@ -69,7 +70,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	defer ident.Close()
-	handler := newPublicHandler(cfg, logger, checker, ident)
+	conn, err := newConnect(ctx, cfg, pool, logger, ident)
+	if err != nil {
+		ln.Close()
+		iln.Close()
+		return err
+	}
+	go conn.Run(ctx) // long-poll notifications and the periodic sweep
+	handler := newPublicHandler(cfg, logger, checker, ident, conn)
 	logger.InfoContext(ctx, "listening", slog.String("addr", ln.Addr().String()),
 		slog.String("internal_addr", iln.Addr().String()), slog.String("public_url", cfg.PublicURL.String()),
 		slog.Bool("dev", cfg.Dev), slog.String("version", buildVersion()))
@@ -87,11 +95,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 }
 
 // newPublicHandler is the route table of the public listener.
-func newPublicHandler(cfg *Config, logger *slog.Logger, checker *health.Checker, ident *identity) http.Handler {
+func newPublicHandler(cfg *Config, logger *slog.Logger, checker *health.Checker, ident *identity, conn *connect.Server) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", checker.Healthz)
 	mux.HandleFunc("GET /readyz", checker.Readyz)
-	ident.routes(mux) // /login, /login/callback, /session, /logout, and /dev/idp/ in dev
+	conn.Routes(mux)  // /v1/..., /c/{id}, /oauth/callback, /login, /login/callback, /session, /logout
+	ident.routes(mux) // /dev/idp/ in dev mode
 	static, _ := fs.Sub(templates.Static, "static")
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	mux.Handle("/", web.API(logger, web.NotFound))

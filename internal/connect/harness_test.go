@@ -2,7 +2,10 @@ package connect_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,7 +23,10 @@ import (
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
+	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
 )
 
@@ -69,7 +75,8 @@ type idp struct {
 }
 
 // env is one connectd (connect.Server over TLS, real Postgres) with its
-// identity providers, as a browser sees them.
+// identity providers and a fake third-party provider, as a browser and an MCP
+// server see them.
 type env struct {
 	t        *testing.T
 	pool     *pgxpool.Pool
@@ -81,6 +88,17 @@ type env struct {
 	rp       *mcpauth.Login
 	clock    *clock // login-state clock
 	logs     *syncBuffer
+
+	verifier *mcpauth.Verifier
+	clients  *mcpauth.Clients
+	auth     *mcpauth.Authenticator
+	keyring  *vault.Keyring
+	vault    *vault.Store
+	catalog  *provider.Catalog
+	fake     *providertest.Server // provider "fake" (OAuth)
+	keyAPI   *httptest.Server     // verification endpoint of provider "keyed" (api_key)
+	connect  *connect.Server
+	logger   *slog.Logger
 }
 
 type envOptions struct {
@@ -88,6 +106,10 @@ type envOptions struct {
 	idTokenClaims func(jwt.MapClaims)
 	// issuers is the number of IdPs (default 1), ids "idp0", "idp1", ...
 	issuers int
+	// quirks configure the fake OAuth provider.
+	quirks providertest.Quirks
+	// rotate makes the fake provider rotate refresh tokens.
+	rotate bool
 }
 
 func newEnv(t *testing.T, opts envOptions) *env {
@@ -125,6 +147,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(v.Close)
+	e.verifier = v
 	e.rp, err = mcpauth.NewLogin(mcpauth.LoginConfig{Pool: e.pool, Verifier: v,
 		RedirectURL: e.srv.URL + "/login/callback", Now: e.clock.Now})
 	if err != nil {
@@ -132,13 +155,118 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	}
 	e.keys = []session.Key{session.NewKey()}
 	e.sessions = e.store(e.keys...)
-	s, err := connect.New(connect.Config{Logger: logger, Sessions: e.sessions, Login: e.rp})
+	e.logger = logger
+	e.clients = mcpauth.NewClients(mcpauth.ClientsConfig{Pool: e.pool, Now: e.clock.Now})
+	e.auth = mcpauth.NewAuthenticator(e.clients, v)
+	e.setupProviders(opts)
+	e.connect = e.newServer(e.pool, e.sessions, logger)
+	e.connect.Routes(e.mux)
+	return e
+}
+
+// setupProviders starts the fake OAuth provider and an API-key verification
+// endpoint, and builds the catalog and vault over them.
+func (e *env) setupProviders(opts envOptions) {
+	t := e.t
+	e.fake = providertest.New(t, providertest.Options{TLS: true, RequirePKCE: true, Quirks: opts.quirks,
+		RotateRefreshTokens: opts.rotate, RedirectURIs: []string{e.srv.URL + "/oauth/callback"},
+		ClientSecret: "fake-client-secret"})
+	e.keyAPI = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+goodAPIKey {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(e.keyAPI.Close)
+	cfgJSON, err := json.Marshal(map[string]any{"providers": []any{
+		e.fake.ProviderConfig("fake", "FAKE_SECRET"),
+		map[string]any{"name": "keyed", "kind": "api_key", "display_name": "Keyed",
+			"verify": map[string]any{"method": "GET", "url": e.keyAPI.URL + "/check", "header": "Authorization",
+				"value": "Bearer {key}", "expect_status": 200}},
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Routes(e.mux)
-	return e
+	pc, err := provider.ParseConfig(cfgJSON, provider.ParseOptions{Dev: true, Getenv: func(k string) string {
+		if k == "FAKE_SECRET" {
+			return "fake-client-secret"
+		}
+		return ""
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.catalog, err = provider.New(context.Background(), pc, provider.Options{HTTPClient: e.srv.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := vault.GenerateKey(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.keyring, err = vault.ParseKeyring(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.vault = e.newVault(e.pool)
 }
+
+// newVault returns a vault store on pool that refreshes and revokes through
+// the catalog.
+func (e *env) newVault(pool *pgxpool.Pool) *vault.Store {
+	e.t.Helper()
+	cat := e.catalog
+	st, err := vault.New(vault.Config{Pool: pool, Keyring: e.keyring, Now: e.clock.Now,
+		Refresh: func(ctx context.Context, name, rt string) (*vault.Refreshed, error) {
+			p, err := cat.OAuth(name)
+			if err != nil {
+				return nil, err
+			}
+			tok, err := p.Refresh(ctx, rt)
+			if errors.Is(err, provider.ErrInvalidGrant) {
+				return nil, fmt.Errorf("%w: %w", vault.ErrReauthorizationRequired, err)
+			}
+			if errors.Is(err, provider.ErrUnavailable) {
+				return nil, fmt.Errorf("%w: %w", vault.ErrProviderUnavailable, err)
+			}
+			if err != nil {
+				return nil, err
+			}
+			return &vault.Refreshed{AccessToken: tok.AccessToken, TokenType: tok.TokenType,
+				RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Scopes: tok.Scopes}, nil
+		},
+		Revoke: func(ctx context.Context, name string, c *vault.Credential) error {
+			p, err := cat.OAuth(name)
+			if err != nil {
+				return vault.ErrRevocationNotSupported
+			}
+			return provider.RevokeGrant(ctx, p, c.AccessToken, c.RefreshToken)
+		}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return st
+}
+
+// newServer builds a connect.Server over pool (the same database as e for a
+// second replica) with its own vault store.
+func (e *env) newServer(pool *pgxpool.Pool, sessions *session.Store, logger *slog.Logger) *connect.Server {
+	e.t.Helper()
+	st := e.vault
+	if pool != e.pool {
+		st = e.newVault(pool)
+	}
+	s, err := connect.New(connect.Config{Logger: logger, Pool: pool, Sessions: sessions, Login: e.rp, Auth: e.auth,
+		Clients: e.clients, Vault: st, Keyring: e.keyring, Catalog: e.catalog, PublicURL: e.srv.URL, Now: e.clock.Now})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+// goodAPIKey is the only key the "keyed" provider's verification accepts.
+const goodAPIKey = "sk-test-good-key-123"
 
 func (e *env) store(keys ...session.Key) *session.Store {
 	e.t.Helper()
@@ -154,11 +282,7 @@ func (e *env) store(keys ...session.Key) *session.Store {
 func (e *env) withKeys(keys ...session.Key) string {
 	e.t.Helper()
 	mux := http.NewServeMux()
-	s, err := connect.New(connect.Config{Logger: slog.New(slog.DiscardHandler), Sessions: e.store(keys...), Login: e.rp})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	s.Routes(mux)
+	e.newServer(e.pool, e.store(keys...), slog.New(slog.DiscardHandler)).Routes(mux)
 	srv := httptest.NewTLSServer(mux)
 	e.t.Cleanup(srv.Close)
 	return srv.URL

@@ -6,34 +6,85 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/a-h/templ"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
 )
 
 // Config holds every dependency of the Server.
 type Config struct {
 	Logger   *slog.Logger
+	Pool     *pgxpool.Pool
 	Sessions *session.Store
 	Login    *mcpauth.Login
+	Auth     *mcpauth.Authenticator // /v1: client key + user token
+	Clients  *mcpauth.Clients       // client names for consent pages
+	Vault    *vault.Store
+	Keyring  *vault.Keyring // seals request_state and PKCE verifiers
+	Catalog  *provider.Catalog
+	// PublicURL is the browser-facing origin (no trailing slash); connect
+	// URLs and the provider redirect URI are built from it.
+	PublicURL string
+	// ElicitationTTL is how long a connect URL stays usable (default 15m).
+	ElicitationTTL time.Duration
+	// RequestStateTTL is how long a request_state can be resolved (default 1h).
+	RequestStateTTL time.Duration
+	Now             func() time.Time // default time.Now
 }
 
-// Server serves the connect pages.
+// Server serves the connect flow: the /v1 API for MCP servers and the
+// browser pages (login, consent, provider redirects and callbacks).
 type Server struct {
-	logger   *slog.Logger
-	sessions *session.Store
-	login    *mcpauth.Login
+	logger          *slog.Logger
+	pool            *pgxpool.Pool
+	sessions        *session.Store
+	login           *mcpauth.Login
+	auth            *mcpauth.Authenticator
+	clients         *mcpauth.Clients
+	vault           *vault.Store
+	keys            *vault.Keyring
+	catalog         *provider.Catalog
+	publicURL       string
+	elicitationTTL  time.Duration
+	requestStateTTL time.Duration
+	now             func() time.Time
+	hub             *hub
+	done            chan struct{} // closed when Run ends: long-polls answer at once
+	doneOnce        sync.Once
 }
 
 // New returns a Server over cfg's dependencies.
 func New(cfg Config) (*Server, error) {
-	if cfg.Logger == nil || cfg.Sessions == nil || cfg.Login == nil {
-		return nil, errors.New("connect: Logger, Sessions and Login are required")
+	if cfg.Logger == nil || cfg.Sessions == nil || cfg.Login == nil || cfg.Pool == nil || cfg.Auth == nil ||
+		cfg.Clients == nil || cfg.Vault == nil || cfg.Keyring == nil || cfg.Catalog == nil || cfg.PublicURL == "" {
+		return nil, errors.New("connect: Logger, Pool, Sessions, Login, Auth, Clients, Vault, Keyring, Catalog and PublicURL are required")
 	}
-	return &Server{logger: cfg.Logger, sessions: cfg.Sessions, login: cfg.Login}, nil
+	s := &Server{
+		logger: cfg.Logger, pool: cfg.Pool, sessions: cfg.Sessions, login: cfg.Login, auth: cfg.Auth,
+		clients: cfg.Clients, vault: cfg.Vault, keys: cfg.Keyring, catalog: cfg.Catalog,
+		publicURL: strings.TrimRight(cfg.PublicURL, "/"), elicitationTTL: cfg.ElicitationTTL,
+		requestStateTTL: cfg.RequestStateTTL, now: cfg.Now, done: make(chan struct{}),
+	}
+	if s.elicitationTTL <= 0 {
+		s.elicitationTTL = 15 * time.Minute
+	}
+	if s.requestStateTTL <= 0 {
+		s.requestStateTTL = time.Hour
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.hub = newHub(cfg.Pool, cfg.Logger)
+	return s, nil
 }
 
 // Routes registers the Server's routes on mux; this is the whole route table
@@ -43,6 +94,8 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.Handle("GET /login/callback", web.Page(s.logger, s.finishLogin))
 	mux.Handle("GET /session", web.Page(s.logger, s.sessionPage))
 	mux.Handle("POST /logout", web.Page(s.logger, s.logout))
+	s.flowRoutes(mux)
+	s.apiRoutes(mux)
 }
 
 // noStore keeps pages that carry per-user content or one-time URLs out of
@@ -54,12 +107,18 @@ func noStore(w http.ResponseWriter) {
 // render writes a page. It renders into a buffer first, so a rendering error
 // still becomes a proper error page rather than half a page.
 func render(w http.ResponseWriter, r *http.Request, c templ.Component) error {
+	return renderStatus(w, r, http.StatusOK, c)
+}
+
+// renderStatus is render with a status code other than 200.
+func renderStatus(w http.ResponseWriter, r *http.Request, status int, c templ.Component) error {
 	var buf bytes.Buffer
 	if err := c.Render(r.Context(), &buf); err != nil {
 		return fmt.Errorf("render page: %w", err)
 	}
 	noStore(w)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
 	_, err := w.Write(buf.Bytes())
 	return err
 }

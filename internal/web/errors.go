@@ -19,6 +19,9 @@ type Error struct {
 	Description string
 	// Header holds extra response headers (e.g. WWW-Authenticate, Retry-After).
 	Header http.Header
+	// Fields holds extra members of the JSON error body (e.g. missing_scopes).
+	// Never a secret.
+	Fields map[string]any
 	// Err is the underlying cause, logged but never shown.
 	Err error
 }
@@ -83,7 +86,23 @@ func WriteAPIError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, 
 			w.Header().Add(k, v)
 		}
 	}
-	WriteJSON(w, e.Status, Envelope{Error: e.Code, Description: e.Description, RequestID: RequestID(r.Context())})
+	env := Envelope{Error: e.Code, Description: e.Description, RequestID: RequestID(r.Context())}
+	if len(e.Fields) == 0 {
+		WriteJSON(w, e.Status, env)
+		return
+	}
+	body := make(map[string]any, len(e.Fields)+3)
+	for k, v := range e.Fields {
+		body[k] = v
+	}
+	body["error"] = env.Error
+	if env.Description != "" {
+		body["error_description"] = env.Description
+	}
+	if env.RequestID != "" {
+		body["request_id"] = env.RequestID
+	}
+	WriteJSON(w, e.Status, body)
 }
 
 func logError(r *http.Request, logger *slog.Logger, e *Error, err error) {

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/connectd/connectd/internal/connect"
+)
+
+// newConnect wires the connect flow: vault keys, the provider catalog, the
+// credential store and the identity services.
+func newConnect(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *slog.Logger, ident *identity) (*connect.Server, error) {
+	keys, err := cfg.keyring(ctx, logger)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := newCatalog(ctx, cfg, outboundClient(cfg), logger)
+	if err != nil {
+		return nil, err
+	}
+	store, err := newVaultStore(cfg, pool, keys, cat, logger)
+	if err != nil {
+		return nil, err
+	}
+	return connect.New(connect.Config{
+		Logger: logger, Pool: pool, Sessions: ident.sessions, Login: ident.login, Auth: ident.auth,
+		Clients: ident.clients, Vault: store, Keyring: keys, Catalog: cat, PublicURL: cfg.PublicURL.String(),
+		ElicitationTTL: cfg.Connect.ElicitationTTL, RequestStateTTL: cfg.Connect.RequestStateTTL,
+	})
+}
+
+// outboundClient is the HTTP client for calls to third-party providers.
+func outboundClient(cfg *Config) *http.Client {
+	return &http.Client{Timeout: 30 * time.Second}
+}

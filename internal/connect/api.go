@@ -1,0 +1,627 @@
+package connect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/web"
+)
+
+// apiRoutes registers the /v1 API.
+func (s *Server) apiRoutes(mux *http.ServeMux) {
+	mux.Handle("POST /v1/elicitations", web.API(s.logger, s.mint))
+	mux.Handle("POST /v1/elicitations/resolve", web.API(s.logger, s.resolve))
+	mux.Handle("GET /v1/elicitations/{id}", web.API(s.logger, s.status))
+	mux.Handle("GET /v1/connections", web.API(s.logger, s.listConnections))
+	mux.Handle("GET /v1/connections/{provider}/token", web.API(s.logger, s.token))
+	mux.Handle("DELETE /v1/connections/{provider}", web.API(s.logger, s.unlink))
+	mux.Handle("/v1/", web.API(s.logger, func(w http.ResponseWriter, r *http.Request) error {
+		return web.Errorf(http.StatusNotFound, "not_found", "no such API endpoint")
+	}))
+}
+
+// caller is an authenticated /v1 request: the MCP server and the user.
+type caller struct {
+	client mcpauth.Client
+	id     mcpauth.Identity
+	user   vault.UserRef
+}
+
+func (s *Server) authenticate(r *http.Request) (*caller, error) {
+	c, id, err := s.auth.Authenticate(r)
+	if err != nil {
+		return nil, err
+	}
+	return &caller{client: c, id: id, user: vault.UserRef{Issuer: id.Issuer, Subject: id.Subject}}, nil
+}
+
+// Limits on mint input.
+const (
+	maxScopes     = 64
+	maxMessage    = 500
+	maxDigest     = 128
+	maxScopeBytes = 256
+)
+
+// scopeToken is RFC 6749 §3.3: printable ASCII except space, '"' and '\'.
+var scopeToken = regexp.MustCompile(`^[\x21\x23-\x5B\x5D-\x7E]+$`)
+
+// providerName is the shape of catalog ids; checked before any lookup.
+var providerName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+func validScopes(scopes []string) error {
+	if len(scopes) > maxScopes {
+		return web.Errorf(http.StatusBadRequest, "invalid_request", "at most %d scopes", maxScopes)
+	}
+	for _, sc := range scopes {
+		if len(sc) == 0 || len(sc) > maxScopeBytes || !scopeToken.MatchString(sc) {
+			return web.Errorf(http.StatusBadRequest, "invalid_scope", "scopes must be non-empty RFC 6749 scope tokens")
+		}
+	}
+	return nil
+}
+
+// dedupe keeps the first occurrence of each scope.
+func dedupe(scopes []string) []string {
+	return unionScopes(nil, scopes)
+}
+
+type mintRequest struct {
+	Provider      string   `json:"provider"`
+	Scopes        []string `json:"scopes"`
+	Message       string   `json:"message"`
+	RequestDigest string   `json:"request_digest"`
+}
+
+// urlElicitation is the MCP 2025-11-25 elicitation/create params (mode url).
+type urlElicitation struct {
+	Mode          string `json:"mode"`
+	ElicitationID string `json:"elicitationId"`
+	URL           string `json:"url"`
+	Message       string `json:"message"`
+}
+
+// inputRequest is the MCP 2026-07-28 entry of InputRequiredResult.inputRequests.
+type inputRequest struct {
+	Method string            `json:"method"`
+	Params inputRequestParam `json:"params"`
+}
+
+type inputRequestParam struct {
+	Mode    string `json:"mode"`
+	Message string `json:"message"`
+	URL     string `json:"url"`
+}
+
+// jsonRPCError is the MCP 2025-11-25 URLElicitationRequiredError.
+type jsonRPCError struct {
+	Code    int                  `json:"code"`
+	Message string               `json:"message"`
+	Data    urlElicitationErrata `json:"data"`
+}
+
+type urlElicitationErrata struct {
+	Elicitations []urlElicitation `json:"elicitations"`
+}
+
+// URLElicitationRequiredCode is the MCP JSON-RPC error code for
+// URLElicitationRequiredError (2025-11-25).
+const URLElicitationRequiredCode = -32042
+
+type statusDoc struct {
+	ElicitationID string     `json:"elicitation_id"`
+	Status        Status     `json:"status"`
+	Reason        string     `json:"reason,omitempty"`
+	Provider      string     `json:"provider"`
+	Scopes        []string   `json:"scopes"`
+	ExpiresAt     time.Time  `json:"expires_at"`
+	CompletedAt   *time.Time `json:"completed_at,omitempty"`
+	RequestState  string     `json:"request_state,omitempty"`
+}
+
+type mintResponse struct {
+	statusDoc
+	URL                         string         `json:"url"`
+	Elicitation                 urlElicitation `json:"elicitation"`
+	URLElicitationRequiredError jsonRPCError   `json:"url_elicitation_required_error"`
+	InputRequest                inputRequest   `json:"input_request"`
+}
+
+func (s *Server) statusOf(e *Elicitation) statusDoc {
+	d := statusDoc{ElicitationID: e.ID, Status: e.effective(s.now()), Reason: e.Reason, Provider: e.Provider,
+		Scopes: nonNil(e.Scopes), ExpiresAt: e.ExpiresAt.UTC()}
+	if !e.CompletedAt.IsZero() {
+		t := e.CompletedAt.UTC()
+		d.CompletedAt = &t
+	}
+	return d
+}
+
+// connectURL is the only URL handed out: the public origin and the opaque id.
+func (s *Server) connectURL(id string) string {
+	return s.publicURL + "/c/" + id
+}
+
+// mint handles POST /v1/elicitations.
+func (s *Server) mint(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.authenticate(r)
+	if err != nil {
+		return err
+	}
+	var req mintRequest
+	if err := web.DecodeJSON(w, r, &req, 0); err != nil {
+		return err
+	}
+	if !providerName.MatchString(req.Provider) {
+		return web.Errorf(http.StatusBadRequest, "unknown_provider", "unknown provider")
+	}
+	p, err := s.catalog.Get(req.Provider)
+	if err != nil {
+		return web.Errorf(http.StatusBadRequest, "unknown_provider", "unknown provider %q", req.Provider)
+	}
+	if !allowed(c.client.Providers, req.Provider) {
+		return web.Errorf(http.StatusForbidden, "provider_not_allowed", "this client may not use provider %q", req.Provider)
+	}
+	if err := validScopes(req.Scopes); err != nil {
+		return err
+	}
+	info := p.Info()
+	scopes := dedupe(req.Scopes)
+	if len(scopes) == 0 && info.Kind == provider.KindOAuth2 {
+		scopes = append([]string(nil), info.DefaultScopes...)
+	}
+	if info.Kind == provider.KindAPIKey {
+		scopes = nil
+	}
+	msg := strings.TrimSpace(req.Message)
+	if msg == "" {
+		msg = fmt.Sprintf("%s needs access to your %s account. Open the link to connect it.", c.client.Name, info.DisplayName)
+	}
+	if utf8.RuneCountInString(msg) > maxMessage || !utf8.ValidString(msg) || hasControl(msg) {
+		return web.Errorf(http.StatusBadRequest, "invalid_request", "message must be at most %d characters of text", maxMessage)
+	}
+	if len(req.RequestDigest) > maxDigest || !printableASCII(req.RequestDigest) {
+		return web.Errorf(http.StatusBadRequest, "invalid_request", "request_digest must be at most %d printable characters", maxDigest)
+	}
+	now := s.now()
+	e := &Elicitation{
+		ID: newElicitationID(), ClientID: c.client.ID, Issuer: c.user.Issuer, Subject: c.user.Subject,
+		Provider: req.Provider, Scopes: scopes, Message: msg, RequestDigest: req.RequestDigest,
+		Status: StatusPending, CreatedAt: now, ExpiresAt: now.Add(s.elicitationTTL),
+	}
+	if err := s.insertElicitation(r.Context(), e); err != nil {
+		return err
+	}
+	rs, err := s.sealRequestState(e)
+	if err != nil {
+		return err
+	}
+	s.audit(r, auditEvent{Kind: "elicitation.minted", Issuer: e.Issuer, Subject: e.Subject, ClientID: e.ClientID,
+		Provider: e.Provider, Target: e.ID})
+	u := s.connectURL(e.ID)
+	el := urlElicitation{Mode: "url", ElicitationID: e.ID, URL: u, Message: msg}
+	resp := mintResponse{
+		statusDoc:   s.statusOf(e),
+		URL:         u,
+		Elicitation: el,
+		URLElicitationRequiredError: jsonRPCError{Code: URLElicitationRequiredCode,
+			Message: "This request requires more information.", Data: urlElicitationErrata{Elicitations: []urlElicitation{el}}},
+		InputRequest: inputRequest{Method: "elicitation/create", Params: inputRequestParam{Mode: "url", Message: msg, URL: u}},
+	}
+	resp.RequestState = rs
+	w.Header().Set("Location", "/v1/elicitations/"+e.ID)
+	web.WriteJSON(w, http.StatusCreated, resp)
+	return nil
+}
+
+func allowed(list []string, p string) bool {
+	for _, x := range list {
+		if x == p || x == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+// printableASCII reports whether s is only visible ASCII (and spaces).
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func hasControl(s string) bool {
+	for _, r := range s {
+		if r < 0x20 && r != '\n' && r != '\t' || r == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+// maxWait bounds long-polls.
+const maxWait = 60 * time.Second
+
+func parseWait(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		n, nerr := strconv.Atoi(v)
+		if nerr != nil {
+			return 0, web.Errorf(http.StatusBadRequest, "invalid_request", "wait must be a duration such as 30s (at most 60s)")
+		}
+		d = time.Duration(n) * time.Second
+	}
+	if d < 0 || d > maxWait {
+		return 0, web.Errorf(http.StatusBadRequest, "invalid_request", "wait must be between 0s and 60s")
+	}
+	return d, nil
+}
+
+// status handles GET /v1/elicitations/{id}[?wait=30s].
+func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	wait, err := parseWait(r.URL.Query().Get("wait"))
+	if err != nil {
+		return err
+	}
+	c, err := s.authenticate(r)
+	if err != nil {
+		return err
+	}
+	if !validElicitationID(id) {
+		return notFound()
+	}
+	e, err := s.ownElicitation(r.Context(), c, id)
+	if err != nil {
+		return err
+	}
+	if wait > 0 && e.effective(s.now()) == StatusPending {
+		if e, err = s.waitFor(r.Context(), c, id, wait); err != nil {
+			return err
+		}
+	}
+	web.WriteJSON(w, http.StatusOK, s.statusOf(e))
+	return nil
+}
+
+func notFound() error {
+	return web.Errorf(http.StatusNotFound, "not_found", "no such elicitation")
+}
+
+// ownElicitation loads id if it was minted by this client for this user; any
+// other elicitation is indistinguishable from a missing one.
+func (s *Server) ownElicitation(ctx context.Context, c *caller, id string) (*Elicitation, error) {
+	e, err := s.elicitation(ctx, s.pool, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, notFound()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if e.ClientID != c.client.ID || e.Issuer != c.user.Issuer || e.Subject != c.user.Subject {
+		return nil, notFound()
+	}
+	return e, nil
+}
+
+// waitFor blocks until the elicitation leaves pending, the wait ends, the
+// request is cancelled or the server shuts down, then returns its state.
+func (s *Server) waitFor(ctx context.Context, c *caller, id string, wait time.Duration) (*Elicitation, error) {
+	ch, cancel := s.hub.subscribe(id)
+	defer cancel()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		// Re-read after subscribing, so a completion between the first read
+		// and the subscription is not missed.
+		e, err := s.ownElicitation(ctx, c, id)
+		if err != nil {
+			return nil, err
+		}
+		if e.effective(s.now()) != StatusPending {
+			return e, nil
+		}
+		expiry := time.NewTimer(time.Until(e.ExpiresAt) + 10*time.Millisecond)
+		select {
+		case <-ch:
+			expiry.Stop()
+		case <-expiry.C:
+		case <-timer.C:
+			expiry.Stop()
+			return e, nil
+		case <-s.done:
+			expiry.Stop()
+			return e, nil
+		case <-ctx.Done():
+			expiry.Stop()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+type resolveRequest struct {
+	RequestState  string `json:"request_state"`
+	RequestDigest string `json:"request_digest"`
+}
+
+// resolve handles POST /v1/elicitations/resolve.
+func (s *Server) resolve(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.authenticate(r)
+	if err != nil {
+		return err
+	}
+	var req resolveRequest
+	if err := web.DecodeJSON(w, r, &req, 0); err != nil {
+		return err
+	}
+	rs, err := s.openRequestState(req.RequestState)
+	if err == nil {
+		err = s.checkRequestState(rs, c.client.ID, c.user, req.RequestDigest)
+	}
+	if err == nil {
+		err = s.consumeRequestState(r.Context(), rs)
+	}
+	if err != nil {
+		if kind := requestStateKind(err); kind != "" {
+			s.audit(r, auditEvent{Kind: "security.request_state_refused", Issuer: c.user.Issuer, Subject: c.user.Subject,
+				ClientID: c.client.ID, Detail: map[string]any{"reason": kind}})
+		}
+		return requestStateError(err)
+	}
+	e, err := s.ownElicitation(r.Context(), c, rs.Elicitation)
+	if err != nil {
+		return err
+	}
+	doc := s.statusOf(e)
+	if doc.Status == StatusPending {
+		if doc.RequestState, err = s.sealRequestState(e); err != nil {
+			return err
+		}
+	}
+	web.WriteJSON(w, http.StatusOK, doc)
+	return nil
+}
+
+func requestStateKind(err error) string {
+	switch {
+	case errors.Is(err, errStateInvalid):
+		return "request_state_invalid"
+	case errors.Is(err, errStateExpired):
+		return "request_state_expired"
+	case errors.Is(err, errStateReplayed):
+		return "request_state_replayed"
+	case errors.Is(err, errStateWrongUser):
+		return "request_state_wrong_user"
+	case errors.Is(err, errStateWrongClient):
+		return "request_state_wrong_client"
+	case errors.Is(err, errDigestMismatch):
+		return "request_digest_mismatch"
+	}
+	return ""
+}
+
+func requestStateError(err error) error {
+	kind := requestStateKind(err)
+	status := map[string]int{
+		"request_state_invalid":      http.StatusBadRequest,
+		"request_state_expired":      http.StatusBadRequest,
+		"request_state_replayed":     http.StatusConflict,
+		"request_state_wrong_user":   http.StatusForbidden,
+		"request_state_wrong_client": http.StatusForbidden,
+		"request_digest_mismatch":    http.StatusBadRequest,
+	}[kind]
+	desc := map[string]string{
+		"request_state_invalid":      "the request_state is not one connectd issued, or was altered",
+		"request_state_expired":      "the request_state has expired; mint a new elicitation",
+		"request_state_replayed":     "the request_state was already resolved; use the fresh one from that answer",
+		"request_state_wrong_user":   "the request_state was issued for another user",
+		"request_state_wrong_client": "the request_state was issued to another client",
+		"request_digest_mismatch":    "request_digest does not match the one given at mint",
+	}[kind]
+	if status == 0 {
+		return err
+	}
+	return &web.Error{Status: status, Code: kind, Description: desc, Err: err}
+}
+
+type connectionDoc struct {
+	Provider     string     `json:"provider"`
+	Status       string     `json:"status"`
+	Scopes       []string   `json:"scopes"`
+	AccountLabel string     `json:"account_label,omitempty"`
+	CreatedAt    time.Time  `json:"created_at"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+	ExpiresAt    *time.Time `json:"expires_at,omitempty"`
+}
+
+// listConnections handles GET /v1/connections: only connections the user
+// consented to for this client.
+func (s *Server) listConnections(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.authenticate(r)
+	if err != nil {
+		return err
+	}
+	consented, err := s.consentedProviders(r.Context(), c.user, c.client.ID)
+	if err != nil {
+		return err
+	}
+	conns, err := s.vault.List(r.Context(), c.user)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Connections []connectionDoc `json:"connections"`
+	}{Connections: []connectionDoc{}}
+	for _, cn := range conns {
+		if _, ok := consented[cn.Provider]; !ok || cn.Status == vault.StatusRevoked {
+			continue
+		}
+		d := connectionDoc{Provider: cn.Provider, Status: string(cn.Status), Scopes: nonNil(cn.Scopes),
+			CreatedAt: cn.CreatedAt.UTC(), UpdatedAt: cn.UpdatedAt.UTC()}
+		if !cn.Expiry.IsZero() {
+			t := cn.Expiry.UTC()
+			d.ExpiresAt = &t
+		}
+		out.Connections = append(out.Connections, d)
+	}
+	web.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+type tokenDoc struct {
+	Provider    string     `json:"provider"`
+	Kind        string     `json:"kind"`
+	TokenType   string     `json:"token_type"`
+	AccessToken string     `json:"access_token"`
+	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
+	Scopes      []string   `json:"scopes"`
+}
+
+// token handles GET /v1/connections/{provider}/token[?scopes=a,b].
+func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("provider")
+	var required []string
+	if q := r.URL.Query().Get("scopes"); q != "" {
+		required = dedupe(strings.FieldsFunc(q, func(r rune) bool { return r == ',' || r == ' ' }))
+		if err := validScopes(required); err != nil {
+			return err
+		}
+	}
+	c, err := s.authenticate(r)
+	if err != nil {
+		return err
+	}
+	if !providerName.MatchString(name) {
+		return notConnected(name)
+	}
+	p, err := s.catalog.Get(name)
+	if err != nil {
+		return notConnected(name)
+	}
+	consented, err := s.consent(r.Context(), c.user, c.client.ID, name)
+	if errors.Is(err, errNoConsent) {
+		// Is there a connection at all? Say which of the two the MCP server must fix.
+		if _, _, gerr := s.vault.Get(r.Context(), c.user, name); errors.Is(gerr, vault.ErrNotConnected) {
+			return notConnected(name)
+		} else if gerr != nil {
+			return gerr
+		}
+		return web.Errorf(http.StatusForbidden, "consent_required",
+			"the user has not allowed this client to use their %s connection; mint an elicitation", name)
+	}
+	if err != nil {
+		return err
+	}
+	if missing := missingScopes(required, consented); len(missing) > 0 {
+		return insufficientScope(name, missing)
+	}
+	cred, err := s.vault.Token(r.Context(), c.user, name, required)
+	if err != nil {
+		return s.tokenError(r, c, name, err)
+	}
+	doc := tokenDoc{Provider: name, Kind: string(p.Info().Kind), TokenType: cred.TokenType,
+		AccessToken: cred.AccessToken, Scopes: nonNil(cred.Scopes)}
+	if doc.TokenType == "" {
+		doc.TokenType = "Bearer"
+	}
+	if !cred.Expiry.IsZero() {
+		t := cred.Expiry.UTC()
+		doc.ExpiresAt = &t
+	}
+	web.WriteJSON(w, http.StatusOK, doc)
+	return nil
+}
+
+func notConnected(name string) error {
+	return web.Errorf(http.StatusNotFound, "not_connected", "no %s connection for this user", name)
+}
+
+func insufficientScope(name string, missing []string) error {
+	return &web.Error{Status: http.StatusForbidden, Code: "insufficient_scope",
+		Description: fmt.Sprintf("the %s connection lacks required scopes; mint an elicitation with them", name),
+		Fields:      map[string]any{"missing_scopes": missing}}
+}
+
+func (s *Server) tokenError(r *http.Request, c *caller, name string, err error) error {
+	var ms *vault.MissingScopesError
+	switch {
+	case errors.Is(err, vault.ErrNotConnected):
+		return notConnected(name)
+	case errors.As(err, &ms):
+		return insufficientScope(name, ms.Missing)
+	case errors.Is(err, vault.ErrReauthorizationRequired):
+		return &web.Error{Status: http.StatusConflict, Code: "reauthorization_required", Err: err,
+			Description: fmt.Sprintf("the %s connection must be authorized again; mint an elicitation", name)}
+	case errors.Is(err, vault.ErrProviderUnavailable):
+		return &web.Error{Status: http.StatusServiceUnavailable, Code: "provider_unavailable", Err: err,
+			Description: fmt.Sprintf("%s could not be reached to refresh the token; retry later", name),
+			Header:      http.Header{"Retry-After": {"5"}}}
+	case errors.Is(err, vault.ErrDecrypt):
+		return &web.Error{Status: http.StatusConflict, Code: "reauthorization_required", Err: err,
+			Description: fmt.Sprintf("the stored %s credential cannot be used; mint an elicitation", name)}
+	}
+	return err
+}
+
+// unlink handles DELETE /v1/connections/{provider}.
+func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("provider")
+	c, err := s.authenticate(r)
+	if err != nil {
+		return err
+	}
+	if !providerName.MatchString(name) {
+		return notConnected(name)
+	}
+	if _, err := s.consent(r.Context(), c.user, c.client.ID, name); errors.Is(err, errNoConsent) {
+		if _, _, gerr := s.vault.Get(r.Context(), c.user, name); errors.Is(gerr, vault.ErrNotConnected) {
+			return notConnected(name)
+		}
+		return web.Errorf(http.StatusForbidden, "consent_required", "this client has no consent for the user's %s connection", name)
+	} else if err != nil {
+		return err
+	}
+	d, err := s.vault.Delete(r.Context(), c.user, name)
+	if errors.Is(err, vault.ErrNotConnected) {
+		return notConnected(name)
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.withdrawConsents(r.Context(), c.user, name); err != nil {
+		return err
+	}
+	s.audit(r, auditEvent{Kind: "connection.unlinked", Issuer: c.user.Issuer, Subject: c.user.Subject,
+		ClientID: c.client.ID, Provider: name, Target: d.Connection.ID,
+		Detail: map[string]any{"revocation": string(d.Revocation)}})
+	web.WriteJSON(w, http.StatusOK, map[string]any{"provider": name, "revoked_at_provider": d.Revocation == vault.Revoked,
+		"revocation": string(d.Revocation)})
+	return nil
+}
+
+func (s *Server) withdrawConsents(ctx context.Context, u vault.UserRef, name string) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, deleteConsents, u.Issuer, u.Subject, name); err != nil {
+			return fmt.Errorf("connect: withdraw consents: %w", err)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,71 @@
+package connect
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/connectd/connectd/internal/web"
+)
+
+// auditEvent is one row of the append-only audit trail. It never holds a
+// secret: no token, code, state, verifier, cookie or key.
+type auditEvent struct {
+	Kind     string
+	Actor    string // "user", "client:<id>", "admin:<sub>"; defaults from the other fields
+	Issuer   string
+	Subject  string
+	ClientID string
+	Provider string
+	Target   string // elicitation or connection id
+	Detail   map[string]any
+}
+
+const insertAudit = `INSERT INTO audit_events
+	(kind, actor, issuer, subject, client_id, provider, target, request_id, ip, detail)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// auditIn writes ev with q, so it commits or rolls back with the change it
+// records.
+func (s *Server) auditIn(ctx context.Context, q execer, r *http.Request, ev auditEvent) error {
+	actor := ev.Actor
+	if actor == "" {
+		if ev.ClientID != "" && ev.Subject == "" {
+			actor = "client:" + ev.ClientID
+		} else {
+			actor = "user"
+		}
+	}
+	detail := ev.Detail
+	if detail == nil {
+		detail = map[string]any{}
+	}
+	_, err := q.Exec(ctx, insertAudit, ev.Kind, actor, ev.Issuer, ev.Subject, ev.ClientID, ev.Provider, ev.Target,
+		web.RequestID(ctx), clientIP(r), detail)
+	return err
+}
+
+// audit writes ev on its own. A failure is logged, never shown to the user:
+// the action it records has already happened.
+func (s *Server) audit(r *http.Request, ev auditEvent) {
+	if err := s.auditIn(r.Context(), s.pool, r, ev); err != nil {
+		s.logger.ErrorContext(r.Context(), "audit event not written", slog.String("kind", ev.Kind), slog.Any("error", err))
+	}
+}
+
+// clientIP is the peer address (deployments behind a proxy configure it to
+// set RemoteAddr, e.g. with a trusted-proxy middleware).
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}

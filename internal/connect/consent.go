@@ -1,0 +1,98 @@
+package connect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/connectd/connectd/internal/vault"
+)
+
+// Consents: a user allowed a client to use their connection to a provider with
+// some scopes. A client sees a connection only through a consent.
+const (
+	upsertConsent = `INSERT INTO consents (issuer, subject, client_id, provider, scopes, granted_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $6)
+		ON CONFLICT (issuer, subject, provider, client_id) DO UPDATE
+		SET scopes = (SELECT coalesce(array_agg(DISTINCT s ORDER BY s), '{}')
+		              FROM unnest(consents.scopes || EXCLUDED.scopes) AS s),
+		    updated_at = EXCLUDED.updated_at`
+	selectConsent = `SELECT scopes FROM consents
+		WHERE issuer = $1 AND subject = $2 AND provider = $3 AND client_id = $4`
+	selectConsentedProviders = `SELECT provider, scopes FROM consents
+		WHERE issuer = $1 AND subject = $2 AND client_id = $3`
+	deleteConsents = `DELETE FROM consents WHERE issuer = $1 AND subject = $2 AND provider = $3`
+)
+
+// errNoConsent: the user has not consented to this client for the provider.
+var errNoConsent = errors.New("connect: no consent")
+
+func (s *Server) grantConsent(ctx context.Context, tx pgx.Tx, e *Elicitation) error {
+	if _, err := tx.Exec(ctx, upsertConsent, e.Issuer, e.Subject, e.ClientID, e.Provider, nonNil(e.Scopes), s.now()); err != nil {
+		return fmt.Errorf("connect: record consent: %w", err)
+	}
+	return nil
+}
+
+// consent returns the scopes the user consented to for client and provider, or
+// errNoConsent.
+func (s *Server) consent(ctx context.Context, u vault.UserRef, clientID, provider string) ([]string, error) {
+	var scopes []string
+	err := s.pool.QueryRow(ctx, selectConsent, u.Issuer, u.Subject, provider, clientID).Scan(&scopes)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errNoConsent
+	}
+	if err != nil {
+		return nil, fmt.Errorf("connect: load consent: %w", err)
+	}
+	return scopes, nil
+}
+
+// consentedProviders maps each provider the user consented to for clientID to
+// the consented scopes.
+func (s *Server) consentedProviders(ctx context.Context, u vault.UserRef, clientID string) (map[string][]string, error) {
+	rows, err := s.pool.Query(ctx, selectConsentedProviders, u.Issuer, u.Subject, clientID)
+	if err != nil {
+		return nil, fmt.Errorf("connect: list consents: %w", err)
+	}
+	out := map[string][]string{}
+	for rows.Next() {
+		var p string
+		var sc []string
+		if err := rows.Scan(&p, &sc); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("connect: list consents: %w", err)
+		}
+		out[p] = sc
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("connect: list consents: %w", err)
+	}
+	return out, nil
+}
+
+// missingScopes lists the scopes of want that have does not contain.
+func missingScopes(want, have []string) []string {
+	var out []string
+	for _, s := range want {
+		if !slices.Contains(have, s) && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// unionScopes returns a followed by the scopes of b it lacks.
+func unionScopes(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, s := range b {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}

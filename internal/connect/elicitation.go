@@ -1,0 +1,150 @@
+package connect
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Status is an elicitation's state as MCP servers see it.
+type Status string
+
+// Elicitation states.
+const (
+	StatusPending   Status = "pending"
+	StatusCompleted Status = "completed"
+	StatusDeclined  Status = "declined"
+	StatusExpired   Status = "expired"
+	StatusFailed    Status = "failed"
+)
+
+// Elicitation is one connect request: a client asking for a user's provider
+// credentials with some scopes.
+type Elicitation struct {
+	ID            string
+	ClientID      string
+	Issuer        string
+	Subject       string
+	Provider      string
+	Scopes        []string
+	Message       string
+	RequestDigest string
+	Status        Status
+	Reason        string
+	CreatedAt     time.Time
+	ExpiresAt     time.Time
+	CompletedAt   time.Time
+}
+
+// ErrNotFound: no such elicitation, or it is not the caller's to see.
+var ErrNotFound = errors.New("connect: elicitation not found")
+
+// effective reports the status with expiry applied: a pending elicitation past
+// its expiry is expired even before the sweeper marks it.
+func (e *Elicitation) effective(now time.Time) Status {
+	if e.Status == StatusPending && !now.Before(e.ExpiresAt) {
+		return StatusExpired
+	}
+	return e.Status
+}
+
+// idBytes is the entropy of elicitation ids: 192 bits, base64url → 32 chars.
+const idBytes = 24
+
+func newElicitationID() string {
+	b := make([]byte, idBytes)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// validElicitationID checks the shape of an id before it touches the database.
+func validElicitationID(id string) bool {
+	if len(id) != base64.RawURLEncoding.EncodedLen(idBytes) {
+		return false
+	}
+	_, err := base64.RawURLEncoding.DecodeString(id)
+	return err == nil
+}
+
+const (
+	insertElicitation = `INSERT INTO elicitations
+		(id, client_id, issuer, subject, provider, scopes, message, request_digest, status, created_at, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10)`
+	selectElicitation = `SELECT id, client_id, issuer, subject, provider, scopes, message, request_digest,
+		status, reason, created_at, expires_at, completed_at FROM elicitations WHERE id = $1`
+	// finishElicitation moves a pending, unexpired elicitation to a final state
+	// and wakes long-polls on every replica (NOTIFY is delivered on commit).
+	finishElicitation = `WITH done AS (
+		UPDATE elicitations SET status = $2, reason = $3, completed_at = $4
+		WHERE id = $1 AND status = 'pending' AND expires_at > $4
+		RETURNING id)
+		SELECT pg_notify('` + notifyChannel + `', id) FROM done`
+	expireElicitations = `WITH gone AS (
+		UPDATE elicitations SET status = 'expired', completed_at = expires_at
+		WHERE status = 'pending' AND expires_at <= $1
+		RETURNING id)
+		SELECT count(*) FROM gone`
+	deleteOldElicitations = `DELETE FROM elicitations WHERE status <> 'pending' AND expires_at < $1`
+)
+
+func (s *Server) insertElicitation(ctx context.Context, e *Elicitation) error {
+	_, err := s.pool.Exec(ctx, insertElicitation, e.ID, e.ClientID, e.Issuer, e.Subject, e.Provider, nonNil(e.Scopes),
+		e.Message, e.RequestDigest, e.CreatedAt, e.ExpiresAt)
+	if err != nil {
+		return fmt.Errorf("connect: insert elicitation: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) elicitation(ctx context.Context, q pgxQueryer, id string) (*Elicitation, error) {
+	var e Elicitation
+	var completed *time.Time
+	err := q.QueryRow(ctx, selectElicitation, id).Scan(&e.ID, &e.ClientID, &e.Issuer, &e.Subject, &e.Provider,
+		&e.Scopes, &e.Message, &e.RequestDigest, &e.Status, &e.Reason, &e.CreatedAt, &e.ExpiresAt, &completed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("connect: load elicitation: %w", err)
+	}
+	if completed != nil {
+		e.CompletedAt = *completed
+	}
+	return &e, nil
+}
+
+// finish records the outcome of a pending elicitation inside tx and notifies
+// waiters on commit. It reports false when the elicitation was no longer
+// pending (or had expired): the first outcome wins.
+func (s *Server) finish(ctx context.Context, tx pgx.Tx, id string, st Status, reason string) (bool, error) {
+	rows, err := tx.Query(ctx, finishElicitation, id, st, reason, s.now())
+	if err != nil {
+		return false, fmt.Errorf("connect: finish elicitation: %w", err)
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("connect: finish elicitation: %w", err)
+	}
+	return n == 1, nil
+}
+
+// pgxQueryer is what both a pool and a transaction offer for single-row reads.
+type pgxQueryer interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

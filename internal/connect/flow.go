@@ -1,0 +1,497 @@
+package connect
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/oauth2"
+
+	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/web"
+	"github.com/connectd/connectd/web/templates"
+)
+
+// flowRoutes registers the browser side of the connect flow.
+func (s *Server) flowRoutes(mux *http.ServeMux) {
+	mux.Handle("GET /c/{id}", web.Page(s.logger, s.connectPage))
+	mux.Handle("POST /c/{id}", web.Page(s.logger, s.decide))
+	mux.Handle("POST /c/{id}/key", web.Page(s.logger, s.submitKey))
+	mux.Handle("GET /oauth/callback", web.Page(s.logger, s.callback))
+}
+
+// stateTTL bounds a provider authorization round trip.
+const stateTTL = 10 * time.Minute
+
+// callbackPath is the one redirect URI registered at every provider.
+const callbackPath = "/oauth/callback"
+
+func (s *Server) redirectURI() string { return s.publicURL + callbackPath }
+
+// page is a browser-facing refusal.
+func page(status int, code, desc string) error {
+	return &web.Error{Status: status, Code: code, Description: desc}
+}
+
+var errLinkInvalid = page(http.StatusNotFound, "unknown_link",
+	"This connect link is not valid. Ask your application for a new one.")
+
+// flowState is what every step of the browser flow establishes first: the
+// elicitation, and a session of the very user it was minted for.
+type flowState struct {
+	e    *Elicitation
+	sess session.Session
+}
+
+// begin loads the elicitation and the session. With no session it sends the
+// browser to log in at the elicitation's issuer (redirect set, ok false). A
+// session of any other user is refused before anything else happens.
+func (s *Server) begin(w http.ResponseWriter, r *http.Request, loginIfNeeded bool) (*flowState, bool, error) {
+	id := r.PathValue("id")
+	if !validElicitationID(id) {
+		return nil, false, errLinkInvalid
+	}
+	e, err := s.elicitation(r.Context(), s.pool, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, false, errLinkInvalid
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	sess, err := s.sessions.Load(w, r)
+	if err != nil {
+		if !loginIfNeeded {
+			return nil, false, page(http.StatusUnauthorized, "login_required",
+				"Your sign-in has expired. Open the link from your application again.")
+		}
+		noStore(w)
+		http.Redirect(w, r, loginPath(e.Issuer, "/c/"+e.ID), http.StatusFound)
+		return nil, false, nil
+	}
+	if sess.Issuer != e.Issuer || sess.Subject != e.Subject {
+		// The phishing case: someone else's link. Say nothing about whose.
+		s.audit(r, auditEvent{Kind: "security.identity_mismatch", Issuer: sess.Issuer, Subject: sess.Subject,
+			ClientID: e.ClientID, Provider: e.Provider, Target: e.ID})
+		s.logger.WarnContext(r.Context(), "connect link opened by another user", slog.String("elicitation", e.ID))
+		return nil, false, page(http.StatusForbidden, "identity_mismatch",
+			"This link was created for another account. Sign in with the account you use in your application, "+
+				"or ask the application for a new link. Nothing was shared.")
+	}
+	return &flowState{e: e, sess: sess}, true, nil
+}
+
+// finished renders the page for an elicitation that is no longer pending.
+func (s *Server) finished(w http.ResponseWriter, r *http.Request, e *Elicitation) error {
+	switch e.effective(s.now()) {
+	case StatusCompleted:
+		return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Already connected",
+			Message: "This request was already completed."})
+	case StatusDeclined:
+		return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "Request declined",
+			Message: "This request was declined. Nothing was shared."})
+	case StatusExpired:
+		return s.outcome(w, r, http.StatusGone, templates.OutcomeView{Kind: "expired", Title: "This link has expired",
+			Message: "Ask your application for a new link."})
+	default:
+		return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "refused", Title: "This request failed",
+			Message: "Ask your application to try again."})
+	}
+}
+
+func (s *Server) outcome(w http.ResponseWriter, r *http.Request, status int, v templates.OutcomeView) error {
+	return renderStatus(w, r, status, templates.Outcome(v))
+}
+
+// existing returns the user's active connection to the elicitation's
+// provider when it already has every requested scope (the consent-only path).
+func (s *Server) existing(ctx context.Context, e *Elicitation) (*vault.Connection, *vault.Credential, error) {
+	conn, cred, err := s.vault.Get(ctx, vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}, e.Provider)
+	if errors.Is(err, vault.ErrNotConnected) || errors.Is(err, vault.ErrDecrypt) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return conn, cred, nil
+}
+
+// connectPage handles GET /c/{id}: login if needed, identity check, consent.
+func (s *Server) connectPage(w http.ResponseWriter, r *http.Request) error {
+	fs, ok, err := s.begin(w, r, true)
+	if err != nil || !ok {
+		return err
+	}
+	e := fs.e
+	if e.effective(s.now()) != StatusPending {
+		return s.finished(w, r, e)
+	}
+	v, err := s.consentView(r.Context(), fs)
+	if err != nil {
+		return err
+	}
+	return render(w, r, templates.Consent(v))
+}
+
+func (s *Server) consentView(ctx context.Context, fs *flowState) (templates.ConsentView, error) {
+	e := fs.e
+	client, err := s.clients.Get(ctx, e.ClientID)
+	if err != nil {
+		return templates.ConsentView{}, fmt.Errorf("connect: load client: %w", err)
+	}
+	p, err := s.catalog.Get(e.Provider)
+	if err != nil {
+		return templates.ConsentView{}, page(http.StatusBadRequest, "unknown_provider", "This provider is no longer available.")
+	}
+	info := p.Info()
+	v := templates.ConsentView{ClientName: client.Name, ProviderName: info.DisplayName, Scopes: e.Scopes,
+		Action: "/c/" + e.ID, CSRFToken: s.sessions.CSRFToken(fs.sess), UserLabel: fs.sess.Subject,
+		APIKey: info.Kind == provider.KindAPIKey}
+	if info.Kind == provider.KindOAuth2 {
+		v.DestinationHost = info.AuthorizeHost
+		conn, cred, err := s.existing(ctx, e)
+		if err != nil {
+			return v, err
+		}
+		if conn != nil && conn.Status == vault.StatusActive && len(missingScopes(e.Scopes, conn.Scopes)) == 0 {
+			v.AccountLabel = cred.AccountLabel
+			if v.AccountLabel == "" {
+				v.AccountLabel = info.DisplayName + " account"
+			}
+			v.DestinationHost = ""
+		}
+	}
+	return v, nil
+}
+
+// checkForm parses a POSTed form and its CSRF token against the session.
+func (s *Server) checkForm(w http.ResponseWriter, r *http.Request, sess session.Session) error {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		return page(http.StatusBadRequest, "bad_form", "The form could not be read.")
+	}
+	if err := s.sessions.CheckCSRF(sess, r.PostForm.Get(session.CSRFField)); err != nil {
+		return &web.Error{Status: http.StatusForbidden, Code: "csrf_failed", Err: err,
+			Description: "The form has expired. Open the link from your application again."}
+	}
+	return nil
+}
+
+// decide handles POST /c/{id}: Allow or Deny on the consent page.
+func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
+	fs, _, err := s.begin(w, r, false)
+	if err != nil {
+		return err
+	}
+	if err := s.checkForm(w, r, fs.sess); err != nil {
+		return err
+	}
+	e := fs.e
+	if e.effective(s.now()) != StatusPending {
+		return s.finished(w, r, e)
+	}
+	switch r.PostForm.Get("decision") {
+	case "deny":
+		return s.decline(w, r, e, "user_denied")
+	case "allow":
+	default:
+		return page(http.StatusBadRequest, "bad_form", "Choose Allow or Deny.")
+	}
+	p, err := s.catalog.Get(e.Provider)
+	if err != nil {
+		return page(http.StatusBadRequest, "unknown_provider", "This provider is no longer available.")
+	}
+
+	// Consent is recorded now, before any provider round trip.
+	if err := pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
+		if err := s.grantConsent(r.Context(), tx, e); err != nil {
+			return err
+		}
+		return s.auditIn(r.Context(), tx, r, auditEvent{Kind: "consent.granted", Issuer: e.Issuer, Subject: e.Subject,
+			ClientID: e.ClientID, Provider: e.Provider, Target: e.ID, Detail: map[string]any{"scopes": nonNil(e.Scopes)}})
+	}); err != nil {
+		return err
+	}
+
+	switch info := p.Info(); info.Kind {
+	case provider.KindAPIKey:
+		client, err := s.clients.Get(r.Context(), e.ClientID)
+		if err != nil {
+			return err
+		}
+		return render(w, r, templates.APIKeyForm(templates.APIKeyView{ClientName: client.Name, ProviderName: info.DisplayName,
+			Action: "/c/" + e.ID + "/key", CSRFToken: s.sessions.CSRFToken(fs.sess)}))
+	case provider.KindOAuth2:
+		conn, _, err := s.existing(r.Context(), e)
+		if err != nil {
+			return err
+		}
+		if conn != nil && conn.Status == vault.StatusActive && len(missingScopes(e.Scopes, conn.Scopes)) == 0 {
+			// Consent-only: the connection already has what was asked.
+			return s.complete(w, r, e, "consent_only")
+		}
+		oa, ok := p.(provider.OAuth)
+		if !ok {
+			return fmt.Errorf("connect: provider %s is not OAuth", e.Provider)
+		}
+		scopes := e.Scopes
+		if conn != nil {
+			// Incremental authorization: ask for everything the connection
+			// needs, so the new grant does not lose earlier scopes.
+			scopes = unionScopes(conn.Scopes, e.Scopes)
+		}
+		target, err := s.startAuthorization(r.Context(), fs, oa, scopes)
+		if err != nil {
+			return err
+		}
+		noStore(w)
+		http.Redirect(w, r, target, http.StatusSeeOther)
+		return nil
+	default:
+		return fmt.Errorf("connect: provider kind %q", info.Kind)
+	}
+}
+
+const insertOAuthState = `INSERT INTO oauth_states
+	(state_hash, elicitation_id, session_hash, verifier_sealed, scopes, created_at, expires_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7)`
+
+// verifierAAD binds a sealed PKCE verifier to its state.
+func verifierAAD(stateHash []byte) []byte {
+	return vault.Binding("connectd/pkce_verifier/v1", string(stateHash))
+}
+
+func sessionHash(sess session.Session) []byte {
+	h := sha256.Sum256([]byte("connectd/session/" + sess.ID))
+	return h[:]
+}
+
+// startAuthorization creates the single-use state and PKCE verifier and
+// returns the provider's authorize URL.
+func (s *Server) startAuthorization(ctx context.Context, fs *flowState, p provider.OAuth, scopes []string) (string, error) {
+	raw := make([]byte, 32)
+	_, _ = rand.Read(raw)
+	state := base64.RawURLEncoding.EncodeToString(raw)
+	sh := sha256.Sum256([]byte(state))
+	verifier := oauth2.GenerateVerifier()
+	sealed, err := s.keys.Seal([]byte(verifier), verifierAAD(sh[:]))
+	if err != nil {
+		return "", fmt.Errorf("connect: seal verifier: %w", err)
+	}
+	now := s.now()
+	if _, err := s.pool.Exec(ctx, insertOAuthState, sh[:], fs.e.ID, sessionHash(fs.sess), sealed, nonNil(scopes),
+		now, now.Add(stateTTL)); err != nil {
+		return "", fmt.Errorf("connect: store state: %w", err)
+	}
+	challenge := ""
+	if p.Info().PKCE {
+		challenge = oauth2.S256ChallengeFromVerifier(verifier)
+	}
+	return p.AuthCodeURL(state, challenge, s.redirectURI(), scopes), nil
+}
+
+const consumeOAuthState = `DELETE FROM oauth_states WHERE state_hash = $1
+	RETURNING elicitation_id, session_hash, verifier_sealed, scopes, expires_at`
+
+type pendingAuth struct {
+	elicitation string
+	sessionHash []byte
+	verifier    []byte
+	scopes      []string
+	expires     time.Time
+}
+
+// callback handles GET /oauth/callback?code&state[&iss] (or error=...).
+func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	state := q.Get("state")
+	if state == "" || len(state) > 512 {
+		return page(http.StatusBadRequest, "missing_state",
+			"This sign-in response is incomplete. Open the link from your application again.")
+	}
+	sh := sha256.Sum256([]byte(state))
+	var pa pendingAuth
+	err := s.pool.QueryRow(r.Context(), consumeOAuthState, sh[:]).Scan(&pa.elicitation, &pa.sessionHash,
+		&pa.verifier, &pa.scopes, &pa.expires)
+	if errors.Is(err, pgx.ErrNoRows) {
+		s.audit(r, auditEvent{Kind: "security.state_unknown_or_replayed"})
+		return page(http.StatusBadRequest, "invalid_state",
+			"This sign-in response was already used or is not valid. Open the link from your application again.")
+	}
+	if err != nil {
+		return err
+	}
+	if !s.now().Before(pa.expires) {
+		return page(http.StatusBadRequest, "state_expired",
+			"This sign-in took too long. Open the link from your application again.")
+	}
+	sess, serr := s.sessions.Load(w, r)
+	if serr != nil || subtle.ConstantTimeCompare(sessionHash(sess), pa.sessionHash) != 1 {
+		s.audit(r, auditEvent{Kind: "security.state_session_mismatch", Issuer: sess.Issuer, Subject: sess.Subject,
+			Target: pa.elicitation})
+		return page(http.StatusBadRequest, "state_mismatch",
+			"This sign-in was started in another browser session. Open the link from your application again.")
+	}
+	e, err := s.elicitation(r.Context(), s.pool, pa.elicitation)
+	if err != nil {
+		return err
+	}
+	if sess.Issuer != e.Issuer || sess.Subject != e.Subject {
+		return page(http.StatusForbidden, "identity_mismatch", "This request was created for another account.")
+	}
+	if e.effective(s.now()) != StatusPending {
+		return s.finished(w, r, e)
+	}
+	p, err := s.catalog.OAuth(e.Provider)
+	if err != nil {
+		return page(http.StatusBadRequest, "unknown_provider", "This provider is no longer available.")
+	}
+	if err := p.CheckIssuer(q.Get("iss")); err != nil {
+		// RFC 9207: the response came from another authorization server (mix-up).
+		s.audit(r, auditEvent{Kind: "security.issuer_mismatch", Issuer: e.Issuer, Subject: e.Subject,
+			ClientID: e.ClientID, Provider: e.Provider, Target: e.ID})
+		if _, ferr := s.settle(r, e, StatusFailed, "issuer_mismatch"); ferr != nil {
+			return ferr
+		}
+		return page(http.StatusBadRequest, "issuer_mismatch",
+			"The response did not come from the expected sign-in service. Nothing was stored.")
+	}
+	if cbErr := provider.CallbackError(e.Provider, q); cbErr != nil {
+		if errors.Is(cbErr, provider.ErrAccessDenied) {
+			return s.decline(w, r, e, "provider_access_denied")
+		}
+		if _, ferr := s.settle(r, e, StatusFailed, "provider_error"); ferr != nil {
+			return ferr
+		}
+		return page(http.StatusBadGateway, "provider_error", "The provider could not complete the authorization. Please try again.")
+	}
+	code := q.Get("code")
+	if code == "" {
+		return page(http.StatusBadRequest, "missing_code", "This sign-in response is incomplete.")
+	}
+	verifier, err := s.keys.Open(pa.verifier, verifierAAD(sh[:]))
+	if err != nil {
+		return err
+	}
+	tok, err := p.Exchange(r.Context(), code, string(verifier), s.redirectURI())
+	clear(verifier)
+	if err != nil {
+		s.logger.WarnContext(r.Context(), "code exchange failed", slog.String("provider", e.Provider), slog.Any("error", err))
+		if _, ferr := s.settle(r, e, StatusFailed, "exchange_failed"); ferr != nil {
+			return ferr
+		}
+		return page(http.StatusBadGateway, "exchange_failed", "The provider did not accept the authorization. Please try again.")
+	}
+	granted := tok.Scopes
+	if granted == nil {
+		granted = pa.scopes // providers that do not echo scopes granted what was asked
+	}
+	cred := vault.Credential{AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, TokenType: tok.TokenType,
+		Expiry: tok.Expiry, Scopes: granted, AccountID: tok.AccountID, AccountLabel: tok.AccountLabel}
+	if _, err := s.vault.Put(r.Context(), vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}, e.Provider, cred); err != nil {
+		return err
+	}
+	return s.complete(w, r, e, "oauth")
+}
+
+// submitKey handles POST /c/{id}/key: the API-key form.
+func (s *Server) submitKey(w http.ResponseWriter, r *http.Request) error {
+	fs, _, err := s.begin(w, r, false)
+	if err != nil {
+		return err
+	}
+	if err := s.checkForm(w, r, fs.sess); err != nil {
+		return err
+	}
+	e := fs.e
+	if e.effective(s.now()) != StatusPending {
+		return s.finished(w, r, e)
+	}
+	if r.PostForm.Get("decision") == "deny" {
+		return s.decline(w, r, e, "user_denied")
+	}
+	p, err := s.catalog.APIKey(e.Provider)
+	if err != nil {
+		return page(http.StatusBadRequest, "unknown_provider", "This provider does not take API keys.")
+	}
+	if _, err := s.consent(r.Context(), vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}, e.ClientID, e.Provider); err != nil {
+		return page(http.StatusBadRequest, "consent_required", "Allow the request first.")
+	}
+	key := r.PostForm.Get("api_key")
+	form := func(msg string) error {
+		client, err := s.clients.Get(r.Context(), e.ClientID)
+		if err != nil {
+			return err
+		}
+		return renderStatus(w, r, http.StatusBadRequest, templates.APIKeyForm(templates.APIKeyView{ClientName: client.Name,
+			ProviderName: p.Info().DisplayName, Action: "/c/" + e.ID + "/key", CSRFToken: s.sessions.CSRFToken(fs.sess),
+			Error: msg}))
+	}
+	if key == "" || len(key) > 4096 || hasControl(key) {
+		return form("Enter the API key exactly as the provider shows it.")
+	}
+	if err := p.Verify(r.Context(), key); err != nil {
+		if errors.Is(err, provider.ErrInvalidKey) {
+			return form(p.Info().DisplayName + " did not accept this key. Check it and try again.")
+		}
+		s.logger.WarnContext(r.Context(), "api key verification failed", slog.String("provider", e.Provider), slog.Any("error", err))
+		return form(p.Info().DisplayName + " could not be reached to check the key. Try again in a moment.")
+	}
+	cred := vault.Credential{AccessToken: key, TokenType: "api_key"}
+	if _, err := s.vault.Put(r.Context(), vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}, e.Provider, cred); err != nil {
+		return err
+	}
+	return s.complete(w, r, e, "api_key")
+}
+
+// complete marks e completed (waking waiters) and shows the success page.
+func (s *Server) complete(w http.ResponseWriter, r *http.Request, e *Elicitation, how string) error {
+	ok, err := s.settle(r, e, StatusCompleted, "")
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return s.finished(w, r, e)
+	}
+	s.logger.InfoContext(r.Context(), "connect completed", slog.String("elicitation", e.ID),
+		slog.String("provider", e.Provider), slog.String("via", how))
+	return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Connected",
+		Message: "Your account is connected. You can return to your application."})
+}
+
+// decline marks e declined and shows the declined page.
+func (s *Server) decline(w http.ResponseWriter, r *http.Request, e *Elicitation, reason string) error {
+	if _, err := s.settle(r, e, StatusDeclined, reason); err != nil {
+		return err
+	}
+	return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "Request declined",
+		Message: "Nothing was shared. You can return to your application."})
+}
+
+// settle records a final status with its audit event in one transaction. It
+// reports false when e was no longer pending.
+func (s *Server) settle(r *http.Request, e *Elicitation, st Status, reason string) (bool, error) {
+	var ok bool
+	err := pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
+		var err error
+		if ok, err = s.finish(r.Context(), tx, e.ID, st, reason); err != nil || !ok {
+			return err
+		}
+		detail := map[string]any{}
+		if reason != "" {
+			detail["reason"] = reason
+		}
+		return s.auditIn(r.Context(), tx, r, auditEvent{Kind: "elicitation." + string(st), Issuer: e.Issuer,
+			Subject: e.Subject, ClientID: e.ClientID, Provider: e.Provider, Target: e.ID, Detail: detail})
+	})
+	return ok, err
+}

@@ -1,0 +1,126 @@
+package connect
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/connectd/connectd/internal/vault"
+)
+
+// A request_state is what an MCP server hands its client as the MCP
+// requestState and gets echoed back: an AEAD-sealed record binding the client,
+// the user, the elicitation and an optional request digest, with an expiry and
+// a random id that makes it single-use. Nothing in it is readable or
+// changeable without the vault keys.
+type requestState struct {
+	ID          string `json:"jti"` // 128 random bits, base64url; consumed on resolve
+	ClientID    string `json:"cid"`
+	Issuer      string `json:"iss"`
+	Subject     string `json:"sub"`
+	Elicitation string `json:"eid"`
+	Digest      string `json:"dig,omitempty"`
+	Expires     int64  `json:"exp"` // unix seconds
+}
+
+// requestStatePrefix versions the format.
+const requestStatePrefix = "rs1."
+
+// maxRequestState bounds what resolve will try to decode.
+const maxRequestState = 4096
+
+// Errors of request_state handling; each maps to its own API error code.
+var (
+	errStateInvalid     = errors.New("connect: request_state invalid")
+	errStateExpired     = errors.New("connect: request_state expired")
+	errStateReplayed    = errors.New("connect: request_state already used")
+	errStateWrongUser   = errors.New("connect: request_state minted for another user")
+	errStateWrongClient = errors.New("connect: request_state minted for another client")
+	errDigestMismatch   = errors.New("connect: request digest mismatch")
+)
+
+// requestStateAAD names the purpose of these ciphertexts, so a sealed
+// credential or PKCE verifier can never be passed off as a request_state.
+var requestStateAAD = vault.Binding("connectd/request_state/v1")
+
+func (s *Server) sealRequestState(e *Elicitation) (string, error) {
+	id := make([]byte, 16)
+	_, _ = rand.Read(id)
+	rs := requestState{
+		ID: base64.RawURLEncoding.EncodeToString(id), ClientID: e.ClientID, Issuer: e.Issuer, Subject: e.Subject,
+		Elicitation: e.ID, Digest: e.RequestDigest, Expires: s.now().Add(s.requestStateTTL).Unix(),
+	}
+	b, err := json.Marshal(rs)
+	if err != nil {
+		return "", fmt.Errorf("connect: encode request_state: %w", err)
+	}
+	ct, err := s.keys.Seal(b, requestStateAAD)
+	if err != nil {
+		return "", fmt.Errorf("connect: seal request_state: %w", err)
+	}
+	return requestStatePrefix + base64.RawURLEncoding.EncodeToString(ct), nil
+}
+
+// openRequestState decodes and authenticates raw. It checks nothing about who
+// presents it; see checkRequestState.
+func (s *Server) openRequestState(raw string) (*requestState, error) {
+	if len(raw) > maxRequestState || !strings.HasPrefix(raw, requestStatePrefix) {
+		return nil, errStateInvalid
+	}
+	ct, err := base64.RawURLEncoding.DecodeString(raw[len(requestStatePrefix):])
+	if err != nil {
+		return nil, errStateInvalid
+	}
+	b, err := s.keys.Open(ct, requestStateAAD)
+	if err != nil {
+		return nil, errStateInvalid
+	}
+	var rs requestState
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rs); err != nil || rs.ID == "" || rs.Elicitation == "" {
+		return nil, errStateInvalid
+	}
+	return &rs, nil
+}
+
+// checkRequestState applies the bindings in order: who may present it first,
+// so another client or user learns nothing else and cannot burn it.
+func (s *Server) checkRequestState(rs *requestState, clientID string, u vault.UserRef, digest string) error {
+	switch {
+	case rs.ClientID != clientID:
+		return errStateWrongClient
+	case rs.Issuer != u.Issuer || rs.Subject != u.Subject:
+		return errStateWrongUser
+	case !s.now().Before(time.Unix(rs.Expires, 0)):
+		return errStateExpired
+	case subtle.ConstantTimeCompare([]byte(rs.Digest), []byte(digest)) != 1:
+		return errDigestMismatch
+	}
+	return nil
+}
+
+const insertStateUse = `INSERT INTO request_state_uses (id, expires_at) VALUES ($1, $2) ON CONFLICT DO NOTHING`
+
+// consumeRequestState marks rs used; errStateReplayed when it already was.
+func (s *Server) consumeRequestState(ctx context.Context, rs *requestState) error {
+	id, err := base64.RawURLEncoding.DecodeString(rs.ID)
+	if err != nil {
+		return errStateInvalid
+	}
+	tag, err := s.pool.Exec(ctx, insertStateUse, id, time.Unix(rs.Expires, 0))
+	if err != nil {
+		return fmt.Errorf("connect: consume request_state: %w", err)
+	}
+	if tag.RowsAffected() != 1 {
+		return errStateReplayed
+	}
+	return nil
+}

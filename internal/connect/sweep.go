@@ -1,0 +1,59 @@
+package connect
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+const (
+	sweepOAuthStates = `DELETE FROM oauth_states WHERE expires_at < $1`
+	sweepStateUses   = `DELETE FROM request_state_uses WHERE expires_at < $1`
+)
+
+// finishedRetention is how long finished elicitations are kept for status
+// reads and audits before the sweep deletes them.
+const finishedRetention = 7 * 24 * time.Hour
+
+// Sweep marks pending elicitations past their expiry as expired and deletes
+// expired states, used request_state ids and old finished elicitations. It is
+// safe to run on every replica at once.
+func (s *Server) Sweep(ctx context.Context) error {
+	now := s.now()
+	var expired int64
+	if err := s.pool.QueryRow(ctx, expireElicitations, now).Scan(&expired); err != nil {
+		return fmt.Errorf("connect: sweep elicitations: %w", err)
+	}
+	for _, q := range []string{sweepOAuthStates, sweepStateUses} {
+		if _, err := s.pool.Exec(ctx, q, now); err != nil {
+			return fmt.Errorf("connect: sweep: %w", err)
+		}
+	}
+	if _, err := s.pool.Exec(ctx, deleteOldElicitations, now.Add(-finishedRetention)); err != nil {
+		return fmt.Errorf("connect: sweep old elicitations: %w", err)
+	}
+	if expired > 0 {
+		s.logger.InfoContext(ctx, "elicitations expired", slog.Int64("count", expired))
+	}
+	return nil
+}
+
+// Run serves the background work of a Server until ctx ends: the
+// notification listener that wakes long-polls, and the periodic sweep.
+func (s *Server) Run(ctx context.Context) {
+	go s.hub.run(ctx)
+	defer s.doneOnce.Do(func() { close(s.done) })
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+				s.logger.WarnContext(ctx, "sweep failed", slog.Any("error", err))
+			}
+		}
+	}
+}

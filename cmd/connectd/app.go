@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"net/http"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -18,7 +16,7 @@ func newConnect(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *sl
 	if err != nil {
 		return nil, err
 	}
-	cat, err := newCatalog(ctx, cfg, outboundClient(cfg), logger)
+	cat, err := newCatalog(ctx, cfg, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -31,9 +29,4 @@ func newConnect(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *sl
 		Clients: ident.clients, Vault: store, Keyring: keys, Catalog: cat, PublicURL: cfg.PublicURL.String(),
 		ElicitationTTL: cfg.Connect.ElicitationTTL, RequestStateTTL: cfg.Connect.RequestStateTTL,
 	})
-}
-
-// outboundClient is the HTTP client for calls to third-party providers.
-func outboundClient(cfg *Config) *http.Client {
-	return &http.Client{Timeout: 30 * time.Second}
 }

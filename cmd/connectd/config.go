@@ -31,6 +31,7 @@ type Config struct {
 
 	Identity IdentityConfig // config_identity.go
 	Vault    VaultConfig    // config_vault.go
+	Egress   EgressConfig   // config_egress.go
 	Connect  ConnectConfig  // config_connect.go
 }
 
@@ -211,6 +212,7 @@ func loadConfig(getenv func(string) string, n needs) (*Config, error) {
 
 	c.loadIdentity(e)
 	c.loadVault(e)
+	c.loadEgress(e)
 	c.loadConnect(e)
 
 	if e.err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -110,9 +109,14 @@ func (c *Config) keyring(ctx context.Context, logger *slog.Logger) (*vault.Keyri
 	return k, nil
 }
 
-// newCatalog builds the provider catalog (running discovery) with the
-// outbound client every provider call uses.
-func newCatalog(ctx context.Context, cfg *Config, client *http.Client, logger *slog.Logger) (*provider.Catalog, error) {
+// newCatalog builds the provider catalog (running discovery). Every provider
+// call goes through the egress client (SSRF guard, https only outside the dev
+// allow-list, no redirects, timeouts, size cap).
+func newCatalog(ctx context.Context, cfg *Config, logger *slog.Logger) (*provider.Catalog, error) {
+	client, err := newEgressClient(cfg, "")
+	if err != nil {
+		return nil, err
+	}
 	cat, err := provider.New(ctx, cfg.Vault.Providers, provider.Options{HTTPClient: client, Logger: logger})
 	if err != nil {
 		var pe *provider.ConfigError

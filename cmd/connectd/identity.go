@@ -5,10 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -36,7 +34,14 @@ type identity struct {
 func newIdentity(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *slog.Logger, listenAddr string) (*identity, error) {
 	ic := cfg.Identity
 	issuers := slices.Clone(ic.Issuers)
-	client := &http.Client{Timeout: 10 * time.Second}
+	self := "" // the dev IdP is fetched from connectd's own listener
+	if ic.DevIdP {
+		self = listenAddr
+	}
+	client, err := newEgressClient(cfg, self)
+	if err != nil {
+		return nil, err
+	}
 	id := &identity{}
 	if ic.DevIdP {
 		issuerURL := cfg.PublicURL.String() + devIdPPath
@@ -54,7 +59,6 @@ func newIdentity(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *s
 		}
 		id.devIdP = p
 		issuers = append(issuers, mcpauth.Issuer{ID: "dev", URL: issuerURL, Login: true, ClientID: "connectd", ClientSecret: secret})
-		client.Transport = dialOverride(cfg.PublicURL.Scheme, cfg.PublicURL.Host, listenAddr)
 		logger.WarnContext(ctx, "development identity provider enabled: anyone can sign in as a demo user",
 			slog.String("issuer", issuerURL))
 	}
@@ -110,25 +114,3 @@ func (id *identity) routes(mux *http.ServeMux) {
 
 // Close stops background JWKS refreshes.
 func (id *identity) Close() { id.verifier.Close() }
-
-// dialOverride returns a transport that dials listenAddr whenever a request is
-// for the public host, so connectd reaches its own dev IdP even when the
-// public URL's port is not the one it listens on (tests, proxies). Dev only.
-func dialOverride(scheme, publicHost, listenAddr string) http.RoundTripper {
-	if _, _, err := net.SplitHostPort(publicHost); err != nil {
-		port := "443"
-		if scheme == "http" {
-			port = "80"
-		}
-		publicHost = net.JoinHostPort(publicHost, port)
-	}
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	d := &net.Dialer{Timeout: 5 * time.Second}
-	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if addr == publicHost {
-			addr = listenAddr
-		}
-		return d.DialContext(ctx, network, addr)
-	}
-	return t
-}

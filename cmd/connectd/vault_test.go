@@ -126,12 +126,15 @@ func TestVaultProviderWiring(t *testing.T) {
 	cfg, err := loadConfig(envOf(map[string]string{
 		"CONNECTD_DEV": "true", "CONNECTD_PROVIDERS_FILE": writeFile(t, "p.json", string(data)),
 		"FAKE_SECRET": srv.ClientSecret, "CONNECTD_VAULT_KEYS": genKey(t, 1), "CONNECTD_REFRESH_SKEW": "1m",
+		// The fake provider listens on http://127.0.0.1:PORT: only the dev
+		// allow-list lets the egress client reach it.
+		"CONNECTD_EGRESS_ALLOW_HOSTS": strings.TrimPrefix(srv.URL(), "http://"),
 	}), needs{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.DiscardHandler)
-	cat, err := newCatalog(ctx, cfg, srv.Client(), logger)
+	cat, err := newCatalog(ctx, cfg, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/connectd/connectd/internal/egress"
+	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/provider/providertest"
+)
+
+func TestEgressConfig(t *testing.T) {
+	t.Parallel()
+	const name = "CONNECTD_EGRESS_ALLOW_HOSTS"
+	for _, tt := range []struct {
+		test    string
+		env     map[string]string
+		want    []string
+		wantErr bool
+	}{
+		{"unset", nil, nil, false},
+		{"dev", map[string]string{"CONNECTD_DEV": "true", name: " 127.0.0.1:8081, localhost:9000,,[::1]:9001 "},
+			[]string{"127.0.0.1:8081", "localhost:9000", "[::1]:9001"}, false},
+		{"outside dev", map[string]string{name: "idp.test:8081"}, nil, true},
+		{"outside dev, explicitly", map[string]string{"CONNECTD_DEV": "false", name: "idp.test:8081"}, nil, true},
+		{"no port", map[string]string{"CONNECTD_DEV": "true", name: "idp.test"}, nil, true},
+		{"URL", map[string]string{"CONNECTD_DEV": "true", name: "http://idp.test:8081"}, nil, true},
+		{"bad port", map[string]string{"CONNECTD_DEV": "true", name: "127.0.0.1:8081,idp.test:0"}, nil, true},
+	} {
+		t.Run(tt.test, func(t *testing.T) {
+			c, err := loadConfig(envOf(tt.env), needs{})
+			if tt.wantErr {
+				var ce *ConfigError
+				if !errors.As(err, &ce) || ce.Var != name {
+					t.Fatalf("want a ConfigError for %s, got %v", name, err)
+				}
+				if strings.Contains(err.Error(), "idp.test") {
+					t.Fatalf("error repeats the value: %v", err)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(c.Egress.AllowHosts, tt.want) {
+				t.Fatalf("got %q, %v", c.Egress.AllowHosts, err)
+			}
+		})
+	}
+}
+
+// TestCatalogUsesEgress: provider calls go through the egress client, so a
+// loopback http provider is unreachable unless the dev allow-list names it.
+func TestCatalogUsesEgress(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := providertest.New(t, providertest.Options{})
+	data, err := json.Marshal(map[string]any{"providers": []any{srv.ProviderConfig("fake", "FAKE_SECRET")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := writeFile(t, "p.json", string(data))
+	catalog := func(allow string) provider.OAuth {
+		t.Helper()
+		cfg, err := loadConfig(envOf(map[string]string{
+			"CONNECTD_DEV": "true", "CONNECTD_PROVIDERS_FILE": file, "FAKE_SECRET": srv.ClientSecret,
+			"CONNECTD_EGRESS_ALLOW_HOSTS": allow,
+		}), needs{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cat, err := newCatalog(ctx, cfg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := cat.OAuth("fake")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	_, err = catalog("").Refresh(ctx, "rt-unknown")
+	if !errors.Is(err, egress.ErrInsecureScheme) || !errors.Is(err, provider.ErrUnavailable) {
+		t.Fatalf("without the allow-list: %v", err)
+	}
+	if n := srv.Counts().Refresh; n != 0 {
+		t.Fatalf("%d refresh request(s) reached the provider", n)
+	}
+	_, err = catalog(strings.TrimPrefix(srv.URL(), "http://")).Refresh(ctx, "rt-unknown")
+	if !errors.Is(err, provider.ErrInvalidGrant) || srv.Counts().Refresh != 1 {
+		t.Fatalf("with the allow-list: %v (refreshes %d)", err, srv.Counts().Refresh)
+	}
+}
+
+// TestEgressClientSelf: in dev mode connectd reaches its own listener (the
+// dev IdP) at the public URL's host:port, whatever port it listens on.
+func TestEgressClientSelf(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.Host) }))
+	t.Cleanup(srv.Close)
+	cfg, err := loadConfig(envOf(map[string]string{"CONNECTD_DEV": "true", "CONNECTD_PUBLIC_URL": "http://localhost:8080"}), needs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := newEgressClient(cfg, srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseIdleConnections()
+	resp, err := c.Get("http://localhost:8080/dev/idp/.well-known/openid-configuration")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "localhost:8080" {
+		t.Fatalf("reached %q", body)
+	}
+	// Only that host:port: another loopback port stays refused.
+	if _, err := c.Get("http://localhost:9999/"); !errors.Is(err, egress.ErrInsecureScheme) {
+		t.Fatalf("other port: %v", err)
+	}
+	if _, err := c.Get("https://127.0.0.1:9999/"); !errors.Is(err, egress.ErrBlockedAddress) {
+		t.Fatalf("other port over https: %v", err)
+	}
+
+	prod := &Config{PublicURL: &url.URL{Scheme: "https", Host: "connect.example.com"}}
+	if _, err := newEgressClient(prod, "127.0.0.1:8080"); err == nil {
+		t.Fatal("reaching its own listener outside dev mode was allowed")
+	}
+}
+
+func TestLoopbackAddr(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		":8080":          "127.0.0.1:8080",
+		"0.0.0.0:8080":   "127.0.0.1:8080",
+		"[::]:8080":      "127.0.0.1:8080",
+		"127.0.0.1:8080": "127.0.0.1:8080",
+		"[::1]:8080":     "[::1]:8080",
+	} {
+		if got := loopbackAddr(in); got != want {
+			t.Errorf("loopbackAddr(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for _, tt := range [][3]string{
+		{"http", "localhost", "localhost:80"},
+		{"https", "connect.example.com", "connect.example.com:443"},
+		{"http", "127.0.0.1:8080", "127.0.0.1:8080"},
+		{"http", "[::1]", "[::1]:80"},
+	} {
+		if got := publicHostPort(tt[0], tt[1]); got != tt[2] {
+			t.Errorf("publicHostPort(%q, %q) = %q, want %q", tt[0], tt[1], got, tt[2])
+		}
+	}
+}

@@ -1,0 +1,29 @@
+// Package egress owns connectd's outbound HTTP: the one *http.Client through
+// which connectd fetches everything from other servers (OpenID/RFC 8414
+// discovery, JWKS, token, refresh and revocation calls, API-key verification).
+//
+// The guard is code.dny.dev/ssrf, installed as the net.Dialer's Control
+// function, so the policy is applied to the address actually being connected
+// to, after name resolution, on every dial: a name that resolves (or later
+// re-resolves, DNS rebinding) to a private, loopback, link-local, CGNAT,
+// multicast, unspecified or otherwise special-purpose address is refused
+// before a packet is sent. On top of that the client refuses plain http,
+// follows no redirects, uses no proxy, bounds every phase with a timeout and
+// caps every response body.
+//
+// Development and tests may name exact host:port pairs (Config.AllowHosts)
+// that may be reached over http and on loopback — nothing else, and never a
+// private or link-local network.
+//
+// It must never:
+//   - decide whether an address is safe with its own IP parsing (that is the
+//     ssrf library's job, on the resolved address);
+//   - honour HTTP(S)_PROXY or any proxy (a proxy would dial on our behalf,
+//     past the guard);
+//   - follow a redirect, read an unbounded body or wait without a timeout;
+//   - put a response body, a header value or a request's secret into an
+//     error (callers must not put secrets into URLs: net/http quotes the URL
+//     in its errors);
+//   - import another connectd package: it is a leaf used by mcpauth,
+//     provider and cmd.
+package egress

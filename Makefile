@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO    ?= go
 PG    := scripts/pg run --
 
-.PHONY: all build generate check-generated fmt-check vet test test-short demo clean
+.PHONY: all build generate check-generated fmt-check vet test test-short demo clean bench
 
 all: build
 
@@ -37,3 +37,7 @@ demo:
 
 clean:
 	rm -rf bin .cache
+
+## bench: benchmark harness with in-run baselines (REPLICAS=N); writes docs/performance.md.
+bench: build
+	$(PG) $(GO) run ./cmd/connectd-bench -connectd bin/connectd $(BENCH_FLAGS)

@@ -1,0 +1,338 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// load issues the benchmark's requests.
+type load struct {
+	key    string
+	tokens []string
+	reps   []*process
+	client *http.Client
+	next   atomic.Uint64
+	// trivialBase is the trivial handler's URL (the HTTP baseline).
+	trivialBase string
+
+	mu  sync.Mutex
+	ids []elicitationRef // minted elicitations, for the status scenario
+}
+
+type elicitationRef struct {
+	id   string
+	user int
+}
+
+func newLoad(key string, tokens []string, reps []*process) *load {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 2048
+	t.MaxIdleConnsPerHost = 1024
+	t.MaxConnsPerHost = 0
+	return &load{key: key, tokens: tokens, reps: reps, client: &http.Client{Transport: t, Timeout: 30 * time.Second}}
+}
+
+// request is one unit of work; it returns an error for anything but the
+// expected answer.
+type request func(ctx context.Context) error
+
+func (l *load) pick() (int, *process) {
+	n := l.next.Add(1)
+	return int(n % uint64(len(l.tokens))), l.reps[int(n%uint64(len(l.reps)))]
+}
+
+func (l *load) do(req *http.Request, user int, want int) ([]byte, error) {
+	req.Header.Set("Authorization", "Bearer "+l.key)
+	req.Header.Set("X-User-Token", l.tokens[user])
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != want {
+		return nil, fmt.Errorf("status %d: %.200s", resp.StatusCode, b)
+	}
+	return b, nil
+}
+
+func (l *load) token(ctx context.Context) error {
+	u, p := l.pick()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/v1/connections/bench/token", nil)
+	_, err := l.do(req, u, http.StatusOK)
+	return err
+}
+
+func (l *load) mint(ctx context.Context) error {
+	u, p := l.pick()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.base+"/v1/elicitations",
+		strings.NewReader(`{"provider":"bench","scopes":["read"]}`))
+	req.Header.Set("Content-Type", "application/json")
+	b, err := l.do(req, u, http.StatusCreated)
+	if err != nil {
+		return err
+	}
+	var out struct {
+		ID string `json:"elicitation_id"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if len(l.ids) < 20000 {
+		l.ids = append(l.ids, elicitationRef{out.ID, u})
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *load) status(ctx context.Context) error {
+	l.mu.Lock()
+	if len(l.ids) == 0 {
+		l.mu.Unlock()
+		return l.mint(ctx) // seed the pool of ids on first use
+	}
+	ref := l.ids[rand.IntN(len(l.ids))]
+	l.mu.Unlock()
+	p := l.reps[rand.IntN(len(l.reps))]
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/v1/elicitations/"+ref.id, nil)
+	_, err := l.do(req, ref.user, http.StatusOK)
+	return err
+}
+
+func (l *load) trivial(ctx context.Context) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, l.trivialBase+"/", nil)
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return err
+}
+
+// result is one measured scenario at one concurrency.
+type result struct {
+	Scenario    string  `json:"scenario"`
+	Concurrency int     `json:"concurrency"`
+	Offered     int     `json:"offered_rps,omitempty"`
+	Requests    int     `json:"requests"`
+	Errors      int     `json:"errors"`
+	RPS         float64 `json:"rps"`
+	P50ms       float64 `json:"p50_ms"`
+	P99ms       float64 `json:"p99_ms"`
+	P999ms      float64 `json:"p999_ms"`
+	CPUPer1k    float64 `json:"cpu_seconds_per_1000,omitempty"`
+	PeakRSSMB   float64 `json:"peak_rss_mb,omitempty"`
+	VsTrivial   float64 `json:"ratio_vs_trivial,omitempty"`
+	VsPgbench   float64 `json:"ratio_vs_pgbench,omitempty"`
+	FirstError  string  `json:"first_error,omitempty"`
+}
+
+// cpuTicks is utime+stime of pid in clock ticks (USER_HZ, 100 on Linux).
+func cpuTicks(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return ut + st
+}
+
+// peakRSS is the high-water resident set of pid in MB.
+func peakRSS(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmHWM:") {
+			kb, _ := strconv.ParseFloat(strings.Fields(l)[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+func sum(ps []*process, f func(int) int64) int64 {
+	var n int64
+	for _, p := range ps {
+		n += f(p.pid)
+	}
+	return n
+}
+
+// measure runs a closed loop: c workers issue requests back to back for d
+// (after a short warm-up), recording each latency.
+func measure(ctx context.Context, name string, c int, d time.Duration, procs []*process, req request) result {
+	warm, cancelWarm := context.WithTimeout(ctx, d/4)
+	runWorkers(warm, c, req, nil)
+	cancelWarm()
+
+	lat := make([][]time.Duration, c)
+	var errs atomic.Int64
+	var firstErr atomic.Value
+	cpu0 := sum(procs, cpuTicks)
+	start := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, d)
+	runWorkers(rctx, c, req, func(w int, took time.Duration, err error) {
+		if err != nil {
+			if rctx.Err() == nil {
+				errs.Add(1)
+				firstErr.CompareAndSwap(nil, err.Error())
+			}
+			return
+		}
+		lat[w] = append(lat[w], took)
+	})
+	cancel()
+	elapsed := time.Since(start)
+	cpu := float64(sum(procs, cpuTicks)-cpu0) / 100
+	all := slices.Concat(lat...)
+	r := summarize(name, c, all, elapsed)
+	r.Errors = int(errs.Load())
+	if v, ok := firstErr.Load().(string); ok {
+		r.FirstError = v
+	}
+	if r.Requests > 0 {
+		r.CPUPer1k = cpu / float64(r.Requests) * 1000
+	}
+	var rss float64
+	for _, p := range procs {
+		rss = max(rss, peakRSS(p.pid))
+	}
+	r.PeakRSSMB = rss
+	return r
+}
+
+func runWorkers(ctx context.Context, c int, req request, record func(int, time.Duration, error)) {
+	var wg sync.WaitGroup
+	for w := range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				t := time.Now()
+				err := req(ctx)
+				if record != nil {
+					record(w, time.Since(t), err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func summarize(name string, c int, lat []time.Duration, elapsed time.Duration) result {
+	slices.Sort(lat)
+	q := func(p float64) float64 {
+		if len(lat) == 0 {
+			return 0
+		}
+		i := int(float64(len(lat)-1) * p)
+		return float64(lat[i].Microseconds()) / 1000
+	}
+	return result{Scenario: name, Concurrency: c, Requests: len(lat), RPS: float64(len(lat)) / elapsed.Seconds(),
+		P50ms: q(0.50), P99ms: q(0.99), P999ms: q(0.999)}
+}
+
+// openLoop offers rate req/s with Poisson arrivals for d; each latency counts
+// from the request's scheduled send time, so a stalled server cannot hide its
+// queue (no coordinated omission).
+func openLoop(ctx context.Context, name string, rate int, d time.Duration, procs []*process, req request) result {
+	var mu sync.Mutex
+	var lat []time.Duration
+	var errs atomic.Int64
+	var wg sync.WaitGroup
+	rctx, cancel := context.WithTimeout(ctx, d+10*time.Second)
+	defer cancel()
+	cpu0 := sum(procs, cpuTicks)
+	start := time.Now()
+	next := start
+	for next.Sub(start) < d {
+		next = next.Add(time.Duration(rand.ExpFloat64() / float64(rate) * float64(time.Second)))
+		if wait := time.Until(next); wait > 0 {
+			time.Sleep(wait)
+		}
+		scheduled := next
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := req(rctx)
+			took := time.Since(scheduled)
+			if err != nil {
+				errs.Add(1)
+				return
+			}
+			mu.Lock()
+			lat = append(lat, took)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	r := summarize(name, 0, lat, elapsed)
+	r.Offered = rate
+	r.Errors = int(errs.Load())
+	if r.Requests > 0 {
+		r.CPUPer1k = float64(sum(procs, cpuTicks)-cpu0) / 100 / float64(r.Requests) * 1000
+	}
+	for _, p := range procs {
+		r.PeakRSSMB = max(r.PeakRSSMB, peakRSS(p.pid))
+	}
+	return r
+}
+
+var tpsLine = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
+
+// pgbench measures `pgbench -S` (select-only, prepared) at c clients on the
+// same cluster, in its own database.
+func pgbench(ctx context.Context, adminURL string, c int, d time.Duration, logf func(string, ...any)) result {
+	r := result{Scenario: "pgbench -S (prepared)", Concurrency: c}
+	dbURL := strings.Replace(adminURL, "/postgres?", "/pgbench?", 1)
+	if _, err := exec.LookPath("pgbench"); err != nil {
+		r.FirstError = "pgbench not installed"
+		return r
+	}
+	initOnce.Do(func() {
+		exec.CommandContext(ctx, "psql", adminURL, "-qc", "DROP DATABASE IF EXISTS pgbench").Run()
+		if out, err := exec.CommandContext(ctx, "psql", adminURL, "-qc", "CREATE DATABASE pgbench").CombinedOutput(); err != nil {
+			logf("pgbench: create database: %v %s", err, out)
+		}
+		if out, err := exec.CommandContext(ctx, "pgbench", "-i", "-q", "-s", "10", dbURL).CombinedOutput(); err != nil {
+			logf("pgbench -i: %v %s", err, out)
+		}
+	})
+	secs := max(1, int(d.Seconds()))
+	out, err := exec.CommandContext(ctx, "pgbench", "-S", "-M", "prepared", "-c", strconv.Itoa(c),
+		"-j", "2", "-T", strconv.Itoa(secs), dbURL).CombinedOutput()
+	if err != nil {
+		r.FirstError = fmt.Sprintf("%v: %.200s", err, out)
+		return r
+	}
+	if m := tpsLine.FindStringSubmatch(string(out)); m != nil {
+		r.RPS, _ = strconv.ParseFloat(m[1], 64)
+	}
+	return r
+}
+
+var initOnce sync.Once

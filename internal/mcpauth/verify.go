@@ -1,6 +1,7 @@
 package mcpauth
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -60,8 +61,11 @@ type VerifierConfig struct {
 	RetryAfter time.Duration
 	// HTTPTimeout bounds each outbound request (default 10s).
 	HTTPTimeout time.Duration
-	Now         func() time.Time
-	Logger      *slog.Logger
+	// TokenCacheSize bounds how many verified access tokens are remembered
+	// (by hash, until they expire); default 65536, negative disables.
+	TokenCacheSize int
+	Now            func() time.Time
+	Logger         *slog.Logger
 }
 
 // Verifier verifies MCP user access tokens and OIDC ID tokens against the
@@ -80,6 +84,7 @@ type Verifier struct {
 	httpTimeout     time.Duration
 	now             func() time.Time
 	logger          *slog.Logger
+	tokens          *tokenCache
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -99,6 +104,7 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 		httpTimeout:     orDefault(cfg.HTTPTimeout, 10*time.Second),
 		now:             cfg.Now,
 		logger:          cfg.Logger,
+		tokens:          newTokenCache(cmp.Or(cfg.TokenCacheSize, 65536)),
 	}
 	if cfg.Skew < 0 {
 		return nil, errors.New("mcpauth: negative skew")
@@ -183,6 +189,13 @@ func (v *Verifier) VerifyAccessToken(ctx context.Context, raw string, audiences 
 	if len(audiences) == 0 {
 		return Identity{}, fmt.Errorf("%w: the client has no registered resource", ErrWrongAudience)
 	}
+	key := tokenKey(raw)
+	now := v.now()
+	if id, ok, wrongAud := v.tokens.get(key, audiences, now, v.skew); ok {
+		return id, nil
+	} else if wrongAud {
+		return Identity{}, fmt.Errorf("%w: aud is not one of the client's resources", ErrWrongAudience)
+	}
 	c, err := v.verify(ctx, raw, accessToken, "", audiences)
 	if err != nil {
 		return Identity{}, err
@@ -191,13 +204,19 @@ func (v *Verifier) VerifyAccessToken(ctx context.Context, raw string, audiences 
 	if clientID == "" {
 		clientID = c.AuthorizedParty
 	}
-	return Identity{
+	id := Identity{
 		Issuer:   c.Issuer,
 		Subject:  c.Subject,
 		ClientID: clientID,
 		Scopes:   strings.Fields(c.Scope),
 		Expiry:   c.ExpiresAt.Time,
-	}, nil
+	}
+	e := cachedToken{id: id, aud: slices.Clone([]string(c.Audience))}
+	if c.NotBefore != nil {
+		e.nbf = c.NotBefore.Time
+	}
+	v.tokens.put(key, e, now)
+	return id, nil
 }
 
 // VerifyIDToken verifies an OIDC ID token from the issuer at issuerURL:

@@ -30,7 +30,8 @@ vet:
 test: vet fmt-check check-generated
 	$(PG) $(GO) test -race -count=1 ./...
 
-## demo: run connectd in dev mode on http://127.0.0.1:8080 with a private Postgres.
+## demo: connectd (dev mode, http://127.0.0.1:8080), an identity provider, the Demo Files OAuth
+## provider and the example MCP server, on a private Postgres; prints a walkthrough. Ctrl-C stops all.
 demo:
 	@mkdir -p .cache
 	CONNECTD_PG_DIR=$(CURDIR)/.cache/demo-pg $(PG) scripts/demo

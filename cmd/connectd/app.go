@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/connect"
+	"github.com/connectd/connectd/internal/web"
 )
 
 // newConnect wires the connect flow: vault keys, the provider catalog, the
@@ -28,5 +29,6 @@ func newConnect(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *sl
 		Logger: logger, Pool: pool, Sessions: ident.sessions, Login: ident.login, Auth: ident.auth,
 		Clients: ident.clients, Vault: store, Keyring: keys, Catalog: cat, PublicURL: cfg.PublicURL.String(),
 		ElicitationTTL: cfg.Connect.ElicitationTTL, RequestStateTTL: cfg.Connect.RequestStateTTL,
+		MintLimit: web.NewLimiter(cfg.RateLimit.Mint),
 	})
 }

@@ -33,6 +33,9 @@ type Config struct {
 	Vault    VaultConfig    // config_vault.go
 	Egress   EgressConfig   // config_egress.go
 	Connect  ConnectConfig  // config_connect.go
+	Admin    AdminConfig    // config_admin.go
+
+	RateLimit RateLimitConfig // config_ratelimit.go
 }
 
 // DBConfig holds pgxpool settings.
@@ -214,6 +217,8 @@ func loadConfig(getenv func(string) string, n needs) (*Config, error) {
 	c.loadVault(e)
 	c.loadEgress(e)
 	c.loadConnect(e)
+	c.loadAdmin(e)
+	c.loadRateLimit(e)
 
 	if e.err != nil {
 		return nil, e.err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/connectd/connectd/internal/admin"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/session"
@@ -51,7 +52,7 @@ func newIdentity(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *s
 		p, err := devidp.New(devidp.Config{
 			Issuer: issuerURL,
 			Clients: []devidp.Client{{ID: "connectd", Secret: secret,
-				RedirectURIs: []string{cfg.PublicURL.String() + "/login/callback"}}},
+				RedirectURIs: []string{cfg.PublicURL.String() + "/login/callback", cfg.PublicURL.String() + admin.CallbackPath}}},
 			Logger: logger,
 		})
 		if err != nil {

@@ -34,8 +34,10 @@ const usage = `usage: connectd <command> [arguments]
 
 commands:
   serve                         run the HTTP service
+  demo                          dev-mode demo: connectd, IdP, demo provider, example MCP server
   migrate up|down|status        apply, roll back one, or list database migrations
   migrate create NAME           write a new empty SQL migration into ./migrations
+  admin connections|events|keys inspect and revoke linked accounts, read the audit trail, admin API keys
   version                       print the version
 
 Configuration comes from CONNECTD_* environment variables; see docs/configuration.md.
@@ -54,10 +56,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return serve(ctx, rest, getenv, stdout, stderr)
 	case "migrate":
 		return migrate(ctx, rest, getenv, stdout, stderr)
+	case "demo":
+		return demo(ctx, rest, getenv, stdout, stderr)
 	case "clients":
 		return clientsCmd(ctx, rest, getenv, stdout, stderr)
 	case "vault":
 		return vaultCmd(ctx, rest, getenv, stdout, stderr)
+	case "admin":
+		return adminCmd(ctx, rest, getenv, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "connectd", buildVersion())
 		return nil

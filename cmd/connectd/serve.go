@@ -13,6 +13,7 @@ import (
 	"net/http/pprof"
 	"time"
 
+	"github.com/connectd/connectd/internal/admin"
 	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/health"
 	"github.com/connectd/connectd/internal/web"
@@ -77,7 +78,19 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	go conn.Run(ctx) // long-poll notifications and the periodic sweep
-	handler := newPublicHandler(cfg, logger, checker, ident, conn)
+	adm, err := newAdmin(ctx, cfg, pool, logger, ident, conn)
+	if err != nil {
+		ln.Close()
+		iln.Close()
+		return err
+	}
+	go adm.Run(ctx) // audit retention sweep
+	handler, err := newPublicHandler(cfg, logger, checker, ident, conn, adm)
+	if err != nil {
+		ln.Close()
+		iln.Close()
+		return err
+	}
 	logger.InfoContext(ctx, "listening", slog.String("addr", ln.Addr().String()),
 		slog.String("internal_addr", iln.Addr().String()), slog.String("public_url", cfg.PublicURL.String()),
 		slog.Bool("dev", cfg.Dev), slog.String("version", buildVersion()))
@@ -94,22 +107,25 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	return err
 }
 
-// newPublicHandler is the route table of the public listener.
-func newPublicHandler(cfg *Config, logger *slog.Logger, checker *health.Checker, ident *identity, conn *connect.Server) http.Handler {
+// newPublicHandler is the route table of the public listener, wrapped in
+// web.Public: security headers, cross-origin protection and rate limits for
+// every route on it, whichever package registered the route.
+func newPublicHandler(cfg *Config, logger *slog.Logger, checker *health.Checker, ident *identity, conn *connect.Server, adm *admin.Server) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", checker.Healthz)
 	mux.HandleFunc("GET /readyz", checker.Readyz)
 	conn.Routes(mux)  // /v1/..., /c/{id}, /oauth/callback, /login, /login/callback, /session, /logout
 	ident.routes(mux) // /dev/idp/ in dev mode
+	adm.Routes(mux)   // /admin/..., /admin/api/...
 	static, _ := fs.Sub(templates.Static, "static")
-	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
-	mux.Handle("/", web.API(logger, web.NotFound))
-	return web.Chain(mux,
-		web.RequestIDs,
-		web.AccessLog(logger),
-		web.Recover(logger),
-		web.SecurityHeaders(!cfg.Dev),
-	)
+	mux.Handle("GET /static/", http.StripPrefix("/static/", web.Static(static)))
+	mux.Handle("/", web.Fallback(logger))
+	return web.Public(mux, web.PublicConfig{
+		Logger:         logger,
+		HSTS:           !cfg.Dev,
+		TrustedOrigins: []string{cfg.PublicURL.Scheme + "://" + cfg.PublicURL.Host},
+		Limits:         cfg.RateLimit.Public,
+	})
 }
 
 // newInternalHandler serves operators: probes and pprof (metrics come later).

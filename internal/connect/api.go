@@ -42,6 +42,7 @@ type caller struct {
 func (s *Server) authenticate(r *http.Request) (*caller, error) {
 	c, id, err := s.auth.Authenticate(r)
 	if err != nil {
+		s.sampleRefusal(r, c, err)
 		return nil, err
 	}
 	return &caller{client: c, id: id, user: vault.UserRef{Issuer: id.Issuer, Subject: id.Subject}}, nil
@@ -158,6 +159,11 @@ func (s *Server) connectURL(id string) string {
 func (s *Server) mint(w http.ResponseWriter, r *http.Request) error {
 	c, err := s.authenticate(r)
 	if err != nil {
+		return err
+	}
+	// Per user, not per client: one user's tool calls must not be able to
+	// flood connect URLs (or the user) through many MCP servers.
+	if err := s.mintLimit.Allow(w, r, web.KeyOf(c.user.Issuer+"\x00"+c.user.Subject)); err != nil {
 		return err
 	}
 	var req mintRequest
@@ -537,6 +543,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return s.tokenError(r, c, name, err)
 	}
+	s.sampleRead(r, c, name)
 	doc := tokenDoc{Provider: name, Kind: string(p.Info().Kind), TokenType: cred.TokenType,
 		AccessToken: cred.AccessToken, Scopes: nonNil(cred.Scopes)}
 	if doc.TokenType == "" {

@@ -43,12 +43,18 @@ func (s *Server) auditIn(ctx context.Context, q execer, r *http.Request, ev audi
 			actor = "user"
 		}
 	}
+	ev.Actor = actor
+	return s.writeAudit(ctx, q, ev, web.RequestID(ctx), clientIP(r))
+}
+
+// writeAudit writes ev as it is, with the request id and peer address given.
+func (s *Server) writeAudit(ctx context.Context, q execer, ev auditEvent, requestID, ip string) error {
 	detail := ev.Detail
 	if detail == nil {
 		detail = map[string]any{}
 	}
-	_, err := q.Exec(ctx, insertAudit, ev.Kind, actor, ev.Issuer, ev.Subject, ev.ClientID, ev.Provider, ev.Target,
-		web.RequestID(ctx), clientIP(r), detail)
+	_, err := q.Exec(ctx, insertAudit, ev.Kind, ev.Actor, ev.Issuer, ev.Subject, ev.ClientID, ev.Provider, ev.Target,
+		requestID, ip, detail)
 	return err
 }
 

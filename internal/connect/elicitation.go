@@ -67,7 +67,12 @@ func validElicitationID(id string) bool {
 	if len(id) != base64.RawURLEncoding.EncodedLen(idBytes) {
 		return false
 	}
-	_, err := base64.RawURLEncoding.DecodeString(id)
+	for i := 0; i < len(id); i++ {
+		if !isBase64URL(id[i]) { // the decoder alone would skip CR and LF
+			return false
+		}
+	}
+	_, err := base64.RawURLEncoding.Strict().DecodeString(id)
 	return err == nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -138,6 +139,14 @@ func (s *Server) connectPage(w http.ResponseWriter, r *http.Request) error {
 	v, err := s.consentView(r.Context(), fs)
 	if err != nil {
 		return err
+	}
+	if v.DestinationHost != "" {
+		// Allow answers with a 303 to the provider, and Chromium holds that
+		// redirect to this page's form-action: name the provider's origin,
+		// taken from the very URL it builds, on this page only.
+		if oa, err := s.catalog.OAuth(e.Provider); err == nil {
+			web.AllowFormAction(w.Header(), oa.AuthCodeURL("x", "", s.redirectURI(), nil))
+		}
 	}
 	return render(w, r, templates.Consent(v))
 }
@@ -313,12 +322,18 @@ type pendingAuth struct {
 // callback handles GET /oauth/callback?code&state[&iss] (or error=...).
 func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	state := q.Get("state")
-	if state == "" || len(state) > 512 {
+	rp, perr := parseRedirect(q)
+	switch {
+	case errors.Is(perr, errParamMissing):
 		return page(http.StatusBadRequest, "missing_state",
 			"This sign-in response is incomplete. Open the link from your application again.")
+	case perr != nil:
+		// Not a state connectd issued (or a parameter repeated or malformed):
+		// refused before the database is asked.
+		return page(http.StatusBadRequest, "invalid_state",
+			"This sign-in response was already used or is not valid. Open the link from your application again.")
 	}
-	sh := sha256.Sum256([]byte(state))
+	sh := sha256.Sum256([]byte(rp.State))
 	var pa pendingAuth
 	err := s.pool.QueryRow(r.Context(), consumeOAuthState, sh[:]).Scan(&pa.elicitation, &pa.sessionHash,
 		&pa.verifier, &pa.scopes, &pa.expires)
@@ -355,7 +370,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return page(http.StatusBadRequest, "unknown_provider", "This provider is no longer available.")
 	}
-	if err := p.CheckIssuer(q.Get("iss")); err != nil {
+	if err := p.CheckIssuer(rp.Iss); err != nil {
 		// RFC 9207: the response came from another authorization server (mix-up).
 		s.audit(r, auditEvent{Kind: "security.issuer_mismatch", Issuer: e.Issuer, Subject: e.Subject,
 			ClientID: e.ClientID, Provider: e.Provider, Target: e.ID})
@@ -365,7 +380,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 		return page(http.StatusBadRequest, "issuer_mismatch",
 			"The response did not come from the expected sign-in service. Nothing was stored.")
 	}
-	if cbErr := provider.CallbackError(e.Provider, q); cbErr != nil {
+	if cbErr := provider.CallbackError(e.Provider, url.Values{"error": {rp.Error}}); cbErr != nil {
 		if errors.Is(cbErr, provider.ErrAccessDenied) {
 			return s.decline(w, r, e, "provider_access_denied")
 		}
@@ -374,7 +389,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 		}
 		return page(http.StatusBadGateway, "provider_error", "The provider could not complete the authorization. Please try again.")
 	}
-	code := q.Get("code")
+	code := rp.Code
 	if code == "" {
 		return page(http.StatusBadRequest, "missing_code", "This sign-in response is incomplete.")
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -28,6 +29,7 @@ import (
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
+	"github.com/connectd/connectd/web/templates"
 )
 
 const clientSecret = "connectd-test-secret"
@@ -99,6 +101,8 @@ type env struct {
 	keyAPI   *httptest.Server     // verification endpoint of provider "keyed" (api_key)
 	connect  *connect.Server
 	logger   *slog.Logger
+
+	mintLimit web.Rate
 }
 
 type envOptions struct {
@@ -110,6 +114,12 @@ type envOptions struct {
 	quirks providertest.Quirks
 	// rotate makes the fake provider rotate refresh tokens.
 	rotate bool
+	// limits are the public listener's rate limits (default: none) and
+	// mintLimit the per-user mint limit.
+	limits    web.RateLimits
+	mintLimit web.Rate
+	// fakeEntry edits the fake provider's providers-file entry.
+	fakeEntry func(map[string]any)
 }
 
 func newEnv(t *testing.T, opts envOptions) *env {
@@ -119,8 +129,14 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	}
 	e := &env{t: t, pool: pgtest.Pool(t), mux: http.NewServeMux(), clock: &clock{t: time.Now()}, logs: &syncBuffer{}}
 	logger := web.NewLogger(e.logs, slog.LevelDebug, "json")
-	e.srv = httptest.NewTLSServer(web.Chain(e.mux, web.RequestIDs, web.Recover(logger), web.SecurityHeaders(true)))
+	// The same middleware as the real public listener.
+	public, err := web.Public(e.mux, web.PublicConfig{Logger: logger, HSTS: true, Limits: opts.limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv = httptest.NewTLSServer(public)
 	t.Cleanup(e.srv.Close)
+	e.mintLimit = opts.mintLimit
 	var issuers []mcpauth.Issuer
 	for n := range opts.issuers {
 		mux := http.NewServeMux()
@@ -138,6 +154,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 			t.Fatal(err)
 		}
 		mux.Handle("/", p.Handler())
+		mux.Handle("GET /static/", staticFiles()) // the picker page's stylesheet
 		e.idps = append(e.idps, &idp{Provider: p, srv: srv})
 		issuers = append(issuers, mcpauth.Issuer{ID: "idp" + string(rune('0'+n)), URL: srv.URL, Login: true,
 			ClientID: "connectd", ClientSecret: clientSecret})
@@ -161,7 +178,18 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	e.setupProviders(opts)
 	e.connect = e.newServer(e.pool, e.sessions, logger)
 	e.connect.Routes(e.mux)
+	e.mux.Handle("GET /static/", staticFiles())
+	e.mux.Handle("/", web.Fallback(logger))
 	return e
+}
+
+// staticFiles serves the stylesheet as cmd/connectd does.
+func staticFiles() http.Handler {
+	static, err := fs.Sub(templates.Static, "static")
+	if err != nil {
+		panic(err)
+	}
+	return http.StripPrefix("/static/", web.Static(static))
 }
 
 // setupProviders starts the fake OAuth provider and an API-key verification
@@ -179,8 +207,12 @@ func (e *env) setupProviders(opts envOptions) {
 		w.WriteHeader(http.StatusOK)
 	}))
 	t.Cleanup(e.keyAPI.Close)
+	fakeEntry := e.fake.ProviderConfig("fake", "FAKE_SECRET")
+	if opts.fakeEntry != nil {
+		opts.fakeEntry(fakeEntry)
+	}
 	cfgJSON, err := json.Marshal(map[string]any{"providers": []any{
-		e.fake.ProviderConfig("fake", "FAKE_SECRET"),
+		fakeEntry,
 		map[string]any{"name": "keyed", "kind": "api_key", "display_name": "Keyed",
 			"verify": map[string]any{"method": "GET", "url": e.keyAPI.URL + "/check", "header": "Authorization",
 				"value": "Bearer {key}", "expect_status": 200}},
@@ -258,7 +290,8 @@ func (e *env) newServer(pool *pgxpool.Pool, sessions *session.Store, logger *slo
 		st = e.newVault(pool)
 	}
 	s, err := connect.New(connect.Config{Logger: logger, Pool: pool, Sessions: sessions, Login: e.rp, Auth: e.auth,
-		Clients: e.clients, Vault: st, Keyring: e.keyring, Catalog: e.catalog, PublicURL: e.srv.URL, Now: e.clock.Now})
+		Clients: e.clients, Vault: st, Keyring: e.keyring, Catalog: e.catalog, PublicURL: e.srv.URL, Now: e.clock.Now,
+		MintLimit: web.NewLimiter(e.mintLimit)})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package connect
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -58,13 +59,17 @@ func (s *Server) startLogin(w http.ResponseWriter, r *http.Request) error {
 // finishLogin handles GET /login/callback: it completes the login, starts a
 // session with a new id, and redirects to the login's return_to.
 func (s *Server) finishLogin(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
+	rp, perr := parseRedirect(r.URL.Query())
+	if perr != nil {
+		// Missing, repeated or malformed: refused before the database is asked.
+		return loginError(fmt.Errorf("%w: %w", mcpauth.ErrLoginState, perr))
+	}
 	binding, _ := s.sessions.ReadBinding(r) // nil: Finish refuses with ErrStateMismatch
 	res, err := s.login.Finish(r.Context(), mcpauth.Callback{
-		State:   q.Get("state"),
-		Code:    q.Get("code"),
-		Iss:     q.Get("iss"),
-		Error:   q.Get("error"),
+		State:   rp.State,
+		Code:    rp.Code,
+		Iss:     rp.Iss,
+		Error:   rp.Error,
 		Binding: binding,
 	})
 	if err != nil {

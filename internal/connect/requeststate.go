@@ -74,7 +74,16 @@ func (s *Server) openRequestState(raw string) (*requestState, error) {
 	if len(raw) > maxRequestState || !strings.HasPrefix(raw, requestStatePrefix) {
 		return nil, errStateInvalid
 	}
-	ct, err := base64.RawURLEncoding.DecodeString(raw[len(requestStatePrefix):])
+	// Strict and alphabet-only: the decoder would otherwise skip CR/LF and
+	// accept non-zero padding bits, so that several strings opened as the
+	// same request_state. One string, one state.
+	enc := raw[len(requestStatePrefix):]
+	for i := 0; i < len(enc); i++ {
+		if !isBase64URL(enc[i]) {
+			return nil, errStateInvalid
+		}
+	}
+	ct, err := base64.RawURLEncoding.Strict().DecodeString(enc)
 	if err != nil {
 		return nil, errStateInvalid
 	}

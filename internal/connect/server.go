@@ -38,7 +38,9 @@ type Config struct {
 	ElicitationTTL time.Duration
 	// RequestStateTTL is how long a request_state can be resolved (default 1h).
 	RequestStateTTL time.Duration
-	Now             func() time.Time // default time.Now
+	// MintLimit bounds mints per user (nil: unlimited).
+	MintLimit *web.Limiter
+	Now       func() time.Time // default time.Now
 }
 
 // Server serves the connect flow: the /v1 API for MCP servers and the
@@ -56,8 +58,10 @@ type Server struct {
 	publicURL       string
 	elicitationTTL  time.Duration
 	requestStateTTL time.Duration
+	mintLimit       *web.Limiter
 	now             func() time.Time
 	hub             *hub
+	reads, refusals *sampler      // sampled audit of token reads and refused /v1 calls
 	done            chan struct{} // closed when Run ends: long-polls answer at once
 	doneOnce        sync.Once
 }
@@ -72,7 +76,8 @@ func New(cfg Config) (*Server, error) {
 		logger: cfg.Logger, pool: cfg.Pool, sessions: cfg.Sessions, login: cfg.Login, auth: cfg.Auth,
 		clients: cfg.Clients, vault: cfg.Vault, keys: cfg.Keyring, catalog: cfg.Catalog,
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"), elicitationTTL: cfg.ElicitationTTL,
-		requestStateTTL: cfg.RequestStateTTL, now: cfg.Now, done: make(chan struct{}),
+		requestStateTTL: cfg.RequestStateTTL, mintLimit: cfg.MintLimit, now: cfg.Now, done: make(chan struct{}),
+		reads: newSampler(readPeriod, maxReadKeys), refusals: newSampler(refusalPeriod, maxRefusalKeys),
 	}
 	if s.elicitationTTL <= 0 {
 		s.elicitationTTL = 15 * time.Minute

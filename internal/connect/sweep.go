@@ -17,9 +17,11 @@ const (
 const finishedRetention = 7 * 24 * time.Hour
 
 // Sweep marks pending elicitations past their expiry as expired and deletes
-// expired states, used request_state ids and old finished elicitations. It is
-// safe to run on every replica at once.
+// expired states, used request_state ids and old finished elicitations, and
+// writes the sampled audit counts that are due. It is safe to run on every
+// replica at once.
 func (s *Server) Sweep(ctx context.Context) error {
+	s.flushSamples(ctx, false)
 	now := s.now()
 	var expired int64
 	if err := s.pool.QueryRow(ctx, expireElicitations, now).Scan(&expired); err != nil {
@@ -49,6 +51,10 @@ func (s *Server) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			// Write what the samplers still hold, on a context that outlives ctx.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			s.flushSamples(fctx, true)
+			cancel()
 			return
 		case <-t.C:
 			if err := s.Sweep(ctx); err != nil && ctx.Err() == nil {

@@ -43,7 +43,9 @@ func (a *Authenticator) AuthenticateClient(r *http.Request) (Client, error) {
 // Authenticate authenticates the calling MCP server and the user it acts for.
 // The client key is checked first, so an unauthenticated caller learns nothing
 // about tokens; the user token must carry one of the client's resources in
-// aud. Errors are *web.Error values ready for web.API (see APIError).
+// aud. Errors are *web.Error values ready for web.API (see APIError). When the
+// client key is good but the user token is not, the client is returned with
+// the error, so the refusal can be attributed to it.
 func (a *Authenticator) Authenticate(r *http.Request) (Client, Identity, error) {
 	c, err := a.AuthenticateClient(r)
 	if err != nil {
@@ -51,11 +53,11 @@ func (a *Authenticator) Authenticate(r *http.Request) (Client, Identity, error) 
 	}
 	raw := strings.TrimSpace(r.Header.Get(UserTokenHeader))
 	if raw == "" {
-		return Client{}, Identity{}, APIError(ErrMissingUserToken)
+		return c, Identity{}, APIError(ErrMissingUserToken)
 	}
 	id, err := a.verifier.VerifyAccessToken(r.Context(), raw, c.Resources)
 	if err != nil {
-		return Client{}, Identity{}, APIError(err)
+		return c, Identity{}, APIError(err)
 	}
 	return c, id, nil
 }

@@ -25,7 +25,7 @@ type idp struct {
 	jwksFails atomic.Bool // answer the JWKS with 500 while set
 }
 
-func newIDP(t *testing.T, cfg devidp.Config) *idp {
+func newIDP(t testing.TB, cfg devidp.Config) *idp {
 	t.Helper()
 	mux := http.NewServeMux()
 	srv := httptest.NewTLSServer(mux)
@@ -57,7 +57,7 @@ func (i *idp) issuer(id string) mcpauth.Issuer {
 
 // newVerifier returns a Verifier trusting issuers, reaching them through the
 // TLS test client (all httptest TLS servers share one certificate).
-func newVerifier(t *testing.T, cfg mcpauth.VerifierConfig) *mcpauth.Verifier {
+func newVerifier(t testing.TB, cfg mcpauth.VerifierConfig) *mcpauth.Verifier {
 	t.Helper()
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = tlsClient()

@@ -148,6 +148,9 @@ type LoginResult struct {
 	Issuer   string // issuer URL
 	Subject  string
 	ReturnTo string
+	// Claims are all claims of the verified ID token, for policy checks such
+	// as an admin claim. Never logged or displayed.
+	Claims map[string]any
 }
 
 // Finish completes a login: it consumes the state (a second use fails), checks
@@ -209,7 +212,7 @@ func (l *Login) Finish(ctx context.Context, cb Callback) (LoginResult, error) {
 	if err != nil {
 		return LoginResult{}, err
 	}
-	return LoginResult{Issuer: id.Issuer, Subject: id.Subject, ReturnTo: returnTo}, nil
+	return LoginResult{Issuer: id.Issuer, Subject: id.Subject, ReturnTo: returnTo, Claims: verifiedClaims(raw)}, nil
 }
 
 // Sweep deletes expired login states.

@@ -657,6 +657,29 @@ func checkOAuth(s *Spec, dev bool, fail failFunc) error {
 			return fail(f.field, "%s", err)
 		}
 	}
+	if err := checkAuthorizeQuery(s.AuthorizeURL); err != nil {
+		return fail("authorize_url", "%s", err)
+	}
+	return nil
+}
+
+// checkAuthorizeQuery refuses an authorize endpoint whose own query already
+// carries a parameter connectd sets: the browser would arrive with two
+// states or two redirect URIs, and which one a provider reads is up to it.
+func checkAuthorizeQuery(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil // checkURL reports it
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return errors.New("has a malformed query")
+	}
+	for _, k := range reservedParams {
+		if _, ok := q[k]; ok {
+			return fmt.Errorf("must not carry %s in its query (connectd sets it)", k)
+		}
+	}
 	return nil
 }
 

@@ -73,6 +73,9 @@ func Discover(ctx context.Context, client *http.Client, issuer string, dev bool)
 				return nil, fmt.Errorf("metadata at %s: %s %w", u, f.name, err)
 			}
 		}
+		if err := checkAuthorizeQuery(md.AuthorizationEndpoint); err != nil {
+			return nil, fmt.Errorf("metadata at %s: authorization_endpoint %w", u, err)
+		}
 		return md, nil
 	}
 	msgs := make([]string, len(errs))

@@ -89,6 +89,13 @@ type Config struct {
 	// IdleTimeout ends a session not used for this long (default 1h).
 	IdleTimeout time.Duration
 	Now         func() time.Time
+	// Name is the session cookie's name (default CookieName) and BindingName
+	// the state-binding cookie's (default BindingCookieName); both must start
+	// with "__Host-". A Store with other names keeps a separate session (the
+	// admin pages use one). The name is part of each cookie's MAC, so a cookie
+	// issued under one name never opens under another.
+	Name        string
+	BindingName string
 }
 
 // Session is a signed-in browser.
@@ -102,6 +109,8 @@ type Session struct {
 
 // Store reads and writes the cookies.
 type Store struct {
+	name     string
+	bindName string
 	session  []securecookie.Codec
 	binding  []securecookie.Codec
 	csrfKeys [][]byte
@@ -116,7 +125,16 @@ func New(cfg Config) (*Store, error) {
 	if len(cfg.Keys) == 0 {
 		return nil, errors.New("session: at least one key is required")
 	}
-	s := &Store{maxAge: cfg.MaxAge, idle: cfg.IdleTimeout, now: cfg.Now}
+	s := &Store{name: cfg.Name, bindName: cfg.BindingName, maxAge: cfg.MaxAge, idle: cfg.IdleTimeout, now: cfg.Now}
+	if s.name == "" {
+		s.name = CookieName
+	}
+	if s.bindName == "" {
+		s.bindName = BindingCookieName
+	}
+	if !strings.HasPrefix(s.name, "__Host-") || !strings.HasPrefix(s.bindName, "__Host-") || s.name == s.bindName {
+		return nil, errors.New("session: cookie names must start with __Host- and differ")
+	}
 	if s.maxAge <= 0 {
 		s.maxAge = 12 * time.Hour
 	}
@@ -175,12 +193,12 @@ func (s *Store) Start(w http.ResponseWriter, issuer, subject string) (Session, e
 // Get returns the browser's session, or ErrNoSession. It enforces the
 // absolute lifetime and the idle timeout but writes nothing.
 func (s *Store) Get(r *http.Request) (Session, error) {
-	c, err := r.Cookie(CookieName)
+	c, err := r.Cookie(s.name)
 	if err != nil {
 		return Session{}, ErrNoSession
 	}
 	var v value
-	if err := securecookie.DecodeMulti(CookieName, c.Value, &v, s.session...); err != nil {
+	if err := securecookie.DecodeMulti(s.name, c.Value, &v, s.session...); err != nil {
 		return Session{}, ErrNoSession
 	}
 	sess := Session{ID: v.ID, Issuer: v.Issuer, Subject: v.Subject,
@@ -212,19 +230,19 @@ func (s *Store) Load(w http.ResponseWriter, r *http.Request) (Session, error) {
 
 // Clear signs the browser out.
 func (s *Store) Clear(w http.ResponseWriter) {
-	http.SetCookie(w, cookie(CookieName, "", -1))
+	http.SetCookie(w, cookie(s.name, "", -1))
 }
 
 func (s *Store) write(w http.ResponseWriter, sess Session, now time.Time) error {
 	v := value{ID: sess.ID, Issuer: sess.Issuer, Subject: sess.Subject,
 		IssuedAt: sess.IssuedAt.Unix(), LastSeen: sess.LastSeen.Unix()}
-	enc, err := securecookie.EncodeMulti(CookieName, v, s.session...)
+	enc, err := securecookie.EncodeMulti(s.name, v, s.session...)
 	if err != nil {
 		return fmt.Errorf("session: encode: %w", err)
 	}
 	// The cookie dies with the session's absolute lifetime.
 	left := sess.IssuedAt.Add(s.maxAge).Sub(now)
-	http.SetCookie(w, cookie(CookieName, enc, max(int(left/time.Second), 1)))
+	http.SetCookie(w, cookie(s.name, enc, max(int(left/time.Second), 1)))
 	return nil
 }
 
@@ -272,22 +290,22 @@ func (s *Store) Binding(w http.ResponseWriter, r *http.Request) ([]byte, error) 
 		b = make([]byte, 32)
 		_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms.
 	}
-	enc, err := securecookie.EncodeMulti(BindingCookieName, bindingValue{Secret: b}, s.binding...)
+	enc, err := securecookie.EncodeMulti(s.bindName, bindingValue{Secret: b}, s.binding...)
 	if err != nil {
 		return nil, fmt.Errorf("session: encode binding: %w", err)
 	}
-	http.SetCookie(w, cookie(BindingCookieName, enc, int(BindingMaxAge/time.Second)))
+	http.SetCookie(w, cookie(s.bindName, enc, int(BindingMaxAge/time.Second)))
 	return b, nil
 }
 
 // ReadBinding returns the browser's state-binding secret, or ErrNoBinding.
 func (s *Store) ReadBinding(r *http.Request) ([]byte, error) {
-	c, err := r.Cookie(BindingCookieName)
+	c, err := r.Cookie(s.bindName)
 	if err != nil {
 		return nil, ErrNoBinding
 	}
 	var v bindingValue
-	if err := securecookie.DecodeMulti(BindingCookieName, c.Value, &v, s.binding...); err != nil || len(v.Secret) != 32 {
+	if err := securecookie.DecodeMulti(s.bindName, c.Value, &v, s.binding...); err != nil || len(v.Secret) != 32 {
 		return nil, ErrNoBinding
 	}
 	return v.Secret, nil

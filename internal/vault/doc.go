@@ -3,7 +3,10 @@
 // binds every ciphertext to its row and purpose, the connections table (one
 // connection per issuer, subject and provider), token retrieval with a refresh
 // that happens once across all replicas, key rotation (rewrap) and deletion
-// with revocation at the provider.
+// with revocation at the provider. It records the outcome of refreshes in the
+// shared audit trail (audit_events) itself, inside the refresh transaction,
+// and DeleteWith lets a caller (an admin revocation) write in the deleting
+// transaction.
 //
 // It must never:
 //   - put a secret (token, refresh token, API key, key material, plaintext) into

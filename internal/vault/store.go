@@ -474,6 +474,14 @@ type Deletion struct {
 // Deletion, not as Delete's error. Delete returns an error only when nothing
 // was deleted (ErrNotConnected, a database failure).
 func (s *Store) Delete(ctx context.Context, user UserRef, provider string) (*Deletion, error) {
+	return s.DeleteWith(ctx, user, provider, nil)
+}
+
+// DeleteWith is Delete with hook (if not nil) run inside the deleting
+// transaction, after the row is gone and before the commit: what the hook
+// writes commits or rolls back with the deletion, and a hook error leaves
+// the connection untouched and is returned.
+func (s *Store) DeleteWith(ctx context.Context, user UserRef, provider string, hook DeleteHook) (*Deletion, error) {
 	if err := validate(user, provider); err != nil {
 		return nil, err
 	}
@@ -492,6 +500,9 @@ func (s *Store) Delete(ctx context.Context, user UserRef, provider string) (*Del
 		}
 		if _, err := tx.Exec(ctx, deleteConnection, r.ID); err != nil {
 			return fmt.Errorf("vault: delete connection: %w", err)
+		}
+		if hook != nil {
+			return hook(ctx, tx, r.Connection)
 		}
 		return nil
 	})

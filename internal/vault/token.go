@@ -138,7 +138,7 @@ func (s *Store) refreshLocked(ctx context.Context, user UserRef, provider string
 				return nil
 			}
 			outErr = fmt.Errorf("%w: token of %s expired and there is no refresh token", ErrReauthorizationRequired, provider)
-			return s.markReauth(ctx, tx, r.ID)
+			return s.markReauthAudited(ctx, tx, r, "expired_without_refresh_token")
 		}
 		pctx, cancel := context.WithTimeout(ctx, s.providerTimeout)
 		ref, err := s.refresh(pctx, provider, cred.RefreshToken)
@@ -148,7 +148,7 @@ func (s *Store) refreshLocked(ctx context.Context, user UserRef, provider string
 			s.logger.WarnContext(ctx, "vault: provider refused the refresh token; reauthorization required",
 				append(attrs, slog.Any("error", err))...)
 			outErr = fmt.Errorf("vault: refresh %s: %w", provider, err)
-			return s.markReauth(ctx, tx, r.ID)
+			return s.markReauthAudited(ctx, tx, r, "invalid_grant")
 		case err != nil:
 			// Leave the row as it was: the refresh token may still be good.
 			s.logger.WarnContext(ctx, "vault: refresh failed; connection left untouched",
@@ -180,6 +180,8 @@ func (s *Store) refreshLocked(ctx context.Context, user UserRef, provider string
 			nullTime(next.Expiry), now); err != nil {
 			return fmt.Errorf("vault: store refreshed token: %w", err)
 		}
+		s.auditIn(ctx, tx, "connection.refreshed", r, map[string]any{
+			"new_refresh_token": ref.RefreshToken != "", "expires_at": nullTime(next.Expiry)})
 		out, refreshed = &next, true
 		return nil
 	})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 )
 
 // Error is an error with the HTTP status, stable error code and public
@@ -130,4 +131,22 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// WantsPage reports whether the answer to r should be the HTML error page
+// rather than the JSON envelope: a browser asking for HTML, outside the /v1
+// API (whose callers always get JSON).
+func WantsPage(r *http.Request) bool {
+	return !strings.HasPrefix(r.URL.Path, "/v1/") && strings.Contains(r.Header.Get("Accept"), "text/html")
+}
+
+// WriteError writes err as the error page or the JSON envelope, whichever
+// WantsPage chooses. Middleware that refuses a request before any handler ran
+// (cross-origin protection, rate limits, unrouted paths) answers with it.
+func WriteError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
+	if WantsPage(r) {
+		WritePageError(w, r, logger, err)
+		return
+	}
+	WriteAPIError(w, r, logger, err)
 }

@@ -1,13 +1,33 @@
 package web
 
-import "net/http"
+import (
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+)
 
-// ContentSecurityPolicy is sent with every response: same-origin assets only, no
-// inline script, never framed.
-const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+// ContentSecurityPolicy is sent with every response: same-origin assets only,
+// no inline script, never framed, forms submit only to this origin.
+//
+// form-action matters beyond the form's own target: Chromium applies it to
+// every redirect that follows a form submission, so a consent form whose POST
+// answers 303 to a provider's authorize endpoint needs that provider's origin
+// too. Pages that do that add it per response with AllowFormAction; every
+// other page keeps 'self' only.
+const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'; " +
+	"frame-ancestors 'none'; form-action 'self'"
+
+// StrictTransportSecurity is sent outside dev mode.
+const StrictTransportSecurity = "max-age=63072000; includeSubDomains"
 
 // SecurityHeaders sets the headers every connectd response carries. hsts adds
 // Strict-Transport-Security (off in dev mode, where http:// is allowed).
+// Cache-Control: no-store is the default for every response, since almost all
+// of them carry per-user content, one-time URLs or tokens; a handler serving
+// something shareable (Static) may override it. No Access-Control-* header is
+// ever set: browser routes answer no cross-origin reads (no CORS).
 func SecurityHeaders(hsts bool) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -16,15 +36,72 @@ func SecurityHeaders(hsts bool) func(http.Handler) http.Handler {
 			h.Set("X-Frame-Options", "DENY")
 			h.Set("X-Content-Type-Options", "nosniff")
 			h.Set("Referrer-Policy", "no-referrer")
+			h.Set("Cross-Origin-Opener-Policy", "same-origin")
+			h.Set("Cache-Control", "no-store")
 			if hsts {
-				h.Set("Strict-Transport-Security", "max-age=63072000; includeSubDomains")
+				h.Set("Strict-Transport-Security", StrictTransportSecurity)
 			}
 			next.ServeHTTP(w, r)
 		})
 	}
 }
 
+// AllowFormAction widens the form-action directive of this response's CSP by
+// the origins of the given URLs (scheme://host[:port]): the page's form may
+// then be answered by a redirect to them. Anything that is not a plain
+// http(s) origin is ignored, so a URL can never inject another directive; the
+// browser then blocks the redirect, which fails closed.
+func AllowFormAction(h http.Header, urls ...string) {
+	var extra []string
+	for _, raw := range urls {
+		if o := origin(raw); o != "" {
+			extra = append(extra, o)
+		}
+	}
+	if len(extra) == 0 {
+		return
+	}
+	h.Set("Content-Security-Policy", ContentSecurityPolicy+" "+strings.Join(extra, " "))
+}
+
+// origin returns scheme://host of an absolute http(s) URL, or "" when raw is
+// not one or its host has characters a CSP source expression cannot hold.
+func origin(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		return ""
+	}
+	for _, c := range u.Host {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == '.', c == '-', c == ':', c == '[', c == ']':
+		default:
+			return ""
+		}
+	}
+	return u.Scheme + "://" + strings.ToLower(u.Host)
+}
+
+// Static serves fsys (the stylesheet and other assets). They carry no state,
+// so unlike every other response they may be cached for a while.
+func Static(fsys fs.FS) http.Handler {
+	files := http.FileServerFS(fsys)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		files.ServeHTTP(w, r)
+	})
+}
+
 // NotFound answers any unrouted path with the 404 error envelope or page.
 func NotFound(w http.ResponseWriter, r *http.Request) error {
 	return Errorf(http.StatusNotFound, "not_found", "no such resource")
+}
+
+// Fallback answers whatever no route matched with a 404: the error page for a
+// browser asking for HTML, the JSON envelope for everyone else (and always
+// under /v1/).
+func Fallback(logger *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		WriteError(w, r, logger, Errorf(http.StatusNotFound, "not_found", "no such resource"))
+	})
 }

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
-	"strings"
 )
 
 // Recover turns a handler panic into a logged error and a 500 without internals:
@@ -26,11 +25,7 @@ func Recover(logger *slog.Logger) func(http.Handler) http.Handler {
 				logger.ErrorContext(r.Context(), "panic",
 					slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
 				err := fmt.Errorf("panic serving %s", r.URL.Path)
-				if strings.Contains(r.Header.Get("Accept"), "text/html") {
-					WritePageError(w, r, discard, err)
-				} else {
-					WriteAPIError(w, r, discard, err)
-				}
+				WriteError(w, r, discard, err)
 			}()
 			next.ServeHTTP(w, r)
 		})

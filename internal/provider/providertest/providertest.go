@@ -21,8 +21,8 @@
 // Counters and records (Counts, Revocations, TokenRequests) let tests assert
 // what reached the provider.
 //
-// It is imported only by tests (of any package) and the demo; it never
-// touches a database.
+// It is imported only by tests (of any package) and the demo, which serves it
+// through NewHandler; it never touches a database.
 package providertest
 
 import (
@@ -166,8 +166,10 @@ type Server struct {
 	ClientID     string
 	ClientSecret string
 
-	srv  *httptest.Server
-	opts Options
+	srv    *httptest.Server // nil when made by NewHandler
+	base   string           // base URL and issuer
+	client *http.Client
+	opts   Options
 
 	mu          sync.Mutex
 	quirks      Quirks
@@ -182,6 +184,31 @@ type Server struct {
 // New starts a fake provider, closed when the test ends.
 func New(t testing.TB, opts Options) *Server {
 	t.Helper()
+	s, mux := newServer(opts)
+	if opts.TLS {
+		s.srv = httptest.NewTLSServer(mux)
+	} else {
+		s.srv = httptest.NewServer(mux)
+	}
+	t.Cleanup(s.srv.Close)
+	s.base, s.client = s.srv.URL, s.srv.Client()
+	return s
+}
+
+// NewHandler returns a fake provider that is not tied to a test, and its HTTP
+// handler, which the caller serves at baseURL (an absolute URL without a
+// trailing slash: the issuer and the base of every endpoint). The demo
+// (`connectd demo`) runs it as its third-party service. Options.TLS is
+// ignored: TLS is the caller's listener's business.
+func NewHandler(baseURL string, opts Options) (*Server, http.Handler) {
+	s, mux := newServer(opts)
+	s.base, s.client = strings.TrimRight(baseURL, "/"), &http.Client{Timeout: 10 * time.Second}
+	return s, mux
+}
+
+// newServer applies the defaults of opts and returns the server with its
+// routes.
+func newServer(opts Options) (*Server, *http.ServeMux) {
 	if opts.ClientID == "" {
 		opts.ClientID = "test-client"
 	}
@@ -211,35 +238,29 @@ func New(t testing.TB, opts Options) *Server {
 	mux.HandleFunc("GET /api/files", s.api)
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.metadata)
 	mux.HandleFunc("GET /.well-known/openid-configuration", s.metadata)
-	if opts.TLS {
-		s.srv = httptest.NewTLSServer(mux)
-	} else {
-		s.srv = httptest.NewServer(mux)
-	}
-	t.Cleanup(s.srv.Close)
-	return s
+	return s, mux
 }
 
 // URL is the server's base URL, which is also its issuer identifier.
-func (s *Server) URL() string { return s.srv.URL }
+func (s *Server) URL() string { return s.base }
 
 // Issuer is the issuer identifier (the base URL).
-func (s *Server) Issuer() string { return s.srv.URL }
+func (s *Server) Issuer() string { return s.base }
 
 // AuthorizeURL is the authorization endpoint.
-func (s *Server) AuthorizeURL() string { return s.srv.URL + "/authorize" }
+func (s *Server) AuthorizeURL() string { return s.base + "/authorize" }
 
 // TokenURL is the token endpoint.
-func (s *Server) TokenURL() string { return s.srv.URL + "/token" }
+func (s *Server) TokenURL() string { return s.base + "/token" }
 
 // RevocationURL is the revocation endpoint.
-func (s *Server) RevocationURL() string { return s.srv.URL + "/revoke" }
+func (s *Server) RevocationURL() string { return s.base + "/revoke" }
 
 // APIURL is the protected API endpoint.
-func (s *Server) APIURL() string { return s.srv.URL + "/api/files" }
+func (s *Server) APIURL() string { return s.base + "/api/files" }
 
 // Client is an HTTP client that trusts the server (needed with TLS).
-func (s *Server) Client() *http.Client { return s.srv.Client() }
+func (s *Server) Client() *http.Client { return s.client }
 
 // SetQuirks switches quirks while the server runs.
 func (s *Server) SetQuirks(q Quirks) {
@@ -320,7 +341,7 @@ func (s *Server) Grant(scopes []string, lifetime time.Duration) Tokens {
 // following the redirect, and returns where the provider sends the browser
 // back (the redirect URI with code, state and iss, or error).
 func (s *Server) Approve(authURL string) (*url.URL, error) {
-	c := *s.srv.Client()
+	c := *s.client
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	resp, err := c.Get(authURL)
 	if err != nil {

@@ -1,0 +1,50 @@
+// Package client is the Go client of connectd's /v1 API, for MCP servers that
+// need their users' third-party credentials (GitHub, Google, Slack, …) without
+// ever handling an OAuth flow, a refresh token or an API-key form themselves.
+//
+// An MCP server holds one Client (its connectd URL and client key) and, for
+// each tool call, forwards the caller's MCP access token — the bare JWT it
+// received and verified for itself — as the user token:
+//
+//	cd, err := client.New(client.Config{BaseURL: "https://connect.example.com", Key: os.Getenv("CONNECTD_CLIENT_KEY")})
+//	...
+//	tok, err := cd.Token(ctx, userToken, "github", "repo")
+//	switch {
+//	case err == nil:
+//		// call the GitHub API with tok.AccessToken; never return it to the MCP client
+//	case client.NeedsConnection(err):
+//		// not connected, no consent for this MCP server, missing scopes, or a dead grant
+//		ans, err := cd.RequireConnection(ctx, userToken, protocolVersion, client.MintRequest{
+//			Provider: "github", Scopes: []string{"repo"}, Message: "Connect GitHub to list your repositories."})
+//		...
+//		switch ans.Generation {
+//		case client.GenerationInputRequired: // 2026-07-28
+//			// answer the tools/call with ans.Result (InputRequiredResult: inputRequests + requestState);
+//			// when the MCP client retries with inputResponses and requestState:
+//			st, err := cd.Resume(ctx, userToken, requestState, digest, 30*time.Second)
+//			// st.Status completed → Token again; pending → a new InputRequiredResult with st.RequestState
+//		case client.GenerationURLElicitation: // 2025-11-25
+//			// send elicitation/create with ans.ElicitRequest (or answer with ans.Error, -32042), then
+//			st, err := cd.Wait(ctx, userToken, ans.Elicitation.ID)
+//			// completed → send notifications/elicitation/complete {elicitationId} and Token again
+//		}
+//	default:
+//		// errors.As(err, &apiErr) for Status, Code and Description
+//	}
+//
+// Errors from connectd are *APIError values that match the package's
+// sentinels with errors.Is (ErrNotConnected, ErrConsentRequired,
+// ErrInsufficientScope — with APIError.MissingScopes —,
+// ErrReauthorizationRequired, the ErrRequestState family, ErrUserToken,
+// ErrInvalidClient, ErrUnavailable, …).
+//
+// The connect URL carries only an opaque id: it is safe to show to the MCP
+// client, and only the user the elicitation was minted for can complete it.
+// The credentials themselves reach only the MCP server, through Token. See
+// docs/integration.md for a full guide and examples/mcp-server for a complete
+// MCP server built on the official Go SDK.
+//
+// This package must stay importable from outside the connectd module: it
+// imports nothing but the standard library, and never logs or prints a key or
+// token.
+package client

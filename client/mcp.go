@@ -1,0 +1,219 @@
+package client
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+)
+
+// MCP protocol versions that matter to connectd.
+const (
+	// ProtocolVersion20251125 introduced URL-mode elicitation: the server
+	// sends elicitation/create (mode "url") or answers with
+	// URLElicitationRequiredError, and sends notifications/elicitation/complete
+	// when the out-of-band interaction is done.
+	ProtocolVersion20251125 = "2025-11-25"
+	// ProtocolVersion20260728 replaced server-to-client requests with
+	// multi-round-trip requests: the server answers InputRequiredResult
+	// (inputRequests + requestState) and the client retries with
+	// inputResponses and the echoed requestState.
+	ProtocolVersion20260728 = "2026-07-28"
+)
+
+// URLElicitationRequiredCode is the JSON-RPC error code of
+// URLElicitationRequiredError (2025-11-25).
+const URLElicitationRequiredCode = -32042
+
+// ResultTypeInputRequired is InputRequiredResult's resultType.
+const ResultTypeInputRequired = "input_required"
+
+// ElicitParams are the params of a URL-mode elicitation/create request,
+// with the MCP field names.
+type ElicitParams struct {
+	Mode string `json:"mode"` // always "url"
+	// ElicitationID is required by 2025-11-25 (and echoed by
+	// notifications/elicitation/complete); 2026-07-28 input requests leave
+	// it out.
+	ElicitationID string `json:"elicitationId,omitempty"`
+	URL           string `json:"url"`
+	Message       string `json:"message"`
+}
+
+// InputRequest is one entry of InputRequiredResult.inputRequests.
+type InputRequest struct {
+	Method string       `json:"method"` // "elicitation/create"
+	Params ElicitParams `json:"params"`
+}
+
+// RPCError is a JSON-RPC error object; connectd fills it as
+// URLElicitationRequiredError.
+type RPCError struct {
+	Code    int                `json:"code"`
+	Message string             `json:"message"`
+	Data    URLElicitationData `json:"data"`
+}
+
+func (e *RPCError) Error() string { return fmt.Sprintf("JSON-RPC error %d: %s", e.Code, e.Message) }
+
+// URLElicitationData is URLElicitationRequiredError's data.
+type URLElicitationData struct {
+	Elicitations []ElicitParams `json:"elicitations"`
+}
+
+// InputRequiredResult is the 2026-07-28 answer to a request that needs the
+// user first.
+type InputRequiredResult struct {
+	ResultType    string                  `json:"resultType"` // "input_required"
+	InputRequests map[string]InputRequest `json:"inputRequests"`
+	RequestState  string                  `json:"requestState"`
+}
+
+// Generation is how an MCP protocol version lets a server send the user to a
+// URL.
+type Generation int
+
+// Protocol generations.
+const (
+	// GenerationNone: before 2025-11-25 there is no URL-mode elicitation.
+	GenerationNone Generation = iota
+	// GenerationURLElicitation: 2025-11-25 (elicitation/create or
+	// URLElicitationRequiredError, then notifications/elicitation/complete).
+	GenerationURLElicitation
+	// GenerationInputRequired: 2026-07-28 and later (InputRequiredResult).
+	GenerationInputRequired
+)
+
+func (g Generation) String() string {
+	switch g {
+	case GenerationURLElicitation:
+		return "url-elicitation (2025-11-25)"
+	case GenerationInputRequired:
+		return "input-required (2026-07-28)"
+	}
+	return "none"
+}
+
+// GenerationOf returns the generation of a negotiated protocol version.
+// Versions are dates (YYYY-MM-DD), so they compare as strings.
+func GenerationOf(protocolVersion string) Generation {
+	if _, err := time.Parse(time.DateOnly, protocolVersion); err != nil {
+		return GenerationNone
+	}
+	switch {
+	case protocolVersion >= ProtocolVersion20260728:
+		return GenerationInputRequired
+	case protocolVersion >= ProtocolVersion20251125:
+		return GenerationURLElicitation
+	}
+	return GenerationNone
+}
+
+// Answer is what an MCP server sends back for a request that needs the user
+// to connect a provider, in the shape its negotiated protocol version calls
+// for. Exactly the fields of Generation are set.
+type Answer struct {
+	Generation Generation
+	// Elicitation is the minted elicitation (its ID to wait on, its URL).
+	Elicitation *Elicitation
+
+	// GenerationURLElicitation: either send an elicitation/create request
+	// with ElicitRequest as params and, once Wait reports completed,
+	// notifications/elicitation/complete with its elicitationId; or answer
+	// the original request with Error as the JSON-RPC error and send the
+	// notification when Wait reports completion.
+	ElicitRequest *ElicitParams
+	Error         *RPCError
+
+	// GenerationInputRequired: answer the request with Result. The client
+	// retries with inputResponses[InputKey] and the requestState; pass that
+	// to Resume.
+	Result   *InputRequiredResult
+	InputKey string
+}
+
+// InputKey is the default inputRequests key for a provider's connect
+// request.
+func InputKey(provider string) string { return "connect-" + provider }
+
+// AnswerFor shapes a minted elicitation as the answer for protocolVersion.
+// inputKey names its inputRequests entry (2026-07-28); empty means
+// InputKey(provider). It fails with ErrURLElicitationUnsupported before
+// 2025-11-25.
+func (e *Elicitation) AnswerFor(protocolVersion, inputKey string) (*Answer, error) {
+	a := &Answer{Generation: GenerationOf(protocolVersion), Elicitation: e}
+	switch a.Generation {
+	case GenerationURLElicitation:
+		p := e.Params
+		rpcErr := e.URLElicitationRequiredError
+		rpcErr.Data.Elicitations = append([]ElicitParams(nil), rpcErr.Data.Elicitations...)
+		a.ElicitRequest, a.Error = &p, &rpcErr
+	case GenerationInputRequired:
+		if inputKey == "" {
+			inputKey = InputKey(e.Provider)
+		}
+		a.InputKey = inputKey
+		a.Result = &InputRequiredResult{ResultType: ResultTypeInputRequired,
+			InputRequests: map[string]InputRequest{inputKey: e.InputRequest}, RequestState: e.RequestState}
+	default:
+		return nil, fmt.Errorf("%w: protocol version %q", ErrURLElicitationUnsupported, protocolVersion)
+	}
+	return a, nil
+}
+
+// RequireConnection turns "this request needs provider X" into the MCP answer
+// for the negotiated protocolVersion: it mints an elicitation for the user
+// and shapes it with AnswerFor. Call it when NeedsConnection(err) is true for
+// a Token call. Before 2025-11-25 it fails with ErrURLElicitationUnsupported
+// without minting anything. Check the MCP client's capabilities too: it must
+// have declared elicitation mode "url".
+func (c *Client) RequireConnection(ctx context.Context, userToken, protocolVersion string, req MintRequest) (*Answer, error) {
+	if GenerationOf(protocolVersion) == GenerationNone {
+		return nil, fmt.Errorf("%w: protocol version %q", ErrURLElicitationUnsupported, protocolVersion)
+	}
+	e, err := c.Mint(ctx, userToken, req)
+	if err != nil {
+		return nil, err
+	}
+	return e.AnswerFor(protocolVersion, "")
+}
+
+// RequestDigest returns a value for MintRequest.RequestDigest and Resolve
+// that binds a request_state to the MCP request it was minted for: the
+// base64url SHA-256 of the method or tool name and the JSON of its
+// arguments. The retried request must produce the same digest, so pass the
+// arguments in a form that marshals deterministically (a struct, or a map,
+// whose keys encoding/json sorts).
+func RequestDigest(name string, args any) (string, error) {
+	b, err := json.Marshal(args)
+	if err != nil {
+		return "", fmt.Errorf("connectd client: request digest: %w", err)
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%d:%s\n", len(name), name)
+	h.Write(b)
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)), nil
+}
+
+// Reissue builds the InputRequiredResult that hands a still-pending
+// elicitation back to the MCP client (2026-07-28): when Resume answers
+// pending, the client must be asked again, with the fresh request_state.
+// message is shown to the user; inputKey names the entry (empty:
+// InputKey(provider)).
+func (c *Client) Reissue(st *ElicitationStatus, message, inputKey string) (*InputRequiredResult, error) {
+	if st == nil || st.Status != StatusPending || st.RequestState == "" || st.ID == "" {
+		return nil, errors.New("connectd client: Reissue needs a pending status with a fresh request_state (from Resolve or Resume)")
+	}
+	if inputKey == "" {
+		inputKey = InputKey(st.Provider)
+	}
+	// The connect URL is connectd's origin and the opaque id (docs/api.md).
+	u := c.base + "/c/" + url.PathEscape(st.ID)
+	return &InputRequiredResult{ResultType: ResultTypeInputRequired, RequestState: st.RequestState,
+		InputRequests: map[string]InputRequest{inputKey: {Method: "elicitation/create",
+			Params: ElicitParams{Mode: "url", URL: u, Message: message}}}}, nil
+}

@@ -1,0 +1,118 @@
+package client
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// MintRequest is the body of POST /v1/elicitations.
+type MintRequest struct {
+	// Provider is the provider id in connectd's catalog, e.g. "github".
+	Provider string `json:"provider"`
+	// Scopes to ask for; empty means the provider's default scopes. If the
+	// user already granted some, connectd asks the provider for the union.
+	Scopes []string `json:"scopes,omitempty"`
+	// Message is shown to the user by the MCP client (at most 500
+	// characters); empty lets connectd write one.
+	Message string `json:"message,omitempty"`
+	// RequestDigest, optional, binds the request_state to the original MCP
+	// request: Resolve must present the same value (see RequestDigest).
+	RequestDigest string `json:"request_digest,omitempty"`
+}
+
+// Status is the state of an elicitation.
+type Status string
+
+// Elicitation states.
+const (
+	StatusPending   Status = "pending"   // the user has not finished yet
+	StatusCompleted Status = "completed" // connected (or consented): fetch the token
+	StatusDeclined  Status = "declined"  // the user said no, at connectd or at the provider
+	StatusExpired   Status = "expired"   // the connect URL expired unused
+	StatusFailed    Status = "failed"    // see ElicitationStatus.Reason
+)
+
+// Final reports whether the elicitation will not change any more.
+func (s Status) Final() bool { return s != StatusPending }
+
+// ElicitationStatus is connectd's status document of an elicitation.
+type ElicitationStatus struct {
+	ID     string `json:"elicitation_id"`
+	Status Status `json:"status"`
+	// Reason says why an elicitation failed or was declined
+	// (provider_error, exchange_failed, provider_access_denied, …).
+	Reason      string     `json:"reason,omitempty"`
+	Provider    string     `json:"provider"`
+	Scopes      []string   `json:"scopes"`
+	ExpiresAt   time.Time  `json:"expires_at"`
+	CompletedAt *time.Time `json:"completed_at,omitempty"`
+	// RequestState is set by Mint, and by Resolve while the elicitation is
+	// still pending: a fresh single-use state to hand back to the MCP client.
+	RequestState string `json:"request_state,omitempty"`
+}
+
+// Elicitation is a freshly minted elicitation: the connect URL and the
+// ready-made MCP shapes that carry it to the MCP client.
+type Elicitation struct {
+	ElicitationStatus
+	// URL is the connect URL: https://<connectd>/c/<opaque id>. It carries
+	// nothing about the user and authenticates nothing.
+	URL string `json:"url"`
+	// Params are the params of a 2025-11-25 elicitation/create request
+	// (mode "url", with elicitationId).
+	Params ElicitParams `json:"elicitation"`
+	// URLElicitationRequiredError is the 2025-11-25 JSON-RPC error (-32042).
+	URLElicitationRequiredError RPCError `json:"url_elicitation_required_error"`
+	// InputRequest is the 2026-07-28 entry of InputRequiredResult.inputRequests.
+	InputRequest InputRequest `json:"input_request"`
+}
+
+// Connection is one of the user's connections this client may use. It
+// never carries a credential.
+type Connection struct {
+	Provider     string     `json:"provider"`
+	Status       string     `json:"status"` // active or reauthorization_required
+	Scopes       []string   `json:"scopes"`
+	AccountLabel string     `json:"account_label,omitempty"`
+	CreatedAt    time.Time  `json:"created_at"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+	ExpiresAt    *time.Time `json:"expires_at,omitempty"`
+}
+
+// Token is a currently valid credential for a provider. Keep it in memory
+// for the call that needs it; connectd refreshes it when it is about to
+// expire, so ask again rather than caching it. It never prints its secret
+// through fmt or slog.
+type Token struct {
+	Provider    string     `json:"provider"`
+	Kind        string     `json:"kind"`       // oauth2 or api_key
+	TokenType   string     `json:"token_type"` // usually Bearer
+	AccessToken string     `json:"access_token"`
+	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
+	Scopes      []string   `json:"scopes"`
+}
+
+// String describes the token without its secret.
+func (t Token) String() string {
+	return fmt.Sprintf("client.Token{Provider:%s Kind:%s Scopes:%v AccessToken:[redacted]}", t.Provider, t.Kind, t.Scopes)
+}
+
+// GoString is String, so %#v does not print the secret either.
+func (t Token) GoString() string { return t.String() }
+
+// LogValue keeps the secret out of slog output.
+func (t Token) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("provider", t.Provider), slog.String("kind", t.Kind),
+		slog.Any("scopes", t.Scopes))
+}
+
+// Unlinked is the answer of Unlink.
+type Unlinked struct {
+	Provider string `json:"provider"`
+	// RevokedAtProvider reports whether the provider confirmed revocation
+	// (RFC 7009); Revocation says what happened (revoked, skipped,
+	// not_supported, failed).
+	RevokedAtProvider bool   `json:"revoked_at_provider"`
+	Revocation        string `json:"revocation,omitempty"`
+}

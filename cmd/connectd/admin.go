@@ -1,0 +1,355 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/connectd/connectd/internal/admin"
+	"github.com/connectd/connectd/internal/connect"
+	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/web"
+)
+
+const adminUsage = `usage:
+  connectd admin connections list [--user SUBJECT] [--issuer URL] [--provider ID] [--status STATUS]
+                                  [--client CLIENT_ID] [--limit N] [--after CURSOR]
+  connectd admin connections show ID
+  connectd admin connections revoke ID --yes
+  connectd admin events [--window 1h|24h|7d|30d|90d] [--kind KIND | --all] [--limit N]
+  connectd admin keys create --name NAME [--expires DURATION]
+  connectd admin keys list
+  connectd admin keys revoke ID
+See docs/admin.md.`
+
+// adminCmd is the operators' CLI over the database: inspect and revoke
+// linked accounts, read the audit trail, manage admin API keys. It never
+// prints a credential: the admin Store does not read them.
+func adminCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return &usageError{adminUsage}
+	}
+	var sub string
+	group, args := args[0], args[1:]
+	if group != "events" {
+		if len(args) == 0 {
+			return &usageError{adminUsage}
+		}
+		sub, args = args[0], args[1:]
+	}
+	fset := flag.NewFlagSet("admin "+group+" "+sub, flag.ContinueOnError)
+	fset.SetOutput(stderr)
+	var (
+		f                admin.Filter
+		after, kind      string
+		name, window     string
+		limit            int
+		yes, all         bool
+		expires          string
+		want             int
+		needsVaultRevoke bool
+	)
+	switch group + " " + sub {
+	case "connections list":
+		fset.StringVar(&f.Subject, "user", "", "only this user (subject)")
+		fset.StringVar(&f.Issuer, "issuer", "", "only users of this issuer (URL)")
+		fset.StringVar(&f.Provider, "provider", "", "only this provider")
+		fset.StringVar(&f.Status, "status", "", "only this status: "+strings.Join(admin.Statuses(), ", "))
+		fset.StringVar(&f.Client, "client", "", "only connections this MCP server (client id) holds consent to")
+		fset.IntVar(&limit, "limit", admin.DefaultPageSize, "rows per page (1-"+strconv.Itoa(admin.MaxPageSize)+")")
+		fset.StringVar(&after, "after", "", "continue after this cursor (printed at the end of a page)")
+	case "connections show":
+		want = 1
+	case "connections revoke":
+		want, needsVaultRevoke = 1, true
+		fset.BoolVar(&yes, "yes", false, "confirm: delete the credentials, revoke them at the provider, withdraw every consent")
+	case "events ":
+		fset.StringVar(&window, "window", "24h", "how far back: 1h, 24h, 7d, 30d or 90d")
+		fset.StringVar(&kind, "kind", "", "only events of this kind (default: security events)")
+		fset.BoolVar(&all, "all", false, "every kind of event, not only security events")
+		fset.IntVar(&limit, "limit", admin.DefaultPageSize, "events to list (1-"+strconv.Itoa(admin.MaxPageSize)+")")
+	case "keys create":
+		fset.StringVar(&name, "name", "", "what the key is for (shown in keys list)")
+		fset.StringVar(&expires, "expires", "", "lifetime, e.g. 90d or 720h (default: until revoked)")
+	case "keys list":
+	case "keys revoke":
+		want = 1
+	default:
+		return &usageError{fmt.Sprintf("unknown admin command %q\n%s", strings.TrimSpace(group+" "+sub), adminUsage)}
+	}
+	pos, err := parseInterspersed(fset, args)
+	if err != nil {
+		return &usageError{err.Error()}
+	}
+	if len(pos) != want || limit < 0 || limit > admin.MaxPageSize {
+		return &usageError{adminUsage}
+	}
+	if group+" "+sub == "connections revoke" && !yes {
+		return &usageError{"connections revoke deletes the credentials, revokes them at the provider and withdraws " +
+			"every consent; it cannot be undone. Add --yes to confirm."}
+	}
+	if kind != "" && all {
+		return &usageError{"--kind and --all exclude each other"}
+	}
+	var ttl time.Duration
+	if expires != "" {
+		if ttl, err = parseDays(expires); err != nil || ttl < time.Minute {
+			return &usageError{"--expires must be a duration such as 90d or 720h"}
+		}
+	}
+
+	cfg, err := loadConfig(getenv, needs{db: true})
+	if err != nil {
+		return err
+	}
+	logger := web.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	by := admin.Actor{Name: "cli"}
+	if u := strings.TrimSpace(getenv("USER")); u != "" {
+		by.Name = "cli:" + u
+	}
+
+	if group == "keys" {
+		return adminKeys(ctx, admin.NewKeys(pool, nil, logger), sub, pos, name, ttl, by, stdout, stderr)
+	}
+	st, err := adminStore(ctx, cfg, pool, needsVaultRevoke)
+	if err != nil {
+		return err
+	}
+	switch group + " " + sub {
+	case "connections list":
+		return adminList(ctx, st, f, after, limit, stdout)
+	case "connections show":
+		return adminShow(ctx, st, pos[0], stdout)
+	case "connections revoke":
+		rev, err := st.Revoke(ctx, pos[0], by)
+		if err != nil {
+			return adminErr(err)
+		}
+		fmt.Fprintf(stdout, "revoked %s (%s, %s at %s)\nat the provider: %s\nconsents withdrawn: %s\n", pos[0],
+			rev.Connection.Provider, rev.Connection.User.Subject, rev.Connection.User.Issuer, rev.AtProvider,
+			orDash(strings.Join(rev.Withdrawn, " ")))
+		return nil
+	default: // events
+		return adminEvents(ctx, st, window, kind, all, limit, stdout)
+	}
+}
+
+// adminStore opens the admin Store. Reading needs no vault keys (account
+// labels are shown when they are configured); revoking needs them and the
+// provider catalog, to revoke at the provider.
+func adminStore(ctx context.Context, cfg *Config, pool *pgxpool.Pool, revoke bool) (*admin.Store, error) {
+	var vs *vault.Store
+	var err error
+	switch {
+	case revoke && cfg.Vault.Keyring == nil:
+		return nil, &ConfigError{Var: "CONNECTD_VAULT_KEYS", Problem: "is required to revoke (or CONNECTD_VAULT_KEYS_FILE)"}
+	case revoke:
+		logger := web.NewLogger(io.Discard, cfg.LogLevel, cfg.LogFormat)
+		cat, err := newCatalog(ctx, cfg, logger)
+		if err != nil {
+			return nil, err
+		}
+		if vs, err = newVaultStore(cfg, pool, cfg.Vault.Keyring, cat, logger); err != nil {
+			return nil, err
+		}
+	case cfg.Vault.Keyring != nil:
+		if vs, err = vault.New(vault.Config{Pool: pool, Keyring: cfg.Vault.Keyring}); err != nil {
+			return nil, err
+		}
+	}
+	return admin.NewStore(admin.StoreConfig{Pool: pool, Vault: vs, Withdraw: connect.WithdrawConsents})
+}
+
+// adminErr turns what the operator got wrong into a usage error (exit 2).
+func adminErr(err error) error {
+	if errors.Is(err, admin.ErrNotFound) || errors.Is(err, admin.ErrInvalid) {
+		return &usageError{err.Error()}
+	}
+	return err
+}
+
+func cliTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04Z")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func adminList(ctx context.Context, st *admin.Store, f admin.Filter, after string, limit int, stdout io.Writer) error {
+	var cur *admin.Cursor
+	if after != "" {
+		c, err := admin.ParseCursor(after)
+		if err != nil {
+			return adminErr(err)
+		}
+		cur = &c
+	}
+	p, err := st.Connections(ctx, f, cur, limit)
+	if err != nil {
+		return adminErr(err)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tUSER\tISSUER\tPROVIDER\tSTATUS\tSCOPES\tCONSENTS\tCREATED\tREFRESHED\tEXPIRES")
+	for _, c := range p.Connections {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", c.ID, c.User.Subject, c.User.Issuer, c.Provider,
+			c.Status, orDash(strings.Join(c.Scopes, ",")), c.Consents, cliTime(c.CreatedAt), cliTime(c.RefreshedAt),
+			cliTime(c.ExpiresAt))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if p.Next != nil {
+		fmt.Fprintf(stdout, "\nmore: --after %s\n", p.Next)
+	}
+	return nil
+}
+
+func adminShow(ctx context.Context, st *admin.Store, id string, stdout io.Writer) error {
+	d, err := st.Detail(ctx, id)
+	if err != nil {
+		return adminErr(err)
+	}
+	account := d.Account.Label
+	if account == "" {
+		account = d.Account.ID
+	}
+	if account == "" && d.AccountProblem != "" {
+		account = "unknown: " + d.AccountProblem
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	for _, kv := range [][2]string{
+		{"id", d.ID}, {"user", d.User.Subject}, {"issuer", d.User.Issuer}, {"provider", d.Provider},
+		{"account", orDash(account)}, {"status", d.Status}, {"scopes", orDash(strings.Join(d.Scopes, " "))},
+		{"created", cliTime(d.CreatedAt)}, {"updated", cliTime(d.UpdatedAt)}, {"refreshed", cliTime(d.RefreshedAt)},
+		{"expires", cliTime(d.ExpiresAt)}, {"key version", strconv.Itoa(int(d.KeyVersion))},
+	} {
+		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "\nconsented MCP servers:")
+	if len(d.Consents) == 0 {
+		fmt.Fprintln(stdout, "  none")
+	}
+	for _, k := range d.Consents {
+		fmt.Fprintf(stdout, "  %s  %s  scopes: %s  since %s\n", k.ClientID, k.ClientName, orDash(strings.Join(k.Scopes, " ")),
+			cliTime(k.GrantedAt))
+	}
+	fmt.Fprintln(stdout, "\naudit trail (newest first):")
+	return printEvents(stdout, d.Events)
+}
+
+func printEvents(stdout io.Writer, evs []admin.Event) error {
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  TIME\tKIND\tACTOR\tUSER\tCLIENT\tPROVIDER\tTARGET\tREQUEST\tIP\tDETAIL")
+	for _, e := range evs {
+		detail := "-"
+		if len(e.Detail) > 0 {
+			b, _ := json.Marshal(e.Detail)
+			detail = string(b)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339), e.Kind,
+			orDash(e.Actor), orDash(e.Subject), orDash(e.ClientID), orDash(e.Provider), orDash(e.Target),
+			orDash(e.RequestID), orDash(e.IP), detail)
+	}
+	return tw.Flush()
+}
+
+func adminEvents(ctx context.Context, st *admin.Store, window, kind string, all bool, limit int, stdout io.Writer) error {
+	spans := map[string]time.Duration{"1h": time.Hour, "24h": 24 * time.Hour, "7d": 7 * 24 * time.Hour,
+		"30d": 30 * 24 * time.Hour, "90d": 90 * 24 * time.Hour}
+	span, ok := spans[window]
+	if !ok {
+		return &usageError{"--window must be 1h, 24h, 7d, 30d or 90d"}
+	}
+	since := time.Now().Add(-span)
+	counts, err := st.EventCounts(ctx, admin.SecurityPrefix, since)
+	if err != nil {
+		return adminErr(err)
+	}
+	fmt.Fprintf(stdout, "security events in the last %s:\n", window)
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  KIND\tREFUSALS\tAUDIT ROWS\tLATEST")
+	for _, c := range counts {
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%s\n", c.Kind, c.Occurrences, c.Events, cliTime(c.Last))
+	}
+	if len(counts) == 0 {
+		fmt.Fprintln(tw, "  none\t\t\t")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	q := admin.EventQuery{Prefix: admin.SecurityPrefix, Kind: kind, Since: since, Limit: limit}
+	if kind != "" || all {
+		q.Prefix = ""
+	}
+	evs, _, err := st.Events(ctx, q)
+	if err != nil {
+		return adminErr(err)
+	}
+	fmt.Fprintln(stdout, "\nlatest events (newest first):")
+	return printEvents(stdout, evs)
+}
+
+func adminKeys(ctx context.Context, ks *admin.Keys, sub string, pos []string, name string, ttl time.Duration,
+	by admin.Actor, stdout, stderr io.Writer) error {
+	switch sub {
+	case "create":
+		k, secret, err := ks.Create(ctx, name, ttl, by)
+		if err != nil {
+			return adminErr(err)
+		}
+		fmt.Fprintf(stdout, "id: %s\nkey: %s\n", k.ID, secret)
+		fmt.Fprintln(stderr, "The key is shown only now: connectd keeps only its hash. "+
+			"Use it as Authorization: Bearer <key> on /admin/api/...; revoke it with `connectd admin keys revoke "+k.ID+"`.")
+		return nil
+	case "list":
+		list, err := ks.List(ctx)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tCREATED BY\tCREATED\tEXPIRES\tLAST USED")
+		for _, k := range list {
+			status := "active"
+			switch {
+			case !k.RevokedAt.IsZero():
+				status = "revoked " + cliTime(k.RevokedAt)
+			case !k.Active(now):
+				status = "expired"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, status, orDash(k.CreatedBy), cliTime(k.CreatedAt),
+				cliTime(k.ExpiresAt), cliTime(k.LastUsedAt))
+		}
+		return tw.Flush()
+	default: // revoke
+		if err := ks.Revoke(ctx, pos[0], by); err != nil {
+			return adminErr(err)
+		}
+		fmt.Fprintf(stdout, "revoked %s\n", pos[0])
+		return nil
+	}
+}

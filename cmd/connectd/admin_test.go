@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/pgtest"
+	"github.com/connectd/connectd/internal/vault"
+)
+
+func TestAdminCommand(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.URL(t)
+	keyLine := genKey(t, 1)
+	withKeys := envOf(map[string]string{"CONNECTD_DATABASE_URL": dbURL, "CONNECTD_VAULT_KEYS": keyLine, "USER": "ops"})
+	noKeys := envOf(map[string]string{"CONNECTD_DATABASE_URL": dbURL})
+	adminRun := func(env func(string) string, args ...string) (string, error) {
+		var out bytes.Buffer
+		err := run(ctx, append([]string{"admin"}, args...), env, &out, io.Discard)
+		return out.String(), err
+	}
+
+	// A linked account with a consent, as the connect flow leaves them.
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	keys, err := vault.ParseKeyring(keyLine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := vault.New(vault.Config{Pool: pool, Keyring: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := vault.UserRef{Issuer: "https://auth.example.com", Subject: "alice"}
+	conn, err := vs.Put(ctx, user, "github", vault.Credential{AccessToken: "gho_SECRET_access_token_1234", RefreshToken: "ghr_SECRET_refresh_5678",
+		Scopes: []string{"repo"}, AccountLabel: "octocat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, _, err := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool}).Create(ctx, "Acme tools",
+		[]string{"https://mcp.acme.example/"}, []string{"github"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO consents (issuer, subject, client_id, provider, scopes, granted_at, updated_at)
+		VALUES ($1, $2, $3, 'github', '{repo}', now(), now())`, user.Issuer, user.Subject, client.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO audit_events (kind, actor) VALUES ('security.identity_mismatch', 'user')`); err != nil {
+		t.Fatal(err)
+	}
+	secrets := []string{"gho_SECRET_access_token_1234", "ghr_SECRET_refresh_5678", keyLine}
+
+	// Keys: created once, listed without the key, revoked.
+	out, err := adminRun(noKeys, "keys", "create", "--name", "reports", "--expires", "30d")
+	m := regexp.MustCompile(`(?m)^id: (akey_[a-z0-9]+)\nkey: (cka_[A-Za-z0-9_-]{43})\n$`).FindStringSubmatch(out)
+	if err != nil || m == nil {
+		t.Fatalf("keys create: %q %v", out, err)
+	}
+	secrets = append(secrets, m[2])
+	if out, err = adminRun(noKeys, "keys", "list"); err != nil || !strings.Contains(out, m[1]) || !strings.Contains(out, "reports") ||
+		!strings.Contains(out, "active") || strings.Contains(out, m[2][4:]) {
+		t.Fatalf("keys list: %q %v", out, err)
+	}
+
+	var outputs []string
+	check := func(env func(string) string, want []string, args ...string) {
+		t.Helper()
+		out, err := adminRun(env, args...)
+		if err != nil {
+			t.Fatalf("admin %v: %v\n%s", args, err, out)
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Fatalf("admin %v lacks %q:\n%s", args, w, out)
+			}
+		}
+		outputs = append(outputs, out)
+	}
+	check(noKeys, []string{conn.ID, "alice", "github", "active", "repo"}, "connections", "list")
+	check(noKeys, []string{conn.ID}, "connections", "list", "--client", client.ID, "--user", "alice")
+	check(withKeys, []string{conn.ID, "octocat", client.ID, "Acme tools", "repo"}, "connections", "show", conn.ID)
+	check(noKeys, []string{"unknown: vault keys not configured"}, "connections", "show", conn.ID)
+	check(noKeys, []string{"security.identity_mismatch", "1"}, "events")
+	if out, _ := adminRun(noKeys, "connections", "list", "--provider", "slack"); strings.Contains(out, conn.ID) {
+		t.Fatalf("provider filter: %s", out)
+	}
+
+	// Revoke: only with --yes, only with vault keys.
+	if _, err := adminRun(withKeys, "connections", "revoke", conn.ID); exitCode(err) != 2 {
+		t.Fatalf("revoke without --yes: %v", err)
+	}
+	if _, err := adminRun(noKeys, "connections", "revoke", conn.ID, "--yes"); exitCode(err) != 2 {
+		t.Fatalf("revoke without vault keys: %v", err)
+	}
+	if _, _, err := vs.Get(ctx, user, "github"); err != nil {
+		t.Fatal("a refused revoke deleted the connection")
+	}
+	check(withKeys, []string{"revoked " + conn.ID, "at the provider: not_supported", client.ID}, "connections", "revoke", conn.ID, "--yes")
+	if _, _, err := vs.Get(ctx, user, "github"); err == nil {
+		t.Fatal("the connection is still there")
+	}
+	var actor string
+	if err := pool.QueryRow(ctx, `SELECT actor FROM audit_events WHERE kind = 'connection.revoked'`).Scan(&actor); err != nil || actor != "cli:ops" {
+		t.Fatalf("revocation audit: %q %v", actor, err)
+	}
+	check(noKeys, []string{"connection.revoked", "consent.withdrawn", "admin.key_created"}, "events", "--all", "--window", "1h")
+	if _, err := adminRun(noKeys, "connections", "show", conn.ID); exitCode(err) != 2 {
+		t.Fatalf("show after revoke: %v", err)
+	}
+	if _, err := adminRun(noKeys, "keys", "revoke", m[1]); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := adminRun(noKeys, "keys", "list"); !strings.Contains(out, "revoked") {
+		t.Fatalf("keys list after revoke: %s", out)
+	}
+	for _, out := range outputs {
+		for _, s := range secrets {
+			if strings.Contains(out, s) {
+				t.Fatalf("a secret reached the CLI output:\n%s", out)
+			}
+		}
+	}
+
+	for _, args := range [][]string{
+		{},
+		{"connections"},
+		{"connections", "frobnicate"},
+		{"connections", "show"},
+		{"connections", "show", "cn_nope"},
+		{"connections", "list", "--status", "bogus"},
+		{"connections", "list", "--after", "garbage"},
+		{"connections", "list", "--limit", "100000"},
+		{"events", "--window", "forever"},
+		{"events", "--kind", "x", "--all"},
+		{"keys"},
+		{"keys", "create"},
+		{"keys", "create", "--name", "x", "--expires", "soon"},
+		{"keys", "revoke", m[1]},
+		{"keys", "revoke"},
+	} {
+		if _, err := adminRun(noKeys, args...); exitCode(err) != 2 {
+			t.Errorf("admin %v: %v (exit %d), want a usage error", args, err, exitCode(err))
+		}
+	}
+}
+
+// TestServeAdminSignIn runs connectd as main does with the development IdP
+// as the admin issuer: alice (allow-listed) reaches the admin pages through a
+// real sign-in, bob is refused, and the admin API takes a key from the CLI.
+func TestServeAdminSignIn(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.URL(t)
+	in := start(t, map[string]string{
+		"CONNECTD_DATABASE_URL":   dbURL,
+		"CONNECTD_DEV_IDP":        "true",
+		"CONNECTD_ADMIN_ISSUER":   "dev",
+		"CONNECTD_ADMIN_SUBJECTS": "alice",
+	})
+	public := "127.0.0.1:8080" // CONNECTD_PUBLIC_URL of start; the browser reaches it at in.base
+	actual := strings.TrimPrefix(in.base, "http://")
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr == public {
+			addr = actual
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	client := &http.Client{Transport: transport,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	signIn := func(user string) (*http.Response, map[string]string) {
+		t.Helper()
+		cookies := map[string]string{}
+		do := func(method, u string, form url.Values) *http.Response {
+			t.Helper()
+			var body io.Reader
+			if form != nil {
+				body = strings.NewReader(form.Encode())
+			}
+			req, _ := http.NewRequest(method, u, body)
+			if form != nil {
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			}
+			for k, v := range cookies {
+				req.AddCookie(&http.Cookie{Name: k, Value: v})
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			for _, c := range resp.Cookies() {
+				cookies[c.Name] = c.Value
+			}
+			return resp
+		}
+		resp := do("GET", "http://"+public+"/admin/login", nil)
+		authz := resp.Header.Get("Location")
+		if resp.StatusCode != 302 || !strings.HasPrefix(authz, "http://"+public+"/dev/idp/authorize?") {
+			t.Fatalf("/admin/login: %d %q", resp.StatusCode, authz)
+		}
+		u, _ := url.Parse(authz)
+		form := u.Query()
+		form.Set("user", user)
+		resp = do("POST", "http://"+public+"/dev/idp/authorize", form)
+		callback := resp.Header.Get("Location")
+		if resp.StatusCode != 303 || !strings.HasPrefix(callback, "http://"+public+"/admin/login/callback?") {
+			t.Fatalf("picker answer: %d %q", resp.StatusCode, callback)
+		}
+		resp = do("GET", callback, nil)
+		page := do("GET", "http://"+public+"/admin/connections", nil)
+		return page, cookies
+	}
+	if page, _ := signIn("alice"); page.StatusCode != http.StatusOK {
+		t.Fatalf("alice on /admin/connections: %d\n%s", page.StatusCode, in.logs.String())
+	}
+	if page, cookies := signIn("bob"); page.StatusCode != http.StatusForbidden || cookies["__Host-connectd_admin"] != "" {
+		t.Fatalf("bob on /admin/connections: %d", page.StatusCode)
+	}
+
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"admin", "keys", "create", "--name", "ci"},
+		envOf(map[string]string{"CONNECTD_DATABASE_URL": dbURL}), &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	key := regexp.MustCompile(`key: (\S+)`).FindStringSubmatch(out.String())[1]
+	for _, tt := range []struct {
+		authz string
+		want  int
+	}{{"Bearer " + key, http.StatusOK}, {"", http.StatusForbidden}, {"Bearer cka_nope", http.StatusForbidden}} {
+		req, _ := http.NewRequest("GET", in.base+"/admin/api/clients", nil)
+		if tt.authz != "" {
+			req.Header.Set("Authorization", tt.authz)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("admin API with %q: %d, want %d", tt.authz, resp.StatusCode, tt.want)
+		}
+	}
+	if strings.Contains(in.logs.String(), key) {
+		t.Fatal("the admin key reached the log")
+	}
+}

@@ -1,0 +1,394 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/connectd/connectd/client"
+	mcpserver "github.com/connectd/connectd/examples/mcp-server"
+	"github.com/connectd/connectd/examples/mcp-server/devtoken"
+	"github.com/connectd/connectd/internal/devidp"
+	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/provider/providertest"
+	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/web"
+)
+
+// The demo's fixed names.
+const (
+	demoProvider   = "demo-files"
+	demoScope      = "files.read"
+	demoClientName = "Files Assistant (example MCP server)"
+	demoIssuerID   = "demo"
+)
+
+// demoOptions are the demo's addresses.
+type demoOptions struct {
+	host         string // host in every URL the browser and the services use
+	bind         string // host the listeners bind to
+	port         int    // connectd
+	idpPort      int    // identity provider
+	providerPort int    // Demo Files
+	mcpPort      int    // example MCP server
+	internalAddr string // connectd's operators' listener
+	stateDir     string
+}
+
+func (o demoOptions) url(port int) string {
+	return "http://" + net.JoinHostPort(o.host, strconv.Itoa(port))
+}
+
+func (o demoOptions) listen(port int) string { return net.JoinHostPort(o.bind, strconv.Itoa(port)) }
+
+// demo runs the whole product on one machine, in this process: connectd in
+// dev mode, an OIDC identity provider with the demo users alice and bob (the
+// development IdP, internal/devidp), a third-party OAuth service with a file
+// API (Demo Files, internal/provider/providertest), and the example MCP
+// server (examples/mcp-server), all wired together; then it prints a
+// walkthrough. The database comes from CONNECTD_DATABASE_URL (make demo
+// starts a private one). Ctrl-C stops everything.
+//
+// The identity provider runs on its own origin rather than as connectd's
+// built-in /dev/idp (CONNECTD_DEV_IDP): an MCP client needs an OAuth client
+// registration there to get access tokens for the MCP server, and the
+// built-in one registers only connectd's own login client. connectd trusts
+// the demo's provider through CONNECTD_ISSUERS, exactly as it would trust a
+// production authorization server.
+func demo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fset := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fset.SetOutput(stderr)
+	var o demoOptions
+	fset.StringVar(&o.host, "host", "127.0.0.1", "host name in every demo URL (what the browser uses)")
+	fset.StringVar(&o.bind, "bind", "", "host the listeners bind to (default: -host; 0.0.0.0 in a container)")
+	fset.IntVar(&o.port, "port", 8080, "connectd's port")
+	fset.IntVar(&o.idpPort, "idp-port", 8081, "the identity provider's port")
+	fset.IntVar(&o.providerPort, "provider-port", 8082, "Demo Files' port")
+	fset.IntVar(&o.mcpPort, "mcp-port", 8083, "the example MCP server's port")
+	fset.StringVar(&o.internalAddr, "internal-addr", "127.0.0.1:9090", "connectd's operators' listener")
+	fset.StringVar(&o.stateDir, "state-dir", ".cache/demo", "where the demo writes its providers file")
+	fset.Usage = func() {
+		fmt.Fprint(stderr, "usage: connectd demo [flags]\n\n"+
+			"Runs connectd (dev mode), an identity provider (users alice and bob), the Demo Files OAuth\n"+
+			"provider and the example MCP server in this process, on CONNECTD_DATABASE_URL, and prints a\n"+
+			"walkthrough. Ctrl-C stops everything.\n\nflags:\n")
+		fset.PrintDefaults()
+	}
+	if err := fset.Parse(args); err != nil {
+		return &usageError{err.Error()}
+	}
+	if fset.NArg() != 0 {
+		return &usageError{"usage: connectd demo [flags] (see connectd demo -h)"}
+	}
+	if o.bind == "" {
+		o.bind = o.host
+	}
+	env := demoEnv{base: getenv, set: map[string]string{"CONNECTD_DEV": "true"}}
+	env.setDefault("CONNECTD_LOG_FORMAT", "text")
+	cfg, err := loadConfig(env.get, needs{db: true})
+	if err != nil {
+		return err
+	}
+	base := web.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	logger := base.With(slog.String("component", "demo"))
+
+	connectdURL, idpURL, providerURL := o.url(o.port), o.url(o.idpPort), o.url(o.providerPort)
+	mcpURL := o.url(o.mcpPort) + "/mcp"
+
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := migrateUp(ctx, pool, logger); err != nil {
+		return err
+	}
+
+	// Listen first, so a port in use stops the demo before anything runs.
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for _, p := range []int{o.idpPort, o.providerPort, o.mcpPort} {
+		ln, err := net.Listen("tcp", o.listen(p))
+		if err != nil {
+			return fmt.Errorf("demo: listen on %s: %w", o.listen(p), err)
+		}
+		lns = append(lns, ln)
+	}
+
+	// The identity provider: connectd's login client, and a public client
+	// for MCP clients (the try command, devtoken).
+	idpSecret := rand.Text()
+	idp, err := devidp.New(devidp.Config{
+		Issuer: idpURL,
+		Clients: []devidp.Client{
+			{ID: "connectd", Secret: idpSecret, RedirectURIs: []string{connectdURL + "/login/callback"}},
+			{ID: devtoken.ClientID, RedirectURIs: []string{devtoken.RedirectURI}},
+		},
+		Logger: base.With(slog.String("component", "idp")),
+	})
+	if err != nil {
+		return err
+	}
+
+	// Demo Files: a third-party OAuth provider whose file API needs its token.
+	providerSecret := rand.Text()
+	files, filesHandler := providertest.NewHandler(providerURL, providertest.Options{
+		ClientID: "connectd-demo", ClientSecret: providerSecret, RequirePKCE: true,
+		RedirectURIs: []string{connectdURL + "/oauth/callback"}, APIScope: demoScope,
+		Subject: "demo-account", AccountLabel: "Demo Files",
+		Quirks: providertest.Quirks{IssParameter: true},
+	})
+	providersFile, err := writeDemoProviders(o.stateDir, files)
+	if err != nil {
+		return err
+	}
+
+	servers := []*http.Server{
+		{Handler: idp.Handler(), ReadHeaderTimeout: 10 * time.Second},
+		{Handler: filesHandler, ReadHeaderTimeout: 10 * time.Second},
+	}
+	errc := make(chan error, 3)
+	for i, hs := range servers {
+		go func() { errc <- hs.Serve(lns[i]) }()
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+		defer cancel()
+		for _, hs := range servers {
+			if err := hs.Shutdown(sctx); err != nil {
+				hs.Close()
+			}
+		}
+	}()
+
+	// The example MCP server, registered at connectd as a client.
+	key, err := demoClientKey(ctx, mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, AllowHTTP: true}), mcpURL)
+	if err != nil {
+		return err
+	}
+	cd, err := client.New(client.Config{BaseURL: connectdURL, Key: key, AllowHTTP: true})
+	if err != nil {
+		return err
+	}
+	mcpSrv, err := mcpserver.New(ctx, mcpserver.Config{
+		Resource: mcpURL, Issuer: idpURL, Connectd: cd, Provider: demoProvider, Scopes: []string{demoScope},
+		FilesAPI: files.APIURL(), Logger: base.With(slog.String("component", "mcp-server")),
+	})
+	if err != nil {
+		return err
+	}
+	defer mcpSrv.Close()
+	mcpHTTP := &http.Server{Handler: mcpSrv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	servers = append(servers, mcpHTTP)
+	go func() { errc <- mcpHTTP.Serve(lns[2]) }()
+
+	// connectd itself, exactly as `connectd serve` runs, on this
+	// configuration.
+	issuers, _ := json.Marshal([]map[string]any{{"id": demoIssuerID, "issuer": idpURL, "login": true,
+		"client_id": "connectd", "client_secret_env": "CONNECTD_DEMO_IDP_SECRET"}})
+	for k, v := range map[string]string{
+		"CONNECTD_PUBLIC_URL":        connectdURL,
+		"CONNECTD_ADDR":              o.listen(o.port),
+		"CONNECTD_INTERNAL_ADDR":     o.internalAddr,
+		"CONNECTD_AUTO_MIGRATE":      "false", // done above
+		"CONNECTD_DEV_IDP":           "false", // the demo's own provider is the issuer
+		"CONNECTD_ISSUERS":           string(issuers),
+		"CONNECTD_ISSUERS_FILE":      "",
+		"CONNECTD_DEMO_IDP_SECRET":   idpSecret,
+		"CONNECTD_PROVIDERS_FILE":    providersFile,
+		"CONNECTD_DEMO_FILES_SECRET": providerSecret,
+		// Dev mode lets connectd fetch plain http on loopback only from
+		// hosts named here: the identity provider and Demo Files.
+		"CONNECTD_EGRESS_ALLOW_HOSTS": joinNonEmpty(getenv("CONNECTD_EGRESS_ALLOW_HOSTS"),
+			net.JoinHostPort(o.host, strconv.Itoa(o.idpPort)), net.JoinHostPort(o.host, strconv.Itoa(o.providerPort))),
+	} {
+		env.set[k] = v
+	}
+	// Fresh keys per run: Demo Files forgets its tokens when the demo stops
+	// anyway, and a connection left from an earlier run then reads as
+	// "reauthorization required", which the MCP server answers with a new
+	// connect link.
+	if env.get("CONNECTD_VAULT_KEYS") == "" && env.get("CONNECTD_VAULT_KEYS_FILE") == "" {
+		k, err := vault.GenerateKey(1)
+		if err != nil {
+			return err
+		}
+		env.set["CONNECTD_VAULT_KEYS"] = k
+	}
+	// Short, but longer than the 5 s net/http allows a connection that has
+	// not sent its first request yet (a client's spare dial) before Shutdown
+	// counts it as idle.
+	env.setDefault("CONNECTD_SHUTDOWN_GRACE", "8s")
+
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		if waitReady(sctx, "http://"+net.JoinHostPort(o.connectHost(), strconv.Itoa(o.port))+"/readyz") {
+			printWalkthrough(stdout, walkthrough{Connectd: connectdURL, IdP: idpURL, Provider: providerURL, MCP: mcpURL,
+				Internal: "http://" + o.internalAddr})
+		}
+	}()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- serve(sctx, nil, env.get, stdout, stderr) }()
+	select {
+	case err = <-serveErr:
+	case err = <-errc:
+		err = fmt.Errorf("demo: a demo service stopped: %w", err)
+		stop()
+		<-serveErr
+	}
+	logger.InfoContext(context.WithoutCancel(ctx), "demo stopped")
+	return err
+}
+
+// connectHost is where the demo itself reaches connectd: the bind address,
+// unless it is the unspecified address.
+func (o demoOptions) connectHost() string {
+	if ip := net.ParseIP(o.bind); ip != nil && ip.IsUnspecified() {
+		return "127.0.0.1"
+	}
+	return o.bind
+}
+
+// demoEnv overlays the demo's settings on the process environment.
+type demoEnv struct {
+	base func(string) string
+	set  map[string]string
+}
+
+func (e demoEnv) get(k string) string {
+	if v, ok := e.set[k]; ok {
+		return v
+	}
+	return e.base(k)
+}
+
+func (e demoEnv) setDefault(k, v string) {
+	if e.get(k) == "" {
+		e.set[k] = v
+	}
+}
+
+func joinNonEmpty(parts ...string) string {
+	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), ",")
+}
+
+// writeDemoProviders writes the providers file naming Demo Files; its client
+// secret is passed by reference (CONNECTD_DEMO_FILES_SECRET), never written.
+func writeDemoProviders(dir string, files *providertest.Server) (string, error) {
+	entry := files.ProviderConfig(demoProvider, "CONNECTD_DEMO_FILES_SECRET")
+	entry["display_name"] = "Demo Files"
+	entry["scopes"] = []string{demoScope}
+	b, err := json.MarshalIndent(map[string]any{"providers": []any{entry}}, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("demo: state directory: %w", err)
+	}
+	path, err := filepath.Abs(filepath.Join(dir, "providers.json"))
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o600); err != nil {
+		return "", fmt.Errorf("demo: write providers file: %w", err)
+	}
+	return path, nil
+}
+
+// demoClientKey registers the example MCP server as a connectd client, or
+// reuses the registration of an earlier run, and returns a fresh key (keys
+// are stored hashed, so an earlier run's key cannot be read back; the old one
+// stops working at once).
+func demoClientKey(ctx context.Context, clients *mcpauth.Clients, resource string) (string, error) {
+	list, err := clients.List(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, c := range list {
+		if c.Name == demoClientName && !c.Disabled && slices.Equal(c.Resources, []string{resource}) &&
+			slices.Contains(c.Providers, demoProvider) {
+			return clients.RotateKey(ctx, c.ID, 0)
+		}
+	}
+	_, key, err := clients.Create(ctx, demoClientName, []string{resource}, []string{demoProvider})
+	return key, err
+}
+
+// waitReady polls a readiness URL until it answers 200 or ctx ends.
+func waitReady(ctx context.Context, u string) bool {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return false
+		}
+		if resp, err := hc.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return true
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+type walkthrough struct {
+	Connectd, IdP, Provider, MCP, Internal string
+}
+
+var walkthroughText = template.Must(template.New("walkthrough").Parse(`
+  connectd demo — all of it runs in this process; Ctrl-C stops everything.
+
+    connectd             {{.Connectd}}        (probes: {{.Internal}}/readyz)
+    identity provider    {{.IdP}}        users alice and bob, no password
+    Demo Files           {{.Provider}}        a third-party OAuth service with a file API
+    example MCP server   {{.MCP}}    tool list_files, which needs Demo Files
+
+  1. In another terminal, in this checkout, call the tool as alice:
+
+       go run ./examples/mcp-server/cmd/try -user alice
+
+     It gets alice an MCP access token from the identity provider (audience
+     {{.MCP}}), calls list_files over MCP 2026-07-28 (add
+     -protocol 2025-11-25 for the older generation) and prints the connect
+     link connectd minted for her. The call waits while you connect.
+
+  2. Phishing check: open that link in a private browser window and sign in
+     as bob. connectd refuses: "This link was created for another account".
+
+  3. Open the link in a normal window, sign in as alice and click Allow.
+     Demo Files approves and sends you back ("Connected"); the try command
+     prints alice's files. Run step 1 again: no link, the files at once.
+
+  Just the token, for curl or your own MCP client (docs/integration.md):
+       TOKEN=$(go run ./examples/mcp-server/cmd/try -user alice -token-only)
+
+`))
+
+func printWalkthrough(w io.Writer, v walkthrough) {
+	if err := walkthroughText.Execute(w, v); err != nil {
+		fmt.Fprintln(w, "demo: walkthrough:", err)
+	}
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connectd/connectd/examples/mcp-server/devtoken"
+	"github.com/connectd/connectd/internal/pgtest"
+)
+
+// freePorts finds n ports free on 127.0.0.1 right now.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	var lns []net.Listener
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return ports
+}
+
+// demoRun is one `connectd demo` started through run.
+type demoRun struct {
+	out, logs *syncBuffer
+	done      chan error
+	stop      context.CancelFunc
+}
+
+func startDemo(t *testing.T, dbURL, stateDir string, ports []int) *demoRun {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &demoRun{out: &syncBuffer{}, logs: &syncBuffer{}, done: make(chan error, 1), stop: cancel}
+	args := []string{"demo", "-port", strconv.Itoa(ports[0]), "-idp-port", strconv.Itoa(ports[1]),
+		"-provider-port", strconv.Itoa(ports[2]), "-mcp-port", strconv.Itoa(ports[3]),
+		"-internal-addr", "127.0.0.1:" + strconv.Itoa(ports[4]), "-state-dir", stateDir}
+	env := envOf(map[string]string{"CONNECTD_DATABASE_URL": dbURL, "CONNECTD_LOG_FORMAT": "json"})
+	go func() { d.done <- run(ctx, args, env, d.out, d.logs) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(d.out.String(), "go run ./examples/mcp-server/cmd/try -user alice") {
+		select {
+		case err := <-d.done:
+			t.Fatalf("demo exited: %v\n%s", err, d.logs.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("no walkthrough:\n%s", d.logs.String())
+		}
+	}
+	return d
+}
+
+// shutdown stops the demo like Ctrl-C and checks that every port is free
+// again: nothing is left running.
+func (d *demoRun) shutdown(t *testing.T, ports []int) {
+	t.Helper()
+	d.stop()
+	select {
+	case err := <-d.done:
+		if err != nil {
+			t.Fatalf("demo ended with %v\n%s", err, d.logs.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("demo did not stop")
+	}
+	for _, p := range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			t.Fatalf("port %d still in use after the demo stopped: %v", p, err)
+		}
+		ln.Close()
+	}
+}
+
+// demoBrowser opens a connect link in a fresh browser, signs in as user at
+// the demo's identity provider, and (allow) clicks Allow.
+func demoBrowser(connectURL, user string, allow bool) (int, string, error) {
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	resp, err := hc.Get(connectURL)
+	if err != nil {
+		return 0, "", err
+	}
+	resp.Body.Close()
+	picker := resp.Request.URL
+	form := picker.Query()
+	form.Set("user", user)
+	action := *picker
+	action.RawQuery = ""
+	resp, err = hc.PostForm(action.String(), form)
+	if err != nil {
+		return 0, "", err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !allow || resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, string(body), nil
+	}
+	m := regexp.MustCompile(`name="csrf_token" value="([^"]+)"`).FindSubmatch(body)
+	if m == nil {
+		return 0, "", fmt.Errorf("no consent form: %s", body)
+	}
+	resp, err = hc.PostForm(connectURL, url.Values{"csrf_token": {string(m[1])}, "decision": {"allow"}})
+	if err != nil {
+		return 0, "", err
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, string(body), nil
+}
+
+// TestDemo runs `connectd demo` as make demo does and follows its
+// walkthrough with the SDK's MCP client: alice's tool call yields a connect
+// link, bob opening it is refused, alice connecting it gets her files; the
+// demo stops cleanly, and starts again on the same database.
+func TestDemo(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.EmptyURL(t) // the demo migrates it
+	stateDir := t.TempDir()
+	ports := freePorts(t, 5)
+	d := startDemo(t, dbURL, stateDir, ports)
+	idpURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	mcpURL := fmt.Sprintf("http://127.0.0.1:%d/mcp", ports[3])
+	for _, want := range []string{fmt.Sprintf("http://127.0.0.1:%d ", ports[0]), idpURL, mcpURL, "as bob"} {
+		if !strings.Contains(d.out.String(), want) {
+			t.Errorf("walkthrough lacks %q:\n%s", want, d.out.String())
+		}
+	}
+	// The providers file names the secret by reference only.
+	pf, err := os.ReadFile(filepath.Join(stateDir, "providers.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(filepath.Join(stateDir, "providers.json")); st.Mode().Perm() != 0o600 ||
+		!strings.Contains(string(pf), `"client_secret_env": "CONNECTD_DEMO_FILES_SECRET"`) || strings.Contains(string(pf), `"client_secret":`) {
+		t.Fatalf("providers file (%v):\n%s", st.Mode(), pf)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	call := func(user string, handler func(*mcp.ElicitParams) string) (*mcp.CallToolResult, error) {
+		tok, err := devtoken.Get(ctx, devtoken.Request{Issuer: idpURL, User: user, Resource: mcpURL})
+		if err != nil {
+			return nil, err
+		}
+		c := mcp.NewClient(&mcp.Implementation{Name: "demo-test", Version: "1"}, &mcp.ClientOptions{
+			Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+			ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				return &mcp.ElicitResult{Action: handler(r.Params)}, nil
+			},
+		})
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: mcpURL,
+			HTTPClient: &http.Client{Transport: bearerRT(tok)}}, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer cs.Close()
+		return cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_files", Arguments: map[string]any{}})
+	}
+
+	browsed := make(chan error, 2)
+	res, err := call("alice", func(p *mcp.ElicitParams) string {
+		go func() {
+			// Bob first: refused. Then alice connects.
+			if st, body, err := demoBrowser(p.URL, "bob", false); err != nil || st != http.StatusForbidden ||
+				!strings.Contains(body, "created for another account") {
+				browsed <- fmt.Errorf("bob opening alice's link: %d %v", st, err)
+				return
+			}
+			st, body, err := demoBrowser(p.URL, "alice", true)
+			if err == nil && (st != http.StatusOK || !strings.Contains(body, "Connected")) {
+				err = fmt.Errorf("alice connecting: %d", st)
+			}
+			browsed <- err
+		}()
+		return "accept"
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-browsed; err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "notes.txt") {
+		t.Fatalf("list_files: %+v", res.Content)
+	}
+	d.shutdown(t, ports)
+
+	// Again on the same database: the client registration is reused with a
+	// new key, and alice's old connection (sealed under the previous run's
+	// key, unknown to the new Demo Files) leads to a new link.
+	d = startDemo(t, dbURL, stateDir, ports)
+	defer d.shutdown(t, ports)
+	var asked bool
+	res, err = call("alice", func(*mcp.ElicitParams) string { asked = true; return "decline" })
+	if err != nil || !asked || !res.IsError {
+		t.Fatalf("after a restart: asked=%v %v %+v", asked, err, res)
+	}
+	var n int
+	for _, line := range strings.Split(d.logs.String(), "\n") {
+		if strings.Contains(line, `"connection needed: elicitation minted"`) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d elicitations minted after the restart, want 1", n)
+	}
+}
+
+type bearerRT string
+
+func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(r)
+}

@@ -1,0 +1,613 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connectd/connectd/client"
+	mcpserver "github.com/connectd/connectd/examples/mcp-server"
+	"github.com/connectd/connectd/examples/mcp-server/devtoken"
+	"github.com/connectd/connectd/internal/connect"
+	"github.com/connectd/connectd/internal/devidp"
+	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/pgtest"
+	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/provider/providertest"
+	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/web"
+)
+
+const (
+	providerName = "demo-files"
+	scope        = "files.read"
+)
+
+// world is connectd with its identity provider, a third-party provider and
+// the example MCP server, each behind its own TLS listener on 127.0.0.1.
+type world struct {
+	t        *testing.T
+	tls      *http.Client // trusts the test certificate (shared by every httptest TLS server)
+	connectd *httptest.Server
+	idp      *httptest.Server
+	files    *providertest.Server
+	mcpURL   string         // the MCP server's endpoint and resource URI
+	cd       *client.Client // connectd API client with the MCP server's key
+}
+
+func newWorld(t *testing.T, legacy mcpserver.LegacyStyle) *world {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pool := pgtest.Pool(t)
+	logger := slog.New(slog.DiscardHandler)
+	if testing.Verbose() {
+		logger = web.NewLogger(tWriter{t}, slog.LevelDebug, "text")
+	}
+
+	mux := http.NewServeMux()
+	cdSrv := httptest.NewTLSServer(web.Chain(mux, web.RequestIDs, web.Recover(logger), web.SecurityHeaders(true)))
+	t.Cleanup(cdSrv.Close)
+	w := &world{t: t, tls: cdSrv.Client(), connectd: cdSrv}
+
+	// The MCP authorization server: connectd's login client, and a public
+	// client for MCP clients (devtoken).
+	idpMux := http.NewServeMux()
+	w.idp = httptest.NewTLSServer(idpMux)
+	t.Cleanup(w.idp.Close)
+	idp, err := devidp.New(devidp.Config{Issuer: w.idp.URL, Clients: []devidp.Client{
+		{ID: "connectd", Secret: "idp-secret", RedirectURIs: []string{cdSrv.URL + "/login/callback"}},
+		{ID: devtoken.ClientID, RedirectURIs: []string{devtoken.RedirectURI}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idpMux.Handle("/", idp.Handler())
+
+	// The third-party provider whose file API needs its token.
+	w.files = providertest.New(t, providertest.Options{TLS: true, RequirePKCE: true, APIScope: scope,
+		RedirectURIs: []string{cdSrv.URL + "/oauth/callback"}, ClientSecret: "files-secret",
+		Subject: "demo-account", Quirks: providertest.Quirks{IssParameter: true}})
+
+	// connectd, wired as cmd/connectd wires it.
+	verifier, err := mcpauth.NewVerifier(mcpauth.VerifierConfig{HTTPClient: w.tls, Logger: logger,
+		Issuers: []mcpauth.Issuer{{ID: "idp", URL: w.idp.URL, Login: true, ClientID: "connectd", ClientSecret: "idp-secret"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(verifier.Close)
+	login, err := mcpauth.NewLogin(mcpauth.LoginConfig{Pool: pool, Verifier: verifier, RedirectURL: cdSrv.URL + "/login/callback", Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions, err := session.New(session.Config{Keys: []session.Key{session.NewKey()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, Logger: logger})
+	entry := w.files.ProviderConfig(providerName, "FILES_SECRET")
+	entry["scopes"] = []string{scope}
+	pcJSON, _ := json.Marshal(map[string]any{"providers": []any{entry}})
+	pc, err := provider.ParseConfig(pcJSON, provider.ParseOptions{Getenv: func(k string) string {
+		if k == "FILES_SECRET" {
+			return "files-secret"
+		}
+		return ""
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	catalog, err := provider.New(ctx, pc, provider.Options{HTTPClient: w.tls, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := vault.GenerateKey(1)
+	keys, err := vault.ParseKeyring(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := vault.New(vault.Config{Pool: pool, Keyring: keys, Logger: logger,
+		Revoke: func(ctx context.Context, name string, c *vault.Credential) error {
+			p, err := catalog.OAuth(name)
+			if err != nil {
+				return vault.ErrRevocationNotSupported
+			}
+			return provider.RevokeGrant(ctx, p, c.AccessToken, c.RefreshToken)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := connect.New(connect.Config{Logger: logger, Pool: pool, Sessions: sessions, Login: login,
+		Auth: mcpauth.NewAuthenticator(clients, verifier), Clients: clients, Vault: store, Keyring: keys,
+		Catalog: catalog, PublicURL: cdSrv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Routes(mux)
+	ran := make(chan struct{})
+	go func() { conn.Run(ctx); close(ran) }() // long-poll wake-ups (LISTEN/NOTIFY)
+	t.Cleanup(func() { cancel(); <-ran })
+
+	// The example MCP server, registered at connectd.
+	mcpMux := http.NewServeMux()
+	mcpSrv := httptest.NewTLSServer(mcpMux)
+	t.Cleanup(mcpSrv.Close)
+	w.mcpURL = mcpSrv.URL + "/mcp"
+	_, key, err := clients.Create(ctx, "Files Assistant", []string{w.mcpURL}, []string{providerName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.cd, err = client.New(client.Config{BaseURL: cdSrv.URL, Key: key, HTTPClient: w.tls}); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := mcpserver.New(ctx, mcpserver.Config{Resource: w.mcpURL, Issuer: w.idp.URL, Connectd: w.cd,
+		Provider: providerName, Scopes: []string{scope}, FilesAPI: w.files.APIURL(), Legacy: legacy,
+		WaitTimeout: 20 * time.Second, HTTPClient: w.tls, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	mcpMux.Handle("/", srv.Handler())
+	return w
+}
+
+// tWriter sends log lines to t.Log (go test -v).
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// token gets user's MCP access token for resource from the identity
+// provider, as an MCP client would (authorization code + PKCE + resource).
+func (w *world) token(user, resource string) string {
+	w.t.Helper()
+	tok, err := devtoken.Get(context.Background(), devtoken.Request{Issuer: w.idp.URL, User: user, Resource: resource,
+		HTTPClient: w.tls})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return tok
+}
+
+// wire records every MCP request and response body the client sends and
+// receives (SSE streams included), to check the shapes on the wire.
+type wire struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (r *wire) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.buf.Write(p)
+}
+
+func (r *wire) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.buf.String()
+}
+
+// transport adds the bearer token and tees bodies into a wire.
+type transport struct {
+	token string
+	wire  *wire
+	next  http.RoundTripper
+}
+
+func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+t.token)
+	if req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		req.Body.Close()
+		fmt.Fprintf(t.wire, "\n>>> %s\n", b)
+		req.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(t.wire, "\n<<< %d\n", resp.StatusCode)
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.TeeReader(resp.Body, t.wire), resp.Body}
+	return resp, nil
+}
+
+// connect opens an MCP session as user with the SDK's client at protocol.
+// The client declares URL-mode elicitation.
+func (w *world) connect(ctx context.Context, user, protocol string, opts mcp.ClientOptions) (*mcp.ClientSession, *wire, error) {
+	rec := &wire{}
+	opts.Capabilities = &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}}
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &opts)
+	hc := &http.Client{Transport: transport{token: w.token(user, w.mcpURL), wire: rec, next: w.tls.Transport}}
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: w.mcpURL, HTTPClient: hc, MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: protocol})
+	if err != nil {
+		return nil, rec, err
+	}
+	w.t.Cleanup(func() { cs.Close() })
+	if got := cs.InitializeResult().ProtocolVersion; got != protocol {
+		w.t.Fatalf("negotiated protocol %s, want %s", got, protocol)
+	}
+	return cs, rec, nil
+}
+
+func callListFiles(ctx context.Context, cs *mcp.ClientSession) (*mcp.CallToolResult, error) {
+	return cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_files", Arguments: map[string]any{}})
+}
+
+// checkFiles checks a successful list_files result.
+func checkFiles(t *testing.T, res *mcp.CallToolResult) {
+	t.Helper()
+	if res.IsError || len(res.Content) == 0 {
+		t.Fatalf("list_files failed: %+v", res.Content)
+	}
+	text := res.Content[0].(*mcp.TextContent).Text
+	if !strings.Contains(text, "notes.txt") || !strings.Contains(text, "plan.md") {
+		t.Fatalf("list_files: %q", text)
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	var out mcpserver.FileList
+	if err := json.Unmarshal(b, &out); err != nil || len(out.Files) != 2 || out.Owner != "demo-account" {
+		t.Fatalf("structured content: %s", b)
+	}
+}
+
+// browser is a user's browser: a cookie jar that follows redirects across
+// connectd, the identity provider and the third-party provider. Its methods
+// return errors (they run on goroutines started by MCP client handlers).
+type browser struct {
+	w  *world
+	hc *http.Client
+}
+
+func (w *world) browser() *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{w: w, hc: &http.Client{Jar: jar, Transport: w.tls.Transport, Timeout: 20 * time.Second}}
+}
+
+func (b *browser) do(method, u string, form url.Values) (*http.Response, string, error) {
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, u, body)
+	if err != nil {
+		return nil, "", err
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	return resp, string(raw), err
+}
+
+// open opens a connect URL: connectd sends the browser to sign in at the
+// identity provider, whose user picker is answered as user; the browser
+// lands back on the connect URL. It returns that final page.
+func (b *browser) open(connectURL, user string) (int, string, error) {
+	resp, body, err := b.do(http.MethodGet, connectURL, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	picker := resp.Request.URL
+	if !strings.HasPrefix(picker.String(), b.w.idp.URL+"/authorize?") || !strings.Contains(body, `value="alice"`) {
+		return 0, "", fmt.Errorf("opening the link did not lead to the sign-in picker: %d %s", resp.StatusCode, picker)
+	}
+	form := picker.Query() // the picker's hidden fields carry exactly these
+	form.Set("user", user)
+	action := *picker
+	action.RawQuery = ""
+	resp, body, err = b.do(http.MethodPost, action.String(), form)
+	if err != nil {
+		return 0, "", err
+	}
+	if resp.Request.URL.String() != connectURL {
+		return 0, "", fmt.Errorf("sign-in did not return to the connect URL but to %s", resp.Request.URL)
+	}
+	return resp.StatusCode, body, nil
+}
+
+var csrfField = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)
+
+// connect opens the link as user, allows on the consent page and follows
+// the provider round trip back to connectd's "Connected" page.
+func (b *browser) connect(connectURL, user string) error {
+	status, page, err := b.open(connectURL, user)
+	if err != nil {
+		return err
+	}
+	m := csrfField.FindStringSubmatch(page)
+	if status != http.StatusOK || m == nil || !strings.Contains(page, "Files Assistant") {
+		return fmt.Errorf("consent page: %d", status)
+	}
+	resp, body, err := b.do(http.MethodPost, connectURL, url.Values{"csrf_token": {m[1]}, "decision": {"allow"}})
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "Connected") ||
+		!strings.HasPrefix(resp.Request.URL.String(), b.w.connectd.URL+"/oauth/callback?") {
+		return fmt.Errorf("after Allow: %d at %s", resp.StatusCode, resp.Request.URL)
+	}
+	return nil
+}
+
+func wait[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(20 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// TestInputRequired20260728: on a 2026-07-28 session the tool answers
+// InputRequiredResult with connectd's input request and request_state; the
+// SDK client (its multi-round-trip middleware) shows the URL, retries with
+// inputResponses and the echoed requestState, and the server resolves it at
+// connectd and answers the files once the browser flow is done.
+func TestInputRequired20260728(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, mcpserver.LegacyElicit)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	asked := make(chan *mcp.ElicitParams, 4)
+	browsed := make(chan error, 4)
+	cs, rec, err := w.connect(ctx, "alice", client.ProtocolVersion20260728, mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked <- r.Params
+			// The user consents to open the link; the browser does the rest
+			// while the retried call waits.
+			go func() { browsed <- w.browser().connect(r.Params.URL, "alice") }()
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := callListFiles(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFiles(t, res)
+	if err := wait(t, browsed, "the browser"); err != nil {
+		t.Fatal(err)
+	}
+	p := wait(t, asked, "the elicitation")
+	if p.Mode != "url" || !strings.HasPrefix(p.URL, w.connectd.URL+"/c/") || strings.Contains(p.URL, "alice") {
+		t.Fatalf("input request: %+v", p)
+	}
+
+	// On the wire: an InputRequiredResult carrying connectd's input request
+	// and request_state, then the retry echoing it with the user's answer —
+	// and never a server-to-client request (forbidden from 2026-07-28).
+	got := rec.String()
+	key := client.InputKey(providerName)
+	for _, want := range []string{
+		`"resultType":"input_required"`,
+		`"inputRequests":{"` + key + `":{"method":"elicitation/create","params":{"mode":"url","message":`,
+		`"requestState":"`,
+		`"inputResponses":{"` + key + `":{"action":"accept"}}`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("wire lacks %s", want)
+		}
+	}
+	if regexp.MustCompile(`"id":\d+,"method":"elicitation/create"`).MatchString(got) {
+		t.Error("the server sent an elicitation/create request on a 2026-07-28 session")
+	}
+	// The provider's token reached the MCP server, never the MCP client.
+	tok, err := w.cd.Token(ctx, w.token("alice", w.mcpURL), providerName, scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(got, tok.AccessToken) {
+		t.Fatal("the provider token crossed the MCP connection")
+	}
+
+	// Connected now: the next call answers at once.
+	res, err = callListFiles(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFiles(t, res)
+	if len(asked) != 0 {
+		t.Fatal("asked to connect again")
+	}
+}
+
+// TestURLElicitation20251125: on a 2025-11-25 session the tool sends a
+// URL-mode elicitation/create request with connectd's params, waits for
+// connectd to report completion, sends notifications/elicitation/complete
+// and returns the files, all within the one tool call.
+func TestURLElicitation20251125(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, mcpserver.LegacyElicit)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	asked := make(chan *mcp.ElicitParams, 4)
+	browsed := make(chan error, 4)
+	completed := make(chan string, 4)
+	cs, rec, err := w.connect(ctx, "alice", client.ProtocolVersion20251125, mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked <- r.Params
+			go func() { browsed <- w.browser().connect(r.Params.URL, "alice") }()
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		},
+		ElicitationCompleteHandler: func(_ context.Context, r *mcp.ElicitationCompleteNotificationRequest) {
+			completed <- r.Params.ElicitationID
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := callListFiles(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFiles(t, res)
+	if err := wait(t, browsed, "the browser"); err != nil {
+		t.Fatal(err)
+	}
+	p := wait(t, asked, "the elicitation")
+	if p.Mode != "url" || p.ElicitationID == "" || p.URL != w.connectd.URL+"/c/"+p.ElicitationID {
+		t.Fatalf("elicitation/create params: %+v", p)
+	}
+	if id := wait(t, completed, "notifications/elicitation/complete"); id != p.ElicitationID {
+		t.Fatalf("completion for %q, want %q", id, p.ElicitationID)
+	}
+	got := rec.String()
+	for _, want := range []string{`"method":"elicitation/create"`, `"method":"notifications/elicitation/complete"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("wire lacks %s", want)
+		}
+	}
+	if strings.Contains(got, `"resultType":"input_required"`) {
+		t.Error("InputRequiredResult on a 2025-11-25 session")
+	}
+}
+
+// TestURLElicitationRequiredError20251125: with the error style the tool
+// call fails with URLElicitationRequiredError (-32042) carrying connectd's
+// elicitation; the server sends notifications/elicitation/complete when the
+// user is done, and the client's retry gets the files.
+func TestURLElicitationRequiredError20251125(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, mcpserver.LegacyError)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	completed := make(chan string, 4)
+	cs, _, err := w.connect(ctx, "alice", client.ProtocolVersion20251125, mcp.ClientOptions{
+		ElicitationCompleteHandler: func(_ context.Context, r *mcp.ElicitationCompleteNotificationRequest) {
+			completed <- r.Params.ElicitationID
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = callListFiles(ctx, cs)
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != client.URLElicitationRequiredCode {
+		t.Fatalf("first call: %v, want URLElicitationRequiredError", err)
+	}
+	var data client.URLElicitationData
+	if err := json.Unmarshal(rpcErr.Data, &data); err != nil || len(data.Elicitations) != 1 {
+		t.Fatalf("error data: %s", rpcErr.Data)
+	}
+	e := data.Elicitations[0]
+	if e.Mode != "url" || e.ElicitationID == "" || e.URL != w.connectd.URL+"/c/"+e.ElicitationID || e.Message == "" {
+		t.Fatalf("elicitation in the error: %+v", e)
+	}
+	if err := w.browser().connect(e.URL, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if id := wait(t, completed, "notifications/elicitation/complete"); id != e.ElicitationID {
+		t.Fatalf("completion for %q, want %q", id, e.ElicitationID)
+	}
+	res, err := callListFiles(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFiles(t, res)
+}
+
+// TestOtherUserOpeningTheLinkIsRefused: alice's connect link, opened by bob
+// (signed in as himself), is refused by connectd without revealing whose it
+// was, the provider is never contacted, and alice's declined call shares
+// nothing. The MCP server also refuses a token issued for another MCP server.
+func TestOtherUserOpeningTheLinkIsRefused(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, mcpserver.LegacyElicit)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	type page struct {
+		status int
+		body   string
+		err    error
+	}
+	seen := make(chan page, 4)
+	cs, _, err := w.connect(ctx, "alice", client.ProtocolVersion20260728, mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			// The attacker forwards alice's link to bob.
+			status, body, err := w.browser().open(r.Params.URL, "bob")
+			seen <- page{status, body, err}
+			return &mcp.ElicitResult{Action: "decline"}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := callListFiles(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "declined") {
+		t.Fatalf("declined call: %s", res.Content[0].(*mcp.TextContent).Text)
+	}
+	p := wait(t, seen, "bob's page")
+	if p.err != nil {
+		t.Fatal(p.err)
+	}
+	if p.status != http.StatusForbidden || !strings.Contains(p.body, "created for another account") ||
+		strings.Contains(p.body, "alice") || strings.Contains(p.body, "csrf_token") {
+		t.Fatalf("bob got %d: %s", p.status, p.body)
+	}
+	if n := w.files.Counts().Authorize; n != 0 {
+		t.Fatalf("the provider was asked to authorize %d times", n)
+	}
+	for _, user := range []string{"alice", "bob"} {
+		if _, err := w.cd.Token(ctx, w.token(user, w.mcpURL), providerName); !errors.Is(err, client.ErrNotConnected) {
+			t.Fatalf("%s's token lookup: %v, want not connected", user, err)
+		}
+	}
+
+	// No token passthrough: a token for another MCP server does not open a
+	// session here.
+	req, _ := http.NewRequest(http.MethodPost, w.mcpURL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	req.Header.Set("Authorization", "Bearer "+w.token("alice", "https://other.mcp.example/mcp"))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := w.tls.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Header.Get("WWW-Authenticate"), "resource_metadata=") {
+		t.Fatalf("token for another audience: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+}

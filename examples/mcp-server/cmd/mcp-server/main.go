@@ -1,0 +1,90 @@
+// Command mcp-server runs the example MCP server (package mcpserver) on its
+// own, against a running connectd:
+//
+//	CONNECTD_CLIENT_KEY=cks_… go run ./examples/mcp-server/cmd/mcp-server \
+//	    -connectd https://connect.example.com -issuer https://auth.example.com \
+//	    -resource https://files.mcp.example/mcp -files-api https://files.example/api/files
+//
+// `connectd demo` runs the same server in-process, with everything wired.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/connectd/connectd/client"
+	mcpserver "github.com/connectd/connectd/examples/mcp-server"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "mcp-server:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("mcp-server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:8083", "listen address")
+	resource := fs.String("resource", "http://127.0.0.1:8083/mcp", "this server's URL (the audience of its users' tokens)")
+	issuer := fs.String("issuer", "", "the MCP authorization server (required)")
+	connectd := fs.String("connectd", "", "connectd's public URL (required); the client key comes from CONNECTD_CLIENT_KEY")
+	provider := fs.String("provider", "demo-files", "connectd provider id of the file service")
+	scopes := fs.String("scopes", "files.read", "comma-separated scopes the tool needs")
+	filesAPI := fs.String("files-api", "", "the file service's list endpoint (required)")
+	legacy := fs.String("legacy", "elicit", "2025-11-25 shape: elicit (elicitation/create) or error (URLElicitationRequiredError)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *issuer == "" || *connectd == "" || *filesAPI == "" {
+		return errors.New("-issuer, -connectd and -files-api are required")
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	cd, err := client.New(client.Config{BaseURL: *connectd, Key: getenv("CONNECTD_CLIENT_KEY")})
+	if err != nil {
+		return err
+	}
+	style := mcpserver.LegacyElicit
+	if *legacy == "error" {
+		style = mcpserver.LegacyError
+	}
+	srv, err := mcpserver.New(ctx, mcpserver.Config{Resource: *resource, Issuer: *issuer, Connectd: cd,
+		Provider: *provider, Scopes: strings.Split(*scopes, ","), FilesAPI: *filesAPI, Legacy: style, Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	u, _ := url.Parse(*resource)
+	logger.InfoContext(ctx, "example MCP server listening", slog.String("addr", ln.Addr().String()), slog.String("resource", u.String()))
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		hs.Shutdown(sctx)
+	}()
+	if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+// Command try is a tiny MCP client for the demo (`make demo`): it gets an MCP
+// access token for a demo user from the demo's identity provider, calls the
+// example MCP server's list_files tool over streamable HTTP with the official
+// Go SDK, and prints the connect link when the server asks the user to
+// connect — open it in your browser and sign in as the same user.
+//
+//	go run ./examples/mcp-server/cmd/try -user alice                  # protocol 2026-07-28
+//	go run ./examples/mcp-server/cmd/try -user alice -protocol 2025-11-25
+//	go run ./examples/mcp-server/cmd/try -user alice -token-only       # just print the access token
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connectd/connectd/examples/mcp-server/devtoken"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "try:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("try", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	user := fs.String("user", "alice", "demo user: alice or bob")
+	idp := fs.String("idp", "http://127.0.0.1:8081", "the demo's identity provider (issuer URL)")
+	endpoint := fs.String("mcp", "http://127.0.0.1:8083/mcp", "the example MCP server")
+	protocol := fs.String("protocol", "2026-07-28", "MCP protocol version to ask for: 2026-07-28 or 2025-11-25")
+	tokenOnly := fs.Bool("token-only", false, "print the access token and exit")
+	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+
+	token, err := devtoken.Get(ctx, devtoken.Request{Issuer: *idp, User: *user, Resource: *endpoint})
+	if err != nil {
+		return err
+	}
+	if *tokenOnly {
+		fmt.Fprintln(stdout, token)
+		return nil
+	}
+	fmt.Fprintf(stderr, "signed in at %s as %s; MCP access token issued for %s\n", *idp, *user, *endpoint)
+
+	completed := make(chan string, 4)
+	c := mcp.NewClient(&mcp.Implementation{Name: "connectd-demo-try", Version: "1.0.0"}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			showLink(stdout, *user, r.Params.Message, r.Params.URL)
+			// accept = the user agrees to open the link; the interaction
+			// itself happens in the browser.
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		},
+		ElicitationCompleteHandler: func(_ context.Context, r *mcp.ElicitationCompleteNotificationRequest) {
+			completed <- r.Params.ElicitationID
+		},
+	})
+	hc := &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: *endpoint, HTTPClient: hc},
+		&mcp.ClientSessionOptions{ProtocolVersion: *protocol})
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", *endpoint, err)
+	}
+	defer cs.Close()
+	fmt.Fprintf(stderr, "MCP session: protocol %s; calling list_files (waits while you connect in the browser)\n",
+		cs.InitializeResult().ProtocolVersion)
+
+	for attempt := 0; ; attempt++ {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_files", Arguments: map[string]any{}})
+		var rpcErr *jsonrpc.Error
+		if errors.As(err, &rpcErr) && rpcErr.Code == mcp.CodeURLElicitationRequired && attempt == 0 {
+			// 2025-11-25 with URLElicitationRequiredError: open the link,
+			// wait for notifications/elicitation/complete, retry.
+			var data struct {
+				Elicitations []mcp.ElicitParams `json:"elicitations"`
+			}
+			if err := json.Unmarshal(rpcErr.Data, &data); err != nil {
+				return fmt.Errorf("URLElicitationRequiredError data: %w", err)
+			}
+			for _, e := range data.Elicitations {
+				showLink(stdout, *user, e.Message, e.URL)
+			}
+			select {
+			case id := <-completed:
+				fmt.Fprintf(stderr, "server says elicitation %s is complete; retrying\n", id)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("list_files: %w", err)
+		}
+		for _, ct := range res.Content {
+			if t, ok := ct.(*mcp.TextContent); ok {
+				fmt.Fprintln(stdout, t.Text)
+			}
+		}
+		if res.IsError {
+			return errors.New("the tool reported an error")
+		}
+		return nil
+	}
+}
+
+func showLink(w io.Writer, user, message, url string) {
+	fmt.Fprintf(w, "\n  %s\n\n  Open this link in your browser and sign in as %s:\n\n    %s\n\n", strings.TrimSpace(message), user, url)
+}
+
+// bearer adds the MCP access token to every request, as an MCP client does
+// after its own OAuth flow.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}

@@ -1,0 +1,43 @@
+// Package mcpserver is a complete example MCP server that gets its users'
+// third-party credentials through connectd. It is built on the official Go
+// SDK (github.com/modelcontextprotocol/go-sdk) and the public client package,
+// and imports nothing of connectd's internals. `connectd demo` runs it, and
+// the end-to-end tests drive it with the SDK's client.
+//
+// It exposes one tool, list_files, which needs the user's account at a file
+// service (the demo's "Demo Files" OAuth provider). The tool asks connectd
+// for the user's token; without one it sends the user to connectd in the
+// shape the session's protocol version calls for:
+//
+//   - 2026-07-28 (SEP-2322 multi round-trip requests; first-class in the
+//     SDK): the call answers an InputRequiredResult — inputRequests holding
+//     connectd's URL-mode elicitation/create request, requestState holding
+//     connectd's sealed request_state. The client opens the URL and retries
+//     the call with inputResponses and the echoed requestState; the server
+//     resolves it at connectd (client.Resume), waits while the user finishes
+//     (bounded by Config.WaitTimeout), and lists the files — or hands back a
+//     fresh InputRequiredResult if the user is still busy. The
+//     request_state is bound to the tool call by a request digest.
+//   - 2025-11-25 (URL-mode elicitation): with LegacyElicit (the default) the
+//     call sends elicitation/create (mode "url", with elicitationId) on the
+//     session, long-polls connectd until the user is done, sends
+//     notifications/elicitation/complete, and finishes with the files. With
+//     LegacyError it answers URLElicitationRequiredError (-32042, connectd's
+//     data.elicitations) and sends notifications/elicitation/complete when
+//     connectd reports completion; the client then retries.
+//   - Older versions, or a client that did not declare elicitation mode
+//     "url": a tool error saying the client cannot open a connect link
+//     (servers must not send a mode the client does not support).
+//
+// The SDK serves 2026-07-28 only on a stateless streamable HTTP handler and
+// 2025-11-25's server-to-client requests only on a stateful one, so Handler
+// runs both over the same mcp.Server and routes each HTTP request by its
+// Mcp-Protocol-Version header.
+//
+// Callers authenticate with an MCP access token (RFC 9068 JWT) from
+// Config.Issuer whose audience is Config.Resource — verified here (signature
+// via the issuer's JWKS, alg allow-list, typ at+jwt, iss, aud, exp) before
+// any tool runs — and forwarded unchanged to connectd as X-User-Token with
+// this server's client key. connectd verifies it again. The provider token
+// goes only to the file service: never into a result, an error or a log.
+package mcpserver

@@ -1,0 +1,176 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/connectd/connectd/client"
+)
+
+// LegacyStyle chooses how a 2025-11-25 session is sent to connectd.
+type LegacyStyle int
+
+const (
+	// LegacyElicit sends an elicitation/create request (mode "url") within
+	// the tool call, waits for connectd to report completion, sends
+	// notifications/elicitation/complete and finishes the call.
+	LegacyElicit LegacyStyle = iota
+	// LegacyError answers the tool call with URLElicitationRequiredError
+	// (-32042), sends notifications/elicitation/complete when connectd
+	// reports completion, and serves the client's retry.
+	LegacyError
+)
+
+// Config configures the example server. Every field without a default is
+// required.
+type Config struct {
+	// Resource is this MCP server's URL (its RFC 8707 resource URI), e.g.
+	// https://files.mcp.example/mcp: callers' access tokens must name it in
+	// aud, it is the resource registered for this server at connectd, and
+	// its path is where Handler serves MCP.
+	Resource string
+	// Issuer is the MCP authorization server whose access tokens are
+	// accepted.
+	Issuer string
+	// JWKSURL is the issuer's key set; empty: taken from its discovery
+	// document.
+	JWKSURL string
+	// Connectd is the connectd API client (this server's client key).
+	Connectd *client.Client
+	// Provider is connectd's id of the file service, and Scopes what the
+	// tool needs of it.
+	Provider string
+	Scopes   []string
+	// FilesAPI is the file service's list endpoint, called with the user's
+	// provider token.
+	FilesAPI string
+	// Legacy chooses the 2025-11-25 shape (default LegacyElicit).
+	Legacy LegacyStyle
+	// WaitTimeout bounds how long one tool call waits for the user to finish
+	// in the browser (default 5m). After it, the call ends with a message
+	// asking to try again (2025-11-25) or hands the client a fresh
+	// InputRequiredResult (2026-07-28).
+	WaitTimeout time.Duration
+	// HTTPClient is used for the issuer's keys and the file service
+	// (default: 15 s timeout).
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+}
+
+// Server is the example MCP server: one tool, list_files, that needs the
+// user's file-service account through connectd.
+type Server struct {
+	cfg       Config
+	logger    *slog.Logger
+	mcp       *mcp.Server
+	verifier  *verifier
+	legacy    http.Handler // stateful streamable HTTP: protocol ≤ 2025-11-25
+	stateless http.Handler // stateless streamable HTTP: protocol ≥ 2026-07-28
+	path      string       // path of Resource
+
+	ctx    context.Context // ends background notifiers and JWKS refreshes
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New builds the server. It fetches the issuer's discovery document (unless
+// JWKSURL is set), so the issuer must be reachable.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	ru, err := url.Parse(cfg.Resource)
+	switch {
+	case err != nil || (ru.Scheme != "https" && ru.Scheme != "http") || ru.Host == "" || ru.Fragment != "":
+		return nil, errors.New("mcpserver: Resource must be an absolute http(s) URL")
+	case cfg.Issuer == "" || cfg.Connectd == nil || cfg.Provider == "" || cfg.FilesAPI == "":
+		return nil, errors.New("mcpserver: Issuer, Connectd, Provider and FilesAPI are required")
+	}
+	if cfg.WaitTimeout <= 0 {
+		cfg.WaitTimeout = 5 * time.Minute
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 15 * time.Second}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, logger: cfg.Logger, path: ru.EscapedPath()}
+	if s.path == "" {
+		s.path = "/"
+	}
+	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if s.verifier, err = newVerifier(s.ctx, cfg, cfg.Logger); err != nil {
+		s.cancel()
+		return nil, fmt.Errorf("mcpserver: %w", err)
+	}
+
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "connectd-example-files", Version: "1.0.0"},
+		&mcp.ServerOptions{Logger: cfg.Logger,
+			Instructions: "list_files lists the user's files at the file service; the first call asks the user to connect it."})
+	mcp.AddTool(s.mcp, &mcp.Tool{
+		Name:        "list_files",
+		Title:       "List my files",
+		Description: "Lists the files in the user's file-service account. The first time, the user is asked to connect that account in the browser.",
+	}, s.listFiles)
+
+	get := func(*http.Request) *mcp.Server { return s.mcp }
+	// Two transports over one mcp.Server: 2025-11-25 needs a session (the
+	// server sends elicitation/create and notifications on it), while the
+	// SDK serves 2026-07-28 only statelessly.
+	s.legacy = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Logger: cfg.Logger, SessionTimeout: 30 * time.Minute})
+	s.stateless = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Logger: cfg.Logger, Stateless: true,
+		PropagateRequestCancellation: true})
+	return s, nil
+}
+
+// Handler serves MCP at the Resource's path, behind bearer-token
+// verification, and the RFC 9728 protected-resource metadata that tells MCP
+// clients where to get a token.
+func (s *Server) Handler() http.Handler {
+	metaPath := "/.well-known/oauth-protected-resource" + strings.TrimSuffix(s.path, "/")
+	origin := strings.TrimSuffix(s.cfg.Resource, s.path)
+	meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+		Resource:               s.cfg.Resource,
+		AuthorizationServers:   []string{s.cfg.Issuer},
+		BearerMethodsSupported: []string{"header"},
+		ResourceName:           "connectd example: files",
+	})
+	requireToken := auth.RequireBearerToken(s.verifier.verify, &auth.RequireBearerTokenOptions{
+		ResourceMetadataURL: origin + metaPath,
+		ClockSkew:           s.verifier.skew,
+	})
+	mux := http.NewServeMux()
+	mux.Handle("GET "+metaPath, meta)
+	if metaPath != "/.well-known/oauth-protected-resource" {
+		mux.Handle("GET /.well-known/oauth-protected-resource", meta)
+	}
+	mux.Handle(s.path, http.NewCrossOriginProtection().Handler(requireToken(http.HandlerFunc(s.serveMCP))))
+	return mux
+}
+
+// serveMCP routes by protocol generation. Requests of 2026-07-28 and later
+// carry their version in the Mcp-Protocol-Version header (the SDK client sets
+// it from the request's _meta, server/discover included); older sessions
+// send their negotiated version, or none before initialize.
+func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
+	if v := r.Header.Get("Mcp-Protocol-Version"); v >= client.ProtocolVersion20260728 {
+		s.stateless.ServeHTTP(w, r)
+		return
+	}
+	s.legacy.ServeHTTP(w, r)
+}
+
+// Close stops background work (completion notifiers, key refreshes).
+func (s *Server) Close() {
+	s.cancel()
+	s.wg.Wait()
+}

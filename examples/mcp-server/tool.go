@@ -1,0 +1,308 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connectd/connectd/client"
+)
+
+// listFilesArgs is list_files' input: nothing.
+type listFilesArgs struct{}
+
+// FileList is list_files' structured output.
+type FileList struct {
+	Owner string `json:"owner" jsonschema:"the account at the file service"`
+	Files []File `json:"files"`
+}
+
+// File is one file of the list.
+type File struct {
+	Name string `json:"name"`
+	Size int64  `json:"size"`
+}
+
+// errStop ends a tool call with a message for the user. Like every error a
+// handler returns that is not a *jsonrpc.Error, the SDK turns it into a tool
+// result with isError set, which the model sees.
+type errStop struct{ msg string }
+
+func (e *errStop) Error() string { return e.msg }
+
+func stop(format string, args ...any) error { return &errStop{msg: fmt.Sprintf(format, args...)} }
+
+// session facts the answer depends on.
+type sessionInfo struct {
+	version string
+	url     bool // the client declared URL-mode elicitation
+}
+
+func infoOf(ss *mcp.ServerSession) sessionInfo {
+	p := ss.InitializeParams()
+	if p == nil {
+		return sessionInfo{}
+	}
+	i := sessionInfo{version: p.ProtocolVersion}
+	if p.Capabilities != nil && p.Capabilities.Elicitation != nil && p.Capabilities.Elicitation.URL != nil {
+		i.url = true
+	}
+	return i
+}
+
+// listFiles is the tool. It asks connectd for the user's file-service token;
+// without one it sends the user to connectd in the shape the session's
+// protocol calls for, then lists the files with the token.
+func (s *Server) listFiles(ctx context.Context, req *mcp.CallToolRequest, in listFilesArgs) (*mcp.CallToolResult, FileList, error) {
+	if req.Extra == nil {
+		return nil, FileList{}, errNoCaller
+	}
+	u, err := callerOf(req.Extra.TokenInfo)
+	if err != nil {
+		return nil, FileList{}, err
+	}
+	info := infoOf(req.Session)
+	digest, err := client.RequestDigest(req.Params.Name, in)
+	if err != nil {
+		return nil, FileList{}, err
+	}
+	gen := client.GenerationOf(info.version)
+	log := s.logger.With(slog.String("tool", req.Params.Name), slog.String("protocol", info.version))
+
+	// 2026-07-28 retry: the client echoes the requestState with its answer.
+	if gen == client.GenerationInputRequired && req.Params.RequestState != "" {
+		res, done, err := s.resume(ctx, log, req, u, digest)
+		if done || err != nil {
+			return res, FileList{}, err
+		}
+		// The request_state led nowhere (replayed, expired, …): start over.
+	}
+
+	tok, err := s.cfg.Connectd.Token(ctx, u.token, s.cfg.Provider, s.cfg.Scopes...)
+	if err == nil {
+		return s.files(ctx, log, u, tok)
+	}
+	if !client.NeedsConnection(err) {
+		log.WarnContext(ctx, "connectd token lookup failed", slog.Any("error", err))
+		return nil, FileList{}, stop("The file service cannot be reached through connectd right now (%s). Try again later.", errCode(err))
+	}
+	if gen == client.GenerationNone || !info.url {
+		return nil, FileList{}, stop("This tool needs your file-service account, but this MCP client cannot open a " +
+			"connect link (it needs protocol 2025-11-25 or later with URL-mode elicitation).")
+	}
+	ans, err := s.cfg.Connectd.RequireConnection(ctx, u.token, info.version, client.MintRequest{
+		Provider: s.cfg.Provider, Scopes: s.cfg.Scopes, RequestDigest: digest,
+		Message: "list_files needs access to your files. Open the link to connect your file-service account.",
+	})
+	if err != nil {
+		log.WarnContext(ctx, "connectd mint failed", slog.Any("error", err))
+		return nil, FileList{}, stop("Could not start connecting your file-service account (%s).", errCode(err))
+	}
+	log.InfoContext(ctx, "connection needed: elicitation minted", slog.String("elicitation", ans.Elicitation.ID),
+		slog.String("generation", ans.Generation.String()))
+
+	switch {
+	case ans.Generation == client.GenerationInputRequired:
+		return &mcp.CallToolResult{InputRequests: toSDK(ans.Result), RequestState: ans.Result.RequestState}, FileList{}, nil
+	case s.cfg.Legacy == LegacyError:
+		s.notifyWhenDone(req.Session, u, ans.Elicitation)
+		return nil, FileList{}, rpcError(ans.Error)
+	default:
+		return s.elicitAndWait(ctx, log, req, u, ans)
+	}
+}
+
+// resume handles a 2026-07-28 retry. done reports that res (or err) is the
+// answer; otherwise the caller starts over.
+func (s *Server) resume(ctx context.Context, log *slog.Logger, req *mcp.CallToolRequest, u caller, digest string) (res *mcp.CallToolResult, done bool, err error) {
+	key := client.InputKey(s.cfg.Provider)
+	if r, ok := req.Params.InputResponses[key].(*mcp.ElicitResult); ok && r.Action != "accept" {
+		// The user refused to open the link: do not ask again in this call.
+		return nil, true, refused(r.Action)
+	}
+	st, err := s.cfg.Connectd.Resume(ctx, u.token, req.Params.RequestState, digest, s.cfg.WaitTimeout)
+	switch {
+	case errors.Is(err, client.ErrRequestState):
+		log.InfoContext(ctx, "request_state refused; starting over", slog.String("code", errCode(err)))
+		return nil, false, nil
+	case err != nil:
+		return nil, true, stop("Could not check the connection with connectd (%s).", errCode(err))
+	}
+	log.InfoContext(ctx, "request_state resolved", slog.String("elicitation", st.ID), slog.String("status", string(st.Status)))
+	switch st.Status {
+	case client.StatusCompleted:
+		return nil, false, nil // the token lookup now succeeds
+	case client.StatusPending:
+		again, err := s.cfg.Connectd.Reissue(st, "Still waiting: open the link to connect your file-service account.", key)
+		if err != nil {
+			return nil, true, err
+		}
+		return &mcp.CallToolResult{InputRequests: toSDK(again), RequestState: again.RequestState}, true, nil
+	default:
+		return nil, true, finalError(st)
+	}
+}
+
+// elicitAndWait is the 2025-11-25 path within one tool call: ask the client
+// to open the URL, wait for connectd, notify completion, then list.
+func (s *Server) elicitAndWait(ctx context.Context, log *slog.Logger, req *mcp.CallToolRequest, u caller, ans *client.Answer) (*mcp.CallToolResult, FileList, error) {
+	p := ans.ElicitRequest
+	r, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Mode: p.Mode, Message: p.Message, URL: p.URL, ElicitationID: p.ElicitationID})
+	if err != nil {
+		log.WarnContext(ctx, "elicitation/create failed", slog.Any("error", err))
+		return nil, FileList{}, stop("Could not ask you to connect your file-service account: %v", err)
+	}
+	if r.Action != "accept" {
+		return nil, FileList{}, refused(r.Action)
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
+	defer cancel()
+	st, err := s.cfg.Connectd.Wait(wctx, u.token, p.ElicitationID)
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return nil, FileList{}, stop("Still waiting for you to finish connecting in the browser. Call list_files again when you are done.")
+		}
+		return nil, FileList{}, stop("Could not follow the connection with connectd (%s).", errCode(err))
+	}
+	// The out-of-band interaction is over, whatever its outcome.
+	if err := req.Session.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: p.ElicitationID}); err != nil {
+		log.WarnContext(ctx, "notifications/elicitation/complete failed", slog.Any("error", err))
+	}
+	if st.Status != client.StatusCompleted {
+		return nil, FileList{}, finalError(st)
+	}
+	tok, err := s.cfg.Connectd.Token(ctx, u.token, s.cfg.Provider, s.cfg.Scopes...)
+	if err != nil {
+		return nil, FileList{}, stop("Connected, but connectd gave no token (%s).", errCode(err))
+	}
+	return s.files(ctx, log, u, tok)
+}
+
+// notifyWhenDone follows an elicitation answered with
+// URLElicitationRequiredError and sends notifications/elicitation/complete
+// on the session when connectd reports it over, so the client knows it can
+// retry.
+func (s *Server) notifyWhenDone(ss *mcp.ServerSession, u caller, e *client.Elicitation) {
+	if s.ctx.Err() != nil {
+		return // closing
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithDeadline(s.ctx, e.ExpiresAt.Add(time.Minute))
+		defer cancel()
+		st, err := s.cfg.Connectd.Wait(ctx, u.token, e.ID)
+		if err != nil {
+			s.logger.InfoContext(ctx, "stopped following elicitation", slog.String("elicitation", e.ID), slog.Any("error", err))
+			return
+		}
+		if err := ss.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: e.ID}); err != nil {
+			s.logger.InfoContext(ctx, "notifications/elicitation/complete not delivered", slog.String("elicitation", e.ID),
+				slog.Any("error", err))
+			return
+		}
+		s.logger.InfoContext(ctx, "elicitation over; client notified", slog.String("elicitation", e.ID),
+			slog.String("status", string(st.Status)))
+	}()
+}
+
+// files calls the file service with the user's provider token. The token
+// goes only there: never into the result, an error or a log line.
+func (s *Server) files(ctx context.Context, log *slog.Logger, u caller, tok *client.Token) (*mcp.CallToolResult, FileList, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.cfg.FilesAPI, nil)
+	if err != nil {
+		return nil, FileList{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+	resp, err := s.cfg.HTTPClient.Do(req)
+	if err != nil {
+		log.WarnContext(ctx, "file service unreachable", slog.Any("error", err))
+		return nil, FileList{}, stop("The file service cannot be reached right now.")
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusUnauthorized:
+		// The provider no longer honours the stored grant (revoked there,
+		// or the service lost it). Unlink it, so the next call reconnects.
+		if _, err := s.cfg.Connectd.Unlink(ctx, u.token, s.cfg.Provider); err != nil {
+			log.WarnContext(ctx, "unlink after a refused token failed", slog.Any("error", err))
+		}
+		return nil, FileList{}, stop("The file service refused the stored authorization, so it was removed. Call list_files again to reconnect.")
+	default:
+		return nil, FileList{}, stop("The file service answered %d.", resp.StatusCode)
+	}
+	var out FileList
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out); err != nil {
+		return nil, FileList{}, stop("The file service's answer could not be read.")
+	}
+	if out.Files == nil {
+		out.Files = []File{}
+	}
+	names := make([]string, len(out.Files))
+	for i, f := range out.Files {
+		names[i] = fmt.Sprintf("%s (%d bytes)", f.Name, f.Size)
+	}
+	text := fmt.Sprintf("%d files for %s: %s", len(out.Files), out.Owner, strings.Join(names, ", "))
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
+}
+
+// refused answers a user who did not accept to open the connect link
+// (action decline or cancel).
+func refused(action string) error {
+	if action == "cancel" {
+		return stop("Connecting your file-service account was cancelled, so the files cannot be listed. Call list_files again to retry.")
+	}
+	return stop("You declined connecting your file-service account, so the files cannot be listed.")
+}
+
+// finalError explains an elicitation that ended without a connection.
+func finalError(st *client.ElicitationStatus) error {
+	switch st.Status {
+	case client.StatusDeclined:
+		return stop("You declined connecting your file-service account, so the files cannot be listed.")
+	case client.StatusExpired:
+		return stop("The connect link expired. Call list_files again for a new one.")
+	default:
+		return stop("Connecting your file-service account failed (%s). Call list_files again to retry.", st.Reason)
+	}
+}
+
+// rpcError is connectd's URLElicitationRequiredError as the SDK's JSON-RPC
+// error, which the SDK sends unchanged as the tool call's error.
+func rpcError(e *client.RPCError) error {
+	data, _ := json.Marshal(e.Data)
+	return &jsonrpc.Error{Code: int64(e.Code), Message: e.Message, Data: data}
+}
+
+// toSDK converts connectd's input requests to the SDK's types, which write
+// exactly the same JSON.
+func toSDK(r *client.InputRequiredResult) mcp.InputRequestMap {
+	m := make(mcp.InputRequestMap, len(r.InputRequests))
+	for k, ir := range r.InputRequests {
+		m[k] = &mcp.ElicitParams{Mode: ir.Params.Mode, Message: ir.Params.Message, URL: ir.Params.URL,
+			ElicitationID: ir.Params.ElicitationID}
+	}
+	return m
+}
+
+// errCode is a short, secret-free description of a connectd error.
+func errCode(err error) string {
+	var ae *client.APIError
+	if errors.As(err, &ae) && ae.Code != "" {
+		return ae.Code
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "timeout"
+	}
+	return "unreachable"
+}

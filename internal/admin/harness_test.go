@@ -1,0 +1,559 @@
+package admin_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/connectd/connectd/internal/admin"
+	"github.com/connectd/connectd/internal/connect"
+	"github.com/connectd/connectd/internal/devidp"
+	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/pgtest"
+	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/provider/providertest"
+	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/web"
+)
+
+const idpSecret = "connectd-test-secret"
+
+// adminGroup is the claim value the claim-based policies require.
+const adminGroup = "connectd-admins"
+
+// clock is a settable test clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// syncBuffer collects log output written from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// env is one connectd over TLS and a real Postgres: the connect flow and the
+// /v1 API (connect.Server) and the admin pages and API (admin.Server) on one
+// mux, the development IdP as the real OIDC peer for users and admins, and a
+// fake OAuth provider.
+type env struct {
+	t      *testing.T
+	pool   *pgxpool.Pool
+	srv    *httptest.Server
+	clock  *clock
+	logs   *syncBuffer
+	logger *slog.Logger
+
+	idp           *devidp.Provider
+	clients       *mcpauth.Clients
+	userSessions  *session.Store
+	adminSessions *session.Store
+	fake          *providertest.Server
+	catalog       *provider.Catalog
+	vault         *vault.Store
+	connect       *connect.Server
+	store         *admin.Store
+	keys          *admin.Keys
+	admin         *admin.Server
+}
+
+type envOptions struct {
+	// policy is the admin policy; default: subject alice at the IdP.
+	policy *admin.Policy
+	// noAdminLogin builds the admin server without sign-in (API keys only).
+	noAdminLogin bool
+}
+
+func newEnv(t *testing.T, opts envOptions) *env {
+	t.Helper()
+	e := &env{t: t, pool: pgtest.Pool(t), clock: &clock{t: time.Now()}, logs: &syncBuffer{}}
+	e.logger = web.NewLogger(e.logs, slog.LevelDebug, "json")
+	mux := http.NewServeMux()
+	e.srv = httptest.NewTLSServer(web.Chain(mux, web.RequestIDs, web.Recover(e.logger), web.SecurityHeaders(true)))
+	t.Cleanup(e.srv.Close)
+
+	// The IdP: alice and bob; only alice's ID tokens carry the admin group.
+	idpMux := http.NewServeMux()
+	idpSrv := httptest.NewTLSServer(idpMux)
+	t.Cleanup(idpSrv.Close)
+	var err error
+	e.idp, err = devidp.New(devidp.Config{
+		Issuer: idpSrv.URL,
+		Clients: []devidp.Client{{ID: "connectd", Secret: idpSecret,
+			RedirectURIs: []string{e.srv.URL + "/login/callback", e.srv.URL + admin.CallbackPath}}},
+		IDTokenClaims: func(c jwt.MapClaims) {
+			if c["sub"] == "alice" {
+				c["groups"] = []string{"staff", adminGroup}
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idpMux.Handle("/", e.idp.Handler())
+	verifier, err := mcpauth.NewVerifier(mcpauth.VerifierConfig{HTTPClient: e.srv.Client(),
+		Issuers: []mcpauth.Issuer{{ID: "idp0", URL: idpSrv.URL, Login: true, ClientID: "connectd", ClientSecret: idpSecret}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(verifier.Close)
+	newLogin := func(callback string) *mcpauth.Login {
+		l, err := mcpauth.NewLogin(mcpauth.LoginConfig{Pool: e.pool, Verifier: verifier,
+			RedirectURL: e.srv.URL + callback, Now: e.clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	// The same keys for both session stores, as in production: the cookie
+	// name alone keeps an end user's session from opening as an admin's.
+	keys := []session.Key{session.NewKey()}
+	if e.userSessions, err = session.New(session.Config{Keys: keys}); err != nil {
+		t.Fatal(err)
+	}
+	if e.adminSessions, err = session.New(session.Config{Keys: keys, Name: admin.SessionCookie,
+		BindingName: admin.BindingCookie, MaxAge: 4 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	e.clients = mcpauth.NewClients(mcpauth.ClientsConfig{Pool: e.pool, Now: e.clock.Now})
+	e.setupProviders()
+	e.connect, err = connect.New(connect.Config{Logger: e.logger, Pool: e.pool, Sessions: e.userSessions,
+		Login: newLogin("/login/callback"), Auth: mcpauth.NewAuthenticator(e.clients, verifier), Clients: e.clients,
+		Vault: e.vault, Keyring: e.vault.Keyring(), Catalog: e.catalog, PublicURL: e.srv.URL, Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.connect.Routes(mux)
+
+	e.store, err = admin.NewStore(admin.StoreConfig{Pool: e.pool, Vault: e.vault, Withdraw: connect.WithdrawConsents,
+		Now: e.clock.Now, Logger: e.logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.keys = admin.NewKeys(e.pool, e.clock.Now, e.logger)
+	cfg := admin.Config{Logger: e.logger, Store: e.store, Keys: e.keys, Clients: e.clients, Now: e.clock.Now}
+	if !opts.noAdminLogin {
+		policy := admin.Policy{Issuer: "idp0", Subjects: []string{"alice"}}
+		if opts.policy != nil {
+			policy = *opts.policy
+		}
+		cfg.Sessions, cfg.Login, cfg.Policy = e.adminSessions, newLogin(admin.CallbackPath), policy
+	}
+	if e.admin, err = admin.New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	e.admin.Routes(mux)
+	mux.Handle("/", web.API(e.logger, web.NotFound))
+	return e
+}
+
+// setupProviders starts the fake OAuth provider ("fake") and builds the
+// catalog and the vault over it, revoking through the catalog.
+func (e *env) setupProviders() {
+	t := e.t
+	e.fake = providertest.New(t, providertest.Options{TLS: true, RequirePKCE: true, RotateRefreshTokens: true,
+		RedirectURIs: []string{e.srv.URL + "/oauth/callback"}, ClientSecret: "fake-client-secret"})
+	cfgJSON, err := json.Marshal(map[string]any{"providers": []any{e.fake.ProviderConfig("fake", "FAKE_SECRET")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := provider.ParseConfig(cfgJSON, provider.ParseOptions{Dev: true, Getenv: func(k string) string {
+		if k == "FAKE_SECRET" {
+			return "fake-client-secret"
+		}
+		return ""
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.catalog, err = provider.New(context.Background(), pc, provider.Options{HTTPClient: e.srv.Client()}); err != nil {
+		t.Fatal(err)
+	}
+	k, err := vault.GenerateKey(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyring, err := vault.ParseKeyring(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := e.catalog
+	e.vault, err = vault.New(vault.Config{Pool: e.pool, Keyring: keyring, Now: e.clock.Now, Logger: e.logger,
+		Refresh: func(ctx context.Context, name, rt string) (*vault.Refreshed, error) {
+			p, err := cat.OAuth(name)
+			if err != nil {
+				return nil, err
+			}
+			tok, err := p.Refresh(ctx, rt)
+			if errors.Is(err, provider.ErrInvalidGrant) {
+				return nil, fmt.Errorf("%w: %w", vault.ErrReauthorizationRequired, err)
+			}
+			if err != nil {
+				return nil, err
+			}
+			return &vault.Refreshed{AccessToken: tok.AccessToken, TokenType: tok.TokenType,
+				RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Scopes: tok.Scopes}, nil
+		},
+		Revoke: func(ctx context.Context, name string, c *vault.Credential) error {
+			p, err := cat.OAuth(name)
+			if err != nil {
+				return vault.ErrRevocationNotSupported
+			}
+			return provider.RevokeGrant(ctx, p, c.AccessToken, c.RefreshToken)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// browser keeps cookies per name and never follows redirects by itself.
+type browser struct {
+	t       *testing.T
+	client  *http.Client
+	cookies map[string]string
+}
+
+func (e *env) browser() *browser {
+	c := *e.srv.Client()
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &browser{t: e.t, client: &c, cookies: map[string]string{}}
+}
+
+type response struct {
+	status     int
+	location   string
+	body       string
+	header     http.Header
+	setCookies []string
+}
+
+func (b *browser) do(method, u string, form url.Values) response {
+	b.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, u, body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for name, value := range b.cookies {
+		req.AddCookie(&http.Cookie{Name: name, Value: value})
+	}
+	resp, err := b.client.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := response{status: resp.StatusCode, location: resp.Header.Get("Location"), body: string(raw), header: resp.Header,
+		setCookies: resp.Header.Values("Set-Cookie")}
+	for _, sc := range r.setCookies {
+		c, err := http.ParseSetCookie(sc)
+		if err != nil {
+			b.t.Fatalf("bad Set-Cookie %q", sc)
+		}
+		if c.MaxAge < 0 {
+			delete(b.cookies, c.Name)
+		} else {
+			b.cookies[c.Name] = c.Value
+		}
+	}
+	if r.location != "" {
+		loc, err := resp.Request.URL.Parse(r.location)
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		r.location = loc.String()
+	}
+	return r
+}
+
+func (b *browser) get(u string) response { return b.do(http.MethodGet, u, nil) }
+
+// setsAdminSession reports whether r gives the browser an admin session
+// (clearing one does not count).
+func (r response) setsAdminSession() bool {
+	c := r.setCookie(admin.SessionCookie)
+	return c != "" && !strings.Contains(c, "Max-Age=0")
+}
+
+func (r response) setCookie(name string) string {
+	for _, sc := range r.setCookies {
+		if strings.HasPrefix(sc, name+"=") {
+			return sc
+		}
+	}
+	return ""
+}
+
+// pick answers the IdP's user picker as user and returns the callback URL the
+// IdP sends the browser back to.
+func (e *env) pick(b *browser, authorizeURL, user, callbackPath string) string {
+	e.t.Helper()
+	if r := b.get(authorizeURL); r.status != http.StatusOK {
+		e.t.Fatalf("picker: %d %s", r.status, r.body)
+	}
+	u, _ := url.Parse(authorizeURL)
+	form := u.Query()
+	form.Set("user", user)
+	u.RawQuery = ""
+	r := b.do(http.MethodPost, u.String(), form)
+	if r.status != http.StatusSeeOther || !strings.HasPrefix(r.location, e.srv.URL+callbackPath+"?") {
+		e.t.Fatalf("picker answer: %d %s %s", r.status, r.location, r.body)
+	}
+	return r.location
+}
+
+// adminLogin signs b in at /admin/login as user and returns the callback's answer.
+func (e *env) adminLogin(b *browser, user string) response {
+	e.t.Helper()
+	r := b.get(e.srv.URL + admin.LoginPath)
+	if r.status != http.StatusFound {
+		e.t.Fatalf("/admin/login: %d %s", r.status, r.body)
+	}
+	return b.get(e.pick(b, r.location, user, admin.CallbackPath))
+}
+
+// admin returns a browser signed in as the admin alice.
+func (e *env) adminBrowser() *browser {
+	e.t.Helper()
+	b := e.browser()
+	if r := e.adminLogin(b, "alice"); r.status != http.StatusSeeOther {
+		e.t.Fatalf("admin sign-in: %d %s", r.status, r.body)
+	}
+	return b
+}
+
+// userLogin signs b in as an end user at the connect pages' /login.
+func (e *env) userLogin(b *browser, user string) {
+	e.t.Helper()
+	r := b.get(e.srv.URL + "/login?issuer=idp0")
+	if r.status != http.StatusFound {
+		e.t.Fatalf("/login: %d %s", r.status, r.body)
+	}
+	if r := b.get(e.pick(b, r.location, user, "/login/callback")); r.status != http.StatusSeeOther {
+		e.t.Fatalf("user login: %d %s", r.status, r.body)
+	}
+}
+
+// code returns the error code connectd logged for the request of r.
+func (e *env) code(r response) string {
+	e.t.Helper()
+	id := r.header.Get("X-Request-Id")
+	for _, line := range strings.Split(e.logs.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["request_id"] == id && m["code"] != nil {
+			return m["code"].(string)
+		}
+	}
+	return ""
+}
+
+var csrfField = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)
+
+func csrfOf(t *testing.T, body string) string {
+	t.Helper()
+	m := csrfField.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no CSRF token in page: %s", body)
+	}
+	return m[1]
+}
+
+// mcpServer is an MCP server registered as a connectd client.
+type mcpServer struct {
+	e      *env
+	client mcpauth.Client
+	key    string
+}
+
+func (e *env) newMCPServer(name string, providers ...string) *mcpServer {
+	e.t.Helper()
+	c, key, err := e.clients.Create(context.Background(), name, []string{"https://" + name + ".mcp.example/"}, providers)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return &mcpServer{e: e, client: c, key: key}
+}
+
+// token returns user's MCP access token for this MCP server.
+func (m *mcpServer) token(user string) string {
+	m.e.t.Helper()
+	tok, err := m.e.idp.AccessToken(user, m.client.Resources[0])
+	if err != nil {
+		m.e.t.Fatal(err)
+	}
+	return tok
+}
+
+// call makes a /v1 request as this MCP server for user with userToken ("":
+// a valid token of user).
+func (m *mcpServer) call(method, path, user string, body any) (int, map[string]any) {
+	m.e.t.Helper()
+	return m.callWith(method, path, m.token(user), body)
+}
+
+func (m *mcpServer) callWith(method, path, userToken string, body any) (int, map[string]any) {
+	m.e.t.Helper()
+	return m.e.request(method, path, "Bearer "+m.key, map[string]string{mcpauth.UserTokenHeader: userToken}, body)
+}
+
+// request makes a JSON request to connectd and decodes the answer.
+func (e *env) request(method, path, authz string, header map[string]string, body any) (int, map[string]any) {
+	e.t.Helper()
+	st, raw := e.raw(method, path, authz, header, body)
+	var out map[string]any
+	if err := json.Unmarshal([]byte(raw), &out); err != nil {
+		e.t.Fatalf("%s %s: %d, body not JSON: %s", method, path, st, raw)
+	}
+	return st, out
+}
+
+func (e *env) raw(method, path, authz string, header map[string]string, body any) (int, string) {
+	e.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, e.srv.URL+path, rd)
+	if authz != "" {
+		req.Header.Set("Authorization", authz)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 500 {
+		e.t.Fatalf("%s %s: server error %d %s", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, string(raw)
+}
+
+// adminAPI calls the admin API with an admin key.
+func (e *env) adminAPI(key, method, path string, body any) (int, map[string]any) {
+	e.t.Helper()
+	return e.request(method, path, "Bearer "+key, nil, body)
+}
+
+// newAdminKey creates an admin API key.
+func (e *env) newAdminKey(name string) (admin.Key, string) {
+	e.t.Helper()
+	k, secret, err := e.keys.Create(context.Background(), name, 0, admin.Actor{Name: "cli:test"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return k, secret
+}
+
+// connectFully runs user's whole connect flow for m (consent, fake provider)
+// and returns the connection id.
+func (e *env) connectFully(m *mcpServer, user string, scopes ...string) string {
+	e.t.Helper()
+	st, el := m.call(http.MethodPost, "/v1/elicitations", user, map[string]any{"provider": "fake", "scopes": scopes})
+	if st != http.StatusCreated {
+		e.t.Fatalf("mint: %d %v", st, el)
+	}
+	u := el["url"].(string)
+	b := e.browser()
+	e.userLogin(b, user)
+	consent := b.get(u)
+	if consent.status != http.StatusOK {
+		e.t.Fatalf("consent page: %d %s", consent.status, consent.body)
+	}
+	redirect := b.do(http.MethodPost, u, url.Values{"csrf_token": {csrfOf(e.t, consent.body)}, "decision": {"allow"}})
+	if redirect.status == http.StatusOK { // consent-only: the connection had the scopes already
+		return e.connectionID(user, "fake")
+	}
+	if redirect.status != http.StatusSeeOther {
+		e.t.Fatalf("allow: %d %s", redirect.status, redirect.body)
+	}
+	back, err := e.fake.Approve(redirect.location)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if done := b.get(back.String()); done.status != http.StatusOK || !strings.Contains(done.body, "Connected") {
+		e.t.Fatalf("callback: %d %s", done.status, done.body)
+	}
+	return e.connectionID(user, "fake")
+}
+
+func (e *env) user(subject string) vault.UserRef {
+	return vault.UserRef{Issuer: e.idp.Issuer(), Subject: subject}
+}
+
+func (e *env) connectionID(user, provider string) string {
+	e.t.Helper()
+	var id string
+	if err := e.pool.QueryRow(context.Background(), `SELECT id FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3`,
+		e.idp.Issuer(), user, provider).Scan(&id); err != nil {
+		e.t.Fatalf("connection of %s at %s: %v", user, provider, err)
+	}
+	return id
+}
+
+func (e *env) count(query string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+func (e *env) auditCount(kind string) int {
+	return e.count(`SELECT count(*) FROM audit_events WHERE kind = $1`, kind)
+}

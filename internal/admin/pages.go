@@ -1,0 +1,315 @@
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/web"
+	"github.com/connectd/connectd/web/templates"
+)
+
+// Shared by pages and API: reading the query, and mapping Store errors.
+
+// listQuery reads the listing's filter, cursor and page size.
+func listQuery(r *http.Request) (Filter, *Cursor, int, error) {
+	q := r.URL.Query()
+	f := Filter{Subject: strings.TrimSpace(q.Get("user")), Issuer: strings.TrimSpace(q.Get("issuer")),
+		Provider: strings.TrimSpace(q.Get("provider")), Status: q.Get("status"), Client: strings.TrimSpace(q.Get("client"))}
+	if err := f.Validate(); err != nil {
+		return f, nil, 0, err
+	}
+	var after *Cursor
+	if v := q.Get("after"); v != "" {
+		c, err := ParseCursor(v)
+		if err != nil {
+			return f, nil, 0, err
+		}
+		after = &c
+	}
+	limit := 0
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxPageSize {
+			return f, nil, 0, errors.Join(ErrInvalid, errors.New("limit must be 1-"+strconv.Itoa(MaxPageSize)))
+		}
+		limit = n
+	}
+	return f, after, limit, nil
+}
+
+// listURL is the listing page (or API) for f after the cursor.
+func listURL(base string, f Filter, after *Cursor, limit int) string {
+	v := url.Values{}
+	for k, x := range map[string]string{"user": f.Subject, "issuer": f.Issuer, "provider": f.Provider,
+		"status": f.Status, "client": f.Client} {
+		if x != "" {
+			v.Set(k, x)
+		}
+	}
+	if after != nil {
+		v.Set("after", after.String())
+	}
+	if limit > 0 {
+		v.Set("limit", strconv.Itoa(limit))
+	}
+	if len(v) == 0 {
+		return base
+	}
+	return base + "?" + v.Encode()
+}
+
+// windows are the spans the events page and API offer.
+var windows = []string{"1h", "24h", "7d", "30d", "90d"}
+
+func parseWindow(v string) (time.Duration, string, error) {
+	if v == "" {
+		v = "24h"
+	}
+	if !contains(windows, v) {
+		return 0, "", errors.Join(ErrInvalid, errors.New("window must be one of "+strings.Join(windows, ", ")))
+	}
+	if n, ok := strings.CutSuffix(v, "d"); ok {
+		days, _ := strconv.Atoi(n)
+		return time.Duration(days) * 24 * time.Hour, v, nil
+	}
+	d, _ := time.ParseDuration(v)
+	return d, v, nil
+}
+
+// eventQuery reads the events page's parameters: the window, an optional
+// kind (security events by default) and the keyset position.
+func (s *Server) eventQuery(r *http.Request) (EventQuery, string, error) {
+	q := r.URL.Query()
+	span, window, err := parseWindow(q.Get("window"))
+	if err != nil {
+		return EventQuery{}, "", err
+	}
+	eq := EventQuery{Prefix: SecurityPrefix, Kind: strings.TrimSpace(q.Get("kind")), Since: s.now().Add(-span)}
+	if eq.Kind != "" {
+		eq.Prefix = ""
+	}
+	if v := q.Get("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return EventQuery{}, "", errors.Join(ErrInvalid, errors.New("before must be an event id"))
+		}
+		eq.Before = n
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxPageSize {
+			return EventQuery{}, "", errors.Join(ErrInvalid, errors.New("limit must be 1-"+strconv.Itoa(MaxPageSize)))
+		}
+		eq.Limit = n
+	}
+	return eq, window, nil
+}
+
+// storeError maps a Store error onto the answer; the descriptions carry no
+// secret (at most an id or filter value the caller sent).
+func storeError(err error) error {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return &web.Error{Status: http.StatusNotFound, Code: "not_found", Description: "no such connection", Err: err}
+	case errors.Is(err, ErrInvalid):
+		desc := err.Error()
+		if i := strings.LastIndex(desc, ErrInvalid.Error()); i >= 0 {
+			desc = strings.TrimLeft(desc[i+len(ErrInvalid.Error()):], ":\n ")
+		}
+		return &web.Error{Status: http.StatusBadRequest, Code: "invalid_request", Description: desc, Err: err}
+	case errors.Is(err, ErrNoVault):
+		return &web.Error{Status: http.StatusServiceUnavailable, Code: "vault_unavailable",
+			Description: "this connectd has no vault keys, so it cannot revoke", Err: err}
+	}
+	return err
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05 UTC")
+}
+
+func (s *Server) nav(r *http.Request, active string) templates.AdminNav {
+	p := principalOf(r.Context())
+	return templates.AdminNav{Active: active, Admin: strings.TrimPrefix(p.actor, "admin:"), CSRF: s.sessions.CSRFToken(p.sess)}
+}
+
+func eventRows(evs []Event) []templates.AdminEventRow {
+	out := make([]templates.AdminEventRow, 0, len(evs))
+	for _, e := range evs {
+		row := templates.AdminEventRow{At: fmtTime(e.At), Kind: e.Kind, Actor: e.Actor, Client: e.ClientID,
+			Provider: e.Provider, Target: e.Target, RequestID: e.RequestID, IP: e.IP}
+		if e.Subject != "" {
+			row.User = e.Subject + " (" + e.Issuer + ")"
+		}
+		if len(e.Detail) > 0 {
+			b, _ := json.Marshal(e.Detail)
+			row.Detail = string(b)
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// home handles GET /admin/.
+func (s *Server) home(w http.ResponseWriter, r *http.Request) error {
+	http.Redirect(w, r, homePath, http.StatusSeeOther)
+	return nil
+}
+
+// connectionsPage handles GET /admin/connections: search and keyset pages.
+func (s *Server) connectionsPage(w http.ResponseWriter, r *http.Request) error {
+	f, after, limit, err := listQuery(r)
+	if err != nil {
+		return storeError(err)
+	}
+	p, err := s.store.Connections(r.Context(), f, after, limit)
+	if err != nil {
+		return storeError(err)
+	}
+	v := templates.AdminConnectionsView{Nav: s.nav(r, "connections"),
+		Filter: templates.AdminFilterView{User: f.Subject, Issuer: f.Issuer, Provider: f.Provider, Status: f.Status,
+			Client: f.Client, Statuses: Statuses()}}
+	for _, c := range p.Connections {
+		v.Rows = append(v.Rows, templates.AdminConnectionRow{URL: "/admin/connections/" + c.ID, ID: c.ID,
+			Subject: c.User.Subject, Issuer: c.User.Issuer, Provider: c.Provider, Status: c.Status,
+			Scopes: strings.Join(c.Scopes, " "), Consents: strconv.FormatInt(c.Consents, 10),
+			Created: fmtTime(c.CreatedAt), Refreshed: fmtTime(c.RefreshedAt), Expires: fmtTime(c.ExpiresAt)})
+	}
+	if p.Next != nil {
+		v.NextURL = listURL("/admin/connections", f, p.Next, limit)
+	}
+	if after != nil {
+		v.FirstURL = listURL("/admin/connections", f, nil, limit)
+	}
+	return render(w, r, http.StatusOK, templates.AdminConnections(v))
+}
+
+// connectionPage handles GET /admin/connections/{id}.
+func (s *Server) connectionPage(w http.ResponseWriter, r *http.Request) error {
+	d, err := s.store.Detail(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return storeError(err)
+	}
+	v := templates.AdminConnectionView{Nav: s.nav(r, "connections"), ID: d.ID, Subject: d.User.Subject,
+		Issuer: d.User.Issuer, Provider: d.Provider, Account: d.Account.Label, AccountProblem: d.AccountProblem,
+		Status: d.Status, Scopes: d.Scopes, Created: fmtTime(d.CreatedAt), Updated: fmtTime(d.UpdatedAt),
+		Refreshed: fmtTime(d.RefreshedAt), Expires: fmtTime(d.ExpiresAt),
+		KeyVersion: strconv.Itoa(int(d.KeyVersion)), Events: eventRows(d.Events),
+		RevokeURL: "/admin/connections/" + d.ID + "/revoke"}
+	if v.Account == "" && d.Account.ID != "" {
+		v.Account = d.Account.ID
+	}
+	for _, k := range d.Consents {
+		v.Consents = append(v.Consents, templates.AdminConsentRow{ClientID: k.ClientID, ClientName: k.ClientName,
+			Scopes: strings.Join(k.Scopes, " "), Granted: fmtTime(k.GrantedAt), Updated: fmtTime(k.UpdatedAt)})
+	}
+	return render(w, r, http.StatusOK, templates.AdminConnection(v))
+}
+
+// confirmRevokePage handles GET /admin/connections/{id}/revoke: the
+// confirmation step, with the CSRF-protected form.
+func (s *Server) confirmRevokePage(w http.ResponseWriter, r *http.Request) error {
+	d, err := s.store.Detail(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return storeError(err)
+	}
+	v := templates.AdminRevokeView{Nav: s.nav(r, "connections"), ID: d.ID, Subject: d.User.Subject,
+		Issuer: d.User.Issuer, Provider: d.Provider, Action: "/admin/connections/" + d.ID + "/revoke",
+		CSRF: s.sessions.CSRFToken(principalOf(r.Context()).sess), BackURL: "/admin/connections/" + d.ID}
+	for _, k := range d.Consents {
+		name := k.ClientName
+		if name == "" {
+			name = k.ClientID
+		}
+		v.Clients = append(v.Clients, name+" ("+k.ClientID+")")
+	}
+	return render(w, r, http.StatusOK, templates.AdminRevoke(v))
+}
+
+// revokePage handles POST /admin/connections/{id}/revoke: only with the
+// admin session's CSRF token and the confirmation the confirmation page sends.
+func (s *Server) revokePage(w http.ResponseWriter, r *http.Request) error {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		return page(http.StatusBadRequest, "bad_form", "The form could not be read.", err)
+	}
+	if err := s.sessions.CheckCSRF(principalOf(r.Context()).sess, r.PostForm.Get(session.CSRFField)); err != nil {
+		return page(http.StatusForbidden, "csrf_failed", "The form has expired. Open the connection again and retry.", err)
+	}
+	id := r.PathValue("id")
+	if r.PostForm.Get("confirm") != id {
+		return page(http.StatusBadRequest, "confirmation_required",
+			"Confirm the revocation on the confirmation page.", nil)
+	}
+	rev, err := s.store.Revoke(r.Context(), id, actorOf(r))
+	if err != nil {
+		return storeError(err)
+	}
+	return render(w, r, http.StatusOK, templates.AdminRevoked(templates.AdminRevokedView{Nav: s.nav(r, "connections"),
+		ID: id, Subject: rev.Connection.User.Subject, Provider: rev.Connection.Provider, AtProvider: rev.AtProvider,
+		Withdrawn: rev.Withdrawn}))
+}
+
+// clientsPage handles GET /admin/clients.
+func (s *Server) clientsPage(w http.ResponseWriter, r *http.Request) error {
+	cs, err := s.clients.List(r.Context())
+	if err != nil {
+		return err
+	}
+	v := templates.AdminClientsView{Nav: s.nav(r, "clients")}
+	for _, c := range cs {
+		v.Clients = append(v.Clients, clientRow(c))
+	}
+	return render(w, r, http.StatusOK, templates.AdminClients(v))
+}
+
+func clientRow(c mcpauth.Client) templates.AdminClientRow {
+	providers := strings.Join(c.Providers, " ")
+	if providers == "" {
+		providers = "none"
+	}
+	return templates.AdminClientRow{ID: c.ID, Name: c.Name, Resources: c.Resources, Providers: providers,
+		Created: fmtTime(c.CreatedAt), LastUsed: fmtTime(c.LastUsedAt), Disabled: c.Disabled,
+		ConnectionsURL: listURL("/admin/connections", Filter{Client: c.ID}, nil, 0)}
+}
+
+// eventsPage handles GET /admin/events: counts per kind and the latest events.
+func (s *Server) eventsPage(w http.ResponseWriter, r *http.Request) error {
+	eq, window, err := s.eventQuery(r)
+	if err != nil {
+		return storeError(err)
+	}
+	counts, err := s.store.EventCounts(r.Context(), SecurityPrefix, eq.Since)
+	if err != nil {
+		return storeError(err)
+	}
+	evs, next, err := s.store.Events(r.Context(), eq)
+	if err != nil {
+		return storeError(err)
+	}
+	v := templates.AdminEventsView{Nav: s.nav(r, "events"), Window: window, Windows: windows, Kind: eq.Kind,
+		Events: eventRows(evs)}
+	for _, c := range counts {
+		v.Counts = append(v.Counts, templates.AdminCountRow{Kind: c.Kind, Events: strconv.FormatInt(c.Events, 10),
+			Occurrences: strconv.FormatInt(c.Occurrences, 10), Last: fmtTime(c.Last),
+			URL: "/admin/events?" + url.Values{"window": {window}, "kind": {c.Kind}}.Encode()})
+	}
+	if next != 0 {
+		q := url.Values{"window": {window}, "before": {strconv.FormatInt(next, 10)}}
+		if eq.Kind != "" {
+			q.Set("kind", eq.Kind)
+		}
+		v.NextURL = "/admin/events?" + q.Encode()
+	}
+	return render(w, r, http.StatusOK, templates.AdminEvents(v))
+}

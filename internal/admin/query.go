@@ -1,0 +1,469 @@
+package admin
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/connectd/connectd/internal/vault"
+)
+
+// Read-only SQL over other packages' tables (see doc.go). None of it selects
+// connections.ciphertext: what the admin side never reads, it cannot show.
+const (
+	// connectionColumns are the non-secret columns of vault's connections,
+	// and how many clients hold consent (connect's consents) to each.
+	connectionColumns = `c.id, c.issuer, c.subject, c.provider, c.status, c.scopes, c.key_version,
+		c.expires_at, c.created_at, c.updated_at, c.refreshed_at,
+		(SELECT count(*) FROM consents k
+		 WHERE k.issuer = c.issuer AND k.subject = c.subject AND k.provider = c.provider)`
+	selectConnections = `SELECT ` + connectionColumns + ` FROM connections c`
+	selectConnection  = selectConnections + ` WHERE c.id = $1`
+	// consentedBy narrows a listing to connections a client holds consent to.
+	consentedBy = `EXISTS (SELECT 1 FROM consents k WHERE k.issuer = c.issuer AND k.subject = c.subject
+		AND k.provider = c.provider AND k.client_id = $%d)`
+	// selectConsents lists who holds consent to one connection (connect's
+	// consents, names from mcpauth's clients).
+	selectConsents = `SELECT k.client_id, coalesce(cl.name, ''), k.scopes, k.granted_at, k.updated_at
+		FROM consents k LEFT JOIN clients cl ON cl.id = k.client_id
+		WHERE k.issuer = $1 AND k.subject = $2 AND k.provider = $3
+		ORDER BY k.granted_at, k.client_id`
+	eventColumns = `id, occurred_at, kind, actor, issuer, subject, client_id, provider, target, request_id, ip, detail`
+	// selectTrail is a connection's audit trail: everything recorded about
+	// this user and provider, newest first (index audit_events_user_provider_idx).
+	selectTrail = `SELECT ` + eventColumns + ` FROM audit_events
+		WHERE issuer = $1 AND subject = $2 AND provider = $3 ORDER BY id DESC LIMIT $4`
+	selectEvents = `SELECT ` + eventColumns + ` FROM audit_events WHERE occurred_at >= $1`
+	// countEvents counts events per kind; sampled rows stand for detail.count
+	// occurrences each.
+	countEvents = `SELECT kind, count(*),
+		sum(CASE WHEN jsonb_typeof(detail->'count') = 'number' THEN (detail->>'count')::bigint ELSE 1 END),
+		max(occurred_at)
+		FROM audit_events WHERE occurred_at >= $1`
+	// securityKinds is spelled out (not a parameter) so that the planner uses
+	// the partial index audit_events_security_idx.
+	securityKinds = `kind LIKE 'security.%'`
+)
+
+// Listing limits.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 500
+	// TrailLength is how many audit events a connection's detail shows.
+	TrailLength = 100
+	// SecurityPrefix starts the kind of every security event (refusals).
+	SecurityPrefix = "security."
+)
+
+// Connection is what the admin side knows of a linked account: never a
+// credential.
+type Connection struct {
+	ID          string
+	User        vault.UserRef
+	Provider    string
+	Status      string // active, reauthorization_required, revoked
+	Scopes      []string
+	KeyVersion  int32
+	ExpiresAt   time.Time // access-token expiry; zero when unknown
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	RefreshedAt time.Time // zero if never refreshed
+	Consents    int64     // clients holding consent
+}
+
+func scanConnection(r pgx.Row) (*Connection, error) {
+	var c Connection
+	var expires, refreshed *time.Time
+	if err := r.Scan(&c.ID, &c.User.Issuer, &c.User.Subject, &c.Provider, &c.Status, &c.Scopes, &c.KeyVersion,
+		&expires, &c.CreatedAt, &c.UpdatedAt, &refreshed, &c.Consents); err != nil {
+		return nil, err
+	}
+	if expires != nil {
+		c.ExpiresAt = *expires
+	}
+	if refreshed != nil {
+		c.RefreshedAt = *refreshed
+	}
+	return &c, nil
+}
+
+// Filter narrows the listing of connections; empty fields match everything.
+type Filter struct {
+	Issuer   string // the user's issuer URL
+	Subject  string // the user's subject
+	Provider string
+	Status   string
+	Client   string // only connections this client holds consent to
+}
+
+var (
+	providerPattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+	clientIDPattern     = regexp.MustCompile(`^cli_[a-z0-9]{1,64}$`)
+	connectionIDPattern = regexp.MustCompile(`^cn_[a-z0-9]{1,64}$`)
+	kindPattern         = regexp.MustCompile(`^[a-z0-9_.]{1,64}$`)
+	statuses            = []string{string(vault.StatusActive), string(vault.StatusReauthorizationRequired), string(vault.StatusRevoked)}
+)
+
+// plainText: 1–2048 bytes without control characters.
+func plainText(s string) bool {
+	if s == "" || len(s) > 2048 {
+		return false
+	}
+	return strings.IndexFunc(s, unicode.IsControl) < 0
+}
+
+// Validate checks every field's shape; errors wrap ErrInvalid and name the field.
+func (f Filter) Validate() error {
+	switch {
+	case f.Issuer != "" && !plainText(f.Issuer):
+		return fmt.Errorf("%w: issuer must be 1-2048 characters of text", ErrInvalid)
+	case f.Subject != "" && !plainText(f.Subject):
+		return fmt.Errorf("%w: user must be 1-2048 characters of text", ErrInvalid)
+	case f.Provider != "" && !providerPattern.MatchString(f.Provider):
+		return fmt.Errorf("%w: provider must be a provider id such as github", ErrInvalid)
+	case f.Status != "" && !contains(statuses, f.Status):
+		return fmt.Errorf("%w: status must be one of %s", ErrInvalid, strings.Join(statuses, ", "))
+	case f.Client != "" && !clientIDPattern.MatchString(f.Client):
+		return fmt.Errorf("%w: client must be a client id such as cli_k3j5", ErrInvalid)
+	}
+	return nil
+}
+
+// Statuses lists the connection states a Filter accepts.
+func Statuses() []string { return append([]string(nil), statuses...) }
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// ValidConnectionID reports whether id has the shape of a connection id.
+func ValidConnectionID(id string) bool { return connectionIDPattern.MatchString(id) }
+
+// Cursor is a keyset position in the listing, which is ordered newest first by
+// (created_at, id): the next page holds the rows strictly after it. Rows
+// inserted while paging sort before every cursor, so no existing row is ever
+// skipped or repeated, however long the listing takes.
+type Cursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// String encodes the cursor as an opaque URL-safe token.
+func (c Cursor) String() string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.CreatedAt.UnixMicro(), 10) + "." + c.ID))
+}
+
+// ParseCursor decodes a token made by Cursor.String.
+func ParseCursor(s string) (Cursor, error) {
+	bad := fmt.Errorf("%w: after is not a cursor this listing returned", ErrInvalid)
+	if len(s) > 200 {
+		return Cursor{}, bad
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return Cursor{}, bad
+	}
+	ts, id, ok := strings.Cut(string(b), ".")
+	micros, err := strconv.ParseInt(ts, 10, 64)
+	if !ok || err != nil || !connectionIDPattern.MatchString(id) {
+		return Cursor{}, bad
+	}
+	return Cursor{CreatedAt: time.UnixMicro(micros).UTC(), ID: id}, nil
+}
+
+// Page is one page of the listing.
+type Page struct {
+	Connections []Connection
+	Next        *Cursor // nil on the last page
+}
+
+// Connections lists connections matching f, newest first, limit per page
+// (DefaultPageSize when ≤ 0, at most MaxPageSize), after the cursor if given.
+func (st *Store) Connections(ctx context.Context, f Filter, after *Cursor, limit int) (Page, error) {
+	if err := f.Validate(); err != nil {
+		return Page{}, err
+	}
+	switch {
+	case limit <= 0:
+		limit = DefaultPageSize
+	case limit > MaxPageSize:
+		limit = MaxPageSize
+	}
+	var (
+		where []string
+		args  []any
+	)
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if f.Issuer != "" {
+		add("c.issuer = $%d", f.Issuer)
+	}
+	if f.Subject != "" {
+		add("c.subject = $%d", f.Subject)
+	}
+	if f.Provider != "" {
+		add("c.provider = $%d", f.Provider)
+	}
+	if f.Status != "" {
+		add("c.status = $%d", f.Status)
+		if f.Status != string(vault.StatusActive) {
+			// Spelled out so the planner can use the partial index whatever the parameter.
+			where = append(where, "c.status <> 'active'")
+		}
+	}
+	if f.Client != "" {
+		add(consentedBy, f.Client)
+	}
+	if after != nil {
+		args = append(args, after.CreatedAt, after.ID)
+		where = append(where, fmt.Sprintf("(c.created_at, c.id) < ($%d, $%d)", len(args)-1, len(args)))
+	}
+	q := selectConnections
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	args = append(args, limit+1)
+	q += fmt.Sprintf(" ORDER BY c.created_at DESC, c.id DESC LIMIT $%d", len(args))
+
+	rows, err := st.pool.Query(ctx, q, args...)
+	if err != nil {
+		return Page{}, fmt.Errorf("admin: list connections: %w", err)
+	}
+	defer rows.Close()
+	var p Page
+	for rows.Next() {
+		c, err := scanConnection(rows)
+		if err != nil {
+			return Page{}, fmt.Errorf("admin: list connections: %w", err)
+		}
+		p.Connections = append(p.Connections, *c)
+	}
+	if err := rows.Err(); err != nil {
+		return Page{}, fmt.Errorf("admin: list connections: %w", err)
+	}
+	if len(p.Connections) > limit {
+		p.Connections = p.Connections[:limit]
+		last := p.Connections[limit-1]
+		p.Next = &Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	return p, nil
+}
+
+// connection reads one connection, or ErrNotFound.
+func (st *Store) connection(ctx context.Context, id string) (*Connection, error) {
+	if !ValidConnectionID(id) {
+		return nil, fmt.Errorf("%w: connection %q", ErrNotFound, id)
+	}
+	c, err := scanConnection(st.pool.QueryRow(ctx, selectConnection, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: connection %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("admin: read connection: %w", err)
+	}
+	return c, nil
+}
+
+// Consent is one client's consent to a connection.
+type Consent struct {
+	ClientID   string
+	ClientName string
+	Scopes     []string
+	GrantedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// Event is one row of the audit trail.
+type Event struct {
+	ID        int64
+	At        time.Time
+	Kind      string
+	Actor     string
+	Issuer    string // the user concerned, if any
+	Subject   string
+	ClientID  string
+	Provider  string
+	Target    string // connection, elicitation or key id
+	RequestID string
+	IP        string
+	Detail    map[string]any
+}
+
+func scanEvents(rows pgx.Rows) ([]Event, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
+		var e Event
+		err := r.Scan(&e.ID, &e.At, &e.Kind, &e.Actor, &e.Issuer, &e.Subject, &e.ClientID, &e.Provider, &e.Target,
+			&e.RequestID, &e.IP, &e.Detail)
+		return e, err
+	})
+}
+
+// Detail is everything the detail page shows about a connection.
+type Detail struct {
+	Connection
+	// Account names the provider account (opened from the sealed credential;
+	// nothing else of it leaves the vault). Empty when unknown.
+	Account vault.Account
+	// AccountProblem says why the account could not be named, if it could not.
+	AccountProblem string
+	Consents       []Consent
+	Events         []Event // newest first, at most TrailLength
+}
+
+// Detail describes the connection id, or returns ErrNotFound.
+func (st *Store) Detail(ctx context.Context, id string) (*Detail, error) {
+	c, err := st.connection(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	d := &Detail{Connection: *c}
+	switch {
+	case st.vault == nil:
+		d.AccountProblem = "vault keys not configured"
+	default:
+		acct, err := st.vault.Account(ctx, c.User, c.Provider)
+		switch {
+		case err == nil:
+			d.Account = acct
+		case errors.Is(err, vault.ErrDecrypt):
+			d.AccountProblem = "the credential cannot be opened with the configured keys"
+		case errors.Is(err, vault.ErrNotConnected):
+			return nil, fmt.Errorf("%w: connection %s", ErrNotFound, id)
+		default:
+			return nil, err
+		}
+	}
+	rows, err := st.pool.Query(ctx, selectConsents, c.User.Issuer, c.User.Subject, c.Provider)
+	if err != nil {
+		return nil, fmt.Errorf("admin: list consents: %w", err)
+	}
+	d.Consents, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Consent, error) {
+		var k Consent
+		err := r.Scan(&k.ClientID, &k.ClientName, &k.Scopes, &k.GrantedAt, &k.UpdatedAt)
+		return k, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("admin: list consents: %w", err)
+	}
+	rows, err = st.pool.Query(ctx, selectTrail, c.User.Issuer, c.User.Subject, c.Provider, TrailLength)
+	if err != nil {
+		return nil, fmt.Errorf("admin: read audit trail: %w", err)
+	}
+	if d.Events, err = scanEvents(rows); err != nil {
+		return nil, fmt.Errorf("admin: read audit trail: %w", err)
+	}
+	return d, nil
+}
+
+// EventQuery selects audit events, newest first.
+type EventQuery struct {
+	Prefix string    // only kinds starting with it (SecurityPrefix: security events); "" for all
+	Kind   string    // only this kind; "" for all
+	Since  time.Time // only events at or after it
+	Before int64     // keyset: only ids below it; 0 starts at the newest
+	Limit  int       // DefaultPageSize when ≤ 0, at most MaxPageSize
+}
+
+// Events returns the events q selects and the Before of the next page (0 on
+// the last page).
+func (st *Store) Events(ctx context.Context, q EventQuery) ([]Event, int64, error) {
+	if q.Kind != "" && !kindPattern.MatchString(q.Kind) {
+		return nil, 0, fmt.Errorf("%w: kind must be an event kind such as security.identity_mismatch", ErrInvalid)
+	}
+	if q.Prefix != "" && !kindPattern.MatchString(q.Prefix) || q.Before < 0 {
+		return nil, 0, fmt.Errorf("%w: bad event query", ErrInvalid)
+	}
+	switch {
+	case q.Limit <= 0:
+		q.Limit = DefaultPageSize
+	case q.Limit > MaxPageSize:
+		q.Limit = MaxPageSize
+	}
+	query, args := selectEvents, []any{q.Since}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		query += fmt.Sprintf(" AND "+cond, len(args))
+	}
+	switch q.Prefix {
+	case "":
+	case SecurityPrefix:
+		query += " AND " + securityKinds
+	default:
+		add("starts_with(kind, $%d::text)", q.Prefix)
+	}
+	if q.Kind != "" {
+		add("kind = $%d", q.Kind)
+	}
+	if q.Before > 0 {
+		add("id < $%d", q.Before)
+	}
+	args = append(args, q.Limit+1)
+	query += fmt.Sprintf(" ORDER BY id DESC LIMIT $%d", len(args))
+	rows, err := st.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("admin: list events: %w", err)
+	}
+	evs, err := scanEvents(rows)
+	if err != nil {
+		return nil, 0, fmt.Errorf("admin: list events: %w", err)
+	}
+	var next int64
+	if len(evs) > q.Limit {
+		evs = evs[:q.Limit]
+		next = evs[q.Limit-1].ID
+	}
+	return evs, next, nil
+}
+
+// KindCount summarises one kind of event over a window.
+type KindCount struct {
+	Kind        string
+	Events      int64     // rows in the audit trail
+	Occurrences int64     // what they stand for: sampled rows count several each
+	Last        time.Time // the latest row
+}
+
+// EventCounts counts the events whose kind starts with prefix since the given
+// time, per kind.
+func (st *Store) EventCounts(ctx context.Context, prefix string, since time.Time) ([]KindCount, error) {
+	if prefix != "" && !kindPattern.MatchString(prefix) {
+		return nil, fmt.Errorf("%w: bad event kind prefix", ErrInvalid)
+	}
+	query, args := countEvents, []any{since}
+	switch prefix {
+	case "":
+	case SecurityPrefix:
+		query += " AND " + securityKinds
+	default:
+		query += " AND starts_with(kind, $2::text)"
+		args = append(args, prefix)
+	}
+	rows, err := st.pool.Query(ctx, query+" GROUP BY kind ORDER BY kind", args...)
+	if err != nil {
+		return nil, fmt.Errorf("admin: count events: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (KindCount, error) {
+		var k KindCount
+		err := r.Scan(&k.Kind, &k.Events, &k.Occurrences, &k.Last)
+		return k, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("admin: count events: %w", err)
+	}
+	return out, nil
+}

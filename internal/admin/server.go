@@ -1,0 +1,208 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/a-h/templ"
+
+	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/web"
+)
+
+// DefaultRetention is how long audit events are kept unless configured.
+const DefaultRetention = 90 * 24 * time.Hour
+
+// Config holds every dependency of the Server.
+type Config struct {
+	Logger  *slog.Logger
+	Store   *Store
+	Keys    *Keys
+	Clients *mcpauth.Clients // the MCP-server clients page
+	// Sessions is the admin session store: its own cookie (SessionCookie,
+	// BindingCookie), never the end users'. Required with Login.
+	Sessions *session.Store
+	// Login is an OIDC relying party whose redirect URL is
+	// <public URL>/admin/login/callback (CallbackPath). Nil disables admin
+	// sign-in: every page refuses, the API still takes keys.
+	Login  *mcpauth.Login
+	Policy Policy
+	// Retention: audit events older than this are deleted by Run (default
+	// DefaultRetention).
+	Retention time.Duration
+	Now       func() time.Time // default time.Now
+}
+
+// Server serves the admin pages and the admin JSON API.
+type Server struct {
+	logger    *slog.Logger
+	store     *Store
+	keys      *Keys
+	clients   *mcpauth.Clients
+	sessions  *session.Store
+	login     *mcpauth.Login
+	policy    Policy
+	issuerURL string // the admin issuer's URL, as sessions record it
+	retention time.Duration
+	now       func() time.Time
+}
+
+// New returns a Server over cfg's dependencies.
+func New(cfg Config) (*Server, error) {
+	if cfg.Logger == nil || cfg.Store == nil || cfg.Keys == nil || cfg.Clients == nil {
+		return nil, errors.New("admin: Logger, Store, Keys and Clients are required")
+	}
+	s := &Server{logger: cfg.Logger, store: cfg.Store, keys: cfg.Keys, clients: cfg.Clients, sessions: cfg.Sessions,
+		login: cfg.Login, policy: cfg.Policy, retention: cfg.Retention, now: cfg.Now}
+	if s.retention <= 0 {
+		s.retention = DefaultRetention
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.login != nil {
+		if s.sessions == nil {
+			return nil, errors.New("admin: Sessions is required with Login")
+		}
+		if err := s.policy.validate(); err != nil {
+			return nil, err
+		}
+		for _, is := range s.login.Issuers() {
+			if is.ID == s.policy.Issuer || is.URL == s.policy.Issuer {
+				s.issuerURL = is.URL
+			}
+		}
+		if s.issuerURL == "" {
+			return nil, fmt.Errorf("admin: issuer %q is not a login issuer", s.policy.Issuer)
+		}
+	}
+	return s, nil
+}
+
+// Access says who may use a route.
+type Access string
+
+// Route accesses.
+const (
+	// Public routes are how one becomes an admin (sign-in) or stops being one.
+	Public Access = "public"
+	// AdminPage routes need an admin session cookie; their forms need its
+	// CSRF token.
+	AdminPage Access = "page"
+	// AdminAPI routes need an admin API key.
+	AdminAPI Access = "api"
+)
+
+// Route is one entry of the route table.
+type Route struct {
+	Pattern string // a ServeMux pattern
+	Access  Access
+}
+
+type route struct {
+	Route
+	h func(http.ResponseWriter, *http.Request) error
+}
+
+// routes is the whole route table of the package. Routes wraps every handler
+// in the guard its Access names, so no handler is reachable unguarded; the
+// catch-alls make unknown /admin paths answer a non-admin with 403 too.
+func (s *Server) routes() []route {
+	r := func(pattern string, a Access, h func(http.ResponseWriter, *http.Request) error) route {
+		return route{Route{pattern, a}, h}
+	}
+	return []route{
+		r("GET "+LoginPath, Public, s.startLogin),
+		r("GET "+CallbackPath, Public, s.finishLogin),
+		r("POST /admin/logout", Public, s.logout),
+
+		r("GET /admin/{$}", AdminPage, s.home),
+		r("GET /admin/connections", AdminPage, s.connectionsPage),
+		r("GET /admin/connections/{id}", AdminPage, s.connectionPage),
+		r("GET /admin/connections/{id}/revoke", AdminPage, s.confirmRevokePage),
+		r("POST /admin/connections/{id}/revoke", AdminPage, s.revokePage),
+		r("GET /admin/clients", AdminPage, s.clientsPage),
+		r("GET /admin/events", AdminPage, s.eventsPage),
+		r("/admin/", AdminPage, notFound),
+
+		r("GET /admin/api/connections", AdminAPI, s.apiConnections),
+		r("GET /admin/api/connections/{id}", AdminAPI, s.apiConnection),
+		r("POST /admin/api/connections/{id}/revoke", AdminAPI, s.apiRevoke),
+		r("GET /admin/api/clients", AdminAPI, s.apiClients),
+		r("GET /admin/api/events", AdminAPI, s.apiEvents),
+		r("/admin/api/", AdminAPI, notFound),
+	}
+}
+
+// Routes registers the admin routes on mux.
+func (s *Server) Routes(mux *http.ServeMux) {
+	for _, rt := range s.routes() {
+		switch rt.Access {
+		case Public:
+			mux.Handle(rt.Pattern, web.Page(s.logger, rt.h))
+		case AdminPage:
+			mux.Handle(rt.Pattern, web.Page(s.logger, s.requireSession(rt.h)))
+		case AdminAPI:
+			mux.Handle(rt.Pattern, web.API(s.logger, s.requireKey(rt.h)))
+		default:
+			panic("admin: route " + rt.Pattern + " has no access")
+		}
+	}
+}
+
+// RouteTable lists the registered routes and their access (for tests and
+// docs).
+func (s *Server) RouteTable() []Route {
+	var out []Route
+	for _, rt := range s.routes() {
+		out = append(out, rt.Route)
+	}
+	return out
+}
+
+func notFound(w http.ResponseWriter, r *http.Request) error {
+	return web.Errorf(http.StatusNotFound, "not_found", "no such admin resource")
+}
+
+// Run sweeps audit events past the retention until ctx ends: a minute after
+// start, then hourly. It is safe to run on every replica.
+func (s *Server) Run(ctx context.Context) {
+	t := time.NewTimer(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n, err := s.store.SweepAudit(ctx, s.retention)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				s.logger.WarnContext(ctx, "audit sweep failed", slog.Any("error", err))
+			case n > 0:
+				s.logger.InfoContext(ctx, "audit events past retention deleted", slog.Int64("count", n),
+					slog.Duration("retention", s.retention))
+			}
+			t.Reset(time.Hour)
+		}
+	}
+}
+
+// render writes a page, rendering into a buffer first so that a rendering
+// error still becomes a proper error page. Admin pages are never cached.
+func render(w http.ResponseWriter, r *http.Request, status int, c templ.Component) error {
+	var buf bytes.Buffer
+	if err := c.Render(r.Context(), &buf); err != nil {
+		return fmt.Errorf("admin: render page: %w", err)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, err := w.Write(buf.Bytes())
+	return err
+}

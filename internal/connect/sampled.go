@@ -1,0 +1,173 @@
+package connect
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/web"
+)
+
+// Frequent events — a client reading a user's token, a refused /v1 call — are
+// audited by sampling, so the hot path never writes per request: the first
+// occurrence of a key in a period is written at once, later ones are only
+// counted in memory, and the periodic sweep writes the count of every key whose
+// period has passed. Each row's detail says how many occurrences it stands for
+// ("count") and the period ("per"). The bound is per replica: with n replicas,
+// a key yields at most n rows per period.
+const (
+	readPeriod    = time.Hour   // token.read: at most one row per (user, client, provider) per hour
+	refusalPeriod = time.Minute // security.invalid_*: at most one row per (client, reason) per minute
+	// At most this many keys are tracked; occurrences beyond are counted in
+	// one anonymous row per period instead of being dropped.
+	maxReadKeys    = 100_000
+	maxRefusalKeys = 10_000
+)
+
+// sampleKey identifies what is counted together.
+type sampleKey struct {
+	kind, issuer, subject, client, provider, reason string
+}
+
+type sampleEntry struct {
+	ev      auditEvent // the row to write, without detail
+	reason  string
+	ip      string    // of the latest occurrence
+	last    time.Time // when a row for this key was last written
+	pending int64     // occurrences since then
+}
+
+// sampledRow is an audit row the sampler wants written.
+type sampledRow struct {
+	ev        auditEvent
+	requestID string
+	ip        string
+}
+
+// sampler counts events per key; safe for concurrent use.
+type sampler struct {
+	period time.Duration
+	max    int
+
+	mu        sync.Mutex
+	entries   map[sampleKey]*sampleEntry
+	untracked map[string]int64 // per kind: occurrences not tracked because entries was full
+}
+
+func newSampler(period time.Duration, max int) *sampler {
+	return &sampler{period: period, max: max, entries: map[sampleKey]*sampleEntry{}, untracked: map[string]int64{}}
+}
+
+func (sm *sampler) detail(n int64, reason string) map[string]any {
+	d := map[string]any{"count": n, "per": sm.period.String()}
+	if reason != "" {
+		d["reason"] = reason
+	}
+	return d
+}
+
+// hit counts one occurrence of ev (reason distinguishes refusals) and returns
+// the row to write now, if this is the key's first occurrence in a period.
+func (sm *sampler) hit(now time.Time, ev auditEvent, reason, ip, requestID string) (sampledRow, bool) {
+	k := sampleKey{ev.Kind, ev.Issuer, ev.Subject, ev.ClientID, ev.Provider, reason}
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	e := sm.entries[k]
+	if e == nil {
+		if len(sm.entries) >= sm.max {
+			sm.untracked[ev.Kind]++
+			return sampledRow{}, false
+		}
+		e = &sampleEntry{ev: ev, reason: reason}
+		sm.entries[k] = e
+	} else if now.Sub(e.last) < sm.period {
+		e.pending++
+		e.ip = ip
+		return sampledRow{}, false
+	}
+	n := e.pending + 1
+	e.last, e.pending, e.ip = now, 0, ip
+	row := ev
+	row.Detail = sm.detail(n, reason)
+	return sampledRow{ev: row, requestID: requestID, ip: ip}, true
+}
+
+// due returns the rows for keys whose period has passed with occurrences
+// still uncounted (with all, every key's), and forgets keys that stayed
+// quiet for a whole period, so memory follows the active keys only.
+func (sm *sampler) due(now time.Time, all bool) []sampledRow {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	var out []sampledRow
+	for k, e := range sm.entries {
+		passed := now.Sub(e.last) >= sm.period
+		switch {
+		case e.pending > 0 && (passed || all):
+			row := e.ev
+			row.Detail = sm.detail(e.pending, e.reason)
+			out = append(out, sampledRow{ev: row, ip: e.ip})
+			e.last, e.pending = now, 0
+		case e.pending == 0 && passed:
+			delete(sm.entries, k)
+		}
+	}
+	for kind, n := range sm.untracked {
+		d := sm.detail(n, "")
+		d["untracked"] = true
+		out = append(out, sampledRow{ev: auditEvent{Kind: kind, Actor: "connectd", Detail: d}})
+		delete(sm.untracked, kind)
+	}
+	return out
+}
+
+// sample counts ev and writes its row when one is due. A failed write is
+// logged: the request it describes has been answered already.
+func (s *Server) sample(r *http.Request, sm *sampler, ev auditEvent, reason string) {
+	if row, ok := sm.hit(s.now(), ev, reason, clientIP(r), web.RequestID(r.Context())); ok {
+		s.writeSampled(r.Context(), row)
+	}
+}
+
+func (s *Server) writeSampled(ctx context.Context, row sampledRow) {
+	if err := s.writeAudit(ctx, s.pool, row.ev, row.requestID, row.ip); err != nil {
+		s.logger.ErrorContext(ctx, "audit event not written", slog.String("kind", row.ev.Kind), slog.Any("error", err))
+	}
+}
+
+// flushSamples writes the counts that are due (with all, every count: at
+// shutdown).
+func (s *Server) flushSamples(ctx context.Context, all bool) {
+	now := s.now()
+	for _, sm := range []*sampler{s.reads, s.refusals} {
+		for _, row := range sm.due(now, all) {
+			s.writeSampled(ctx, row)
+		}
+	}
+}
+
+// sampleRead records that the calling client was handed the user's token.
+func (s *Server) sampleRead(r *http.Request, c *caller, provider string) {
+	s.sample(r, s.reads, auditEvent{Kind: "token.read", Actor: "client:" + c.client.ID, Issuer: c.user.Issuer,
+		Subject: c.user.Subject, ClientID: c.client.ID, Provider: provider}, "")
+}
+
+// sampleRefusal records a /v1 call refused for a bad client key or user
+// token; client is the authenticated client when only the user token failed.
+func (s *Server) sampleRefusal(r *http.Request, client mcpauth.Client, err error) {
+	var we *web.Error
+	if !errors.As(err, &we) || we.Status != http.StatusUnauthorized {
+		return // 503 jwks_unavailable and the like are outages, not refusals
+	}
+	ev := auditEvent{Kind: "security.invalid_user_token", Actor: "anonymous"}
+	if we.Code == "invalid_client" {
+		ev.Kind = "security.invalid_client_key"
+	}
+	if client.ID != "" {
+		ev.Actor, ev.ClientID = "client:"+client.ID, client.ID
+	}
+	s.sample(r, s.refusals, ev, we.Code)
+}

@@ -1,0 +1,98 @@
+package provider_test
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/connectd/connectd/internal/provider"
+)
+
+// FuzzParseConfig: whatever the providers file holds, parsing never panics
+// and never hands out a secret in its error; and what it accepts (outside dev
+// mode) can only send browsers and back-channel calls to absolute https URLs
+// with a host, no user info and no fragment, and builds authorize URLs where
+// state, redirect_uri and the PKCE challenge are connectd's own, once each.
+// Run longer with
+//
+//	go test -run '^$' -fuzz FuzzParseConfig -fuzztime 1m ./internal/provider
+func FuzzParseConfig(f *testing.F) {
+	const sec = `"client_id":"x","client_secret_env":"S"`
+	for _, s := range []string{
+		`{"providers":[{"name":"gh","template":"github",` + sec + `}]}`,
+		`{"providers":[{"name":"gl","template":"gitlab","base_url":"https://git.example.com",` + sec + `}]}`,
+		`{"providers":[{"name":"ms","template":"microsoft","tenant":"contoso",` + sec + `}]}`,
+		`{"providers":[{"name":"x","kind":"oauth2",` + sec + `,"authorize_url":"https://a.example/auth","token_url":"https://a.example/token","authorize_params":{"prompt":"consent"}}]}`,
+		`{"providers":[{"name":"x","kind":"oauth2",` + sec + `,"authorize_url":"https://a.example/auth?state=evil&redirect_uri=https://evil.example/","token_url":"https://a.example/token"}]}`,
+		`{"providers":[{"name":"x","kind":"oauth2",` + sec + `,"authorize_url":"javascript:alert(1)//","token_url":"https://a.example/token"}]}`,
+		`{"providers":[{"name":"x","kind":"oauth2",` + sec + `,"authorize_url":"https://a.example@evil.example/","token_url":"https://a.example/token"}]}`,
+		`{"providers":[{"name":"gl","template":"gitlab","base_url":"https://evil.example#@git.example.com",` + sec + `}]}`,
+		`{"providers":[{"name":"k","kind":"api_key","verify":{"url":"https://api.example/me","header":"Authorization","value":"Bearer {key}"}}]}`,
+		`{"providers":[{"name":"k","kind":"api_key","verify":{"url":"https://api.example/me?k={key}","header":"X","value":"{key}"}}]}`,
+		`{"providers":[{"name":"a","template":"github",` + sec + `},{"name":"a","template":"github",` + sec + `}]}`,
+		`{"providers":[{"name":"x","kind":"oauth2","client_id":"x","client_secret":"ghp_inline","authorize_url":"https://a","token_url":"https://a"}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	opts := provider.ParseOptions{
+		Getenv:   func(string) string { return "env-secret-value" },
+		ReadFile: func(string) ([]byte, error) { return nil, fs.ErrNotExist }, // never the real file system
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := provider.ParseConfig(data, opts)
+		if err != nil {
+			var ce *provider.ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("untyped error %v", err)
+			}
+			if strings.Contains(err.Error(), "env-secret-value") {
+				t.Fatalf("error repeats a secret: %v", err)
+			}
+			return
+		}
+		for _, s := range cfg.Providers {
+			urls := map[string]string{"issuer": s.Issuer, "authorize_url": s.AuthorizeURL, "token_url": s.TokenURL,
+				"revocation_url": s.RevocationURL}
+			if s.Verify != nil {
+				urls["verify.url"] = s.Verify.URL
+			}
+			for field, raw := range urls {
+				if raw == "" {
+					continue
+				}
+				u, err := url.Parse(raw)
+				if err != nil || u.Scheme != "https" || u.Hostname() == "" || u.User != nil || u.Fragment != "" ||
+					strings.Contains(raw, "#") {
+					t.Fatalf("%s: accepted %s %q", s.Name, field, raw)
+				}
+			}
+			if s.Kind != provider.KindOAuth2 || s.Discovery {
+				continue
+			}
+			p, err := provider.NewProvider(context.Background(), s, false, provider.Options{})
+			if err != nil {
+				t.Fatalf("%s: accepted but unusable: %v", s.Name, err)
+			}
+			const state, redirect = "the-state", "https://connect.example.com/oauth/callback"
+			raw := p.(provider.OAuth).AuthCodeURL(state, "the-challenge", redirect, []string{"a"})
+			u, err := url.Parse(raw)
+			au, _ := url.Parse(s.AuthorizeURL)
+			if err != nil || u.Scheme != "https" || u.Host != au.Host {
+				t.Fatalf("%s: authorize URL %q", s.Name, raw)
+			}
+			q := u.Query()
+			for name, want := range map[string]string{"state": state, "redirect_uri": redirect} {
+				if !slices.Equal(q[name], []string{want}) {
+					t.Fatalf("%s: %s is %q in %q", s.Name, name, q[name], raw)
+				}
+			}
+			if s.PKCE && !slices.Equal(q["code_challenge"], []string{"the-challenge"}) {
+				t.Fatalf("%s: code_challenge %q in %q", s.Name, q["code_challenge"], raw)
+			}
+		}
+	})
+}

@@ -1,0 +1,38 @@
+package web
+
+import (
+	"log/slog"
+	"net/http"
+)
+
+// PublicConfig configures Public.
+type PublicConfig struct {
+	Logger *slog.Logger
+	// HSTS sends Strict-Transport-Security (every deployment but dev mode).
+	HSTS bool
+	// TrustedOrigins are same-site for cross-origin protection although
+	// their Host differs (connectd's public origin, behind a proxy).
+	TrustedOrigins []string
+	// Limits are the per-route-class rate limits.
+	Limits RateLimits
+}
+
+// Public wraps the public listener's route table in everything every response
+// needs, outermost first: request ids, the access log, panic recovery, the
+// security headers (so that even a refusal below carries them), cross-origin
+// protection for state-changing requests, and the rate limits. Every route
+// registered on the public mux, by any package, gets all of it.
+func Public(h http.Handler, c PublicConfig) (http.Handler, error) {
+	cross, err := CrossOrigin(c.Logger, c.TrustedOrigins...)
+	if err != nil {
+		return nil, err
+	}
+	return Chain(h,
+		RequestIDs,
+		AccessLog(c.Logger),
+		Recover(c.Logger),
+		SecurityHeaders(c.HSTS),
+		cross,
+		RateLimit(c.Limits, c.Logger),
+	), nil
+}

@@ -26,9 +26,13 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
-## test: vet, gofmt, templ staleness, then every test with -race against a real Postgres.
+## test: vet, gofmt, templ staleness, then every test with -race against a real
+## Postgres, the real-browser tests included (scripts/ensure-chromium installs
+## Debian's chromium when missing, or fails saying how to get it). Fuzz targets
+## run their seed corpora here; fuzz further with go test -fuzz (docs/security.md).
 test: vet fmt-check check-generated
-	$(PG) $(GO) test -race -count=1 ./...
+	@chromium="$$(scripts/ensure-chromium)" && \
+	CONNECTD_CHROMIUM="$$chromium" $(PG) $(GO) test -race -count=1 ./...
 
 ## demo: connectd (dev mode, http://127.0.0.1:8080), an identity provider, the Demo Files OAuth
 ## provider and the example MCP server, on a private Postgres; prints a walkthrough. Ctrl-C stops all.

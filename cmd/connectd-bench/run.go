@@ -37,6 +37,11 @@ type options struct {
 	jsonOut  string
 	docOut   string
 	skip     map[string]bool
+	// profile, when set, is a directory: during the token scenario at
+	// profileLevel the harness saves a CPU and an allocation profile of
+	// replica 0 there (go tool pprof bin/connectd DIR/token-cpu.pprof).
+	profile      string
+	profileLevel int
 }
 
 func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
@@ -55,6 +60,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.IntVar(&o.openRate, "open-rate", 5000, "offered req/s of the open-loop token scenario")
 	fs.StringVar(&o.jsonOut, "json", "test-output/bench.json", "where to write the results as JSON")
 	fs.StringVar(&o.docOut, "doc", "docs/performance.md", "where to write the results as Markdown ('' skips)")
+	fs.StringVar(&o.profile, "profile", "", "directory for CPU and allocation profiles of replica 0 during the token scenario")
+	fs.IntVar(&o.profileLevel, "profile-level", 64, "concurrency level at which -profile captures")
 	skip := fs.String("skip", "", "comma-separated scenarios to skip (token,mint,status,open,flow,pgbench,trivial)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -146,6 +153,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"CONNECTD_ISSUERS=" + string(issuers),
 		"CONNECTD_EGRESS_ALLOW_HOSTS=" + idpLn.Addr().String(),
 		"CONNECTD_LOG_LEVEL=error",
+		// The rate limiters stay in the path (their cost is part of every
+		// request) with budgets the load never reaches.
+		"CONNECTD_RATE_API=" + unlimited, "CONNECTD_RATE_API_PER_IP=" + unlimited, "CONNECTD_RATE_BROWSER=" + unlimited,
+		"CONNECTD_RATE_LOGIN=" + unlimited, "CONNECTD_RATE_MINT=" + unlimited,
 		"CONNECTD_DB_MAX_CONNS=" + strconv.Itoa(max(8, 64/o.replicas)),
 	}
 	var reps []*process
@@ -180,7 +191,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			res.add(pgbench(ctx, adminURL, c, o.duration, logf))
 		}
 		if !o.skip["token"] {
-			res.add(measure(ctx, "token lookup (client key + ES256 user token)", c, o.duration, reps, lg.token))
+			var pr *profiler
+			if o.profile != "" && c == o.profileLevel {
+				pr = &profiler{dir: o.profile, logf: logf}
+			}
+			pr.during(ctx, fmt.Sprintf("token-%d", c), reps[0], o.duration, func() {
+				res.add(measure(ctx, "token lookup (client key + ES256 user token)", c, o.duration, reps, lg.token))
+			})
 		}
 		if !o.skip["status"] {
 			res.add(measure(ctx, "elicitation status", c, o.duration, reps, lg.status))
@@ -202,6 +219,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	logf("done in %s", res.Elapsed)
 	return nil
 }
+
+// unlimited is the largest budget CONNECTD_RATE_* accept.
+const unlimited = "1000000/1s"
 
 func userName(i int) string { return fmt.Sprintf("user-%05d", i) }
 
@@ -258,9 +278,10 @@ func seed(ctx context.Context, pool *pgxpool.Pool, keyLine, issuer string, users
 
 // process is a child process under measurement.
 type process struct {
-	cmd  *exec.Cmd
-	base string
-	pid  int
+	cmd      *exec.Cmd
+	base     string
+	internal string // operators' listener (pprof, metrics); "" for the trivial server
+	pid      int
 }
 
 func (p *process) stop() {
@@ -301,7 +322,7 @@ func startReplica(ctx context.Context, binary string, env []string, i int) (*pro
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &process{cmd: cmd, base: "http://" + addr, pid: cmd.Process.Pid}
+	p := &process{cmd: cmd, base: "http://" + addr, internal: "http://" + iaddr, pid: cmd.Process.Pid}
 	if err := waitReady(ctx, p.base+"/readyz"); err != nil {
 		p.stop()
 		return nil, err

@@ -7,21 +7,23 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/connect"
+	"github.com/connectd/connectd/internal/metrics"
 	"github.com/connectd/connectd/internal/web"
 )
 
 // newConnect wires the connect flow: vault keys, the provider catalog, the
-// credential store and the identity services.
-func newConnect(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *slog.Logger, ident *identity) (*connect.Server, error) {
+// credential store and the identity services; m (nil: none) counts flows,
+// refreshes and provider calls.
+func newConnect(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *slog.Logger, ident *identity, m *metrics.Metrics) (*connect.Server, error) {
 	keys, err := cfg.keyring(ctx, logger)
 	if err != nil {
 		return nil, err
 	}
-	cat, err := newCatalog(ctx, cfg, logger)
+	cat, err := newObservedCatalog(ctx, cfg, logger, m)
 	if err != nil {
 		return nil, err
 	}
-	store, err := newVaultStore(cfg, pool, keys, cat, logger)
+	store, err := newObservedVaultStore(cfg, pool, keys, cat, logger, m)
 	if err != nil {
 		return nil, err
 	}
@@ -29,6 +31,8 @@ func newConnect(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *sl
 		Logger: logger, Pool: pool, Sessions: ident.sessions, Login: ident.login, Auth: ident.auth,
 		Clients: ident.clients, Vault: store, Keyring: keys, Catalog: cat, PublicURL: cfg.PublicURL.String(),
 		ElicitationTTL: cfg.Connect.ElicitationTTL, RequestStateTTL: cfg.Connect.RequestStateTTL,
-		MintLimit: web.NewLimiter(cfg.RateLimit.Mint),
+		MintLimit:       web.NewLimiter(cfg.RateLimit.Mint),
+		ConsentCacheTTL: cfg.Cache.CredentialTTL, ConsentCacheSize: cfg.Cache.CredentialSize,
+		OnFlow: flowObserver(m),
 	})
 }

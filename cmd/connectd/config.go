@@ -36,6 +36,7 @@ type Config struct {
 	Admin    AdminConfig    // config_admin.go
 
 	RateLimit RateLimitConfig // config_ratelimit.go
+	Cache     CacheConfig     // config_cache.go
 }
 
 // DBConfig holds pgxpool settings.
@@ -219,6 +220,7 @@ func loadConfig(getenv func(string) string, n needs) (*Config, error) {
 	c.loadConnect(e)
 	c.loadAdmin(e)
 	c.loadRateLimit(e)
+	c.loadCache(e)
 
 	if e.err != nil {
 		return nil, e.err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/connectd/connectd/internal/metrics"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/vault"
 )
@@ -113,9 +114,17 @@ func (c *Config) keyring(ctx context.Context, logger *slog.Logger) (*vault.Keyri
 // call goes through the egress client (SSRF guard, https only outside the dev
 // allow-list, no redirects, timeouts, size cap).
 func newCatalog(ctx context.Context, cfg *Config, logger *slog.Logger) (*provider.Catalog, error) {
+	return newObservedCatalog(ctx, cfg, logger, nil)
+}
+
+// newObservedCatalog is newCatalog with every provider call measured by m.
+func newObservedCatalog(ctx context.Context, cfg *Config, logger *slog.Logger, m *metrics.Metrics) (*provider.Catalog, error) {
 	client, err := newEgressClient(cfg, "")
 	if err != nil {
 		return nil, err
+	}
+	if m != nil {
+		client.Transport = m.Transport(client.Transport)
 	}
 	cat, err := provider.New(ctx, cfg.Vault.Providers, provider.Options{HTTPClient: client, Logger: logger})
 	if err != nil {
@@ -131,9 +140,17 @@ func newCatalog(ctx context.Context, cfg *Config, logger *slog.Logger) (*provide
 // newVaultStore wires the connection store to the provider catalog: refreshes
 // and revocations go through the catalog's OAuth providers.
 func newVaultStore(cfg *Config, pool *pgxpool.Pool, keys *vault.Keyring, cat *provider.Catalog, logger *slog.Logger) (*vault.Store, error) {
+	return newObservedVaultStore(cfg, pool, keys, cat, logger, nil)
+}
+
+// newObservedVaultStore is newVaultStore with refreshes counted by m. Its
+// credential cache (CONNECTD_CREDENTIAL_CACHE_TTL) stays empty until a
+// listener keeps it fresh: connect.Server.Run in serve.
+func newObservedVaultStore(cfg *Config, pool *pgxpool.Pool, keys *vault.Keyring, cat *provider.Catalog, logger *slog.Logger, m *metrics.Metrics) (*vault.Store, error) {
 	return vault.New(vault.Config{
 		Pool: pool, Keyring: keys, Logger: logger, Skew: cfg.Vault.RefreshSkew,
-		Refresh: vaultRefreshFunc(cat), Revoke: vaultRevokeFunc(cat),
+		Refresh: observeRefresh(vaultRefreshFunc(cat), m), Revoke: vaultRevokeFunc(cat),
+		CacheTTL: cfg.Cache.CredentialTTL, CacheSize: cfg.Cache.CredentialSize,
 	})
 }
 

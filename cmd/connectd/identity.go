@@ -101,7 +101,8 @@ func newIdentity(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *s
 		return nil, err
 	}
 	id.sessions, id.login = sessions, login
-	id.clients = mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, AllowHTTP: cfg.Dev, Logger: logger})
+	id.clients = mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, AllowHTTP: cfg.Dev, Logger: logger,
+		CacheTTL: cfg.Cache.ClientKeyTTL})
 	id.auth = mcpauth.NewAuthenticator(id.clients, id.verifier)
 	return id, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/connectd/connectd/internal/admin"
 	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/health"
+	"github.com/connectd/connectd/internal/metrics"
 	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/web/templates"
 )
@@ -71,13 +72,21 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	defer ident.Close()
-	conn, err := newConnect(ctx, cfg, pool, logger, ident)
+	m := newMetrics()
+	conn, err := newConnect(ctx, cfg, pool, logger, ident, m)
 	if err != nil {
 		ln.Close()
 		iln.Close()
 		return err
 	}
-	go conn.Run(ctx) // long-poll notifications and the periodic sweep
+	observeMetrics(m, pool, ident, conn)
+	// Long-poll notifications, cache invalidations and the periodic sweep.
+	// Run's last act (writing the sampled audit counts) needs the pool, so
+	// it must end before the pool closes.
+	runCtx, stopRun := context.WithCancel(ctx)
+	runDone := make(chan struct{})
+	go func() { conn.Run(runCtx); close(runDone) }()
+	defer func() { stopRun(); <-runDone }()
 	adm, err := newAdmin(ctx, cfg, pool, logger, ident, conn)
 	if err != nil {
 		ln.Close()
@@ -85,7 +94,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	go adm.Run(ctx) // audit retention sweep
-	handler, err := newPublicHandler(cfg, logger, checker, ident, conn, adm)
+	handler, err := newPublicHandler(cfg, logger, checker, ident, conn, adm, m)
 	if err != nil {
 		ln.Close()
 		iln.Close()
@@ -100,7 +109,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		errc <- serveHTTP(ctx, newHTTPServer(cfg.HTTP, handler, logger), ln, cfg.HTTP.ShutdownGrace, logger)
 	}()
 	go func() {
-		errc <- serveHTTP(ctx, newHTTPServer(cfg.HTTP, newInternalHandler(checker), logger), iln, cfg.HTTP.ShutdownGrace, logger)
+		errc <- serveHTTP(ctx, newHTTPServer(cfg.HTTP, newInternalHandler(checker, m), logger), iln, cfg.HTTP.ShutdownGrace, logger)
 	}()
 	err = errors.Join(<-errc, <-errc)
 	logger.InfoContext(context.WithoutCancel(ctx), "stopped")
@@ -109,8 +118,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 // newPublicHandler is the route table of the public listener, wrapped in
 // web.Public: security headers, cross-origin protection and rate limits for
-// every route on it, whichever package registered the route.
-func newPublicHandler(cfg *Config, logger *slog.Logger, checker *health.Checker, ident *identity, conn *connect.Server, adm *admin.Server) (http.Handler, error) {
+// every route on it, whichever package registered the route; and, outermost,
+// counted by route pattern and status (m).
+func newPublicHandler(cfg *Config, logger *slog.Logger, checker *health.Checker, ident *identity, conn *connect.Server, adm *admin.Server, m *metrics.Metrics) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", checker.Healthz)
 	mux.HandleFunc("GET /readyz", checker.Readyz)
@@ -120,19 +130,24 @@ func newPublicHandler(cfg *Config, logger *slog.Logger, checker *health.Checker,
 	static, _ := fs.Sub(templates.Static, "static")
 	mux.Handle("GET /static/", http.StripPrefix("/static/", web.Static(static)))
 	mux.Handle("/", web.Fallback(logger))
-	return web.Public(mux, web.PublicConfig{
+	h, err := web.Public(mux, web.PublicConfig{
 		Logger:         logger,
 		HSTS:           !cfg.Dev,
 		TrustedOrigins: []string{cfg.PublicURL.Scheme + "://" + cfg.PublicURL.Host},
 		Limits:         cfg.RateLimit.Public,
 	})
+	if err != nil {
+		return nil, err
+	}
+	return m.Routes(mux, h), nil
 }
 
-// newInternalHandler serves operators: probes and pprof (metrics come later).
-func newInternalHandler(checker *health.Checker) http.Handler {
+// newInternalHandler serves operators: probes, Prometheus metrics and pprof.
+func newInternalHandler(checker *health.Checker, m *metrics.Metrics) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", checker.Healthz)
 	mux.HandleFunc("GET /readyz", checker.Readyz)
+	mux.Handle("GET /metrics", m.Handler())
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)

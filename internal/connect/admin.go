@@ -18,7 +18,7 @@ const withdrawConsentsReturning = `DELETE FROM consents WHERE issuer = $1 AND su
 
 // WithdrawConsents deletes, within tx, every client's consent to the user's
 // connection to provider and returns the ids of the clients that held one
-// (sorted). An admin revocation runs it inside the vault's deleting
+// (sorted). Every replica's consent cache learns of it on commit. An admin revocation runs it inside the vault's deleting
 // transaction, so consents and credentials go together.
 func WithdrawConsents(ctx context.Context, tx pgx.Tx, u vault.UserRef, provider string) ([]string, error) {
 	rows, err := tx.Query(ctx, withdrawConsentsReturning, u.Issuer, u.Subject, provider)
@@ -28,6 +28,11 @@ func WithdrawConsents(ctx context.Context, tx pgx.Tx, u vault.UserRef, provider 
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, fmt.Errorf("connect: withdraw consents: %w", err)
+	}
+	if len(ids) > 0 {
+		if err := notifyConsent(ctx, tx, u, provider); err != nil {
+			return nil, err
+		}
 	}
 	slices.Sort(ids)
 	return ids, nil

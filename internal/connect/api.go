@@ -161,8 +161,8 @@ func (s *Server) mint(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// Per user, not per client: one user's tool calls must not be able to
-	// flood connect URLs (or the user) through many MCP servers.
+	// Per user, whichever MCP server asks: no client, and no set of clients,
+	// can flood a user with connect links or fill the table in their name.
 	if err := s.mintLimit.Allow(w, r, web.KeyOf(c.user.Issuer+"\x00"+c.user.Subject)); err != nil {
 		return err
 	}
@@ -626,9 +626,7 @@ func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) withdrawConsents(ctx context.Context, u vault.UserRef, name string) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, deleteConsents, u.Issuer, u.Subject, name); err != nil {
-			return fmt.Errorf("connect: withdraw consents: %w", err)
-		}
-		return nil
+		_, err := WithdrawConsents(ctx, tx, u, name) // also tells every replica's consent cache
+		return err
 	})
 }

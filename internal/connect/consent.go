@@ -24,7 +24,6 @@ const (
 		WHERE issuer = $1 AND subject = $2 AND provider = $3 AND client_id = $4`
 	selectConsentedProviders = `SELECT provider, scopes FROM consents
 		WHERE issuer = $1 AND subject = $2 AND client_id = $3`
-	deleteConsents = `DELETE FROM consents WHERE issuer = $1 AND subject = $2 AND provider = $3`
 )
 
 // errNoConsent: the user has not consented to this client for the provider.
@@ -34,12 +33,15 @@ func (s *Server) grantConsent(ctx context.Context, tx pgx.Tx, e *Elicitation) er
 	if _, err := tx.Exec(ctx, upsertConsent, e.Issuer, e.Subject, e.ClientID, e.Provider, nonNil(e.Scopes), s.now()); err != nil {
 		return fmt.Errorf("connect: record consent: %w", err)
 	}
-	return nil
+	return notifyConsent(ctx, tx, vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}, e.Provider)
 }
 
 // consent returns the scopes the user consented to for client and provider, or
 // errNoConsent.
 func (s *Server) consent(ctx context.Context, u vault.UserRef, clientID, provider string) ([]string, error) {
+	if s.consents != nil {
+		return s.cachedConsent(ctx, u, clientID, provider)
+	}
 	var scopes []string
 	err := s.pool.QueryRow(ctx, selectConsent, u.Issuer, u.Subject, provider, clientID).Scan(&scopes)
 	if errors.Is(err, pgx.ErrNoRows) {

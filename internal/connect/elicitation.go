@@ -139,6 +139,9 @@ func (s *Server) finish(ctx context.Context, tx pgx.Tx, id string, st Status, re
 	if err := rows.Err(); err != nil {
 		return false, fmt.Errorf("connect: finish elicitation: %w", err)
 	}
+	if n == 1 {
+		s.onFlow(st)
+	}
 	return n == 1, nil
 }
 

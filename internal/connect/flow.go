@@ -480,7 +480,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, e *Elicitation
 	s.logger.InfoContext(r.Context(), "connect completed", slog.String("elicitation", e.ID),
 		slog.String("provider", e.Provider), slog.String("via", how))
 	return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Connected",
-		Message: "Your account is connected. You can return to your application."})
+		Message: "Your account is connected. Your application can use it now."})
 }
 
 // decline marks e declined and shows the declined page.
@@ -489,7 +489,7 @@ func (s *Server) decline(w http.ResponseWriter, r *http.Request, e *Elicitation,
 		return err
 	}
 	return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "Request declined",
-		Message: "Nothing was shared. You can return to your application."})
+		Message: "You declined. Nothing was shared with the application."})
 }
 
 // settle records a final status with its audit event in one transaction. It

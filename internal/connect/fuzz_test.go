@@ -179,7 +179,7 @@ func FuzzCallbackQuery(f *testing.F) {
 			t.Fatalf("accepted state %q from %q", rp.State, raw)
 		}
 		for name, v := range map[string]string{"code": rp.Code, "iss": rp.Iss, "error": rp.Error} {
-			if len(q[name]) > 1 || len(v) > 2048 || strings.IndexFunc(v, func(r rune) bool { return r <= ' ' || r >= 0x7f }) >= 0 {
+			if len(q[name]) > 1 || len(v) > 4096 || strings.IndexFunc(v, func(r rune) bool { return r <= ' ' || r >= 0x7f }) >= 0 {
 				t.Fatalf("accepted %s %q from %q", name, v, raw)
 			}
 		}

@@ -224,3 +224,45 @@ func TestMalformedHandlesRefusedBeforeLookup(t *testing.T) {
 		t.Fatal("a refused request stored an elicitation")
 	}
 }
+
+// TestOAuthStateExpires: a provider round trip that outlives its state's ten
+// minutes is refused, and nothing is exchanged.
+func TestOAuthStateExpires(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	m := e.newMCPServer("files", "fake")
+	u := m.mint("alice", map[string]any{"provider": "fake"})["url"].(string)
+	b := e.browser()
+	cb := e.authorize(e.allow(b, u, e.openAs(b, u, "alice")))
+	e.clock.Advance(10*time.Minute + time.Second)
+	e.refused(b.get(cb), http.StatusBadRequest, "state_expired")
+	if e.fake.Counts().Exchange != 0 || e.count("connections") != 0 || e.count("oauth_states") != 0 {
+		t.Fatal("an expired state was exchanged, or survived its use")
+	}
+}
+
+// TestCodeInjectionRefused: an authorization code from another flow (the
+// attacker's own, for his own account) injected into the victim's callback,
+// with the victim's valid state, is refused: the code is bound to the other
+// flow's PKCE challenge, and the verifier connectd holds for this state does
+// not redeem it. Nothing is stored for the victim.
+func TestCodeInjectionRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	m := e.newMCPServer("files", "fake")
+	flow := func(user string) (*browser, *url.URL) {
+		u := m.mint(user, map[string]any{"provider": "fake"})["url"].(string)
+		b := e.browser()
+		cb, _ := url.Parse(e.authorize(e.allow(b, u, e.openAs(b, u, user))))
+		return b, cb
+	}
+	victim, victimCB := flow("alice")
+	_, attackerCB := flow("bob")
+	q := victimCB.Query()
+	q.Set("code", attackerCB.Query().Get("code"))
+	victimCB.RawQuery = q.Encode()
+	e.refused(victim.get(victimCB.String()), http.StatusBadGateway, "exchange_failed")
+	if e.count("connections") != 0 {
+		t.Fatal("the injected code produced a connection")
+	}
+}

@@ -2,24 +2,41 @@ package connect
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/connectd/connectd/internal/cache"
 )
 
 // notifyChannel carries the id of every elicitation that left "pending".
 const notifyChannel = "connectd_elicitation_done"
 
-// hub wakes long-polls when an elicitation finishes on any replica: one
-// dedicated connection LISTENs and fans notifications out to local waiters.
+// pingEvery is how long the listener waits in silence before it checks that
+// its connection is still there: a connection that died without a word (a
+// network partition) is noticed within about this long, and the caches stop
+// trusting themselves.
+const pingEvery = 5 * time.Second
+
+// hub is the process's one Postgres listener. It wakes long-polls when an
+// elicitation finishes on any replica, and hands cache invalidations to the
+// packages that own the caches (vault's credentials, mcpauth's client keys,
+// connect's consents; see package cache): one dedicated connection LISTENs
+// on every channel and dispatches by channel.
+//
 // When that connection drops, every waiter is woken so it re-reads the
-// database; nothing is missed, at worst a waiter looks once more.
+// database, and every cache is emptied and stops caching (notifications sent
+// while nobody listens are lost); once LISTEN works again the caches are
+// emptied once more and resume. Nothing is missed: at worst a waiter looks
+// once more and a cache misses.
 type hub struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
+	subs   map[string]cache.Subscriber // by channel
 
 	mu      sync.Mutex
 	waiters map[string]map[chan struct{}]struct{}
@@ -27,8 +44,13 @@ type hub struct {
 	once    sync.Once
 }
 
-func newHub(pool *pgxpool.Pool, logger *slog.Logger) *hub {
-	return &hub{pool: pool, logger: logger, waiters: map[string]map[chan struct{}]struct{}{}, ready: make(chan struct{})}
+func newHub(pool *pgxpool.Pool, logger *slog.Logger, subs ...cache.Subscriber) *hub {
+	h := &hub{pool: pool, logger: logger, subs: map[string]cache.Subscriber{},
+		waiters: map[string]map[chan struct{}]struct{}{}, ready: make(chan struct{})}
+	for _, s := range subs {
+		h.subs[s.Channel] = s
+	}
+	return h
 }
 
 // subscribe returns a channel signalled when id may have changed, and a
@@ -77,15 +99,26 @@ func (h *hub) wakeAll() {
 	}
 }
 
+// setLive tells every cache whether the feed of invalidations is up.
+func (h *hub) setLive(live bool) {
+	for _, s := range h.subs {
+		if s.SetLive != nil {
+			s.SetLive(live)
+		}
+	}
+}
+
 // run listens until ctx ends, reconnecting with backoff.
 func (h *hub) run(ctx context.Context) {
+	defer h.setLive(false)
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := h.listen(ctx)
+		h.setLive(false) // first, before anything else can read a cache
 		if ctx.Err() != nil {
 			return
 		}
-		h.logger.WarnContext(ctx, "elicitation notifications interrupted; reconnecting", slog.Any("error", err))
+		h.logger.WarnContext(ctx, "database notifications interrupted; caches flushed; reconnecting", slog.Any("error", err))
 		h.wakeAll()
 		select {
 		case <-ctx.Done():
@@ -104,18 +137,53 @@ func (h *hub) listen(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
-		return err
+	channels := []string{notifyChannel}
+	for ch := range h.subs {
+		channels = append(channels, ch)
 	}
+	for _, ch := range channels {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return err
+		}
+	}
+	// Listening: from here on every change is announced to us. Whatever was
+	// cached before (or changed while we were not listening) is dropped.
+	h.setLive(true)
 	h.once.Do(func() { close(h.ready) })
 	// Anything that finished while we were not listening is picked up by the
 	// waiters' own re-read.
 	h.wakeAll()
 	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
+		wctx, cancel := context.WithTimeout(ctx, pingEvery)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if n != nil {
+			h.dispatch(n.Channel, n.Payload)
+		}
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded):
+			// Quiet for a while: make sure the connection is still there.
+			pctx, cancel := context.WithTimeout(ctx, pingEvery)
+			err = conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				return err
+			}
+		default:
 			return err
 		}
-		h.wake(n.Payload)
+	}
+}
+
+func (h *hub) dispatch(channel, payload string) {
+	if channel == notifyChannel {
+		h.wake(payload)
+		return
+	}
+	if s, ok := h.subs[channel]; ok && s.Invalidate != nil {
+		s.Invalidate(payload)
 	}
 }

@@ -34,7 +34,8 @@ type redirectParams struct {
 // parseRedirect checks an authorization response's query. The state must have
 // exactly the shape connectd issues; code, iss and error are optional here
 // (whether they are required depends on what came back) but bounded:
-// printable ASCII without spaces, at most 2 KiB (error at most 128 bytes).
+// printable ASCII without spaces, at most 4 KiB for code (some providers
+// issue long ones), 2 KiB for iss and 128 bytes for error.
 // Other parameters (error_description, session_state, ...) are ignored and
 // never used.
 func parseRedirect(q url.Values) (redirectParams, error) {
@@ -43,7 +44,7 @@ func parseRedirect(q url.Values) (redirectParams, error) {
 		name string
 		max  int
 		dst  *string
-	}{{"state", stateLen, &p.State}, {"code", 2048, &p.Code}, {"iss", 2048, &p.Iss}, {"error", 128, &p.Error}} {
+	}{{"state", stateLen, &p.State}, {"code", 4096, &p.Code}, {"iss", 2048, &p.Iss}, {"error", 128, &p.Error}} {
 		vs := q[f.name]
 		switch {
 		case len(vs) == 0:

@@ -13,6 +13,7 @@ import (
 	"github.com/a-h/templ"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/session"
@@ -27,10 +28,12 @@ type Config struct {
 	Sessions *session.Store
 	Login    *mcpauth.Login
 	Auth     *mcpauth.Authenticator // /v1: client key + user token
-	Clients  *mcpauth.Clients       // client names for consent pages
-	Vault    *vault.Store
-	Keyring  *vault.Keyring // seals request_state and PKCE verifiers
-	Catalog  *provider.Catalog
+	// Clients is the registry Auth authenticates with (client names for
+	// consent pages; its key cache is kept fresh by the Server's listener).
+	Clients *mcpauth.Clients
+	Vault   *vault.Store   // its credential cache is kept fresh by the Server's listener
+	Keyring *vault.Keyring // seals request_state and PKCE verifiers
+	Catalog *provider.Catalog
 	// PublicURL is the browser-facing origin (no trailing slash); connect
 	// URLs and the provider redirect URI are built from it.
 	PublicURL string
@@ -40,7 +43,16 @@ type Config struct {
 	RequestStateTTL time.Duration
 	// MintLimit bounds mints per user (nil: unlimited).
 	MintLimit *web.Limiter
-	Now       func() time.Time // default time.Now
+	// ConsentCacheTTL is how long consents may be used from memory (see
+	// consentcache.go); 0 disables the cache. ConsentCacheSize caps the
+	// cached (user, provider) pairs (default 50,000).
+	ConsentCacheTTL  time.Duration
+	ConsentCacheSize int
+	// OnFlow, when set, is called once for every elicitation that reaches a
+	// final status on this replica (completed, declined, failed, expired),
+	// for metrics.
+	OnFlow func(status Status)
+	Now    func() time.Time // default time.Now
 }
 
 // Server serves the connect flow: the /v1 API for MCP servers and the
@@ -61,6 +73,8 @@ type Server struct {
 	mintLimit       *web.Limiter
 	now             func() time.Time
 	hub             *hub
+	consents        *cache.Map[cache.Digest, []clientConsent] // nil: disabled; see consentcache.go
+	onFlow          func(Status)
 	reads, refusals *sampler      // sampled audit of token reads and refused /v1 calls
 	done            chan struct{} // closed when Run ends: long-polls answer at once
 	doneOnce        sync.Once
@@ -88,7 +102,15 @@ func New(cfg Config) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	s.hub = newHub(cfg.Pool, cfg.Logger)
+	s.onFlow = cfg.OnFlow
+	if s.onFlow == nil {
+		s.onFlow = func(Status) {}
+	}
+	if cfg.ConsentCacheSize <= 0 {
+		cfg.ConsentCacheSize = 50_000
+	}
+	s.consents = cache.New[cache.Digest, []clientConsent](cfg.ConsentCacheTTL, cfg.ConsentCacheSize, s.now)
+	s.hub = newHub(cfg.Pool, cfg.Logger, s.cacheSubscribers()...)
 	return s, nil
 }
 

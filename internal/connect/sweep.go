@@ -37,6 +37,9 @@ func (s *Server) Sweep(ctx context.Context) error {
 	}
 	if expired > 0 {
 		s.logger.InfoContext(ctx, "elicitations expired", slog.Int64("count", expired))
+		for range expired {
+			s.onFlow(StatusExpired)
+		}
 	}
 	return nil
 }

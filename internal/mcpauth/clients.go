@@ -3,7 +3,6 @@ package mcpauth
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base32"
 	"encoding/base64"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/connectd/connectd/internal/cache"
 )
 
 // KeyPrefix starts every client key, so a leaked key is recognisable (secret
@@ -48,6 +49,13 @@ type ClientsConfig struct {
 	AllowHTTP bool
 	Now       func() time.Time
 	Logger    *slog.Logger
+	// CacheTTL is how long an authenticated client key is remembered (by
+	// its hash) before the database is asked again; 0 disables the cache.
+	// Disabling a client or rotating its keys through any Clients reaches
+	// every replica's cache sooner, by notification (see clientcache.go).
+	CacheTTL time.Duration
+	// CacheSize caps the remembered keys (default 10,000 when CacheTTL is set).
+	CacheSize int
 }
 
 // Clients is the registry of MCP-server clients and their keys (tables clients
@@ -60,6 +68,8 @@ type Clients struct {
 
 	mu       sync.Mutex
 	lastUsed map[string]time.Time // per client: when this process last wrote last_used_at
+
+	cache *cache.Map[[32]byte, cachedKey] // by key hash; nil: disabled
 }
 
 // NewClients returns the client registry over cfg.Pool.
@@ -72,6 +82,10 @@ func NewClients(cfg ClientsConfig) *Clients {
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.CacheSize <= 0 {
+		cfg.CacheSize = 10_000
+	}
+	c.cache = cache.New[[32]byte, cachedKey](cfg.CacheTTL, cfg.CacheSize, c.now)
 	return c
 }
 
@@ -81,12 +95,14 @@ const (
 	clientColumns   = `c.id, c.name, c.resources, c.providers, c.disabled, c.created_at, c.last_used_at`
 	listClientsSQL  = `SELECT ` + clientColumns + ` FROM clients c ORDER BY c.created_at, c.id`
 	getClientSQL    = `SELECT ` + clientColumns + ` FROM clients c WHERE c.id = $1`
-	setDisabledSQL  = `UPDATE clients SET disabled = $2 WHERE id = $1`
+	// Every replica's key cache learns of the change on commit.
+	setDisabledSQL = `WITH changed AS (UPDATE clients SET disabled = $2 WHERE id = $1 RETURNING id)
+		SELECT pg_notify('` + InvalidationChannel + `', id) FROM changed`
 	// A rotation shortens every key still open-ended (or expiring later than
 	// the overlap allows) to the overlap, then adds the new key.
 	expireKeysSQL = `UPDATE client_keys SET expires_at = $2
 		WHERE client_id = $1 AND (expires_at IS NULL OR expires_at > $2)`
-	authenticateSQL = `SELECT k.key_hash, ` + clientColumns + `
+	authenticateSQL = `SELECT k.key_hash, k.expires_at, ` + clientColumns + `
 		FROM client_keys k JOIN clients c ON c.id = k.client_id
 		WHERE k.key_hash = $1 AND (k.expires_at IS NULL OR k.expires_at > $2)`
 	// The condition keeps replicas from writing more than once a minute too.
@@ -176,6 +192,7 @@ func (c *Clients) SetDisabled(ctx context.Context, id string, disabled bool) err
 	if err != nil {
 		return fmt.Errorf("mcpauth: disable client: %w", err)
 	}
+	c.forget(id)
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("%w: %s", ErrClientNotFound, id)
 	}
@@ -203,9 +220,13 @@ func (c *Clients) RotateKey(ctx context.Context, id string, overlap time.Duratio
 		if _, err := tx.Exec(ctx, expireKeysSQL, id, now.Add(overlap)); err != nil {
 			return err
 		}
+		if _, err := tx.Exec(ctx, notifySQL, InvalidationChannel, id); err != nil {
+			return err
+		}
 		_, err := tx.Exec(ctx, insertKeySQL, hash[:], id, now)
 		return err
 	})
+	c.forget(id)
 	if err != nil {
 		return "", fmt.Errorf("mcpauth: rotate key: %w", err)
 	}
@@ -222,22 +243,26 @@ func (c *Clients) Authenticate(ctx context.Context, key string) (Client, error) 
 	}
 	want := hashKey(key)
 	now := c.now().UTC()
-	row := c.pool.QueryRow(ctx, authenticateSQL, want[:], now)
-	var got []byte
-	var cl Client
-	var lastUsed *time.Time
-	err := row.Scan(&got, &cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Client{}, ErrInvalidClientKey
-	}
-	if err != nil {
-		return Client{}, fmt.Errorf("mcpauth: authenticate client: %w", err)
-	}
-	if subtle.ConstantTimeCompare(got, want[:]) != 1 {
-		return Client{}, ErrInvalidClientKey
-	}
-	if lastUsed != nil {
-		cl.LastUsedAt = *lastUsed
+	cl, ok := c.cached(want)
+	if !ok {
+		gen := c.cache.Gen()
+		row := c.pool.QueryRow(ctx, authenticateSQL, want[:], now)
+		var got []byte
+		var keyExpires, lastUsed *time.Time
+		err := row.Scan(&got, &keyExpires, &cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Client{}, ErrInvalidClientKey
+		}
+		if err != nil {
+			return Client{}, fmt.Errorf("mcpauth: authenticate client: %w", err)
+		}
+		if subtle.ConstantTimeCompare(got, want[:]) != 1 {
+			return Client{}, ErrInvalidClientKey
+		}
+		if lastUsed != nil {
+			cl.LastUsedAt = *lastUsed
+		}
+		c.remember(want, cl, keyExpires, gen)
 	}
 	if cl.Disabled {
 		return Client{}, ErrClientDisabled
@@ -282,7 +307,7 @@ func newKey() (string, [32]byte) {
 	return key, hashKey(key)
 }
 
-func hashKey(key string) [32]byte { return sha256.Sum256([]byte(key)) }
+func hashKey(key string) [32]byte { return sum256(key) }
 
 func wellFormedKey(key string) bool {
 	rest, ok := strings.CutPrefix(key, KeyPrefix)

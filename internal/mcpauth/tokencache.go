@@ -4,7 +4,10 @@ import (
 	"crypto/sha256"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/connectd/connectd/internal/cache"
 )
 
 // tokenCache remembers access tokens that verified, keyed by their SHA-256,
@@ -16,6 +19,8 @@ type tokenCache struct {
 	mu  sync.Mutex
 	max int
 	m   map[[32]byte]cachedToken
+
+	hits, misses atomic.Uint64 // for metrics
 }
 
 type cachedToken struct {
@@ -42,20 +47,35 @@ func (c *tokenCache) get(key [32]byte, audiences []string, now time.Time, skew t
 	e, found := c.m[key]
 	c.mu.Unlock()
 	if !found {
+		c.misses.Add(1)
 		return Identity{}, false, false
 	}
 	if !now.Before(e.id.Expiry.Add(skew)) || (!e.nbf.IsZero() && now.Add(skew).Before(e.nbf)) {
 		c.mu.Lock()
 		delete(c.m, key)
 		c.mu.Unlock()
+		c.misses.Add(1)
 		return Identity{}, false, false // let the full check say why
 	}
 	for _, a := range audiences {
 		if slices.Contains(e.aud, a) {
+			c.hits.Add(1)
 			return e.id, true, false
 		}
 	}
+	c.hits.Add(1) // answered from the cache: refused
 	return Identity{}, false, true
+}
+
+// stats reports the cache's counters (zero when disabled).
+func (c *tokenCache) stats() cache.Stats {
+	if c == nil {
+		return cache.Stats{}
+	}
+	c.mu.Lock()
+	n := len(c.m)
+	c.mu.Unlock()
+	return cache.Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Entries: n}
 }
 
 // put remembers a verified token. When full it drops expired entries, then
@@ -82,4 +102,15 @@ func (c *tokenCache) put(key [32]byte, e cachedToken, now time.Time) {
 	c.m[key] = e
 }
 
-func tokenKey(raw string) [32]byte { return sha256.Sum256([]byte(raw)) }
+func tokenKey(raw string) [32]byte { return sum256(raw) }
+
+// sum256 is sha256.Sum256 of a string without the copy to the heap that
+// []byte(s) costs for anything longer than 32 bytes: a token or key hashed on
+// every request is copied to the stack instead.
+func sum256(s string) [32]byte {
+	var buf [2048]byte
+	if len(s) <= len(buf) {
+		return sha256.Sum256(buf[:copy(buf[:], s)])
+	}
+	return sha256.Sum256([]byte(s))
+}

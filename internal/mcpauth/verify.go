@@ -14,6 +14,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/time/rate"
+
+	"github.com/connectd/connectd/internal/cache"
 )
 
 // algorithms is the signature allow-list: asymmetric algorithms only. none and
@@ -218,6 +220,10 @@ func (v *Verifier) VerifyAccessToken(ctx context.Context, raw string, audiences 
 	v.tokens.put(key, e, now)
 	return id, nil
 }
+
+// TokenCacheStats reports the verified-token cache's counters (zero when
+// disabled).
+func (v *Verifier) TokenCacheStats() cache.Stats { return v.tokens.stats() }
 
 // VerifyIDToken verifies an OIDC ID token from the issuer at issuerURL:
 // signature, alg, iss equal to issuerURL, aud containing clientID (and azp

@@ -96,3 +96,27 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestAuthorizeURLWithReservedParamsRefused: an authorize_url that already
+// carries a parameter connectd sets (state, redirect_uri, the PKCE challenge,
+// ...) is refused, in the file and from discovery: the browser would
+// otherwise arrive with two of them, and which one the provider reads is
+// anyone's guess. Found by FuzzParseConfig.
+func TestAuthorizeURLWithReservedParamsRefused(t *testing.T) {
+	t.Parallel()
+	for _, q := range []string{"state=evil", "redirect_uri=https%3A%2F%2Fevil.example%2F", "code_challenge=x",
+		"code_challenge_method=plain", "client_id=other", "response_type=token", "scope=admin"} {
+		_, err := parse(`{"providers":[{"name":"x","kind":"oauth2","client_id":"x","client_secret_env":"S",`+
+			`"authorize_url":"https://a.example/auth?`+q+`","token_url":"https://a.example/token"}]}`, false,
+			map[string]string{"S": "s"})
+		var ce *provider.ConfigError
+		if !errors.As(err, &ce) || ce.Field != "authorize_url" {
+			t.Errorf("authorize_url with %s: %v", q, err)
+		}
+	}
+	if _, err := parse(`{"providers":[{"name":"x","kind":"oauth2","client_id":"x","client_secret_env":"S",`+
+		`"authorize_url":"https://a.example/auth?tenant=acme","token_url":"https://a.example/token"}]}`, false,
+		map[string]string{"S": "s"}); err != nil {
+		t.Errorf("an ordinary query parameter is refused: %v", err)
+	}
+}

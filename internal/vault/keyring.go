@@ -230,6 +230,16 @@ func (k *Keyring) sealWith(version uint32, plaintext, aad []byte) ([]byte, error
 // ErrDecrypt. The caller owns the returned plaintext and should clear it when
 // done.
 func (k *Keyring) Open(ciphertext, aad []byte) ([]byte, error) {
+	if _, err := KeyVersion(ciphertext); err != nil {
+		return nil, err
+	}
+	return k.openWith(nil, ciphertext, additional(ciphertext[:headerSize], aad))
+}
+
+// openWith is Open given the complete associated data, ad =
+// additional(header, aad) (a caller opening the same ciphertext again and
+// again computes it once), appending the plaintext to dst.
+func (k *Keyring) openWith(dst, ciphertext, ad []byte) ([]byte, error) {
 	v, err := KeyVersion(ciphertext)
 	if err != nil {
 		return nil, err
@@ -241,7 +251,7 @@ func (k *Keyring) Open(ciphertext, aad []byte) ([]byte, error) {
 	if len(ciphertext) < headerSize+tagSize {
 		return nil, fmt.Errorf("%w: ciphertext too short", ErrDecrypt)
 	}
-	pt, err := aead.Open(nil, ciphertext[5:headerSize], ciphertext[headerSize:], additional(ciphertext[:headerSize], aad))
+	pt, err := aead.Open(dst, ciphertext[5:headerSize], ciphertext[headerSize:], ad)
 	if err != nil {
 		return nil, fmt.Errorf("%w: authentication failed (key version %d)", ErrDecrypt, v)
 	}

@@ -180,6 +180,7 @@ func (s *Store) rewrapBatch(ctx context.Context, primary int32, after string, n 
 		if examined > 0 {
 			last = items[examined-1].ID
 		}
+		var changed []string // cache invalidations, sent with the batch
 		for _, r := range items {
 			aad := binding(r.ID, r.User, r.Provider)
 			pt, err := s.keys.Open(r.ciphertext, aad)
@@ -197,7 +198,13 @@ func (s *Store) rewrapBatch(ctx context.Context, primary int32, after string, n 
 			if _, err := tx.Exec(ctx, updateRewrapped, r.ID, primary, ct); err != nil {
 				return fmt.Errorf("vault: rewrap update: %w", err)
 			}
+			changed = append(changed, connKey(r.User, r.Provider).Payload())
 			done++
+		}
+		if len(changed) > 0 {
+			if _, err := tx.Exec(ctx, notifyManySQL, InvalidationChannel, changed); err != nil {
+				return fmt.Errorf("vault: rewrap notify: %w", err)
+			}
 		}
 		return nil
 	})

@@ -9,12 +9,15 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/connectd/connectd/internal/cache"
 )
 
 // Errors of the connection store. Each is wrapped with context; test with
@@ -114,6 +117,13 @@ type Config struct {
 	ProviderTimeout time.Duration
 	Now             func() time.Time // default time.Now
 	Logger          *slog.Logger     // default: discard
+	// CacheTTL is how long Token may use a connection row (sealed credential
+	// and metadata) from memory; 0 disables the cache. Changes made through
+	// any Store reach the cache sooner, by notification (see cache.go): the
+	// TTL only bounds staleness should one be lost unnoticed.
+	CacheTTL time.Duration
+	// CacheSize caps the cached rows (default 50,000 when CacheTTL is set).
+	CacheSize int
 }
 
 // Store is the connections table: sealed credentials per (issuer, subject,
@@ -129,6 +139,7 @@ type Store struct {
 	now             func() time.Time
 	logger          *slog.Logger
 	flight          singleflight.Group
+	cache           *cache.Map[cache.Digest, *row] // nil: disabled; see cache.go
 }
 
 // New returns a Store.
@@ -152,6 +163,10 @@ func New(cfg Config) (*Store, error) {
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.CacheSize <= 0 {
+		cfg.CacheSize = 50_000
+	}
+	s.cache = cache.New[cache.Digest, *row](cfg.CacheTTL, cfg.CacheSize, s.now)
 	return s, nil
 }
 
@@ -182,10 +197,12 @@ const (
 	deleteConnection = `DELETE FROM connections WHERE id = $1`
 )
 
-// row is one connections row as read.
+// row is one connections row as read. A row in the cache is shared by every
+// reader: never modify one after it is loaded.
 type row struct {
 	Connection
 	ciphertext []byte
+	ad         []byte // associated data, computed once for a cached row; nil: compute when opening
 }
 
 type querier interface {
@@ -238,18 +255,45 @@ func binding(id string, user UserRef, provider string) []byte {
 	return Binding("connectd/vault/connection-credential/v1", id, user.Issuer, user.Subject, provider)
 }
 
-// open decrypts the credential of r.
+// open decrypts the credential of r. The plaintext lives in a pooled buffer,
+// zeroed before it goes back: opening allocates only the credential itself.
 func (s *Store) open(r *row) (*Credential, error) {
-	pt, err := s.keys.Open(r.ciphertext, binding(r.ID, r.User, r.Provider))
+	ad := r.ad
+	if ad == nil {
+		ad = associated(r)
+	}
+	bp := plaintexts.Get().(*[]byte)
+	pt, err := s.keys.openWith((*bp)[:0], r.ciphertext, ad)
 	if err != nil {
+		plaintexts.Put(bp)
 		return nil, fmt.Errorf("connection %s: %w", r.ID, err)
 	}
-	defer clear(pt)
 	c, err := decodeCredential(pt)
+	clear(pt)
+	if cap(pt) <= maxPooledPlaintext {
+		*bp = pt[:0]
+		plaintexts.Put(bp)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("connection %s: %w: %v", r.ID, ErrDecrypt, err)
 	}
 	return c, nil
+}
+
+// plaintexts are buffers for opened credentials, always zeroed when idle.
+var plaintexts = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+// maxPooledPlaintext: larger buffers (huge credentials) are left to the GC.
+const maxPooledPlaintext = 64 << 10
+
+// associated is the complete associated data of r's ciphertext (its header
+// and the row binding); nil when the ciphertext is too short to have a
+// header, which openWith then reports.
+func associated(r *row) []byte {
+	if len(r.ciphertext) < headerSize {
+		return nil
+	}
+	return additional(r.ciphertext[:headerSize], binding(r.ID, r.User, r.Provider))
 }
 
 // seal encrypts c for the row (id, user, provider) under the primary key.
@@ -340,6 +384,7 @@ func (s *Store) Put(ctx context.Context, user UserRef, provider string, cred Cre
 	if cred.AccessToken == "" {
 		return nil, fmt.Errorf("%w: credential has no access token", ErrInvalid)
 	}
+	defer s.forget(user, provider)
 	for attempt := 0; ; attempt++ {
 		conn, err := s.put(ctx, user, provider, cred)
 		if errors.Is(err, errPutConflict) && attempt < 3 {
@@ -373,6 +418,9 @@ func (s *Store) put(ctx context.Context, user UserRef, provider string, cred Cre
 			if tag.RowsAffected() == 0 {
 				return errPutConflict
 			}
+			if err := notifyChanged(ctx, tx, user, provider); err != nil {
+				return err
+			}
 			conn = &Connection{ID: id, User: user, Provider: provider, Status: StatusActive, KeyVersion: s.keys.Primary(),
 				Scopes: cred.Scopes, Expiry: cred.Expiry, CreatedAt: now, UpdatedAt: now}
 			return nil
@@ -399,6 +447,9 @@ func (s *Store) put(ctx context.Context, user UserRef, provider string, cred Cre
 		if _, err := tx.Exec(ctx, updateCredential, r.ID, int32(s.keys.Primary()), ct, nonNil(cred.Scopes),
 			nullTime(cred.Expiry), now); err != nil {
 			return fmt.Errorf("vault: update connection: %w", err)
+		}
+		if err := notifyChanged(ctx, tx, user, provider); err != nil {
+			return err
 		}
 		conn = &r.Connection
 		conn.Status, conn.KeyVersion, conn.Scopes, conn.Expiry, conn.UpdatedAt =
@@ -501,11 +552,15 @@ func (s *Store) DeleteWith(ctx context.Context, user UserRef, provider string, h
 		if _, err := tx.Exec(ctx, deleteConnection, r.ID); err != nil {
 			return fmt.Errorf("vault: delete connection: %w", err)
 		}
+		if err := notifyChanged(ctx, tx, user, provider); err != nil {
+			return err
+		}
 		if hook != nil {
 			return hook(ctx, tx, r.Connection)
 		}
 		return nil
 	})
+	s.forget(user, provider)
 	if err != nil {
 		return nil, err
 	}

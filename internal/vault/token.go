@@ -28,7 +28,7 @@ func (s *Store) Token(ctx context.Context, user UserRef, provider string, requir
 	if err := validate(user, provider); err != nil {
 		return nil, err
 	}
-	r, err := s.load(ctx, s.pool, user, provider, false)
+	r, err := s.loadCached(ctx, user, provider)
 	if err != nil {
 		return nil, err
 	}
@@ -180,11 +180,15 @@ func (s *Store) refreshLocked(ctx context.Context, user UserRef, provider string
 			nullTime(next.Expiry), now); err != nil {
 			return fmt.Errorf("vault: store refreshed token: %w", err)
 		}
+		if err := notifyChanged(ctx, tx, user, provider); err != nil {
+			return err
+		}
 		s.auditIn(ctx, tx, "connection.refreshed", r, map[string]any{
 			"new_refresh_token": ref.RefreshToken != "", "expires_at": nullTime(next.Expiry)})
 		out, refreshed = &next, true
 		return nil
 	})
+	s.forget(user, provider) // whatever happened, the next read goes to the database
 	if err != nil {
 		// If the provider already rotated the refresh token, losing this commit
 		// loses it; the next refresh then fails with invalid_grant and the user
@@ -201,9 +205,9 @@ func (s *Store) refreshLocked(ctx context.Context, user UserRef, provider string
 	return out, nil
 }
 
-func (s *Store) markReauth(ctx context.Context, tx pgx.Tx, id string) error {
-	if _, err := tx.Exec(ctx, updateStatus, id, string(StatusReauthorizationRequired), s.now().UTC()); err != nil {
+func (s *Store) markReauth(ctx context.Context, tx pgx.Tx, r *row) error {
+	if _, err := tx.Exec(ctx, updateStatus, r.ID, string(StatusReauthorizationRequired), s.now().UTC()); err != nil {
 		return fmt.Errorf("vault: mark reauthorization required: %w", err)
 	}
-	return nil
+	return notifyChanged(ctx, tx, r.User, r.Provider)
 }

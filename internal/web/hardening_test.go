@@ -130,6 +130,9 @@ func TestHeadersOnEveryResponse(t *testing.T) {
 		a.header.Get("Cache-Control") != "public, max-age=3600" || a.header.Get("X-Content-Type-Options") != "nosniff" {
 		t.Fatalf("static: %d %v", a.status, a.header)
 	}
+	if a := send(t, "GET", srv.URL+"/static/", nil); a.status != 404 || strings.Contains(a.body, "style.css") {
+		t.Fatalf("static directory listed: %d %s", a.status, a.body)
+	}
 }
 
 func TestAllowFormAction(t *testing.T) {

@@ -82,11 +82,16 @@ func origin(raw string) string {
 	return u.Scheme + "://" + strings.ToLower(u.Host)
 }
 
-// Static serves fsys (the stylesheet and other assets). They carry no state,
-// so unlike every other response they may be cached for a while.
+// Static serves the files of fsys (the stylesheet and other assets), never a
+// directory listing. They carry no state, so unlike every other response they
+// may be cached for a while.
 func Static(fsys fs.FS) http.Handler {
 	files := http.FileServerFS(fsys)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "" || strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r)
+			return
+		}
 		w.Header().Set("Cache-Control", "public, max-age=3600")
 		files.ServeHTTP(w, r)
 	})

@@ -1,0 +1,242 @@
+// Package cache is the in-memory cache connectd keeps in front of Postgres on
+// its hot path (client keys, sealed credentials, consents): a size-capped map
+// whose entries live at most a TTL and are dropped early when the database
+// announces a change (Postgres LISTEN/NOTIFY, see Subscriber).
+//
+// The owner of a table owns its cache: vault caches connections, mcpauth
+// client keys, connect consents. Each owner's writers send
+// pg_notify(channel, Key(...)) in the transaction that changes a row, and one
+// listener per process (connect's notification hub) hands every notification
+// to the owner's Subscriber. A Map caches nothing until that listener says the
+// feed is live, and empties itself and stops caching the moment the feed
+// drops, so an entry is never older than the last notification that could
+// have named it; the TTL bounds staleness should a notification be lost in
+// some way the listener cannot see.
+//
+// It must never hold a secret in the clear: what vault caches is the sealed
+// ciphertext, and keys are SHA-256 digests.
+package cache
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Map is a TTL cache from K to V, safe for concurrent use. A nil *Map is a
+// valid cache that never holds anything (caching disabled).
+type Map[K comparable, V any] struct {
+	ttl time.Duration
+	max int
+	now func() time.Time
+
+	mu   sync.RWMutex
+	m    map[K]entry[V]
+	gen  uint64 // bumped by every invalidation: fills begun before it are dropped
+	live bool   // the invalidation feed is up
+
+	hits, misses atomic.Uint64
+}
+
+type entry[V any] struct {
+	v       V
+	expires time.Time
+}
+
+// New returns a Map whose entries live at most ttl, holding at most max
+// entries; nil (no caching) when ttl or max is not positive. now defaults to
+// time.Now. The Map starts not live: SetLive(true) starts caching.
+func New[K comparable, V any](ttl time.Duration, max int, now func() time.Time) *Map[K, V] {
+	if ttl <= 0 || max <= 0 {
+		return nil
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Map[K, V]{ttl: ttl, max: max, now: now, m: make(map[K]entry[V], min(max, 1024))}
+}
+
+// Get returns the value cached for k, if there is one and it has not expired.
+func (c *Map[K, V]) Get(k K) (V, bool) {
+	var zero V
+	if c == nil {
+		return zero, false
+	}
+	c.mu.RLock()
+	e, ok := c.m[k]
+	c.mu.RUnlock()
+	if !ok || !c.now().Before(e.expires) {
+		c.misses.Add(1)
+		return zero, false
+	}
+	c.hits.Add(1)
+	return e.v, true
+}
+
+// Gen returns the current generation. Read it before loading what will be
+// passed to Put: if anything is invalidated in between, Put drops the value,
+// which may predate the change.
+func (c *Map[K, V]) Gen() uint64 {
+	if c == nil {
+		return 0
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.gen
+}
+
+// Put caches v under k for the TTL, or until notAfter when that is earlier
+// and not zero. It does nothing when the Map is not live or an invalidation
+// happened since gen was read.
+func (c *Map[K, V]) Put(k K, v V, gen uint64, notAfter time.Time) {
+	if c == nil {
+		return
+	}
+	now := c.now()
+	expires := now.Add(c.ttl)
+	if !notAfter.IsZero() && notAfter.Before(expires) {
+		expires = notAfter
+	}
+	if !now.Before(expires) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.live || gen != c.gen {
+		return
+	}
+	if _, ok := c.m[k]; !ok && len(c.m) >= c.max {
+		c.evictLocked(now)
+	}
+	c.m[k] = entry[V]{v: v, expires: expires}
+}
+
+// evictLocked drops expired entries, then arbitrary ones (map order) down to
+// 90 % of the cap, so memory stays bounded under any load.
+func (c *Map[K, V]) evictLocked(now time.Time) {
+	for k, e := range c.m {
+		if !now.Before(e.expires) {
+			delete(c.m, k)
+		}
+	}
+	for k := range c.m {
+		if len(c.m) < c.max*9/10 {
+			break
+		}
+		delete(c.m, k)
+	}
+}
+
+// Delete drops k.
+func (c *Map[K, V]) Delete(k K) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	delete(c.m, k)
+}
+
+// DeleteFunc drops every entry for which drop returns true.
+func (c *Map[K, V]) DeleteFunc(drop func(K, V) bool) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	for k, e := range c.m {
+		if drop(k, e.v) {
+			delete(c.m, k)
+		}
+	}
+}
+
+// SetLive empties the Map and starts (true) or stops (false) caching. The
+// listener calls it with true once it is listening and with false as soon as
+// its connection drops: notifications sent while nobody listened are lost,
+// so nothing cached before or during the gap may be trusted.
+func (c *Map[K, V]) SetLive(live bool) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.live = live
+	clear(c.m)
+}
+
+// Stats are a Map's counters, for metrics.
+type Stats struct {
+	Hits, Misses uint64 // lookups since start
+	Entries      int    // entries held now (expired ones included until evicted)
+}
+
+// Stats returns the Map's counters; zero for a nil Map.
+func (c *Map[K, V]) Stats() Stats {
+	if c == nil {
+		return Stats{}
+	}
+	c.mu.RLock()
+	n := len(c.m)
+	c.mu.RUnlock()
+	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Entries: n}
+}
+
+// Digest names a cached row by the SHA-256 of its key columns, each
+// length-prefixed so that no two column lists share a digest. It is both the
+// Map key and, hex-encoded (Payload), the notification payload: fixed-size
+// whatever the columns hold, and far below NOTIFY's 8000-byte limit.
+type Digest [sha256.Size]byte
+
+// Key returns the Digest of parts.
+func Key(parts ...string) Digest {
+	n := 0
+	for _, p := range parts {
+		n += 4 + len(p)
+	}
+	var stack [256]byte
+	b := stack[:0]
+	if n > len(stack) {
+		b = make([]byte, 0, n)
+	}
+	for _, p := range parts {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(p)))
+		b = append(b, p...)
+	}
+	return sha256.Sum256(b)
+}
+
+// Payload is d as a notification payload.
+func (d Digest) Payload() string { return hex.EncodeToString(d[:]) }
+
+// ParseDigest reads a notification payload made by Payload.
+func ParseDigest(payload string) (Digest, bool) {
+	var d Digest
+	if len(payload) != 2*len(d) {
+		return d, false
+	}
+	if _, err := hex.Decode(d[:], []byte(payload)); err != nil {
+		return d, false
+	}
+	return d, true
+}
+
+// Subscriber is what the owner of a cache hands the process's notification
+// listener: the channel its writers notify on, what to do with one
+// notification, and what to do when the feed comes up or goes down
+// (normally Map.SetLive).
+type Subscriber struct {
+	Channel    string
+	Invalidate func(payload string)
+	SetLive    func(live bool)
+}
+
+// Flush is the payload that makes a subscriber drop everything it caches
+// (sent, for instance, after a bulk change too large to name row by row).
+const Flush = "*"

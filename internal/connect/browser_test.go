@@ -1,0 +1,625 @@
+package connect_test
+
+import (
+	"context"
+	"fmt"
+	"html"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/target"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+)
+
+// The real-browser tests drive Debian's Chromium (headless, through chromedp)
+// through connectd as users do, and check what only a browser enforces:
+// cookie attributes, CSP (form-action on the consent redirect, no inline
+// script), frame-ancestors, the Referer a third party receives, and that the
+// pages lay out at a phone's and a desktop's width. Screenshots of every page
+// go to test-output/screenshots/ (gitignored).
+//
+// The parties live on different hosts, as in production, so that cookies are
+// not shared by accident (cookies ignore ports): connectd and the IdP on
+// 127.0.0.1, the provider's authorize endpoint on 127.0.0.2 and the
+// attacker's pages on 127.0.0.3. (Not [::1]: CSP source expressions cannot
+// name an IPv6 literal, so a provider there could not be allowed as a form
+// target.)
+
+// chromiumPath finds the browser. It never skips: without Chromium the test
+// fails and says how to get one (make test installs it).
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("CONNECTD_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome-stable", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no Chromium found: the real-browser tests need one. Run `make test` (scripts/ensure-chromium " +
+		"installs Debian's chromium when run as root), or `sudo apt-get install -y chromium`, or set CONNECTD_CHROMIUM.")
+	return ""
+}
+
+// newChromium starts one headless Chromium for the test, stopped (and its
+// profile removed) when the test ends.
+func newChromium(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.IgnoreCertErrors, // httptest's certificate
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+		// The closed network refuses Chromium's own connections; these keep
+		// it from trying.
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-features", "Translate,MediaRouter,OptimizationHints"),
+	)
+	bctx, bcancel := chromedp.NewContext(ctx)
+	t.Cleanup(func() { bcancel(); cancel() })
+	if err := chromedp.Do(bctx); err != nil { // start it now
+		t.Fatalf("start Chromium: %v", err)
+	}
+	return bctx
+}
+
+// tab opens a tab in a fresh browser context: its own cookie jar, like
+// another person's browser.
+func tab(t *testing.T, browser context.Context) context.Context {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tctx, tcancel := context.WithTimeout(ctx, 30*time.Second)
+	t.Cleanup(tcancel)
+	return tctx
+}
+
+func do(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		loc, _ := chromedp.Run(ctx, chromedp.Location())
+		body, _ := chromedp.Run(ctx, chromedp.Evaluate[string]("document.body ? document.body.innerText : ''"))
+		t.Fatalf("%v (at %s: %.300s)", err, loc, body)
+	}
+}
+
+// waitUntil waits until the JavaScript condition holds on the page the tab
+// shows, across navigations (whose torn-down documents fail to evaluate).
+func waitUntil(t *testing.T, ctx context.Context, cond string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ectx, cancel := context.WithTimeout(ctx, time.Second)
+		ok, err := chromedp.Run(ectx, chromedp.Evaluate[bool]("!!("+cond+")"))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			body, _ := chromedp.Run(ctx, chromedp.Evaluate[string]("location.href + ': ' + (document.body ? document.body.innerText : '')"))
+			t.Fatalf("waited in vain for %s (%v) at %.300s", cond, err, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// onPage is a waitUntil condition: the page's text contains s.
+func onPage(s string) string {
+	return "document.body && document.body.innerText.includes(" + strconvQuote(s) + ")"
+}
+
+func strconvQuote(s string) string { return fmt.Sprintf("%q", s) }
+
+func eval[T any](t *testing.T, ctx context.Context, js string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js))
+	if err != nil {
+		t.Fatalf("evaluate %q: %v", js, err)
+	}
+	return v
+}
+
+// screenshotDir is test-output/screenshots at the repository root.
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test directory")
+		}
+		dir = parent
+	}
+	out := filepath.Join(dir, "test-output", "screenshots")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// pageCheck is what every connectd page must satisfy in the browser, at a
+// phone's and a desktop's width: no horizontal scrolling, a language, one
+// heading, every input labelled, every button named, readable contrast; and a
+// screenshot of each width.
+const pageCheckJS = `(() => {
+	const problems = [];
+	const de = document.documentElement;
+	if (de.scrollWidth > window.innerWidth) problems.push("horizontal overflow: " + de.scrollWidth + " > " + window.innerWidth);
+	if (!de.lang) problems.push("no lang attribute");
+	if (document.querySelectorAll("h1").length !== 1) problems.push("not exactly one h1");
+	for (const el of document.querySelectorAll("input:not([type=hidden]), select, textarea")) {
+		if (!el.labels || el.labels.length === 0) problems.push("unlabelled " + el.outerHTML.slice(0, 80));
+	}
+	for (const el of document.querySelectorAll("button, a")) {
+		if (!el.textContent.trim() && !el.getAttribute("aria-label")) problems.push("unnamed " + el.outerHTML.slice(0, 80));
+	}
+	const rgb = s => (s.match(/[\d.]+/g) || []).map(Number);
+	const lum = c => { const v = c.slice(0, 3).map(x => { x /= 255; return x <= 0.03928 ? x / 12.92 : Math.pow((x + 0.055) / 1.055, 2.4); });
+		return 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2]; };
+	const bg = el => { for (let e = el; e; e = e.parentElement) { const c = rgb(getComputedStyle(e).backgroundColor); if (c.length === 3 || c[3] > 0) return c; } return [255, 255, 255]; };
+	for (const el of document.querySelectorAll("h1, h2, p, li, label, button, a, code, strong, dt, dd, .host")) {
+		if (!el.textContent.trim() || el.offsetParent === null) continue;
+		const fg = rgb(getComputedStyle(el).color), b = bg(el);
+		const l1 = lum(fg), l2 = lum(b), ratio = (Math.max(l1, l2) + 0.05) / (Math.min(l1, l2) + 0.05);
+		if (ratio < 4.5) problems.push("contrast " + ratio.toFixed(2) + " of " + el.tagName + " '" + el.textContent.trim().slice(0, 30) + "'");
+	}
+	return problems;
+})()`
+
+// shoot checks the current page at 390 px and 1280 px and saves both
+// screenshots as NAME-390.png and NAME-1280.png.
+func shoot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := screenshotDir(t)
+	for _, w := range []int64{390, 1280} {
+		do(t, ctx, chromedp.EmulateViewport(w, 844))
+		if problems := eval[[]string](t, ctx, pageCheckJS); len(problems) > 0 {
+			t.Errorf("%s at %d px: %v", name, w, problems)
+		}
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d.png", name, w)), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	do(t, ctx, chromedp.EmulateViewport(1280, 844))
+}
+
+// elsewhere is a TLS server on host, a loopback address other than
+// connectd's 127.0.0.1: its own cookies, its own site.
+func elsewhere(t *testing.T, host string, h http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatalf("the browser tests need the loopback address %s: %v", host, err)
+	}
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// seenRequest is what a third party received from the browser.
+type seenRequest struct {
+	path, referer, cookie, site string
+}
+
+// providerFront is the provider's authorize endpoint as browsers reach it: it
+// records what the browser sends and relays to the fake provider, whose
+// authorize endpoint approves at once.
+type providerFront struct {
+	mu   sync.Mutex
+	seen []seenRequest
+	srv  *httptest.Server
+	fake func() (string, *http.Client) // the fake's authorize URL and client, once it exists
+}
+
+func newProviderFront(t *testing.T) *providerFront {
+	p := &providerFront{}
+	p.srv = elsewhere(t, "127.0.0.2", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		p.seen = append(p.seen, seenRequest{r.URL.Path, r.Header.Get("Referer"), r.Header.Get("Cookie"), r.Header.Get("Sec-Fetch-Site")})
+		p.mu.Unlock()
+		authorize, client := p.fake()
+		c := *client
+		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		resp, err := c.Get(authorize + "?" + r.URL.RawQuery)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		if loc := resp.Header.Get("Location"); loc != "" {
+			w.Header().Set("Location", loc)
+		}
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
+	}))
+	return p
+}
+
+func (p *providerFront) requests() []seenRequest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]seenRequest(nil), p.seen...)
+}
+
+// attackerSite serves pages of another origin (on 127.0.0.3: another site):
+// one that frames a URL, one without any CSP, and forms whose CSP allows only
+// some redirect targets.
+func attackerSite(t *testing.T) *httptest.Server { return elsewhereAttacker(t, "127.0.0.3") }
+
+func elsewhereAttacker(t *testing.T, host string) *httptest.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /frame", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!DOCTYPE html><html lang="en"><title>win a prize</title><h1>Click the button</h1>
+<iframe id="victim" name="victim" src="%s" width="600" height="400"></iframe><iframe id="own" name="own" src="/plain" width="200" height="100"></iframe>`,
+			html.EscapeString(r.URL.Query().Get("src")))
+	})
+	mux.HandleFunc("GET /plain", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!DOCTYPE html><html lang="en"><title>plain</title><h1>No CSP here</h1>`)
+	})
+	mux.HandleFunc("GET /form", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "form-action 'self' "+r.URL.Query().Get("allow"))
+		fmt.Fprintf(w, `<!DOCTYPE html><html lang="en"><title>form</title><form method="post" action="/submit?to=%s">
+<button id="go" type="submit">Go</button></form>`, url.QueryEscape(r.URL.Query().Get("to")))
+	})
+	mux.HandleFunc("POST /submit", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusSeeOther)
+	})
+	return elsewhere(t, host, mux)
+}
+
+// TestRealBrowser runs the connect flow and its attacks in Chromium.
+func TestRealBrowser(t *testing.T) {
+	t.Parallel()
+	front := newProviderFront(t)
+	e := newEnv(t, envOptions{fakeEntry: func(entry map[string]any) {
+		entry["authorize_url"] = front.srv.URL + "/authorize"
+		entry["display_name"] = "Example Cloud"
+	}})
+	front.fake = func() (string, *http.Client) { return e.fake.AuthorizeURL(), e.fake.Client() }
+	client, key, err := e.clients.Create(context.Background(), "Acme Files", []string{"https://files.mcp.example/"}, []string{"fake", "keyed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &mcpServer{e: e, client: client, key: key}
+	evil := attackerSite(t)
+	browser := newChromium(t)
+	connectd, _ := url.Parse(e.srv.URL)
+
+	// login follows a connect URL through the dev IdP's picker as user.
+	login := func(t *testing.T, ctx context.Context, connectURL, user string, shot string) {
+		t.Helper()
+		do(t, ctx, chromedp.Navigate(connectURL), chromedp.WaitVisible(chromedp.CSS(`button[value="`+user+`"]`)))
+		if shot != "" {
+			shoot(t, ctx, shot)
+		}
+		do(t, ctx, chromedp.Click(chromedp.CSS(`button[value="`+user+`"]`)))
+	}
+	status := func(id string) string {
+		_, out := m.call(http.MethodGet, "/v1/elicitations/"+id, "alice", nil)
+		return fmt.Sprint(out["status"])
+	}
+
+	t.Run("alice connects: login, consent, provider, done", func(t *testing.T) {
+		ctx := tab(t, browser)
+		el := m.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"files.read", "files.write"}})
+		login(t, ctx, el["url"].(string), "alice", "01-idp-picker")
+		do(t, ctx, chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`)))
+		text := eval[string](t, ctx, "document.body.innerText")
+		for _, want := range []string{"Acme Files", "Example Cloud", "files.read", strings.TrimPrefix(front.srv.URL, "https://")} {
+			if !strings.Contains(text, want) {
+				t.Errorf("consent page does not show %q:\n%s", want, text)
+			}
+		}
+		shoot(t, ctx, "02-consent")
+
+		// The cookies as the browser stored them.
+		cookies, err := chromedp.Run(ctx, func(ctx context.Context, tt *chromedp.Target) ([]*network.Cookie, error) {
+			r, err := cdp.Call(ctx, tt, network.GetCookies, network.GetCookiesParams{URLs: []string{e.srv.URL + "/"}})
+			return r.Cookies, err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cookies) == 0 {
+			t.Fatal("no cookies stored for connectd")
+		}
+		for _, c := range cookies {
+			if !strings.HasPrefix(c.Name, "__Host-") || !c.Secure || !c.HTTPOnly || c.SameSite != network.CookieSameSiteLax ||
+				c.Path != "/" || c.Domain != connectd.Hostname() {
+				t.Errorf("cookie %s: secure %v httponly %v samesite %q path %q domain %q", c.Name, c.Secure, c.HTTPOnly, c.SameSite, c.Path, c.Domain)
+			}
+		}
+		if js := eval[string](t, ctx, "document.cookie"); js != "" {
+			t.Errorf("script can read cookies: %q", js)
+		}
+
+		// Keyboard: Tab reaches the Allow button and shows where focus is.
+		do(t, ctx, chromedp.Evaluate[chromedp.Void]("document.activeElement && document.activeElement.blur()", chromedp.EvalIgnoreExceptions))
+		for i := 0; i < 6 && eval[string](t, ctx, "document.activeElement.value || ''") != "allow"; i++ {
+			do(t, ctx, chromedp.KeyEvent(kb.Tab))
+		}
+		if eval[string](t, ctx, "document.activeElement.value || ''") != "allow" ||
+			eval[string](t, ctx, "getComputedStyle(document.activeElement).outlineStyle") == "none" {
+			t.Error("the Allow button cannot be reached with Tab, or shows no focus ring")
+		}
+
+		// Allow: POST, 303 to the provider (allowed by this page's form-action
+		// only), its approval, the callback, the success page.
+		before := len(front.requests())
+		do(t, ctx, chromedp.Click(chromedp.CSS(`button[value="allow"]`)), chromedp.WaitVisible(chromedp.CSS(".outcome.success")))
+		shoot(t, ctx, "03-connected")
+		if got := status(el["elicitation_id"].(string)); got != "completed" {
+			t.Fatalf("status %s", got)
+		}
+		seen := front.requests()[before:]
+		if len(seen) != 1 {
+			t.Fatalf("the provider saw %d requests", len(seen))
+		}
+		if seen[0].referer != "" || seen[0].cookie != "" {
+			t.Errorf("the provider received Referer %q and Cookie %q", seen[0].referer, seen[0].cookie)
+		}
+		if st, out := m.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil); st != 200 || !e.fake.Valid(out["access_token"].(string)) {
+			t.Fatalf("token: %d %v", st, out)
+		}
+
+		// The signed-in session page, then sign out.
+		do(t, ctx, chromedp.Navigate(e.srv.URL+"/session"), chromedp.WaitVisible(chromedp.CSS("form button")))
+		shoot(t, ctx, "04-session")
+		do(t, ctx, chromedp.Click(chromedp.CSS("form button")))
+		waitUntil(t, ctx, onPage("signed out"))
+		shoot(t, ctx, "05-signed-out")
+	})
+
+	t.Run("an API key, typed into connectd's own form", func(t *testing.T) {
+		ctx := tab(t, browser)
+		el := m.mint("alice", map[string]any{"provider": "keyed"})
+		login(t, ctx, el["url"].(string), "alice", "")
+		do(t, ctx, chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`)))
+		shoot(t, ctx, "06-consent-api-key")
+		do(t, ctx, chromedp.Click(chromedp.CSS(`button[value="allow"]`)), chromedp.WaitVisible(chromedp.CSS(`#api_key`)))
+		if typ := eval[string](t, ctx, "document.querySelector('#api_key').type"); typ != "password" {
+			t.Errorf("the key input is %q, not masked", typ)
+		}
+		do(t, ctx, chromedp.SendKeys(chromedp.CSS(`#api_key`), "sk-wrong"), chromedp.Click(chromedp.CSS(`button[value="save"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`.error`)))
+		shoot(t, ctx, "07-api-key-form-error")
+		do(t, ctx, chromedp.SendKeys(chromedp.CSS(`#api_key`), goodAPIKey), chromedp.Click(chromedp.CSS(`button[value="save"]`)),
+			chromedp.WaitVisible(chromedp.CSS(".outcome.success")))
+		if strings.Contains(eval[string](t, ctx, "document.documentElement.outerHTML"), goodAPIKey) {
+			t.Error("the page shows the API key")
+		}
+	})
+
+	t.Run("deny", func(t *testing.T) {
+		ctx := tab(t, browser)
+		before := len(front.requests())
+		el := m.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"admin"}})
+		login(t, ctx, el["url"].(string), "alice", "")
+		do(t, ctx, chromedp.WaitVisible(chromedp.CSS(`button[value="deny"]`)),
+			chromedp.Click(chromedp.CSS(`button[value="deny"]`)), chromedp.WaitVisible(chromedp.CSS(".outcome.declined")))
+		shoot(t, ctx, "08-declined")
+		if got := status(el["elicitation_id"].(string)); got != "declined" {
+			t.Fatalf("status %s", got)
+		}
+		if n := len(front.requests()) - before; n != 0 {
+			t.Fatalf("the provider was contacted after Deny (%d requests)", n)
+		}
+	})
+
+	t.Run("bob opens alice's link", func(t *testing.T) {
+		ctx := tab(t, browser)
+		el := m.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"files.read"}})
+		login(t, ctx, el["url"].(string), "bob", "")
+		waitUntil(t, ctx, onPage("another account"))
+		text := eval[string](t, ctx, "document.body.innerText")
+		if !strings.Contains(text, "created for another account") || strings.Contains(text, "alice") ||
+			eval[int](t, ctx, `document.querySelectorAll('button[value="allow"]').length`) != 0 {
+			t.Fatalf("bob sees:\n%s", text)
+		}
+		shoot(t, ctx, "09-another-account")
+		if got := status(el["elicitation_id"].(string)); got != "pending" {
+			t.Fatalf("status %s", got)
+		}
+	})
+
+	t.Run("error pages", func(t *testing.T) {
+		ctx := tab(t, browser)
+		do(t, ctx, chromedp.Navigate(e.srv.URL+"/c/"+strings.Repeat("A", 32)))
+		waitUntil(t, ctx, onPage("not valid"))
+		shoot(t, ctx, "10-unknown-link")
+		do(t, ctx, chromedp.Navigate(e.srv.URL+"/session"))
+		waitUntil(t, ctx, onPage("Not signed in"))
+		shoot(t, ctx, "11-not-signed-in")
+	})
+
+	t.Run("the consent page does not render in another origin's frame", func(t *testing.T) {
+		// The attacker is on a sibling origin of the same site (127.0.0.1,
+		// another port): the strongest case, since SameSite=Lax cookies go
+		// along in its frames and connectd answers with the consent page
+		// itself. (A cross-site frame gets no session cookie, so only a login.)
+		sibling := elsewhereAttacker(t, "127.0.0.1")
+		ctx := tab(t, browser)
+		el := m.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"framed"}})
+		login(t, ctx, el["url"].(string), "alice", "")
+		do(t, ctx, chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`))) // signed in: the page would render
+		if _, err := chromedp.Run(ctx, func(ctx context.Context, tt *chromedp.Target) (cdp.Empty, error) {
+			return cdp.Call(ctx, tt, log.Enable, cdp.Empty{})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		entries := chromedp.Events(ctx, log.EntryAdded)
+		do(t, ctx, chromedp.Navigate(sibling.URL+"/frame?src="+url.QueryEscape(el["url"].(string))))
+		// The browser says why, in the framing page's console ...
+		for ev, err := range entries {
+			if err != nil {
+				t.Fatalf("no CSP report in the console: %v", err)
+			}
+			if strings.Contains(ev.Entry.Text, "frame-ancestors 'none'") && strings.Contains(ev.Entry.Text, e.srv.URL) {
+				break
+			}
+		}
+		// ... and the frame holds Chromium's error page, not the consent page;
+		// the control frame of the attacker's own origin rendered. A frame of
+		// the same site is in the page's frame tree; one of another site runs
+		// in its own process, as a target of its own.
+		framed := 0
+		var tree *page.FrameTree
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			tree, err = chromedp.Run(ctx, func(ctx context.Context, tt *chromedp.Target) (*page.FrameTree, error) {
+				r, err := cdp.Call(ctx, tt, page.GetFrameTree, cdp.Empty{})
+				return r.FrameTree, err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			settled := true // no frame still on its initial empty document
+			for _, c := range tree.ChildFrames {
+				settled = settled && c.Frame.URL != "" && c.Frame.URL != "about:blank"
+			}
+			if settled || time.Now().After(deadline) {
+				break
+			}
+		}
+		for _, c := range tree.ChildFrames {
+			if c.Frame.Name == "victim" {
+				framed++
+				if !strings.HasPrefix(c.Frame.URL, "chrome-error:") {
+					t.Fatalf("the framed consent page rendered: %s", c.Frame.URL)
+				}
+			}
+		}
+		targets, err := cdp.Call(ctx, chromedp.FromContext(ctx).Browser, target.GetTargets, target.GetTargetsParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ti := range targets.TargetInfos {
+			if ti.Type != "iframe" || !strings.HasPrefix(ti.URL, e.srv.URL) {
+				continue
+			}
+			framed++
+			fctx, fcancel := chromedp.NewContext(ctx, chromedp.WithTargetID(ti.TargetID))
+			inside, err := chromedp.Run(fctx, chromedp.Evaluate[string]("location.href + ' ' + document.body.innerText"))
+			fcancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(inside, "chrome-error:") || strings.Contains(inside, "Allow") {
+				t.Fatalf("the framed consent page rendered: %.200s", inside)
+			}
+		}
+		if framed != 1 {
+			t.Fatalf("%d frames of connectd found", framed)
+		}
+		if eval[string](t, ctx, `document.querySelector("#own").contentDocument.querySelector("h1").textContent`) != "No CSP here" {
+			t.Fatal("control: the attacker's own frame did not render")
+		}
+		if got := status(el["elicitation_id"].(string)); got != "pending" {
+			t.Fatalf("status %s", got)
+		}
+	})
+
+	t.Run("injected inline script does not run", func(t *testing.T) {
+		ctx := tab(t, browser)
+		// A client whose name is markup, and a script injected into the DOM.
+		xc, xkey, err := e.clients.Create(context.Background(), `<script>window.__xss=1</script><img src=x onerror="window.__xss=1">`,
+			[]string{"https://xss.mcp.example/"}, []string{"fake"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		xm := &mcpServer{e: e, client: xc, key: xkey}
+		el := xm.mint("alice", map[string]any{"provider": "fake"})
+		login(t, ctx, el["url"].(string), "alice", "")
+		do(t, ctx, chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`)))
+		if !strings.Contains(eval[string](t, ctx, "document.body.innerText"), "<script>window.__xss=1</script>") {
+			t.Error("the client name is not shown as text")
+		}
+		const inject = `(() => {
+			window.__ran = false; window.__violations = [];
+			document.addEventListener("securitypolicyviolation", e => window.__violations.push(e.effectiveDirective));
+			const s = document.createElement("script"); s.textContent = "window.__ran = true"; document.body.appendChild(s);
+			const d = document.createElement("div"); d.setAttribute("onclick", "window.__ran = true"); document.body.appendChild(d); d.click();
+			return true; })()`
+		eval[bool](t, ctx, inject)
+		// Both insertions are reported as CSP violations (events queued
+		// after the fact), and neither ran.
+		waitUntil(t, ctx, "window.__violations.length >= 2")
+		if eval[bool](t, ctx, "window.__ran === true || window.__xss === 1") {
+			t.Fatal("injected script ran on connectd's page")
+		}
+		// The same injection runs on a page without connectd's CSP.
+		do(t, ctx, chromedp.Navigate(evil.URL+"/plain"))
+		eval[bool](t, ctx, inject)
+		if !eval[bool](t, ctx, "window.__ran === true") {
+			t.Fatal("control: the injection does not run even without CSP")
+		}
+	})
+
+	t.Run("Chromium holds a form's redirect to form-action", func(t *testing.T) {
+		// Why the consent page names the provider's origin in form-action:
+		// without it, the redirect after a form post is blocked.
+		ctx := tab(t, browser)
+		target := e.srv.URL + "/healthz"
+		if _, err := chromedp.Run(ctx, func(ctx context.Context, tt *chromedp.Target) (cdp.Empty, error) {
+			return cdp.Call(ctx, tt, log.Enable, cdp.Empty{})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		entries := chromedp.Events(ctx, log.EntryAdded)
+		do(t, ctx, chromedp.Navigate(evil.URL+"/form?to="+url.QueryEscape(target)), chromedp.Click(chromedp.CSS("#go")))
+		for ev, err := range entries {
+			if err != nil {
+				t.Fatalf("Chromium did not report the blocked redirect: %v", err)
+			}
+			if strings.Contains(ev.Entry.Text, "form-action") {
+				break
+			}
+		}
+		if loc := eval[string](t, ctx, "location.href"); strings.HasPrefix(loc, target) {
+			t.Fatalf("redirect to an origin form-action does not list was followed: %s", loc)
+		}
+		do(t, ctx, chromedp.Navigate(evil.URL+"/form?to="+url.QueryEscape(target)+"&allow="+url.QueryEscape(e.srv.URL)),
+			chromedp.Click(chromedp.CSS("#go")))
+		waitUntil(t, ctx, "location.href.startsWith("+strconvQuote(target)+")")
+	})
+}

@@ -1,0 +1,101 @@
+package connect
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/vault"
+)
+
+// Consents are cached per (user, provider): the list of clients the user
+// consented to, with their scopes, so the token endpoint checks consent
+// without a query. Granting and withdrawing consent sends
+// pg_notify(consentChannel, key) in the transaction that changes the row; the
+// hub hands it to every replica's cache (see package cache). A user with no
+// consent for a provider at all is not cached, so a first grant is seen at
+// once; a grant to one more client is seen once its notification arrives —
+// on every replica before the completion that wakes the MCP server's
+// long-poll, since both travel on the same connection in commit order.
+
+// consentChannel is the NOTIFY channel of consent changes; the payload is
+// cache.Key(issuer, subject, provider) in hex, or cache.Flush.
+const consentChannel = "connectd_consents"
+
+const (
+	selectConsentsOf = `SELECT client_id, scopes FROM consents
+		WHERE issuer = $1 AND subject = $2 AND provider = $3`
+	notifyConsentSQL = `SELECT pg_notify($1, $2)`
+)
+
+// clientConsent is one client's consent, as cached.
+type clientConsent struct {
+	client string
+	scopes []string
+}
+
+func consentKey(u vault.UserRef, provider string) cache.Digest {
+	return cache.Key(u.Issuer, u.Subject, provider)
+}
+
+// notifyConsent announces in tx that the user's consents for provider changed.
+func notifyConsent(ctx context.Context, tx pgx.Tx, u vault.UserRef, provider string) error {
+	if _, err := tx.Exec(ctx, notifyConsentSQL, consentChannel, consentKey(u, provider).Payload()); err != nil {
+		return fmt.Errorf("connect: notify consent change: %w", err)
+	}
+	return nil
+}
+
+// cachedConsent is consent served from the cache, filling it on a miss.
+func (s *Server) cachedConsent(ctx context.Context, u vault.UserRef, clientID, provider string) ([]string, error) {
+	k := consentKey(u, provider)
+	set, ok := s.consents.Get(k)
+	if !ok {
+		gen := s.consents.Gen()
+		rows, err := s.pool.Query(ctx, selectConsentsOf, u.Issuer, u.Subject, provider)
+		if err != nil {
+			return nil, fmt.Errorf("connect: load consent: %w", err)
+		}
+		set, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (clientConsent, error) {
+			var c clientConsent
+			err := r.Scan(&c.client, &c.scopes)
+			return c, err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("connect: load consent: %w", err)
+		}
+		if len(set) > 0 {
+			s.consents.Put(k, set, gen, time.Time{})
+		}
+	}
+	i := slices.IndexFunc(set, func(c clientConsent) bool { return c.client == clientID })
+	if i < 0 {
+		return nil, errNoConsent
+	}
+	return set[i].scopes, nil
+}
+
+func (s *Server) invalidateConsents(payload string) {
+	if d, ok := cache.ParseDigest(payload); ok {
+		s.consents.Delete(d)
+		return
+	}
+	s.consents.DeleteFunc(func(cache.Digest, []clientConsent) bool { return true })
+}
+
+// cacheSubscribers are the caches the hub keeps fresh: this package's
+// consents, and the credential and client-key caches of the stores it uses.
+func (s *Server) cacheSubscribers() []cache.Subscriber {
+	return []cache.Subscriber{
+		{Channel: consentChannel, Invalidate: s.invalidateConsents, SetLive: s.consents.SetLive},
+		s.vault.CacheSubscriber(),
+		s.clients.CacheSubscriber(),
+	}
+}
+
+// CacheStats reports the consent cache's counters (zero when disabled).
+func (s *Server) CacheStats() cache.Stats { return s.consents.Stats() }

@@ -1,0 +1,56 @@
+package mcpauth
+
+import (
+	"time"
+
+	"github.com/connectd/connectd/internal/cache"
+)
+
+// Client keys are remembered briefly (ClientsConfig.CacheTTL), by the key's
+// SHA-256 as the database stores it, so the /v1 hot path authenticates a
+// client without a query. Unknown keys are never remembered. An entry lives
+// no longer than its key (a rotated-away key stops at the end of its
+// overlap), and disabling a client or rotating its keys sends
+// pg_notify(InvalidationChannel, client id) in the same statement or
+// transaction: this process forgets the client at once, the others when the
+// notification arrives (see package cache). Last-use bookkeeping (touch) is
+// unchanged: at most one write per client per minute.
+
+// InvalidationChannel is the NOTIFY channel of client changes; the payload is
+// the client id, or cache.Flush.
+const InvalidationChannel = "connectd_clients"
+
+const notifySQL = `SELECT pg_notify($1, $2)`
+
+// cachedKey is an authenticated key's client, as of when it was read.
+type cachedKey struct {
+	client Client
+}
+
+func (c *Clients) cached(hash [32]byte) (Client, bool) {
+	e, ok := c.cache.Get(hash)
+	return e.client, ok
+}
+
+// remember caches a key read at generation gen, until the key expires.
+func (c *Clients) remember(hash [32]byte, cl Client, keyExpires *time.Time, gen uint64) {
+	var notAfter time.Time
+	if keyExpires != nil {
+		notAfter = *keyExpires
+	}
+	c.cache.Put(hash, cachedKey{client: cl}, gen, notAfter)
+}
+
+// forget drops every cached key of client id.
+func (c *Clients) forget(id string) {
+	c.cache.DeleteFunc(func(_ [32]byte, e cachedKey) bool { return id == cache.Flush || e.client.ID == id })
+}
+
+// CacheSubscriber is what the process's notification listener needs to keep
+// the client-key cache fresh (see package cache).
+func (c *Clients) CacheSubscriber() cache.Subscriber {
+	return cache.Subscriber{Channel: InvalidationChannel, Invalidate: c.forget, SetLive: c.cache.SetLive}
+}
+
+// CacheStats reports the client-key cache's counters (zero when disabled).
+func (c *Clients) CacheStats() cache.Stats { return c.cache.Stats() }

@@ -1,0 +1,147 @@
+package mcpauth_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/pgtest"
+)
+
+// feed is a minimal stand-in for connect's notification hub: it LISTENs for
+// sub's channel on a connection of its own and feeds sub until the test ends.
+func feed(t *testing.T, pool *pgxpool.Pool, sub cache.Subscriber) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{sub.Channel}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	sub.SetLive(true)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			n, err := conn.WaitForNotification(ctx)
+			if err != nil {
+				sub.SetLive(false)
+				return
+			}
+			sub.Invalidate(n.Payload)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		conn.Close(context.Background())
+	})
+}
+
+// within polls f until it returns nil, for at most a second.
+func within(t *testing.T, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within a second: %v", what, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestClientKeyCacheAcrossReplicas: two registries on two pools, caching
+// keys and listening like two replicas. Disabling a client or rotating its
+// keys on one is honoured by the other within a second, not after the TTL;
+// a key's end of overlap is honoured even while it is cached.
+func TestClientKeyCacheAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := newClock()
+	dbURL := pgtest.URL(t)
+	replica := func() *mcpauth.Clients {
+		pool := pgtest.NewPool(t, dbURL)
+		c := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, Now: clk.Now, CacheTTL: time.Hour})
+		feed(t, pool, c.CacheSubscriber())
+		return c
+	}
+	a, b := replica(), replica()
+	cl, key, err := a.Create(ctx, "Demo", []string{resource}, []string{"github"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	works := func(key string) func() error {
+		return func() error { _, err := b.Authenticate(ctx, key); return err }
+	}
+	refused := func(key string, want error) func() error {
+		return func() error {
+			if _, err := b.Authenticate(ctx, key); !errors.Is(err, want) {
+				return errors.New("b still accepts the key")
+			}
+			return nil
+		}
+	}
+	if err := works(key)(); err != nil {
+		t.Fatal(err)
+	}
+	before := b.CacheStats()
+	for range 3 {
+		if err := works(key)(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := b.CacheStats(); s.Hits-before.Hits != 3 {
+		t.Fatalf("three authentications on b: %+v then %+v, want three hits", before, s)
+	}
+
+	if err := a.SetDisabled(ctx, cl.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "b refuses the disabled client", refused(key, mcpauth.ErrClientDisabled))
+	if err := a.SetDisabled(ctx, cl.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "b accepts the re-enabled client", works(key))
+
+	// Rotation without overlap: the old key stops everywhere at once.
+	key2, err := a.RotateKey(ctx, cl.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, "b refuses the rotated-away key", refused(key, mcpauth.ErrInvalidClientKey))
+	if err := works(key2)(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Rotation with overlap: the old key works, cached, until the overlap
+	// ends, then not.
+	key3, err := a.RotateKey(ctx, cl.ID, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // let the notification land before b caches key2 again
+	for _, k := range []string{key2, key3} {
+		if err := works(k)(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(time.Minute)
+	if err := refused(key2, mcpauth.ErrInvalidClientKey)(); err != nil {
+		t.Fatal("a cached key outlived its overlap")
+	}
+	if err := works(key3)(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -44,5 +44,6 @@ clean:
 	rm -rf bin .cache
 
 ## bench: benchmark harness with in-run baselines (REPLICAS=N); writes docs/performance.md.
+## BENCH_FLAGS=-profile=DIR keeps pprof profiles of replica 0; see go run ./cmd/connectd-bench -h.
 bench: build
 	$(PG) $(GO) run ./cmd/connectd-bench -connectd bin/connectd $(BENCH_FLAGS)

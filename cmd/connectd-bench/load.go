@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/connectd/connectd/internal/flowtest"
 )
 
 // load issues the benchmark's requests.
@@ -30,6 +32,22 @@ type load struct {
 
 	mu  sync.Mutex
 	ids []elicitationRef // minted elicitations, for the status scenario
+
+	flows *flows // the browser-flow scenario's users
+}
+
+// flows hands each concurrent browser flow a user of its own.
+type flows struct {
+	tokens []string // MCP access tokens of flowUser(i)
+	free   chan int
+}
+
+func newFlows(tokens []string) *flows {
+	f := &flows{tokens: tokens, free: make(chan int, len(tokens))}
+	for i := range tokens {
+		f.free <- i
+	}
+	return f
 }
 
 type elicitationRef struct {
@@ -55,8 +73,12 @@ func (l *load) pick() (int, *process) {
 }
 
 func (l *load) do(req *http.Request, user int, want int) ([]byte, error) {
+	return l.doAs(req, l.tokens[user], want)
+}
+
+func (l *load) doAs(req *http.Request, userToken string, want int) ([]byte, error) {
 	req.Header.Set("Authorization", "Bearer "+l.key)
-	req.Header.Set("X-User-Token", l.tokens[user])
+	req.Header.Set("X-User-Token", userToken)
 	resp, err := l.client.Do(req)
 	if err != nil {
 		return nil, err
@@ -77,6 +99,36 @@ func (l *load) token(ctx context.Context) error {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/v1/connections/bench/token", nil)
 	_, err := l.do(req, u, http.StatusOK)
 	return err
+}
+
+// prime asks once for every user's token, unmeasured: a scenario then
+// starts in the steady state of busy MCP servers, whose users' tokens have
+// been verified and whose credentials are cached. (The first lookup of a
+// user costs an ES256 verification and two queries; docs/performance.md.)
+//
+// Every replica has caches of its own, so every user is primed on every
+// replica.
+func (l *load) prime(ctx context.Context) error {
+	var wg sync.WaitGroup
+	var first atomic.Value
+	var n atomic.Int64
+	total := int64(len(l.tokens) * len(l.reps))
+	for range 32 {
+		wg.Go(func() {
+			for i := n.Add(1) - 1; i < total && ctx.Err() == nil; i = n.Add(1) - 1 {
+				u, p := int(i)%len(l.tokens), l.reps[int(i)/len(l.tokens)]
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/v1/connections/bench/token", nil)
+				if _, err := l.do(req, u, http.StatusOK); err != nil {
+					first.CompareAndSwap(nil, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, ok := first.Load().(error); ok {
+		return fmt.Errorf("priming the caches: %w", err)
+	}
+	return nil
 }
 
 func (l *load) mint(ctx context.Context) error {
@@ -114,6 +166,48 @@ func (l *load) status(ctx context.Context) error {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/v1/elicitations/"+ref.id, nil)
 	_, err := l.do(req, ref.user, http.StatusOK)
 	return err
+}
+
+// flow is one whole connect flow as an MCP server and a user's browser
+// live it: mint, then in a fresh browser sign in at the IdP, allow on the
+// consent page, authorize at the provider, return through the callback; the
+// MCP server then fetches the token, and unlinks, so that the next flow of
+// this user goes through the provider again.
+func (l *load) flow(ctx context.Context) error {
+	var u int
+	select {
+	case u = <-l.flows.free:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { l.flows.free <- u }()
+	p := l.reps[int(l.next.Add(1)%uint64(len(l.reps)))]
+	tok := l.flows.tokens[u]
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.base+"/v1/elicitations",
+		strings.NewReader(`{"provider":"flow","scopes":["files.read"]}`))
+	req.Header.Set("Content-Type", "application/json")
+	b, err := l.doAs(req, tok, http.StatusCreated)
+	if err != nil {
+		return fmt.Errorf("mint: %w", err)
+	}
+	var el struct {
+		URL string `json:"url"`
+	}
+	if err := json.Unmarshal(b, &el); err != nil {
+		return err
+	}
+	if err := flowtest.New(l.client).Connect(el.URL, flowUser(u)); err != nil {
+		return err
+	}
+	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/v1/connections/flow/token", nil)
+	if _, err := l.doAs(req, tok, http.StatusOK); err != nil {
+		return fmt.Errorf("token: %w", err)
+	}
+	req, _ = http.NewRequestWithContext(ctx, http.MethodDelete, p.base+"/v1/connections/flow", nil)
+	if _, err := l.doAs(req, tok, http.StatusOK); err != nil {
+		return fmt.Errorf("unlink: %w", err)
+	}
+	return nil
 }
 
 func (l *load) trivial(ctx context.Context) error {
@@ -158,19 +252,53 @@ func cpuTicks(pid int) int64 {
 	return ut + st
 }
 
-// peakRSS is the high-water resident set of pid in MB.
-func peakRSS(pid int) float64 {
+// rss is the resident set of pid in MB now.
+func rss(pid int) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "VmHWM:") {
+		if strings.HasPrefix(l, "VmRSS:") {
 			kb, _ := strconv.ParseFloat(strings.Fields(l)[1], 64)
 			return kb / 1024
 		}
 	}
 	return 0
+}
+
+// rssSampler records the largest resident set of any of procs while a
+// scenario runs (not the process's lifetime high-water mark, which would
+// carry one scenario's peak into the next).
+type rssSampler struct {
+	stop chan struct{}
+	done chan float64
+}
+
+func sampleRSS(procs []*process) *rssSampler {
+	s := &rssSampler{stop: make(chan struct{}), done: make(chan float64, 1)}
+	go func() {
+		var peak float64
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			for _, p := range procs {
+				peak = max(peak, rss(p.pid))
+			}
+			select {
+			case <-s.stop:
+				s.done <- peak
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+func (s *rssSampler) peak() float64 {
+	close(s.stop)
+	return <-s.done
 }
 
 func sum(ps []*process, f func(int) int64) int64 {
@@ -192,6 +320,7 @@ func measure(ctx context.Context, name string, c int, d time.Duration, procs []*
 	var errs atomic.Int64
 	var firstErr atomic.Value
 	cpu0 := sum(procs, cpuTicks)
+	mem := sampleRSS(procs)
 	start := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, d)
 	runWorkers(rctx, c, req, func(w int, took time.Duration, err error) {
@@ -216,11 +345,7 @@ func measure(ctx context.Context, name string, c int, d time.Duration, procs []*
 	if r.Requests > 0 {
 		r.CPUPer1k = cpu / float64(r.Requests) * 1000
 	}
-	var rss float64
-	for _, p := range procs {
-		rss = max(rss, peakRSS(p.pid))
-	}
-	r.PeakRSSMB = rss
+	r.PeakRSSMB = mem.peak()
 	return r
 }
 
@@ -266,6 +391,7 @@ func openLoop(ctx context.Context, name string, rate int, d time.Duration, procs
 	rctx, cancel := context.WithTimeout(ctx, d+10*time.Second)
 	defer cancel()
 	cpu0 := sum(procs, cpuTicks)
+	mem := sampleRSS(procs)
 	start := time.Now()
 	next := start
 	for next.Sub(start) < d {
@@ -296,9 +422,7 @@ func openLoop(ctx context.Context, name string, rate int, d time.Duration, procs
 	if r.Requests > 0 {
 		r.CPUPer1k = float64(sum(procs, cpuTicks)-cpu0) / 100 / float64(r.Requests) * 1000
 	}
-	for _, p := range procs {
-		r.PeakRSSMB = max(r.PeakRSSMB, peakRSS(p.pid))
-	}
+	r.PeakRSSMB = mem.peak()
 	return r
 }
 

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/vault"
 )
 
@@ -37,11 +40,14 @@ type options struct {
 	jsonOut  string
 	docOut   string
 	skip     map[string]bool
-	// profile, when set, is a directory: during the token scenario at
-	// profileLevel the harness saves a CPU and an allocation profile of
-	// replica 0 there (go tool pprof bin/connectd DIR/token-cpu.pprof).
+	// During the token scenario at profileLevel the harness profiles replica
+	// 0 (the report summarises the CPU profile); profile, when set, is a
+	// directory to keep the profiles in (go tool pprof bin/connectd
+	// DIR/token-64-cpu.pprof).
 	profile      string
 	profileLevel int
+	verbose      bool
+	extraEnv     []string // -env: more variables for every replica
 }
 
 func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
@@ -60,9 +66,17 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.IntVar(&o.openRate, "open-rate", 5000, "offered req/s of the open-loop token scenario")
 	fs.StringVar(&o.jsonOut, "json", "test-output/bench.json", "where to write the results as JSON")
 	fs.StringVar(&o.docOut, "doc", "docs/performance.md", "where to write the results as Markdown ('' skips)")
-	fs.StringVar(&o.profile, "profile", "", "directory for CPU and allocation profiles of replica 0 during the token scenario")
-	fs.IntVar(&o.profileLevel, "profile-level", 64, "concurrency level at which -profile captures")
-	skip := fs.String("skip", "", "comma-separated scenarios to skip (token,mint,status,open,flow,pgbench,trivial)")
+	fs.StringVar(&o.profile, "profile", "", "keep the CPU and allocation profiles of replica 0 during the token scenario in this directory")
+	fs.IntVar(&o.profileLevel, "profile-level", 64, "concurrency level of the token scenario that is profiled")
+	fs.BoolVar(&o.verbose, "v", false, "log replica 0's memory after each token scenario")
+	fs.Func("env", "KEY=VALUE for every connectd replica, e.g. GOMEMLIMIT=40MiB (repeatable)", func(v string) error {
+		if !strings.Contains(v, "=") {
+			return errors.New("want KEY=VALUE")
+		}
+		o.extraEnv = append(o.extraEnv, v)
+		return nil
+	})
+	skip := fs.String("skip", "", "comma-separated scenarios to skip (token,mint,status,open,flow,nocache,pgbench,trivial)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -100,20 +114,50 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", a...) }
 	started := time.Now()
 
-	// The trusted issuer: a dev IdP served by this process, as an MCP
-	// authorization server would be.
+	// Every replica's addresses are chosen first: the issuer must know
+	// their login callbacks.
+	main, off := make([]*process, o.replicas), make([]*process, o.replicas)
+	var callbacks []string
+	for _, set := range [][]*process{main, off} {
+		for i := range set {
+			if set[i], err = newProcess(); err != nil {
+				return err
+			}
+			callbacks = append(callbacks, set[i].base+"/login/callback")
+		}
+	}
+
+	// The trusted issuer, where MCP user tokens come from and browsers sign
+	// in (flow users added to its picker), and the third-party provider of
+	// the browser flows: both served by this process, as an MCP
+	// authorization server and GitHub would be.
+	for i := range flowUsers {
+		devidp.Users = append(devidp.Users, devidp.User{Subject: flowUser(i), Name: flowUser(i)})
+	}
 	idpLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
 	issuer := "http://" + idpLn.Addr().String()
-	idp, err := devidp.New(devidp.Config{Issuer: issuer, AccessTokenTTL: 24 * time.Hour})
+	idpSecret := randomSecret()
+	idp, err := devidp.New(devidp.Config{Issuer: issuer, AccessTokenTTL: 24 * time.Hour,
+		Clients: []devidp.Client{{ID: "connectd", Secret: idpSecret, RedirectURIs: callbacks}}})
 	if err != nil {
 		return err
 	}
 	idpSrv := &http.Server{Handler: idp.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	go idpSrv.Serve(idpLn)
 	defer idpSrv.Close()
+	provLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	flowSecret := randomSecret()
+	fake, fakeHandler := providertest.NewHandler("http://"+provLn.Addr().String(),
+		providertest.Options{RequirePKCE: true, ClientSecret: flowSecret})
+	provSrv := &http.Server{Handler: fakeHandler, ReadHeaderTimeout: 5 * time.Second}
+	go provSrv.Serve(provLn)
+	defer provSrv.Close()
 
 	logf("migrating and seeding %d users", o.users)
 	if out, err := exec.CommandContext(ctx, o.binary, "migrate", "up").CombinedOutput(); err != nil {
@@ -138,78 +182,148 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 	}
+	flowTokens := make([]string, flowUsers)
+	for i := range flowTokens {
+		if flowTokens[i], err = idp.AccessToken(flowUser(i), benchResource); err != nil {
+			return err
+		}
+	}
 
 	provFile := filepath.Join(os.TempDir(), fmt.Sprintf("connectd-bench-providers-%d.json", os.Getpid()))
-	if err := os.WriteFile(provFile, []byte(benchProviders), 0o600); err != nil {
+	providers, _ := json.Marshal(map[string]any{"providers": []any{benchProvider, fake.ProviderConfig("flow", "BENCH_FLOW_SECRET")}})
+	if err := os.WriteFile(provFile, providers, 0o600); err != nil {
 		return err
 	}
 	defer os.Remove(provFile)
-	issuers, _ := json.Marshal([]map[string]any{{"id": "bench", "issuer": issuer, "login": false}})
+	issuers, _ := json.Marshal([]map[string]any{{"id": "bench", "issuer": issuer, "login": true,
+		"client_id": "connectd", "client_secret_env": "BENCH_IDP_SECRET"}})
 	env := []string{
 		"CONNECTD_DEV=true",
+		"CONNECTD_DEV_IDP=false",
 		"CONNECTD_DATABASE_URL=" + dbURL,
 		"CONNECTD_VAULT_KEYS=" + keyLine,
+		"CONNECTD_SESSION_KEYS=" + randomSecret64(),
 		"CONNECTD_PROVIDERS_FILE=" + provFile,
 		"CONNECTD_ISSUERS=" + string(issuers),
-		"CONNECTD_EGRESS_ALLOW_HOSTS=" + idpLn.Addr().String(),
+		"BENCH_IDP_SECRET=" + idpSecret,
+		"BENCH_FLOW_SECRET=" + flowSecret,
+		"CONNECTD_EGRESS_ALLOW_HOSTS=" + idpLn.Addr().String() + "," + provLn.Addr().String(),
 		"CONNECTD_LOG_LEVEL=error",
 		// The rate limiters stay in the path (their cost is part of every
 		// request) with budgets the load never reaches.
 		"CONNECTD_RATE_API=" + unlimited, "CONNECTD_RATE_API_PER_IP=" + unlimited, "CONNECTD_RATE_BROWSER=" + unlimited,
 		"CONNECTD_RATE_LOGIN=" + unlimited, "CONNECTD_RATE_MINT=" + unlimited,
-		"CONNECTD_DB_MAX_CONNS=" + strconv.Itoa(max(8, 64/o.replicas)),
+		// CONNECTD_DB_MAX_CONNS stays at its default (20): two cores do not
+		// need more, and every pooled connection costs memory.
 	}
-	var reps []*process
-	defer func() {
-		for _, p := range reps {
-			p.stop()
-		}
-	}()
-	for i := range o.replicas {
-		p, err := startReplica(ctx, o.binary, env, i)
-		if err != nil {
-			return fmt.Errorf("replica %d: %w", i, err)
-		}
-		reps = append(reps, p)
-	}
-	logf("%d replica(s) ready", len(reps))
+	env = append(env, o.extraEnv...)
+
+	res := &results{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Replicas: o.replicas,
+		Users: o.users, Duration: o.duration.String(), OpenRate: o.openRate, ProfileLevel: o.profileLevel}
+
+	// 1. Baselines, on the same cluster and cores, before any connectd runs
+	// (pgbench at 256 clients and connectd's pools together would pass
+	// Postgres's max_connections).
 	triv, err := startTrivial(ctx)
 	if err != nil {
 		return fmt.Errorf("trivial server: %w", err)
 	}
-	defer triv.stop()
-
-	res := &results{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Replicas: o.replicas,
-		Users: o.users, Duration: o.duration.String()}
-	lg := newLoad(clientKey, tokens, reps)
+	lg := newLoad(clientKey, tokens, nil)
 	lg.trivialBase = triv.base
 	for _, c := range o.levels {
 		if !o.skip["trivial"] {
-			res.add(measure(ctx, "trivial Go handler", c, o.duration, []*process{triv}, lg.trivial))
+			res.add(measure(ctx, scenarioTrivial, c, o.duration, []*process{triv}, lg.trivial))
 		}
 		if !o.skip["pgbench"] {
 			res.add(pgbench(ctx, adminURL, c, o.duration, logf))
 		}
-		if !o.skip["token"] {
-			var pr *profiler
-			if o.profile != "" && c == o.profileLevel {
-				pr = &profiler{dir: o.profile, logf: logf}
+	}
+	triv.stop()
+	logf("baselines done")
+
+	// 2. connectd as deployed, every cache on: the read path first, before
+	// any scenario writes (the writes leave Postgres autovacuum work that
+	// would otherwise run under the read measurements).
+	if err := startSet(ctx, o.binary, env, main); err != nil {
+		return err
+	}
+	defer stopSet(main)
+	logf("%d replica(s) ready", len(main))
+	lg = newLoad(clientKey, tokens, main)
+	lg.flows = newFlows(flowTokens)
+	// With -profile, the other scenarios are profiled too (kept, not
+	// summarised).
+	keep := func(c int) *profiler {
+		if c == o.profileLevel && o.profile != "" {
+			return &profiler{dir: o.profile, binary: o.binary, logf: logf}
+		}
+		return nil
+	}
+	var unused []profileLine
+	if !o.skip["token"] {
+		for _, c := range o.levels {
+			if err := lg.prime(ctx); err != nil {
+				return err
 			}
-			pr.during(ctx, fmt.Sprintf("token-%d", c), reps[0], o.duration, func() {
-				res.add(measure(ctx, "token lookup (client key + ES256 user token)", c, o.duration, reps, lg.token))
-			})
+			var pr *profiler
+			if c == o.profileLevel {
+				pr = &profiler{dir: o.profile, binary: o.binary, logf: logf}
+			}
+			pr.during(ctx, fmt.Sprintf("token-%d", c), main[0], o.duration, func() {
+				res.add(measure(ctx, scenarioToken, c, o.duration, main, lg.token))
+			}, &res.Profile)
+			if o.verbose {
+				memory(main[0], logf)
+			}
 		}
-		if !o.skip["status"] {
-			res.add(measure(ctx, "elicitation status", c, o.duration, reps, lg.status))
-		}
-		if !o.skip["mint"] {
-			res.add(measure(ctx, "mint", c, o.duration, reps, lg.mint))
-		}
-		logf("level %d done", c)
 	}
 	if !o.skip["open"] {
-		res.add(openLoop(ctx, "token lookup, open loop (Poisson)", o.openRate, o.duration, reps, lg.token))
+		if err := lg.prime(ctx); err != nil {
+			return err
+		}
+		res.add(openLoop(ctx, scenarioOpen, o.openRate, o.duration, main, lg.token))
 	}
+	logf("read path done")
+
+	// 3. The same token lookups with the credential cache off: a database
+	// round trip per lookup, compared with pgbench -S.
+	if !o.skip["nocache"] {
+		if err := startSet(ctx, o.binary, append(env, "CONNECTD_CREDENTIAL_CACHE=false"), off); err != nil {
+			return err
+		}
+		defer stopSet(off)
+		lgOff := newLoad(clientKey, tokens, off)
+		for _, c := range o.levels {
+			if err := lgOff.prime(ctx); err != nil {
+				return err
+			}
+			keep(c).during(ctx, fmt.Sprintf("nocache-%d", c), off[0], o.duration, func() {
+				res.add(measure(ctx, scenarioNoCache, c, o.duration, off, lgOff.token))
+			}, &unused)
+		}
+		stopSet(off)
+		logf("credential cache off done")
+	}
+
+	// 4. The write paths, on the replicas of step 2.
+	for _, c := range o.levels {
+		if !o.skip["status"] {
+			res.add(measure(ctx, "elicitation status", c, o.duration, main, lg.status))
+		}
+		if !o.skip["mint"] {
+			keep(c).during(ctx, fmt.Sprintf("mint-%d", c), main[0], o.duration, func() {
+				res.add(measure(ctx, scenarioMint, c, o.duration, main, lg.mint))
+			}, &unused)
+		}
+		if !o.skip["flow"] && c <= flowUsers {
+			keep(c).during(ctx, fmt.Sprintf("flow-%d", c), main[0], o.duration, func() {
+				res.add(measure(ctx, scenarioFlow, c, o.duration, main, lg.flow))
+			}, &unused)
+		}
+		logf("writes at %d done", c)
+	}
+	stopSet(main)
+
 	res.Elapsed = time.Since(started).Round(time.Second).String()
 	res.ratios()
 	res.print(stdout)
@@ -220,16 +334,67 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return nil
 }
 
+// Scenario names (the report's targets refer to them).
+const (
+	scenarioTrivial = "trivial Go handler"
+	scenarioToken   = "token lookup (client key + ES256 user token)"
+	scenarioNoCache = "token lookup, credential cache off"
+	scenarioOpen    = "token lookup, open loop (Poisson)"
+	scenarioMint    = "mint"
+	scenarioFlow    = "browser flow (mint, login, consent, provider, callback, token, unlink)"
+)
+
+// flowUsers are the dev IdP accounts the browser flows sign in as, one per
+// concurrent flow (two flows of one user would unlink each other's
+// connection); the flow scenario runs at levels up to this.
+const flowUsers = 64
+
+func flowUser(i int) string { return fmt.Sprintf("flow-%02d", i) }
+
+func randomSecret() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// randomSecret64 is a session key: 64 random bytes, base64.
+func randomSecret64() string {
+	var b [64]byte
+	_, _ = rand.Read(b[:])
+	return base64.StdEncoding.EncodeToString(b[:])
+}
+
+func startSet(ctx context.Context, binary string, env []string, set []*process) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(set))
+	for i, p := range set {
+		wg.Go(func() { errs[i] = p.start(ctx, binary, env) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		stopSet(set)
+		return err
+	}
+	return nil
+}
+
+func stopSet(set []*process) {
+	for _, p := range set {
+		p.stop()
+	}
+}
+
 // unlimited is the largest budget CONNECTD_RATE_* accept.
 const unlimited = "1000000/1s"
 
 func userName(i int) string { return fmt.Sprintf("user-%05d", i) }
 
-// benchProviders is the catalog of the run: one OAuth provider whose
-// endpoints are never called (seeded tokens do not expire during the run).
-const benchProviders = `{"providers":[{"name":"bench","kind":"oauth2","display_name":"Bench",
- "authorize_url":"http://127.0.0.1:9/authorize","token_url":"http://127.0.0.1:9/token",
- "client_id":"bench","client_secret_env":"PATH"}]}`
+// benchProvider is the provider of the seeded connections: its endpoints
+// are never called (seeded tokens do not expire during the run). The
+// browser flows use "flow", the fake provider this process serves.
+var benchProvider = map[string]any{"name": "bench", "kind": "oauth2", "display_name": "Bench",
+	"authorize_url": "http://127.0.0.1:9/authorize", "token_url": "http://127.0.0.1:9/token",
+	"client_id": "bench", "client_secret_env": "PATH"}
 
 // seed registers the bench client and gives every user a connection the
 // client holds consent for. It returns the client key.
@@ -243,7 +408,7 @@ func seed(ctx context.Context, pool *pgxpool.Pool, keyLine, issuer string, users
 		return "", err
 	}
 	clients := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, AllowHTTP: true, Logger: slog.New(slog.DiscardHandler)})
-	c, key, err := clients.Create(ctx, "bench", []string{benchResource}, []string{"bench"})
+	c, key, err := clients.Create(ctx, "bench", []string{benchResource}, []string{"bench", "flow"})
 	if err != nil {
 		return "", err
 	}
@@ -279,13 +444,15 @@ func seed(ctx context.Context, pool *pgxpool.Pool, keyLine, issuer string, users
 // process is a child process under measurement.
 type process struct {
 	cmd      *exec.Cmd
+	addr     string
 	base     string
 	internal string // operators' listener (pprof, metrics); "" for the trivial server
+	iaddr    string
 	pid      int
 }
 
 func (p *process) stop() {
-	if p.cmd.Process != nil {
+	if p.cmd != nil && p.cmd.Process != nil {
 		_ = p.cmd.Process.Signal(os.Interrupt)
 		done := make(chan struct{})
 		go func() { p.cmd.Wait(); close(done) }()
@@ -294,6 +461,7 @@ func (p *process) stop() {
 		case <-time.After(10 * time.Second):
 			_ = p.cmd.Process.Kill()
 		}
+		p.cmd = nil
 	}
 }
 
@@ -306,7 +474,8 @@ func freeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-func startReplica(ctx context.Context, binary string, env []string, i int) (*process, error) {
+// newProcess reserves a replica's addresses; start runs it.
+func newProcess() (*process, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -315,19 +484,25 @@ func startReplica(ctx context.Context, binary string, env []string, i int) (*pro
 	if err != nil {
 		return nil, err
 	}
+	return &process{addr: addr, base: "http://" + addr, iaddr: iaddr, internal: "http://" + iaddr}, nil
+}
+
+// start runs connectd serve on p's addresses (its public URL is its own
+// address: each flow stays on one replica) and waits until it is ready.
+func (p *process) start(ctx context.Context, binary string, env []string) error {
 	cmd := exec.CommandContext(ctx, binary, "serve")
 	cmd.Env = append(os.Environ(), env...)
-	cmd.Env = append(cmd.Env, "CONNECTD_ADDR="+addr, "CONNECTD_INTERNAL_ADDR="+iaddr, "CONNECTD_PUBLIC_URL=http://"+addr)
+	cmd.Env = append(cmd.Env, "CONNECTD_ADDR="+p.addr, "CONNECTD_INTERNAL_ADDR="+p.iaddr, "CONNECTD_PUBLIC_URL="+p.base)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return err
 	}
-	p := &process{cmd: cmd, base: "http://" + addr, internal: "http://" + iaddr, pid: cmd.Process.Pid}
+	p.cmd, p.pid = cmd, cmd.Process.Pid
 	if err := waitReady(ctx, p.base+"/readyz"); err != nil {
 		p.stop()
-		return nil, err
+		return err
 	}
-	return p, nil
+	return nil
 }
 
 func startTrivial(ctx context.Context) (*process, error) {

@@ -32,7 +32,7 @@ func newConnect(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *sl
 		Clients: ident.clients, Vault: store, Keyring: keys, Catalog: cat, PublicURL: cfg.PublicURL.String(),
 		ElicitationTTL: cfg.Connect.ElicitationTTL, RequestStateTTL: cfg.Connect.RequestStateTTL,
 		MintLimit:       web.NewLimiter(cfg.RateLimit.Mint),
-		ConsentCacheTTL: cfg.Cache.CredentialTTL, ConsentCacheSize: cfg.Cache.CredentialSize,
-		OnFlow: flowObserver(m),
+		ConsentCacheTTL: cfg.Cache.ConsentTTL, ConsentCacheSize: cfg.Cache.Size,
+		ListenURL: cfg.DatabaseListenURL, OnFlow: flowObserver(m),
 	})
 }

@@ -24,6 +24,11 @@ type Config struct {
 	DB          DBConfig
 	AutoMigrate bool // CONNECTD_AUTO_MIGRATE.
 
+	// DatabaseListenURL (CONNECTD_DATABASE_LISTEN_URL) is where the
+	// notification listener connects when it must bypass a pooler in
+	// transaction mode; empty: DatabaseURL. See config_scaling.go.
+	DatabaseListenURL string
+
 	LogLevel  slog.Level // CONNECTD_LOG_LEVEL: debug|info|warn|error.
 	LogFormat string     // CONNECTD_LOG_FORMAT: json|text.
 
@@ -36,7 +41,7 @@ type Config struct {
 	Admin    AdminConfig    // config_admin.go
 
 	RateLimit RateLimitConfig // config_ratelimit.go
-	Cache     CacheConfig     // config_cache.go
+	Cache     CacheConfig     // config_scaling.go
 }
 
 // DBConfig holds pgxpool settings.
@@ -220,7 +225,7 @@ func loadConfig(getenv func(string) string, n needs) (*Config, error) {
 	c.loadConnect(e)
 	c.loadAdmin(e)
 	c.loadRateLimit(e)
-	c.loadCache(e)
+	c.loadScaling(e)
 
 	if e.err != nil {
 		return nil, e.err

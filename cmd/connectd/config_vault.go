@@ -150,7 +150,7 @@ func newObservedVaultStore(cfg *Config, pool *pgxpool.Pool, keys *vault.Keyring,
 	return vault.New(vault.Config{
 		Pool: pool, Keyring: keys, Logger: logger, Skew: cfg.Vault.RefreshSkew,
 		Refresh: observeRefresh(vaultRefreshFunc(cat), m), Revoke: vaultRevokeFunc(cat),
-		CacheTTL: cfg.Cache.CredentialTTL, CacheSize: cfg.Cache.CredentialSize,
+		CacheTTL: cfg.Cache.CredentialTTL, CacheSize: cfg.Cache.Size,
 	})
 }
 

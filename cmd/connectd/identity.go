@@ -102,7 +102,7 @@ func newIdentity(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *s
 	}
 	id.sessions, id.login = sessions, login
 	id.clients = mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, AllowHTTP: cfg.Dev, Logger: logger,
-		CacheTTL: cfg.Cache.ClientKeyTTL})
+		CacheTTL: cfg.Cache.ClientKeyTTL, CacheSize: cfg.Cache.Size})
 	id.auth = mcpauth.NewAuthenticator(id.clients, id.verifier)
 	return id, nil
 }

@@ -207,15 +207,13 @@ func (s *Server) mint(w http.ResponseWriter, r *http.Request) error {
 		Provider: req.Provider, Scopes: scopes, Message: msg, RequestDigest: req.RequestDigest,
 		Status: StatusPending, CreatedAt: now, ExpiresAt: now.Add(s.elicitationTTL),
 	}
-	if err := s.insertElicitation(r.Context(), e); err != nil {
-		return err
-	}
 	rs, err := s.sealRequestState(e)
 	if err != nil {
 		return err
 	}
-	s.audit(r, auditEvent{Kind: "elicitation.minted", Issuer: e.Issuer, Subject: e.Subject, ClientID: e.ClientID,
-		Provider: e.Provider, Target: e.ID})
+	if err := s.insertMinted(r, e); err != nil { // with its audit row, in one statement
+		return err
+	}
 	u := s.connectURL(e.ID)
 	el := urlElicitation{Mode: "url", ElicitationID: e.ID, URL: u, Message: msg}
 	resp := mintResponse{
@@ -606,14 +604,15 @@ func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 	} else if err != nil {
 		return err
 	}
-	d, err := s.vault.Delete(r.Context(), c.user, name)
+	// Credentials and every client's consent go in one transaction.
+	d, err := s.vault.DeleteWith(r.Context(), c.user, name, func(ctx context.Context, tx pgx.Tx, _ vault.Connection) error {
+		_, err := WithdrawConsents(ctx, tx, c.user, name)
+		return err
+	})
 	if errors.Is(err, vault.ErrNotConnected) {
 		return notConnected(name)
 	}
 	if err != nil {
-		return err
-	}
-	if err := s.withdrawConsents(r.Context(), c.user, name); err != nil {
 		return err
 	}
 	s.audit(r, auditEvent{Kind: "connection.unlinked", Issuer: c.user.Issuer, Subject: c.user.Subject,
@@ -622,11 +621,4 @@ func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 	web.WriteJSON(w, http.StatusOK, map[string]any{"provider": name, "revoked_at_provider": d.Revocation == vault.Revoked,
 		"revocation": string(d.Revocation)})
 	return nil
-}
-
-func (s *Server) withdrawConsents(ctx context.Context, u vault.UserRef, name string) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		_, err := WithdrawConsents(ctx, tx, u, name) // also tells every replica's consent cache
-		return err
-	})
 }

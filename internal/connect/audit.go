@@ -61,8 +61,11 @@ func (s *Server) writeAudit(ctx context.Context, q execer, ev auditEvent, reques
 // audit writes ev on its own. A failure is logged, never shown to the user:
 // the action it records has already happened.
 func (s *Server) audit(r *http.Request, ev auditEvent) {
-	if err := s.auditIn(r.Context(), s.pool, r, ev); err != nil {
-		s.logger.ErrorContext(r.Context(), "audit event not written", slog.String("kind", ev.Kind), slog.Any("error", err))
+	// The change it records has happened: a client hanging up now must not
+	// cost its audit row.
+	ctx := context.WithoutCancel(r.Context())
+	if err := s.auditIn(ctx, s.pool, r, ev); err != nil {
+		s.logger.ErrorContext(ctx, "audit event not written", slog.String("kind", ev.Kind), slog.Any("error", err))
 	}
 }
 

@@ -211,10 +211,11 @@ func TestRevokeReachesEveryReplicaWithinASecond(t *testing.T) {
 	})
 	t.Run("listener connection lost: caches flushed, then resumed", func(t *testing.T) {
 		waitCached(t, m, r2)
-		// Kill every LISTENing backend: both replicas lose their feed.
+		// Kill every LISTENing backend of this database: both replicas lose
+		// their feed.
 		var n int
 		if err := e.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-			WHERE query LIKE 'LISTEN %' AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+			WHERE datname = current_database() AND application_name = $1`, connect.ListenerApplicationName).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n == 0 {

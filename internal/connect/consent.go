@@ -14,12 +14,16 @@ import (
 // Consents: a user allowed a client to use their connection to a provider with
 // some scopes. A client sees a connection only through a consent.
 const (
-	upsertConsent = `INSERT INTO consents (issuer, subject, client_id, provider, scopes, granted_at, updated_at)
+	// Every replica's consent cache learns of the grant on commit ($7 is the
+	// cache key; see consentcache.go).
+	upsertConsent = `WITH changed AS (INSERT INTO consents (issuer, subject, client_id, provider, scopes, granted_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $6)
 		ON CONFLICT (issuer, subject, provider, client_id) DO UPDATE
 		SET scopes = (SELECT coalesce(array_agg(DISTINCT s ORDER BY s), '{}')
 		              FROM unnest(consents.scopes || EXCLUDED.scopes) AS s),
-		    updated_at = EXCLUDED.updated_at`
+		    updated_at = EXCLUDED.updated_at
+		RETURNING 1)
+		SELECT pg_notify('` + consentChannel + `', $7) FROM changed`
 	selectConsent = `SELECT scopes FROM consents
 		WHERE issuer = $1 AND subject = $2 AND provider = $3 AND client_id = $4`
 	selectConsentedProviders = `SELECT provider, scopes FROM consents
@@ -30,10 +34,12 @@ const (
 var errNoConsent = errors.New("connect: no consent")
 
 func (s *Server) grantConsent(ctx context.Context, tx pgx.Tx, e *Elicitation) error {
-	if _, err := tx.Exec(ctx, upsertConsent, e.Issuer, e.Subject, e.ClientID, e.Provider, nonNil(e.Scopes), s.now()); err != nil {
+	key := consentKey(vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}, e.Provider)
+	if _, err := tx.Exec(ctx, upsertConsent, e.Issuer, e.Subject, e.ClientID, e.Provider, nonNil(e.Scopes), s.now(),
+		key.Payload()); err != nil {
 		return fmt.Errorf("connect: record consent: %w", err)
 	}
-	return notifyConsent(ctx, tx, vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}, e.Provider)
+	return nil
 }
 
 // consent returns the scopes the user consented to for client and provider, or

@@ -4,6 +4,11 @@
 // MCP authorization servers (/login, /login/callback), the session page and
 // sign-out; the elicitation flow and the /v1 API build on the same Server.
 //
+// Its Run holds the process's one Postgres listener (notify.go): it wakes
+// long-polls and hands cache invalidations to their owners (vault's sealed
+// credentials, mcpauth's client keys, this package's consents;
+// consentcache.go, package cache).
+//
 // Handlers are func(w, r) error adapted by web.Page / web.API; wanted statuses
 // travel as *web.Error. It must never put a token, code, state, cookie or key
 // into a log line, a page or a URL it builds, and never redirect to a target

@@ -6,9 +6,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/connectd/connectd/internal/web"
 )
 
 // Status is an elicitation's state as MCP servers see it.
@@ -77,9 +80,12 @@ func validElicitationID(id string) bool {
 }
 
 const (
-	insertElicitation = `INSERT INTO elicitations
+	insertMintedElicitation = `WITH minted AS (INSERT INTO elicitations
 		(id, client_id, issuer, subject, provider, scopes, message, request_digest, status, created_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10)`
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10)
+		RETURNING id, client_id, issuer, subject, provider)
+		INSERT INTO audit_events (kind, actor, issuer, subject, client_id, provider, target, request_id, ip)
+		SELECT 'elicitation.minted', 'user', issuer, subject, client_id, provider, id, $11, $12 FROM minted`
 	selectElicitation = `SELECT id, client_id, issuer, subject, provider, scopes, message, request_digest,
 		status, reason, created_at, expires_at, completed_at FROM elicitations WHERE id = $1`
 	// finishElicitation moves a pending, unexpired elicitation to a final state
@@ -97,9 +103,13 @@ const (
 	deleteOldElicitations = `DELETE FROM elicitations WHERE status <> 'pending' AND expires_at < $1`
 )
 
-func (s *Server) insertElicitation(ctx context.Context, e *Elicitation) error {
-	_, err := s.pool.Exec(ctx, insertElicitation, e.ID, e.ClientID, e.Issuer, e.Subject, e.Provider, nonNil(e.Scopes),
-		e.Message, e.RequestDigest, e.CreatedAt, e.ExpiresAt)
+// insertMinted stores a new elicitation and its "elicitation.minted" audit
+// row in one statement: the mint path costs one round trip and one commit,
+// and the audit row exists exactly when the elicitation does.
+func (s *Server) insertMinted(r *http.Request, e *Elicitation) error {
+	ctx := r.Context()
+	_, err := s.pool.Exec(ctx, insertMintedElicitation, e.ID, e.ClientID, e.Issuer, e.Subject, e.Provider,
+		nonNil(e.Scopes), e.Message, e.RequestDigest, e.CreatedAt, e.ExpiresAt, web.RequestID(ctx), clientIP(r))
 	if err != nil {
 		return fmt.Errorf("connect: insert elicitation: %w", err)
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/cache"
 )
@@ -34,7 +33,7 @@ const pingEvery = 5 * time.Second
 // emptied once more and resume. Nothing is missed: at worst a waiter looks
 // once more and a cache misses.
 type hub struct {
-	pool   *pgxpool.Pool
+	conn   *pgx.ConnConfig // of the listener's own connection
 	logger *slog.Logger
 	subs   map[string]cache.Subscriber // by channel
 
@@ -44,8 +43,8 @@ type hub struct {
 	once    sync.Once
 }
 
-func newHub(pool *pgxpool.Pool, logger *slog.Logger, subs ...cache.Subscriber) *hub {
-	h := &hub{pool: pool, logger: logger, subs: map[string]cache.Subscriber{},
+func newHub(conn *pgx.ConnConfig, logger *slog.Logger, subs ...cache.Subscriber) *hub {
+	h := &hub{conn: conn, logger: logger, subs: map[string]cache.Subscriber{},
 		waiters: map[string]map[chan struct{}]struct{}{}, ready: make(chan struct{})}
 	for _, s := range subs {
 		h.subs[s.Channel] = s
@@ -131,12 +130,23 @@ func (h *hub) run(ctx context.Context) {
 	}
 }
 
+// ListenerApplicationName is the application_name of the listener's
+// connection, so operators (and tests) can tell it apart in pg_stat_activity.
+const ListenerApplicationName = "connectd-listener"
+
 func (h *hub) listen(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, h.pool.Config().ConnConfig.Copy())
+	cc := h.conn.Copy()
+	cc.RuntimeParams["application_name"] = ListenerApplicationName
+	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() {
+		// Bounded: the connection may be the one that died.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		conn.Close(cctx)
+	}()
 	channels := []string{notifyChannel}
 	for ch := range h.subs {
 		channels = append(channels, ch)

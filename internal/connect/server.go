@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/a-h/templ"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/cache"
@@ -48,6 +49,10 @@ type Config struct {
 	// cached (user, provider) pairs (default 50,000).
 	ConsentCacheTTL  time.Duration
 	ConsentCacheSize int
+	// ListenURL, when set, is the database URL of the notification
+	// listener's own connection (LISTEN needs a session: a direct connection
+	// when Pool goes through a pooler in transaction mode); default: Pool's.
+	ListenURL string
 	// OnFlow, when set, is called once for every elicitation that reaches a
 	// final status on this replica (completed, declined, failed, expired),
 	// for metrics.
@@ -110,7 +115,14 @@ func New(cfg Config) (*Server, error) {
 		cfg.ConsentCacheSize = 50_000
 	}
 	s.consents = cache.New[cache.Digest, []clientConsent](cfg.ConsentCacheTTL, cfg.ConsentCacheSize, s.now)
-	s.hub = newHub(cfg.Pool, cfg.Logger, s.cacheSubscribers()...)
+	listen := cfg.Pool.Config().ConnConfig
+	if cfg.ListenURL != "" {
+		var err error
+		if listen, err = pgx.ParseConfig(cfg.ListenURL); err != nil {
+			return nil, errors.New("connect: ListenURL is not a valid database URL") // never the URL: it may hold a password
+		}
+	}
+	s.hub = newHub(listen, cfg.Logger, s.cacheSubscribers()...)
 	return s, nil
 }
 

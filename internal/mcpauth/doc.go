@@ -1,7 +1,9 @@
 // Package mcpauth establishes who is calling connectd. It owns:
 //
 //   - the registry of MCP-server clients and their secret keys (tables clients
-//     and client_keys), and authentication of the /v1 API by client key;
+//     and client_keys), and authentication of the /v1 API by client key, with
+//     a brief cache of authenticated keys (by hash) that disabling a client or
+//     rotating its keys clears on every replica (clientcache.go);
 //   - verification of MCP user access tokens (RFC 9068 JWTs) against trusted
 //     issuers, with discovery (OIDC / RFC 8414) and a JWKS cache that refreshes,
 //     rate-limited, when it meets an unknown key id;

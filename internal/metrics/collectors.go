@@ -83,7 +83,9 @@ func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.stat()
 	gauge := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
-	counter := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v) }
+	counter := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)
+	}
 	gauge(poolAcquired, float64(s.AcquiredConns()))
 	gauge(poolIdle, float64(s.IdleConns()))
 	gauge(poolTotal, float64(s.TotalConns()))

@@ -56,23 +56,3 @@ func BenchmarkOpenCredential1KB(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkOpenCachedRow is what the token path does on a cache hit: the
-// row's associated data is computed once when it is cached and the plaintext
-// buffer is pooled, so only the credential's own fields are allocated.
-func BenchmarkOpenCachedRow(b *testing.B) {
-	s, c := benchStore(b), benchCredential()
-	ct, err := s.seal("cn_bench", benchUser, "github", c)
-	if err != nil {
-		b.Fatal(err)
-	}
-	r := &row{Connection: Connection{ID: "cn_bench", User: benchUser, Provider: "github"}, ciphertext: ct}
-	r.ad = associated(r)
-	b.SetBytes(int64(len(c.encode())))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := s.open(r); err != nil {
-			b.Fatal(err)
-		}
-	}
-}

@@ -2,6 +2,7 @@ package vault
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,12 +14,13 @@ import (
 // The vault caches what Token reads — a connection's row with its *sealed*
 // credential, never the plaintext — so a lookup opens one AES-GCM ciphertext
 // without a database round trip. Every write to a connection (Put, refresh,
-// reauthorization_required, delete, rewrap) sends, in its own transaction,
-// pg_notify(InvalidationChannel, key of the connection), and drops its own
-// replica's entry right after the commit; the other replicas drop theirs when
-// the notification arrives (see package cache). The cache is live only while
-// the process's listener is (CacheSubscriber); a Store nobody subscribes for
-// never caches.
+// reauthorization_required, delete, rewrap) sends
+// pg_notify(InvalidationChannel, key of the connection) in the statement that
+// changes the row (store.go), so the notification commits with the change,
+// and drops its own replica's entry right after the commit; the other
+// replicas drop theirs when the notification arrives (see package cache).
+// The cache is live only while the process's listener is (CacheSubscriber);
+// a Store nobody subscribes for never caches.
 
 // InvalidationChannel is the NOTIFY channel of connection changes. A payload
 // is the connection's cache.Key(issuer, subject, provider) in hex, or
@@ -26,22 +28,17 @@ import (
 const InvalidationChannel = "connectd_vault"
 
 const (
-	notifySQL = `SELECT pg_notify($1, $2)`
-	// notifyManySQL announces several changes in one round trip.
+	// notifyChangedSQL ends the writes of store.go: "SELECT pg_notify(channel,
+	// " followed by the payload parameter and ") FROM changed".
+	notifyChangedSQL = `SELECT pg_notify('` + InvalidationChannel + `', `
+	// notifyManySQL announces several changes in one round trip (rewrap).
 	notifyManySQL = `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`
 )
 
+// connKey is a connection's cache key and, as its Payload, the notification
+// of a change to it.
 func connKey(user UserRef, provider string) cache.Digest {
 	return cache.Key(user.Issuer, user.Subject, provider)
-}
-
-// notifyChanged announces in tx that the user's connection to provider
-// changed; the notification is delivered to every replica on commit.
-func notifyChanged(ctx context.Context, tx pgx.Tx, user UserRef, provider string) error {
-	if _, err := tx.Exec(ctx, notifySQL, InvalidationChannel, connKey(user, provider).Payload()); err != nil {
-		return fmt.Errorf("vault: notify change: %w", err)
-	}
-	return nil
 }
 
 // forget drops this replica's cached copy after a committed (or failed)
@@ -52,22 +49,56 @@ func (s *Store) forget(user UserRef, provider string) {
 	}
 }
 
-// loadCached is load for Token: from the cache when it holds the row.
-func (s *Store) loadCached(ctx context.Context, user UserRef, provider string) (*row, error) {
+// selectTokenRow reads what Token needs of a connection and nothing more:
+// the sealed credential is authoritative for scopes and expiry, and issuer,
+// subject and provider are the key.
+const selectTokenRow = `SELECT id, status, ciphertext, refreshed_at FROM connections
+	WHERE issuer = $1 AND subject = $2 AND provider = $3`
+
+// tokenRow is what Token needs of a connection, and what the credential
+// cache keeps of it: the sealed credential, never the plaintext. It is held
+// by value in the cache's map, so an entry costs the map slot, the id and
+// the ciphertext (about 400 bytes for a small credential).
+type tokenRow struct {
+	id          string
+	status      Status
+	refreshedAt time.Time
+	ciphertext  []byte // shared by every reader: never modified
+}
+
+// loadForToken is load for Token, from the cache when it holds the row.
+func (s *Store) loadForToken(ctx context.Context, user UserRef, provider string) (tokenRow, error) {
 	if s.cache == nil {
-		return s.load(ctx, s.pool, user, provider, false)
+		return s.loadTokenRow(ctx, user, provider)
 	}
 	k := connKey(user, provider)
 	if r, ok := s.cache.Get(k); ok {
 		return r, nil
 	}
 	gen := s.cache.Gen()
-	r, err := s.load(ctx, s.pool, user, provider, false)
+	r, err := s.loadTokenRow(ctx, user, provider)
 	if err != nil {
-		return nil, err // "not connected" is not cached: a Put needs no invalidation to be seen
+		return tokenRow{}, err // "not connected" is not cached: a Put needs no invalidation to be seen
 	}
-	r.ad = associated(r) // before the row is shared
 	s.cache.Put(k, r, gen, time.Time{})
+	return r, nil
+}
+
+func (s *Store) loadTokenRow(ctx context.Context, user UserRef, provider string) (tokenRow, error) {
+	var r tokenRow
+	var status string
+	var refreshedAt *time.Time
+	err := s.pool.QueryRow(ctx, selectTokenRow, user.Issuer, user.Subject, provider).Scan(&r.id, &status, &r.ciphertext, &refreshedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return tokenRow{}, fmt.Errorf("%w to %s", ErrNotConnected, provider)
+	}
+	if err != nil {
+		return tokenRow{}, fmt.Errorf("vault: read connection: %w", err)
+	}
+	r.status = Status(status)
+	if refreshedAt != nil {
+		r.refreshedAt = *refreshedAt
+	}
 	return r, nil
 }
 
@@ -83,7 +114,7 @@ func (s *Store) invalidate(payload string) {
 		return
 	}
 	// cache.Flush, or anything this version does not understand.
-	s.cache.DeleteFunc(func(cache.Digest, *row) bool { return true })
+	s.cache.DeleteFunc(func(cache.Digest, tokenRow) bool { return true })
 }
 
 // CacheStats reports the credential cache's counters (zero when disabled).

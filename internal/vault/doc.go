@@ -6,7 +6,9 @@
 // with revocation at the provider. It records the outcome of refreshes in the
 // shared audit trail (audit_events) itself, inside the refresh transaction,
 // and DeleteWith lets a caller (an admin revocation) write in the deleting
-// transaction.
+// transaction. Token may answer from an in-memory cache of connection rows
+// with their sealed credentials (cache.go), which every write announces to
+// every replica through Postgres NOTIFY.
 //
 // It must never:
 //   - put a secret (token, refresh token, API key, key material, plaintext) into

@@ -284,7 +284,11 @@ func Binding(purpose string, values ...string) []byte {
 	for _, v := range values {
 		n += 4 + len(v)
 	}
-	b := make([]byte, 0, n)
+	return appendBinding(make([]byte, 0, n), purpose, values...)
+}
+
+// appendBinding appends Binding(purpose, values...) to b.
+func appendBinding(b []byte, purpose string, values ...string) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(purpose)))
 	b = append(b, purpose...)
 	for _, v := range values {

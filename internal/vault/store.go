@@ -139,7 +139,7 @@ type Store struct {
 	now             func() time.Time
 	logger          *slog.Logger
 	flight          singleflight.Group
-	cache           *cache.Map[cache.Digest, *row] // nil: disabled; see cache.go
+	cache           *cache.Map[cache.Digest, tokenRow] // nil: disabled; see cache.go
 }
 
 // New returns a Store.
@@ -166,7 +166,7 @@ func New(cfg Config) (*Store, error) {
 	if cfg.CacheSize <= 0 {
 		cfg.CacheSize = 50_000
 	}
-	s.cache = cache.New[cache.Digest, *row](cfg.CacheTTL, cfg.CacheSize, s.now)
+	s.cache = cache.New[cache.Digest, tokenRow](cfg.CacheTTL, cfg.CacheSize, s.now)
 	return s, nil
 }
 
@@ -182,27 +182,34 @@ const (
 	selectConnectionForUpdate = selectConnection + ` FOR UPDATE`
 	listConnections           = `SELECT ` + connCols + ` FROM connections
 		WHERE issuer = $1 AND subject = $2 ORDER BY provider`
-	insertConnection = `INSERT INTO connections
+	// Every write announces itself to every replica's cache in the same
+	// statement (see cache.go): the last parameter is the connection's
+	// cache key. A statement that changed no row notifies nobody and
+	// reports 0 rows.
+	insertConnection = `WITH changed AS (INSERT INTO connections
 		(id, issuer, subject, provider, status, key_version, ciphertext, scopes, expires_at, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8, $9, $9)
-		ON CONFLICT (issuer, subject, provider) DO NOTHING`
-	updateCredential = `UPDATE connections
+		ON CONFLICT (issuer, subject, provider) DO NOTHING RETURNING 1)
+		` + notifyChangedSQL + `$10) FROM changed`
+	updateCredential = `WITH changed AS (UPDATE connections
 		SET status = 'active', key_version = $2, ciphertext = $3, scopes = $4, expires_at = $5, updated_at = $6
-		WHERE id = $1`
-	updateRefreshed = `UPDATE connections
+		WHERE id = $1 RETURNING 1)
+		` + notifyChangedSQL + `$7) FROM changed`
+	updateRefreshed = `WITH changed AS (UPDATE connections
 		SET status = 'active', key_version = $2, ciphertext = $3, scopes = $4, expires_at = $5,
 		    updated_at = $6, refreshed_at = $6
-		WHERE id = $1`
-	updateStatus     = `UPDATE connections SET status = $2, updated_at = $3 WHERE id = $1`
-	deleteConnection = `DELETE FROM connections WHERE id = $1`
+		WHERE id = $1 RETURNING 1)
+		` + notifyChangedSQL + `$7) FROM changed`
+	updateStatus = `WITH changed AS (UPDATE connections SET status = $2, updated_at = $3 WHERE id = $1 RETURNING 1)
+		` + notifyChangedSQL + `$4) FROM changed`
+	deleteConnection = `WITH changed AS (DELETE FROM connections WHERE id = $1 RETURNING 1)
+		` + notifyChangedSQL + `$2) FROM changed`
 )
 
-// row is one connections row as read. A row in the cache is shared by every
-// reader: never modify one after it is loaded.
+// row is one connections row as read.
 type row struct {
 	Connection
 	ciphertext []byte
-	ad         []byte // associated data, computed once for a cached row; nil: compute when opening
 }
 
 type querier interface {
@@ -250,51 +257,55 @@ func (s *Store) load(ctx context.Context, q querier, user UserRef, provider stri
 	return r, nil
 }
 
+// credentialPurpose starts the associated data of every connection credential.
+const credentialPurpose = "connectd/vault/connection-credential/v1"
+
 // binding is the associated data of a connection's credential.
 func binding(id string, user UserRef, provider string) []byte {
-	return Binding("connectd/vault/connection-credential/v1", id, user.Issuer, user.Subject, provider)
+	return Binding(credentialPurpose, id, user.Issuer, user.Subject, provider)
 }
 
-// open decrypts the credential of r. The plaintext lives in a pooled buffer,
-// zeroed before it goes back: opening allocates only the credential itself.
+// open decrypts the credential of r.
 func (s *Store) open(r *row) (*Credential, error) {
-	ad := r.ad
-	if ad == nil {
-		ad = associated(r)
+	return s.openCredential(r.ID, r.User, r.Provider, r.ciphertext)
+}
+
+// openCredential decrypts the credential sealed in ct for the connection
+// (id, user, provider). The associated data and the plaintext are built in
+// pooled buffers, the plaintext zeroed before it goes back: opening
+// allocates only the credential itself.
+func (s *Store) openCredential(id string, user UserRef, provider string, ct []byte) (*Credential, error) {
+	if len(ct) < headerSize {
+		_, err := s.keys.openWith(nil, ct, nil) // reports the short ciphertext
+		return nil, fmt.Errorf("connection %s: %w", id, err)
 	}
-	bp := plaintexts.Get().(*[]byte)
-	pt, err := s.keys.openWith((*bp)[:0], r.ciphertext, ad)
+	b := openBuffers.Get().(*openBuffer)
+	b.ad = appendBinding(append(b.ad[:0], ct[:headerSize]...), credentialPurpose, id, user.Issuer, user.Subject, provider)
+	pt, err := s.keys.openWith(b.pt[:0], ct, b.ad)
 	if err != nil {
-		plaintexts.Put(bp)
-		return nil, fmt.Errorf("connection %s: %w", r.ID, err)
+		openBuffers.Put(b)
+		return nil, fmt.Errorf("connection %s: %w", id, err)
 	}
 	c, err := decodeCredential(pt)
 	clear(pt)
 	if cap(pt) <= maxPooledPlaintext {
-		*bp = pt[:0]
-		plaintexts.Put(bp)
+		b.pt = pt[:0]
+		openBuffers.Put(b)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("connection %s: %w: %v", r.ID, ErrDecrypt, err)
+		return nil, fmt.Errorf("connection %s: %w: %v", id, ErrDecrypt, err)
 	}
 	return c, nil
 }
 
-// plaintexts are buffers for opened credentials, always zeroed when idle.
-var plaintexts = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+// openBuffer holds an opening's associated data and plaintext; the
+// plaintext is always zeroed while the buffer is idle.
+type openBuffer struct{ ad, pt []byte }
+
+var openBuffers = sync.Pool{New: func() any { return &openBuffer{ad: make([]byte, 0, 256), pt: make([]byte, 0, 2048)} }}
 
 // maxPooledPlaintext: larger buffers (huge credentials) are left to the GC.
 const maxPooledPlaintext = 64 << 10
-
-// associated is the complete associated data of r's ciphertext (its header
-// and the row binding); nil when the ciphertext is too short to have a
-// header, which openWith then reports.
-func associated(r *row) []byte {
-	if len(r.ciphertext) < headerSize {
-		return nil
-	}
-	return additional(r.ciphertext[:headerSize], binding(r.ID, r.User, r.Provider))
-}
 
 // seal encrypts c for the row (id, user, provider) under the primary key.
 func (s *Store) seal(id string, user UserRef, provider string, c *Credential) ([]byte, error) {
@@ -411,15 +422,12 @@ func (s *Store) put(ctx context.Context, user UserRef, provider string, cred Cre
 				return err
 			}
 			tag, err := tx.Exec(ctx, insertConnection, id, user.Issuer, user.Subject, provider,
-				int32(s.keys.Primary()), ct, nonNil(cred.Scopes), nullTime(cred.Expiry), now)
+				int32(s.keys.Primary()), ct, nonNil(cred.Scopes), nullTime(cred.Expiry), now, connKey(user, provider).Payload())
 			if err != nil {
 				return fmt.Errorf("vault: insert connection: %w", err)
 			}
 			if tag.RowsAffected() == 0 {
 				return errPutConflict
-			}
-			if err := notifyChanged(ctx, tx, user, provider); err != nil {
-				return err
 			}
 			conn = &Connection{ID: id, User: user, Provider: provider, Status: StatusActive, KeyVersion: s.keys.Primary(),
 				Scopes: cred.Scopes, Expiry: cred.Expiry, CreatedAt: now, UpdatedAt: now}
@@ -445,11 +453,8 @@ func (s *Store) put(ctx context.Context, user UserRef, provider string, cred Cre
 			return err
 		}
 		if _, err := tx.Exec(ctx, updateCredential, r.ID, int32(s.keys.Primary()), ct, nonNil(cred.Scopes),
-			nullTime(cred.Expiry), now); err != nil {
+			nullTime(cred.Expiry), now, connKey(user, provider).Payload()); err != nil {
 			return fmt.Errorf("vault: update connection: %w", err)
-		}
-		if err := notifyChanged(ctx, tx, user, provider); err != nil {
-			return err
 		}
 		conn = &r.Connection
 		conn.Status, conn.KeyVersion, conn.Scopes, conn.Expiry, conn.UpdatedAt =
@@ -549,11 +554,8 @@ func (s *Store) DeleteWith(ctx context.Context, user UserRef, provider string, h
 		if cred, err = s.open(r); err != nil {
 			d.Revocation, d.RevokeErr = RevocationSkipped, err
 		}
-		if _, err := tx.Exec(ctx, deleteConnection, r.ID); err != nil {
+		if _, err := tx.Exec(ctx, deleteConnection, r.ID, connKey(user, provider).Payload()); err != nil {
 			return fmt.Errorf("vault: delete connection: %w", err)
-		}
-		if err := notifyChanged(ctx, tx, user, provider); err != nil {
-			return err
 		}
 		if hook != nil {
 			return hook(ctx, tx, r.Connection)

@@ -28,14 +28,14 @@ func (s *Store) Token(ctx context.Context, user UserRef, provider string, requir
 	if err := validate(user, provider); err != nil {
 		return nil, err
 	}
-	r, err := s.loadCached(ctx, user, provider)
+	r, err := s.loadForToken(ctx, user, provider)
 	if err != nil {
 		return nil, err
 	}
-	if err := usable(r); err != nil {
+	if err := usableStatus(r.status, provider); err != nil {
 		return nil, err
 	}
-	cred, err := s.open(r)
+	cred, err := s.openCredential(r.id, user, provider, r.ciphertext)
 	if err != nil {
 		return nil, err
 	}
@@ -47,12 +47,13 @@ func (s *Store) Token(ctx context.Context, user UserRef, provider string, requir
 	}
 	// The shared refresh must not die with the first caller's request: it runs
 	// on a context detached from any one caller, bounded by providerTimeout.
-	ch := s.flight.DoChan(r.ID, func() (any, error) {
+	seen := r
+	ch := s.flight.DoChan(r.id, func() (any, error) {
 		// The transaction outlives the provider call by a margin, so that a
 		// refresh the provider answered at the last moment is still stored.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.providerTimeout+txMargin)
 		defer cancel()
-		return s.refreshLocked(rctx, user, provider, r)
+		return s.refreshLocked(rctx, user, provider, seen)
 	})
 	select {
 	case <-ctx.Done():
@@ -73,14 +74,16 @@ func (s *Store) Token(ctx context.Context, user UserRef, provider string, requir
 // provider call inside it.
 const txMargin = 10 * time.Second
 
-func usable(r *row) error {
-	switch r.Status {
+func usable(r *row) error { return usableStatus(r.Status, r.Provider) }
+
+func usableStatus(st Status, provider string) error {
+	switch st {
 	case StatusActive:
 		return nil
 	case StatusReauthorizationRequired:
-		return fmt.Errorf("%w: connection to %s", ErrReauthorizationRequired, r.Provider)
+		return fmt.Errorf("%w: connection to %s", ErrReauthorizationRequired, provider)
 	default:
-		return fmt.Errorf("%w to %s (connection %s)", ErrNotConnected, r.Provider, r.Status)
+		return fmt.Errorf("%w to %s (connection %s)", ErrNotConnected, provider, st)
 	}
 }
 
@@ -101,13 +104,13 @@ func clone(c *Credential) *Credential {
 }
 
 // refreshLocked refreshes the connection seen as `seen` under its row lock.
-func (s *Store) refreshLocked(ctx context.Context, user UserRef, provider string, seen *row) (*Credential, error) {
+func (s *Store) refreshLocked(ctx context.Context, user UserRef, provider string, seen tokenRow) (*Credential, error) {
 	var (
 		out       *Credential
 		outErr    error
 		refreshed bool
 	)
-	attrs := []any{slog.String("connection_id", seen.ID), slog.String("provider", provider)}
+	attrs := []any{slog.String("connection_id", seen.id), slog.String("provider", provider)}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		r, err := s.load(ctx, tx, user, provider, true)
 		if err != nil {
@@ -124,7 +127,7 @@ func (s *Store) refreshLocked(ctx context.Context, user UserRef, provider string
 		// Re-check after locking: another caller may have refreshed while we
 		// waited. A token refreshed since we looked is used as long as it is
 		// not expired, even if short-lived tokens fall within the skew again.
-		if !s.needsRefresh(cred) || (r.ID == seen.ID && r.RefreshedAt.After(seen.RefreshedAt) && !s.expired(cred)) {
+		if !s.needsRefresh(cred) || (r.ID == seen.id && r.RefreshedAt.After(seen.refreshedAt) && !s.expired(cred)) {
 			out = cred
 			return nil
 		}
@@ -177,11 +180,8 @@ func (s *Store) refreshLocked(ctx context.Context, user UserRef, provider string
 		}
 		now := s.now().UTC()
 		if _, err := tx.Exec(ctx, updateRefreshed, r.ID, int32(s.keys.Primary()), ct, nonNil(next.Scopes),
-			nullTime(next.Expiry), now); err != nil {
+			nullTime(next.Expiry), now, connKey(user, provider).Payload()); err != nil {
 			return fmt.Errorf("vault: store refreshed token: %w", err)
-		}
-		if err := notifyChanged(ctx, tx, user, provider); err != nil {
-			return err
 		}
 		s.auditIn(ctx, tx, "connection.refreshed", r, map[string]any{
 			"new_refresh_token": ref.RefreshToken != "", "expires_at": nullTime(next.Expiry)})
@@ -206,8 +206,9 @@ func (s *Store) refreshLocked(ctx context.Context, user UserRef, provider string
 }
 
 func (s *Store) markReauth(ctx context.Context, tx pgx.Tx, r *row) error {
-	if _, err := tx.Exec(ctx, updateStatus, r.ID, string(StatusReauthorizationRequired), s.now().UTC()); err != nil {
+	if _, err := tx.Exec(ctx, updateStatus, r.ID, string(StatusReauthorizationRequired), s.now().UTC(),
+		connKey(r.User, r.Provider).Payload()); err != nil {
 		return fmt.Errorf("vault: mark reauthorization required: %w", err)
 	}
-	return notifyChanged(ctx, tx, r.User, r.Provider)
+	return nil
 }

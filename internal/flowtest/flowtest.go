@@ -1,0 +1,236 @@
+// Package flowtest is a scripted browser for connectd's connect flow over
+// plain HTTP: it keeps cookies the way a browser does for one site, follows
+// no redirect by itself, and walks a connect URL through login at the
+// development identity provider (internal/devidp), the consent page and the
+// fake third-party provider (internal/provider/providertest), which approves
+// at once. The benchmark harness (cmd/connectd-bench) and the multi-replica
+// tests drive real connectd processes with it.
+//
+// It is test and benchmark support: it trusts what it is pointed at and
+// never handles a real user's credentials.
+package flowtest
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+)
+
+// Browser is one browser: a cookie store and an HTTP client. Cookies are
+// kept by name and sent to every host (connectd, the IdP and the provider
+// all live on 127.0.0.1 in tests, as browsers treat localhost); Secure and
+// __Host- cookies are sent over http, as browsers do for localhost.
+type Browser struct {
+	client *http.Client
+
+	mu      sync.Mutex
+	cookies map[string]string
+}
+
+// New returns a Browser that sends its requests with client's transport and
+// timeout; redirects are never followed by the client itself.
+func New(client *http.Client) *Browser {
+	c := *client
+	c.Jar = nil
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &Browser{client: &c, cookies: map[string]string{}}
+}
+
+// Response is what a request returned.
+type Response struct {
+	Status   int
+	Location string // absolute
+	Body     string
+}
+
+// Do sends one request (a form POST when form is not nil) and records the
+// cookies the answer sets.
+func (b *Browser) Do(method, u string, form url.Values) (Response, error) {
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, u, body)
+	if err != nil {
+		return Response{}, err
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		// As a browser submitting a form of the same site.
+		req.Header.Set("Origin", req.URL.Scheme+"://"+req.URL.Host)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+	}
+	b.mu.Lock()
+	for name, value := range b.cookies {
+		req.AddCookie(&http.Cookie{Name: name, Value: value})
+	}
+	b.mu.Unlock()
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return Response{}, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return Response{}, err
+	}
+	r := Response{Status: resp.StatusCode, Body: string(raw)}
+	b.mu.Lock()
+	for _, c := range resp.Cookies() {
+		if c.MaxAge < 0 {
+			delete(b.cookies, c.Name)
+		} else {
+			b.cookies[c.Name] = c.Value
+		}
+	}
+	b.mu.Unlock()
+	if loc := resp.Header.Get("Location"); loc != "" {
+		abs, err := resp.Request.URL.Parse(loc)
+		if err != nil {
+			return r, err
+		}
+		r.Location = abs.String()
+	}
+	return r, nil
+}
+
+// Get is Do without a body.
+func (b *Browser) Get(u string) (Response, error) { return b.Do(http.MethodGet, u, nil) }
+
+var csrfField = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)
+
+// Step names the stages of Connect, for errors.
+type Step string
+
+// The stages of Connect.
+const (
+	StepOpen     Step = "open connect URL"
+	StepLogin    Step = "login at the identity provider"
+	StepConsent  Step = "consent"
+	StepProvider Step = "authorization at the provider"
+	StepCallback Step = "provider callback"
+)
+
+// Error says at which step Connect stopped and what it saw.
+type Error struct {
+	Step   Step
+	Status int
+	Detail string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("flowtest: %s: status %d: %.300s", e.Step, e.Status, e.Detail)
+}
+
+func fail(step Step, r Response, detail string) error {
+	if detail == "" {
+		detail = r.Location + " " + r.Body
+	}
+	return &Error{Step: step, Status: r.Status, Detail: detail}
+}
+
+// ErrNotConnected: the flow ended on a page other than "Connected".
+var ErrNotConnected = errors.New("flowtest: the flow did not end connected")
+
+// Connect walks connectURL the way a user does: signs in at the dev IdP as
+// user when connectd asks (the browser may already have a session), allows
+// on the consent page, lets the provider approve, and follows the callback.
+// It returns nil when connectd says "Connected" (on the consent-only path
+// too, where no provider is involved).
+func (b *Browser) Connect(connectURL, user string) error {
+	r, err := b.Get(connectURL)
+	if err != nil {
+		return err
+	}
+	if r.Status == http.StatusFound && strings.Contains(r.Location, "/login?") {
+		if err := b.login(r.Location, user); err != nil {
+			return err
+		}
+		if r, err = b.Get(connectURL); err != nil {
+			return err
+		}
+	}
+	if r.Status != http.StatusOK {
+		return fail(StepOpen, r, "")
+	}
+	m := csrfField.FindStringSubmatch(r.Body)
+	if m == nil {
+		return fail(StepConsent, r, "no consent form")
+	}
+	r, err = b.Do(http.MethodPost, connectURL, url.Values{"csrf_token": {m[1]}, "decision": {"allow"}})
+	if err != nil {
+		return err
+	}
+	if r.Status == http.StatusOK { // consent only: nothing to ask the provider
+		return connected(r)
+	}
+	if r.Status != http.StatusSeeOther {
+		return fail(StepConsent, r, "")
+	}
+	back, err := b.Get(r.Location) // the fake provider approves at once
+	if err != nil {
+		return err
+	}
+	if back.Status != http.StatusFound || !strings.Contains(back.Location, "/oauth/callback?") {
+		return fail(StepProvider, back, "")
+	}
+	done, err := b.Get(back.Location)
+	if err != nil {
+		return err
+	}
+	if done.Status != http.StatusOK {
+		return fail(StepCallback, done, "")
+	}
+	return connected(done)
+}
+
+func connected(r Response) error {
+	if !strings.Contains(r.Body, "Connected") {
+		return fmt.Errorf("%w: %.300s", ErrNotConnected, r.Body)
+	}
+	return nil
+}
+
+// login follows connectd's /login redirect to the dev IdP, answers its user
+// picker as user, and follows the callback back to connectd.
+func (b *Browser) login(loginURL, user string) error {
+	r, err := b.Get(loginURL)
+	if err != nil {
+		return err
+	}
+	if r.Status != http.StatusFound {
+		return fail(StepLogin, r, "")
+	}
+	authorize := r.Location
+	if r, err = b.Get(authorize); err != nil { // the picker page
+		return err
+	}
+	if r.Status != http.StatusOK {
+		return fail(StepLogin, r, "")
+	}
+	u, err := url.Parse(authorize)
+	if err != nil {
+		return err
+	}
+	form := u.Query() // the picker's hidden fields carry exactly these
+	form.Set("user", user)
+	u.RawQuery = ""
+	if r, err = b.Do(http.MethodPost, u.String(), form); err != nil {
+		return err
+	}
+	if r.Status != http.StatusSeeOther || !strings.Contains(r.Location, "/login/callback?") {
+		return fail(StepLogin, r, "")
+	}
+	if r, err = b.Get(r.Location); err != nil {
+		return err
+	}
+	if r.Status != http.StatusSeeOther {
+		return fail(StepLogin, r, "")
+	}
+	return nil
+}

@@ -1,0 +1,676 @@
+package scaleout
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/connectd/connectd/internal/connect"
+	"github.com/connectd/connectd/internal/devidp"
+	"github.com/connectd/connectd/internal/flowtest"
+	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/pgtest"
+	"github.com/connectd/connectd/internal/provider/providertest"
+	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/vault"
+)
+
+// binary is connectd, built once for all tests of the package.
+var (
+	buildOnce sync.Once
+	binary    string
+	buildErr  error
+)
+
+func connectdBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "connectd-scaleout-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binary = filepath.Join(dir, "connectd")
+		out, err := exec.Command("go", "build", "-o", binary, "github.com/connectd/connectd/cmd/connectd").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binary
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binary != "" {
+		os.RemoveAll(filepath.Dir(binary))
+	}
+	os.Exit(code)
+}
+
+const resource = "https://files.mcp.example/"
+
+// cluster is N connectd processes on one database behind a load balancer
+// whose backend the test chooses per request. Every replica has the same
+// public URL (the balancer's), session keys, vault keys, trusted issuer and
+// provider catalog, as in production.
+type cluster struct {
+	t        *testing.T
+	dbURL    string
+	pool     *pgxpool.Pool
+	idp      *devidp.Provider
+	provider *providertest.Server
+	lb       *httptest.Server
+	env      []string
+	replicas []*replica
+
+	// route picks the replica for a request through the balancer; nil:
+	// round robin.
+	route atomic.Pointer[func(*http.Request) int]
+	next  atomic.Uint64
+
+	clientKey string
+}
+
+type replica struct {
+	name     string
+	addr     string // public listener, 127.0.0.1:port
+	internal string
+	cmd      *exec.Cmd
+	logs     *bytes.Buffer
+	mu       sync.Mutex
+}
+
+func (r *replica) url() string { return "http://" + r.addr }
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// serve starts an httptest server whose handler is made once its URL is
+// known (issuers and providers need their own URL).
+func serve(t *testing.T, make func(base string) http.Handler) *httptest.Server {
+	t.Helper()
+	var h http.Handler
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
+	t.Cleanup(srv.Close)
+	h = make(srv.URL)
+	return srv
+}
+
+func newCluster(t *testing.T, n int) *cluster {
+	t.Helper()
+	c := &cluster{t: t, dbURL: pgtest.EmptyURL(t)} // replicas migrate it themselves
+	bin := connectdBinary(t)
+
+	// The load balancer: one public origin for every replica.
+	c.lb = httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		i := int(c.next.Add(1) % uint64(len(c.replicas)))
+		if f := c.route.Load(); f != nil {
+			i = (*f)(pr.In)
+		}
+		target, _ := url.Parse(c.replicas[i].url())
+		pr.SetURL(target)
+		pr.Out.Host = pr.In.Host
+		pr.SetXForwarded()
+	}})
+	t.Cleanup(c.lb.Close)
+
+	const idpSecret = "scaleout-idp-secret"
+	idpSrv := serve(t, func(base string) http.Handler {
+		p, err := devidp.New(devidp.Config{Issuer: base, Clients: []devidp.Client{{ID: "connectd", Secret: idpSecret,
+			RedirectURIs: []string{c.lb.URL + "/login/callback"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.idp = p
+		return p.Handler()
+	})
+	provSrv := serve(t, func(base string) http.Handler {
+		p, h := providertest.NewHandler(base, providertest.Options{RequirePKCE: true, RotateRefreshTokens: true,
+			ClientSecret: "scaleout-provider-secret", RedirectURIs: []string{c.lb.URL + "/oauth/callback"}})
+		c.provider = p
+		return h
+	})
+	providers, _ := json.Marshal(map[string]any{"providers": []any{c.provider.ProviderConfig("fake", "SCALEOUT_PROVIDER_SECRET")}})
+	provFile := filepath.Join(t.TempDir(), "providers.json")
+	if err := os.WriteFile(provFile, providers, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	issuers, _ := json.Marshal([]map[string]any{{"id": "test", "issuer": c.idp.Issuer(), "login": true,
+		"client_id": "connectd", "client_secret_env": "SCALEOUT_IDP_SECRET"}})
+	vaultKey, err := vault.GenerateKey(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := func(u string) string { return strings.TrimPrefix(u, "http://") }
+	unlimited := "1000000/1s" // every request of the test comes from one address
+	c.env = []string{
+		"CONNECTD_DEV=true",
+		"CONNECTD_DEV_IDP=false",
+		"CONNECTD_DATABASE_URL=" + c.dbURL,
+		"CONNECTD_AUTO_MIGRATE=true",
+		"CONNECTD_PUBLIC_URL=" + c.lb.URL,
+		"CONNECTD_SESSION_KEYS=" + session.NewKey().Encode(),
+		"CONNECTD_VAULT_KEYS=" + vaultKey,
+		"CONNECTD_ISSUERS=" + string(issuers),
+		"SCALEOUT_IDP_SECRET=" + idpSecret,
+		"CONNECTD_PROVIDERS_FILE=" + provFile,
+		"SCALEOUT_PROVIDER_SECRET=scaleout-provider-secret",
+		"CONNECTD_EGRESS_ALLOW_HOSTS=" + host(idpSrv.URL) + "," + host(provSrv.URL),
+		"CONNECTD_LOG_LEVEL=warn",
+		"CONNECTD_LOG_FORMAT=text",
+		"CONNECTD_DB_MAX_CONNS=4",
+		"CONNECTD_SHUTDOWN_GRACE=1s",
+		"CONNECTD_RATE_API=" + unlimited, "CONNECTD_RATE_API_PER_IP=" + unlimited,
+		"CONNECTD_RATE_BROWSER=" + unlimited, "CONNECTD_RATE_LOGIN=" + unlimited, "CONNECTD_RATE_MINT=" + unlimited,
+	}
+	for i := range n {
+		c.replicas = append(c.replicas, &replica{name: string(rune('A' + i)), addr: freeAddr(t), internal: freeAddr(t)})
+	}
+	// All start at once, each migrating the empty database at start-up.
+	var wg sync.WaitGroup
+	for _, r := range c.replicas {
+		c.start(bin, r)
+		wg.Go(func() { c.waitReady(r) })
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, r := range c.replicas {
+			c.stop(r)
+		}
+		if t.Failed() {
+			for _, r := range c.replicas {
+				r.mu.Lock()
+				t.Logf("replica %s log:\n%s", r.name, r.logs.String())
+				r.mu.Unlock()
+			}
+		}
+	})
+	c.pool = pgtest.NewPool(t, c.dbURL)
+	c.waitListening()
+	clients := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: c.pool})
+	if _, c.clientKey, err = clients.Create(context.Background(), "Files", []string{resource}, []string{"fake"}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// lockedWriter lets a process write its log while the test reads it.
+type lockedWriter struct{ r *replica }
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.r.mu.Lock()
+	defer w.r.mu.Unlock()
+	return w.r.logs.Write(p)
+}
+
+func (c *cluster) start(bin string, r *replica) {
+	c.t.Helper()
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = append(append(os.Environ(), c.env...), "CONNECTD_ADDR="+r.addr, "CONNECTD_INTERNAL_ADDR="+r.internal)
+	if r.logs == nil {
+		r.logs = &bytes.Buffer{}
+	}
+	cmd.Stdout, cmd.Stderr = lockedWriter{r}, lockedWriter{r}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	r.cmd = cmd
+}
+
+func (c *cluster) waitReady(r *replica) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(r.url() + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.t.Errorf("replica %s not ready after 30s", r.name)
+}
+
+// waitListening waits until every replica's notification listener is up (its
+// caches live, its long-polls wakeable).
+func (c *cluster) waitListening() {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		if err := c.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = $1`, connect.ListenerApplicationName).Scan(&n); err != nil {
+			c.t.Fatal(err)
+		}
+		if n >= len(c.replicas) {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%d of %d replicas listening", n, len(c.replicas))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (c *cluster) stop(r *replica) {
+	if r.cmd == nil || r.cmd.Process == nil {
+		return
+	}
+	_ = r.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { r.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = r.cmd.Process.Kill()
+		<-done
+	}
+	r.cmd = nil
+}
+
+// kill ends r with SIGKILL: no shutdown of any kind.
+func (c *cluster) kill(r *replica) {
+	c.t.Helper()
+	if err := r.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		c.t.Fatal(err)
+	}
+	_ = r.cmd.Wait()
+	r.cmd = nil
+}
+
+// restart starts r again on the same addresses.
+func (c *cluster) restart(r *replica) {
+	c.t.Helper()
+	c.start(connectdBinary(c.t), r)
+	c.waitReady(r)
+	c.waitListening()
+}
+
+// pin routes every request through the balancer with f (nil: round robin).
+func (c *cluster) pin(f func(*http.Request) int) {
+	if f == nil {
+		c.route.Store(nil)
+		return
+	}
+	c.route.Store(&f)
+}
+
+// byPath sends /login* to replica b, /oauth/callback to replica cb and
+// everything else to replica a.
+func byPath(a, b, cb int) func(*http.Request) int {
+	return func(r *http.Request) int {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/login"):
+			return b
+		case r.URL.Path == "/oauth/callback":
+			return cb
+		}
+		return a
+	}
+}
+
+// api makes a /v1 request as the MCP server for user at base (a replica or
+// the balancer).
+func (c *cluster) api(base, method, path, user string) (int, map[string]any) {
+	c.t.Helper()
+	tok, err := c.idp.AccessToken(user, resource)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var body io.Reader
+	if method == http.MethodPost {
+		body = strings.NewReader(`{"provider":"fake","scopes":["files.read"]}`)
+	}
+	req, _ := http.NewRequest(method, base+path, body)
+	req.Header.Set("Authorization", "Bearer "+c.clientKey)
+	req.Header.Set(mcpauth.UserTokenHeader, tok)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		c.t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, out
+}
+
+// mint creates an elicitation for user on replica r and returns its id and
+// connect URL (the balancer's origin).
+func (c *cluster) mint(r *replica, user string) (string, string) {
+	c.t.Helper()
+	st, out := c.api(r.url(), http.MethodPost, "/v1/elicitations", user)
+	if st != http.StatusCreated {
+		c.t.Fatalf("mint on %s: %d %v", r.name, st, out)
+	}
+	u := out["url"].(string)
+	if !strings.HasPrefix(u, c.lb.URL+"/c/") {
+		c.t.Fatalf("connect URL %s is not on the public origin %s", u, c.lb.URL)
+	}
+	return out["elicitation_id"].(string), u
+}
+
+func (c *cluster) token(r *replica, user string) (int, map[string]any) {
+	c.t.Helper()
+	return c.api(r.url(), http.MethodGet, "/v1/connections/fake/token", user)
+}
+
+func (c *cluster) browser() *flowtest.Browser {
+	return flowtest.New(&http.Client{Timeout: 10 * time.Second})
+}
+
+// TestScaleOut runs three replicas that migrated one empty database
+// together, then moves flows, long-polls, refreshes, revocations and a
+// SIGKILL across them.
+func TestScaleOut(t *testing.T) {
+	c := newCluster(t, 3)
+	A, B, C := c.replicas[0], c.replicas[1], c.replicas[2]
+	ctx := context.Background()
+
+	t.Run("concurrent migrations at start-up", func(t *testing.T) {
+		// Every replica is ready (schema current); goose applied each
+		// version exactly once.
+		var versions, distinct int
+		if err := c.pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT version_id) FROM goose_db_version
+			WHERE version_id > 0 AND is_applied`).Scan(&versions, &distinct); err != nil {
+			t.Fatal(err)
+		}
+		if versions == 0 || versions != distinct {
+			t.Fatalf("goose_db_version: %d applied rows, %d distinct versions", versions, distinct)
+		}
+	})
+
+	t.Run("mint on A, log in on B, call back on C; long-poll on A wakes", func(t *testing.T) {
+		id, u := c.mint(A, "alice")
+		polled := make(chan map[string]any, 1)
+		go func() {
+			_, out := c.api(A.url(), http.MethodGet, "/v1/elicitations/"+id+"?wait=30s", "alice")
+			polled <- out
+		}()
+		time.Sleep(50 * time.Millisecond) // the long-poll is waiting on A
+		c.pin(byPath(0, 1, 2))
+		defer c.pin(nil)
+		exchanges := c.provider.Counts().Exchange
+		if err := c.browser().Connect(u, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		done := time.Now()
+		select {
+		case out := <-polled:
+			if out["status"] != "completed" {
+				t.Fatalf("long-poll on A answered %v", out)
+			}
+			if d := time.Since(done); d > 5*time.Second {
+				t.Fatalf("long-poll woke %s after completion", d)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the long-poll on A did not wake when the flow completed on C")
+		}
+		if n := c.provider.Counts().Exchange - exchanges; n != 1 {
+			t.Fatalf("%d code exchanges, want 1", n)
+		}
+		// Each replica counted its part (/metrics on the operators' listener).
+		c.waitMetric(B, `connectd_http_request_duration_seconds_count{code="303",route="GET /login/callback"}`, 1)
+		c.waitMetric(C, `connectd_flows_total{outcome="completed"}`, 1)
+		for _, r := range c.replicas {
+			if st, out := c.token(r, "alice"); st != http.StatusOK || out["access_token"] == "" {
+				t.Fatalf("token on %s: %d %v", r.name, st, out)
+			}
+		}
+	})
+
+	t.Run("refresh once across three replicas", func(t *testing.T) {
+		// Replace alice's credential with one due for a refresh (60 s left,
+		// inside the 2 min skew), from a rotating, reuse-detecting provider.
+		store, err := vault.New(vault.Config{Pool: c.pool, Keyring: keyringOf(t, c.env)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := c.provider.Grant([]string{"files.read"}, time.Minute)
+		alice := vault.UserRef{Issuer: c.idp.Issuer(), Subject: "alice"}
+		if _, err := store.Put(ctx, alice, "fake", vault.Credential{AccessToken: tok.AccessToken,
+			RefreshToken: tok.RefreshToken, TokenType: "Bearer", Expiry: tok.Expiry, Scopes: tok.Scopes}); err != nil {
+			t.Fatal(err)
+		}
+		// The Put told every replica's cache: none holds a credential now.
+		for _, r := range c.replicas {
+			c.waitMetric(r, `connectd_cache_entries{cache="credential"}`, 0)
+		}
+		// Now 30 callers at once, spread over the three replicas, all find
+		// the token due.
+		refreshes := c.provider.Counts().Refresh
+		const callers = 30
+		got := make([]string, callers)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range callers {
+			wg.Go(func() {
+				<-start
+				st, out := c.token(c.replicas[i%3], "alice")
+				if st != http.StatusOK {
+					t.Errorf("caller %d on %s: %d %v", i, c.replicas[i%3].name, st, out)
+					return
+				}
+				got[i], _ = out["access_token"].(string)
+			})
+		}
+		close(start)
+		wg.Wait()
+		if n := c.provider.Counts().Refresh - refreshes; n != 1 {
+			t.Fatalf("%d refresh requests reached the provider, want exactly 1", n)
+		}
+		for i, g := range got {
+			if g == tok.AccessToken || g != got[0] {
+				t.Fatalf("caller %d got %.10q, caller 0 %.10q (old %.10q)", i, g, got[0], tok.AccessToken)
+			}
+		}
+		if c.provider.Revoked(tok.RefreshToken) {
+			t.Fatal("the provider saw the rotated refresh token reused")
+		}
+	})
+
+	t.Run("unlink on A: B and C answer not_connected within a second", func(t *testing.T) {
+		for _, r := range []*replica{B, C} { // cached on both
+			for range 2 {
+				if st, _ := c.token(r, "alice"); st != http.StatusOK {
+					t.Fatalf("token on %s: %d", r.name, st)
+				}
+			}
+		}
+		if st, out := c.api(A.url(), http.MethodDelete, "/v1/connections/fake", "alice"); st != http.StatusOK {
+			t.Fatalf("unlink on A: %d %v", st, out)
+		}
+		deadline := time.Now().Add(time.Second)
+		for _, r := range []*replica{B, C} {
+			for {
+				st, out := c.token(r, "alice")
+				if st == http.StatusNotFound && out["error"] == "not_connected" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s still answers %d %v a second after the unlink", r.name, st, out)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	})
+
+	t.Run("SIGKILL mid-flow loses no flow and no credential", func(t *testing.T) {
+		// bob is connected before anything happens.
+		_, u := c.mint(A, "bob")
+		if err := c.browser().Connect(u, "bob"); err != nil {
+			t.Fatal(err)
+		}
+		_, bobBefore := c.token(C, "bob")
+
+		// alice: minted on A, signed in and consent page on B.
+		id, u := c.mint(A, "alice")
+		c.pin(func(*http.Request) int { return 1 }) // everything on B
+		defer c.pin(nil)
+		b := c.browser()
+		r, err := b.Get(u)
+		if err != nil || r.Status != http.StatusFound {
+			t.Fatalf("open: %v %d", err, r.Status)
+		}
+		// Kill B while the browser holds a login in progress, then bring it
+		// back: the login state lives in Postgres, the binding in a cookie.
+		login, err := b.Get(r.Location)
+		if err != nil || login.Status != http.StatusFound {
+			t.Fatalf("login start: %v %d", err, login.Status)
+		}
+		c.kill(B)
+		c.restart(B)
+		if err := resumeLogin(b, login.Location, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		consent, err := b.Get(u)
+		if err != nil || consent.Status != http.StatusOK {
+			t.Fatalf("consent page after restart: %v %d %s", err, consent.Status, consent.Body)
+		}
+		// Allow on B, then kill B again while the browser is at the
+		// provider: the OAuth state and PKCE verifier live in Postgres.
+		redirect, err := b.Do(http.MethodPost, u, url.Values{"csrf_token": {csrf(t, consent.Body)}, "decision": {"allow"}})
+		if err != nil || redirect.Status != http.StatusSeeOther {
+			t.Fatalf("allow: %v %d %s", err, redirect.Status, redirect.Body)
+		}
+		c.kill(B)
+		back, err := b.Get(redirect.Location)
+		if err != nil || back.Status != http.StatusFound {
+			t.Fatalf("provider: %v %d", err, back.Status)
+		}
+		c.restart(B)
+		done, err := b.Get(back.Location)
+		if err != nil || done.Status != http.StatusOK || !strings.Contains(done.Body, "Connected") {
+			t.Fatalf("callback after restart: %v %d %s", err, done.Status, done.Body)
+		}
+		c.pin(nil)
+		if st, out := c.api(A.url(), http.MethodGet, "/v1/elicitations/"+id, "alice"); st != http.StatusOK || out["status"] != "completed" {
+			t.Fatalf("elicitation on A: %d %v", st, out)
+		}
+		for _, r := range c.replicas {
+			if st, out := c.token(r, "alice"); st != http.StatusOK {
+				t.Fatalf("alice's token on %s: %d %v", r.name, st, out)
+			}
+			if st, out := c.token(r, "bob"); st != http.StatusOK || out["access_token"] != bobBefore["access_token"] {
+				t.Fatalf("bob's token on %s: %d %v, before %v", r.name, st, out, bobBefore["access_token"])
+			}
+		}
+	})
+}
+
+// metric reads one sample from r's /metrics (operators' listener).
+func (c *cluster) metric(r *replica, series string) (float64, bool) {
+	c.t.Helper()
+	resp, err := http.Get("http://" + r.internal + "/metrics")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			var f float64
+			fmt.Sscan(v, &f)
+			return f, true
+		}
+	}
+	return 0, false
+}
+
+// waitMetric waits up to a second for r's series to read want.
+func (c *cluster) waitMetric(r *replica, series string, want float64) {
+	c.t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for {
+		v, ok := c.metric(r, series)
+		if ok && v == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s on %s: %v (present %v), want %v", series, r.name, v, ok, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// resumeLogin answers the IdP's picker at authorizeURL as user and follows
+// the callback (the second half of a login whose first half happened
+// before a replica was killed).
+func resumeLogin(b *flowtest.Browser, authorizeURL, user string) error {
+	if r, err := b.Get(authorizeURL); err != nil || r.Status != http.StatusOK {
+		return fmt.Errorf("picker: %v %d", err, r.Status)
+	}
+	u, _ := url.Parse(authorizeURL)
+	form := u.Query()
+	form.Set("user", user)
+	u.RawQuery = ""
+	r, err := b.Do(http.MethodPost, u.String(), form)
+	if err != nil || r.Status != http.StatusSeeOther {
+		return fmt.Errorf("picker answer: %v %d", err, r.Status)
+	}
+	cb, err := b.Get(r.Location)
+	if err != nil || cb.Status != http.StatusSeeOther {
+		return fmt.Errorf("login callback: %v %d %s", err, cb.Status, cb.Body)
+	}
+	return nil
+}
+
+func csrf(t *testing.T, page string) string {
+	t.Helper()
+	const marker = `name="csrf_token" value="`
+	i := strings.Index(page, marker)
+	if i < 0 {
+		t.Fatalf("no CSRF token on %s", page)
+	}
+	rest := page[i+len(marker):]
+	return rest[:strings.IndexByte(rest, '"')]
+}
+
+// keyringOf is the vault keyring the replicas run with.
+func keyringOf(t *testing.T, env []string) *vault.Keyring {
+	t.Helper()
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "CONNECTD_VAULT_KEYS="); ok {
+			k, err := vault.ParseKeyring(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return k
+		}
+	}
+	t.Fatal("no CONNECTD_VAULT_KEYS")
+	return nil
+}

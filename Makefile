@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO    ?= go
 PG    := scripts/pg run --
 
-.PHONY: all build generate check-generated fmt-check vet test test-short demo clean bench
+.PHONY: all build generate check-generated fmt-check vet test demo clean bench
 
 all: build
 

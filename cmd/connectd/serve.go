@@ -118,8 +118,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 // newPublicHandler is the route table of the public listener, wrapped in
 // web.Public: security headers, cross-origin protection and rate limits for
-// every route on it, whichever package registered the route; and, outermost,
-// counted by route pattern and status (m).
+// every route on it, whichever package registered the route; each request
+// counted by route pattern and status (m) from the access log's figures.
 func newPublicHandler(cfg *Config, logger *slog.Logger, checker *health.Checker, ident *identity, conn *connect.Server, adm *admin.Server, m *metrics.Metrics) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", checker.Healthz)
@@ -135,11 +135,12 @@ func newPublicHandler(cfg *Config, logger *slog.Logger, checker *health.Checker,
 		HSTS:           !cfg.Dev,
 		TrustedOrigins: []string{cfg.PublicURL.Scheme + "://" + cfg.PublicURL.Host},
 		Limits:         cfg.RateLimit.Public,
+		Observe:        m.Observer(mux),
 	})
 	if err != nil {
 		return nil, err
 	}
-	return m.Routes(mux, h), nil
+	return h, nil
 }
 
 // newInternalHandler serves operators: probes, Prometheus metrics and pprof.

@@ -236,10 +236,13 @@ func (s *Server) finishLogin(w http.ResponseWriter, r *http.Request) error {
 	if s.login == nil {
 		return page(http.StatusForbidden, "admin_login_disabled", "Admin sign-in is not configured on this connectd.", nil)
 	}
-	q := r.URL.Query()
-	binding, _ := s.sessions.ReadBinding(r) // nil: Finish refuses with ErrStateMismatch
-	res, err := s.login.Finish(r.Context(), mcpauth.Callback{State: q.Get("state"), Code: q.Get("code"),
-		Iss: q.Get("iss"), Error: q.Get("error"), Binding: binding})
+	cb, err := mcpauth.ParseRedirect(r.URL.Query())
+	if err != nil {
+		// Missing, repeated or malformed: refused before the database is asked.
+		return loginError(fmt.Errorf("%w: %w", mcpauth.ErrLoginState, err))
+	}
+	cb.Binding, _ = s.sessions.ReadBinding(r) // nil: Finish refuses with ErrStateMismatch
+	res, err := s.login.Finish(r.Context(), cb)
 	if err != nil {
 		return loginError(err)
 	}

@@ -174,3 +174,37 @@ func TestAdminSignInNotConfigured(t *testing.T) {
 		t.Fatalf("API with a key: %d %v", st, out)
 	}
 }
+
+// TestAdminCallbackParamsChecked: the admin sign-in callback applies the same
+// parameter check as every redirect back to connectd: a repeated, malformed or
+// missing state is refused before the login state is looked up, so the real
+// callback still completes afterwards.
+func TestAdminCallbackParamsChecked(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	b := e.browser()
+	start := b.get(e.srv.URL + admin.LoginPath)
+	cb := e.pick(b, start.location, "alice", admin.CallbackPath)
+	cu, _ := url.Parse(cb)
+	q := cu.Query()
+	for name, tamper := range map[string]func(url.Values){
+		"repeated state": func(v url.Values) { v.Add("state", v.Get("state")) },
+		"repeated code":  func(v url.Values) { v.Add("code", "other") },
+		"short state":    func(v url.Values) { v.Set("state", "abc") },
+		"missing state":  func(v url.Values) { v.Del("state") },
+		"long code":      func(v url.Values) { v.Set("code", strings.Repeat("c", 5000)) },
+	} {
+		v := url.Values{}
+		for k, vs := range q {
+			v[k] = append([]string(nil), vs...)
+		}
+		tamper(v)
+		r := b.get(e.srv.URL + admin.CallbackPath + "?" + v.Encode())
+		if r.status != http.StatusBadRequest || e.code(r) != "invalid_state" || r.setsAdminSession() {
+			t.Fatalf("%s: %d %q", name, r.status, e.code(r))
+		}
+	}
+	if r := b.get(cb); r.status != http.StatusSeeOther || !r.setsAdminSession() {
+		t.Fatalf("the untampered callback after the refusals: %d", r.status)
+	}
+}

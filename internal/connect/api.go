@@ -59,9 +59,6 @@ const (
 // scopeToken is RFC 6749 §3.3: printable ASCII except space, '"' and '\'.
 var scopeToken = regexp.MustCompile(`^[\x21\x23-\x5B\x5D-\x7E]+$`)
 
-// providerName is the shape of catalog ids; checked before any lookup.
-var providerName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-
 func validScopes(scopes []string) error {
 	if len(scopes) > maxScopes {
 		return web.Errorf(http.StatusBadRequest, "invalid_request", "at most %d scopes", maxScopes)
@@ -170,7 +167,7 @@ func (s *Server) mint(w http.ResponseWriter, r *http.Request) error {
 	if err := web.DecodeJSON(w, r, &req, 0); err != nil {
 		return err
 	}
-	if !providerName.MatchString(req.Provider) {
+	if !provider.ValidName(req.Provider) {
 		return web.Errorf(http.StatusBadRequest, "unknown_provider", "unknown provider")
 	}
 	p, err := s.catalog.Get(req.Provider)
@@ -513,7 +510,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !providerName.MatchString(name) {
+	if !provider.ValidName(name) {
 		return notConnected(name)
 	}
 	p, err := s.catalog.Get(name)
@@ -522,14 +519,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	}
 	consented, err := s.consent(r.Context(), c.user, c.client.ID, name)
 	if errors.Is(err, errNoConsent) {
-		// Is there a connection at all? Say which of the two the MCP server must fix.
-		if _, _, gerr := s.vault.Get(r.Context(), c.user, name); errors.Is(gerr, vault.ErrNotConnected) {
-			return notConnected(name)
-		} else if gerr != nil {
-			return gerr
-		}
-		return web.Errorf(http.StatusForbidden, "consent_required",
-			"the user has not allowed this client to use their %s connection; mint an elicitation", name)
+		return s.withoutConsent(r.Context(), c.user, name)
 	}
 	if err != nil {
 		return err
@@ -553,6 +543,22 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	}
 	web.WriteJSON(w, http.StatusOK, doc)
 	return nil
+}
+
+// withoutConsent answers a client that holds no consent for the user's
+// provider: not_connected when there is no connection at all, else
+// consent_required, so the MCP server knows which of the two to fix. The
+// credential is never read for it.
+func (s *Server) withoutConsent(ctx context.Context, u vault.UserRef, name string) error {
+	ok, err := s.vault.Exists(ctx, u, name)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return notConnected(name)
+	}
+	return web.Errorf(http.StatusForbidden, "consent_required",
+		"the user has not allowed this client to use their %s connection; mint an elicitation", name)
 }
 
 func notConnected(name string) error {
@@ -593,14 +599,11 @@ func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !providerName.MatchString(name) {
+	if !provider.ValidName(name) {
 		return notConnected(name)
 	}
 	if _, err := s.consent(r.Context(), c.user, c.client.ID, name); errors.Is(err, errNoConsent) {
-		if _, _, gerr := s.vault.Get(r.Context(), c.user, name); errors.Is(gerr, vault.ErrNotConnected) {
-			return notConnected(name)
-		}
-		return web.Errorf(http.StatusForbidden, "consent_required", "this client has no consent for the user's %s connection", name)
+		return s.withoutConsent(r.Context(), c.user, name)
 	} else if err != nil {
 		return err
 	}

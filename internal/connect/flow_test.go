@@ -237,8 +237,10 @@ func TestConnectFlowEndToEnd(t *testing.T) {
 		t.Fatalf("authorize request: %s", redirect.location)
 	}
 	var stored int
-	e.pool.QueryRow(context.Background(), "SELECT count(*) FROM oauth_states WHERE state_hash = sha256($1::bytea)",
-		[]byte(q.Get("state"))).Scan(&stored)
+	if err := e.pool.QueryRow(context.Background(), "SELECT count(*) FROM oauth_states WHERE state_hash = sha256($1::bytea)",
+		[]byte(q.Get("state"))).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
 	if stored != 1 {
 		t.Fatal("state not stored by its hash")
 	}

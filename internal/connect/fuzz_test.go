@@ -219,7 +219,7 @@ func FuzzAPIBodies(f *testing.F) {
 					t.Fatalf("%d scopes passed", len(m.Scopes))
 				}
 			}
-			if providerName.MatchString(m.Provider) && strings.ContainsAny(m.Provider, "/.\\%") {
+			if provider.ValidName(m.Provider) && strings.ContainsAny(m.Provider, "/\\%") {
 				t.Fatalf("provider %q passed", m.Provider)
 			}
 		} else if e := (*web.Error)(nil); !errors.As(err, &e) || e.Status != http.StatusBadRequest {

@@ -29,7 +29,7 @@ func NewAuthenticator(clients *Clients, verifier *Verifier) *Authenticator {
 // AuthenticateClient authenticates only the calling MCP server. Errors are
 // *web.Error values ready for web.API (see APIError).
 func (a *Authenticator) AuthenticateClient(r *http.Request) (Client, error) {
-	key, ok := bearer(r.Header.Get("Authorization"))
+	key, ok := web.Bearer(r.Header.Get("Authorization"))
 	if !ok {
 		return Client{}, APIError(ErrMissingClientKey)
 	}
@@ -60,16 +60,6 @@ func (a *Authenticator) Authenticate(r *http.Request) (Client, Identity, error) 
 		return c, Identity{}, APIError(err)
 	}
 	return c, id, nil
-}
-
-// bearer extracts the credential of an "Authorization: Bearer ..." header.
-func bearer(h string) (string, bool) {
-	scheme, cred, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	cred = strings.TrimSpace(cred)
-	return cred, cred != ""
 }
 
 // Challenges sent in WWW-Authenticate (RFC 6750 §3): no error code when no

@@ -110,7 +110,7 @@ const (
 		WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= $3)`
 )
 
-var providerPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+var providerPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`) // provider.ValidName's shape
 
 // ValidateResource checks a resource URI: absolute https (http when allowHTTP),
 // a host, no user info, no fragment.

@@ -3,8 +3,6 @@ package mcpauth
 import (
 	"crypto/sha256"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/connectd/connectd/internal/cache"
@@ -15,12 +13,11 @@ import (
 // one signature check, not one per call. It never holds the raw token. A hit
 // re-checks everything that can differ between two presentations of the same
 // token: the audience (the calling client's resources) and the time window.
+// It is a cache.Map that is live from the start: nothing in the database can
+// change a verified token, so there is nothing to be notified of.
 type tokenCache struct {
-	mu  sync.Mutex
-	max int
-	m   map[[32]byte]cachedToken
-
-	hits, misses atomic.Uint64 // for metrics
+	m    *cache.Map[[32]byte, cachedToken]
+	skew time.Duration
 }
 
 type cachedToken struct {
@@ -29,41 +26,34 @@ type cachedToken struct {
 	nbf time.Time // zero when the token had none
 }
 
-func newTokenCache(max int) *tokenCache {
-	if max <= 0 {
+// maxTokenCacheTTL bounds an entry whatever the token's exp says.
+const maxTokenCacheTTL = 24 * time.Hour
+
+func newTokenCache(max int, skew time.Duration, now func() time.Time) *tokenCache {
+	m := cache.New[[32]byte, cachedToken](maxTokenCacheTTL, max, now)
+	if m == nil {
 		return nil
 	}
-	return &tokenCache{max: max, m: make(map[[32]byte]cachedToken, min(max, 1024))}
+	m.SetLive(true)
+	return &tokenCache{m: m, skew: skew}
 }
 
-// get returns the identity of a cached token still valid at now (with skew)
-// for one of audiences. ok is false on a miss; wrongAudience reports a hit
-// whose audience does not match, which must be refused like a fresh check would.
-func (c *tokenCache) get(key [32]byte, audiences []string, now time.Time, skew time.Duration) (id Identity, ok, wrongAudience bool) {
+// get returns the identity of a cached token still valid at now for one of
+// audiences. ok is false on a miss; wrongAudience reports a hit whose audience
+// does not match, which must be refused like a fresh check would.
+func (c *tokenCache) get(key [32]byte, audiences []string, now time.Time) (id Identity, ok, wrongAudience bool) {
 	if c == nil {
 		return Identity{}, false, false
 	}
-	c.mu.Lock()
-	e, found := c.m[key]
-	c.mu.Unlock()
-	if !found {
-		c.misses.Add(1)
-		return Identity{}, false, false
-	}
-	if !now.Before(e.id.Expiry.Add(skew)) || (!e.nbf.IsZero() && now.Add(skew).Before(e.nbf)) {
-		c.mu.Lock()
-		delete(c.m, key)
-		c.mu.Unlock()
-		c.misses.Add(1)
+	e, found := c.m.Get(key) // entries expire at exp + skew, as the full check does
+	if !found || (!e.nbf.IsZero() && now.Add(c.skew).Before(e.nbf)) {
 		return Identity{}, false, false // let the full check say why
 	}
 	for _, a := range audiences {
 		if slices.Contains(e.aud, a) {
-			c.hits.Add(1)
 			return e.id, true, false
 		}
 	}
-	c.hits.Add(1) // answered from the cache: refused
 	return Identity{}, false, true
 }
 
@@ -72,34 +62,16 @@ func (c *tokenCache) stats() cache.Stats {
 	if c == nil {
 		return cache.Stats{}
 	}
-	c.mu.Lock()
-	n := len(c.m)
-	c.mu.Unlock()
-	return cache.Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Entries: n}
+	return c.m.Stats()
 }
 
-// put remembers a verified token. When full it drops expired entries, then
-// arbitrary ones (map order), so memory stays bounded under any load.
-func (c *tokenCache) put(key [32]byte, e cachedToken, now time.Time) {
+// put remembers a verified token until its exp (plus the skew the full check
+// allows).
+func (c *tokenCache) put(key [32]byte, e cachedToken) {
 	if c == nil || e.id.Expiry.IsZero() {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.m) >= c.max {
-		for k, v := range c.m {
-			if !now.Before(v.id.Expiry) {
-				delete(c.m, k)
-			}
-		}
-		for k := range c.m {
-			if len(c.m) < c.max*9/10 {
-				break
-			}
-			delete(c.m, k)
-		}
-	}
-	c.m[key] = e
+	c.m.Put(key, e, c.m.Gen(), e.id.Expiry.Add(c.skew))
 }
 
 func tokenKey(raw string) [32]byte { return sum256(raw) }

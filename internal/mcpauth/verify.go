@@ -106,7 +106,6 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 		httpTimeout:     orDefault(cfg.HTTPTimeout, 10*time.Second),
 		now:             cfg.Now,
 		logger:          cfg.Logger,
-		tokens:          newTokenCache(cmp.Or(cfg.TokenCacheSize, 65536)),
 	}
 	if cfg.Skew < 0 {
 		return nil, errors.New("mcpauth: negative skew")
@@ -114,6 +113,7 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	if v.now == nil {
 		v.now = time.Now
 	}
+	v.tokens = newTokenCache(cmp.Or(cfg.TokenCacheSize, 65536), v.skew, v.now)
 	if v.logger == nil {
 		v.logger = slog.New(slog.DiscardHandler)
 	}
@@ -195,7 +195,7 @@ func (v *Verifier) VerifyAccessToken(ctx context.Context, raw string, audiences 
 	}
 	key := tokenKey(raw)
 	now := v.now()
-	if id, ok, wrongAud := v.tokens.get(key, audiences, now, v.skew); ok {
+	if id, ok, wrongAud := v.tokens.get(key, audiences, now); ok {
 		return id, nil
 	} else if wrongAud {
 		return Identity{}, fmt.Errorf("%w: aud is not one of the client's resources", ErrWrongAudience)
@@ -219,7 +219,7 @@ func (v *Verifier) VerifyAccessToken(ctx context.Context, raw string, audiences 
 	if c.NotBefore != nil {
 		e.nbf = c.NotBefore.Time
 	}
-	v.tokens.put(key, e, now)
+	v.tokens.put(key, e)
 	return id, nil
 }
 

@@ -5,63 +5,26 @@ import (
 	"time"
 )
 
-// Routes wraps next (the public listener's whole handler chain) so that every
-// request is counted by the ServeMux pattern that serves it — "GET
-// /v1/connections/{provider}/token", never the path — and by the status code
-// it was answered with, including refusals made before routing (rate limits,
-// cross-origin checks). Requests no pattern matches count as route
-// "unmatched".
-func (m *Metrics) Routes(mux *http.ServeMux, next http.Handler) http.Handler {
+// Observer counts every request of the public listener by the ServeMux
+// pattern that served it — "GET /v1/connections/{provider}/token", never the
+// path — and by its status, including refusals made before routing (rate
+// limits, cross-origin checks), which are attributed to the pattern mux would
+// have chosen; requests no pattern matches count as route "unmatched". Pass it
+// as web.PublicConfig.Observe: the access log already measures each request,
+// so the route table is matched again only for requests refused before it.
+func (m *Metrics) Observer(mux *http.ServeMux) func(r *http.Request, status int, d time.Duration) {
 	if m == nil {
-		return next
+		return nil
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rec := &recorder{ResponseWriter: w}
-		next.ServeHTTP(rec, r)
-		route := r.Pattern // set when r itself reached the mux
+	return func(r *http.Request, status int, d time.Duration) {
+		route := r.Pattern
 		if route == "" {
 			_, route = mux.Handler(r)
 		}
 		if route == "" {
 			route = "unmatched"
 		}
-		code := rec.code
-		if code == 0 {
-			code = http.StatusOK
-		}
-		m.observe(route, code, time.Since(start))
-	})
-}
-
-// recorder remembers the status code written.
-type recorder struct {
-	http.ResponseWriter
-	code int
-}
-
-func (r *recorder) WriteHeader(code int) {
-	if r.code == 0 {
-		r.code = code
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.code == 0 {
-		r.code = http.StatusOK
-	}
-	return r.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer (flushes,
-// deadlines).
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-// Flush keeps the recorder an http.Flusher for handlers that check.
-func (r *recorder) Flush() {
-	if f, ok := r.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
+		m.observe(route, status, d)
 	}
 }
 

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/web"
 )
 
 // series returns the value of every sample of family name, keyed by its
@@ -68,7 +70,7 @@ func TestRoutes(t *testing.T) {
 		}
 		mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), struct{}{}, 1)))
 	})
-	h := m.Routes(mux, chain)
+	h := web.Chain(chain, web.RequestIDs, web.AccessLog(slog.New(slog.DiscardHandler), m.Observer(mux)))
 	for _, c := range []struct {
 		path   string
 		refuse bool
@@ -157,8 +159,7 @@ func TestNilMetrics(t *testing.T) {
 	m.Flow("completed")
 	m.Refresh("p", "ok")
 	m.Cache("x", func() cache.Stats { return cache.Stats{} })
-	h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	if m.Routes(http.NewServeMux(), h) == nil || m.Transport(nil) != http.DefaultTransport {
+	if m.Observer(http.NewServeMux()) != nil || m.Transport(nil) != http.DefaultTransport {
 		t.Fatal("nil Metrics must pass handlers and transports through")
 	}
 }

@@ -262,13 +262,16 @@ func peekName(raw json.RawMessage) string {
 		Name string `json:"name"`
 	}
 	_ = json.Unmarshal(raw, &n)
-	if validName(n.Name) {
+	if ValidName(n.Name) {
 		return n.Name
 	}
 	return ""
 }
 
-func validName(n string) bool {
+// ValidName reports whether n has the shape of a catalog name: 1–64 of
+// a-z 0-9 _ . -, starting with a letter or digit. Callers check names from
+// requests with it before any lookup.
+func ValidName(n string) bool {
 	if n == "" || len(n) > 64 {
 		return false
 	}
@@ -288,7 +291,7 @@ func resolve(i int, e *fileEntry, opts ParseOptions) (*Spec, error) {
 	fail := func(field, format string, args ...any) error {
 		return &ConfigError{Index: i, Provider: e.Name, Field: field, Problem: fmt.Sprintf(format, args...)}
 	}
-	if !validName(e.Name) {
+	if !ValidName(e.Name) {
 		name := e.Name
 		e.Name = ""
 		if name == "" {

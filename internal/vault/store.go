@@ -485,6 +485,21 @@ func (s *Store) Get(ctx context.Context, user UserRef, provider string) (*Connec
 	return &r.Connection, c, nil
 }
 
+// Exists reports whether the user has a connection to provider, without
+// reading or opening its credential.
+func (s *Store) Exists(ctx context.Context, user UserRef, provider string) (bool, error) {
+	if err := validate(user, provider); err != nil {
+		return false, err
+	}
+	var ok bool
+	if err := s.pool.QueryRow(ctx, connectionExists, user.Issuer, user.Subject, provider).Scan(&ok); err != nil {
+		return false, fmt.Errorf("vault: look up connection: %w", err)
+	}
+	return ok, nil
+}
+
+const connectionExists = `SELECT EXISTS (SELECT 1 FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3)`
+
 // List returns the user's connections, by provider, without opening them.
 func (s *Store) List(ctx context.Context, user UserRef) ([]Connection, error) {
 	rows, err := s.pool.Query(ctx, listConnections, user.Issuer, user.Subject)

@@ -71,10 +71,15 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach Flush and deadlines.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// Observer is told of every finished request: its route pattern (set on r by
+// the ServeMux; "" when it was answered before routing), status and duration.
+// Metrics use it, so each request is recorded once, from one status writer.
+type Observer func(r *http.Request, status int, d time.Duration)
+
 // AccessLog logs one line per request: method, route pattern, path, status,
-// size and duration. The query string is never logged: it carries OAuth codes
-// and states.
-func AccessLog(logger *slog.Logger) func(http.Handler) http.Handler {
+// size and duration, and hands the same figures to observe (may be nil). The
+// query string is never logged: it carries OAuth codes and states.
+func AccessLog(logger *slog.Logger, observe Observer) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
@@ -83,13 +88,17 @@ func AccessLog(logger *slog.Logger) func(http.Handler) http.Handler {
 			if sw.status == 0 {
 				sw.status = http.StatusOK
 			}
+			took := time.Since(start)
+			if observe != nil {
+				observe(r, sw.status, took)
+			}
 			logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
 				slog.String("method", r.Method),
 				slog.String("route", r.Pattern),
 				slog.String("path", r.URL.Path),
 				slog.Int("status", sw.status),
 				slog.Int("bytes", sw.size),
-				slog.Duration("duration", time.Since(start)),
+				slog.Duration("duration", took),
 			)
 		})
 	}

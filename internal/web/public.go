@@ -15,6 +15,8 @@ type PublicConfig struct {
 	TrustedOrigins []string
 	// Limits are the per-route-class rate limits.
 	Limits RateLimits
+	// Observe, when set, is told of every finished request (metrics).
+	Observe Observer
 }
 
 // Public wraps the public listener's route table in everything every response
@@ -29,7 +31,7 @@ func Public(h http.Handler, c PublicConfig) (http.Handler, error) {
 	}
 	return Chain(h,
 		RequestIDs,
-		AccessLog(c.Logger),
+		AccessLog(c.Logger, c.Observe),
 		Recover(c.Logger),
 		SecurityHeaders(c.HSTS),
 		cross,

@@ -210,7 +210,7 @@ func RateLimit(c RateLimits, logger *slog.Logger) func(http.Handler) http.Handle
 				err = apiIP.Allow(w, r, "ip:"+ip)
 				if err == nil {
 					key := "ip:" + ip
-					if cred, ok := bearer(r.Header.Get("Authorization")); ok {
+					if cred, ok := Bearer(r.Header.Get("Authorization")); ok {
 						key = "key:" + KeyOf(cred)
 					}
 					err = api.Allow(w, r, key)
@@ -229,8 +229,8 @@ func RateLimit(c RateLimits, logger *slog.Logger) func(http.Handler) http.Handle
 	}
 }
 
-// bearer extracts the credential of an "Authorization: Bearer ..." header.
-func bearer(h string) (string, bool) {
+// Bearer extracts the credential of an "Authorization: Bearer ..." header.
+func Bearer(h string) (string, bool) {
 	scheme, cred, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return "", false

@@ -55,7 +55,7 @@ func newServer(t *testing.T, logs io.Writer, h http.Handler) *httptest.Server {
 	logger := web.NewLogger(logs, slog.LevelDebug, "json")
 	mux := http.NewServeMux()
 	mux.Handle("/", h)
-	srv := httptest.NewServer(web.Chain(mux, web.RequestIDs, web.AccessLog(logger), web.Recover(logger),
+	srv := httptest.NewServer(web.Chain(mux, web.RequestIDs, web.AccessLog(logger, nil), web.Recover(logger),
 		web.SecurityHeaders(true)))
 	t.Cleanup(srv.Close)
 	return srv

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -125,15 +124,9 @@ func actorOf(r *http.Request) Actor {
 	return Actor{Name: principalOf(r.Context()).actor, RequestID: web.RequestID(r.Context()), IP: clientIP(r)}
 }
 
-// clientIP is the peer address (deployments behind a proxy set RemoteAddr,
-// e.g. with a trusted-proxy middleware).
-func clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
+// clientIP is the client's address as web.RequestContext resolved it
+// (trusted proxies' X-Forwarded-For believed, nobody else's).
+func clientIP(r *http.Request) string { return web.ClientAddr(r) }
 
 // requireSession guards a page: only a live admin session passes; anyone else
 // gets 403 and a way to sign in as an admin.

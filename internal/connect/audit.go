@@ -3,7 +3,6 @@ package connect
 import (
 	"context"
 	"log/slog"
-	"net"
 	"net/http"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -69,12 +68,6 @@ func (s *Server) audit(r *http.Request, ev auditEvent) {
 	}
 }
 
-// clientIP is the peer address (deployments behind a proxy configure it to
-// set RemoteAddr, e.g. with a trusted-proxy middleware).
-func clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
+// clientIP is the client's address as web.RequestContext resolved it
+// (trusted proxies' X-Forwarded-For believed, nobody else's).
+func clientIP(r *http.Request) string { return web.ClientAddr(r) }

@@ -30,7 +30,7 @@ func Public(h http.Handler, c PublicConfig) (http.Handler, error) {
 		return nil, err
 	}
 	return Chain(h,
-		RequestIDs,
+		RequestContext(c.Limits.TrustedProxies),
 		AccessLog(c.Logger, c.Observe),
 		Recover(c.Logger),
 		SecurityHeaders(c.HSTS),

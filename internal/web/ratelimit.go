@@ -109,6 +109,17 @@ func KeyOf(secret string) string {
 // their /64 (one host's whole allocation). Only trusted proxies are believed:
 // anyone else can write any X-Forwarded-For.
 func ClientIP(r *http.Request, trusted []netip.Prefix) string {
+	peer := clientAddr(r, trusted)
+	if !peer.IsValid() {
+		return r.RemoteAddr
+	}
+	return httprate.CanonicalizeIP(peer.String())
+}
+
+// clientAddr is the TCP peer, or, when the peer is one of trusted, the
+// right-most X-Forwarded-For entry that is not itself trusted; invalid when
+// RemoteAddr is not an address.
+func clientAddr(r *http.Request, trusted []netip.Prefix) netip.Addr {
 	peer := parseAddr(r.RemoteAddr)
 	if peer.IsValid() && isTrusted(peer, trusted) {
 		hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
@@ -123,10 +134,7 @@ func ClientIP(r *http.Request, trusted []netip.Prefix) string {
 			}
 		}
 	}
-	if !peer.IsValid() {
-		return r.RemoteAddr
-	}
-	return httprate.CanonicalizeIP(peer.Unmap().String())
+	return peer
 }
 
 func parseAddr(s string) netip.Addr {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net"
 	"net/http"
+	"net/netip"
 )
 
 // RequestIDHeader is the header that carries a request id in and out.
@@ -12,7 +14,10 @@ const RequestIDHeader = "X-Request-Id"
 
 type ctxKey int
 
-const requestIDKey ctxKey = iota
+const (
+	requestIDKey ctxKey = iota
+	clientAddrKey
+)
 
 // RequestID returns the request id stored in ctx, or "".
 func RequestID(ctx context.Context) string {
@@ -53,13 +58,36 @@ func validRequestID(id string) bool {
 
 // RequestIDs adopts a sane incoming X-Request-Id or generates one, stores it in
 // the request context and echoes it in the response header.
-func RequestIDs(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get(RequestIDHeader)
-		if !validRequestID(id) {
-			id = NewRequestID()
-		}
-		w.Header().Set(RequestIDHeader, id)
-		next.ServeHTTP(w, r.WithContext(WithRequestID(r.Context(), id)))
-	})
+func RequestIDs(next http.Handler) http.Handler { return RequestContext(nil)(next) }
+
+// RequestContext is RequestIDs that also records, in the same context, the
+// client's address as audit rows name it (see ClientAddr): the TCP peer, or
+// what trusted proxies say in X-Forwarded-For.
+func RequestContext(trusted []netip.Prefix) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			id := r.Header.Get(RequestIDHeader)
+			if !validRequestID(id) {
+				id = NewRequestID()
+			}
+			w.Header().Set(RequestIDHeader, id)
+			ctx := WithRequestID(r.Context(), id)
+			if a := clientAddr(r, trusted); a.IsValid() {
+				ctx = context.WithValue(ctx, clientAddrKey, a.String())
+			}
+			next.ServeHTTP(w, r.WithContext(ctx))
+		})
+	}
+}
+
+// ClientAddr returns the client address RequestContext found for r, or the
+// host of its TCP peer.
+func ClientAddr(r *http.Request) string {
+	if a, ok := r.Context().Value(clientAddrKey).(string); ok {
+		return a
+	}
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
 }

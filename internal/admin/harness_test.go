@@ -184,7 +184,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		t.Fatal(err)
 	}
 	e.admin.Routes(mux)
-	mux.Handle("/", web.API(e.logger, web.NotFound))
+	mux.Handle("/", web.Fallback(e.logger))
 	return e
 }
 

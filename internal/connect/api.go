@@ -532,7 +532,11 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 		return s.tokenError(r, c, name, err)
 	}
 	s.sampleRead(r, c, name)
-	doc := tokenDoc{Provider: name, Kind: string(p.Info().Kind), TokenType: cred.TokenType,
+	kind := provider.KindAPIKey // Info() would parse URLs and copy scopes on every read
+	if _, ok := p.(provider.OAuth); ok {
+		kind = provider.KindOAuth2
+	}
+	doc := tokenDoc{Provider: name, Kind: string(kind), TokenType: cred.TokenType,
 		AccessToken: cred.AccessToken, Scopes: nonNil(cred.Scopes)}
 	if doc.TokenType == "" {
 		doc.TokenType = "Bearer"

@@ -97,11 +97,6 @@ func Static(fsys fs.FS) http.Handler {
 	})
 }
 
-// NotFound answers any unrouted path with the 404 error envelope or page.
-func NotFound(w http.ResponseWriter, r *http.Request) error {
-	return Errorf(http.StatusNotFound, "not_found", "no such resource")
-}
-
 // Fallback answers whatever no route matched with a 404: the error page for a
 // browser asking for HTML, the JSON envelope for everyone else (and always
 // under /v1/).

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 )
 
 // Error is an error with the HTTP status, stable error code and public
@@ -120,17 +122,34 @@ func logError(r *http.Request, logger *slog.Logger, e *Error, err error) {
 
 // WriteJSON writes v as a JSON response with the given status.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	buf := jsonBufs.Get().(*bytes.Buffer)
+	defer putJSONBuf(buf)
+	if err := json.NewEncoder(buf).Encode(v); err != nil { // Encode adds the final newline
 		status = http.StatusInternalServerError
-		b = []byte(`{"error":"internal_error","error_description":"internal server error"}`)
+		buf.Reset()
+		buf.WriteString(`{"error":"internal_error","error_description":"internal server error"}` + "\n")
 	}
 	h := w.Header()
-	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
+	h["Content-Type"] = jsonTypeValue
+	h["Cache-Control"] = noStoreValue
+	h["X-Content-Type-Options"] = nosniffValue
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(buf.Bytes())
+}
+
+// jsonBufs recycles WriteJSON's buffers: a token response then costs no
+// allocation for its body.
+var jsonBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// putJSONBuf zeroes buf (it may have held a credential) and pools it, unless
+// an unusually large body grew it.
+func putJSONBuf(buf *bytes.Buffer) {
+	if buf.Cap() > 64<<10 {
+		return
+	}
+	clear(buf.Bytes())
+	buf.Reset()
+	jsonBufs.Put(buf)
 }
 
 // WantsPage reports whether the answer to r should be the HTML error page

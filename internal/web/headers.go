@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -28,23 +29,74 @@ const StrictTransportSecurity = "max-age=63072000; includeSubDomains"
 // of them carry per-user content, one-time URLs or tokens; a handler serving
 // something shareable (Static) may override it. No Access-Control-* header is
 // ever set: browser routes answer no cross-origin reads (no CORS).
+//
+// JSON APIs (/v1/, /admin/api/) get the set OWASP lists for REST responses —
+// CSP, X-Frame-Options, nosniff, no-store, HSTS — without Referrer-Policy and
+// Cross-Origin-Opener-Policy, which only a rendered document uses (a JSON body
+// served with nosniff loads nothing and opens no window). That keeps an API
+// response, with its request id and Content-Type, within the eight header
+// entries a Go map holds without growing, on the token hot path.
 func SecurityHeaders(hsts bool) func(http.Handler) http.Handler {
+	page, api := pageHeaders, apiHeaders
+	if hsts {
+		page = append(slices.Clip(page), header{"Strict-Transport-Security", hstsValue})
+		api = append(slices.Clip(api), header{"Strict-Transport-Security", hstsValue})
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			set := page
+			if IsAPI(r.URL.Path) {
+				set = api
+			}
 			h := w.Header()
-			h.Set("Content-Security-Policy", ContentSecurityPolicy)
-			h.Set("X-Frame-Options", "DENY")
-			h.Set("X-Content-Type-Options", "nosniff")
-			h.Set("Referrer-Policy", "no-referrer")
-			h.Set("Cross-Origin-Opener-Policy", "same-origin")
-			h.Set("Cache-Control", "no-store")
-			if hsts {
-				h.Set("Strict-Transport-Security", StrictTransportSecurity)
+			for _, kv := range set {
+				h[kv.key] = kv.value
 			}
 			next.ServeHTTP(w, r)
 		})
 	}
 }
+
+// IsAPI reports whether path belongs to a JSON API: /v1 (MCP servers) or
+// /admin/api (admin tools).
+func IsAPI(path string) bool {
+	return strings.HasPrefix(path, "/v1/") || path == "/v1" || strings.HasPrefix(path, "/admin/api/")
+}
+
+// header is one security header, its name in canonical form and its value a
+// shared one-element slice. Sharing is safe: net/http copies the map's values
+// when it writes the response, Set replaces a slice rather than writing into
+// it, and Add appends to a slice whose capacity is full, which copies it.
+type header struct {
+	key   string
+	value []string
+}
+
+// shared returns v as a one-element slice with no spare capacity.
+func shared(v string) []string { return []string{v}[:1:1] }
+
+var (
+	cspValue      = shared(ContentSecurityPolicy)
+	denyValue     = shared("DENY")
+	nosniffValue  = shared("nosniff")
+	noStoreValue  = shared("no-store")
+	hstsValue     = shared(StrictTransportSecurity)
+	jsonTypeValue = shared("application/json; charset=utf-8")
+	pageHeaders   = []header{
+		{"Content-Security-Policy", cspValue},
+		{"X-Frame-Options", denyValue},
+		{"X-Content-Type-Options", nosniffValue},
+		{"Referrer-Policy", shared("no-referrer")},
+		{"Cross-Origin-Opener-Policy", shared("same-origin")},
+		{"Cache-Control", noStoreValue},
+	}
+	apiHeaders = []header{
+		{"Content-Security-Policy", cspValue},
+		{"X-Frame-Options", denyValue},
+		{"X-Content-Type-Options", nosniffValue},
+		{"Cache-Control", noStoreValue},
+	}
+)
 
 // AllowFormAction widens the form-action directive of this response's CSP by
 // the origins of the given URLs (scheme://host[:port]): the page's form may

@@ -12,22 +12,26 @@ import (
 // RequestIDHeader is the header that carries a request id in and out.
 const RequestIDHeader = "X-Request-Id"
 
-type ctxKey int
+type ctxKey struct{}
 
-const (
-	requestIDKey ctxKey = iota
-	clientAddrKey
-)
+// requestInfo is what RequestContext records about a request, in one context
+// value (one allocation instead of one per field on every request).
+type requestInfo struct {
+	id   string
+	addr string // "" when unknown
+}
+
+func infoOf(ctx context.Context) *requestInfo {
+	ri, _ := ctx.Value(ctxKey{}).(*requestInfo)
+	return ri
+}
 
 // RequestID returns the request id stored in ctx, or "".
 func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey).(string)
-	return id
-}
-
-// WithRequestID returns a context carrying id.
-func WithRequestID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, requestIDKey, id)
+	if ri := infoOf(ctx); ri != nil {
+		return ri.id
+	}
+	return ""
 }
 
 // NewRequestID returns a fresh random request id (128 bits, hex).
@@ -70,12 +74,12 @@ func RequestContext(trusted []netip.Prefix) func(http.Handler) http.Handler {
 			if !validRequestID(id) {
 				id = NewRequestID()
 			}
-			w.Header().Set(RequestIDHeader, id)
-			ctx := WithRequestID(r.Context(), id)
+			w.Header()[RequestIDHeader] = []string{id}
+			ri := &requestInfo{id: id}
 			if a := clientAddr(r, trusted); a.IsValid() {
-				ctx = context.WithValue(ctx, clientAddrKey, a.String())
+				ri.addr = a.String()
 			}
-			next.ServeHTTP(w, r.WithContext(ctx))
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, ri)))
 		})
 	}
 }
@@ -83,8 +87,8 @@ func RequestContext(trusted []netip.Prefix) func(http.Handler) http.Handler {
 // ClientAddr returns the client address RequestContext found for r, or the
 // host of its TCP peer.
 func ClientAddr(r *http.Request) string {
-	if a, ok := r.Context().Value(clientAddrKey).(string); ok {
-		return a
+	if ri := infoOf(r.Context()); ri != nil && ri.addr != "" {
+		return ri.addr
 	}
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		return host

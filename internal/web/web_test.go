@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -239,6 +240,34 @@ func TestSecurityHeaders(t *testing.T) {
 	for k, v := range want {
 		if got := resp.Header.Get(k); got != v {
 			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+}
+
+// TestSecurityHeadersNotShared: the header values are shared between
+// responses; what a handler adds to or replaces on one response must show on
+// that response only.
+func TestSecurityHeadersNotShared(t *testing.T) {
+	t.Parallel()
+	first := true
+	srv := newServer(t, io.Discard, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if first {
+			first = false
+			w.Header().Add("Cache-Control", "private")
+			web.AllowFormAction(w.Header(), "https://provider.example/authorize")
+		}
+	}))
+	for i, want := range [][]string{{"no-store", "private"}, {"no-store"}} {
+		resp, err := http.Get(srv.URL + "/page")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Values("Cache-Control"); !slices.Equal(got, want) {
+			t.Errorf("response %d: Cache-Control = %q, want %q", i, got, want)
+		}
+		if got, widened := resp.Header.Get("Content-Security-Policy"), i == 0; (got != web.ContentSecurityPolicy) != widened {
+			t.Errorf("response %d: CSP = %q", i, got)
 		}
 	}
 }

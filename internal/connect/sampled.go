@@ -28,14 +28,26 @@ const (
 	maxRefusalKeys = 10_000
 )
 
-// sampleKey identifies what is counted together.
+// sampleKey identifies what is counted together; it is also the audit row it
+// stands for (see event), so an entry keeps nothing twice.
 type sampleKey struct {
 	kind, issuer, subject, client, provider, reason string
 }
 
+// event is the audit row of k, without its count: the client is the actor
+// when there is one (token reads, refused user tokens), else "anonymous".
+func (k sampleKey) event() auditEvent {
+	actor := "anonymous"
+	if k.client != "" {
+		actor = "client:" + k.client
+	}
+	return auditEvent{Kind: k.kind, Actor: actor, Issuer: k.issuer, Subject: k.subject, ClientID: k.client,
+		Provider: k.provider}
+}
+
+// sampleEntry is held by value in the sampler's map: about 150 bytes a key
+// with the map's own overhead, on top of strings the caches already hold.
 type sampleEntry struct {
-	ev      auditEvent // the row to write, without detail
-	reason  string
 	ip      string    // of the latest occurrence
 	last    time.Time // when a row for this key was last written
 	pending int64     // occurrences since then
@@ -54,46 +66,43 @@ type sampler struct {
 	max    int
 
 	mu        sync.Mutex
-	entries   map[sampleKey]*sampleEntry
+	entries   map[sampleKey]sampleEntry
 	untracked map[string]int64 // per kind: occurrences not tracked because entries was full
 }
 
 func newSampler(period time.Duration, max int) *sampler {
-	return &sampler{period: period, max: max, entries: map[sampleKey]*sampleEntry{}, untracked: map[string]int64{}}
+	return &sampler{period: period, max: max, entries: map[sampleKey]sampleEntry{}, untracked: map[string]int64{}}
 }
 
-func (sm *sampler) detail(n int64, reason string) map[string]any {
-	d := map[string]any{"count": n, "per": sm.period.String()}
-	if reason != "" {
-		d["reason"] = reason
+func (sm *sampler) row(k sampleKey, n int64) auditEvent {
+	ev := k.event()
+	ev.Detail = map[string]any{"count": n, "per": sm.period.String()}
+	if k.reason != "" {
+		ev.Detail["reason"] = k.reason
 	}
-	return d
+	return ev
 }
 
-// hit counts one occurrence of ev (reason distinguishes refusals) and returns
-// the row to write now, if this is the key's first occurrence in a period.
-func (sm *sampler) hit(now time.Time, ev auditEvent, reason, ip, requestID string) (sampledRow, bool) {
-	k := sampleKey{ev.Kind, ev.Issuer, ev.Subject, ev.ClientID, ev.Provider, reason}
+// hit counts one occurrence of k and returns the row to write now, if this is
+// the key's first occurrence in a period. Counting allocates nothing.
+func (sm *sampler) hit(now time.Time, k sampleKey, ip, requestID string) (sampledRow, bool) {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
-	e := sm.entries[k]
-	if e == nil {
+	e, ok := sm.entries[k]
+	if !ok {
 		if len(sm.entries) >= sm.max {
-			sm.untracked[ev.Kind]++
+			sm.untracked[k.kind]++
 			return sampledRow{}, false
 		}
-		e = &sampleEntry{ev: ev, reason: reason}
-		sm.entries[k] = e
 	} else if now.Sub(e.last) < sm.period {
 		e.pending++
 		e.ip = ip
+		sm.entries[k] = e
 		return sampledRow{}, false
 	}
 	n := e.pending + 1
-	e.last, e.pending, e.ip = now, 0, ip
-	row := ev
-	row.Detail = sm.detail(n, reason)
-	return sampledRow{ev: row, requestID: requestID, ip: ip}, true
+	sm.entries[k] = sampleEntry{ip: ip, last: now}
+	return sampledRow{ev: sm.row(k, n), requestID: requestID, ip: ip}, true
 }
 
 // due returns the rows for keys whose period has passed with occurrences
@@ -107,27 +116,26 @@ func (sm *sampler) due(now time.Time, all bool) []sampledRow {
 		passed := now.Sub(e.last) >= sm.period
 		switch {
 		case e.pending > 0 && (passed || all):
-			row := e.ev
-			row.Detail = sm.detail(e.pending, e.reason)
-			out = append(out, sampledRow{ev: row, ip: e.ip})
-			e.last, e.pending = now, 0
+			out = append(out, sampledRow{ev: sm.row(k, e.pending), ip: e.ip})
+			sm.entries[k] = sampleEntry{ip: e.ip, last: now}
 		case e.pending == 0 && passed:
 			delete(sm.entries, k)
 		}
 	}
 	for kind, n := range sm.untracked {
-		d := sm.detail(n, "")
-		d["untracked"] = true
-		out = append(out, sampledRow{ev: auditEvent{Kind: kind, Actor: "connectd", Detail: d}})
+		ev := sm.row(sampleKey{kind: kind}, n)
+		ev.Actor = "connectd"
+		ev.Detail["untracked"] = true
+		out = append(out, sampledRow{ev: ev})
 		delete(sm.untracked, kind)
 	}
 	return out
 }
 
-// sample counts ev and writes its row when one is due. A failed write is
+// sample counts k and writes its row when one is due. A failed write is
 // logged: the request it describes has been answered already.
-func (s *Server) sample(r *http.Request, sm *sampler, ev auditEvent, reason string) {
-	if row, ok := sm.hit(s.now(), ev, reason, clientIP(r), web.RequestID(r.Context())); ok {
+func (s *Server) sample(r *http.Request, sm *sampler, k sampleKey) {
+	if row, ok := sm.hit(s.now(), k, clientIP(r), web.RequestID(r.Context())); ok {
 		s.writeSampled(r.Context(), row)
 	}
 }
@@ -151,8 +159,8 @@ func (s *Server) flushSamples(ctx context.Context, all bool) {
 
 // sampleRead records that the calling client was handed the user's token.
 func (s *Server) sampleRead(r *http.Request, c *caller, provider string) {
-	s.sample(r, s.reads, auditEvent{Kind: "token.read", Actor: "client:" + c.client.ID, Issuer: c.user.Issuer,
-		Subject: c.user.Subject, ClientID: c.client.ID, Provider: provider}, "")
+	s.sample(r, s.reads, sampleKey{kind: "token.read", issuer: c.user.Issuer, subject: c.user.Subject,
+		client: c.client.ID, provider: provider})
 }
 
 // sampleRefusal records a /v1 call refused for a bad client key or user
@@ -162,12 +170,9 @@ func (s *Server) sampleRefusal(r *http.Request, client mcpauth.Client, err error
 	if !errors.As(err, &we) || we.Status != http.StatusUnauthorized {
 		return // 503 jwks_unavailable and the like are outages, not refusals
 	}
-	ev := auditEvent{Kind: "security.invalid_user_token", Actor: "anonymous"}
+	k := sampleKey{kind: "security.invalid_user_token", client: client.ID, reason: we.Code}
 	if we.Code == "invalid_client" {
-		ev.Kind = "security.invalid_client_key"
+		k.kind = "security.invalid_client_key"
 	}
-	if client.ID != "" {
-		ev.Actor, ev.ClientID = "client:"+client.ID, client.ID
-	}
-	s.sample(r, s.refusals, ev, we.Code)
+	s.sample(r, s.refusals, k)
 }

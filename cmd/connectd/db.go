@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -23,6 +24,12 @@ func openPool(ctx context.Context, cfg *Config) (*pgxpool.Pool, error) {
 	pc.MinConns = cfg.DB.MinConns
 	pc.MaxConnLifetime = cfg.DB.MaxConnLifetime
 	pc.MaxConnIdleTime = cfg.DB.MaxConnIdleTime
+	if pc.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+		// The description cache serves only the cache_describe mode (chosen
+		// in the URL, e.g. behind pgbouncer); in the default mode it would
+		// be an unused 512-entry map on every connection.
+		pc.ConnConfig.DescriptionCacheCapacity = 0
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("database pool: %w", err)

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,6 +47,7 @@ type options struct {
 	// DIR/token-64-cpu.pprof).
 	profile      string
 	profileLevel int
+	selfProfile  string // CPU profile of the harness itself (load generator, IdP, provider)
 	verbose      bool
 	extraEnv     []string // -env: more variables for every replica
 }
@@ -68,6 +70,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&o.docOut, "doc", "docs/performance.md", "where to write the results as Markdown ('' skips)")
 	fs.StringVar(&o.profile, "profile", "", "keep the CPU and allocation profiles of replica 0 during the token scenario in this directory")
 	fs.IntVar(&o.profileLevel, "profile-level", 64, "concurrency level of the token scenario that is profiled")
+	fs.StringVar(&o.selfProfile, "self-profile", "", "write a CPU profile of the harness itself (load generator, IdP, fake provider) to this file")
 	fs.BoolVar(&o.verbose, "v", false, "log replica 0's memory after each token scenario")
 	fs.Func("env", "KEY=VALUE for every connectd replica, e.g. GOMEMLIMIT=40MiB (repeatable)", func(v string) error {
 		if !strings.Contains(v, "=") {
@@ -112,6 +115,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return errors.New("CONNECTD_DATABASE_URL and CONNECTD_TEST_DATABASE_URL are not set: run `make bench`")
 	}
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", a...) }
+	if o.selfProfile != "" {
+		f, err := os.Create(o.selfProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	started := time.Now()
 
 	// Every replica's addresses are chosen first: the issuer must know
@@ -238,6 +252,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			res.add(pgbench(ctx, adminURL, c, o.duration, logf))
 		}
 	}
+	if !o.skip["trivial"] && !o.skip["open"] {
+		// The open loop's baseline: what this machine's scheduler, the
+		// load generator and Go's HTTP stack alone add to the tail.
+		res.add(openLoop(ctx, scenarioTrivialOpen, o.openRate, o.duration, []*process{triv}, lg.trivial))
+	}
 	triv.stop()
 	logf("baselines done")
 
@@ -340,8 +359,10 @@ const (
 	scenarioToken   = "token lookup (client key + ES256 user token)"
 	scenarioNoCache = "token lookup, credential cache off"
 	scenarioOpen    = "token lookup, open loop (Poisson)"
-	scenarioMint    = "mint"
-	scenarioFlow    = "browser flow (mint, login, consent, provider, callback, token, unlink)"
+	// scenarioTrivialOpen is the trivial handler under the open loop's load.
+	scenarioTrivialOpen = "trivial Go handler, open loop (Poisson)"
+	scenarioMint        = "mint"
+	scenarioFlow        = "browser flow (mint, login, consent, provider, callback, token, unlink)"
 )
 
 // flowUsers are the dev IdP accounts the browser flows sign in as, one per

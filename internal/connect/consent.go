@@ -4,25 +4,33 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/web"
 )
 
 // Consents: a user allowed a client to use their connection to a provider with
 // some scopes. A client sees a connection only through a consent.
 const (
 	// Every replica's consent cache learns of the grant on commit ($7 is the
-	// cache key; see consentcache.go).
+	// cache key; see consentcache.go). The "consent.granted" audit row ($8
+	// elicitation, $9 request id, $10 address, $11 detail) is written by the
+	// same statement: one round trip, and the row exists exactly when the
+	// grant does.
 	upsertConsent = `WITH changed AS (INSERT INTO consents (issuer, subject, client_id, provider, scopes, granted_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $6)
 		ON CONFLICT (issuer, subject, provider, client_id) DO UPDATE
 		SET scopes = (SELECT coalesce(array_agg(DISTINCT s ORDER BY s), '{}')
 		              FROM unnest(consents.scopes || EXCLUDED.scopes) AS s),
 		    updated_at = EXCLUDED.updated_at
-		RETURNING 1)
+		RETURNING 1),
+	audited AS (
+		INSERT INTO audit_events (kind, actor, issuer, subject, client_id, provider, target, request_id, ip, detail)
+		VALUES ('consent.granted', 'user', $1, $2, $3, $4, $8, $9, $10, $11))
 		SELECT pg_notify('` + consentChannel + `', $7) FROM changed`
 	selectConsent = `SELECT scopes FROM consents
 		WHERE issuer = $1 AND subject = $2 AND provider = $3 AND client_id = $4`
@@ -33,10 +41,13 @@ const (
 // errNoConsent: the user has not consented to this client for the provider.
 var errNoConsent = errors.New("connect: no consent")
 
-func (s *Server) grantConsent(ctx context.Context, tx pgx.Tx, e *Elicitation) error {
+// grantConsent records the user's consent to e's client for e's provider and
+// scopes (a union with any earlier grant), with its audit row.
+func (s *Server) grantConsent(r *http.Request, e *Elicitation) error {
+	ctx := r.Context()
 	key := consentKey(vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}, e.Provider)
-	if _, err := tx.Exec(ctx, upsertConsent, e.Issuer, e.Subject, e.ClientID, e.Provider, nonNil(e.Scopes), s.now(),
-		key.Payload()); err != nil {
+	if _, err := s.pool.Exec(ctx, upsertConsent, e.Issuer, e.Subject, e.ClientID, e.Provider, nonNil(e.Scopes), s.now(),
+		key.Payload(), e.ID, web.RequestID(ctx), clientIP(r), map[string]any{"scopes": nonNil(e.Scopes)}); err != nil {
 		return fmt.Errorf("connect: record consent: %w", err)
 	}
 	return nil

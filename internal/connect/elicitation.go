@@ -88,12 +88,17 @@ const (
 		SELECT 'elicitation.minted', 'user', issuer, subject, client_id, provider, id, $11, $12 FROM minted`
 	selectElicitation = `SELECT id, client_id, issuer, subject, provider, scopes, message, request_digest,
 		status, reason, created_at, expires_at, completed_at FROM elicitations WHERE id = $1`
-	// finishElicitation moves a pending, unexpired elicitation to a final state
-	// and wakes long-polls on every replica (NOTIFY is delivered on commit).
+	// finishElicitation moves a pending, unexpired elicitation to a final
+	// state, writes its audit row ($5 kind, $6 request id, $7 address, $8
+	// detail) and wakes long-polls on every replica (NOTIFY is delivered on
+	// commit): one statement, so one round trip and an implicit transaction.
 	finishElicitation = `WITH done AS (
 		UPDATE elicitations SET status = $2, reason = $3, completed_at = $4
 		WHERE id = $1 AND status = 'pending' AND expires_at > $4
-		RETURNING id)
+		RETURNING id, client_id, issuer, subject, provider),
+	audited AS (
+		INSERT INTO audit_events (kind, actor, issuer, subject, client_id, provider, target, request_id, ip, detail)
+		SELECT $5, 'user', issuer, subject, client_id, provider, id, $6, $7, $8 FROM done)
 		SELECT pg_notify('` + notifyChannel + `', id) FROM done`
 	expireElicitations = `WITH gone AS (
 		UPDATE elicitations SET status = 'expired', completed_at = expires_at
@@ -133,11 +138,18 @@ func (s *Server) elicitation(ctx context.Context, q pgxQueryer, id string) (*Eli
 	return &e, nil
 }
 
-// finish records the outcome of a pending elicitation inside tx and notifies
-// waiters on commit. It reports false when the elicitation was no longer
-// pending (or had expired): the first outcome wins.
-func (s *Server) finish(ctx context.Context, tx pgx.Tx, id string, st Status, reason string) (bool, error) {
-	rows, err := tx.Query(ctx, finishElicitation, id, st, reason, s.now())
+// settle records the outcome of a pending elicitation with its audit row
+// ("elicitation.<status>", detail.reason when given) in one statement and
+// notifies waiters. It reports false, and writes nothing, when e was no
+// longer pending (or had expired): the first outcome wins.
+func (s *Server) settle(r *http.Request, e *Elicitation, st Status, reason string) (bool, error) {
+	ctx := r.Context()
+	detail := map[string]any{}
+	if reason != "" {
+		detail["reason"] = reason
+	}
+	rows, err := s.pool.Query(ctx, finishElicitation, e.ID, st, reason, s.now(), "elicitation."+string(st),
+		web.RequestID(ctx), clientIP(r), detail)
 	if err != nil {
 		return false, fmt.Errorf("connect: finish elicitation: %w", err)
 	}

@@ -221,13 +221,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
 	}
 
 	// Consent is recorded now, before any provider round trip.
-	if err := pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
-		if err := s.grantConsent(r.Context(), tx, e); err != nil {
-			return err
-		}
-		return s.auditIn(r.Context(), tx, r, auditEvent{Kind: "consent.granted", Issuer: e.Issuer, Subject: e.Subject,
-			ClientID: e.ClientID, Provider: e.Provider, Target: e.ID, Detail: map[string]any{"scopes": nonNil(e.Scopes)}})
-	}); err != nil {
+	if err := s.grantConsent(r, e); err != nil {
 		return err
 	}
 
@@ -492,21 +486,3 @@ func (s *Server) decline(w http.ResponseWriter, r *http.Request, e *Elicitation,
 		Message: "You declined. Nothing was shared with the application."})
 }
 
-// settle records a final status with its audit event in one transaction. It
-// reports false when e was no longer pending.
-func (s *Server) settle(r *http.Request, e *Elicitation, st Status, reason string) (bool, error) {
-	var ok bool
-	err := pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
-		var err error
-		if ok, err = s.finish(r.Context(), tx, e.ID, st, reason); err != nil || !ok {
-			return err
-		}
-		detail := map[string]any{}
-		if reason != "" {
-			detail["reason"] = reason
-		}
-		return s.auditIn(r.Context(), tx, r, auditEvent{Kind: "elicitation." + string(st), Issuer: e.Issuer,
-			Subject: e.Subject, ClientID: e.ClientID, Provider: e.Provider, Target: e.ID, Detail: detail})
-	})
-	return ok, err
-}

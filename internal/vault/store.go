@@ -202,8 +202,14 @@ const (
 		` + notifyChangedSQL + `$7) FROM changed`
 	updateStatus = `WITH changed AS (UPDATE connections SET status = $2, updated_at = $3 WHERE id = $1 RETURNING 1)
 		` + notifyChangedSQL + `$4) FROM changed`
-	deleteConnection = `WITH changed AS (DELETE FROM connections WHERE id = $1 RETURNING 1)
-		` + notifyChangedSQL + `$2) FROM changed`
+	// deleteConnection deletes the user's connection to a provider and
+	// returns the row as it was (its credential is revoked at the provider
+	// after the commit): no separate locking read. notified is evaluated
+	// through the count, as Postgres skips a SELECT CTE nobody reads.
+	deleteConnection = `WITH changed AS (DELETE FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3
+		RETURNING ` + connCols + `),
+	notified AS (` + notifyChangedSQL + `$4) FROM changed)
+		SELECT changed.* FROM changed, (SELECT count(*) FROM notified) AS n`
 )
 
 // row is one connections row as read.
@@ -561,16 +567,17 @@ func (s *Store) DeleteWith(ctx context.Context, user UserRef, provider string, h
 		cred *Credential
 	)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		r, err := s.load(ctx, tx, user, provider, true)
+		r, err := scanRow(tx.QueryRow(ctx, deleteConnection, user.Issuer, user.Subject, provider,
+			connKey(user, provider).Payload()))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w to %s", ErrNotConnected, provider)
+		}
 		if err != nil {
-			return err
+			return fmt.Errorf("vault: delete connection: %w", err)
 		}
 		d.Connection = r.Connection
 		if cred, err = s.open(r); err != nil {
 			d.Revocation, d.RevokeErr = RevocationSkipped, err
-		}
-		if _, err := tx.Exec(ctx, deleteConnection, r.ID, connKey(user, provider).Payload()); err != nil {
-			return fmt.Errorf("vault: delete connection: %w", err)
 		}
 		if hook != nil {
 			return hook(ctx, tx, r.Connection)

@@ -411,33 +411,21 @@ func (s *Store) Put(ctx context.Context, user UserRef, provider string, cred Cre
 	}
 }
 
+// put first tries to insert a new connection, one statement on its own: a
+// first connection, the common case, costs one round trip. Only when the row
+// exists (a reconnect) does it lock the row and merge, in a transaction.
 func (s *Store) put(ctx context.Context, user UserRef, provider string, cred Credential) (*Connection, error) {
-	var conn *Connection
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	conn, err := s.insert(ctx, s.pool, user, provider, cred)
+	if !errors.Is(err, errPutConflict) {
+		return conn, err
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.now().UTC()
 		r, err := s.load(ctx, tx, user, provider, true)
 		switch {
-		case errors.Is(err, ErrNotConnected):
-			id, err := newID()
-			if err != nil {
-				return err
-			}
-			cred.Scopes = union(nil, cred.Scopes)
-			ct, err := s.seal(id, user, provider, &cred)
-			if err != nil {
-				return err
-			}
-			tag, err := tx.Exec(ctx, insertConnection, id, user.Issuer, user.Subject, provider,
-				int32(s.keys.Primary()), ct, nonNil(cred.Scopes), nullTime(cred.Expiry), now, connKey(user, provider).Payload())
-			if err != nil {
-				return fmt.Errorf("vault: insert connection: %w", err)
-			}
-			if tag.RowsAffected() == 0 {
-				return errPutConflict
-			}
-			conn = &Connection{ID: id, User: user, Provider: provider, Status: StatusActive, KeyVersion: s.keys.Primary(),
-				Scopes: cred.Scopes, Expiry: cred.Expiry, CreatedAt: now, UpdatedAt: now}
-			return nil
+		case errors.Is(err, ErrNotConnected): // deleted since the insert was refused
+			conn, err = s.insert(ctx, tx, user, provider, cred)
+			return err
 		case err != nil:
 			return err
 		}
@@ -471,6 +459,31 @@ func (s *Store) put(ctx context.Context, user UserRef, provider string, cred Cre
 		return nil, err
 	}
 	return conn, nil
+}
+
+// insert stores cred as a new connection with q; errPutConflict when the user
+// already has one to provider.
+func (s *Store) insert(ctx context.Context, q querier, user UserRef, provider string, cred Credential) (*Connection, error) {
+	now := s.now().UTC()
+	id, err := newID()
+	if err != nil {
+		return nil, err
+	}
+	cred.Scopes = union(nil, cred.Scopes)
+	ct, err := s.seal(id, user, provider, &cred)
+	if err != nil {
+		return nil, err
+	}
+	tag, err := q.Exec(ctx, insertConnection, id, user.Issuer, user.Subject, provider,
+		int32(s.keys.Primary()), ct, nonNil(cred.Scopes), nullTime(cred.Expiry), now, connKey(user, provider).Payload())
+	if err != nil {
+		return nil, fmt.Errorf("vault: insert connection: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return nil, errPutConflict
+	}
+	return &Connection{ID: id, User: user, Provider: provider, Status: StatusActive, KeyVersion: s.keys.Primary(),
+		Scopes: cred.Scopes, Expiry: cred.Expiry, CreatedAt: now, UpdatedAt: now}, nil
 }
 
 // Get returns the user's connection to provider and its opened credential,

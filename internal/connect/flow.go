@@ -485,4 +485,3 @@ func (s *Server) decline(w http.ResponseWriter, r *http.Request, e *Elicitation,
 	return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "Request declined",
 		Message: "You declined. Nothing was shared with the application."})
 }
-

@@ -19,6 +19,7 @@ type results struct {
 	Users    int      `json:"users"`
 	Duration string   `json:"duration_per_measurement"`
 	OpenRate int      `json:"open_loop_rate"`
+	MemLimit string   `json:"gomemlimit,omitempty"`
 	Elapsed  string   `json:"elapsed"`
 	Results  []result `json:"results"`
 	// Profile is where replica 0 spent its CPU during the token lookup at
@@ -28,6 +29,13 @@ type results struct {
 }
 
 func (r *results) add(x result) { r.Results = append(r.Results, x) }
+
+func (r *results) memLimitNote() string {
+	if r.MemLimit == "" {
+		return " (no GOMEMLIMIT)"
+	}
+	return " (GOMEMLIMIT=" + r.MemLimit + ")"
+}
 
 // ratios relates every connectd scenario to the baselines measured at the
 // same concurrency in this run.
@@ -100,8 +108,8 @@ func (r *results) table(w io.Writer, md bool) {
 }
 
 func (r *results) print(w io.Writer) {
-	fmt.Fprintf(w, "\nconnectd bench — %s\n%s; %d replica(s), %d users, %s per measurement\n\n", r.Date, r.Machine,
-		r.Replicas, r.Users, r.Duration)
+	fmt.Fprintf(w, "\nconnectd bench — %s\n%s; %d replica(s)%s, %d users, %s per measurement\n\n", r.Date, r.Machine,
+		r.Replicas, r.memLimitNote(), r.Users, r.Duration)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	r.table(tw, false)
 	tw.Flush()
@@ -122,8 +130,8 @@ func (r *results) write(jsonPath, docPath string) error {
 	}
 	var b strings.Builder
 	b.WriteString(performanceIntro)
-	fmt.Fprintf(&b, "\n## Latest run\n\n%s — %s; %d replica(s), %d seeded users, %s per measurement, whole run %s.\n\n",
-		r.Date, r.Machine, r.Replicas, r.Users, r.Duration, r.Elapsed)
+	fmt.Fprintf(&b, "\n## Latest run\n\n%s — %s; %d replica(s)%s, %d seeded users, %s per measurement, whole run %s.\n\n",
+		r.Date, r.Machine, r.Replicas, r.memLimitNote(), r.Users, r.Duration, r.Elapsed)
 	r.table(&b, true)
 	b.WriteString("\n## Targets\n\nFrom the performance issue, judged on this run's table.\n\n")
 	b.WriteString("| target | measured | met |\n| --- | --- | --- |\n")

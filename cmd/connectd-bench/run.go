@@ -50,6 +50,7 @@ type options struct {
 	selfProfile  string // CPU profile of the harness itself (load generator, IdP, provider)
 	verbose      bool
 	extraEnv     []string // -env: more variables for every replica
+	memLimit     string   // GOMEMLIMIT of every replica ("" none)
 }
 
 func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
@@ -72,6 +73,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.IntVar(&o.profileLevel, "profile-level", 64, "concurrency level of the token scenario that is profiled")
 	fs.StringVar(&o.selfProfile, "self-profile", "", "write a CPU profile of the harness itself (load generator, IdP, fake provider) to this file")
 	fs.BoolVar(&o.verbose, "v", false, "log replica 0's memory after each token scenario")
+	fs.StringVar(&o.memLimit, "memlimit", "48MiB", "GOMEMLIMIT of every replica, as docs/operations.md recommends for a 64 MB budget ('' for none)")
 	fs.Func("env", "KEY=VALUE for every connectd replica, e.g. GOMEMLIMIT=40MiB (repeatable)", func(v string) error {
 		if !strings.Contains(v, "=") {
 			return errors.New("want KEY=VALUE")
@@ -230,9 +232,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// CONNECTD_DB_MAX_CONNS stays at its default (20): two cores do not
 		// need more, and every pooled connection costs memory.
 	}
+	if o.memLimit != "" {
+		// Deployed as docs/operations.md says: a soft memory limit that
+		// keeps the process within its budget (RSS is about this plus 12-16
+		// MB of binary and runtime outside the Go heap).
+		env = append(env, "GOMEMLIMIT="+o.memLimit)
+	}
 	env = append(env, o.extraEnv...)
 
-	res := &results{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Replicas: o.replicas,
+	res := &results{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Replicas: o.replicas, MemLimit: o.memLimit,
 		Users: o.users, Duration: o.duration.String(), OpenRate: o.openRate, ProfileLevel: o.profileLevel}
 
 	// 1. Baselines, on the same cluster and cores, before any connectd runs

@@ -39,13 +39,13 @@ type caller struct {
 	user   vault.UserRef
 }
 
-func (s *Server) authenticate(r *http.Request) (*caller, error) {
+func (s *Server) authenticate(r *http.Request) (caller, error) {
 	c, id, err := s.auth.Authenticate(r)
 	if err != nil {
 		s.sampleRefusal(r, c, err)
-		return nil, err
+		return caller{}, err
 	}
-	return &caller{client: c, id: id, user: vault.UserRef{Issuer: id.Issuer, Subject: id.Subject}}, nil
+	return caller{client: c, id: id, user: vault.UserRef{Issuer: id.Issuer, Subject: id.Subject}}, nil
 }
 
 // Limits on mint input.
@@ -309,7 +309,7 @@ func notFound() error {
 
 // ownElicitation loads id if it was minted by this client for this user; any
 // other elicitation is indistinguishable from a missing one.
-func (s *Server) ownElicitation(ctx context.Context, c *caller, id string) (*Elicitation, error) {
+func (s *Server) ownElicitation(ctx context.Context, c caller, id string) (*Elicitation, error) {
 	e, err := s.elicitation(ctx, s.pool, id)
 	if errors.Is(err, ErrNotFound) {
 		return nil, notFound()
@@ -325,7 +325,7 @@ func (s *Server) ownElicitation(ctx context.Context, c *caller, id string) (*Eli
 
 // waitFor blocks until the elicitation leaves pending, the wait ends, the
 // request is cancelled or the server shuts down, then returns its state.
-func (s *Server) waitFor(ctx context.Context, c *caller, id string, wait time.Duration) (*Elicitation, error) {
+func (s *Server) waitFor(ctx context.Context, c caller, id string, wait time.Duration) (*Elicitation, error) {
 	ch, cancel := s.hub.subscribe(id)
 	defer cancel()
 	timer := time.NewTimer(wait)
@@ -568,9 +568,9 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	}
 	cred, err := s.vault.Token(r.Context(), c.user, name, required)
 	if err != nil {
-		return s.tokenError(r, c, name, err)
+		return s.tokenError(r, &c, name, err)
 	}
-	s.sampleRead(r, c, name)
+	s.sampleRead(r, &c, name)
 	kind := provider.KindAPIKey // Info() would parse URLs and copy scopes on every read
 	if _, ok := p.(provider.OAuth); ok {
 		kind = provider.KindOAuth2

@@ -29,7 +29,6 @@ const consentChannel = "connectd_consents"
 const (
 	selectConsentsOf = `SELECT client_id, scopes FROM consents
 		WHERE issuer = $1 AND subject = $2 AND provider = $3`
-	notifyConsentSQL = `SELECT pg_notify($1, $2)`
 )
 
 // clientConsent is one client's consent, as cached.
@@ -42,13 +41,6 @@ func consentKey(u vault.UserRef, provider string) cache.Digest {
 	return cache.Key(u.Issuer, u.Subject, provider)
 }
 
-// notifyConsent announces in tx that the user's consents for provider changed.
-func notifyConsent(ctx context.Context, tx pgx.Tx, u vault.UserRef, provider string) error {
-	if _, err := tx.Exec(ctx, notifyConsentSQL, consentChannel, consentKey(u, provider).Payload()); err != nil {
-		return fmt.Errorf("connect: notify consent change: %w", err)
-	}
-	return nil
-}
 
 // cachedConsent is consent served from the cache, filling it on a miss.
 func (s *Server) cachedConsent(ctx context.Context, u vault.UserRef, clientID, provider string) ([]string, error) {

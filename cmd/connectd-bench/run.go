@@ -192,6 +192,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}
+	// quiet vacuums and checkpoints connectd's database. Like pgbench, which
+	// vacuums its tables before it measures, every connectd measurement that
+	// follows writes starts on a quiet database, so that earlier rows do not
+	// bring autovacuum and the checkpointer into its window.
+	quiet := func() {
+		if _, err := pool.Exec(ctx, "VACUUM (ANALYZE)"); err != nil {
+			logf("vacuum: %v", err)
+		}
+		if _, err := pool.Exec(ctx, "CHECKPOINT"); err != nil {
+			logf("checkpoint: %v", err)
+		}
+	}
 	tokens := make([]string, o.users)
 	for i := range tokens {
 		if tokens[i], err = idp.AccessToken(userName(i), benchResource); err != nil {
@@ -252,25 +264,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	lg := newLoad(clientKey, tokens, nil)
 	lg.trivialBase = triv.base
-	for _, c := range o.levels {
-		if !o.skip["trivial"] {
+	if !o.skip["trivial"] {
+		for _, c := range o.levels {
 			res.add(measure(ctx, scenarioTrivial, c, o.duration, []*process{triv}, lg.trivial))
 		}
-		if !o.skip["pgbench"] {
+		if !o.skip["open"] {
+			// The open loop's baseline: what this machine's scheduler, the
+			// load generator and Go's HTTP stack alone add to the tail.
+			res.add(openLoop(ctx, scenarioTrivialOpen, o.openRate, o.duration, []*process{triv}, lg.trivial))
+		}
+	}
+	triv.stop()
+	if !o.skip["pgbench"] {
+		for _, c := range o.levels {
 			res.add(pgbench(ctx, adminURL, c, o.duration, logf))
 		}
 	}
-	if !o.skip["trivial"] && !o.skip["open"] {
-		// The open loop's baseline: what this machine's scheduler, the
-		// load generator and Go's HTTP stack alone add to the tail.
-		res.add(openLoop(ctx, scenarioTrivialOpen, o.openRate, o.duration, []*process{triv}, lg.trivial))
-	}
-	triv.stop()
 	logf("baselines done")
 
 	// 2. connectd as deployed, every cache on: the read path first, before
 	// any scenario writes (the writes leave Postgres autovacuum work that
 	// would otherwise run under the read measurements).
+	quiet()
 	if err := startSet(ctx, o.binary, env, main); err != nil {
 		return err
 	}
@@ -332,17 +347,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		logf("credential cache off done")
 	}
 
-	// 4. The write paths, on the replicas of step 2.
+	// 4. The write paths, on the replicas of step 2, each on a quiet
+	// database.
 	for _, c := range o.levels {
+		quiet()
 		if !o.skip["status"] {
 			res.add(measure(ctx, "elicitation status", c, o.duration, main, lg.status))
 		}
 		if !o.skip["mint"] {
+			quiet()
 			keep(c).during(ctx, fmt.Sprintf("mint-%d", c), main[0], o.duration, func() {
 				res.add(measure(ctx, scenarioMint, c, o.duration, main, lg.mint))
 			}, &unused)
 		}
 		if !o.skip["flow"] && c <= flowUsers {
+			quiet()
 			keep(c).during(ctx, fmt.Sprintf("flow-%d", c), main[0], o.duration, func() {
 				res.add(measure(ctx, scenarioFlow, c, o.duration, main, lg.flow))
 			}, &unused)

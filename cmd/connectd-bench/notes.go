@@ -7,21 +7,32 @@ const performanceIntro = `# Performance
 issuer (the dev IdP, served by the harness) and a fake third-party provider, seeds
 10,000 users with a connection and consent, and measures, in this order:
 
-1. the baselines every figure is judged against, at 16, 64 and 256 concurrent callers:
-   ` + "`pgbench -S -M prepared`" + ` on the same cluster and a trivial Go HTTP handler returning
-   1 KB of JSON (both before any connectd runs, so pgbench's 256 clients and connectd's
-   pools never compete for Postgres's connection slots);
-2. N connectd replicas as deployed (every cache on), read path first: the token lookup
-   (client key + ES256 user token, each user's token reused as an MCP server would),
-   closed loop at each level, then open loop (Poisson arrivals, latency from the
-   scheduled send time, so a stalled server cannot hide its queue);
+1. the baselines every figure is judged against, before any connectd runs: a trivial
+   Go HTTP handler returning 1 KB of JSON at 16, 64 and 256 concurrent callers and under
+   the open loop's load, then ` + "`pgbench -S -M prepared`" + ` on the same cluster at the same
+   levels (so pgbench's 256 clients and connectd's pools never compete for Postgres's
+   connection slots);
+2. N connectd replicas as deployed (every cache on, ` + "`GOMEMLIMIT=48MiB`" + ` as
+   [operations.md](operations.md#memory) recommends for a 64 MB budget; ` + "`-memlimit ''`" + `
+   runs without), read path first: the token lookup (client key + ES256 user token,
+   each user's token reused as an MCP server would), closed loop at each level, then
+   open loop (Poisson arrivals, latency from the scheduled send time, so a stalled
+   server cannot hide its queue);
 3. N more replicas with ` + "`CONNECTD_CREDENTIAL_CACHE=false`" + `: the token lookup again,
    one database round trip per request, against pgbench -S;
 4. the write paths on the replicas of step 2: elicitation status (one read), mint, and
    the whole browser flow (mint; in a fresh cookie jar, login at the IdP, consent,
    authorization at the fake provider, callback; then the token and an unlink, so that
    every flow goes through the provider). They come last so that the autovacuum work
-   their writes leave behind does not run under the read measurements.
+   their writes leave behind does not run under the read measurements; and like
+   pgbench, which vacuums its tables before it measures, each of them (and the read
+   path) starts after ` + "`VACUUM (ANALYZE)`" + ` and ` + "`CHECKPOINT`" + `.
+
+During the open loops the harness raises its own scheduling priority when it may
+(root): a load generator on another machine would not wait for a core behind the
+server it measures, and the server's threads are the ones preempted, so its figures
+can only lose by it. Each open-loop result also records how late the generator itself
+sent (p99), which is part of every latency it reports.
 
 Before each token measurement every user's token is requested once, unmeasured, so the
 figures are those of busy MCP servers (tokens verified, credentials cached); the first
@@ -54,6 +65,11 @@ and the package benchmarks.
 | The credential cache holds four fields by value (id, status, refreshed-at, ciphertext), not the whole row; the uncached query reads those four columns | ` + "`BenchmarkToken`" + `: 44 → 23 allocations; a cached ` + "`Token`" + ` is ~0.45 µs and 5 allocations; ~0.4 KB per cached credential |
 | Mint writes the elicitation and its audit row in one statement | mint 3.8k → 5k+/s at 64 callers (it was two round trips and two commits) |
 | Unlink deletes the credential and withdraws consents in one transaction; every cache notification rides in the statement that writes the row | fewer round trips per browser flow |
+| Security headers point at shared one-element value slices; JSON APIs get OWASP's REST header set (no Referrer-Policy or COOP, which only documents use), so a token response stays within the eight entries a Go map holds without growing, HSTS included | the allocation profile: ` + "`MIMEHeader.Set`" + ` was a quarter of the bytes allocated per lookup; a 9-entry header map costs 1,288 B and 14 allocations against 528 B and 10 for 8 |
+| One context value per request (request id and client address); the token answer appended without reflection (` + "`web.JSONAppender`" + `, byte-identical to encoding/json, which remains the fallback); the caller struct on the stack; pooled, zeroed JSON buffers | ` + "`BenchmarkTokenDocJSON`" + `: 642 ns and 1 allocation → 145 ns and 0; bytes allocated per lookup 5.3 KB → 4.3 KB (allocation profile over a whole measurement) |
+| The sampled audit's counter is keyed by the row it stands for and held by value; counting a read allocates nothing | ~450 → ~150 B per (user, client, provider); live heap with 10,000 users 21–22 MB → 18–19 MB (` + "`GODEBUG=gctrace=1`" + `) |
+| No pgx description cache in the default exec mode (it serves only ` + "`cache_describe`" + `) | −0.8 MB of empty maps across the pool (heap profile) |
+| Browser flow: an elicitation's outcome and a consent grant write their audit rows in the same statement; a deletion is ` + "`DELETE … RETURNING`" + `; a first connection is one ` + "`INSERT`" + ` without a transaction; withdrawn consents notify in the deleting statement | Postgres statement log of one flow: 34 round trips and 4 transactions → 24 and 1; A/B on the flow scenario +4–8 % per step |
 
 Unchanged because already right: pgx prepares each statement once per connection and
 reuses it (` + "`QueryExecModeCacheStatement`" + `), so every query on these paths is a prepared
@@ -66,48 +82,65 @@ provider per hour), and a refresh when one is due.
 - **Shared cores.** Postgres, the load generator (a Go HTTP client, itself as costly
   per request as the trivial handler), the IdP and fake provider of the flows, and
   connectd all run on the same two cores, as the targets assume. Anything else running
-  on the machine moves the figures by 10–30 %; compare ratios within one run.
+  on the machine moves the figures by 10–30 %, and even with nothing else running the
+  same binary moved by 10–15 % between runs minutes apart (the host's own load); compare
+  ratios within one run, and read a figure within a few percent of its target as "at
+  the edge", whichever side this run put it on.
 - **Token lookup.** The profile table above shows where replica 0's time goes. The
   broker's own work — client key, user token, consent, AES-GCM open, sampled audit,
-  JSON — is about a third of it; the rest is Go's HTTP server (reading requests,
-  writing responses) and the middleware every public route runs (security headers on
-  every response, cross-origin check, rate limiter, request id, access log, metrics),
-  plus the garbage collector. About ten response headers grow net/http's header map
-  and are copied once more when the status is written: a fifth of the bytes allocated
-  per request. A lookup costs about 0.04 CPU-ms against about 0.015 for the trivial
-  handler, so on shared cores it lands near half the trivial handler's rate.
-- **p99 at 64 callers, and the open loop.** With 64 callers on two shared cores the
-  tail is run-queue wait and garbage collection (connectd's and the load generator's):
-  the trivial handler's own p99 at 64 is 5–7 ms. Over the development runs the token
-  lookup's p99 at 64 was 8.5–11.5 ms and its open-loop p99 at 5,000 req/s 2.9–4.5 ms
-  (one replica; the open loop leaves the cores about half idle), so both targets sit
-  at the edge of what this machine shows, on either side of it from run to run.
+  JSON — is about a quarter of it; the rest is Go's HTTP server (reading requests,
+  writing responses: the read and write syscalls alone are a fifth), the middleware
+  every public route runs (request id, access log and metrics, security headers,
+  cross-origin check, rate limiter) and the garbage collector. A lookup costs about
+  0.04 CPU-ms against about 0.018 for the trivial handler; of the 4.3 KB it allocates,
+  1 KB is net/http parsing the request's headers (the user token alone is ~0.7 KB)
+  and 0.5 KB its copy of the response headers.
+- **p99 at 64 callers.** In a closed loop of 64 callers the tail is queueing: the
+  median is 64 ÷ throughput, and the trivial handler's own p99 at 64 is 6–7.5 ms at
+  twice the token lookup's rate. Over this session's runs the token lookup's p99 at 64
+  was 9.9–11.4 ms at 22.3–25.3k req/s; with the collector off altogether
+  (` + "`GOGC=off`" + `, one run) it was 10.2 ms, so the collector is not what bounds it. The
+  target sits on the edge of what two shared cores give, met or missed from run to run.
+- **Open loop.** At 5,000 req/s the cores are about half idle, yet the trivial
+  handler's own p99 under the same offered load, measured in the same run, is 4.6–7.4
+  ms — above the 3 ms target before connectd does anything. Part of that is the
+  generator: without raised priority it sent late by 2.2 ms at p99, with it by about
+  1.3 ms (the column above); the rest is the client's and server's goroutine wake-ups
+  across processes on two cores. The token lookup's open-loop p99 (3.7–6.4 ms over the
+  runs) is within the trivial handler's range in every run, and ` + "`GOGC=off`" + ` left it
+  unchanged (5.5 ms): the bound is this machine and this generator, not the broker.
 - **Credential cache off.** Every lookup then also makes a round trip to Postgres:
-  about 0.09 CPU-ms per lookup in connectd instead of 0.04 (pgx's socket writes and
-  reads are a quarter of connectd's CPU in that profile), plus Postgres's own work for
-  the query, against pgbench's C client doing nothing else. Over the development runs
-  that was 20–27 % of pgbench -S at 64 callers: the 25 % target is at the edge of what
-  two shared cores allow. At 256 callers pgbench itself degrades and the ratio rises.
+  about 0.075–0.08 CPU-ms per lookup in connectd instead of 0.04, plus Postgres's own
+  work for the query, against pgbench's C client doing nothing else. Over this
+  session's runs that was 24–29 % of pgbench -S at 64 callers, and pgbench itself
+  varied from 41k to 47k TPS between runs: the 25 % target is at the edge of what two
+  shared cores allow. ` + "`CONNECTD_DB_MAX_CONNS`" + ` of 8, 12, 20, 40 and 64 made no difference
+  beyond that noise (20, the default, stays). Both connectd and pgbench reach Postgres
+  over TCP on the loopback (over the Unix socket pgbench does 5–12 % more).
 - **Mint** is bounded by Postgres: one INSERT … INSERT statement per mint (the
-  elicitation and its audit row, five indexes); connectd itself uses about 60 % of one
-  core at that rate.
-- **Browser flow.** One flow is about a dozen HTTP requests, an ES256 signature at the
-  IdP and its verification at connectd, two provider calls (code exchange,
-  revocation at the unlink) and eight short transactions, spread over connectd
-  (about 2.6–2.9 CPU-ms per flow), Postgres and the harness's browser, IdP and provider
-  on the same cores. Over the development runs this gave 250–310 flows/s: 300 is where
-  these meet on two cores, reached in the quieter runs.
-- **Memory.** With 10,000 active users a replica holds about 25 MB of live heap: the
-  caches (sealed credentials, verified user tokens, consents, client keys) about 10 MB,
-  the sampled audit's per-(user, client, provider) counters 4–6 MB, pgx's connections
-  and HTTP connection buffers the rest. Go's default ` + "`GOGC=100`" + ` lets the heap grow to
-  twice the live heap between collections, and the mapped binary adds about 10 MB, so
-  RSS is 65–90 MB under the token load, and 70–75 MB under the browser flows, which
-  run after it in the same processes (verified user tokens stay cached until they
-  expire, the audit sampler's counters for an hour). Holding it at 64 MB
-  with ` + "`GOMEMLIMIT=50MiB`" + ` was measured to cost 20–40 % of the token throughput (the
-  collector then runs all the time); shrinking ` + "`CONNECTD_CACHE_SIZE`" + ` trades memory for
-  database reads instead. The heap profile is in ` + "`DIR/token-64-heap.pprof`" + ` with -profile.
+  elicitation and its audit row, seven index entries); connectd itself uses about 60 %
+  of one core at that rate. Over the runs: 4.9k–5.3k/s at 64 callers.
+- **Browser flow.** One flow is about a dozen HTTP requests to connectd, an ES256
+  signature at the IdP and its verification at connectd, two provider calls (code
+  exchange, revocation at the unlink) and 24 database round trips, spread over
+  connectd (about 2.4–2.8 CPU-ms per flow), Postgres and the harness's browser, IdP and
+  provider on the same two cores, which are then fully busy (` + "`vmstat`" + `: 1–4 % idle). Over
+  this session's runs: 254–311 flows/s at 64 concurrent flows; 300 is where these meet,
+  reached in the quieter runs. The next round trips to save are the consent page's and
+  the decision's reads of the existing connection (both needed today to choose between
+  consent-only and incremental authorization).
+- **Memory.** With 10,000 active users a replica holds 18–19 MB of live heap; a heap
+  profile at a fine sampling rate (` + "`GODEBUG=memprofilerate=256`" + `) puts ~12 MB of it in
+  the per-user caches and counters: verified user tokens ~3.5 MB, sealed credentials
+  ~4 MB (a third of it ciphertext), consents ~2.5 MB, the audit sampler ~2.4 MB. The
+  mapped binary adds 15–19 MB of resident file pages (` + "`smaps_rollup`" + `). Without a
+  limit the heap grows to twice the live heap between collections and RSS peaks at
+  65–72 MB at 64 callers and ~80 MB at 256; with ` + "`GOMEMLIMIT=48MiB`" + ` (this run) it stays
+  at 61–64 MB at 64 callers and in the browser flows at no measurable cost, while at
+  256 callers it reaches 64–66 MB and the collector costs about 15–20 % of the token
+  lookup's throughput there (mint's about 5 %). ` + "`GOMEMLIMIT=44MiB`" + ` kept 256 callers under 62 MB but
+  cost mint at 256 a third of its rate. ` + "`CONNECTD_CACHE_SIZE`" + ` trades memory for database
+  reads instead. The heap profile is in ` + "`DIR/token-64-heap.pprof`" + ` with -profile.
 - **Several replicas** (` + "`REPLICAS=3 make bench`" + `) on the same two cores add processes, not
   cores: each replica has its own caches (primed on every replica) and its own
   collector, so the token lookup lands at 45–50 % of the trivial handler instead of

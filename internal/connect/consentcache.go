@@ -41,7 +41,6 @@ func consentKey(u vault.UserRef, provider string) cache.Digest {
 	return cache.Key(u.Issuer, u.Subject, provider)
 }
 
-
 // cachedConsent is consent served from the cache, filling it on a miss.
 func (s *Server) cachedConsent(ctx context.Context, u vault.UserRef, clientID, provider string) ([]string, error) {
 	k := consentKey(u, provider)

@@ -23,7 +23,7 @@ type tokenCache struct {
 type cachedToken struct {
 	id  Identity
 	aud []string
-	nbf time.Time // zero when the token had none
+	nbf int64 // Unix nanoseconds; 0 when the token had none
 }
 
 // maxTokenCacheTTL bounds an entry whatever the token's exp says.
@@ -46,7 +46,7 @@ func (c *tokenCache) get(key [32]byte, audiences []string, now time.Time) (id Id
 		return Identity{}, false, false
 	}
 	e, found := c.m.Get(key) // entries expire at exp + skew, as the full check does
-	if !found || (!e.nbf.IsZero() && now.Add(c.skew).Before(e.nbf)) {
+	if !found || (e.nbf != 0 && now.Add(c.skew).UnixNano() < e.nbf) {
 		return Identity{}, false, false // let the full check say why
 	}
 	for _, a := range audiences {

@@ -208,16 +208,29 @@ func (v *Verifier) VerifyAccessToken(ctx context.Context, raw string, audiences 
 	if clientID == "" {
 		clientID = c.AuthorizedParty
 	}
+	issuer := c.Issuer
+	if st := v.byURL[issuer]; st != nil {
+		issuer = st.cfg.URL // the configured string: cached identities share it
+	}
 	id := Identity{
-		Issuer:   c.Issuer,
+		Issuer:   issuer,
 		Subject:  c.Subject,
 		ClientID: clientID,
 		Scopes:   strings.Fields(c.Scope),
 		Expiry:   c.ExpiresAt.Time,
 	}
-	e := cachedToken{id: id, aud: slices.Clone([]string(c.Audience))}
+	// The cached audience shares the client's resource strings where they
+	// match (the one that let the token in always does).
+	aud := make([]string, len(c.Audience))
+	for i, a := range c.Audience {
+		if j := slices.Index(audiences, a); j >= 0 {
+			a = audiences[j]
+		}
+		aud[i] = a
+	}
+	e := cachedToken{id: id, aud: aud}
 	if c.NotBefore != nil {
-		e.nbf = c.NotBefore.Time
+		e.nbf = c.NotBefore.UnixNano()
 	}
 	v.tokens.put(key, e)
 	return id, nil

@@ -12,7 +12,7 @@ issuer (the dev IdP, served by the harness) and a fake third-party provider, see
    the open loop's load, then ` + "`pgbench -S -M prepared`" + ` on the same cluster at the same
    levels (so pgbench's 256 clients and connectd's pools never compete for Postgres's
    connection slots);
-2. N connectd replicas as deployed (every cache on, ` + "`GOMEMLIMIT=48MiB`" + ` as
+2. N connectd replicas as deployed (every cache on, ` + "`GOMEMLIMIT=46MiB`" + ` as
    [operations.md](operations.md#memory) recommends for a 64 MB budget; ` + "`-memlimit ''`" + `
    runs without), read path first: the token lookup (client key + ES256 user token,
    each user's token reused as an MCP server would), closed loop at each level, then
@@ -129,18 +129,21 @@ provider per hour), and a refresh when one is due.
   reached in the quieter runs. The next round trips to save are the consent page's and
   the decision's reads of the existing connection (both needed today to choose between
   consent-only and incremental authorization).
-- **Memory.** With 10,000 active users a replica holds 18–19 MB of live heap; a heap
-  profile at a fine sampling rate (` + "`GODEBUG=memprofilerate=256`" + `) puts ~12 MB of it in
-  the per-user caches and counters: verified user tokens ~3.5 MB, sealed credentials
-  ~4 MB (a third of it ciphertext), consents ~2.5 MB, the audit sampler ~2.4 MB. The
-  mapped binary adds 15–19 MB of resident file pages (` + "`smaps_rollup`" + `). Without a
-  limit the heap grows to twice the live heap between collections and RSS peaks at
-  65–72 MB at 64 callers and ~80 MB at 256; with ` + "`GOMEMLIMIT=48MiB`" + ` (this run) it stays
-  at 61–64 MB at 64 callers and in the browser flows at no measurable cost, while at
-  256 callers it reaches 64–66 MB and the collector costs about 15–20 % of the token
-  lookup's throughput there (mint's about 5 %). ` + "`GOMEMLIMIT=44MiB`" + ` kept 256 callers under 62 MB but
-  cost mint at 256 a third of its rate. ` + "`CONNECTD_CACHE_SIZE`" + ` trades memory for database
-  reads instead. The heap profile is in ` + "`DIR/token-64-heap.pprof`" + ` with -profile.
+- **Memory.** With 10,000 active users a replica holds about 17 MB of live heap
+  (` + "`GODEBUG=gctrace=1`" + `); a heap profile at a fine sampling rate
+  (` + "`GODEBUG=memprofilerate=256`" + `) puts ~11 MB of it in the per-user caches and counters:
+  verified user tokens ~3 MB, sealed credentials ~4 MB (a third of it ciphertext),
+  consents ~2.5 MB, the audit sampler ~2.4 MB. The mapped binary adds 15–19 MB of
+  resident file pages (` + "`smaps_rollup`" + `). Without a limit the heap grows to twice the
+  live heap between collections and RSS peaks at 63–72 MB at 64 callers and ~80 MB at
+  256. With ` + "`GOMEMLIMIT=46MiB`" + ` (this run) RSS stays at 61–64 MB in every scenario; at 64
+  callers and in the browser flows that costs nothing measurable, at 256 callers the
+  collector runs more often and costs about 10–20 % of the token lookup's, status's and
+  mint's throughput there (CPU per request 0.041 → 0.049–0.052 ms for the token
+  lookup). 48MiB held 64 callers at 61–64 MB but let 256 reach 65–66; 44MiB (with a
+  2 MB larger live heap, earlier) cost mint at 256 a third of its rate.
+  ` + "`CONNECTD_CACHE_SIZE`" + ` trades memory for database reads instead. The heap profile is in
+  ` + "`DIR/token-64-heap.pprof`" + ` with -profile.
 - **Several replicas** (` + "`REPLICAS=3 make bench`" + `) on the same two cores add processes, not
   cores: each replica has its own caches (primed on every replica) and its own
   collector, so the token lookup lands at 45–50 % of the trivial handler instead of

@@ -73,7 +73,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.IntVar(&o.profileLevel, "profile-level", 64, "concurrency level of the token scenario that is profiled")
 	fs.StringVar(&o.selfProfile, "self-profile", "", "write a CPU profile of the harness itself (load generator, IdP, fake provider) to this file")
 	fs.BoolVar(&o.verbose, "v", false, "log replica 0's memory after each token scenario")
-	fs.StringVar(&o.memLimit, "memlimit", "48MiB", "GOMEMLIMIT of every replica, as docs/operations.md recommends for a 64 MB budget ('' for none)")
+	fs.StringVar(&o.memLimit, "memlimit", "46MiB", "GOMEMLIMIT of every replica, as docs/operations.md recommends for a 64 MB budget ('' for none)")
 	fs.Func("env", "KEY=VALUE for every connectd replica, e.g. GOMEMLIMIT=40MiB (repeatable)", func(v string) error {
 		if !strings.Contains(v, "=") {
 			return errors.New("want KEY=VALUE")
@@ -246,8 +246,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if o.memLimit != "" {
 		// Deployed as docs/operations.md says: a soft memory limit that
-		// keeps the process within its budget (RSS is about this plus 12-16
-		// MB of binary and runtime outside the Go heap).
+		// keeps the process within its budget (RSS is about this plus 15-18
+		// MB of mapped binary and runtime outside the limit).
 		env = append(env, "GOMEMLIMIT="+o.memLimit)
 	}
 	env = append(env, o.extraEnv...)

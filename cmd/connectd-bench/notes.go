@@ -102,13 +102,17 @@ provider per hour), and a refresh when one is due.
   (` + "`GOGC=off`" + `, one run) it was 10.2 ms, so the collector is not what bounds it. The
   target sits on the edge of what two shared cores give, met or missed from run to run.
 - **Open loop.** At 5,000 req/s the cores are about half idle, yet the trivial
-  handler's own p99 under the same offered load, measured in the same run, is 4.6–7.4
-  ms — above the 3 ms target before connectd does anything. Part of that is the
-  generator: without raised priority it sent late by 2.2 ms at p99, with it by about
-  1.3 ms (the column above); the rest is the client's and server's goroutine wake-ups
-  across processes on two cores. The token lookup's open-loop p99 (3.7–6.4 ms over the
-  runs) is within the trivial handler's range in every run, and ` + "`GOGC=off`" + ` left it
-  unchanged (5.5 ms): the bound is this machine and this generator, not the broker.
+  handler's own p99 under the same offered load, measured in the same run, was 3.0–7.4
+  ms over this session's runs — at or above the 3 ms target before connectd does
+  anything. Part of that is the generator: without raised priority it sent late by 2.2
+  ms at p99, with it by about 1.3 ms (the column above); the rest is the client's and
+  server's goroutine wake-ups across processes on two cores. The token lookup's
+  open-loop p99 was 3.7–6.4 ms over the same runs: within the trivial handler's range,
+  in a given run from 1 ms below it to 2.4 ms above. Its own share of the tail is the
+  collector: with ` + "`GOGC=off`" + ` (four alternating runs) its p99 was 3.1 and 4.6 ms against 4.2
+  and 5.6 ms with the collector on. Reaching 3 ms on this machine would take both a
+  quieter generator and fewer collections, i.e. fewer bytes allocated per lookup (4.3
+  KB, of which 1 KB is net/http parsing the request headers) or more memory.
 - **Credential cache off.** Every lookup then also makes a round trip to Postgres:
   about 0.075–0.08 CPU-ms per lookup in connectd instead of 0.04, plus Postgres's own
   work for the query, against pgbench's C client doing nothing else. Over this

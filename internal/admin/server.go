@@ -201,7 +201,7 @@ func render(w http.ResponseWriter, r *http.Request, status int, c templ.Componen
 		return fmt.Errorf("admin: render page: %w", err)
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	web.HTMLDocument(w.Header())
 	w.WriteHeader(status)
 	_, err := w.Write(buf.Bytes())
 	return err

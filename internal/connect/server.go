@@ -156,7 +156,7 @@ func renderStatus(w http.ResponseWriter, r *http.Request, status int, c templ.Co
 		return fmt.Errorf("render page: %w", err)
 	}
 	noStore(w)
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	web.HTMLDocument(w.Header())
 	w.WriteHeader(status)
 	_, err := w.Write(buf.Bytes())
 	return err

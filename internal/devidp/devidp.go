@@ -20,6 +20,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/web/templates"
 )
 
@@ -277,7 +278,7 @@ func (p *Provider) authorizeForm(w http.ResponseWriter, r *http.Request) {
 	for _, u := range Users {
 		v.Users = append(v.Users, templates.DevIdPUser{Subject: u.Subject, Name: u.Name})
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	web.HTMLDocument(w.Header())
 	w.Header().Set("Cache-Control", "no-store")
 	if err := templates.DevIdPPage(v).Render(r.Context(), w); err != nil {
 		p.cfg.Logger.ErrorContext(r.Context(), "devidp: render picker", slog.Any("error", err))

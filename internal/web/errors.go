@@ -172,8 +172,10 @@ func AppendJSONString(b []byte, s string) ([]byte, bool) {
 }
 
 // jsonBufs recycles WriteJSON's buffers: a token response then costs no
-// allocation for its body.
-var jsonBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+// allocation for its body. They start with room for one, so that a
+// JSONAppender writes into the pooled (and later zeroed) memory rather than
+// a slice of its own.
+var jsonBufs = sync.Pool{New: func() any { return bytes.NewBuffer(make([]byte, 0, 1024)) }}
 
 // putJSONBuf zeroes buf (it may have held a credential) and pools it, unless
 // an unusually large body grew it.

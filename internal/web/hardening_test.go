@@ -86,6 +86,8 @@ func TestHeadersOnEveryResponse(t *testing.T) {
 		{"api error", "GET", "/v1/thing", html, 400},
 		{"unrouted page", "GET", "/nope", html, 404},
 		{"unrouted api", "GET", "/v1/nope", nil, 404},
+		// Decodes to an API path, routes to a page: still a whole page's headers.
+		{"page on an escaped api path", "GET", "/admin/api%2Fnope", html, 404},
 		{"panic", "GET", "/boom", html, 500},
 		{"cross-origin post", "POST", "/form", map[string]string{"Sec-Fetch-Site": "cross-site"}, 403},
 		{"preflight", "OPTIONS", "/form", map[string]string{"Origin": "https://evil.example",

@@ -57,6 +57,17 @@ func SecurityHeaders(hsts bool) func(http.Handler) http.Handler {
 	}
 }
 
+// HTMLDocument marks a response as an HTML page: Content-Type, and the two
+// headers only a rendered document uses (Referrer-Policy, COOP). Every writer
+// of a page calls it, so a page carries them even on a path SecurityHeaders
+// took for an API (an escaped "/admin/api%2F…" routes to a page but decodes
+// to an API path).
+func HTMLDocument(h http.Header) {
+	h["Content-Type"] = htmlTypeValue
+	h["Referrer-Policy"] = noReferrerValue
+	h["Cross-Origin-Opener-Policy"] = coopValue
+}
+
 // IsAPI reports whether path belongs to a JSON API: /v1 (MCP servers) or
 // /admin/api (admin tools).
 func IsAPI(path string) bool {
@@ -76,18 +87,21 @@ type header struct {
 func shared(v string) []string { return []string{v}[:1:1] }
 
 var (
-	cspValue      = shared(ContentSecurityPolicy)
-	denyValue     = shared("DENY")
-	nosniffValue  = shared("nosniff")
-	noStoreValue  = shared("no-store")
-	hstsValue     = shared(StrictTransportSecurity)
-	jsonTypeValue = shared("application/json; charset=utf-8")
-	pageHeaders   = []header{
+	cspValue        = shared(ContentSecurityPolicy)
+	denyValue       = shared("DENY")
+	nosniffValue    = shared("nosniff")
+	noStoreValue    = shared("no-store")
+	hstsValue       = shared(StrictTransportSecurity)
+	jsonTypeValue   = shared("application/json; charset=utf-8")
+	htmlTypeValue   = shared("text/html; charset=utf-8")
+	noReferrerValue = shared("no-referrer")
+	coopValue       = shared("same-origin")
+	pageHeaders     = []header{
 		{"Content-Security-Policy", cspValue},
 		{"X-Frame-Options", denyValue},
 		{"X-Content-Type-Options", nosniffValue},
-		{"Referrer-Policy", shared("no-referrer")},
-		{"Cross-Origin-Opener-Policy", shared("same-origin")},
+		{"Referrer-Policy", noReferrerValue},
+		{"Cross-Origin-Opener-Policy", coopValue},
 		{"Cache-Control", noStoreValue},
 	}
 	apiHeaders = []header{

@@ -48,7 +48,7 @@ func WritePageError(w http.ResponseWriter, r *http.Request, logger *slog.Logger,
 			w.Header().Add(k, v)
 		}
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	HTMLDocument(w.Header())
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(e.Status)
 	v := templates.ErrorView{Status: e.Status, Title: title, Message: e.Description, RequestID: RequestID(r.Context())}

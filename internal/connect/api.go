@@ -15,6 +15,7 @@ import (
 
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/scope"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
 )
@@ -73,7 +74,7 @@ func validScopes(scopes []string) error {
 
 // dedupe keeps the first occurrence of each scope.
 func dedupe(scopes []string) []string {
-	return unionScopes(nil, scopes)
+	return scope.Union(nil, scopes)
 }
 
 type mintRequest struct {

@@ -104,14 +104,3 @@ func missingScopes(want, have []string) []string {
 	}
 	return out
 }
-
-// unionScopes returns a followed by the scopes of b it lacks.
-func unionScopes(a, b []string) []string {
-	out := slices.Clone(a)
-	for _, s := range b {
-		if !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	return out
-}

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/scope"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
@@ -250,7 +251,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
 		if conn != nil {
 			// Incremental authorization: ask for everything the connection
 			// needs, so the new grant does not lose earlier scopes.
-			scopes = unionScopes(conn.Scopes, e.Scopes)
+			scopes = scope.Union(conn.Scopes, e.Scopes)
 		}
 		target, err := s.startAuthorization(r.Context(), fs, oa, scopes)
 		if err != nil {

@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"golang.org/x/oauth2"
+
+	"github.com/connectd/connectd/internal/scope"
 )
 
 // oauthProvider implements OAuth on golang.org/x/oauth2, which does the token
@@ -68,7 +70,7 @@ func (p *oauthProvider) AuthCodeURL(state, pkceChallenge, redirectURI string, sc
 	if len(scopes) == 0 {
 		scopes = p.spec.Scopes
 	}
-	scopes = unionScopes(scopes, p.spec.AlwaysScopes)
+	scopes = scope.Union(scopes, p.spec.AlwaysScopes)
 	var opts []oauth2.AuthCodeOption
 	if len(scopes) > 0 {
 		opts = append(opts, oauth2.SetAuthURLParam(p.spec.ScopeParam, strings.Join(scopes, p.spec.ScopeSeparator)))
@@ -137,16 +139,6 @@ func splitScopes(s string) []string {
 	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == ',' }) {
 		if !slices.Contains(out, f) {
 			out = append(out, f)
-		}
-	}
-	return out
-}
-
-func unionScopes(a, b []string) []string {
-	out := make([]string, 0, len(a)+len(b))
-	for _, s := range slices.Concat(a, b) {
-		if s != "" && !slices.Contains(out, s) {
-			out = append(out, s)
 		}
 	}
 	return out

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/scope"
 )
 
 // Errors of the connection store. Each is wrapped with context; test with
@@ -369,17 +369,6 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// union returns a ∪ b in order of first appearance.
-func union(a, b []string) []string {
-	out := make([]string, 0, len(a)+len(b))
-	for _, s := range append(slices.Clip(a), b...) {
-		if s != "" && !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // errPutConflict: another Put inserted the same connection concurrently.
 var errPutConflict = errors.New("vault: concurrent insert")
 
@@ -432,12 +421,12 @@ func (s *Store) put(ctx context.Context, user UserRef, provider string, cred Cre
 		if old, err := s.open(r); err != nil {
 			s.logger.WarnContext(ctx, "vault: replacing a stored credential that does not open",
 				slog.String("connection_id", r.ID), slog.String("provider", provider), slog.Any("error", err))
-			cred.Scopes = union(nil, cred.Scopes)
+			cred.Scopes = scope.Union(nil, cred.Scopes)
 		} else if old.AccountID != "" && cred.AccountID != "" && old.AccountID != cred.AccountID {
-			cred.Scopes = union(nil, cred.Scopes)
+			cred.Scopes = scope.Union(nil, cred.Scopes)
 		} else {
 			// Same account as far as anyone can tell: keep what we knew.
-			cred.Scopes = union(old.Scopes, cred.Scopes)
+			cred.Scopes = scope.Union(old.Scopes, cred.Scopes)
 			if cred.AccountID == "" && cred.AccountLabel == "" {
 				cred.AccountID, cred.AccountLabel = old.AccountID, old.AccountLabel
 			}
@@ -469,7 +458,7 @@ func (s *Store) insert(ctx context.Context, q querier, user UserRef, provider st
 	if err != nil {
 		return nil, err
 	}
-	cred.Scopes = union(nil, cred.Scopes)
+	cred.Scopes = scope.Union(nil, cred.Scopes)
 	ct, err := s.seal(id, user, provider, &cred)
 	if err != nil {
 		return nil, err

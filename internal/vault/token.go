@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/connectd/connectd/internal/scope"
 )
 
 // Token returns a currently valid credential of the user's connection to
@@ -172,7 +174,7 @@ func (s *Store) refreshLocked(ctx context.Context, user UserRef, provider string
 		}
 		next.Expiry = ref.Expiry
 		if ref.Scopes != nil {
-			next.Scopes = union(nil, ref.Scopes)
+			next.Scopes = scope.Union(nil, ref.Scopes)
 		}
 		ct, err := s.seal(r.ID, user, provider, &next)
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 )
 
 // Options are a catalog's runtime dependencies.
@@ -23,7 +22,6 @@ type Options struct {
 // Catalog is the set of configured providers, by name.
 type Catalog struct {
 	byName map[string]Provider
-	names  []string
 }
 
 // New builds the catalog from a parsed providers file, running discovery for
@@ -41,13 +39,11 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Catalog, error) {
 			return nil, &ConfigError{Index: i, Provider: spec.Name, Field: "issuer", Problem: err.Error()}
 		}
 		c.byName[spec.Name] = p
-		c.names = append(c.names, spec.Name)
 		info := p.Info()
 		logger.InfoContext(ctx, "provider configured", slog.String("provider", spec.Name),
 			slog.String("kind", string(info.Kind)), slog.String("template", spec.Template),
 			slog.Bool("discovered", spec.Discovery), slog.Bool("pkce", info.PKCE))
 	}
-	slices.Sort(c.names)
 	return c, nil
 }
 
@@ -127,5 +123,3 @@ func (c *Catalog) APIKey(name string) (APIKey, error) {
 	return a, nil
 }
 
-// Names lists the configured providers, sorted.
-func (c *Catalog) Names() []string { return slices.Clone(c.names) }

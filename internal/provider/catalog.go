@@ -122,4 +122,3 @@ func (c *Catalog) APIKey(name string) (APIKey, error) {
 	}
 	return a, nil
 }
-

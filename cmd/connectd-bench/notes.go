@@ -108,8 +108,9 @@ provider per hour), and a refresh when one is due.
   anything. Part of that is the generator: without raised priority it sent late by 2.2
   ms at p99, with it by about 1.1–1.3 ms (the Targets table and the JSON report it); the rest is the client's and
   server's goroutine wake-ups across processes on two cores. The token lookup's
-  open-loop p99 was 3.7–6.4 ms over the same runs: within the trivial handler's range,
-  in a given run from 1 ms below it to 2.4 ms above. Its own share of the tail is the
+  open-loop p99 was 3.7–6.4 ms over the same runs (8.9 ms in one run whose generator was
+  itself 2 ms late at p99): mostly within the trivial handler's range, in a given run from
+  1 ms below it to 1.6 ms above (4.6 ms in that run). Its own share of the tail is the
   collector: with ` + "`GOGC=off`" + ` (four alternating runs) its p99 was 3.1 and 4.6 ms against 4.2
   and 5.6 ms with the collector on. Reaching 3 ms on this machine would take both a
   quieter generator and fewer collections, i.e. fewer bytes allocated per lookup (4.3

@@ -196,19 +196,30 @@ func (s *Server) checkForm(w http.ResponseWriter, r *http.Request, sess session.
 	return nil
 }
 
-// decide handles POST /c/{id}: Allow or Deny on the consent page.
-func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
+// beginForm is begin for the consent page's forms (POST): the same checks,
+// then the form's CSRF token, then that the elicitation is still pending.
+// When it is not, the finished page is written and fs is nil.
+func (s *Server) beginForm(w http.ResponseWriter, r *http.Request) (*flowState, error) {
 	fs, _, err := s.begin(w, r, false)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := s.checkForm(w, r, fs.sess); err != nil {
+		return nil, err
+	}
+	if fs.e.effective(s.now()) != StatusPending {
+		return nil, s.finished(w, r, fs.e)
+	}
+	return fs, nil
+}
+
+// decide handles POST /c/{id}: Allow or Deny on the consent page.
+func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
+	fs, err := s.beginForm(w, r)
+	if fs == nil || err != nil {
 		return err
 	}
 	e := fs.e
-	if e.effective(s.now()) != StatusPending {
-		return s.finished(w, r, e)
-	}
 	switch r.PostForm.Get("decision") {
 	case "deny":
 		return s.decline(w, r, e, "user_denied")
@@ -415,17 +426,11 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 
 // submitKey handles POST /c/{id}/key: the API-key form.
 func (s *Server) submitKey(w http.ResponseWriter, r *http.Request) error {
-	fs, _, err := s.begin(w, r, false)
-	if err != nil {
-		return err
-	}
-	if err := s.checkForm(w, r, fs.sess); err != nil {
+	fs, err := s.beginForm(w, r)
+	if fs == nil || err != nil {
 		return err
 	}
 	e := fs.e
-	if e.effective(s.now()) != StatusPending {
-		return s.finished(w, r, e)
-	}
 	if r.PostForm.Get("decision") == "deny" {
 		return s.decline(w, r, e, "user_denied")
 	}

@@ -6,45 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
 )
-
-// feed is a minimal stand-in for connect's notification hub: it LISTENs for
-// sub's channel on a connection of its own and feeds sub until the test ends.
-func feed(t *testing.T, pool *pgxpool.Pool, sub cache.Subscriber) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{sub.Channel}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
-	sub.SetLive(true)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			n, err := conn.WaitForNotification(ctx)
-			if err != nil {
-				sub.SetLive(false)
-				return
-			}
-			sub.Invalidate(n.Payload)
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		conn.Close(context.Background())
-	})
-}
 
 // within polls f until it returns nil, for at most a second.
 func within(t *testing.T, what string, f func() error) {
@@ -74,7 +38,7 @@ func TestClientKeyCacheAcrossReplicas(t *testing.T) {
 	replica := func() *mcpauth.Clients {
 		pool := pgtest.NewPool(t, dbURL)
 		c := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, Now: clk.Now, CacheTTL: time.Hour})
-		feed(t, pool, c.CacheSubscriber())
+		pgtest.Listen(t, pool, c.CacheSubscriber())
 		return c
 	}
 	a, b := replica(), replica()

@@ -11,11 +11,13 @@ import (
 	"os"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver pgtestdb uses.
 	"github.com/peterldowns/pgtestdb"
 	"github.com/peterldowns/pgtestdb/migrators/common"
 
+	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/migrations"
 )
 
@@ -104,4 +106,38 @@ func NewPool(t testing.TB, dbURL string) *pgxpool.Pool {
 	}
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// Listen stands in for connect's notification hub in a package's own tests:
+// it LISTENs for sub's channel on a connection of its own (from pool's
+// settings), marks sub live once listening, feeds it every notification and
+// marks it not live if the connection ends, until the test ends.
+func Listen(t testing.TB, pool *pgxpool.Pool, sub cache.Subscriber) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{sub.Channel}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	sub.SetLive(true)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			n, err := conn.WaitForNotification(ctx)
+			if err != nil {
+				sub.SetLive(false)
+				return
+			}
+			sub.Invalidate(n.Payload)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		conn.Close(context.Background())
+	})
 }

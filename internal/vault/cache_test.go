@@ -8,47 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/vault"
 )
-
-// listen is a minimal stand-in for connect's notification hub: it LISTENs
-// for sub's channel on a connection of its own and feeds sub until the test
-// ends. It returns once listening.
-func listen(t testing.TB, pool *pgxpool.Pool, sub cache.Subscriber) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{sub.Channel}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
-	sub.SetLive(true)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			n, err := conn.WaitForNotification(ctx)
-			if err != nil {
-				sub.SetLive(false)
-				return
-			}
-			sub.Invalidate(n.Payload)
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		conn.Close(context.Background())
-	})
-}
 
 func cachedStore(t testing.TB, pool *pgxpool.Pool, keys *vault.Keyring, srv *providertest.Server, clock func() time.Time) *vault.Store {
 	t.Helper()
@@ -61,7 +26,7 @@ func cachedStore(t testing.TB, pool *pgxpool.Pool, keys *vault.Keyring, srv *pro
 	if err != nil {
 		t.Fatal(err)
 	}
-	listen(t, pool, s.CacheSubscriber())
+	pgtest.Listen(t, pool, s.CacheSubscriber())
 	return s
 }
 

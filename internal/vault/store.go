@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/scope"
 )
 
@@ -320,31 +321,16 @@ func (s *Store) seal(id string, user UserRef, provider string, c *Credential) ([
 	return s.keys.Seal(pt, binding(id, user, provider))
 }
 
-func validate(user UserRef, provider string) error {
+func validate(user UserRef, name string) error {
 	switch {
 	case user.Issuer == "" || len(user.Issuer) > 2048:
 		return fmt.Errorf("%w: issuer must be 1-2048 bytes", ErrInvalid)
 	case user.Subject == "" || len(user.Subject) > 2048:
 		return fmt.Errorf("%w: subject must be 1-2048 bytes", ErrInvalid)
-	case !validProviderName(provider):
+	case !provider.ValidName(name): // the catalog's own rule
 		return fmt.Errorf("%w: provider name must be 1-64 of a-z 0-9 _ . - starting with a letter or digit", ErrInvalid)
 	}
 	return nil
-}
-
-func validProviderName(p string) bool {
-	if p == "" || len(p) > 64 {
-		return false
-	}
-	for i, r := range p {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
-		case (r == '_' || r == '-' || r == '.') && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 func newID() (string, error) {

@@ -182,7 +182,7 @@ func TestServeAdminSignIn(t *testing.T) {
 	}
 	client := &http.Client{Transport: transport,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	signIn := func(user string) (*http.Response, map[string]string) {
+	signIn := func(user string, wantCallback int) (*http.Response, map[string]string) {
 		t.Helper()
 		cookies := map[string]string{}
 		do := func(method, u string, form url.Values) *http.Response {
@@ -222,14 +222,16 @@ func TestServeAdminSignIn(t *testing.T) {
 		if resp.StatusCode != 303 || !strings.HasPrefix(callback, "http://"+public+"/admin/login/callback?") {
 			t.Fatalf("picker answer: %d %q", resp.StatusCode, callback)
 		}
-		resp = do("GET", callback, nil)
+		if resp = do("GET", callback, nil); resp.StatusCode != wantCallback {
+			t.Fatalf("admin login callback for %s: %d, want %d", user, resp.StatusCode, wantCallback)
+		}
 		page := do("GET", "http://"+public+"/admin/connections", nil)
 		return page, cookies
 	}
-	if page, _ := signIn("alice"); page.StatusCode != http.StatusOK {
+	if page, _ := signIn("alice", http.StatusSeeOther); page.StatusCode != http.StatusOK {
 		t.Fatalf("alice on /admin/connections: %d\n%s", page.StatusCode, in.logs.String())
 	}
-	if page, cookies := signIn("bob"); page.StatusCode != http.StatusForbidden || cookies["__Host-connectd_admin"] != "" {
+	if page, cookies := signIn("bob", http.StatusForbidden); page.StatusCode != http.StatusForbidden || cookies["__Host-connectd_admin"] != "" {
 		t.Fatalf("bob on /admin/connections: %d", page.StatusCode)
 	}
 

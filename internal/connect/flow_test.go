@@ -594,7 +594,7 @@ func TestHandlesAloneAuthorizeNothing(t *testing.T) {
 	// Another client without the user's consent gets no credential.
 	st, out = other.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
 	expectError(t, st, out, http.StatusForbidden, "consent_required")
-	if st, out = other.call(http.MethodGet, "/v1/connections", "alice", nil); len(out["connections"].([]any)) != 0 {
+	if st, out = other.call(http.MethodGet, "/v1/connections", "alice", nil); st != http.StatusOK || len(out["connections"].([]any)) != 0 {
 		t.Fatalf("unconsented client lists connections: %v", out)
 	}
 	st, out = other.call(http.MethodDelete, "/v1/connections/fake", "alice", nil)

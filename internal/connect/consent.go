@@ -42,11 +42,14 @@ const (
 var errNoConsent = errors.New("connect: no consent")
 
 // grantConsent records the user's consent to e's client for e's provider and
-// scopes (a union with any earlier grant), with its audit row.
-func (s *Server) grantConsent(r *http.Request, e *Elicitation) error {
+// scopes (a union with any earlier grant), with its audit row. Only a
+// completed elicitation grants consent (complete): a flow declined, failed or
+// abandoned after Allow leaves none, so it cannot hand the client a
+// connection the user already had.
+func (s *Server) grantConsent(r *http.Request, q querier, e *Elicitation) error {
 	ctx := r.Context()
 	key := consentKey(vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}, e.Provider)
-	if _, err := s.pool.Exec(ctx, upsertConsent, e.Issuer, e.Subject, e.ClientID, e.Provider, nonNil(e.Scopes), s.now(),
+	if _, err := q.Exec(ctx, upsertConsent, e.Issuer, e.Subject, e.ClientID, e.Provider, nonNil(e.Scopes), s.now(),
 		key.Payload(), e.ID, web.RequestID(ctx), clientIP(r), map[string]any{"scopes": nonNil(e.Scopes)}); err != nil {
 		return fmt.Errorf("connect: record consent: %w", err)
 	}

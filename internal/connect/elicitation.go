@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/connectd/connectd/internal/web"
 )
@@ -143,12 +144,28 @@ func (s *Server) elicitation(ctx context.Context, q pgxQueryer, id string) (*Eli
 // notifies waiters. It reports false, and writes nothing, when e was no
 // longer pending (or had expired): the first outcome wins.
 func (s *Server) settle(r *http.Request, e *Elicitation, st Status, reason string) (bool, error) {
+	ok, err := s.settleWith(r, s.pool, e, st, reason)
+	if ok {
+		s.onFlow(st)
+	}
+	return ok, err
+}
+
+// querier is what both a pool and a transaction offer for the writes here.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// settleWith is settle with q (a transaction, to settle together with other
+// writes); the caller reports the outcome to onFlow once it is committed.
+func (s *Server) settleWith(r *http.Request, q querier, e *Elicitation, st Status, reason string) (bool, error) {
 	ctx := r.Context()
 	detail := map[string]any{}
 	if reason != "" {
 		detail["reason"] = reason
 	}
-	rows, err := s.pool.Query(ctx, finishElicitation, e.ID, st, reason, s.now(), "elicitation."+string(st),
+	rows, err := q.Query(ctx, finishElicitation, e.ID, st, reason, s.now(), "elicitation."+string(st),
 		web.RequestID(ctx), clientIP(r), detail)
 	if err != nil {
 		return false, fmt.Errorf("connect: finish elicitation: %w", err)
@@ -160,9 +177,6 @@ func (s *Server) settle(r *http.Request, e *Elicitation, st Status, reason strin
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return false, fmt.Errorf("connect: finish elicitation: %w", err)
-	}
-	if n == 1 {
-		s.onFlow(st)
 	}
 	return n == 1, nil
 }

@@ -232,11 +232,6 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
 		return page(http.StatusBadRequest, "unknown_provider", "This provider is no longer available.")
 	}
 
-	// Consent is recorded now, before any provider round trip.
-	if err := s.grantConsent(r, e); err != nil {
-		return err
-	}
-
 	switch info := p.Info(); info.Kind {
 	case provider.KindAPIKey:
 		client, err := s.clients.Get(r.Context(), e.ClientID)
@@ -438,9 +433,6 @@ func (s *Server) submitKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return page(http.StatusBadRequest, "unknown_provider", "This provider does not take API keys.")
 	}
-	if _, err := s.consent(r.Context(), vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}, e.ClientID, e.Provider); err != nil {
-		return page(http.StatusBadRequest, "consent_required", "Allow the request first.")
-	}
 	key := r.PostForm.Get("api_key")
 	form := func(msg string) error {
 		client, err := s.clients.Get(r.Context(), e.ClientID)
@@ -470,9 +462,21 @@ func (s *Server) submitKey(w http.ResponseWriter, r *http.Request) error {
 
 // complete marks e completed (waking waiters) and shows the success page.
 func (s *Server) complete(w http.ResponseWriter, r *http.Request, e *Elicitation, how string) error {
-	ok, err := s.settle(r, e, StatusCompleted, "")
+	// The outcome and the consent commit together: consent exists exactly
+	// when the user finished the flow.
+	var ok bool
+	err := pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
+		var err error
+		if ok, err = s.settleWith(r, tx, e, StatusCompleted, ""); err != nil || !ok {
+			return err
+		}
+		return s.grantConsent(r, tx, e)
+	})
 	if err != nil {
 		return err
+	}
+	if ok {
+		s.onFlow(StatusCompleted)
 	}
 	if !ok {
 		return s.finished(w, r, e)

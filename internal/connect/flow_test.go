@@ -759,3 +759,64 @@ func TestMintValidation(t *testing.T) {
 		t.Fatal("a refused mint stored an elicitation")
 	}
 }
+
+// TestDeclineGrantsNoConsent: the user already connected a provider through
+// MCP server B. MCP server A asks for it too, the user clicks Allow and then
+// declines — at the provider, or on the API-key form. A must get no consent,
+// and so not the credential B's flow stored.
+func TestDeclineGrantsNoConsent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	alice := func(e *env) vault.UserRef { return vault.UserRef{Issuer: e.idps[0].Issuer(), Subject: "alice"} }
+	// connectedThroughB stores alice's credential and B's consent, as B's
+	// completed flow would have.
+	connectedThroughB := func(e *env, prov, token string, scopes []string) {
+		t.Helper()
+		b := e.newMCPServer("files-b", prov)
+		if _, err := e.vault.Put(ctx, alice(e), prov, vault.Credential{AccessToken: token, TokenType: "Bearer",
+			Scopes: scopes}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.pool.Exec(ctx, `INSERT INTO consents (issuer, subject, client_id, provider, scopes, granted_at, updated_at)
+			VALUES ($1, 'alice', $2, $3, $4, now(), now())`, alice(e).Issuer, b.client.ID, prov, scopes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refusedA := func(e *env, a *mcpServer, prov string) {
+		t.Helper()
+		st, out := a.call(http.MethodGet, "/v1/connections/"+prov+"/token", "alice", nil)
+		expectError(t, st, out, http.StatusForbidden, "consent_required")
+		var n int
+		if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM consents WHERE client_id = $1`, a.client.ID).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("A holds %d consents (%v)", n, err)
+		}
+	}
+	t.Run("access_denied at the provider", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, envOptions{quirks: providertest.Quirks{AccessDenied: true}})
+		connectedThroughB(e, "fake", "at_from_b", []string{"files.read"})
+		a := e.newMCPServer("files-a", "fake")
+		el := a.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"files.write"}})
+		b := e.browser()
+		u := el["url"].(string)
+		if r := b.get(e.authorize(e.allow(b, u, e.openAs(b, u, "alice")))); r.status != 200 || !strings.Contains(r.body, "declined") {
+			t.Fatalf("access_denied: %d %s", r.status, r.body)
+		}
+		refusedA(e, a, "fake")
+	})
+	t.Run("deny on the API-key form", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, envOptions{})
+		connectedThroughB(e, "keyed", goodAPIKey, []string{})
+		a := e.newMCPServer("files-a", "keyed")
+		el := a.mint("alice", map[string]any{"provider": "keyed"})
+		b := e.browser()
+		u := el["url"].(string)
+		form := e.allow(b, u, e.openAs(b, u, "alice"))
+		r := b.do(http.MethodPost, u+"/key", url.Values{"csrf_token": {csrfOf(t, form.body)}, "decision": {"deny"}})
+		if r.status != 200 || !strings.Contains(r.body, "declined") {
+			t.Fatalf("deny on the key form: %d %s", r.status, r.body)
+		}
+		refusedA(e, a, "keyed")
+	})
+}

@@ -302,11 +302,9 @@ func (s *Server) startAuthorization(ctx context.Context, fs *flowState, p provid
 		now, now.Add(stateTTL)); err != nil {
 		return "", fmt.Errorf("connect: store state: %w", err)
 	}
-	challenge := ""
-	if p.Info().PKCE {
-		challenge = oauth2.S256ChallengeFromVerifier(verifier)
-	}
-	return p.AuthCodeURL(state, challenge, s.redirectURI(), scopes), nil
+	// PKCE S256 on every authorization (the catalog has it on for every
+	// OAuth provider).
+	return p.AuthCodeURL(state, oauth2.S256ChallengeFromVerifier(verifier), s.redirectURI(), scopes), nil
 }
 
 const consumeOAuthState = `DELETE FROM oauth_states WHERE state_hash = $1

@@ -85,8 +85,6 @@ type Spec struct {
 
 	// template defaults for {base_url} and {tenant}
 	baseURL, tenant string
-	// pkceExplicit: the file set "pkce", so discovery does not change it.
-	pkceExplicit bool
 }
 
 // clone returns a deep copy of a template.
@@ -314,10 +312,6 @@ func resolve(i int, e *fileEntry, opts ParseOptions) (*Spec, error) {
 		switch e.Kind {
 		case KindOAuth2, KindAPIKey:
 			s.Kind = e.Kind
-			// PKCE by default: RFC 6749 §3.1 has servers ignore parameters
-			// they do not know, so only a provider that chokes on it needs
-			// "pkce": false.
-			s.PKCE = e.Kind == KindOAuth2
 		case "":
 			return nil, fail("kind", "is required without a template (oauth2 or api_key)")
 		default:
@@ -526,9 +520,13 @@ func resolveOAuth(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Spe
 	if e.ScopeSeparator != nil {
 		s.ScopeSeparator = *e.ScopeSeparator
 	}
-	if e.PKCE != nil {
-		s.PKCE, s.pkceExplicit = *e.PKCE, true
+	// PKCE S256 on every authorization, whatever the provider advertises:
+	// RFC 6749 §3.1 has servers ignore parameters they do not know, and a
+	// provider that checks it stops injected codes (DESIGN invariant 3).
+	if e.PKCE != nil && !*e.PKCE {
+		return nil, fail("pkce", "cannot be false: connectd sends PKCE S256 on every authorization (servers that do not support it ignore it)")
 	}
+	s.PKCE = s.Kind == KindOAuth2
 	if e.AuthStyle != "" {
 		s.AuthStyle = e.AuthStyle
 	}

@@ -173,8 +173,8 @@ func TestBuiltinTemplates(t *testing.T) {
 			if q.Get("client_id") != "cid" || q.Get("state") != "st" || q.Get("redirect_uri") != "https://connect.example/cb" {
 				t.Fatalf("authorize query %v", q)
 			}
-			if o.Info().PKCE != (q.Get("code_challenge") == "ch") {
-				t.Fatalf("PKCE %v but query %v", o.Info().PKCE, q)
+			if !o.Info().PKCE || q.Get("code_challenge") != "ch" || q.Get("code_challenge_method") != "S256" {
+				t.Fatalf("template %s: no PKCE S256 challenge in %v", name, q)
 			}
 			for k, v := range extra[name] {
 				if q.Get(k) != v {
@@ -260,7 +260,7 @@ func TestGenericProviderDefaults(t *testing.T) {
 	t.Parallel()
 	cfg, err := parse(`{"providers":[
 		{"name":"a","kind":"oauth2","client_id":"x","client_secret_env":"S","authorize_url":"https://a.example/auth","token_url":"https://a.example/token"},
-		{"name":"b","kind":"oauth2","client_id":"x","client_secret_env":"S","authorize_url":"https://a.example/auth","token_url":"https://a.example/token","pkce":false,"revocation_url":"https://a.example/revoke"}]}`,
+		{"name":"b","kind":"oauth2","client_id":"x","client_secret_env":"S","authorize_url":"https://a.example/auth","token_url":"https://a.example/token","pkce":true,"revocation_url":"https://a.example/revoke"}]}`,
 		false, map[string]string{"S": "s"})
 	if err != nil {
 		t.Fatal(err)
@@ -270,8 +270,19 @@ func TestGenericProviderDefaults(t *testing.T) {
 		a.InvalidGrantErrors[0] != "invalid_grant" || a.DisplayName != "a" {
 		t.Fatalf("a: %+v", a)
 	}
-	if b.PKCE || b.Revocation != provider.RevokeRFC7009 {
+	if !b.PKCE || b.Revocation != provider.RevokeRFC7009 {
 		t.Fatalf("b: %+v", b)
+	}
+	// PKCE cannot be turned off (DESIGN invariant 3), for an entry or a
+	// template.
+	for _, entry := range []string{
+		`{"name":"c","kind":"oauth2","client_id":"x","client_secret_env":"S","authorize_url":"https://a.example/auth","token_url":"https://a.example/token","pkce":false}`,
+		`{"name":"slack","template":"slack","client_id":"x","client_secret_env":"S","pkce":false}`,
+	} {
+		_, err := parse(`{"providers":[`+entry+`]}`, false, map[string]string{"S": "s"})
+		if err == nil || !strings.Contains(err.Error(), "pkce") {
+			t.Fatalf("pkce false accepted: %v", err)
+		}
 	}
 }
 

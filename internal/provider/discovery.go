@@ -107,9 +107,8 @@ func fetchMetadata(ctx context.Context, client *http.Client, u string) (*Metadat
 	return &md, nil
 }
 
-// applyMetadata fills what the providers file left open: endpoints, PKCE
-// (on when S256 is offered, off when only other methods are; unchanged when
-// the metadata does not say), client authentication (Basic unless only post is offered;
+// applyMetadata fills what the providers file left open: endpoints, client
+// authentication (Basic unless only post is offered;
 // RFC 8414's default is Basic) and the RFC 9207 flag.
 func applyMetadata(s *Spec, md *Metadata) {
 	if s.AuthorizeURL == "" {
@@ -123,9 +122,6 @@ func applyMetadata(s *Spec, md *Metadata) {
 		if s.Revocation == RevokeNone {
 			s.Revocation = RevokeRFC7009
 		}
-	}
-	if m := md.CodeChallengeMethodsSupported; len(m) > 0 && !s.pkceExplicit {
-		s.PKCE = slices.Contains(m, "S256")
 	}
 	if s.AuthStyle == "" {
 		s.AuthStyle = AuthBasic

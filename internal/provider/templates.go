@@ -16,7 +16,7 @@ var builtins = map[string]Spec{
 		TokenURL:     "https://github.com/login/oauth/access_token",
 		// GitHub answers the token endpoint form-encoded unless asked for
 		// JSON, and reports errors with HTTP 200 and its own codes.
-		AcceptJSON: true, PKCE: true, AuthStyle: AuthParams, ScopeSeparator: " ",
+		AcceptJSON: true, AuthStyle: AuthParams, ScopeSeparator: " ",
 		InvalidGrantErrors: []string{"invalid_grant", "bad_verification_code", "bad_refresh_token"},
 	},
 	"gitlab": {
@@ -25,7 +25,7 @@ var builtins = map[string]Spec{
 		AuthorizeURL:  "{base_url}/oauth/authorize",
 		TokenURL:      "{base_url}/oauth/token",
 		RevocationURL: "{base_url}/oauth/revoke", Revocation: RevokeRFC7009,
-		PKCE: true, AuthStyle: AuthParams, ScopeSeparator: " ",
+		AuthStyle: AuthParams, ScopeSeparator: " ",
 	},
 	"google": {
 		Kind: KindOAuth2, DisplayName: "Google",
@@ -33,7 +33,7 @@ var builtins = map[string]Spec{
 		AuthorizeURL:  "https://accounts.google.com/o/oauth2/v2/auth",
 		TokenURL:      "https://oauth2.googleapis.com/token",
 		RevocationURL: "https://oauth2.googleapis.com/revoke", Revocation: RevokeRFC7009,
-		PKCE: true, AuthStyle: AuthParams, ScopeSeparator: " ",
+		AuthStyle: AuthParams, ScopeSeparator: " ",
 		// Without offline + consent Google issues no refresh token (or only on
 		// the very first consent); include_granted_scopes makes a new grant
 		// cover earlier ones (incremental authorization).
@@ -43,7 +43,7 @@ var builtins = map[string]Spec{
 		Kind: KindOAuth2, DisplayName: "Microsoft", tenant: "common",
 		AuthorizeURL: "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/authorize",
 		TokenURL:     "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/token",
-		PKCE:         true, AuthStyle: AuthParams, ScopeSeparator: " ",
+		AuthStyle:    AuthParams, ScopeSeparator: " ",
 		AlwaysScopes: []string{"offline_access"}, // else no refresh token
 	},
 	"slack": {
@@ -82,7 +82,7 @@ var builtins = map[string]Spec{
 		AuthorizeURL:  "https://linear.app/oauth/authorize",
 		TokenURL:      "https://api.linear.app/oauth/token",
 		RevocationURL: "https://api.linear.app/oauth/revoke", Revocation: RevokeRFC7009,
-		PKCE: true, AuthStyle: AuthParams, ScopeSeparator: ",",
+		AuthStyle: AuthParams, ScopeSeparator: ",",
 		Scopes: []string{"read"},
 	},
 	"dropbox": {
@@ -91,7 +91,7 @@ var builtins = map[string]Spec{
 		TokenURL:      "https://api.dropboxapi.com/oauth2/token",
 		RevocationURL: "https://api.dropboxapi.com/2/auth/token/revoke", Revocation: RevokeBearer,
 		// offline: a refresh token; refreshes return no new refresh token.
-		PKCE: true, AuthStyle: AuthParams, ScopeSeparator: " ",
+		AuthStyle: AuthParams, ScopeSeparator: " ",
 		AuthorizeParams: map[string]string{"token_access_type": "offline"},
 		AccountIDField:  "account_id",
 	},
@@ -102,7 +102,7 @@ var builtins = map[string]Spec{
 		RevocationURL: "{base_url}/services/oauth2/revoke", Revocation: RevokeRFC7009,
 		// No expires_in in token responses; refreshes return no new refresh
 		// token; the "refresh_token" scope is needed to get one at all.
-		PKCE: true, AuthStyle: AuthParams, ScopeSeparator: " ",
+		AuthStyle: AuthParams, ScopeSeparator: " ",
 		AlwaysScopes:   []string{"refresh_token"},
 		AccountIDField: "id", AccountLabelField: "instance_url",
 	},
@@ -118,7 +118,7 @@ var builtins = map[string]Spec{
 		AuthorizeURL:  "https://zoom.us/oauth/authorize",
 		TokenURL:      "https://zoom.us/oauth/token",
 		RevocationURL: "https://zoom.us/oauth/revoke", Revocation: RevokeRFC7009,
-		PKCE: true, AuthStyle: AuthBasic, ScopeSeparator: " ",
+		AuthStyle: AuthBasic, ScopeSeparator: " ",
 	},
 }
 

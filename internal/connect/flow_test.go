@@ -15,6 +15,7 @@ import (
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/web"
 )
 
 // mcpServer is an MCP server registered as a connectd client.
@@ -34,9 +35,15 @@ func (e *env) newMCPServer(name string, providers ...string) *mcpServer {
 }
 
 // token returns user's MCP access token for this MCP server (aud = its resource).
+// token mints user's MCP access token at idps[0], or at idps[1] for
+// "idp1:<subject>".
 func (m *mcpServer) token(user string) string {
 	m.e.t.Helper()
-	tok, err := m.e.idps[0].AccessToken(user, m.client.Resources[0])
+	idp := m.e.idps[0]
+	if sub, ok := strings.CutPrefix(user, "idp1:"); ok {
+		idp, user = m.e.idps[1], sub
+	}
+	tok, err := idp.AccessToken(user, m.client.Resources[0])
 	if err != nil {
 		m.e.t.Fatal(err)
 	}
@@ -377,7 +384,7 @@ func TestCallbackRefusals(t *testing.T) {
 		b, _, cb := start()
 		cu, _ := url.Parse(cb)
 		q := cu.Query()
-		q.Set("state", "forged-state-value-aaaaaaaaaaaaaaaaaaaaaaaaa")
+		q.Set("state", flipFirst(q.Get("state"))) // well-formed, never issued
 		cu.RawQuery = q.Encode()
 		e.refused(b.get(cu.String()), http.StatusBadRequest, "invalid_state")
 	})
@@ -608,9 +615,11 @@ func TestHandlesAloneAuthorizeNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var env web.Envelope
+	_ = json.NewDecoder(resp.Body).Decode(&env)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("passthrough token: %d", resp.StatusCode)
+	if resp.StatusCode != http.StatusUnauthorized || env.Error != "wrong_audience" {
+		t.Fatalf("passthrough token: %d %q", resp.StatusCode, env.Error)
 	}
 	// No client key at all.
 	resp, err = e.srv.Client().Get(e.srv.URL + "/v1/elicitations/" + id)
@@ -819,4 +828,46 @@ func TestDeclineGrantsNoConsent(t *testing.T) {
 		}
 		refusedA(e, a, "keyed")
 	})
+}
+
+// TestPhishingSameSubjectOtherIssuer: a session for "alice" at another
+// trusted issuer is another user; alice@idp0's link refuses it as it refuses
+// bob, before any state exists or the provider is contacted.
+func TestPhishingSameSubjectOtherIssuer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{issuers: 2})
+	m := e.newMCPServer("files", "fake")
+	el := m.mint("alice", map[string]any{"provider": "fake"}) // alice at idps[0]
+	u := el["url"].(string)
+
+	b := e.browser()
+	b.get(e.pick(b, e.startLogin(b, url.Values{"issuer": {"idp1"}}.Encode()), "alice"))
+	if s, err := e.session(b); err != nil || s.Issuer != e.idps[1].Issuer() || s.Subject != "alice" {
+		t.Fatalf("session %+v %v", s, err)
+	}
+	e.refused(b.get(u), http.StatusForbidden, "identity_mismatch")
+	sessPage := b.get(e.srv.URL + "/session")
+	post := b.do(http.MethodPost, u, url.Values{"csrf_token": {csrfOf(t, sessPage.body)}, "decision": {"allow"}})
+	e.refused(post, http.StatusForbidden, "identity_mismatch")
+	if e.count("oauth_states") != 0 || e.count("consents") != 0 || e.fake.Counts().Authorize != 0 {
+		t.Fatal("state, consent or a provider round trip for a user of another issuer")
+	}
+}
+
+// TestHandlesCheckTheIssuer: an MCP user token for "alice" at another trusted
+// issuer is another user for the /v1 handles too: alice@idp0's elicitation
+// and request_state refuse it.
+func TestHandlesCheckTheIssuer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{issuers: 2})
+	m := e.newMCPServer("files", "fake")
+	el := m.mint("alice", map[string]any{"provider": "fake", "request_digest": "d1"})
+	st, out := m.call(http.MethodGet, "/v1/elicitations/"+el["elicitation_id"].(string), "idp1:alice", nil)
+	expectError(t, st, out, http.StatusNotFound, "not_found")
+	st, out = m.call(http.MethodPost, "/v1/elicitations/resolve", "idp1:alice",
+		map[string]any{"request_state": el["request_state"], "request_digest": "d1"})
+	expectError(t, st, out, http.StatusForbidden, "request_state_wrong_user")
+	if st, out = m.call(http.MethodGet, "/v1/elicitations/"+el["elicitation_id"].(string), "alice", nil); st != 200 {
+		t.Fatalf("alice@idp0: %d %v", st, out)
+	}
 }

@@ -155,7 +155,7 @@ func TestLoginStateRefusals(t *testing.T) {
 		b := e.browser()
 		cbURL, _ := url.Parse(e.pick(b, e.startLogin(b, "issuer=idp0"), "alice"))
 		q := cbURL.Query()
-		q.Set("state", q.Get("state")+"x")
+		q.Set("state", flipFirst(q.Get("state"))) // well-formed, never issued
 		cbURL.RawQuery = q.Encode()
 		e.refused(b.get(cbURL.String()), 400, "invalid_state")
 	})

@@ -13,7 +13,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/egress"
+	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/provider/providertest"
 )
@@ -159,5 +162,48 @@ func TestLoopbackAddr(t *testing.T) {
 		if got := publicHostPort(tt[0], tt[1]); got != tt[2] {
 			t.Errorf("publicHostPort(%q, %q) = %q, want %q", tt[0], tt[1], got, tt[2])
 		}
+	}
+}
+
+// TestIdentityUsesEgress: the verifier's discovery and JWKS fetches (and so
+// the logins built on it) go through the egress client too, so a loopback
+// http issuer is unreachable unless the dev allow-list names it.
+func TestIdentityUsesEgress(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	idp, err := devidp.New(devidp.Config{Issuer: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux.Handle("/", idp.Handler())
+	const resource = "https://files.mcp.example/"
+	tok, err := idp.AccessToken("alice", resource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuers, _ := json.Marshal([]map[string]any{{"id": "t", "issuer": srv.URL}})
+	verify := func(allow string) error {
+		t.Helper()
+		cfg, err := loadConfig(envOf(map[string]string{"CONNECTD_DEV": "true", "CONNECTD_DEV_IDP": "false", "CONNECTD_PUBLIC_URL": "http://localhost:8080",
+			"CONNECTD_ISSUERS": string(issuers), "CONNECTD_EGRESS_ALLOW_HOSTS": allow}), needs{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := newIdentity(ctx, cfg, pgtest.Pool(t), slog.New(slog.DiscardHandler), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer id.Close()
+		_, err = id.verifier.VerifyAccessToken(ctx, tok, []string{resource})
+		return err
+	}
+	if err := verify(""); !errors.Is(err, mcpauth.ErrIssuerUnavailable) {
+		t.Fatalf("without the allow-list the issuer was reached: %v", err)
+	}
+	if err := verify(strings.TrimPrefix(srv.URL, "http://")); err != nil {
+		t.Fatalf("with the allow-list: %v", err)
 	}
 }

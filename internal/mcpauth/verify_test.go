@@ -381,23 +381,31 @@ func TestIssuerConfigValidation(t *testing.T) {
 		name  string
 		is    []mcpauth.Issuer
 		allow bool
+		want  string // the refusal names the defect
 	}{
-		{"http issuer outside dev", []mcpauth.Issuer{{ID: "a", URL: "http://idp.example"}}, false},
-		{"javascript issuer", []mcpauth.Issuer{{ID: "a", URL: "javascript:alert(1)"}}, true},
-		{"relative issuer", []mcpauth.Issuer{{ID: "a", URL: "/idp"}}, true},
-		{"http jwks outside dev", []mcpauth.Issuer{{ID: "a", URL: "https://idp.example", JWKSURL: "http://idp.example/jwks"}}, false},
-		{"bad id", []mcpauth.Issuer{{ID: "A B", URL: "https://idp.example"}}, false},
-		{"login without client id", []mcpauth.Issuer{{ID: "a", URL: "https://idp.example", Login: true}}, false},
-		{"duplicate", []mcpauth.Issuer{{ID: "a", URL: "https://idp.example"}, {ID: "b", URL: "https://idp.example"}}, false},
+		{"http issuer outside dev", []mcpauth.Issuer{{ID: "a", URL: "http://idp.example"}}, false, "url must use https"},
+		{"javascript issuer", []mcpauth.Issuer{{ID: "a", URL: "javascript:alert(1)"}}, true, "url must be an absolute"},
+		{"relative issuer", []mcpauth.Issuer{{ID: "a", URL: "/idp"}}, true, "url must be an absolute"},
+		{"http jwks outside dev", []mcpauth.Issuer{{ID: "a", URL: "https://idp.example", JWKSURL: "http://idp.example/jwks"}}, false, "jwks_url must use https"},
+		{"bad id", []mcpauth.Issuer{{ID: "A B", URL: "https://idp.example"}}, false, "id must be"},
+		{"login without client id", []mcpauth.Issuer{{ID: "a", URL: "https://idp.example", Login: true}}, false, "login needs a client_id"},
+		{"duplicate", []mcpauth.Issuer{{ID: "a", URL: "https://idp.example"}, {ID: "b", URL: "https://idp.example"}}, false, "configured twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if _, err := mcpauth.NewVerifier(mcpauth.VerifierConfig{Issuers: tt.is, AllowHTTP: tt.allow}); err == nil {
-				t.Fatal("accepted")
+			_, err := mcpauth.NewVerifier(mcpauth.VerifierConfig{Issuers: tt.is, AllowHTTP: tt.allow})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error naming %q", err, tt.want)
 			}
 		})
 	}
+	// The same shape without the defect is accepted.
+	v, err := mcpauth.NewVerifier(mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{{ID: "a", URL: "https://idp.example"}}})
+	if err != nil {
+		t.Fatalf("valid issuer refused: %v", err)
+	}
+	v.Close()
 }
 
 func TestVerifyIDToken(t *testing.T) {

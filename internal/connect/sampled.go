@@ -141,7 +141,7 @@ func (s *Server) sample(r *http.Request, sm *sampler, k sampleKey) {
 }
 
 func (s *Server) writeSampled(ctx context.Context, row sampledRow) {
-	if err := s.writeAudit(ctx, s.pool, row.ev, row.requestID, row.ip); err != nil {
+	if err := s.writeAudit(ctx, row.ev, row.requestID, row.ip); err != nil {
 		s.logger.ErrorContext(ctx, "audit event not written", slog.String("kind", row.ev.Kind), slog.Any("error", err))
 	}
 }

@@ -70,7 +70,7 @@ and the package benchmarks.
 | The sampled audit's counter is keyed by the row it stands for and held by value; counting a read allocates nothing | ~450 → ~150 B per (user, client, provider); live heap with 10,000 users 21–22 MB → 18–19 MB (` + "`GODEBUG=gctrace=1`" + `) |
 | No pgx description cache in the default exec mode (it serves only ` + "`cache_describe`" + `) | −0.8 MB of empty maps across the pool (heap profile) |
 | Cache expiry as an int64 instead of a ` + "`time.Time`" + `; a cached identity shares the configured issuer URL and the client's resource strings instead of copies parsed from the JWT | live heap 18–19 MB → 17 MB |
-| Browser flow: an elicitation's outcome and a consent grant write their audit rows in the same statement; a deletion is ` + "`DELETE … RETURNING`" + `; a first connection is one ` + "`INSERT`" + ` without a transaction; withdrawn consents notify in the deleting statement | Postgres statement log of one flow: 34 round trips and 4 transactions → 24 and 1; A/B on the flow scenario +4–8 % per step |
+| Browser flow: an elicitation's outcome and a consent grant write their audit rows in the same statement; a deletion is ` + "`DELETE … RETURNING`" + `; a first connection is one ` + "`INSERT`" + ` without a transaction; withdrawn consents notify in the deleting statement | Postgres statement log of one flow: 34 round trips and 4 transactions → 24 and 1; A/B on the flow scenario +4–8 % per step. Since then the consent grant commits with the completed outcome (a security fix: a flow declined after Allow must leave no consent), which costs one transaction: 26 round trips and 2 transactions |
 
 Unchanged because already right: pgx prepares each statement once per connection and
 reuses it (` + "`QueryExecModeCacheStatement`" + `), so every query on these paths is a prepared
@@ -128,7 +128,7 @@ provider per hour), and a refresh when one is due.
   of one core at that rate. Over the runs: 4.9k–5.3k/s at 64 callers.
 - **Browser flow.** One flow is about a dozen HTTP requests to connectd, an ES256
   signature at the IdP and its verification at connectd, two provider calls (code
-  exchange, revocation at the unlink) and 24 database round trips, spread over
+  exchange, revocation at the unlink) and 26 database round trips, spread over
   connectd (about 2.4–2.8 CPU-ms per flow), Postgres and the harness's browser, IdP and
   provider on the same two cores, which are then fully busy (` + "`vmstat`" + `: 1–4 % idle;
   ` + "`top`" + ` during the flows: connectd 73 % of a core, Postgres's backends together about 72 %,

@@ -103,8 +103,8 @@ provider per hour), and a refresh when one is due.
   (` + "`GOGC=off`" + `, one run) it was 10.2 ms, so the collector is not what bounds it. The
   target sits on the edge of what two shared cores give, met or missed from run to run.
 - **Open loop.** At 5,000 req/s the cores are about half idle, yet the trivial
-  handler's own p99 under the same offered load, measured in the same run, was 3.0–7.4
-  ms over this session's runs — at or above the 3 ms target before connectd does
+  handler's own p99 under the same offered load, measured in the same run, was 2.1–7.4
+  ms over this session's runs — mostly at or above the 3 ms target before connectd does
   anything. Part of that is the generator: without raised priority it sent late by 2.2
   ms at p99, with it by about 1.1–1.3 ms (the Targets table and the JSON report it); the rest is the client's and
   server's goroutine wake-ups across processes on two cores. The token lookup's

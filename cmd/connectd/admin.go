@@ -31,23 +31,43 @@ const adminUsage = `usage:
   connectd admin keys revoke ID
 See docs/admin.md.`
 
+// adminSubUsage is the lines of adminUsage for one admin subcommand.
+func adminSubUsage(group, sub string) string {
+	prefix := strings.TrimSpace("connectd admin " + group + " " + sub)
+	var b strings.Builder
+	b.WriteString("usage:\n")
+	in := false
+	for _, l := range strings.Split(adminUsage, "\n")[1:] {
+		t := strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(t, prefix+" ") || t == prefix:
+			in = true
+		case strings.HasPrefix(t, "connectd "), strings.HasPrefix(t, "See "):
+			in = false
+		}
+		if in {
+			b.WriteString(l + "\n")
+		}
+	}
+	b.WriteString("See docs/admin.md.")
+	return b.String()
+}
+
 // adminCmd is the operators' CLI over the database: inspect and revoke
 // linked accounts, read the audit trail, manage admin API keys. It never
 // prints a credential: the admin Store does not read them.
 func adminCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return &usageError{adminUsage}
+	group, args, err := groupArgs(args, adminUsage, stdout)
+	if err != nil {
+		return err
 	}
 	var sub string
-	group, args := args[0], args[1:]
 	if group != "events" {
-		if len(args) == 0 {
-			return &usageError{adminUsage}
+		if sub, args, err = groupArgs(args, adminUsage, stdout); err != nil {
+			return err
 		}
-		sub, args = args[0], args[1:]
 	}
 	fset := flag.NewFlagSet("admin "+group+" "+sub, flag.ContinueOnError)
-	fset.SetOutput(stderr)
 	var (
 		f                admin.Filter
 		after, kind      string
@@ -86,9 +106,9 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 	default:
 		return &usageError{fmt.Sprintf("unknown admin command %q\n%s", strings.TrimSpace(group+" "+sub), adminUsage)}
 	}
-	pos, err := parseInterspersed(fset, args)
+	pos, err := parseFlags(fset, adminSubUsage(group, sub), args, stdout, stderr)
 	if err != nil {
-		return &usageError{err.Error()}
+		return err
 	}
 	if len(pos) != want || limit < 0 || limit > admin.MaxPageSize {
 		return &usageError{adminUsage}

@@ -20,6 +20,15 @@ const clientsUsage = `usage:
   connectd clients enable ID
   connectd clients rotate-key ID [--overlap DURATION]`
 
+// clientsSubUsage is each clients subcommand's arguments, for its -h.
+var clientsSubUsage = map[string]string{
+	"create":     " --name NAME --resource URI [--resource URI...] [--provider ID...]",
+	"list":       "",
+	"disable":    " ID",
+	"enable":     " ID",
+	"rotate-key": " ID [--overlap DURATION]",
+}
+
 // listFlag collects a repeatable string flag.
 type listFlag []string
 
@@ -29,12 +38,11 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 // clientsCmd manages MCP-server clients: connectd clients create|list|disable|enable|rotate-key.
 // It talks to the database directly; keys are printed once and stored hashed.
 func clientsCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return &usageError{clientsUsage}
+	sub, args, err := groupArgs(args, clientsUsage, stdout)
+	if err != nil {
+		return err
 	}
-	sub, args := args[0], args[1:]
 	fset := flag.NewFlagSet("clients "+sub, flag.ContinueOnError)
-	fset.SetOutput(stderr)
 	var name string
 	var resources, providers listFlag
 	var overlap time.Duration
@@ -53,9 +61,9 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 	default:
 		return &usageError{fmt.Sprintf("unknown clients command %q\n%s", sub, clientsUsage)}
 	}
-	pos, err := parseInterspersed(fset, args)
+	pos, err := parseFlags(fset, "usage: connectd clients "+sub+clientsSubUsage[sub], args, stdout, stderr)
 	if err != nil {
-		return &usageError{err.Error()}
+		return err
 	}
 	if len(pos) != want {
 		return &usageError{clientsUsage}
@@ -133,21 +141,4 @@ func clientErr(err error) error {
 		return &usageError{err.Error()}
 	}
 	return err
-}
-
-// parseInterspersed parses flags that may come before or after positional
-// arguments ("rotate-key ID --overlap 1h").
-func parseInterspersed(fset *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fset.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fset.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
 }

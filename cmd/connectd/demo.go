@@ -70,7 +70,6 @@ func (o demoOptions) listen(port int) string { return net.JoinHostPort(o.bind, s
 // production authorization server.
 func demo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fset := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fset.SetOutput(stderr)
 	var o demoOptions
 	fset.StringVar(&o.host, "host", "127.0.0.1", "host name in every demo URL (what the browser uses)")
 	fset.StringVar(&o.bind, "bind", "", "host the listeners bind to (default: -host; 0.0.0.0 in a container)")
@@ -80,17 +79,14 @@ func demo(ctx context.Context, args []string, getenv func(string) string, stdout
 	fset.IntVar(&o.mcpPort, "mcp-port", 8083, "the example MCP server's port")
 	fset.StringVar(&o.internalAddr, "internal-addr", "127.0.0.1:9090", "connectd's operators' listener")
 	fset.StringVar(&o.stateDir, "state-dir", ".cache/demo", "where the demo writes its providers file")
-	fset.Usage = func() {
-		fmt.Fprint(stderr, "usage: connectd demo [flags]\n\n"+
-			"Runs connectd (dev mode), an identity provider (users alice and bob), the Demo Files OAuth\n"+
-			"provider and the example MCP server in this process, on CONNECTD_DATABASE_URL, and prints a\n"+
-			"walkthrough. Ctrl-C stops everything.\n\nflags:\n")
-		fset.PrintDefaults()
+	pos, err := parseFlags(fset, "usage: connectd demo [flags]\n\n"+
+		"Runs connectd (dev mode), an identity provider (users alice and bob), the Demo Files OAuth\n"+
+		"provider and the example MCP server in this process, on CONNECTD_DATABASE_URL, and prints a\n"+
+		"walkthrough. Ctrl-C stops everything.", args, stdout, stderr)
+	if err != nil {
+		return err
 	}
-	if err := fset.Parse(args); err != nil {
-		return &usageError{err.Error()}
-	}
-	if fset.NArg() != 0 {
+	if len(pos) != 0 {
 		return &usageError{"usage: connectd demo [flags] (see connectd demo -h)"}
 	}
 	if o.bind == "" {

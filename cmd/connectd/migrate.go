@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,8 +21,17 @@ import (
 var migrationName = regexp.MustCompile(`^[a-z0-9][a-z0-9_]{0,62}$`)
 
 func migrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return &usageError{"usage: connectd migrate up|down|status|create NAME"}
+	const text = "usage: connectd migrate up|down|status|create NAME\n" +
+		"  up       apply every pending migration (under a session lock: safe with several replicas)\n" +
+		"  down     roll back the newest migration\n" +
+		"  status   list migrations and when each was applied\n" +
+		"  create   write a new empty SQL migration into ./migrations"
+	if helpRequested(args) {
+		fmt.Fprintln(stdout, text)
+		return flag.ErrHelp
+	}
+	if _, _, err := groupArgs(args, text, stdout); err != nil {
+		return err
 	}
 	if args[0] == "create" {
 		if len(args) != 2 || !migrationName.MatchString(args[1]) {

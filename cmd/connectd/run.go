@@ -12,40 +12,28 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-// usageError is a mistake in the command line; it exits with status 2.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
 func exitCode(err error) int {
 	var u *usageError
 	var c *ConfigError
 	switch {
 	case errors.As(err, &u), errors.As(err, &c):
 		return 2
-	case errors.Is(err, flag.ErrHelp):
-		return 0
 	default:
 		return 1
 	}
 }
 
-const usage = `usage: connectd <command> [arguments]
-
-commands:
-  serve                         run the HTTP service
-  demo                          dev-mode demo: connectd, IdP, demo provider, example MCP server
-  migrate up|down|status        apply, roll back one, or list database migrations
-  migrate create NAME           write a new empty SQL migration into ./migrations
-  admin connections|events|keys inspect and revoke linked accounts, read the audit trail, admin API keys
-  version                       print the version
-
-Configuration comes from CONNECTD_* environment variables; see docs/configuration.md.
-`
-
 // run is the whole program: main only supplies the process's context, arguments,
 // environment and output streams, so tests can call it directly.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	err := dispatch(ctx, args, getenv, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // the help went to stdout
+	}
+	return err
+}
+
+func dispatch(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return &usageError{"no command given"}
@@ -68,6 +56,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stdout, "connectd", buildVersion())
 		return nil
 	case "help", "-h", "-help", "--help":
+		if len(rest) > 0 && rest[0] != "help" && !isHelp(rest[0]) {
+			// connectd help CMD [SUB] is connectd CMD [SUB] --help.
+			return dispatch(ctx, append(append([]string{}, rest...), "--help"), getenv, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return nil
 	default:

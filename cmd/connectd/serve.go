@@ -23,11 +23,16 @@ import (
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fset := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fset.SetOutput(stderr)
 	addr := fset.String("addr", "", "public listen address (overrides CONNECTD_ADDR)")
 	internalAddr := fset.String("internal-addr", "", "operators' listen address (overrides CONNECTD_INTERNAL_ADDR)")
-	if err := fset.Parse(args); err != nil {
-		return &usageError{err.Error()}
+	pos, err := parseFlags(fset, "usage: connectd serve [flags]\n"+
+		"Serves the public listener (connect pages, /v1 API) and the operators' listener (admin, metrics, pprof).\n"+
+		"Configuration: CONNECTD_* environment variables, see docs/configuration.md.", args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return &usageError{"usage: connectd serve [-addr ADDR] [-internal-addr ADDR] (see connectd serve -h)"}
 	}
 	cfg, err := loadConfig(getenv, needs{db: true, publicURL: true})
 	if err != nil {

@@ -22,29 +22,30 @@ See docs/vault.md for the rotation procedure.`
 
 // vaultCmd manages credential encryption keys: connectd vault gen-key|status|rewrap.
 func vaultCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return &usageError{vaultUsage}
+	sub, args, err := groupArgs(args, vaultUsage, stdout)
+	if err != nil {
+		return err
 	}
-	switch args[0] {
+	switch sub {
 	case "gen-key":
-		return vaultGenKey(args[1:], getenv, stdout, stderr)
+		return vaultGenKey(args, getenv, stdout, stderr)
 	case "status":
-		return vaultStatus(ctx, args[1:], getenv, stdout, stderr)
+		return vaultStatus(ctx, args, getenv, stdout, stderr)
 	case "rewrap":
-		return vaultRewrap(ctx, args[1:], getenv, stdout, stderr)
+		return vaultRewrap(ctx, args, getenv, stdout, stderr)
 	default:
-		return &usageError{fmt.Sprintf("unknown vault command %q\n%s", args[0], vaultUsage)}
+		return &usageError{fmt.Sprintf("unknown vault command %q\n%s", sub, vaultUsage)}
 	}
 }
 
 func vaultGenKey(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fset := flag.NewFlagSet("vault gen-key", flag.ContinueOnError)
-	fset.SetOutput(stderr)
 	version := fset.Uint("version", 0, "key version (default: one above the highest configured, else 1)")
-	if err := fset.Parse(args); err != nil {
-		return &usageError{err.Error()}
+	pos, err := parseFlags(fset, "usage: connectd vault gen-key [-version N]\nPrints a new random key line VERSION:BASE64KEY.", args, stdout, stderr)
+	if err != nil {
+		return err
 	}
-	if fset.NArg() != 0 {
+	if len(pos) != 0 {
 		return &usageError{vaultUsage}
 	}
 	v := uint32(*version)
@@ -95,7 +96,12 @@ func openVault(ctx context.Context, getenv func(string) string, stderr io.Writer
 }
 
 func vaultStatus(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) != 0 {
+	pos, err := parseFlags(flag.NewFlagSet("vault status", flag.ContinueOnError),
+		"usage: connectd vault status\nCounts connections per key version.", args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
 		return &usageError{vaultUsage}
 	}
 	s, done, err := openVault(ctx, getenv, stderr)
@@ -155,13 +161,14 @@ func vaultStatus(ctx context.Context, args []string, getenv func(string) string,
 
 func vaultRewrap(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fset := flag.NewFlagSet("vault rewrap", flag.ContinueOnError)
-	fset.SetOutput(stderr)
 	batch := fset.Int("batch", 100, "connections re-encrypted per transaction (1-10000)")
 	wait := fset.Duration("wait", 30*time.Second, "how long to wait for connections locked by concurrent refreshes")
-	if err := fset.Parse(args); err != nil {
-		return &usageError{err.Error()}
+	pos, err := parseFlags(fset, "usage: connectd vault rewrap [-batch N] [-wait DURATION]\n"+
+		"Re-encrypts every connection under the primary key, in batches, while serving.", args, stdout, stderr)
+	if err != nil {
+		return err
 	}
-	if fset.NArg() != 0 || *batch < 1 || *batch > 10000 || *wait <= 0 {
+	if len(pos) != 0 || *batch < 1 || *batch > 10000 || *wait <= 0 {
 		return &usageError{"usage: connectd vault rewrap [-batch 1-10000] [-wait DURATION]"}
 	}
 	s, done, err := openVault(ctx, getenv, stderr)

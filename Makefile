@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO    ?= go
 PG    := scripts/pg run --
 
-.PHONY: all build generate check-generated fmt-check vet test demo clean bench
+.PHONY: all build generate check-generated fmt-check vet test demo pg clean bench
 
 all: build
 
@@ -36,11 +36,18 @@ test: vet fmt-check check-generated
 
 ## demo: connectd (dev mode, http://127.0.0.1:8080), an identity provider, the Demo Files OAuth
 ## provider and the example MCP server, on a private Postgres; prints a walkthrough. Ctrl-C stops all.
+## DEMO_FLAGS go to connectd demo (e.g. DEMO_FLAGS="-port 8180"); see connectd demo -h.
+## The demo's database is kept in .cache/demo-pg between runs; make clean deletes it.
 demo:
 	@mkdir -p .cache
-	CONNECTD_PG_DIR=$(CURDIR)/.cache/demo-pg $(PG) scripts/demo
+	CONNECTD_PG_DIR=$(CURDIR)/.cache/demo-pg $(PG) scripts/demo $(DEMO_FLAGS)
+
+## pg: a private PostgreSQL for other tools; prints its URLs and runs until Ctrl-C.
+pg:
+	@scripts/pg serve
 
 clean:
+	scripts/pg remove .cache/demo-pg
 	rm -rf bin .cache
 
 ## bench: benchmark harness with in-run baselines (REPLICAS=N); writes docs/performance.md.

@@ -196,4 +196,3 @@ func tail(s string) string {
 	}
 	return s
 }
-

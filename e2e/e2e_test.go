@@ -27,6 +27,7 @@ import (
 	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/openapitest"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/provider/providertest"
@@ -62,7 +63,7 @@ func newWorld(t *testing.T, legacy mcpserver.LegacyStyle) *world {
 	}
 
 	mux := http.NewServeMux()
-	cdSrv := httptest.NewTLSServer(web.Chain(mux, web.RequestIDs, web.Recover(logger), web.SecurityHeaders(true)))
+	cdSrv := httptest.NewTLSServer(openapitest.Handler(t, web.Chain(mux, web.RequestIDs, web.Recover(logger), web.SecurityHeaders(true))))
 	t.Cleanup(cdSrv.Close)
 	w := &world{t: t, tls: cdSrv.Client(), connectd: cdSrv}
 

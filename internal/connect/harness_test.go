@@ -23,6 +23,7 @@ import (
 	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/openapitest"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/provider/providertest"
@@ -134,7 +135,8 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.srv = httptest.NewTLSServer(public)
+	// Every /v1 answer is held to docs/openapi.yaml.
+	e.srv = httptest.NewTLSServer(openapitest.Handler(t, public))
 	t.Cleanup(e.srv.Close)
 	e.mintLimit = opts.mintLimit
 	var issuers []mcpauth.Issuer

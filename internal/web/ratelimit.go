@@ -71,14 +71,18 @@ func NewLimiter(r Rate) *Limiter {
 		return nil
 	}
 	return &Limiter{rate: r, rl: httprate.NewRateLimiter(r.Requests, r.Window,
-		// Only Retry-After, and only when refusing: the remaining budget of a
-		// key is nobody else's business.
-		httprate.WithResponseHeaders(httprate.ResponseHeaders{RetryAfter: "Retry-After"}))}
+		// No headers from httprate at all: the remaining budget of a key is
+		// nobody else's business, and Retry-After travels on the *Error that
+		// Allow returns, which the error adapter adds to the answer. Were
+		// httprate to set it on the writer too, the answer would carry it twice.
+		httprate.WithResponseHeaders(httprate.ResponseHeaders{}))}
 }
 
 // Allow counts one request for key and returns nil, or, once key's budget is
-// spent, a 429 "rate_limited" *Error (Retry-After is set on w). Keys should
-// not be secrets: hash them first (KeyOf).
+// spent, a 429 "rate_limited" *Error carrying Retry-After (the whole window, as
+// httprate would say: a sliding window has no exact reset time). Nothing is
+// set on w: writing the *Error adds the header, once. Keys should not be
+// secrets: hash them first (KeyOf).
 func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request, key string) error {
 	if l == nil {
 		return nil
@@ -86,10 +90,7 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request, key string) erro
 	if !l.rl.OnLimit(w, r, key) {
 		return nil
 	}
-	retry := w.Header().Get("Retry-After")
-	if retry == "" {
-		retry = strconv.Itoa(int(l.rate.Window / time.Second))
-	}
+	retry := strconv.Itoa(max(1, int(l.rate.Window/time.Second)))
 	return &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
 		Description: "Too many requests. Wait " + retry + " seconds and try again.",
 		Header:      http.Header{"Retry-After": {retry}},

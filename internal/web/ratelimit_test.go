@@ -1,0 +1,60 @@
+package web_test
+
+import (
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/connectd/connectd/internal/web"
+)
+
+// TestRetryAfterOnce: a 429 carries exactly one Retry-After value, whichever
+// route class refused it and whether the refusal came from the middleware or
+// from a handler's own Limiter (httprate sets the header on the writer and
+// the error adapter used to add the same header again).
+func TestRetryAfterOnce(t *testing.T) {
+	t.Parallel()
+	limits := web.RateLimits{
+		API:      web.Rate{Requests: 1, Window: time.Minute},
+		APIPerIP: web.Rate{Requests: 100, Window: time.Minute},
+		Browser:  web.Rate{Requests: 1, Window: time.Minute},
+		Login:    web.Rate{Requests: 1, Window: time.Minute},
+	}
+	own := web.NewLimiter(web.Rate{Requests: 1, Window: 30 * time.Second})
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/minted", web.API(slog.New(slog.DiscardHandler), func(w http.ResponseWriter, r *http.Request) error {
+		return own.Allow(w, r, "user:alice")
+	}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {})
+	srv := publicServer(t, limits, mux)
+	// Handler-level limits sit behind the middleware; give them their own server.
+	bare := httptest.NewServer(mux)
+	t.Cleanup(bare.Close)
+
+	tests := []struct {
+		name string
+		url  string
+		hdr  map[string]string
+		want string
+	}{
+		{"api per key", srv.URL + "/v1/x", map[string]string{"Authorization": "Bearer cks_a"}, "60"},
+		{"api without a key, per IP", srv.URL + "/v1/y", nil, "60"},
+		{"browser page", srv.URL + "/c/x", map[string]string{"Accept": "text/html"}, "60"},
+		{"login", srv.URL + "/login", map[string]string{"Accept": "text/html"}, "60"},
+		{"handler limiter", bare.URL + "/v1/minted", nil, "30"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			send(t, "GET", tt.url, tt.hdr)
+			a := send(t, "GET", tt.url, tt.hdr)
+			if a.status != http.StatusTooManyRequests {
+				t.Fatalf("status %d, want 429", a.status)
+			}
+			if got := a.header.Values("Retry-After"); len(got) != 1 || got[0] != tt.want {
+				t.Fatalf("Retry-After %q, want exactly [%q]", got, tt.want)
+			}
+		})
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/connectd/connectd/examples/mcp-server/devtoken"
 	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/devidp"
+	"github.com/connectd/connectd/internal/flowtest"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/openapitest"
 	"github.com/connectd/connectd/internal/pgtest"
@@ -351,7 +352,8 @@ func (b *browser) connect(connectURL, user string) error {
 	if status != http.StatusOK || m == nil || !strings.Contains(page, "Files Assistant") {
 		return fmt.Errorf("consent page: %d", status)
 	}
-	resp, body, err := b.do(http.MethodPost, connectURL, url.Values{"csrf_token": {m[1]}, "decision": {"allow"}})
+	form, _ := flowtest.AllowForm(page)
+	resp, body, err := b.do(http.MethodPost, connectURL, form)
 	if err != nil {
 		return err
 	}

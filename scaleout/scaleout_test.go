@@ -562,7 +562,11 @@ func TestScaleOut(t *testing.T) {
 		}
 		// Allow on B, then kill B again while the browser is at the
 		// provider: the OAuth state and PKCE verifier live in Postgres.
-		redirect, err := b.Do(http.MethodPost, u, url.Values{"csrf_token": {csrf(t, consent.Body)}, "decision": {"allow"}})
+		form, ok := flowtest.AllowForm(consent.Body)
+		if !ok {
+			t.Fatalf("no consent form: %s", consent.Body)
+		}
+		redirect, err := b.Do(http.MethodPost, u, form)
 		if err != nil || redirect.Status != http.StatusSeeOther {
 			t.Fatalf("allow: %v %d %s", err, redirect.Status, redirect.Body)
 		}

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/connectd/connectd/examples/mcp-server/devtoken"
+	"github.com/connectd/connectd/internal/flowtest"
 	"github.com/connectd/connectd/internal/pgtest"
 )
 
@@ -118,11 +118,11 @@ func demoBrowser(connectURL, user string, allow bool) (int, string, error) {
 	if !allow || resp.StatusCode != http.StatusOK {
 		return resp.StatusCode, string(body), nil
 	}
-	m := regexp.MustCompile(`name="csrf_token" value="([^"]+)"`).FindSubmatch(body)
-	if m == nil {
+	form, ok := flowtest.AllowForm(string(body))
+	if !ok {
 		return 0, "", fmt.Errorf("no consent form: %s", body)
 	}
-	resp, err = hc.PostForm(connectURL, url.Values{"csrf_token": {string(m[1])}, "decision": {"allow"}})
+	resp, err = hc.PostForm(connectURL, form)
 	if err != nil {
 		return 0, "", err
 	}

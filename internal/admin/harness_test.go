@@ -23,6 +23,7 @@ import (
 	"github.com/connectd/connectd/internal/admin"
 	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/devidp"
+	"github.com/connectd/connectd/internal/flowtest"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider"
@@ -514,7 +515,11 @@ func (e *env) connectFully(m *mcpServer, user string, scopes ...string) string {
 	if consent.status != http.StatusOK {
 		e.t.Fatalf("consent page: %d %s", consent.status, consent.body)
 	}
-	redirect := b.do(http.MethodPost, u, url.Values{"csrf_token": {csrfOf(e.t, consent.body)}, "decision": {"allow"}})
+	form, ok := flowtest.AllowForm(consent.body)
+	if !ok {
+		e.t.Fatalf("no consent form: %s", consent.body)
+	}
+	redirect := b.do(http.MethodPost, u, form)
 	if redirect.status == http.StatusOK { // consent-only: the connection had the scopes already
 		return e.connectionID(user, "fake")
 	}

@@ -452,6 +452,10 @@ type connectionDoc struct {
 	CreatedAt    time.Time  `json:"created_at"`
 	UpdatedAt    time.Time  `json:"updated_at"`
 	ExpiresAt    *time.Time `json:"expires_at,omitempty"`
+	// ConsentRequired: the connection grants scopes this client is not
+	// approved for (another client's step-up), or its approval predates
+	// account binding; mint an elicitation to ask the user again.
+	ConsentRequired bool `json:"consent_required,omitempty"`
 }
 
 // listConnections handles GET /v1/connections: only connections the user
@@ -473,11 +477,16 @@ func (s *Server) listConnections(w http.ResponseWriter, r *http.Request) error {
 		Connections []connectionDoc `json:"connections"`
 	}{Connections: []connectionDoc{}}
 	for _, cn := range conns {
-		if _, ok := consented[cn.Provider]; !ok || cn.Status == vault.StatusRevoked {
+		a, ok := consented[cn.Provider]
+		if !ok || cn.Status == vault.StatusRevoked {
 			continue
 		}
-		d := connectionDoc{Provider: cn.Provider, Status: string(cn.Status), Scopes: nonNil(cn.Scopes),
-			CreatedAt: cn.CreatedAt.UTC(), UpdatedAt: cn.UpdatedAt.UTC()}
+		// The scopes this client is approved for; a connection that has grown
+		// past them, or changed account, is marked: its token answers
+		// consent_required.
+		d := connectionDoc{Provider: cn.Provider, Status: string(cn.Status), Scopes: nonNil(scope.Union(nil, a.scopes)),
+			CreatedAt: cn.CreatedAt.UTC(), UpdatedAt: cn.UpdatedAt.UTC(),
+			ConsentRequired: len(missingScopes(cn.Scopes, a.scopes)) > 0 || a.account == nil}
 		if !cn.Expiry.IsZero() {
 			t := cn.Expiry.UTC()
 			d.ExpiresAt = &t
@@ -557,19 +566,22 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return notConnected(name)
 	}
-	consented, err := s.consent(r.Context(), c.user, c.client.ID, name)
+	appr, err := s.consent(r.Context(), c.user, c.client.ID, name)
 	if errors.Is(err, errNoConsent) {
 		return s.withoutConsent(r.Context(), c.user, name)
 	}
 	if err != nil {
 		return err
 	}
-	if missing := missingScopes(required, consented); len(missing) > 0 {
-		return insufficientScope(name, missing)
-	}
+	// The connection must hold what the caller requires (insufficient_scope),
+	// and this client's approval must cover everything the credential carries,
+	// for its account (consent_required): the credential is handed over whole.
 	cred, err := s.vault.Token(r.Context(), c.user, name, required)
 	if err != nil {
 		return s.tokenError(r, &c, name, err)
+	}
+	if err := appr.check(name, cred); err != nil {
+		return err
 	}
 	s.sampleRead(r, &c, name)
 	kind := provider.KindAPIKey // Info() would parse URLs and copy scopes on every read

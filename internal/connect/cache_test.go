@@ -181,8 +181,8 @@ func TestRevokeReachesEveryReplicaWithinASecond(t *testing.T) {
 		_, before := m.callAt(r2.url, http.MethodGet, "/v1/connections/fake/token", "alice")
 		// A Put on r1's store (as a refresh or reconnect writes) replaces the
 		// credential; r2 must hand out the new one.
-		cred := vault.Credential{AccessToken: "at_replaced", TokenType: "Bearer", Scopes: []string{"files.read"},
-			Expiry: time.Now().Add(time.Hour)}
+		// Same scopes and account: the approval still covers it.
+		cred := vault.Credential{AccessToken: "at_replaced", TokenType: "Bearer", Expiry: time.Now().Add(time.Hour)}
 		if _, err := r1.vault.Put(ctx, alice, "fake", cred); err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,8 @@ package connect
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
@@ -9,86 +11,123 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/connectd/connectd/internal/scope"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
 )
 
-// Consents: a user allowed a client to use their connection to a provider with
-// some scopes. A client sees a connection only through a consent.
+// Approvals (the consents table): a user allowed a client to receive their
+// connection to a provider. An approval names the exact scope set the consent
+// page listed and the provider account it was given for; a client receives a
+// credential only while its approval lists every scope the credential carries
+// and names the connection's account (DESIGN invariant 6). Another client's
+// step-up that widens the connection, or a reconnect with another account,
+// leaves the other approvals short of it: those clients get consent_required
+// until the user approves again, on the consent page alone.
 const (
-	// Every replica's consent cache learns of the grant on commit ($7 is the
-	// cache key; see consentcache.go). The "consent.granted" audit row ($8
-	// elicitation, $9 request id, $10 address, $11 detail) is written by the
+	// Every replica's consent cache learns of the grant on commit ($8 is the
+	// cache key; see consentcache.go). The "consent.granted" audit row ($9
+	// elicitation, $10 request id, $11 address, $12 detail) is written by the
 	// same statement: one round trip, and the row exists exactly when the
-	// grant does.
-	upsertConsent = `WITH changed AS (INSERT INTO consents (issuer, subject, client_id, provider, scopes, granted_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $6)
+	// grant does. A new approval replaces the client's earlier one: it is
+	// what the page listed last.
+	upsertConsent = `WITH changed AS (INSERT INTO consents (issuer, subject, client_id, provider, scopes, account_hash,
+			granted_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
 		ON CONFLICT (issuer, subject, provider, client_id) DO UPDATE
-		SET scopes = (SELECT coalesce(array_agg(DISTINCT s ORDER BY s), '{}')
-		              FROM unnest(consents.scopes || EXCLUDED.scopes) AS s),
-		    updated_at = EXCLUDED.updated_at
+		SET scopes = EXCLUDED.scopes, account_hash = EXCLUDED.account_hash, updated_at = EXCLUDED.updated_at
 		RETURNING 1),
 	audited AS (
 		INSERT INTO audit_events (kind, actor, issuer, subject, client_id, provider, target, request_id, ip, detail)
-		VALUES ('consent.granted', 'user', $1, $2, $3, $4, $8, $9, $10, $11))
-		SELECT pg_notify('` + consentChannel + `', $7) FROM changed`
-	selectConsent = `SELECT scopes FROM consents
+		VALUES ('consent.granted', 'user', $1, $2, $3, $4, $9, $10, $11, $12))
+		SELECT pg_notify('` + consentChannel + `', $8) FROM changed`
+	selectConsent = `SELECT scopes, account_hash FROM consents
 		WHERE issuer = $1 AND subject = $2 AND provider = $3 AND client_id = $4`
-	selectConsentedProviders = `SELECT provider, scopes FROM consents
+	selectConsentedProviders = `SELECT provider, scopes, account_hash FROM consents
 		WHERE issuer = $1 AND subject = $2 AND client_id = $3`
 )
 
-// errNoConsent: the user has not consented to this client for the provider.
+// errNoConsent: the user has not approved this client for the provider.
 var errNoConsent = errors.New("connect: no consent")
 
-// grantConsent records the user's consent to e's client for e's provider and
-// scopes (a union with any earlier grant), with its audit row. Only a
-// completed elicitation grants consent (complete): a flow declined, failed or
-// abandoned after Allow leaves none, so it cannot hand the client a
-// connection the user already had.
-func (s *Server) grantConsent(r *http.Request, q querier, e *Elicitation) error {
+// approval is what the user approved for one client and provider.
+type approval struct {
+	scopes  []string // exactly the scopes the consent page listed
+	account []byte   // accountHash of the provider account; nil for approvals from before accounts were kept
+}
+
+// accountHash names a provider account in an approval without keeping its id
+// in clear. An empty id (a provider that names no account) is an account too.
+func accountHash(accountID string) []byte {
+	h := sha256.Sum256([]byte("connectd/account/v1\x00" + accountID))
+	return h[:]
+}
+
+// check returns nil when the approval covers cred: every scope it carries,
+// and its provider account. Otherwise the consent_required error says what
+// needs approving.
+func (a approval) check(provider string, cred *vault.Credential) error {
+	unapproved := missingScopes(cred.Scopes, a.scopes)
+	sameAccount := a.account != nil && subtle.ConstantTimeCompare(a.account, accountHash(cred.AccountID)) == 1
+	if len(unapproved) == 0 && sameAccount {
+		return nil
+	}
+	fields := map[string]any{"unapproved_scopes": nonNil(unapproved), "account_changed": !sameAccount}
+	desc := fmt.Sprintf("the user has not approved this client for everything their %s connection now grants; "+
+		"mint an elicitation (the user approves on the consent page, no new sign-in at the provider)", provider)
+	return &web.Error{Status: http.StatusForbidden, Code: "consent_required", Description: desc, Fields: fields}
+}
+
+// grantConsent records, within q, that the user approved e's client for the
+// scopes the page listed and the provider account now connected, with its
+// audit row. Only a completed elicitation grants it (complete): a flow
+// declined, failed or abandoned after Allow leaves the earlier approval as
+// it was.
+func (s *Server) grantConsent(r *http.Request, q querier, e *Elicitation, scopes []string, accountID string) error {
 	ctx := r.Context()
 	key := consentKey(vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}, e.Provider)
-	if _, err := q.Exec(ctx, upsertConsent, e.Issuer, e.Subject, e.ClientID, e.Provider, nonNil(e.Scopes), s.now(),
-		key.Payload(), e.ID, web.RequestID(ctx), clientIP(r), map[string]any{"scopes": nonNil(e.Scopes)}); err != nil {
+	scopes = scope.Union(nil, scopes)
+	if _, err := q.Exec(ctx, upsertConsent, e.Issuer, e.Subject, e.ClientID, e.Provider, nonNil(scopes),
+		accountHash(accountID), s.now(), key.Payload(), e.ID, web.RequestID(ctx), clientIP(r),
+		map[string]any{"scopes": nonNil(scopes), "requested": nonNil(e.Scopes)}); err != nil {
 		return fmt.Errorf("connect: record consent: %w", err)
 	}
 	return nil
 }
 
-// consent returns the scopes the user consented to for client and provider, or
+// consent returns what the user approved for client and provider, or
 // errNoConsent.
-func (s *Server) consent(ctx context.Context, u vault.UserRef, clientID, provider string) ([]string, error) {
+func (s *Server) consent(ctx context.Context, u vault.UserRef, clientID, provider string) (approval, error) {
 	if s.consents != nil {
 		return s.cachedConsent(ctx, u, clientID, provider)
 	}
-	var scopes []string
-	err := s.pool.QueryRow(ctx, selectConsent, u.Issuer, u.Subject, provider, clientID).Scan(&scopes)
+	var a approval
+	err := s.pool.QueryRow(ctx, selectConsent, u.Issuer, u.Subject, provider, clientID).Scan(&a.scopes, &a.account)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, errNoConsent
+		return approval{}, errNoConsent
 	}
 	if err != nil {
-		return nil, fmt.Errorf("connect: load consent: %w", err)
+		return approval{}, fmt.Errorf("connect: load consent: %w", err)
 	}
-	return scopes, nil
+	return a, nil
 }
 
-// consentedProviders maps each provider the user consented to for clientID to
-// the consented scopes.
-func (s *Server) consentedProviders(ctx context.Context, u vault.UserRef, clientID string) (map[string][]string, error) {
+// consentedProviders maps each provider the user approved clientID for to the
+// approval.
+func (s *Server) consentedProviders(ctx context.Context, u vault.UserRef, clientID string) (map[string]approval, error) {
 	rows, err := s.pool.Query(ctx, selectConsentedProviders, u.Issuer, u.Subject, clientID)
 	if err != nil {
 		return nil, fmt.Errorf("connect: list consents: %w", err)
 	}
-	out := map[string][]string{}
+	out := map[string]approval{}
 	for rows.Next() {
 		var p string
-		var sc []string
-		if err := rows.Scan(&p, &sc); err != nil {
+		var a approval
+		if err := rows.Scan(&p, &a.scopes, &a.account); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("connect: list consents: %w", err)
 		}
-		out[p] = sc
+		out[p] = a
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {

@@ -27,14 +27,14 @@ import (
 const consentChannel = "connectd_consents"
 
 const (
-	selectConsentsOf = `SELECT client_id, scopes FROM consents
+	selectConsentsOf = `SELECT client_id, scopes, account_hash FROM consents
 		WHERE issuer = $1 AND subject = $2 AND provider = $3`
 )
 
-// clientConsent is one client's consent, as cached.
+// clientConsent is one client's approval, as cached.
 type clientConsent struct {
 	client string
-	scopes []string
+	approval
 }
 
 func consentKey(u vault.UserRef, provider string) cache.Digest {
@@ -42,22 +42,22 @@ func consentKey(u vault.UserRef, provider string) cache.Digest {
 }
 
 // cachedConsent is consent served from the cache, filling it on a miss.
-func (s *Server) cachedConsent(ctx context.Context, u vault.UserRef, clientID, provider string) ([]string, error) {
+func (s *Server) cachedConsent(ctx context.Context, u vault.UserRef, clientID, provider string) (approval, error) {
 	k := consentKey(u, provider)
 	set, ok := s.consents.Get(k)
 	if !ok {
 		gen := s.consents.Gen()
 		rows, err := s.pool.Query(ctx, selectConsentsOf, u.Issuer, u.Subject, provider)
 		if err != nil {
-			return nil, fmt.Errorf("connect: load consent: %w", err)
+			return approval{}, fmt.Errorf("connect: load consent: %w", err)
 		}
 		set, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (clientConsent, error) {
 			var c clientConsent
-			err := r.Scan(&c.client, &c.scopes)
+			err := r.Scan(&c.client, &c.scopes, &c.account)
 			return c, err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("connect: load consent: %w", err)
+			return approval{}, fmt.Errorf("connect: load consent: %w", err)
 		}
 		if len(set) > 0 {
 			s.consents.Put(k, set, gen, time.Time{})
@@ -65,9 +65,9 @@ func (s *Server) cachedConsent(ctx context.Context, u vault.UserRef, clientID, p
 	}
 	i := slices.IndexFunc(set, func(c clientConsent) bool { return c.client == clientID })
 	if i < 0 {
-		return nil, errNoConsent
+		return approval{}, errNoConsent
 	}
-	return set[i].scopes, nil
+	return set[i].approval, nil
 }
 
 func (s *Server) invalidateConsents(payload string) {

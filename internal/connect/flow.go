@@ -152,6 +152,51 @@ func (s *Server) connectPage(w http.ResponseWriter, r *http.Request) error {
 	return render(w, r, templates.Consent(v))
 }
 
+// offer is what Allow gives the client, as the consent page lists it.
+type offer struct {
+	// scopes is everything the client will receive: the requested scopes and,
+	// when the user already has a connection, every scope it grants, since
+	// the credential is handed over whole.
+	scopes []string
+	// beyond are the listed scopes the client did not ask for.
+	beyond []string
+	// shared: the active connection already has every requested scope, so
+	// Allow shares it as is (no provider round trip) with its account.
+	shared       bool
+	accountID    string
+	accountLabel string
+}
+
+// offerFor works out what Allow would give e's client now. The consent page
+// lists it, and its digest travels in the form, so that Allow approves what
+// the page showed and not what the connection became meanwhile.
+func (s *Server) offerFor(ctx context.Context, e *Elicitation, kind provider.Kind) (offer, error) {
+	o := offer{scopes: scope.Union(nil, e.Scopes)}
+	if kind != provider.KindOAuth2 {
+		return o, nil
+	}
+	conn, cred, err := s.existing(ctx, e)
+	if err != nil || conn == nil {
+		return o, err
+	}
+	o.scopes = scope.Union(conn.Scopes, e.Scopes)
+	o.beyond = missingScopes(conn.Scopes, e.Scopes)
+	if conn.Status == vault.StatusActive && len(missingScopes(e.Scopes, conn.Scopes)) == 0 {
+		o.shared, o.accountID, o.accountLabel = true, cred.AccountID, cred.AccountLabel
+	}
+	return o, nil
+}
+
+// digest identifies an offer in the consent form.
+func (o offer) digest() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "connectd/offer/v1\x00%t\x00%q\x00", o.shared, o.scopes)
+	if o.shared {
+		h.Write(accountHash(o.accountID))
+	}
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+}
+
 func (s *Server) consentView(ctx context.Context, fs *flowState) (templates.ConsentView, error) {
 	e := fs.e
 	client, err := s.clients.Get(ctx, e.ClientID)
@@ -163,17 +208,17 @@ func (s *Server) consentView(ctx context.Context, fs *flowState) (templates.Cons
 		return templates.ConsentView{}, page(http.StatusBadRequest, "unknown_provider", "This provider is no longer available.")
 	}
 	info := p.Info()
-	v := templates.ConsentView{ClientName: client.Name, ProviderName: info.DisplayName, Scopes: e.Scopes,
-		Action: "/c/" + e.ID, CSRFToken: s.sessions.CSRFToken(fs.sess), UserLabel: fs.sess.Subject,
+	o, err := s.offerFor(ctx, e, info.Kind)
+	if err != nil {
+		return templates.ConsentView{}, err
+	}
+	v := templates.ConsentView{ClientName: client.Name, ProviderName: info.DisplayName, Scopes: o.scopes, Beyond: o.beyond,
+		Action: "/c/" + e.ID, CSRFToken: s.sessions.CSRFToken(fs.sess), Offer: o.digest(), UserLabel: fs.sess.Subject,
 		APIKey: info.Kind == provider.KindAPIKey}
 	if info.Kind == provider.KindOAuth2 {
 		v.DestinationHost = info.AuthorizeHost
-		conn, cred, err := s.existing(ctx, e)
-		if err != nil {
-			return v, err
-		}
-		if conn != nil && conn.Status == vault.StatusActive && len(missingScopes(e.Scopes, conn.Scopes)) == 0 {
-			v.AccountLabel = cred.AccountLabel
+		if o.shared {
+			v.AccountLabel = o.accountLabel
 			if v.AccountLabel == "" {
 				v.AccountLabel = info.DisplayName + " account"
 			}
@@ -232,7 +277,23 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
 		return page(http.StatusBadRequest, "unknown_provider", "This provider is no longer available.")
 	}
 
-	switch info := p.Info(); info.Kind {
+	info := p.Info()
+	o, err := s.offerFor(r.Context(), e, info.Kind)
+	if err != nil {
+		return err
+	}
+	if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("offer")), []byte(o.digest())) != 1 {
+		// The connection changed since the page was shown (another
+		// application widened it, or it was reconnected): show what Allow
+		// would give now, and let the user decide on that.
+		v, err := s.consentView(r.Context(), fs)
+		if err != nil {
+			return err
+		}
+		v.Changed = true
+		return renderStatus(w, r, http.StatusConflict, templates.Consent(v))
+	}
+	switch info.Kind {
 	case provider.KindAPIKey:
 		client, err := s.clients.Get(r.Context(), e.ClientID)
 		if err != nil {
@@ -241,25 +302,18 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
 		return render(w, r, templates.APIKeyForm(templates.APIKeyView{ClientName: client.Name, ProviderName: info.DisplayName,
 			Action: "/c/" + e.ID + "/key", CSRFToken: s.sessions.CSRFToken(fs.sess)}))
 	case provider.KindOAuth2:
-		conn, _, err := s.existing(r.Context(), e)
-		if err != nil {
-			return err
-		}
-		if conn != nil && conn.Status == vault.StatusActive && len(missingScopes(e.Scopes, conn.Scopes)) == 0 {
-			// Consent-only: the connection already has what was asked.
-			return s.complete(w, r, e, "consent_only")
+		if o.shared {
+			// Consent-only: the connection already has what was asked; the
+			// approval is for everything it grants, as the page listed.
+			return s.complete(w, r, e, "consent_only", o.scopes, o.accountID)
 		}
 		oa, ok := p.(provider.OAuth)
 		if !ok {
 			return fmt.Errorf("connect: provider %s is not OAuth", e.Provider)
 		}
-		scopes := e.Scopes
-		if conn != nil {
-			// Incremental authorization: ask for everything the connection
-			// needs, so the new grant does not lose earlier scopes.
-			scopes = scope.Union(conn.Scopes, e.Scopes)
-		}
-		target, err := s.startAuthorization(r.Context(), fs, oa, scopes)
+		// Incremental authorization: ask for everything the connection needs
+		// (the listed scopes), so the new grant does not lose earlier ones.
+		target, err := s.startAuthorization(r.Context(), fs, oa, o.scopes)
 		if err != nil {
 			return err
 		}
@@ -307,12 +361,17 @@ func (s *Server) startAuthorization(ctx context.Context, fs *flowState, p provid
 	return p.AuthCodeURL(state, oauth2.S256ChallengeFromVerifier(verifier), s.redirectURI(), scopes), nil
 }
 
-const consumeOAuthState = `DELETE FROM oauth_states WHERE state_hash = $1
-	RETURNING elicitation_id, session_hash, verifier_sealed, scopes, expires_at`
+// consumeOAuthState takes the state only for the browser session it was
+// made for: a callback URL stolen and opened elsewhere is refused without
+// using the state up, so the user's own flow can still finish.
+const (
+	consumeOAuthState = `DELETE FROM oauth_states WHERE state_hash = $1 AND session_hash = $2
+		RETURNING elicitation_id, verifier_sealed, scopes, expires_at`
+	selectOAuthState = `SELECT elicitation_id FROM oauth_states WHERE state_hash = $1`
+)
 
 type pendingAuth struct {
 	elicitation string
-	sessionHash []byte
 	verifier    []byte
 	scopes      []string
 	expires     time.Time
@@ -333,10 +392,27 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 			"This sign-in response was already used or is not valid. Open the link from your application again.")
 	}
 	sh := sha256.Sum256([]byte(rp.State))
+	// The browser binding is checked before the state is used up: no
+	// session, or another one, consumes nothing.
+	sess, serr := s.sessions.Load(w, r)
+	var bound []byte
+	if serr == nil {
+		bound = sessionHash(sess)
+	}
 	var pa pendingAuth
-	err := s.pool.QueryRow(r.Context(), consumeOAuthState, sh[:]).Scan(&pa.elicitation, &pa.sessionHash,
+	err := s.pool.QueryRow(r.Context(), consumeOAuthState, sh[:], bound).Scan(&pa.elicitation,
 		&pa.verifier, &pa.scopes, &pa.expires)
 	if errors.Is(err, pgx.ErrNoRows) {
+		var other string
+		switch err := s.pool.QueryRow(r.Context(), selectOAuthState, sh[:]).Scan(&other); {
+		case err == nil:
+			s.audit(r, auditEvent{Kind: "security.state_session_mismatch", Issuer: sess.Issuer, Subject: sess.Subject,
+				Target: other})
+			return page(http.StatusBadRequest, "state_mismatch",
+				"This sign-in was started in another browser session. Open the link from your application again.")
+		case !errors.Is(err, pgx.ErrNoRows):
+			return err
+		}
 		s.audit(r, auditEvent{Kind: "security.state_unknown_or_replayed"})
 		return page(http.StatusBadRequest, "invalid_state",
 			"This sign-in response was already used or is not valid. Open the link from your application again.")
@@ -347,13 +423,6 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 	if !s.now().Before(pa.expires) {
 		return page(http.StatusBadRequest, "state_expired",
 			"This sign-in took too long. Open the link from your application again.")
-	}
-	sess, serr := s.sessions.Load(w, r)
-	if serr != nil || subtle.ConstantTimeCompare(sessionHash(sess), pa.sessionHash) != 1 {
-		s.audit(r, auditEvent{Kind: "security.state_session_mismatch", Issuer: sess.Issuer, Subject: sess.Subject,
-			Target: pa.elicitation})
-		return page(http.StatusBadRequest, "state_mismatch",
-			"This sign-in was started in another browser session. Open the link from your application again.")
 	}
 	e, err := s.elicitation(r.Context(), s.pool, pa.elicitation)
 	if err != nil {
@@ -411,10 +480,18 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 	}
 	cred := vault.Credential{AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, TokenType: tok.TokenType,
 		Expiry: tok.Expiry, Scopes: granted, AccountID: tok.AccountID, AccountLabel: tok.AccountLabel}
-	if _, err := s.vault.Put(r.Context(), vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}, e.Provider, cred); err != nil {
+	user := vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}
+	if _, err := s.vault.Put(r.Context(), user, e.Provider, cred); err != nil {
 		return err
 	}
-	return s.complete(w, r, e, "oauth")
+	// The approval is for the scopes the page listed (asked of the provider)
+	// and the account now stored: the one just authorized, or the earlier one
+	// when the provider names none.
+	_, stored, err := s.vault.Get(r.Context(), user, e.Provider)
+	if err != nil {
+		return err
+	}
+	return s.complete(w, r, e, "oauth", pa.scopes, stored.AccountID)
 }
 
 // submitKey handles POST /c/{id}/key: the API-key form.
@@ -451,15 +528,28 @@ func (s *Server) submitKey(w http.ResponseWriter, r *http.Request) error {
 		s.logger.WarnContext(r.Context(), "api key verification failed", slog.String("provider", e.Provider), slog.Any("error", err))
 		return form(p.Info().DisplayName + " could not be reached to check the key. Try again in a moment.")
 	}
-	cred := vault.Credential{AccessToken: key, TokenType: "api_key"}
+	// An API key names no account connectd can read. Each key typed is
+	// taken as a new account, so a key replaced through one application is
+	// not handed to the others until the user approves them again.
+	cred := vault.Credential{AccessToken: key, TokenType: "api_key", AccountID: newKeyAccountID()}
 	if _, err := s.vault.Put(r.Context(), vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}, e.Provider, cred); err != nil {
 		return err
 	}
-	return s.complete(w, r, e, "api_key")
+	return s.complete(w, r, e, "api_key", nil, cred.AccountID)
 }
 
-// complete marks e completed (waking waiters) and shows the success page.
-func (s *Server) complete(w http.ResponseWriter, r *http.Request, e *Elicitation, how string) error {
+// newKeyAccountID names the account of a typed API key: random, not derived
+// from the key.
+func newKeyAccountID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return "key-" + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// complete marks e completed (waking waiters), records the user's approval
+// of scopes on accountID's connection for e's client, and shows the success
+// page.
+func (s *Server) complete(w http.ResponseWriter, r *http.Request, e *Elicitation, how string, scopes []string, accountID string) error {
 	// The outcome and the consent commit together: consent exists exactly
 	// when the user finished the flow.
 	var ok bool
@@ -468,7 +558,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, e *Elicitation
 		if ok, err = s.settleWith(r, tx, e, StatusCompleted, ""); err != nil || !ok {
 			return err
 		}
-		return s.grantConsent(r, tx, e)
+		return s.grantConsent(r, tx, e, scopes, accountID)
 	})
 	if err != nil {
 		return err

@@ -102,6 +102,19 @@ func expectError(t *testing.T, st int, out map[string]any, status int, code stri
 
 var csrfField = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)
 
+var offerField = regexp.MustCompile(`name="offer" value="([^"]*)"`)
+
+// allowForm is the consent page's Allow answer: its CSRF token and the
+// offer it listed.
+func allowForm(t *testing.T, body string) url.Values {
+	t.Helper()
+	f := url.Values{"csrf_token": {csrfOf(t, body)}, "decision": {"allow"}}
+	if m := offerField.FindStringSubmatch(body); m != nil {
+		f.Set("offer", m[1])
+	}
+	return f
+}
+
 func csrfOf(t *testing.T, body string) string {
 	t.Helper()
 	m := csrfField.FindStringSubmatch(body)
@@ -136,7 +149,7 @@ func (e *env) allow(b *browser, connectURL string, consent response) response {
 	if consent.status != http.StatusOK {
 		e.t.Fatalf("consent page: %d %s", consent.status, consent.body)
 	}
-	return b.do(http.MethodPost, connectURL, url.Values{"csrf_token": {csrfOf(e.t, consent.body)}, "decision": {"allow"}})
+	return b.do(http.MethodPost, connectURL, allowForm(e.t, consent.body))
 }
 
 // authorize follows the provider redirect through the fake provider and
@@ -332,7 +345,7 @@ func TestPhishingOtherUserIsRefused(t *testing.T) {
 	}
 	// Posting the consent form anyway (with bob's own CSRF token) changes nothing.
 	sessPage := bob.get(e.srv.URL + "/session")
-	post := bob.do(http.MethodPost, u, url.Values{"csrf_token": {csrfOf(t, sessPage.body)}, "decision": {"allow"}})
+	post := bob.do(http.MethodPost, u, allowForm(t, sessPage.body))
 	e.refused(post, http.StatusForbidden, "identity_mismatch")
 	if e.count("oauth_states") != 0 || e.count("consents") != 0 || e.count("connections") != 0 {
 		t.Fatal("state, consent or credential created for a mismatched user")
@@ -847,7 +860,7 @@ func TestPhishingSameSubjectOtherIssuer(t *testing.T) {
 	}
 	e.refused(b.get(u), http.StatusForbidden, "identity_mismatch")
 	sessPage := b.get(e.srv.URL + "/session")
-	post := b.do(http.MethodPost, u, url.Values{"csrf_token": {csrfOf(t, sessPage.body)}, "decision": {"allow"}})
+	post := b.do(http.MethodPost, u, allowForm(t, sessPage.body))
 	e.refused(post, http.StatusForbidden, "identity_mismatch")
 	if e.count("oauth_states") != 0 || e.count("consents") != 0 || e.fake.Counts().Authorize != 0 {
 		t.Fatal("state, consent or a provider round trip for a user of another issuer")

@@ -125,7 +125,7 @@ func TestNoSecretsInLogsPagesOrRedirects(t *testing.T) {
 	consent := get(u)
 
 	// Allow: the provider's state, and the PKCE verifier sealed beside it.
-	redirect := post(u, url.Values{"csrf_token": {csrfOf(t, consent.body)}, "decision": {"allow"}})
+	redirect := post(u, allowForm(t, consent.body))
 	authz, _ := url.Parse(redirect.location)
 	state := authz.Query().Get("state")
 	sec.add("provider state", state, authz.Host)
@@ -172,7 +172,7 @@ func TestNoSecretsInLogsPagesOrRedirects(t *testing.T) {
 	// An API key, a wrong one first.
 	_, kel := api(http.MethodPost, "/v1/elicitations", m.key, userToken, map[string]any{"provider": "keyed"})
 	ku := kel["url"].(string)
-	form := post(ku, url.Values{"csrf_token": {csrfOf(t, get(ku).body)}, "decision": {"allow"}})
+	form := post(ku, allowForm(t, get(ku).body))
 	sec.add("API key", goodAPIKey, "")
 	sec.add("wrong API key", "sk-wrong-but-secret-key", "")
 	post(ku+"/key", url.Values{"csrf_token": {csrfOf(t, form.body)}, "decision": {"save"}, "api_key": {"sk-wrong-but-secret-key"}})

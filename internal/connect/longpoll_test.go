@@ -56,7 +56,7 @@ func TestLongPollWokenByAnotherReplica(t *testing.T) {
 	if consent.status != http.StatusOK {
 		t.Fatalf("consent on A: %d", consent.status)
 	}
-	redirect := b.do(http.MethodPost, uB, map[string][]string{"csrf_token": {csrfOf(t, consent.body)}, "decision": {"allow"}})
+	redirect := b.do(http.MethodPost, uB, allowForm(t, consent.body))
 	cb := strings.Replace(e.authorize(redirect), e.srv.URL, srvB.URL, 1)
 	completedAt := time.Now()
 	if r := b.get(cb); r.status != http.StatusOK || !strings.Contains(r.body, "Connected") {

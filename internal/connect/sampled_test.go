@@ -30,6 +30,7 @@ func TestTokenReadsAreSampled(t *testing.T) {
 	notes := e.newMCPServer("notes", "fake")
 	e.connectFully(files, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
 	e.connectFully(notes, "alice", map[string]any{"provider": "fake", "scopes": []string{"write"}})
+	e.consentAgain(files, "alice") // notes widened the connection: files is approved for it again
 
 	read := func(m *mcpServer, n int) {
 		t.Helper()

@@ -104,6 +104,23 @@ func (b *Browser) Get(u string) (Response, error) { return b.Do(http.MethodGet, 
 
 var csrfField = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)
 
+var offerField = regexp.MustCompile(`name="offer" value="([^"]*)"`)
+
+// AllowForm is the answer a browser sends when the user clicks Allow on the
+// consent page: its CSRF token and the digest of what the page listed. ok is
+// false when page is not a consent form.
+func AllowForm(page string) (form url.Values, ok bool) {
+	m := csrfField.FindStringSubmatch(page)
+	if m == nil {
+		return nil, false
+	}
+	form = url.Values{"csrf_token": {m[1]}, "decision": {"allow"}}
+	if o := offerField.FindStringSubmatch(page); o != nil {
+		form.Set("offer", o[1])
+	}
+	return form, true
+}
+
 // Step names the stages of Connect, for errors.
 type Step string
 
@@ -158,11 +175,11 @@ func (b *Browser) Connect(connectURL, user string) error {
 	if r.Status != http.StatusOK {
 		return fail(StepOpen, r, "")
 	}
-	m := csrfField.FindStringSubmatch(r.Body)
-	if m == nil {
+	form, ok := AllowForm(r.Body)
+	if !ok {
 		return fail(StepConsent, r, "no consent form")
 	}
-	r, err = b.Do(http.MethodPost, connectURL, url.Values{"csrf_token": {m[1]}, "decision": {"allow"}})
+	r, err = b.Do(http.MethodPost, connectURL, form)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -26,3 +27,6 @@ func errorKind(status int) string {
 		return "refused"
 	}
 }
+
+// contains reports whether list holds s.
+func contains(list []string, s string) bool { return slices.Contains(list, s) }

@@ -173,6 +173,7 @@ type Server struct {
 
 	mu          sync.Mutex
 	quirks      Quirks
+	subject     string // the account that approves (Options.Subject, SetSubject)
 	codes       map[string]*code
 	access      map[string]*accessToken
 	refresh     map[string]*refreshToken
@@ -228,7 +229,7 @@ func newServer(opts Options) (*Server, *http.ServeMux) {
 		opts.Now = time.Now
 	}
 	s := &Server{
-		ClientID: opts.ClientID, ClientSecret: opts.ClientSecret, opts: opts, quirks: opts.Quirks,
+		ClientID: opts.ClientID, ClientSecret: opts.ClientSecret, opts: opts, quirks: opts.Quirks, subject: opts.Subject,
 		codes: map[string]*code{}, access: map[string]*accessToken{}, refresh: map[string]*refreshToken{},
 	}
 	mux := http.NewServeMux()
@@ -261,6 +262,15 @@ func (s *Server) APIURL() string { return s.base + "/api/files" }
 
 // Client is an HTTP client that trusts the server (needed with TLS).
 func (s *Server) Client() *http.Client { return s.client }
+
+// SetSubject switches the provider account that approves the next
+// authorizations (Options.Subject), as when the user signs in at the provider
+// as someone else.
+func (s *Server) SetSubject(subject string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.subject = subject
+}
 
 // SetQuirks switches quirks while the server runs.
 func (s *Server) SetQuirks(q Quirks) {
@@ -315,6 +325,9 @@ func (s *Server) ProviderConfig(name, secretEnv string) map[string]any {
 	if q.FormEncoded {
 		e["accept_json"] = true
 		e["invalid_grant_errors"] = []string{"invalid_grant", "bad_verification_code", "bad_refresh_token"}
+	}
+	if !q.FormEncoded {
+		e["account_id_field"] = "user.id" // the account that approved, in every JSON token answer
 	}
 	if q.SlackNested {
 		e["token_response"] = "slack_user"
@@ -630,7 +643,7 @@ func (s *Server) writeTokens(w http.ResponseWriter, r *http.Request, t Tokens) {
 	}
 	switch {
 	case s.quirks.SlackNested:
-		user := map[string]any{"id": s.opts.Subject, "scope": strings.Join(t.Scopes, ","),
+		user := map[string]any{"id": s.subject, "scope": strings.Join(t.Scopes, ","),
 			"access_token": t.AccessToken, "token_type": "user"}
 		if t.RefreshToken != "" {
 			user["refresh_token"] = t.RefreshToken
@@ -656,7 +669,8 @@ func (s *Server) writeTokens(w http.ResponseWriter, r *http.Request, t Tokens) {
 		if s.quirks.FormEncoded {
 			sep = ","
 		}
-		m := map[string]any{"access_token": t.AccessToken, "token_type": "Bearer", "scope": strings.Join(t.Scopes, sep)}
+		m := map[string]any{"access_token": t.AccessToken, "token_type": "Bearer", "scope": strings.Join(t.Scopes, sep),
+			"user": map[string]any{"id": s.subject}}
 		if t.RefreshToken != "" {
 			m["refresh_token"] = t.RefreshToken
 		}

@@ -35,8 +35,8 @@ type Spec struct {
 
 type operation struct {
 	method    string
-	segments  []string // "{x}" matches any one segment
-	pointer   string   // JSON pointer of the operation object
+	segments  []string          // "{x}" matches any one segment
+	pointer   string            // JSON pointer of the operation object
 	responses map[string]string // status → JSON pointer of its response object
 }
 
@@ -92,7 +92,9 @@ func parse(raw []byte) (*Spec, error) {
 	return s, nil
 }
 
-func escape(tok string) string { return strings.ReplaceAll(strings.ReplaceAll(tok, "~", "~0"), "/", "~1") }
+func escape(tok string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(tok, "~", "~0"), "/", "~1")
+}
 
 // find returns the documented operation for method and path: the one whose
 // template matches with the most literal segments.
@@ -223,4 +225,3 @@ func (r *recorder) Flush() {
 
 // Unwrap lets http.ResponseController reach the real writer.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-

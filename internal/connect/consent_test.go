@@ -1,0 +1,255 @@
+package connect_test
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/connectd/connectd/internal/provider/providertest"
+)
+
+// tokenOf reads m's token for user and fails unless it is 200.
+func tokenOf(t *testing.T, m *mcpServer, user string) map[string]any {
+	t.Helper()
+	st, out := m.call(http.MethodGet, "/v1/connections/fake/token", user, nil)
+	if st != http.StatusOK {
+		t.Fatalf("%s token: %d %v", m.client.Name, st, out)
+	}
+	return out
+}
+
+// scopesOf returns a token answer's scopes.
+func scopesOf(out map[string]any) []string {
+	var s []string
+	for _, v := range out["scopes"].([]any) {
+		s = append(s, v.(string))
+	}
+	slices.Sort(s)
+	return s
+}
+
+
+// consentRequired checks a 403 consent_required and what it says needs
+// approving.
+func consentRequired(t *testing.T, st int, out map[string]any, unapproved []string, accountChanged bool) {
+	t.Helper()
+	expectError(t, st, out, http.StatusForbidden, "consent_required")
+	var got []string
+	for _, v := range out["unapproved_scopes"].([]any) {
+		got = append(got, v.(string))
+	}
+	slices.Sort(got)
+	slices.Sort(unapproved)
+	if !slices.Equal(got, unapproved) || out["account_changed"] != accountChanged {
+		t.Fatalf("consent_required says unapproved %v, account_changed %v; want %v, %v", got,
+			out["account_changed"], unapproved, accountChanged)
+	}
+}
+
+// TestConsentBoundsTheCredential is the confused deputy across clients from
+// the attack review (DESIGN invariant 6): two MCP servers share alice's
+// connection; neither may receive more than alice approved for it, on a page
+// that listed it all, for that provider account.
+func TestConsentBoundsTheCredential(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	a := e.newMCPServer("alpha", "fake")
+	b := e.newMCPServer("beta", "fake")
+
+	// Through A, alice connects with read write, then A steps up to admin.
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read", "write"}})
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"admin"}})
+	if got := scopesOf(tokenOf(t, a, "alice")); !slices.Equal(got, []string{"admin", "read", "write"}) {
+		t.Fatalf("A's token carries %v", got)
+	}
+
+	// B asks for read only. The credential cannot be narrowed, so the page
+	// lists all three and marks the two B did not ask for.
+	st, out := b.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
+	expectError(t, st, out, http.StatusForbidden, "consent_required")
+	u := b.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})["url"].(string)
+	br := e.browser()
+	page := e.openAs(br, u, "alice")
+	for _, s := range []string{"write", "admin"} {
+		if !strings.Contains(page.body, "<code>"+s+"</code> <span class=\"beyond\">") {
+			t.Fatalf("consent page does not list %s as beyond what beta asked for: %s", s, page.body)
+		}
+	}
+	if !strings.Contains(page.body, "<li><code>read</code></li>") {
+		t.Fatalf("consent page does not list read as requested: %s", page.body)
+	}
+	if r := e.allow(br, u, page); r.status != http.StatusOK || !strings.Contains(r.body, "Connected") {
+		t.Fatalf("consent-only Allow: %d %s", r.status, r.body)
+	}
+	if got := scopesOf(tokenOf(t, b, "alice")); !slices.Equal(got, []string{"admin", "read", "write"}) {
+		t.Fatalf("B's token carries %v after approving all three", got)
+	}
+
+	// A steps up again: B must not silently gain delete.
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"delete"}})
+	tokenOf(t, a, "alice")
+	st, out = b.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
+	consentRequired(t, st, out, []string{"delete"}, false)
+	// write is in the connection: the answer is B's missing approval, not a
+	// missing scope.
+	st, out = b.call(http.MethodGet, "/v1/connections/fake/token?scopes=write", "alice", nil)
+	consentRequired(t, st, out, []string{"delete"}, false)
+	// A scope the connection lacks is insufficient_scope, for anyone.
+	st, out = b.call(http.MethodGet, "/v1/connections/fake/token?scopes=nope", "alice", nil)
+	expectError(t, st, out, http.StatusForbidden, "insufficient_scope")
+	if ms := out["missing_scopes"].([]any); len(ms) != 1 || ms[0] != "nope" {
+		t.Fatalf("missing_scopes %v", ms)
+	}
+	st, out = b.call(http.MethodGet, "/v1/connections", "alice", nil)
+	if c := out["connections"].([]any); st != 200 || len(c) != 1 || c[0].(map[string]any)["consent_required"] != true {
+		t.Fatalf("B's connection list: %d %v", st, out)
+	}
+
+	// Approving again is the consent page alone (no provider round trip).
+	exchanges := e.fake.Counts().Exchange
+	e.consentAgain(b, "alice")
+	if got := scopesOf(tokenOf(t, b, "alice")); !slices.Equal(got, []string{"admin", "delete", "read", "write"}) {
+		t.Fatalf("B's token carries %v after approving again", got)
+	}
+	if e.fake.Counts().Exchange != exchanges {
+		t.Fatal("approving again went to the provider")
+	}
+	// A's consent-only flow that adds nothing leaves B as it was: nobody is
+	// asked twice for the same thing.
+	e.consentAgain(a, "alice")
+	tokenOf(t, b, "alice")
+
+	// A step-up the user cancels at the provider changes nothing for B.
+	e.fake.SetQuirks(providertest.Quirks{AccessDenied: true})
+	el := a.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"extra"}})
+	ab := e.browser()
+	au := el["url"].(string)
+	if r := ab.get(e.authorize(e.allow(ab, au, e.openAs(ab, au, "alice")))); r.status != http.StatusOK ||
+		!strings.Contains(r.body, "declined") {
+		t.Fatalf("cancelled step-up: %d %s", r.status, r.body)
+	}
+	e.fake.SetQuirks(providertest.Quirks{})
+	tokenOf(t, a, "alice")
+	tokenOf(t, b, "alice")
+
+	// A reconnects with another provider account: B's approval was for the
+	// first one.
+	e.fake.SetSubject("user-2")
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read", "other"}})
+	tokenOf(t, a, "alice")
+	st, out = b.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
+	expectError(t, st, out, http.StatusForbidden, "consent_required")
+	if out["account_changed"] != true {
+		t.Fatalf("consent_required after an account change: %v", out)
+	}
+	e.consentAgain(b, "alice")
+	tokenOf(t, b, "alice")
+
+	// Unlink through B: every client loses it.
+	if st, out := b.call(http.MethodDelete, "/v1/connections/fake", "alice", nil); st != http.StatusOK {
+		t.Fatalf("unlink: %d %v", st, out)
+	}
+	for _, m := range []*mcpServer{a, b} {
+		st, out := m.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
+		expectError(t, st, out, http.StatusNotFound, "not_connected")
+	}
+}
+
+// TestAllowApprovesWhatThePageListed: the connection widens between the
+// consent page and the click on Allow (another client's step-up); Allow must
+// not approve what the page did not list. The page is shown again with what
+// Allow would give now.
+func TestAllowApprovesWhatThePageListed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	a := e.newMCPServer("alpha", "fake")
+	b := e.newMCPServer("beta", "fake")
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+
+	u := b.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})["url"].(string)
+	br := e.browser()
+	page := e.openAs(br, u, "alice")
+	if strings.Contains(page.body, "<code>admin</code>") {
+		t.Fatal("admin listed before the step-up")
+	}
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"admin"}})
+
+	again := e.allow(br, u, page)
+	if again.status != http.StatusConflict || !strings.Contains(again.body, "changed since this page was shown") ||
+		!strings.Contains(again.body, "<code>admin</code>") {
+		t.Fatalf("stale Allow: %d %s", again.status, again.body)
+	}
+	st, out := b.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
+	expectError(t, st, out, http.StatusForbidden, "consent_required")
+	if e.auditCount("consent.granted") != 2 { // A's two flows only
+		t.Fatalf("a stale Allow recorded an approval")
+	}
+	// The page shown again is the one to decide on.
+	if r := br.do(http.MethodPost, u, allowForm(t, again.body)); r.status != http.StatusOK || !strings.Contains(r.body, "Connected") {
+		t.Fatalf("Allow on the new page: %d %s", r.status, r.body)
+	}
+	if got := scopesOf(tokenOf(t, b, "alice")); !slices.Equal(got, []string{"admin", "read"}) {
+		t.Fatalf("B's token carries %v", got)
+	}
+}
+
+// TestAPIKeyReplacedIsAnotherAccount: a key typed through one client replaces
+// the credential for every client; the others are not handed the new key
+// until the user approves them again, since connectd cannot tell whose it is.
+func TestAPIKeyReplacedIsAnotherAccount(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	a := e.newMCPServer("alpha", "keyed")
+	b := e.newMCPServer("beta", "keyed")
+	typeKey := func(m *mcpServer) {
+		t.Helper()
+		u := m.mint("alice", map[string]any{"provider": "keyed"})["url"].(string)
+		br := e.browser()
+		form := e.allow(br, u, e.openAs(br, u, "alice"))
+		r := br.do(http.MethodPost, u+"/key", url.Values{"csrf_token": {csrfOf(t, form.body)}, "decision": {"save"},
+			"api_key": {goodAPIKey}})
+		if r.status != http.StatusOK || !strings.Contains(r.body, "Connected") {
+			t.Fatalf("key form: %d %s", r.status, r.body)
+		}
+	}
+	token := func(m *mcpServer) (int, map[string]any) {
+		return m.call(http.MethodGet, "/v1/connections/keyed/token", "alice", nil)
+	}
+	typeKey(a)
+	typeKey(b)
+	if st, out := token(b); st != http.StatusOK {
+		t.Fatalf("B: %d %v", st, out)
+	}
+	st, out := token(a)
+	expectError(t, st, out, http.StatusForbidden, "consent_required")
+	if out["account_changed"] != true {
+		t.Fatalf("A after B replaced the key: %v", out)
+	}
+}
+
+// TestStolenCallbackDoesNotBurnTheFlow: the callback URL (code and state)
+// opened first in another browser is refused without using the state up, so
+// the user's own browser still finishes.
+func TestStolenCallbackDoesNotBurnTheFlow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	m := e.newMCPServer("files", "fake")
+	u := m.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})["url"].(string)
+	alice := e.browser()
+	callback := e.authorize(e.allow(alice, u, e.openAs(alice, u, "alice")))
+
+	thief := e.browser() // no session at all
+	e.refused(thief.get(callback), http.StatusBadRequest, "state_mismatch")
+	bob := e.browser() // another user's session
+	e.login(bob, "bob", "")
+	e.refused(bob.get(callback), http.StatusBadRequest, "state_mismatch")
+	if e.count("oauth_states") != 1 {
+		t.Fatal("a refused callback used the state up")
+	}
+	if r := alice.get(callback); r.status != http.StatusOK || !strings.Contains(r.body, "Connected") {
+		t.Fatalf("alice's own callback: %d %s", r.status, r.body)
+	}
+	e.refused(alice.get(callback), http.StatusBadRequest, "invalid_state") // and it is single-use
+}

@@ -30,7 +30,6 @@ func scopesOf(out map[string]any) []string {
 	return s
 }
 
-
 // consentRequired checks a 403 consent_required and what it says needs
 // approving.
 func consentRequired(t *testing.T, st int, out map[string]any, unapproved []string, accountChanged bool) {

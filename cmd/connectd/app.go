@@ -31,7 +31,8 @@ func newConnect(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *sl
 		Logger: logger, Pool: pool, Sessions: ident.sessions, Login: ident.login, Auth: ident.auth,
 		Clients: ident.clients, Vault: store, Keyring: keys, Catalog: cat, PublicURL: cfg.PublicURL.String(),
 		ElicitationTTL: cfg.Connect.ElicitationTTL, RequestStateTTL: cfg.Connect.RequestStateTTL,
-		MintLimit:       web.NewLimiter(cfg.RateLimit.Mint),
+		MintLimit: web.NewLimiter(cfg.RateLimit.Mint), MintUserLimit: web.NewLimiter(cfg.RateLimit.MintUser),
+		MaxWaiters:      cfg.RateLimit.MaxWaiters,
 		ConsentCacheTTL: cfg.Cache.ConsentTTL, ConsentCacheSize: cfg.Cache.Size,
 		ListenURL: cfg.DatabaseListenURL, OnFlow: flowObserver(m),
 	})

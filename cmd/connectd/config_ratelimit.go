@@ -16,8 +16,13 @@ type RateLimitConfig struct {
 	// CONNECTD_RATE_TRUSTED_PROXIES (load balancers whose X-Forwarded-For is
 	// believed).
 	Public web.RateLimits
-	// Mint (CONNECTD_RATE_MINT) is per user on POST /v1/elicitations.
-	Mint web.Rate
+	// Mint (CONNECTD_RATE_MINT) is per (user, client) on POST
+	// /v1/elicitations; MintUser (CONNECTD_RATE_MINT_USER) is the ceiling per
+	// user over all clients.
+	Mint, MintUser web.Rate
+	// MaxWaiters (CONNECTD_MAX_WAITERS_PER_CLIENT) caps the long-polls one
+	// client key holds open at once.
+	MaxWaiters int
 }
 
 // loadRateLimit reads the CONNECTD_RATE_* variables.
@@ -36,8 +41,10 @@ func (c *Config) loadRateLimit(e *env) {
 			Browser:  rate("CONNECTD_RATE_BROWSER", "300/1m"),
 			Login:    rate("CONNECTD_RATE_LOGIN", "60/1m"),
 		},
-		Mint: rate("CONNECTD_RATE_MINT", "30/1m"),
+		Mint:     rate("CONNECTD_RATE_MINT", "30/1m"),
+		MintUser: rate("CONNECTD_RATE_MINT_USER", "120/1m"),
 	}
+	c.RateLimit.MaxWaiters = int(e.int32("CONNECTD_MAX_WAITERS_PER_CLIENT", 64, 1, 100000))
 	const proxies = "CONNECTD_RATE_TRUSTED_PROXIES"
 	for i, s := range strings.Split(e.str(proxies, ""), ",") {
 		s = strings.TrimSpace(s)

@@ -9,7 +9,6 @@ import (
 	"net/http/cookiejar"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"

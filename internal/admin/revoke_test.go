@@ -29,7 +29,7 @@ func TestRevokeFromThePages(t *testing.T) {
 
 	b := e.adminBrowser()
 	detail := b.get(e.srv.URL + "/admin/connections/" + connID)
-	for _, want := range []string{connID, "alice", "not reported by the provider", "files.read", "files", "notes",
+	for _, want := range []string{connID, "alice", "user-1" /* the fake provider's account */, "files.read", "files", "notes",
 		files.client.ID, notes.client.ID, "consent.granted", "elicitation.completed", "token.read", `href="/admin/connections/` + connID + `/revoke"`} {
 		if detail.status != http.StatusOK || !strings.Contains(detail.body, want) {
 			t.Fatalf("detail page lacks %q: %d %s", want, detail.status, detail.body)

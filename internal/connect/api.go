@@ -159,9 +159,14 @@ func (s *Server) mint(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// Per user, whichever MCP server asks: no client, and no set of clients,
-	// can flood a user with connect links or fill the table in their name.
-	if err := s.mintLimit.Allow(w, r, web.KeyOf(c.user.Issuer+"\x00"+c.user.Subject)); err != nil {
+	// Per (user, client) first: a client that floods a user spends its own
+	// budget, not the user's other clients'. Then a ceiling per user, so no
+	// set of clients can flood a user with connect links either.
+	user := c.user.Issuer + "\x00" + c.user.Subject
+	if err := s.mintLimit.Allow(w, r, web.KeyOf(user+"\x00"+c.client.ID)); err != nil {
+		return err
+	}
+	if err := s.mintUserLimit.Allow(w, r, web.KeyOf(user)); err != nil {
 		return err
 	}
 	var req mintRequest
@@ -296,7 +301,13 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if wait > 0 && e.effective(s.now()) == StatusPending {
-		if e, err = s.waitFor(r.Context(), c, id, wait); err != nil {
+		release, err := s.waiters.acquire(c.client.ID)
+		if err != nil {
+			return err
+		}
+		e, err = s.waitFor(r.Context(), c, id, wait)
+		release()
+		if err != nil {
 			return err
 		}
 	}

@@ -103,7 +103,8 @@ type env struct {
 	connect  *connect.Server
 	logger   *slog.Logger
 
-	mintLimit web.Rate
+	mintLimit, mintUserLimit web.Rate
+	maxWaiters               int
 }
 
 type envOptions struct {
@@ -116,9 +117,11 @@ type envOptions struct {
 	// rotate makes the fake provider rotate refresh tokens.
 	rotate bool
 	// limits are the public listener's rate limits (default: none) and
-	// mintLimit the per-user mint limit.
-	limits    web.RateLimits
-	mintLimit web.Rate
+	// mintLimit the per-(user, client) mint limit, mintUserLimit the per-user
+	// ceiling; maxWaiters the long-polls per client key (0: default).
+	limits                   web.RateLimits
+	mintLimit, mintUserLimit web.Rate
+	maxWaiters               int
 	// fakeEntry edits the fake provider's providers-file entry.
 	fakeEntry func(map[string]any)
 }
@@ -138,7 +141,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	// Every /v1 answer is held to docs/openapi.yaml.
 	e.srv = httptest.NewTLSServer(openapitest.Handler(t, public))
 	t.Cleanup(e.srv.Close)
-	e.mintLimit = opts.mintLimit
+	e.mintLimit, e.mintUserLimit, e.maxWaiters = opts.mintLimit, opts.mintUserLimit, opts.maxWaiters
 	var issuers []mcpauth.Issuer
 	for n := range opts.issuers {
 		mux := http.NewServeMux()
@@ -293,7 +296,7 @@ func (e *env) newServer(pool *pgxpool.Pool, sessions *session.Store, logger *slo
 	}
 	s, err := connect.New(connect.Config{Logger: logger, Pool: pool, Sessions: sessions, Login: e.rp, Auth: e.auth,
 		Clients: e.clients, Vault: st, Keyring: e.keyring, Catalog: e.catalog, PublicURL: e.srv.URL, Now: e.clock.Now,
-		MintLimit: web.NewLimiter(e.mintLimit)})
+		MintLimit: web.NewLimiter(e.mintLimit), MintUserLimit: web.NewLimiter(e.mintUserLimit), MaxWaiters: e.maxWaiters})
 	if err != nil {
 		e.t.Fatal(err)
 	}

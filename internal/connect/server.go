@@ -42,8 +42,15 @@ type Config struct {
 	ElicitationTTL time.Duration
 	// RequestStateTTL is how long a request_state can be resolved (default 1h).
 	RequestStateTTL time.Duration
-	// MintLimit bounds mints per user (nil: unlimited).
-	MintLimit *web.Limiter
+	// MintLimit bounds mints per (user, client), so one MCP server cannot
+	// spend the budget of a user's other servers; MintUserLimit is the
+	// ceiling per user over all of them (nil: unlimited).
+	MintLimit     *web.Limiter
+	MintUserLimit *web.Limiter
+	// MaxWaiters caps the long-polls (GET /v1/elicitations/{id}?wait=) one
+	// client key may hold open at once on this replica (default 64; a
+	// negative value: no cap). Past it the poll is refused with 429.
+	MaxWaiters int
 	// ConsentCacheTTL is how long consents may be used from memory (see
 	// consentcache.go); 0 disables the cache. ConsentCacheSize caps the
 	// cached (user, provider) pairs (default 50,000).
@@ -76,6 +83,8 @@ type Server struct {
 	elicitationTTL  time.Duration
 	requestStateTTL time.Duration
 	mintLimit       *web.Limiter
+	mintUserLimit   *web.Limiter
+	waiters         *waiters
 	now             func() time.Time
 	hub             *hub
 	consents        *cache.Map[cache.Digest, []clientConsent] // nil: disabled; see consentcache.go
@@ -95,7 +104,8 @@ func New(cfg Config) (*Server, error) {
 		logger: cfg.Logger, pool: cfg.Pool, sessions: cfg.Sessions, login: cfg.Login, auth: cfg.Auth,
 		clients: cfg.Clients, vault: cfg.Vault, keys: cfg.Keyring, catalog: cfg.Catalog,
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"), elicitationTTL: cfg.ElicitationTTL,
-		requestStateTTL: cfg.RequestStateTTL, mintLimit: cfg.MintLimit, now: cfg.Now, done: make(chan struct{}),
+		requestStateTTL: cfg.RequestStateTTL, mintLimit: cfg.MintLimit, mintUserLimit: cfg.MintUserLimit,
+		waiters: newWaiters(cfg.MaxWaiters), now: cfg.Now, done: make(chan struct{}),
 		reads: newSampler(readPeriod, maxReadKeys), refusals: newSampler(refusalPeriod, maxRefusalKeys),
 	}
 	if s.elicitationTTL <= 0 {

@@ -158,9 +158,9 @@ func TestVerifyHostileIdentity(t *testing.T) {
 			}{"access token": {id.Subject, atErr}, "ID token": {tok.Subject, idErr}} {
 				switch {
 				case tc.want != "" && (got.err != nil || got.sub != tc.want):
-					t.Errorf("%s: got %q, %v; want %q", kind, got.sub, got.err, tc.want)
+					t.Errorf("%s: got %.60q, %v; want %.60q", kind, got.sub, got.err, tc.want)
 				case tc.want == "" && !errors.Is(got.err, tc.wantErr):
-					t.Errorf("%s: got %q, %v; want %v", kind, got.sub, got.err, tc.wantErr)
+					t.Errorf("%s: got %.60q, %v; want %v", kind, got.sub, got.err, tc.wantErr)
 				}
 			}
 			if tc.wantErr != nil {
@@ -243,11 +243,11 @@ func FuzzUserIdentity(f *testing.F) {
 			case err != nil && !errors.Is(err, mcpauth.ErrInvalidToken):
 				t.Fatalf("%s: undocumented refusal %v", kind, err)
 			case err == nil && !acceptable:
-				t.Fatalf("%s: accepted %q (from %q), which should be refused", kind, got, lit)
+				t.Fatalf("%s: accepted %.60q (from %.60q), which should be refused", kind, got, lit)
 			case err == nil && got != want:
-				t.Fatalf("%s: accepted as %q, signed %q", kind, got, want)
+				t.Fatalf("%s: accepted as %.60q, signed %.60q", kind, got, want)
 			case err != nil && acceptable && len(raw) <= 16<<10:
-				t.Fatalf("%s: refused %q: %v", kind, want, err)
+				t.Fatalf("%s: refused %.60q: %v", kind, want, err)
 			}
 		}
 	})

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
+
 	"github.com/connectd/connectd/internal/mcpauth"
 )
 
@@ -165,5 +167,46 @@ func TestHostileIdentityOnEveryRoute(t *testing.T) {
 		if st, out := m.callToken(r.method, r.path, tok, r.body); st != r.status {
 			t.Errorf("%s %s as %q: %d %v, want %d", r.method, r.path, rtl, st, out, r.status)
 		}
+	}
+}
+
+// TestHostileIdentityAtLogin: the browser login applies the same identity
+// rule to the ID token's sub (mcpauth verifies both token kinds alike), so a
+// session never holds an identity the /v1 API would refuse: such a login is
+// refused with 400 invalid_id_token and no session; a printable one signs in
+// byte for byte.
+func TestHostileIdentityAtLogin(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		sub  string
+		ok   bool
+	}{
+		{"NUL", "alice\x00", false},
+		{"newline", "alice\nadmin", false},
+		{"C1", "alice\u0085", false},
+		{"line separator", "alice\u2028", false},
+		{"256 bytes", strings.Repeat("a", 256), false},
+		{"2049 bytes", strings.Repeat("a", 2049), false},
+		{"right-to-left override", "alice\u202Egnp.exe", true},
+		{"255 bytes", strings.Repeat("a", 255), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, envOptions{idTokenClaims: func(c jwt.MapClaims) { c["sub"] = tc.sub }})
+			b := e.browser()
+			r := e.login(b, "alice", "/session")
+			if r.status >= 500 {
+				t.Fatalf("login: %d %s", r.status, r.body)
+			}
+			if !tc.ok {
+				e.refused(r, http.StatusBadRequest, "invalid_id_token")
+				return
+			}
+			s, err := e.session(b)
+			if r.status != http.StatusSeeOther || err != nil || s.Subject != tc.sub {
+				t.Fatalf("login: %d, session %.60q (%v), want %.60q", r.status, s.Subject, err, tc.sub)
+			}
+		})
 	}
 }

@@ -98,7 +98,7 @@ func newWorld(t *testing.T, legacy mcpserver.LegacyStyle) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sessions, err := session.New(session.Config{Keys: []session.Key{session.NewKey()}})
+	sessions, err := session.New(session.Config{Pool: pool, Keys: []session.Key{session.NewKey()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ const adminUsage = `usage:
                                   [--client CLIENT_ID] [--limit N] [--after CURSOR]
   connectd admin connections show ID
   connectd admin connections revoke ID --yes
+  connectd admin sessions end --user SUBJECT --issuer URL
   connectd admin events [--window 1h|24h|7d|30d|90d] [--kind KIND | --all] [--limit N]
   connectd admin keys create --name NAME [--expires DURATION]
   connectd admin keys list
@@ -54,7 +55,8 @@ func adminSubUsage(group, sub string) string {
 }
 
 // adminCmd is the operators' CLI over the database: inspect and revoke
-// linked accounts, read the audit trail, manage admin API keys. It never
+// linked accounts, end a user's browser sessions, read the audit trail,
+// manage admin API keys. It never
 // prints a credential: the admin Store does not read them.
 func adminCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	group, args, err := groupArgs(args, adminUsage, stdout)
@@ -92,6 +94,9 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 	case "connections revoke":
 		want, needsVaultRevoke = 1, true
 		fset.BoolVar(&yes, "yes", false, "confirm: delete the credentials, revoke them at the provider, withdraw every consent")
+	case "sessions end":
+		fset.StringVar(&f.Subject, "user", "", "the user (subject) whose browser sessions end (required)")
+		fset.StringVar(&f.Issuer, "issuer", "", "the issuer (URL) the user signs in at (required)")
 	case "events ":
 		fset.StringVar(&window, "window", "24h", "how far back: 1h, 24h, 7d, 30d or 90d")
 		fset.StringVar(&kind, "kind", "", "only events of this kind (default: security events)")
@@ -116,6 +121,10 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 	if group+" "+sub == "connections revoke" && !yes {
 		return &usageError{"connections revoke deletes the credentials, revokes them at the provider and withdraws " +
 			"every consent; it cannot be undone. Add --yes to confirm."}
+	}
+	if group+" "+sub == "sessions end" && (strings.TrimSpace(f.Subject) == "" || strings.TrimSpace(f.Issuer) == "") {
+		return &usageError{"sessions end needs --user SUBJECT and --issuer URL: a subject is unique only within its issuer\n" +
+			adminSubUsage(group, sub)}
 	}
 	if kind != "" && all {
 		return &usageError{"--kind and --all exclude each other"}
@@ -154,6 +163,14 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 		return adminList(ctx, st, f, after, limit, stdout)
 	case "connections show":
 		return adminShow(ctx, st, pos[0], stdout)
+	case "sessions end":
+		user := vault.UserRef{Issuer: strings.TrimSpace(f.Issuer), Subject: strings.TrimSpace(f.Subject)}
+		n, err := st.EndSessions(ctx, user, by)
+		if err != nil {
+			return adminErr(err)
+		}
+		fmt.Fprintf(stdout, "ended %d browser session(s) of %s at %s\n", n, user.Subject, user.Issuer)
+		return nil
 	case "connections revoke":
 		rev, err := st.Revoke(ctx, pos[0], by)
 		if err != nil {

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
+	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/vault"
 )
 
@@ -260,5 +263,77 @@ func TestServeAdminSignIn(t *testing.T) {
 	}
 	if strings.Contains(in.logs.String(), key) {
 		t.Fatal("the admin key reached the log")
+	}
+}
+
+// TestAdminEndSessions: `connectd admin sessions end` ends every browser
+// session of one user (issuer, subject) — alice's two, not bob's, not
+// alice's at another issuer — and audits it; without both --user and
+// --issuer it ends nothing.
+func TestAdminEndSessions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.URL(t)
+	env := envOf(map[string]string{"CONNECTD_DATABASE_URL": dbURL, "USER": "ops"})
+	adminRun := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		err := run(ctx, append([]string{"admin"}, args...), env, &out, io.Discard)
+		return out.String(), err
+	}
+	pool := pgtest.NewPool(t, dbURL)
+	sessions, err := session.New(session.Config{Pool: pool, Keys: []session.Key{session.NewKey()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const issuer = "https://auth.example.com"
+	signIn := func(issuer, subject string) *http.Request {
+		t.Helper()
+		w := httptest.NewRecorder()
+		if _, err := sessions.Start(ctx, w, issuer, subject); err != nil {
+			t.Fatal(err)
+		}
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		for _, c := range w.Result().Cookies() {
+			r.AddCookie(c)
+		}
+		return r
+	}
+	alice1, alice2 := signIn(issuer, "alice"), signIn(issuer, "alice")
+	bob, aliceElsewhere := signIn(issuer, "bob"), signIn("https://other.example.com", "alice")
+
+	for _, args := range [][]string{
+		{"sessions", "end", "--user", "alice"},
+		{"sessions", "end", "--issuer", issuer},
+		{"sessions", "end", "--user", "alice", "--issuer", issuer, "extra"},
+		{"sessions", "frobnicate"},
+	} {
+		if _, err := adminRun(args...); exitCode(err) != 2 {
+			t.Errorf("admin %v: %v (exit %d), want a usage error", args, err, exitCode(err))
+		}
+	}
+	if _, err := sessions.Get(alice1); err != nil {
+		t.Fatalf("a refused command ended a session: %v", err)
+	}
+
+	out, err := adminRun("sessions", "end", "--user", "alice", "--issuer", issuer)
+	if err != nil || !strings.Contains(out, "ended 2 browser session(s) of alice at "+issuer) {
+		t.Fatalf("sessions end: %q %v", out, err)
+	}
+	for _, r := range []*http.Request{alice1, alice2} {
+		if _, err := sessions.Get(r); !errors.Is(err, session.ErrNoSession) {
+			t.Fatalf("alice's session survived: %v", err)
+		}
+	}
+	for name, r := range map[string]*http.Request{"bob": bob, "alice at another issuer": aliceElsewhere} {
+		if _, err := sessions.Get(r); err != nil {
+			t.Fatalf("%s was signed out: %v", name, err)
+		}
+	}
+	var actor, subject string
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT actor, subject, (detail->>'sessions')::int FROM audit_events
+		WHERE kind = 'sessions.ended' AND issuer = $1`, issuer).Scan(&actor, &subject, &n); err != nil ||
+		actor != "cli:ops" || subject != "alice" || n != 2 {
+		t.Fatalf("audit: %q %q %d %v", actor, subject, n, err)
 	}
 }

@@ -86,6 +86,11 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 		if errors.Is(err, mcpauth.ErrInvalidClient) {
 			return &usageError{err.Error()}
 		}
+		if errors.Is(err, mcpauth.ErrResourceTaken) {
+			// The error names the resource and the client holding it.
+			return &usageError{err.Error() + "\nA resource URI belongs to one client only, disabled ones included " +
+				"(a client accepts user tokens issued for its resources); see docs/identity.md."}
+		}
 		if err != nil {
 			return err
 		}

@@ -137,7 +137,7 @@ func newAdmin(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *slog
 	if len(keys) == 0 { // dev mode only: newIdentity refused this otherwise
 		keys = []session.Key{session.NewKey()}
 	}
-	ac.Sessions, err = session.New(session.Config{Keys: keys, Name: admin.SessionCookie, BindingName: admin.BindingCookie,
+	ac.Sessions, err = session.New(session.Config{Pool: pool, Keys: keys, Name: admin.SessionCookie, BindingName: admin.BindingCookie,
 		MaxAge: cfg.Admin.SessionMaxAge, IdleTimeout: min(cfg.Identity.SessionIdleTimeout, cfg.Admin.SessionMaxAge)})
 	if err != nil {
 		return nil, err

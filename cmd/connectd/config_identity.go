@@ -24,6 +24,7 @@ type IdentityConfig struct {
 	SessionKeys        []session.Key
 	SessionMaxAge      time.Duration // CONNECTD_SESSION_MAX_AGE
 	SessionIdleTimeout time.Duration // CONNECTD_SESSION_IDLE_TIMEOUT
+	SessionCacheTTL    time.Duration // CONNECTD_SESSION_CACHE_TTL: "this session is live" answered from memory
 	TokenSkew          time.Duration // CONNECTD_TOKEN_SKEW
 	ClientKeyOverlap   time.Duration // CONNECTD_CLIENT_KEY_OVERLAP: default for clients rotate-key
 	DevIdP             bool          // CONNECTD_DEV_IDP: mount the development IdP (dev mode only)
@@ -76,6 +77,9 @@ func (c *Config) loadIdentity(e *env) {
 	if ic.SessionIdleTimeout > ic.SessionMaxAge {
 		e.fail("CONNECTD_SESSION_IDLE_TIMEOUT", "must not exceed CONNECTD_SESSION_MAX_AGE")
 	}
+	// Only a safety net: an ended session is forgotten on every replica as
+	// soon as its notification arrives (see internal/session/live.go).
+	ic.SessionCacheTTL = e.duration("CONNECTD_SESSION_CACHE_TTL", 30*time.Second, 0, time.Hour)
 	ic.TokenSkew = e.duration("CONNECTD_TOKEN_SKEW", 30*time.Second, 0, 5*time.Minute)
 	ic.ClientKeyOverlap = e.duration("CONNECTD_CLIENT_KEY_OVERLAP", 24*time.Hour, 0, 30*24*time.Hour)
 	ic.DevIdP = e.bool("CONNECTD_DEV_IDP", false)

@@ -76,7 +76,8 @@ func newIdentity(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *s
 		keys = []session.Key{session.NewKey()}
 		logger.WarnContext(ctx, "CONNECTD_SESSION_KEYS not set: using an ephemeral session key (dev mode); sessions end when connectd stops")
 	}
-	sessions, err := session.New(session.Config{Keys: keys, MaxAge: ic.SessionMaxAge, IdleTimeout: ic.SessionIdleTimeout})
+	sessions, err := session.New(session.Config{Pool: pool, Keys: keys, MaxAge: ic.SessionMaxAge,
+		IdleTimeout: ic.SessionIdleTimeout, CacheTTL: ic.SessionCacheTTL, CacheSize: cfg.Cache.Size})
 	if err != nil {
 		return nil, err
 	}

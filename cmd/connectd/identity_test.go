@@ -76,6 +76,19 @@ func TestClientsCommand(t *testing.T) {
 	if out, _ := clientsRun("list"); !strings.Contains(out, "disabled") {
 		t.Fatalf("list after disable: %q", out)
 	}
+	// Resource URIs are unique (DESIGN invariant 14): a second client with
+	// the (disabled) first one's resource, even with a trailing slash, would
+	// accept its users' tokens. A usage error naming the resource and holder.
+	for _, res := range []string{"https://mcp.example.com/alt", "https://mcp.example.com/mcp/"} {
+		_, err := clientsRun("create", "--name", "Copycat", "--resource", "https://copycat.example.com/mcp", "--resource", res)
+		if exitCode(err) != 2 ||
+			!strings.Contains(err.Error(), strings.TrimSuffix(res, "/")) || !strings.Contains(err.Error(), id) {
+			t.Errorf("create with the taken resource %s: %v (exit %d), want a usage error naming it and %s", res, err, exitCode(err), id)
+		}
+	}
+	if out, _ := clientsRun("list"); strings.Contains(out, "Copycat") {
+		t.Fatalf("a refused create left a client: %q", out)
+	}
 
 	for _, args := range [][]string{
 		{},

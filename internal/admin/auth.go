@@ -251,7 +251,7 @@ func (s *Server) finishLogin(w http.ResponseWriter, r *http.Request) error {
 		return page(http.StatusForbidden, "not_an_admin",
 			"This account is not a connectd administrator. Nothing was changed.", nil)
 	}
-	if _, err := s.sessions.Start(w, res.Issuer, res.Subject); err != nil {
+	if _, err := s.sessions.Start(r.Context(), w, res.Issuer, res.Subject); err != nil {
 		return err
 	}
 	if err := s.store.Audit(r.Context(), Event{Kind: "admin.login", Detail: map[string]any{"issuer": res.Issuer}}, by); err != nil {
@@ -268,7 +268,8 @@ func (s *Server) finishLogin(w http.ResponseWriter, r *http.Request) error {
 }
 
 // logout handles POST /admin/logout: with a live admin session the form's
-// CSRF token must match it; then the admin cookie is cleared.
+// CSRF token must match it; then the admin session ends on the server and its
+// cookie is cleared.
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) error {
 	if s.sessions == nil {
 		return page(http.StatusForbidden, "admin_login_disabled", "Admin sign-in is not configured on this connectd.", nil)
@@ -277,16 +278,26 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) error {
 	if err := r.ParseForm(); err != nil {
 		return page(http.StatusBadRequest, "bad_form", "The form could not be read.", err)
 	}
-	if sess, err := s.sessions.Get(r); err == nil {
-		if err := s.sessions.CheckCSRF(sess, r.PostForm.Get(session.CSRFField)); err != nil {
-			return page(http.StatusForbidden, "csrf_failed", "The form has expired. Reload the page and try again.", err)
-		}
-		if err := s.store.Audit(r.Context(), Event{Kind: "admin.logout"}, Actor{Name: "admin:" + sess.Subject,
-			RequestID: web.RequestID(r.Context()), IP: clientIP(r)}); err != nil {
-			s.logger.ErrorContext(r.Context(), "audit event not written", slog.Any("error", err))
-		}
+	sess, err := s.sessions.Get(r)
+	if errors.Is(err, session.ErrNoSession) {
+		// Nothing live to end: clear whatever cookie there is.
+		s.sessions.Clear(w)
+		return render(w, r, http.StatusOK, templates.SignedOutPage())
 	}
-	s.sessions.Clear(w)
+	if err != nil {
+		return err // the database cannot say: the session is not ended, so do not pretend
+	}
+	if err := s.sessions.CheckCSRF(sess, r.PostForm.Get(session.CSRFField)); err != nil {
+		return page(http.StatusForbidden, "csrf_failed", "The form has expired. Reload the page and try again.", err)
+	}
+	// Ended on the server: a copy of the admin cookie stops working too.
+	if err := s.sessions.End(r.Context(), w, sess); err != nil {
+		return err
+	}
+	if err := s.store.Audit(r.Context(), Event{Kind: "admin.logout"}, Actor{Name: "admin:" + sess.Subject,
+		RequestID: web.RequestID(r.Context()), IP: clientIP(r)}); err != nil {
+		s.logger.ErrorContext(r.Context(), "audit event not written", slog.Any("error", err))
+	}
 	return render(w, r, http.StatusOK, templates.SignedOutPage())
 }
 

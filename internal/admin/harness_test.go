@@ -150,10 +150,10 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	// The same keys for both session stores, as in production: the cookie
 	// name alone keeps an end user's session from opening as an admin's.
 	keys := []session.Key{session.NewKey()}
-	if e.userSessions, err = session.New(session.Config{Keys: keys}); err != nil {
+	if e.userSessions, err = session.New(session.Config{Pool: e.pool, Keys: keys}); err != nil {
 		t.Fatal(err)
 	}
-	if e.adminSessions, err = session.New(session.Config{Keys: keys, Name: admin.SessionCookie,
+	if e.adminSessions, err = session.New(session.Config{Pool: e.pool, Keys: keys, Name: admin.SessionCookie,
 		BindingName: admin.BindingCookie, MaxAge: 4 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}

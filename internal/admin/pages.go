@@ -205,7 +205,7 @@ func (s *Server) connectionPage(w http.ResponseWriter, r *http.Request) error {
 		Status: d.Status, Scopes: d.Scopes, Created: fmtTime(d.CreatedAt), Updated: fmtTime(d.UpdatedAt),
 		Refreshed: fmtTime(d.RefreshedAt), Expires: fmtTime(d.ExpiresAt),
 		KeyVersion: strconv.Itoa(int(d.KeyVersion)), Events: eventRows(d.Events),
-		RevokeURL: "/admin/connections/" + d.ID + "/revoke"}
+		RevokeURL: "/admin/connections/" + d.ID + "/revoke", EndSessionsURL: "/admin/sessions/end"}
 	if v.Account == "" && d.Account.ID != "" {
 		v.Account = d.Account.ID
 	}

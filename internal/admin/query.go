@@ -9,10 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/vault"
 )
 
@@ -112,21 +112,18 @@ var (
 	statuses            = []string{string(vault.StatusActive), string(vault.StatusReauthorizationRequired), string(vault.StatusRevoked)}
 )
 
-// plainText: 1–2048 bytes without control characters.
-func plainText(s string) bool {
-	if s == "" || len(s) > 2048 {
-		return false
-	}
-	return strings.IndexFunc(s, unicode.IsControl) < 0
-}
-
 // Validate checks every field's shape; errors wrap ErrInvalid and name the field.
+// The user and issuer follow the rule every identity connectd stores was
+// admitted by (mcpauth.CheckSubject, mcpauth.CheckIssuer): a value outside it
+// cannot match, and bytes Postgres refuses (NUL, invalid UTF-8) never reach it.
 func (f Filter) Validate() error {
 	switch {
-	case f.Issuer != "" && !plainText(f.Issuer):
-		return fmt.Errorf("%w: issuer must be 1-2048 characters of text", ErrInvalid)
-	case f.Subject != "" && !plainText(f.Subject):
-		return fmt.Errorf("%w: user must be 1-2048 characters of text", ErrInvalid)
+	case f.Issuer != "" && mcpauth.CheckIssuer(f.Issuer) != nil:
+		return fmt.Errorf("%w: issuer must be an issuer URL of 1-%d bytes of UTF-8 text without control characters",
+			ErrInvalid, mcpauth.MaxIssuerBytes)
+	case f.Subject != "" && mcpauth.CheckSubject(f.Subject) != nil:
+		return fmt.Errorf("%w: user must be a subject of 1-%d bytes of UTF-8 text without control characters",
+			ErrInvalid, mcpauth.MaxSubjectBytes)
 	case f.Provider != "" && !providerPattern.MatchString(f.Provider):
 		return fmt.Errorf("%w: provider must be a provider id such as github", ErrInvalid)
 	case f.Status != "" && !contains(statuses, f.Status):

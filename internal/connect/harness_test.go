@@ -308,7 +308,7 @@ const goodAPIKey = "sk-test-good-key-123"
 
 func (e *env) store(keys ...session.Key) *session.Store {
 	e.t.Helper()
-	s, err := session.New(session.Config{Keys: keys})
+	s, err := session.New(session.Config{Pool: e.pool, Keys: keys})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -75,7 +75,7 @@ func (s *Server) finishLogin(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return loginError(err)
 	}
-	if _, err := s.sessions.Start(w, res.Issuer, res.Subject); err != nil {
+	if _, err := s.sessions.Start(r.Context(), w, res.Issuer, res.Subject); err != nil {
 		return err
 	}
 	s.logger.InfoContext(r.Context(), "login", slog.String("issuer", res.Issuer), slog.String("subject", res.Subject))
@@ -104,19 +104,30 @@ func (s *Server) sessionPage(w http.ResponseWriter, r *http.Request) error {
 }
 
 // logout handles POST /logout: with a valid session, the form's CSRF token
-// must match it; then the session cookie is cleared.
+// must match it; then the session ends on the server (so a copy of the
+// cookie stops working on every replica) and its cookie is cleared.
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) error {
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if err := r.ParseForm(); err != nil {
 		return web.Errorf(http.StatusBadRequest, "bad_form", "The form could not be read.")
 	}
-	if sess, err := s.sessions.Get(r); err == nil {
-		if err := s.sessions.CheckCSRF(sess, r.PostForm.Get(session.CSRFField)); err != nil {
-			return &web.Error{Status: http.StatusForbidden, Code: "csrf_failed",
-				Description: "The form has expired. Go back, reload the page and try again.", Err: err}
-		}
+	sess, err := s.sessions.Get(r)
+	if errors.Is(err, session.ErrNoSession) {
+		// Nothing live to end: clear whatever cookie there is.
+		s.sessions.Clear(w)
+		return render(w, r, templates.SignedOutPage())
 	}
-	s.sessions.Clear(w)
+	if err != nil {
+		return err // the database cannot say: the session is not ended, so do not pretend
+	}
+	if err := s.sessions.CheckCSRF(sess, r.PostForm.Get(session.CSRFField)); err != nil {
+		return &web.Error{Status: http.StatusForbidden, Code: "csrf_failed",
+			Description: "The form has expired. Go back, reload the page and try again.", Err: err}
+	}
+	if err := s.sessions.End(r.Context(), w, sess); err != nil {
+		return err
+	}
+	s.logger.InfoContext(r.Context(), "logout", slog.String("issuer", sess.Issuer), slog.String("subject", sess.Subject))
 	return render(w, r, templates.SignedOutPage())
 }
 

@@ -3,7 +3,9 @@ package connect_test
 import (
 	"context"
 	"crypto/sha256"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/session"
 )
@@ -450,4 +453,110 @@ func flipFirst(s string) string {
 		return "B" + s[1:]
 	}
 	return "A" + s[1:]
+}
+
+// sessionReplica is a second connectd on the same database, on a pool of its
+// own, whose session store caches "this session is live" for an hour and is
+// kept fresh by the replica's own listener, as in production. It returns the
+// replica's base URL and its session store.
+func (e *env) sessionReplica() (string, *session.Store) {
+	e.t.Helper()
+	pool, err := pgxpool.New(context.Background(), e.pool.Config().ConnString())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(pool.Close)
+	sessions, err := session.New(session.Config{Pool: pool, Keys: e.keys, CacheTTL: time.Hour})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	srv := e.newServer(pool, sessions, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { srv.Run(ctx); close(done) }()
+	e.t.Cleanup(func() { cancel(); <-done })
+	mux := http.NewServeMux()
+	srv.Routes(mux)
+	hs := httptest.NewTLSServer(mux)
+	e.t.Cleanup(hs.Close)
+	return hs.URL, sessions
+}
+
+// TestCopiedCookieRefusedAfterSignOut is the stolen-cookie attack: alice
+// signs in through the real login flow, her session cookie is copied into a
+// second browser, and she signs out in the first. The copy is refused from
+// then on — sent to sign in again on the consent page, not signed in on
+// /session, unable to submit the consent form — on the replica she signed
+// out at, and within a second on another replica whose cache had already
+// answered "live" for it.
+func TestCopiedCookieRefusedAfterSignOut(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	replica, replicaSessions := e.sessionReplica()
+	m := e.newMCPServer("files", "fake")
+	connectURL := m.mint("alice", map[string]any{"provider": "fake"})["url"].(string)
+	onReplica := replica + strings.TrimPrefix(connectURL, e.srv.URL)
+
+	alice := e.browser()
+	consent := e.openAs(alice, connectURL, "alice")
+	if consent.status != http.StatusOK {
+		t.Fatalf("consent page: %d %s", consent.status, consent.body)
+	}
+	thief := e.browser()
+	thief.cookies[session.CookieName] = alice.cookies[session.CookieName]
+	// The copy works before sign-out, on both replicas; on the second one
+	// until the answer comes from its cache.
+	if r := thief.get(connectURL); r.status != http.StatusOK {
+		t.Fatalf("the copied cookie does not open the consent page before sign-out: %d", r.status)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		before := replicaSessions.CacheStats().Hits
+		if r := thief.get(onReplica); r.status != http.StatusOK {
+			t.Fatalf("consent page on the replica: %d %s", r.status, r.body)
+		}
+		if replicaSessions.CacheStats().Hits > before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replica does not answer from its session cache")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	page := alice.get(e.srv.URL + "/session")
+	out := alice.do(http.MethodPost, e.srv.URL+"/logout", url.Values{"csrf_token": {csrfOf(t, page.body)}})
+	if out.status != http.StatusOK || !strings.Contains(out.setCookie(session.CookieName), "Max-Age=0") {
+		t.Fatalf("logout: %d %s", out.status, out.body)
+	}
+
+	loginFirst := func(where string, r response) {
+		t.Helper()
+		if r.status != http.StatusFound || !strings.Contains(r.location, "/login?") {
+			t.Fatalf("%s: the copied cookie still opens the consent page after sign-out: %d %s", where, r.status, r.location)
+		}
+	}
+	loginFirst("same replica", thief.get(connectURL))
+	if r := thief.get(e.srv.URL + "/session"); !strings.Contains(r.body, "Not signed in") {
+		t.Fatal("/session still shows alice to the copied cookie")
+	}
+	r := thief.do(http.MethodPost, connectURL, url.Values{"csrf_token": {csrfOf(t, consent.body)}, "decision": {"allow"}})
+	if r.status == http.StatusOK || r.status == http.StatusSeeOther {
+		t.Fatalf("the copied cookie still submits the consent form: %d %s", r.status, r.location)
+	}
+	deadline = time.Now().Add(time.Second)
+	for {
+		r := thief.get(onReplica)
+		if r.status == http.StatusFound {
+			loginFirst("other replica", r)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the other replica still accepts the copied cookie a second after sign-out: %d", r.status)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := e.count("browser_sessions WHERE ended_at IS NOT NULL"); n != 1 {
+		t.Fatalf("%d sessions ended, want alice's one", n)
+	}
 }

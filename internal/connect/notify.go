@@ -24,7 +24,7 @@ const pingEvery = 5 * time.Second
 // hub is the process's one Postgres listener. It wakes long-polls when an
 // elicitation finishes on any replica, and hands cache invalidations to the
 // packages that own the caches (vault's credentials, mcpauth's client keys,
-// connect's consents; see package cache): one dedicated connection LISTENs
+// connect's consents, session's live browser sessions; see package cache): one dedicated connection LISTENs
 // on every channel and dispatches by channel.
 //
 // When that connection drops, every waiter is woken so it re-reads the
@@ -50,6 +50,17 @@ func newHub(conn *pgx.ConnConfig, logger *slog.Logger, subs ...cache.Subscriber)
 		h.subs[s.Channel] = s
 	}
 	return h
+}
+
+// runHub runs the hub with the session store's cache subscribed as well:
+// the session store is the connect pages' (so its cache of live sessions is
+// this process's to keep fresh) and a sign-out or an admin's "end sessions"
+// on any replica must reach it within a second. Called once, from Run,
+// before the hub starts reading subs.
+func (s *Server) runHub(ctx context.Context) {
+	sub := s.sessions.CacheSubscriber()
+	s.hub.subs[sub.Channel] = sub
+	s.hub.run(ctx)
 }
 
 // subscribe returns a channel signalled when id may have changed, and a

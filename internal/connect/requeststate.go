@@ -50,6 +50,12 @@ var (
 // credential or PKCE verifier can never be passed off as a request_state.
 var requestStateAAD = vault.Binding("connectd/request_state/v1")
 
+// stateKeys is the keyring that seals request_states: a purpose of its own
+// (derived once, then a lookup), so the request_states MCP servers hold spend
+// no other purpose's nonce budget. What an older release sealed under the
+// configured keys still opens (vault.Keyring.Purpose).
+func (s *Server) stateKeys() *vault.Keyring { return s.keys.Purpose(requestStatePurpose) }
+
 func (s *Server) sealRequestState(e *Elicitation) (string, error) {
 	id := make([]byte, 16)
 	_, _ = rand.Read(id)
@@ -61,7 +67,7 @@ func (s *Server) sealRequestState(e *Elicitation) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("connect: encode request_state: %w", err)
 	}
-	ct, err := s.keys.Seal(b, requestStateAAD)
+	ct, err := s.stateKeys().Seal(b, requestStateAAD)
 	if err != nil {
 		return "", fmt.Errorf("connect: seal request_state: %w", err)
 	}
@@ -87,7 +93,7 @@ func (s *Server) openRequestState(raw string) (*requestState, error) {
 	if err != nil {
 		return nil, errStateInvalid
 	}
-	b, err := s.keys.Open(ct, requestStateAAD)
+	b, err := s.stateKeys().Open(ct, requestStateAAD)
 	if err != nil {
 		return nil, errStateInvalid
 	}

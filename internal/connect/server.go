@@ -32,8 +32,10 @@ type Config struct {
 	// Clients is the registry Auth authenticates with (client names for
 	// consent pages; its key cache is kept fresh by the Server's listener).
 	Clients *mcpauth.Clients
-	Vault   *vault.Store   // its credential cache is kept fresh by the Server's listener
-	Keyring *vault.Keyring // seals request_state and PKCE verifiers
+	Vault   *vault.Store // its credential cache is kept fresh by the Server's listener
+	// Keyring is the vault keyring as configured; request_state and PKCE
+	// verifiers are each sealed under their own Purpose of it.
+	Keyring *vault.Keyring
 	Catalog *provider.Catalog
 	// PublicURL is the browser-facing origin (no trailing slash); connect
 	// URLs and the provider redirect URI are built from it.
@@ -67,6 +69,15 @@ type Config struct {
 	Now    func() time.Time // default time.Now
 }
 
+// The vault.Keyring.Purpose labels of what this package seals (DESIGN
+// invariant 13: one key per purpose, derived from every configured key, so
+// rotation covers them). A label is never changed or reused: what was sealed
+// under it would no longer open.
+const (
+	verifierPurpose     = "connectd/connect/pkce-verifier/v1"
+	requestStatePurpose = "connectd/connect/request-state/v1"
+)
+
 // Server serves the connect flow: the /v1 API for MCP servers and the
 // browser pages (login, consent, provider redirects and callbacks).
 type Server struct {
@@ -77,7 +88,8 @@ type Server struct {
 	auth            *mcpauth.Authenticator
 	clients         *mcpauth.Clients
 	vault           *vault.Store
-	keys            *vault.Keyring
+	keys            *vault.Keyring // as configured: request_state is sealed under keys.Purpose(requestStatePurpose)
+	verifierKeys    *vault.Keyring // keys.Purpose(verifierPurpose): seals PKCE verifiers
 	catalog         *provider.Catalog
 	publicURL       string
 	elicitationTTL  time.Duration
@@ -102,7 +114,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		logger: cfg.Logger, pool: cfg.Pool, sessions: cfg.Sessions, login: cfg.Login, auth: cfg.Auth,
-		clients: cfg.Clients, vault: cfg.Vault, keys: cfg.Keyring, catalog: cfg.Catalog,
+		clients: cfg.Clients, vault: cfg.Vault, catalog: cfg.Catalog,
+		keys: cfg.Keyring, verifierKeys: cfg.Keyring.Purpose(verifierPurpose),
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"), elicitationTTL: cfg.ElicitationTTL,
 		requestStateTTL: cfg.RequestStateTTL, mintLimit: cfg.MintLimit, mintUserLimit: cfg.MintUserLimit,
 		waiters: newWaiters(cfg.MaxWaiters), now: cfg.Now, done: make(chan struct{}),

@@ -17,7 +17,8 @@ const (
 const finishedRetention = 7 * 24 * time.Hour
 
 // Sweep marks pending elicitations past their expiry as expired and deletes
-// expired states, used request_state ids and old finished elicitations, and
+// expired states, used request_state ids, old finished elicitations and
+// expired browser sessions, and
 // writes the sampled audit counts that are due. It is safe to run on every
 // replica at once.
 func (s *Server) Sweep(ctx context.Context) error {
@@ -35,6 +36,11 @@ func (s *Server) Sweep(ctx context.Context) error {
 	if _, err := s.pool.Exec(ctx, deleteOldElicitations, now.Add(-finishedRetention)); err != nil {
 		return fmt.Errorf("connect: sweep old elicitations: %w", err)
 	}
+	// browser_sessions is the session package's (end users' and admins'
+	// sessions alike); its rows past their lifetime go with the rest.
+	if _, err := s.sessions.Sweep(ctx); err != nil {
+		return err
+	}
 	if expired > 0 {
 		s.logger.InfoContext(ctx, "elicitations expired", slog.Int64("count", expired))
 		for range expired {
@@ -47,7 +53,7 @@ func (s *Server) Sweep(ctx context.Context) error {
 // Run serves the background work of a Server until ctx ends: the
 // notification listener that wakes long-polls, and the periodic sweep.
 func (s *Server) Run(ctx context.Context) {
-	go s.hub.run(ctx)
+	go s.runHub(ctx)
 	defer s.doneOnce.Do(func() { close(s.done) })
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()

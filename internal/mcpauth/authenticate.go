@@ -80,7 +80,9 @@ const (
 //	401 token_not_yet_valid  nbf or iat in the future
 //	401 untrusted_issuer     iss is not a trusted issuer
 //	401 wrong_audience       aud is not one of the client's resources (token passthrough)
-//	401 invalid_token        anything else: malformed, alg, typ, signature, unknown key
+//	401 invalid_token        anything else: malformed (claims not valid UTF-8 JSON included),
+//	                         alg, typ, signature, unknown key; or sub/iss is not an
+//	                         identity connectd accepts (CheckSubject; the description says so)
 //	503 jwks_unavailable     the issuer's discovery document or JWKS could not be fetched
 func APIError(err error) error {
 	invalid := func(code, desc string) *web.Error {
@@ -112,6 +114,8 @@ func APIError(err error) error {
 		return invalid("untrusted_issuer", "the user token's issuer is not trusted")
 	case errors.Is(err, ErrWrongAudience):
 		return invalid("wrong_audience", "the user token was not issued for this client's resource")
+	case errors.Is(err, ErrIdentity):
+		return invalid("invalid_token", "the user token's sub or iss is not an identity connectd accepts")
 	case errors.Is(err, ErrInvalidToken):
 		return invalid("invalid_token", "the user token is not valid")
 	default:

@@ -34,7 +34,7 @@ func TestAuthenticateHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	disabled, disabledKey, err := clients.Create(ctx, "Off", []string{resource}, nil)
+	disabled, disabledKey, err := clients.Create(ctx, "Off", []string{"https://off.mcp.example.com/mcp"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

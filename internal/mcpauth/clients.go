@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/cache"
@@ -121,8 +122,23 @@ func ValidateResource(raw string, allowHTTP bool) error {
 	return nil
 }
 
+// ErrResourceTaken means a resource URI is already registered to another
+// client (disabled ones included: they may be enabled again). Resource URIs
+// are unique across clients (DESIGN invariant 14) because a user token is
+// accepted for the client whose resources name its aud: a second client with
+// the same resource would accept the first one's tokens. URIs that differ only
+// by trailing slashes count as the same. The error text names the resource and
+// the client holding it. Enforced by the schema (client_resources, migration
+// 00007), so no writer can get around it.
+var ErrResourceTaken = errors.New("mcpauth: resource URI already registered")
+
+// resourceKey is the form in which resources must be unique; the same rule as
+// client_resource_key in migrations/00007_unique_resources.sql.
+func resourceKey(r string) string { return strings.TrimRight(r, "/") }
+
 // Create registers a client and returns it with its first key. The key is
-// returned only here; connectd keeps only its hash.
+// returned only here; connectd keeps only its hash. A resource another client
+// holds is refused with ErrResourceTaken.
 func (c *Clients) Create(ctx context.Context, name string, resources, providers []string) (Client, string, error) {
 	name = strings.TrimSpace(name)
 	if name == "" || len(name) > 200 {
@@ -131,10 +147,15 @@ func (c *Clients) Create(ctx context.Context, name string, resources, providers 
 	if len(resources) == 0 {
 		return Client{}, "", fmt.Errorf("%w: at least one resource URI is required", ErrInvalidClient)
 	}
+	seen := make(map[string]string, len(resources))
 	for _, r := range resources {
 		if err := ValidateResource(r, c.allowHTTP); err != nil {
 			return Client{}, "", err
 		}
+		if prev, dup := seen[resourceKey(r)]; dup {
+			return Client{}, "", fmt.Errorf("%w: resource %q is listed twice (as %q too)", ErrInvalidClient, r, prev)
+		}
+		seen[resourceKey(r)] = r
 	}
 	if providers == nil {
 		providers = []string{}
@@ -154,10 +175,36 @@ func (c *Clients) Create(ctx context.Context, name string, resources, providers 
 		_, err := tx.Exec(ctx, insertKeySQL, hash[:], cl.ID, cl.CreatedAt)
 		return err
 	})
+	// 23505 unique_violation, raised by the trigger that indexes resources.
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "client_resources_pkey" {
+		return Client{}, "", c.resourceTaken(ctx, resources)
+	}
 	if err != nil {
 		return Client{}, "", fmt.Errorf("mcpauth: create client: %w", err)
 	}
 	return cl, key, nil
+}
+
+// takenResourceSQL finds the first of the given resources that a client holds.
+const takenResourceSQL = `SELECT q.r, cr.resource, cr.client_id
+	FROM unnest($1::text[]) WITH ORDINALITY AS q (r, n)
+	JOIN client_resources cr ON cr.resource_key = client_resource_key(q.r)
+	ORDER BY q.n LIMIT 1`
+
+// resourceTaken builds the ErrResourceTaken for a refused registration of
+// resources, naming the resource and its holder.
+func (c *Clients) resourceTaken(ctx context.Context, resources []string) error {
+	var want, held, owner string
+	err := c.pool.QueryRow(ctx, takenResourceSQL, resources).Scan(&want, &held, &owner)
+	switch {
+	case err != nil: // the holder went away meanwhile, or the look-up failed
+		return fmt.Errorf("%w: one of %q belongs to another client", ErrResourceTaken, resources)
+	case want != held:
+		return fmt.Errorf("%w: resource %q is registered to client %s as %q", ErrResourceTaken, want, owner, held)
+	default:
+		return fmt.Errorf("%w: resource %q is registered to client %s", ErrResourceTaken, want, owner)
+	}
 }
 
 // List returns every client, oldest first.

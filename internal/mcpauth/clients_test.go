@@ -3,18 +3,22 @@ package mcpauth_test
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/base64"
 	"errors"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
+	"github.com/connectd/connectd/migrations"
 )
 
 // clock is a settable test clock.
@@ -104,7 +108,7 @@ func TestAuthenticateClientKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, otherKey, err := clients.Create(ctx, "Other", []string{otherResource}, nil)
+	_, otherKey, err := clients.Create(ctx, "Other", []string{"https://third-mcp.example.com/mcp"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,5 +272,132 @@ func TestCreateClientValidation(t *testing.T) {
 				t.Fatalf("got %v, want ErrInvalidClient", err)
 			}
 		})
+	}
+}
+
+// TestResourcesUnique: a resource URI belongs to one client (DESIGN invariant
+// 14), disabled clients included, trailing-slash variants included; the refusal
+// names the resource and its holder and creates nothing. The schema enforces
+// it, so a write that bypasses Create is refused too.
+func TestResourcesUnique(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clients, pool := newClients(t, newClock())
+	holder, holderKey, err := clients.Create(ctx, "A", []string{resource}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, _, err := clients.Create(ctx, "Off", []string{otherResource + "/"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clients.SetDisabled(ctx, off.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		resources []string
+		want      error  // nil: created
+		holder    string // the client the error must name
+	}{
+		{"same resource", []string{resource}, mcpauth.ErrResourceTaken, holder.ID},
+		{"with a trailing slash", []string{resource + "/"}, mcpauth.ErrResourceTaken, holder.ID},
+		{"one of several", []string{"https://new.example.com/mcp", resource}, mcpauth.ErrResourceTaken, holder.ID},
+		{"a disabled client's", []string{otherResource + "/"}, mcpauth.ErrResourceTaken, off.ID},
+		{"a disabled client's, without the slash", []string{otherResource}, mcpauth.ErrResourceTaken, off.ID},
+		{"listed twice", []string{"https://twice.example.com/mcp", "https://twice.example.com/mcp/"}, mcpauth.ErrInvalidClient, ""},
+		{"another path on the same host", []string{resource + "2"}, nil, ""},
+		{"another host", []string{"https://b.example.com/mcp"}, nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before, err := clients.List(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, _, err := clients.Create(ctx, tt.name, tt.resources, nil)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+			if tt.holder != "" && !strings.Contains(err.Error(), tt.holder) {
+				t.Errorf("error %q does not name the holder %s", err, tt.holder)
+			}
+			if !strings.Contains(err.Error(), strings.TrimRight(tt.resources[len(tt.resources)-1], "/")) {
+				t.Errorf("error %q does not name the resource", err)
+			}
+			after, err := clients.List(ctx)
+			if err != nil || len(after) != len(before) || c.ID != "" {
+				t.Fatalf("a refused registration left a client: %d → %d clients, %v", len(before), len(after), err)
+			}
+		})
+	}
+	// Writes that do not go through Create: the schema refuses them.
+	for name, sql := range map[string]string{
+		"insert": `INSERT INTO clients (id, name, resources) VALUES ('cli_raw', 'raw', ARRAY['` + resource + `'])`,
+		"update": `UPDATE clients SET resources = ARRAY['https://b.example.com/mcp/'] WHERE id = '` + off.ID + `'`,
+	} {
+		if _, err := pool.Exec(ctx, sql); err == nil || !strings.Contains(err.Error(), "client_resources_pkey") {
+			t.Errorf("%s bypassing Create: %v, want a unique violation", name, err)
+		}
+	}
+	// A client may change its own resources, and what it drops is free again.
+	if _, err := pool.Exec(ctx, `UPDATE clients SET resources = ARRAY['https://moved.example.com/mcp'] WHERE id = $1`, off.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := clients.Create(ctx, "Reuse", []string{otherResource}, nil); err != nil {
+		t.Fatalf("a dropped resource is still held: %v", err)
+	}
+	// The holder is untouched by all this.
+	if got, err := clients.Authenticate(ctx, holderKey); err != nil || !slices.Equal(got.Resources, []string{resource}) {
+		t.Fatalf("holder after refusals: %+v %v", got, err)
+	}
+}
+
+// TestUniqueResourcesMigration: upgrading a database whose clients already
+// share a resource stops with an error naming the resource and the clients
+// (which one keeps it is the operator's call); once resolved, it applies and
+// indexes the existing resources.
+func TestUniqueResourcesMigration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const version = 7 // migrations/00007_unique_resources.sql
+	db, err := sql.Open("pgx", pgtest.EmptyURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	p, err := migrations.NewProvider(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, version-1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO clients (id, name, resources) VALUES
+		('cli_a', 'A', ARRAY['https://a.example/mcp']), ('cli_b', 'B', ARRAY['https://b.example/mcp', 'https://a.example/mcp/'])`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.UpTo(ctx, version)
+	if err == nil || !strings.Contains(err.Error(), "https://a.example/mcp (clients cli_a, cli_b)") {
+		t.Fatalf("migrating over duplicates: %v, want an error naming them", err)
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE clients SET resources = ARRAY['https://b.example/mcp'] WHERE id = 'cli_b'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, version); err != nil {
+		t.Fatalf("migrating once resolved: %v", err)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM client_resources`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d resources indexed, %v; want 2", n, err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO clients (id, name, resources) VALUES ('cli_c', 'C', ARRAY['https://b.example/mcp'])`); err == nil {
+		t.Fatal("an existing resource can be registered again after the upgrade")
 	}
 }

@@ -30,6 +30,10 @@ var (
 	ErrWrongAudience = fmt.Errorf("%w: wrong audience", ErrInvalidToken)
 	// ErrNonce: an ID token's nonce is not the one this login sent.
 	ErrNonce = fmt.Errorf("%w: nonce mismatch", ErrInvalidToken)
+	// ErrIdentity: sub or iss is not an identity connectd can use byte for
+	// byte (too long, not UTF-8, a control character; see CheckSubject), or
+	// is not the signed claim of that exact name.
+	ErrIdentity = fmt.Errorf("%w: unacceptable identity", ErrInvalidToken)
 )
 
 var (

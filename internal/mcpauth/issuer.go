@@ -62,6 +62,9 @@ func (i Issuer) Validate(allowHTTP bool) error {
 	if err := checkURL(i.URL, allowHTTP); err != nil {
 		return fmt.Errorf("url %w", err)
 	}
+	if err := CheckIssuer(i.URL); err != nil { // else no token of it could ever pass
+		return fmt.Errorf("url: %w", err)
+	}
 	if i.JWKSURL != "" {
 		if err := checkURL(i.JWKSURL, allowHTTP); err != nil {
 			return fmt.Errorf("jwks_url %w", err)

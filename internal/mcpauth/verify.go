@@ -267,6 +267,12 @@ func (v *Verifier) verify(ctx context.Context, raw string, kind tokenKind, wantI
 	if raw == "" || len(raw) > maxTokenBytes {
 		return nil, fmt.Errorf("%w: empty or oversized token", ErrMalformedToken)
 	}
+	// The JSON must decode to exactly what was signed: checked on the raw
+	// segments, because the decoder would replace bad bytes silently.
+	payload, err := claimsJSON(raw)
+	if err != nil {
+		return nil, err
+	}
 	// Read the header and iss unverified, only to choose what to check the
 	// token against; everything is verified below.
 	var pre claims
@@ -306,6 +312,9 @@ func (v *Verifier) verify(ctx context.Context, raw string, kind tokenKind, wantI
 	}
 	if c.Subject == "" || c.IssuedAt == nil {
 		return nil, fmt.Errorf("%w: sub and iat are required", ErrMalformedToken)
+	}
+	if err := signedIdentity(payload, c.Issuer, c.Subject); err != nil {
+		return nil, err
 	}
 	return &c, nil
 }

@@ -23,8 +23,9 @@ var fuzzKey = session.Key{Hash: []byte("connectd fuzz hash key, public!!"), Bloc
 //	go test -run '^$' -fuzz FuzzSessionCookie -fuzztime 1m ./internal/session
 func FuzzSessionCookie(f *testing.F) {
 	now := time.Unix(1_900_000_000, 0)
+	pool := poolOf(f)
 	store := func(keys ...session.Key) *session.Store {
-		s, err := session.New(session.Config{Keys: keys, Now: func() time.Time { return now }})
+		s, err := session.New(session.Config{Pool: pool, Keys: keys, Now: func() time.Time { return now }})
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -32,7 +33,7 @@ func FuzzSessionCookie(f *testing.F) {
 	}
 	s := store(fuzzKey)
 	w := httptest.NewRecorder()
-	if _, err := s.Start(w, "https://issuer.example", "alice"); err != nil {
+	if _, err := s.Start(f.Context(), w, "https://issuer.example", "alice"); err != nil {
 		f.Fatal(err)
 	}
 	if _, err := s.Binding(w, httptest.NewRequest("GET", "/", nil)); err != nil {
@@ -44,7 +45,7 @@ func FuzzSessionCookie(f *testing.F) {
 	}
 	good, binding := values[session.CookieName], values[session.BindingCookieName]
 	other := httptest.NewRecorder()
-	if _, err := store(session.NewKey()).Start(other, "https://issuer.example", "mallory"); err != nil {
+	if _, err := store(session.NewKey()).Start(f.Context(), other, "https://issuer.example", "mallory"); err != nil {
 		f.Fatal(err)
 	}
 	foreign := other.Result().Cookies()[0].Value
@@ -90,12 +91,12 @@ func FuzzSessionCookie(f *testing.F) {
 // session (it is encrypted, not just signed).
 func TestSessionCookieIsNotReadable(t *testing.T) {
 	t.Parallel()
-	s, err := session.New(session.Config{Keys: []session.Key{fuzzKey}})
+	s, err := session.New(session.Config{Pool: poolOf(t), Keys: []session.Key{fuzzKey}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := httptest.NewRecorder()
-	sess, err := s.Start(w, "https://issuer.example", "alice")
+	sess, err := s.Start(t.Context(), w, "https://issuer.example", "alice")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,14 +17,14 @@ func TestSeparateCookieNames(t *testing.T) {
 	clk := &clock{t: time.Unix(1_700_000_000, 0)}
 	key := session.NewKey()
 	users := newStore(t, clk, key)
-	admins, err := session.New(session.Config{Keys: []session.Key{key}, Now: clk.Now,
+	admins, err := session.New(session.Config{Pool: poolOf(t), Keys: []session.Key{key}, Now: clk.Now,
 		Name: "__Host-test_admin", BindingName: "__Host-test_admin_binding"})
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	w := httptest.NewRecorder()
-	if _, err := admins.Start(w, "https://idp.example", "alice"); err != nil {
+	if _, err := admins.Start(t.Context(), w, "https://idp.example", "alice"); err != nil {
 		t.Fatal(err)
 	}
 	sc := setCookie(t, w, "__Host-test_admin")
@@ -58,9 +58,9 @@ func TestSeparateCookieNames(t *testing.T) {
 	}
 
 	for _, cfg := range []session.Config{
-		{Keys: []session.Key{key}, Name: "admin"},
-		{Keys: []session.Key{key}, BindingName: "__Secure-x"},
-		{Keys: []session.Key{key}, Name: "__Host-same", BindingName: "__Host-same"},
+		{Pool: poolOf(t), Keys: []session.Key{key}, Name: "admin"},
+		{Pool: poolOf(t), Keys: []session.Key{key}, BindingName: "__Secure-x"},
+		{Pool: poolOf(t), Keys: []session.Key{key}, Name: "__Host-same", BindingName: "__Host-same"},
 	} {
 		if _, err := session.New(cfg); err == nil {
 			t.Errorf("names %q %q accepted", cfg.Name, cfg.BindingName)

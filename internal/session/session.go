@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -13,6 +14,9 @@ import (
 	"time"
 
 	"github.com/gorilla/securecookie"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/connectd/connectd/internal/cache"
 )
 
 // Cookie names. The __Host- prefix makes browsers refuse them unless Secure,
@@ -35,8 +39,9 @@ const touchEvery = time.Minute
 
 var (
 	// ErrNoSession means there is no valid session: no cookie, a tampered or
-	// foreign one, one signed by a retired key, or one past its lifetime or
-	// idle timeout.
+	// foreign one, one signed by a retired key, one past its lifetime or
+	// idle timeout, or one that was ended on the server (signed out, ended by
+	// an admin).
 	ErrNoSession = errors.New("session: not signed in")
 	// ErrCSRF means a form's CSRF token is missing or not this session's.
 	ErrCSRF = errors.New("session: CSRF token mismatch")
@@ -82,6 +87,15 @@ func (k Key) Encode() string {
 
 // Config configures a Store.
 type Config struct {
+	// Pool is the database of browser_sessions (required): a cookie signs in
+	// only while its session's row is live (see live.go).
+	Pool *pgxpool.Pool
+	// CacheTTL is how long "this session is live" may be answered from
+	// memory (0: always ask the database); the cache is trusted only while
+	// the notification listener feeds CacheSubscriber. CacheSize caps the
+	// cached sessions (default 50,000).
+	CacheTTL  time.Duration
+	CacheSize int
 	// Keys signs with Keys[0] and still reads the others (newest first).
 	Keys []Key
 	// MaxAge bounds a session's life from login, however active (default 12h).
@@ -117,15 +131,21 @@ type Store struct {
 	maxAge   time.Duration
 	idle     time.Duration
 	now      func() time.Time
+	pool     *pgxpool.Pool
+	live     *cache.Map[cache.Digest, bool] // nil: disabled; see live.go
 }
 
-// New returns a Store. It fails when no key is given or a key has the wrong
-// size.
+// New returns a Store. It fails when no key or no Pool is given or a key has
+// the wrong size.
 func New(cfg Config) (*Store, error) {
 	if len(cfg.Keys) == 0 {
 		return nil, errors.New("session: at least one key is required")
 	}
-	s := &Store{name: cfg.Name, bindName: cfg.BindingName, maxAge: cfg.MaxAge, idle: cfg.IdleTimeout, now: cfg.Now}
+	if cfg.Pool == nil {
+		return nil, errors.New("session: Pool is required (sessions end on the server)")
+	}
+	s := &Store{name: cfg.Name, bindName: cfg.BindingName, maxAge: cfg.MaxAge, idle: cfg.IdleTimeout, now: cfg.Now,
+		pool: cfg.Pool}
 	if s.name == "" {
 		s.name = CookieName
 	}
@@ -157,6 +177,10 @@ func New(cfg Config) (*Store, error) {
 	}
 	s.session = codecs(pairs, s.maxAge)
 	s.binding = codecs(pairs, BindingMaxAge)
+	if cfg.CacheSize <= 0 {
+		cfg.CacheSize = 50_000
+	}
+	s.live = cache.New[cache.Digest, bool](cfg.CacheTTL, cfg.CacheSize, s.now)
 	return s, nil
 }
 
@@ -180,10 +204,15 @@ type value struct {
 
 // Start signs the browser in as (issuer, subject) with a brand-new session id,
 // whatever session cookie it had before: a session id planted before login is
-// never carried over (no fixation).
-func (s *Store) Start(w http.ResponseWriter, issuer, subject string) (Session, error) {
+// never carried over (no fixation). The session is recorded (its id hashed)
+// before the cookie is written, so no replica ever sees a cookie whose
+// session it cannot find.
+func (s *Store) Start(ctx context.Context, w http.ResponseWriter, issuer, subject string) (Session, error) {
 	now := s.now()
 	sess := Session{ID: randomID(), Issuer: issuer, Subject: subject, IssuedAt: now, LastSeen: now}
+	if err := s.record(ctx, sess); err != nil {
+		return Session{}, err
+	}
 	if err := s.write(w, sess, now); err != nil {
 		return Session{}, err
 	}
@@ -191,7 +220,9 @@ func (s *Store) Start(w http.ResponseWriter, issuer, subject string) (Session, e
 }
 
 // Get returns the browser's session, or ErrNoSession. It enforces the
-// absolute lifetime and the idle timeout but writes nothing.
+// absolute lifetime, the idle timeout and that the session has not ended on
+// the server, but writes nothing. Any other error means the database could
+// not be asked.
 func (s *Store) Get(r *http.Request) (Session, error) {
 	c, err := r.Cookie(s.name)
 	if err != nil {
@@ -206,6 +237,13 @@ func (s *Store) Get(r *http.Request) (Session, error) {
 	now := s.now()
 	if sess.ID == "" || sess.Issuer == "" || sess.Subject == "" ||
 		!now.Before(sess.IssuedAt.Add(s.maxAge)) || !now.Before(sess.LastSeen.Add(s.idle)) {
+		return Session{}, ErrNoSession
+	}
+	live, err := s.isLive(r.Context(), sess.ID)
+	if err != nil {
+		return Session{}, err
+	}
+	if !live {
 		return Session{}, ErrNoSession
 	}
 	return sess, nil
@@ -228,7 +266,8 @@ func (s *Store) Load(w http.ResponseWriter, r *http.Request) (Session, error) {
 	return sess, nil
 }
 
-// Clear signs the browser out.
+// Clear deletes the session cookie in this browser only; End also ends the
+// session on the server, which is what signing out must do.
 func (s *Store) Clear(w http.ResponseWriter) {
 	http.SetCookie(w, cookie(s.name, "", -1))
 }

@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/session"
 )
 
@@ -33,9 +36,26 @@ func (c *clock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// pools holds each test's database, so that the stores of one test (a
+// rotated keyring, a second replica) share their sessions.
+var pools sync.Map // testing.TB → *pgxpool.Pool
+
+// poolOf returns t's database (a fresh migrated one, made on first use).
+func poolOf(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	if p, ok := pools.Load(t); ok {
+		return p.(*pgxpool.Pool)
+	}
+	p := pgtest.Pool(t)
+	pools.Store(t, p)
+	t.Cleanup(func() { pools.Delete(t) })
+	return p
+}
+
 func newStore(t *testing.T, clk *clock, keys ...session.Key) *session.Store {
 	t.Helper()
-	s, err := session.New(session.Config{Keys: keys, MaxAge: 12 * time.Hour, IdleTimeout: time.Hour, Now: clk.Now})
+	s, err := session.New(session.Config{Pool: poolOf(t), Keys: keys, MaxAge: 12 * time.Hour, IdleTimeout: time.Hour,
+		Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +104,7 @@ func TestCookieAttributes(t *testing.T) {
 		write  func(w http.ResponseWriter)
 		want   []string
 	}{
-		{"session", session.CookieName, func(w http.ResponseWriter) { s.Start(w, "https://idp.example", "alice") },
+		{"session", session.CookieName, func(w http.ResponseWriter) { s.Start(t.Context(), w, "https://idp.example", "alice") },
 			[]string{"HttpOnly", "Max-Age=43200", "Path=/", "SameSite=Lax", "Secure"}},
 		{"session cleared", session.CookieName, func(w http.ResponseWriter) { s.Clear(w) },
 			[]string{"HttpOnly", "Max-Age=0", "Path=/", "SameSite=Lax", "Secure"}},
@@ -113,7 +133,7 @@ func TestSessionRoundTripAndFreshIDs(t *testing.T) {
 	clk := &clock{t: time.Unix(1_900_000_000, 0)}
 	s := newStore(t, clk, session.NewKey())
 	w := httptest.NewRecorder()
-	started, err := s.Start(w, "https://idp.example", "alice")
+	started, err := s.Start(t.Context(), w, "https://idp.example", "alice")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +149,7 @@ func TestSessionRoundTripAndFreshIDs(t *testing.T) {
 	if v, _ := attrs(raw); strings.Contains(v, "alice") || strings.Contains(v, got.ID) {
 		t.Fatal("the cookie is not encrypted")
 	}
-	again, _ := s.Start(httptest.NewRecorder(), "https://idp.example", "alice")
+	again, _ := s.Start(t.Context(), httptest.NewRecorder(), "https://idp.example", "alice")
 	if again.ID == started.ID {
 		t.Fatal("a second login reused the session id")
 	}
@@ -141,7 +161,7 @@ func TestRefusedCookies(t *testing.T) {
 	k1, k2 := session.NewKey(), session.NewKey()
 	old := newStore(t, clk, k1)
 	w := httptest.NewRecorder()
-	old.Start(w, "https://idp.example", "alice")
+	old.Start(t.Context(), w, "https://idp.example", "alice")
 	raw := setCookie(t, w, session.CookieName)
 	value, _ := attrs(raw)
 
@@ -181,7 +201,7 @@ func TestKeyRotation(t *testing.T) {
 	clk := &clock{t: time.Unix(1_900_000_000, 0)}
 	k1, k2 := session.NewKey(), session.NewKey()
 	w := httptest.NewRecorder()
-	newStore(t, clk, k1).Start(w, "https://idp.example", "alice")
+	newStore(t, clk, k1).Start(t.Context(), w, "https://idp.example", "alice")
 	raw := setCookie(t, w, session.CookieName)
 
 	rotated := newStore(t, clk, k2, k1)
@@ -204,7 +224,7 @@ func TestLifetimeAndIdleTimeout(t *testing.T) {
 	clk := &clock{t: time.Unix(1_900_000_000, 0)}
 	s := newStore(t, clk, session.NewKey())
 	w := httptest.NewRecorder()
-	s.Start(w, "https://idp.example", "alice")
+	s.Start(t.Context(), w, "https://idp.example", "alice")
 	cookie := setCookie(t, w, session.CookieName)
 
 	clk.Advance(30 * time.Second)
@@ -224,7 +244,7 @@ func TestLifetimeAndIdleTimeout(t *testing.T) {
 	clk = &clock{t: time.Unix(1_900_000_000, 0)}
 	s = newStore(t, clk, session.NewKey())
 	w = httptest.NewRecorder()
-	s.Start(w, "https://idp.example", "alice")
+	s.Start(t.Context(), w, "https://idp.example", "alice")
 	cookie = setCookie(t, w, session.CookieName)
 	for elapsed := 50 * time.Minute; elapsed < 12*time.Hour; elapsed += 50 * time.Minute {
 		clk.Advance(50 * time.Minute)
@@ -245,8 +265,8 @@ func TestCSRF(t *testing.T) {
 	clk := &clock{t: time.Unix(1_900_000_000, 0)}
 	k1, k2 := session.NewKey(), session.NewKey()
 	s := newStore(t, clk, k1)
-	mine, _ := s.Start(httptest.NewRecorder(), "https://idp.example", "alice")
-	theirs, _ := s.Start(httptest.NewRecorder(), "https://idp.example", "bob")
+	mine, _ := s.Start(t.Context(), httptest.NewRecorder(), "https://idp.example", "alice")
+	theirs, _ := s.Start(t.Context(), httptest.NewRecorder(), "https://idp.example", "bob")
 	token := s.CSRFToken(mine)
 	if err := s.CheckCSRF(mine, token); err != nil {
 		t.Fatalf("own token refused: %v", err)
@@ -328,5 +348,8 @@ func TestParseKey(t *testing.T) {
 	}
 	if _, err := session.New(session.Config{}); err == nil {
 		t.Fatal("New without keys")
+	}
+	if _, err := session.New(session.Config{Keys: []session.Key{k}}); err == nil {
+		t.Fatal("New without a database: sessions could not end on the server")
 	}
 }

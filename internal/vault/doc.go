@@ -1,6 +1,8 @@
 // Package vault owns connectd's stored third-party credentials: the keyring of
-// versioned AES-256-GCM keys, sealing and opening with associated data that
-// binds every ciphertext to its row and purpose, the connections table (one
+// versioned AES-256-GCM keys and the per-purpose keys derived from it (one for
+// credentials, one for each other thing connectd seals: Keyring.Purpose),
+// sealing and opening with associated data that binds every ciphertext to its
+// row and purpose, the connections table (one
 // connection per issuer, subject and provider), token retrieval with a refresh
 // that happens once across all replicas, key rotation (rewrap) and deletion
 // with revocation at the provider. It records the outcome of refreshes in the

@@ -3,7 +3,9 @@ package vault
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -12,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // ErrDecrypt means a ciphertext did not open: it was tampered with, sealed
@@ -30,27 +33,47 @@ const (
 	// MaxKeyVersion is the largest key version (it is stored in a Postgres integer).
 	MaxKeyVersion = 1<<31 - 1
 
-	formatV1   byte = 1
-	nonceSize       = 12
-	headerSize      = 1 + 4 + nonceSize // format, key version, nonce
-	tagSize         = 16
+	// formatRaw marks a ciphertext sealed directly under a configured key:
+	// everything connectd sealed before per-purpose keys, and what the
+	// configured keyring itself (not a Purpose of it) still seals.
+	formatRaw byte = 1
+	// formatPurpose marks a ciphertext sealed under a key derived for one
+	// purpose (Keyring.Purpose).
+	formatPurpose byte = 2
+	nonceSize          = 12
+	headerSize         = 1 + 4 + nonceSize // format, key version, nonce
+	tagSize            = 16
 )
 
 // Keyring holds the versioned keys that open ciphertexts and the one primary
-// key that seals new ones. It is safe for concurrent use and never exposes key
-// bytes; formatting a Keyring prints only its versions.
+// key that seals new ones. The keyring made from configuration (NewKeyring,
+// ParseKeyring) holds the configured keys; Purpose derives from it a keyring
+// for one purpose, with a key per version, and that is what seals anything
+// (DESIGN invariant 13). It is safe for concurrent use and never exposes key
+// bytes; formatting a Keyring prints only its versions (and purpose).
 type Keyring struct {
 	primary uint32
 	aeads   map[uint32]cipher.AEAD
+	keys    map[uint32][]byte // the key bytes, for Purpose; never printed
+	label   string            // "" for the configured keys
+	format  byte              // what Seal writes and Open opens with aeads
+	// legacy opens formatRaw ciphertexts in a purpose keyring: the
+	// configured keys' ciphers, so that what was sealed before per-purpose
+	// keys (stored credentials, in-flight verifiers and request_states)
+	// still opens until rewrap or expiry replaces it. Nil for the
+	// configured keys themselves.
+	legacy map[uint32]cipher.AEAD
+
+	purposes sync.Map // label → *Keyring, derived once
 }
 
 // NewKeyring builds a keyring from raw 32-byte keys by version; primary must be
-// one of them. The caller's key slices are zeroed once the ciphers are built.
+// one of them. The caller's key slices are zeroed once the ciphers are built
+// (the keyring keeps its own copy, to derive purpose keys from).
 func NewKeyring(keys map[uint32][]byte, primary uint32) (*Keyring, error) {
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: no keys", ErrKeyring)
 	}
-	k := &Keyring{primary: primary, aeads: make(map[uint32]cipher.AEAD, len(keys))}
 	for v, raw := range keys {
 		if v == 0 || v > MaxKeyVersion {
 			return nil, fmt.Errorf("%w: key version %d is out of range 1-%d", ErrKeyring, v, MaxKeyVersion)
@@ -58,6 +81,26 @@ func NewKeyring(keys map[uint32][]byte, primary uint32) (*Keyring, error) {
 		if len(raw) != KeySize {
 			return nil, fmt.Errorf("%w: key version %d is %d bytes, want %d", ErrKeyring, v, len(raw), KeySize)
 		}
+	}
+	if _, ok := keys[primary]; !ok {
+		return nil, fmt.Errorf("%w: primary key version %d is not among the keys", ErrKeyring, primary)
+	}
+	k, err := newKeyring(keys, primary, "", formatRaw, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, raw := range keys {
+		clear(raw)
+	}
+	return k, nil
+}
+
+// newKeyring builds the ciphers of keys (checked by the caller), keeping a
+// copy of each key.
+func newKeyring(keys map[uint32][]byte, primary uint32, label string, format byte, legacy map[uint32]cipher.AEAD) (*Keyring, error) {
+	k := &Keyring{primary: primary, aeads: make(map[uint32]cipher.AEAD, len(keys)),
+		keys: make(map[uint32][]byte, len(keys)), label: label, format: format, legacy: legacy}
+	for v, raw := range keys {
 		block, err := aes.NewCipher(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%w: key version %d: %v", ErrKeyring, v, err)
@@ -67,14 +110,57 @@ func NewKeyring(keys map[uint32][]byte, primary uint32) (*Keyring, error) {
 			return nil, fmt.Errorf("%w: key version %d: %v", ErrKeyring, v, err)
 		}
 		k.aeads[v] = aead
-	}
-	if _, ok := k.aeads[primary]; !ok {
-		return nil, fmt.Errorf("%w: primary key version %d is not among the keys", ErrKeyring, primary)
-	}
-	for _, raw := range keys {
-		clear(raw)
+		k.keys[v] = slices.Clone(raw)
 	}
 	return k, nil
+}
+
+// Purpose returns the keyring for one purpose: for every version of k, the
+// key HKDF-SHA256 derives from k's key of that version with label as the
+// info (no salt), under the same versions and primary. So rotating the
+// configured keys rotates every purpose, and each purpose spends the nonce
+// budget of its own keys: no two purposes ever seal under the same key.
+// Labels name the owner and purpose and carry a version, e.g.
+// "connectd/vault/credential/v1"; a label must never be reused for something
+// else. The keyring for a label is derived once and then shared. Its
+// ciphertexts (format 2) open only under the same label; ciphertexts sealed
+// directly under the configured keys (format 1, what connectd wrote before
+// per-purpose keys) still open, for the upgrade, and are what rewrap moves.
+// Purpose panics on an empty label, a programming error.
+func (k *Keyring) Purpose(label string) *Keyring {
+	if label == "" {
+		panic("vault: Keyring.Purpose needs a label")
+	}
+	if p, ok := k.purposes.Load(label); ok {
+		return p.(*Keyring)
+	}
+	name := label
+	if k.label != "" {
+		name = k.label + "\x00" + label // a purpose of a purpose: distinct from both
+	}
+	derived := make(map[uint32][]byte, len(k.keys))
+	defer func() {
+		for _, d := range derived {
+			clear(d)
+		}
+	}()
+	for v, raw := range k.keys {
+		d, err := hkdf.Key(sha256.New, raw, nil, name, KeySize)
+		if err != nil { // only for lengths HKDF-SHA256 cannot make; KeySize is not one
+			panic("vault: derive purpose key: " + err.Error())
+		}
+		derived[v] = d
+	}
+	legacy := k.legacy
+	if k.format == formatRaw {
+		legacy = k.aeads
+	}
+	p, err := newKeyring(derived, k.primary, name, formatPurpose, legacy)
+	if err != nil { // the derived keys are valid AES-256 keys
+		panic("vault: purpose keyring: " + err.Error())
+	}
+	got, _ := k.purposes.LoadOrStore(label, p)
+	return got.(*Keyring)
 }
 
 // ParseKeyring reads a key specification: entries "VERSION:BASE64KEY"
@@ -187,10 +273,14 @@ func (k *Keyring) Versions() []uint32 {
 // Has reports whether the keyring holds key version v.
 func (k *Keyring) Has(v uint32) bool { _, ok := k.aeads[v]; return ok }
 
-// String describes the keyring by versions only.
+// String describes the keyring by versions (and purpose) only.
 func (k *Keyring) String() string {
 	var b strings.Builder
-	b.WriteString("vault.Keyring{")
+	b.WriteString("vault.Keyring")
+	if k.label != "" {
+		b.WriteString("(" + strconv.Quote(k.label) + ")")
+	}
+	b.WriteString("{")
 	for i, v := range k.Versions() {
 		if i > 0 {
 			b.WriteString(",")
@@ -210,7 +300,9 @@ func (k *Keyring) Format(f fmt.State, _ rune) { io.WriteString(f, k.String()) }
 // Seal encrypts plaintext under the primary key. aad is authenticated but not
 // stored: Open must be given the same bytes. The result is
 // format(1) | key version(4, big-endian) | nonce(12) | ciphertext | tag(16);
-// the header is authenticated too.
+// the header is authenticated too. The format is 2 for a Purpose keyring and 1
+// for the configured keys, which nothing new should be sealed with: seal with
+// a Purpose.
 func (k *Keyring) Seal(plaintext, aad []byte) ([]byte, error) {
 	return k.sealWith(k.primary, plaintext, aad)
 }
@@ -218,7 +310,7 @@ func (k *Keyring) Seal(plaintext, aad []byte) ([]byte, error) {
 func (k *Keyring) sealWith(version uint32, plaintext, aad []byte) ([]byte, error) {
 	aead := k.aeads[version]
 	out := make([]byte, headerSize, headerSize+len(plaintext)+tagSize)
-	out[0] = formatV1
+	out[0] = k.format
 	binary.BigEndian.PutUint32(out[1:5], version)
 	if _, err := io.ReadFull(rand.Reader, out[5:headerSize]); err != nil {
 		return nil, fmt.Errorf("vault: nonce: %w", err)
@@ -244,7 +336,17 @@ func (k *Keyring) openWith(dst, ciphertext, ad []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	aead, ok := k.aeads[v]
+	aeads := k.aeads
+	switch f := ciphertext[0]; {
+	case f == k.format:
+	case f == formatRaw && k.legacy != nil:
+		aeads = k.legacy
+	case f == formatRaw:
+		return nil, fmt.Errorf("%w: sealed under a configured key, not a purpose key", ErrDecrypt)
+	default:
+		return nil, fmt.Errorf("%w: sealed under a purpose key (open it with that purpose's keyring)", ErrDecrypt)
+	}
+	aead, ok := aeads[v]
 	if !ok {
 		return nil, fmt.Errorf("%w: key version %d is not in the keyring", ErrDecrypt, v)
 	}
@@ -263,7 +365,7 @@ func KeyVersion(ciphertext []byte) (uint32, error) {
 	if len(ciphertext) < headerSize {
 		return 0, fmt.Errorf("%w: ciphertext too short", ErrDecrypt)
 	}
-	if ciphertext[0] != formatV1 {
+	if ciphertext[0] != formatRaw && ciphertext[0] != formatPurpose {
 		return 0, fmt.Errorf("%w: unknown ciphertext format %d", ErrDecrypt, ciphertext[0])
 	}
 	return binary.BigEndian.Uint32(ciphertext[1:5]), nil

@@ -11,20 +11,28 @@ import (
 )
 
 // KeyCount is the number of connections sealed under one key version in one
-// status.
+// status, one way.
 type KeyCount struct {
 	KeyVersion uint32
 	Status     Status
 	Rows       int64
-	Primary    bool // the keyring's primary version
-	InKeyring  bool // false: these rows cannot be opened with the configured keys
+	// Primary: sealed as new credentials are, under the credential key of the
+	// keyring's primary version. Rewrap re-seals every row that is not.
+	Primary bool
+	// Legacy: sealed directly under the configured key of this version, as
+	// connectd did before per-purpose keys. Such rows still open; rewrap
+	// moves them to the credential key.
+	Legacy    bool
+	InKeyring bool // false: these rows cannot be opened with the configured keys
 }
 
-const countByKey = `SELECT key_version, status, count(*) FROM connections GROUP BY 1, 2 ORDER BY 1, 2`
+// The format byte starts the ciphertext (see Keyring.Seal).
+const countByKey = `SELECT key_version, status, substr(ciphertext, 1, 1) <> $1, count(*) FROM connections
+	GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`
 
-// KeyStatus counts connections per key version and status.
+// KeyStatus counts connections per key version, status and sealing.
 func (s *Store) KeyStatus(ctx context.Context) ([]KeyCount, error) {
-	rows, err := s.pool.Query(ctx, countByKey)
+	rows, err := s.pool.Query(ctx, countByKey, sealedFormat)
 	if err != nil {
 		return nil, fmt.Errorf("vault: key status: %w", err)
 	}
@@ -34,14 +42,15 @@ func (s *Store) KeyStatus(ctx context.Context) ([]KeyCount, error) {
 		var (
 			v      int32
 			status string
+			legacy bool
 			n      int64
 		)
-		if err := rows.Scan(&v, &status, &n); err != nil {
+		if err := rows.Scan(&v, &status, &legacy, &n); err != nil {
 			return nil, fmt.Errorf("vault: key status: %w", err)
 		}
 		kv := uint32(v)
-		out = append(out, KeyCount{KeyVersion: kv, Status: Status(status), Rows: n,
-			Primary: kv == s.keys.Primary(), InKeyring: s.keys.Has(kv)})
+		out = append(out, KeyCount{KeyVersion: kv, Status: Status(status), Rows: n, Legacy: legacy,
+			Primary: kv == s.keys.Primary() && !legacy, InKeyring: s.keys.Has(kv)})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("vault: key status: %w", err)
@@ -51,12 +60,13 @@ func (s *Store) KeyStatus(ctx context.Context) ([]KeyCount, error) {
 
 // ErrRewrapIncomplete: rewrap finished its passes but some rows are still not
 // under the primary key (they failed to open, or stayed locked or were written
-// under an older primary by a replica still configured with it). Run it again.
+// under an older primary, or under the configured key itself, by a replica
+// still running an older configuration or release). Run it again.
 var ErrRewrapIncomplete = errors.New("vault: rewrap incomplete")
 
 // RewrapResult summarises a rewrap.
 type RewrapResult struct {
-	Rewrapped int      // rows re-encrypted under the primary key
+	Rewrapped int      // rows re-encrypted under the primary version's credential key
 	Failed    []string // ids of rows that did not open (left as they are)
 	Remaining int64    // rows still under another key at the end, failed ones included
 }
@@ -77,17 +87,28 @@ const (
 	// by a concurrent refresh or Put are skipped and picked up by the next
 	// pass (that writer itself seals under the primary key, on a replica
 	// configured as the rotation procedure says).
+	//
+	// A row needs rewrapping when it is under another key version, or under
+	// the primary version's configured key itself rather than its credential
+	// key (sealed before per-purpose keys): the format byte that starts the
+	// ciphertext ($5) tells. (The filter reads each row's first byte; a
+	// rewrap pass reads every row anyway.)
 	selectRewrapBatch = `SELECT id, issuer, subject, provider, ciphertext FROM connections
-		WHERE id > $2 AND key_version <> $1 AND NOT (id = ANY($3))
+		WHERE id > $2 AND (key_version <> $1 OR substr(ciphertext, 1, 1) <> $5) AND NOT (id = ANY($3))
 		ORDER BY id LIMIT $4
 		FOR UPDATE SKIP LOCKED`
 	// updated_at is left alone: the credential did not change, only its sealing.
 	updateRewrapped = `UPDATE connections SET key_version = $2, ciphertext = $3 WHERE id = $1`
-	countNotPrimary = `SELECT count(*) FROM connections WHERE key_version <> $1`
+	countNotPrimary = `SELECT count(*) FROM connections WHERE key_version <> $1 OR substr(ciphertext, 1, 1) <> $2`
 )
 
-// Rewrap re-encrypts every connection not sealed under the primary key, in
-// batches of one short transaction each. It is safe while the service serves:
+// sealedFormat is the format byte of what the store seals, as a query argument.
+var sealedFormat = []byte{formatPurpose}
+
+// Rewrap re-encrypts every connection not sealed under the primary key — the
+// credential key derived from the primary version (Keyring.Purpose); rows
+// sealed under a configured key directly, as before per-purpose keys, count as
+// not under it whatever their version — in batches of one short transaction each. It is safe while the service serves:
 // a batch locks only its rows and skips rows other transactions hold, and it
 // is resumable: every committed batch stays done, and a new run selects only
 // rows still under an old key. When a pass leaves only rows locked by other
@@ -124,7 +145,7 @@ func (s *Store) Rewrap(ctx context.Context, opts RewrapOptions) (RewrapResult, e
 		// End of a pass. Done when nothing is left but rows that do not
 		// open; otherwise start another pass, after a pause if this one
 		// found nothing to do (only locked rows remain).
-		if err := s.pool.QueryRow(ctx, countNotPrimary, primary).Scan(&res.Remaining); err != nil {
+		if err := s.pool.QueryRow(ctx, countNotPrimary, primary, sealedFormat).Scan(&res.Remaining); err != nil {
 			return res, fmt.Errorf("vault: rewrap: %w", err)
 		}
 		if res.Remaining <= int64(len(res.Failed)) {
@@ -159,7 +180,7 @@ func (s *Store) rewrapBatch(ctx context.Context, primary int32, after string, n 
 	var newFailed []string
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		done, examined, newFailed = 0, 0, nil
-		rows, err := tx.Query(ctx, selectRewrapBatch, primary, after, *failed, n)
+		rows, err := tx.Query(ctx, selectRewrapBatch, primary, after, *failed, n, sealedFormat)
 		if err != nil {
 			return fmt.Errorf("vault: rewrap select: %w", err)
 		}

@@ -132,7 +132,8 @@ type Config struct {
 // replica) may share a database.
 type Store struct {
 	pool            *pgxpool.Pool
-	keys            *Keyring
+	root            *Keyring // as configured
+	keys            *Keyring // root.Purpose(credentialKeys): seals and opens credentials
 	refresh         RefreshFunc
 	revoke          RevokeFunc
 	skew            time.Duration
@@ -149,7 +150,7 @@ func New(cfg Config) (*Store, error) {
 		return nil, errors.New("vault: Config.Pool and Config.Keyring are required")
 	}
 	s := &Store{
-		pool: cfg.Pool, keys: cfg.Keyring, refresh: cfg.Refresh, revoke: cfg.Revoke,
+		pool: cfg.Pool, root: cfg.Keyring, keys: cfg.Keyring.Purpose(credentialKeys), refresh: cfg.Refresh, revoke: cfg.Revoke,
 		skew: cfg.Skew, providerTimeout: cfg.ProviderTimeout, now: cfg.Now, logger: cfg.Logger,
 	}
 	if s.skew <= 0 {
@@ -171,8 +172,9 @@ func New(cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// Keyring returns the store's keyring.
-func (s *Store) Keyring() *Keyring { return s.keys }
+// Keyring returns the store's keyring as configured (credentials are sealed
+// under its Purpose for credentials, with the same versions).
+func (s *Store) Keyring() *Keyring { return s.root }
 
 const connCols = `id, issuer, subject, provider, status, key_version, ciphertext, scopes, expires_at,
 	created_at, updated_at, refreshed_at`
@@ -266,6 +268,11 @@ func (s *Store) load(ctx context.Context, q querier, user UserRef, provider stri
 
 // credentialPurpose starts the associated data of every connection credential.
 const credentialPurpose = "connectd/vault/connection-credential/v1"
+
+// credentialKeys is the Keyring.Purpose label of the keys that seal
+// credentials (DESIGN invariant 13). Changing it makes every stored credential
+// unreadable: a new label needs a new format and a rewrap, not an edit.
+const credentialKeys = "connectd/vault/credential/v1"
 
 // binding is the associated data of a connection's credential.
 func binding(id string, user UserRef, provider string) []byte {

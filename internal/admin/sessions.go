@@ -1,0 +1,91 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/web"
+	"github.com/connectd/connectd/web/templates"
+)
+
+// "End all sessions of a user": a stolen or forgotten browser session must be
+// cut without waiting for it to expire. The pages, the API and the CLI all
+// come here.
+
+// EndSessions ends every browser session of user — connect pages and admin
+// pages alike — and returns how many were live. The sessions end and the
+// audit event (sessions.ended) is written in one transaction; every replica
+// forgets them within a second of the commit (see package session).
+func (st *Store) EndSessions(ctx context.Context, user vault.UserRef, by Actor) (int, error) {
+	if err := (Filter{Issuer: user.Issuer, Subject: user.Subject}).Validate(); err != nil {
+		return 0, err
+	}
+	if user.Issuer == "" || user.Subject == "" {
+		return 0, fmt.Errorf("%w: a user is an issuer and a subject; both are required", ErrInvalid)
+	}
+	var n int
+	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
+		var err error
+		if n, err = session.EndUser(ctx, tx, user.Issuer, user.Subject, st.now()); err != nil {
+			return err
+		}
+		return audit(ctx, tx, Event{Kind: "sessions.ended", Issuer: user.Issuer, Subject: user.Subject,
+			Detail: map[string]any{"sessions": n}}, by)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("admin: end sessions: %w", err)
+	}
+	st.logger.InfoContext(ctx, "browser sessions ended by an admin", slog.String("issuer", user.Issuer),
+		slog.String("subject", user.Subject), slog.String("actor", by.Name), slog.Int("sessions", n))
+	return n, nil
+}
+
+// endSessionsPage handles POST /admin/sessions/end (the button on a
+// connection's page): only with the admin session's CSRF token.
+func (s *Server) endSessionsPage(w http.ResponseWriter, r *http.Request) error {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		return page(http.StatusBadRequest, "bad_form", "The form could not be read.", err)
+	}
+	if err := s.sessions.CheckCSRF(principalOf(r.Context()).sess, r.PostForm.Get(session.CSRFField)); err != nil {
+		return page(http.StatusForbidden, "csrf_failed", "The form has expired. Open the page again and retry.", err)
+	}
+	user := vault.UserRef{Issuer: strings.TrimSpace(r.PostForm.Get("issuer")),
+		Subject: strings.TrimSpace(r.PostForm.Get("subject"))}
+	n, err := s.store.EndSessions(r.Context(), user, actorOf(r))
+	if err != nil {
+		return storeError(err)
+	}
+	return render(w, r, http.StatusOK, templates.AdminSessionsEnded(templates.AdminSessionsEndedView{
+		Nav: s.nav(r, "connections"), Subject: user.Subject, Issuer: user.Issuer, Sessions: strconv.Itoa(n),
+		BackURL: listURL("/admin/connections", Filter{Subject: user.Subject, Issuer: user.Issuer}, nil, 0)}))
+}
+
+type endSessionsRequest struct {
+	Issuer  string `json:"issuer"`
+	Subject string `json:"subject"`
+}
+
+// apiEndSessions handles POST /admin/api/sessions/end
+// {"issuer": URL, "subject": SUB}.
+func (s *Server) apiEndSessions(w http.ResponseWriter, r *http.Request) error {
+	var req endSessionsRequest
+	if err := web.DecodeJSON(w, r, &req, 8<<10); err != nil {
+		return err
+	}
+	user := vault.UserRef{Issuer: strings.TrimSpace(req.Issuer), Subject: strings.TrimSpace(req.Subject)}
+	n, err := s.store.EndSessions(r.Context(), user, actorOf(r))
+	if err != nil {
+		return storeError(err)
+	}
+	web.WriteJSON(w, http.StatusOK, map[string]any{"issuer": user.Issuer, "subject": user.Subject, "sessions_ended": n})
+	return nil
+}

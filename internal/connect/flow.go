@@ -347,7 +347,7 @@ func (s *Server) startAuthorization(ctx context.Context, fs *flowState, p provid
 	state := base64.RawURLEncoding.EncodeToString(raw)
 	sh := sha256.Sum256([]byte(state))
 	verifier := oauth2.GenerateVerifier()
-	sealed, err := s.keys.Seal([]byte(verifier), verifierAAD(sh[:]))
+	sealed, err := s.verifierKeys.Seal([]byte(verifier), verifierAAD(sh[:]))
 	if err != nil {
 		return "", fmt.Errorf("connect: seal verifier: %w", err)
 	}
@@ -461,7 +461,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 	if code == "" {
 		return page(http.StatusBadRequest, "missing_code", "This sign-in response is incomplete.")
 	}
-	verifier, err := s.keys.Open(pa.verifier, verifierAAD(sh[:]))
+	verifier, err := s.verifierKeys.Open(pa.verifier, verifierAAD(sh[:]))
 	if err != nil {
 		return err
 	}

@@ -134,9 +134,13 @@ func TestNoSecretsInLogsPagesOrRedirects(t *testing.T) {
 	if err := e.pool.QueryRow(context.Background(), "SELECT verifier_sealed FROM oauth_states WHERE state_hash = $1", sh[:]).Scan(&sealed); err != nil {
 		t.Fatal(err)
 	}
-	verifier, err := e.keyring.Open(sealed, vault.Binding("connectd/pkce_verifier/v1", string(sh[:])))
+	verifierAAD := vault.Binding("connectd/pkce_verifier/v1", string(sh[:]))
+	verifier, err := e.keyring.Purpose("connectd/connect/pkce-verifier/v1").Open(sealed, verifierAAD)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := e.keyring.Open(sealed, verifierAAD); err == nil { // DESIGN invariant 13
+		t.Fatal("the PKCE verifier opens under the configured key: it was not sealed under its purpose key")
 	}
 	sec.add("PKCE verifier", string(verifier), "")
 	callback := e.authorize(redirect)

@@ -192,10 +192,12 @@ func (c *Client) Unlink(ctx context.Context, userToken, provider string) (*Unlin
 
 // errorBody is connectd's JSON error envelope.
 type errorBody struct {
-	Error         string   `json:"error"`
-	Description   string   `json:"error_description"`
-	RequestID     string   `json:"request_id"`
-	MissingScopes []string `json:"missing_scopes"`
+	Error            string   `json:"error"`
+	Description      string   `json:"error_description"`
+	RequestID        string   `json:"request_id"`
+	MissingScopes    []string `json:"missing_scopes"`
+	UnapprovedScopes []string `json:"unapproved_scopes"`
+	AccountChanged   bool     `json:"account_changed"`
 }
 
 // do makes one call and decodes a want-status answer into out; any other
@@ -256,6 +258,7 @@ func apiError(resp *http.Response, raw []byte) error {
 	var b errorBody
 	if json.Unmarshal(raw, &b) == nil && b.Error != "" {
 		e.Code, e.Description, e.RequestID, e.MissingScopes = b.Error, b.Description, b.RequestID, b.MissingScopes
+		e.UnapprovedScopes, e.AccountChanged = b.UnapprovedScopes, b.AccountChanged
 	} else {
 		e.Description = "unexpected answer: " + http.StatusText(resp.StatusCode)
 	}

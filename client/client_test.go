@@ -531,3 +531,20 @@ func TestGenerationOf(t *testing.T) {
 		}
 	}
 }
+
+// TestConsentRequiredSaysWhatNeedsApproving: a consent_required refusal
+// carries the scopes the user has not approved for this MCP server and
+// whether the provider account changed, and still means "mint".
+func TestConsentRequiredSaysWhatNeedsApproving(t *testing.T) {
+	f, c := newFake(t)
+	f.handle("GET /v1/connections/github/token", func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		writeJSON(w, http.StatusForbidden, map[string]any{"error": "consent_required",
+			"error_description": "not approved", "unapproved_scopes": []string{"admin"}, "account_changed": true})
+	})
+	_, err := c.Token(context.Background(), testToken, "github")
+	var ae *client.APIError
+	if !errors.As(err, &ae) || !errors.Is(err, client.ErrConsentRequired) || !client.NeedsConnection(err) ||
+		fmt.Sprint(ae.UnapprovedScopes) != "[admin]" || !ae.AccountChanged {
+		t.Fatalf("got %#v", err)
+	}
+}

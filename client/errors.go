@@ -15,12 +15,15 @@ var (
 	// ErrNotConnected: the user has no connection to the provider. Mint an
 	// elicitation.
 	ErrNotConnected = errors.New("connectd: not connected")
-	// ErrConsentRequired: the user has a connection but did not allow this
-	// MCP server to use it. Mint an elicitation (the user only consents).
+	// ErrConsentRequired: the user has a connection but has not approved this
+	// MCP server for all of it: never, or not since the connection gained
+	// scopes (APIError.UnapprovedScopes) or changed provider account
+	// (APIError.AccountChanged). Mint an elicitation: the user approves on
+	// connectd's consent page, with no new sign-in at the provider.
 	ErrConsentRequired = errors.New("connectd: consent required")
-	// ErrInsufficientScope: connected and consented, but without every
-	// required scope; APIError.MissingScopes lists the missing ones. Mint an
-	// elicitation asking for them.
+	// ErrInsufficientScope: the connection itself lacks a required scope;
+	// APIError.MissingScopes lists the missing ones. Mint an elicitation
+	// asking for them.
 	ErrInsufficientScope = errors.New("connectd: insufficient scope")
 	// ErrReauthorizationRequired: the provider refused the stored grant.
 	// Mint an elicitation.
@@ -79,6 +82,12 @@ type APIError struct {
 	RequestID   string // connectd's request id, for its logs
 	// MissingScopes lists the scopes the connection lacks (insufficient_scope).
 	MissingScopes []string
+	// UnapprovedScopes lists the scopes the credential carries that the user
+	// has not approved for this MCP server, and AccountChanged says the
+	// connection is to another provider account than the approved one
+	// (consent_required).
+	UnapprovedScopes []string
+	AccountChanged   bool
 	// RetryAfter is the Retry-After delay of a 429 or 503 answer, if any.
 	RetryAfter time.Duration
 }

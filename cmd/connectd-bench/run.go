@@ -482,9 +482,13 @@ func seed(ctx context.Context, pool *pgxpool.Pool, keyLine, issuer string, users
 		return "", err
 	}
 	// Consents belong to internal/connect; the harness writes them directly
-	// as the consent page would have.
-	_, err = pool.Exec(ctx, `INSERT INTO consents (issuer, subject, client_id, provider, scopes, granted_at, updated_at)
-		SELECT $1, format('user-%s', lpad(g::text, 5, '0')), $2, 'bench', '{read}', now(), now()
+	// as the consent page would have: the exact scope set, and the account
+	// hash of a credential that names no account (connect's accountHash of
+	// ""; a mismatch would answer every lookup with consent_required, which
+	// the run reports as errors).
+	_, err = pool.Exec(ctx, `INSERT INTO consents (issuer, subject, client_id, provider, scopes, account_hash, granted_at, updated_at)
+		SELECT $1, format('user-%s', lpad(g::text, 5, '0')), $2, 'bench', '{read}',
+			sha256('connectd/account/v1'::bytea || '\x00'::bytea), now(), now()
 		FROM generate_series(0, $3 - 1) AS g ON CONFLICT DO NOTHING`, issuer, c.ID, users)
 	return key, err
 }

@@ -318,11 +318,23 @@ func demoClientKey(ctx context.Context, clients *mcpauth.Clients, resource strin
 	if err != nil {
 		return "", err
 	}
+	// A kept demo database may hold the demo client from an earlier run,
+	// perhaps disabled by the admin walkthrough: reuse it, since resource
+	// URIs are unique across clients.
 	for _, c := range list {
-		if c.Name == demoClientName && !c.Disabled && slices.Equal(c.Resources, []string{resource}) &&
-			slices.Contains(c.Providers, demoProvider) {
-			return clients.RotateKey(ctx, c.ID, 0)
+		if !slices.Contains(c.Resources, resource) {
+			continue
 		}
+		if c.Name != demoClientName || !slices.Contains(c.Providers, demoProvider) {
+			return "", fmt.Errorf("the demo database has client %s (%q) for %s, not the demo's; "+
+				"disable or remove it, or start afresh with make clean", c.ID, c.Name, resource)
+		}
+		if c.Disabled {
+			if err := clients.SetDisabled(ctx, c.ID, false); err != nil {
+				return "", err
+			}
+		}
+		return clients.RotateKey(ctx, c.ID, 0)
 	}
 	_, key, err := clients.Create(ctx, demoClientName, []string{resource}, []string{demoProvider})
 	return key, err

@@ -17,7 +17,9 @@ commands:
   clients create|list|disable|enable|rotate-key
                                  register MCP servers (clients) and manage their keys
   vault gen-key|status|rewrap    credential encryption keys and key rotation
-  admin connections|events|keys  inspect and revoke linked accounts, read the audit trail, admin API keys
+  admin connections|events|keys|sessions
+                                 inspect and revoke linked accounts, read the audit trail, admin API keys,
+                                 end a user's browser sessions
   demo                           dev-mode demo: connectd, IdP, demo provider, example MCP server
   version                        print the version
   help [COMMAND]                 print this help, or a command's

@@ -2,8 +2,6 @@ package connect_test
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -66,20 +64,11 @@ func (e *env) cachingReplica() *replica {
 // callAt makes a /v1 request as m at the replica at base.
 func (m *mcpServer) callAt(base, method, path, user string) (int, map[string]any) {
 	m.e.t.Helper()
-	req, _ := http.NewRequest(method, base+path, nil)
-	req.Header.Set("Authorization", "Bearer "+m.key)
-	req.Header.Set(mcpauth.UserTokenHeader, m.token(user))
-	resp, err := m.e.srv.Client().Do(req)
-	if err != nil {
-		m.e.t.Fatal(err)
+	st, out, raw := m.send(base, method, path, m.token(user), nil)
+	if out == nil {
+		m.e.t.Fatalf("%s %s: %d, body not JSON: %s", method, path, st, raw)
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		m.e.t.Fatalf("%s %s: %d, body not JSON: %s", method, path, resp.StatusCode, raw)
-	}
-	return resp.StatusCode, out
+	return st, out
 }
 
 // consentAgain runs a flow that stops at consent (the connection exists).

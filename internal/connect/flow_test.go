@@ -53,15 +53,35 @@ func (m *mcpServer) token(user string) string {
 // call makes a /v1 request as this MCP server for user ("" sends no user token).
 func (m *mcpServer) call(method, path, user string, body any) (int, map[string]any) {
 	m.e.t.Helper()
+	tok := ""
+	if user != "" {
+		tok = m.token(user)
+	}
+	st, out, raw := m.send(m.e.srv.URL, method, path, tok, body)
+	if out == nil {
+		m.e.t.Fatalf("%s %s: %d, body not JSON: %s", method, path, st, raw)
+	}
+	if st >= 500 && st != http.StatusServiceUnavailable {
+		m.e.t.Fatalf("%s %s: server error %d %s", method, path, st, raw)
+	}
+	return st, out
+}
+
+// send makes a /v1 request as this MCP server to the connectd at base, with
+// the raw user token tok ("" sends none), and returns the status, the JSON
+// body (nil when it is not JSON) and the raw body. The one request builder
+// behind call, callAt and callToken.
+func (m *mcpServer) send(base, method, path, tok string, body any) (int, map[string]any, []byte) {
+	m.e.t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = strings.NewReader(string(b))
 	}
-	req, _ := http.NewRequest(method, m.e.srv.URL+path, rd)
+	req, _ := http.NewRequest(method, base+path, rd)
 	req.Header.Set("Authorization", "Bearer "+m.key)
-	if user != "" {
-		req.Header.Set(mcpauth.UserTokenHeader, m.token(user))
+	if tok != "" {
+		req.Header.Set(mcpauth.UserTokenHeader, tok)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -74,12 +94,9 @@ func (m *mcpServer) call(method, path, user string, body any) (int, map[string]a
 	raw, _ := io.ReadAll(resp.Body)
 	var out map[string]any
 	if err := json.Unmarshal(raw, &out); err != nil {
-		m.e.t.Fatalf("%s %s: %d, body not JSON: %s", method, path, resp.StatusCode, raw)
+		out = nil
 	}
-	if resp.StatusCode >= 500 && resp.StatusCode != http.StatusServiceUnavailable {
-		m.e.t.Fatalf("%s %s: server error %d %s", method, path, resp.StatusCode, raw)
-	}
-	return resp.StatusCode, out
+	return resp.StatusCode, out, raw
 }
 
 // mint creates an elicitation and returns the 201 body.

@@ -2,17 +2,13 @@ package connect_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-
-	"github.com/connectd/connectd/internal/mcpauth"
 )
 
 // hostileToken signs an access token for m's resource at the first IdP with
@@ -34,28 +30,11 @@ func (m *mcpServer) hostileToken(issLiteral, subLiteral string) string {
 // call, a 5xx is returned, not fatal, so the test can name the route.
 func (m *mcpServer) callToken(method, path, tok string, body any) (int, map[string]any) {
 	m.e.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = strings.NewReader(string(b))
-	}
-	req, _ := http.NewRequest(method, m.e.srv.URL+path, rd)
-	req.Header.Set("Authorization", "Bearer "+m.key)
-	req.Header.Set(mcpauth.UserTokenHeader, tok)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := m.e.srv.Client().Do(req)
-	if err != nil {
-		m.e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
+	st, out, raw := m.send(m.e.srv.URL, method, path, tok, body)
+	if out == nil {
 		out = map[string]any{"body": string(raw)}
 	}
-	return resp.StatusCode, out
+	return st, out
 }
 
 // jsonLiteral writes s as the inside of a JSON string escaping only '"' and

@@ -150,7 +150,8 @@ func newObservedVaultStore(cfg *Config, pool *pgxpool.Pool, keys *vault.Keyring,
 	return vault.New(vault.Config{
 		Pool: pool, Keyring: keys, Logger: logger, Skew: cfg.Vault.RefreshSkew,
 		Refresh: observeRefresh(vaultRefreshFunc(cat), m), Revoke: vaultRevokeFunc(cat),
-		CacheTTL: cfg.Cache.CredentialTTL, CacheSize: cfg.Cache.Size,
+		RefreshScoped: vaultRefreshScopedFunc(cat),
+		CacheTTL:      cfg.Cache.CredentialTTL, CacheSize: cfg.Cache.Size,
 	})
 }
 
@@ -170,6 +171,32 @@ func vaultRefreshFunc(cat *provider.Catalog) vault.RefreshFunc {
 			return nil, fmt.Errorf("%w: %w", vault.ErrReauthorizationRequired, err)
 		case errors.Is(err, provider.ErrUnavailable):
 			return nil, fmt.Errorf("%w: %w", vault.ErrProviderUnavailable, err)
+		case err != nil:
+			return nil, err
+		}
+		return &vault.Refreshed{AccessToken: tok.AccessToken, TokenType: tok.TokenType,
+			RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Scopes: tok.Scopes}, nil
+	}
+}
+
+// vaultRefreshScopedFunc maps scoped refreshes (narrowed tokens) as
+// vaultRefreshFunc does; the provider's invalid_scope means it will not
+// narrow to that subset.
+func vaultRefreshScopedFunc(cat *provider.Catalog) vault.RefreshScopedFunc {
+	return func(ctx context.Context, name, refreshToken string, scopes []string) (*vault.Refreshed, error) {
+		p, err := cat.OAuth(name)
+		if err != nil {
+			return nil, fmt.Errorf("refresh: %w", err)
+		}
+		tok, err := p.RefreshScoped(ctx, refreshToken, scopes)
+		var pe *provider.Error
+		switch {
+		case errors.Is(err, provider.ErrInvalidGrant), errors.Is(err, provider.ErrNotSupported):
+			return nil, fmt.Errorf("%w: %w", vault.ErrReauthorizationRequired, err)
+		case errors.Is(err, provider.ErrUnavailable):
+			return nil, fmt.Errorf("%w: %w", vault.ErrProviderUnavailable, err)
+		case errors.As(err, &pe) && pe.Code == "invalid_scope":
+			return nil, fmt.Errorf("%w: %w", vault.ErrCannotNarrow, err)
 		case err != nil:
 			return nil, err
 		}

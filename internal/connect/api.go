@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -493,11 +495,18 @@ func (s *Server) listConnections(w http.ResponseWriter, r *http.Request) error {
 			continue
 		}
 		// The scopes this client is approved for; a connection that has grown
-		// past them, or changed account, is marked: its token answers
+		// past them (at a provider that cannot narrow its token), or whose
+		// approval names no account, is marked: its token answers
 		// consent_required.
+		grown := len(missingScopes(cn.Scopes, a.scopes)) > 0
+		if grown {
+			if p, err := s.catalog.Get(cn.Provider); err == nil && p.Info().NarrowOnRefresh {
+				grown = false
+			}
+		}
 		d := connectionDoc{Provider: cn.Provider, Status: string(cn.Status), Scopes: nonNil(scope.Union(nil, a.scopes)),
 			CreatedAt: cn.CreatedAt.UTC(), UpdatedAt: cn.UpdatedAt.UTC(),
-			ConsentRequired: len(missingScopes(cn.Scopes, a.scopes)) > 0 || a.account == nil}
+			ConsentRequired: grown || a.account == nil}
 		if !cn.Expiry.IsZero() {
 			t := cn.Expiry.UTC()
 			d.ExpiresAt = &t
@@ -586,13 +595,16 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The connection must hold what the caller requires (insufficient_scope),
 	// and this client's approval must cover everything the credential carries,
-	// for its account (consent_required): the credential is handed over whole.
+	// for its account (consent_required): the credential is handed over whole,
+	// unless the provider can narrow it to what the client was approved for.
 	cred, err := s.vault.Token(r.Context(), c.user, name, required)
 	if err != nil {
 		return s.tokenError(r, &c, name, err)
 	}
 	if err := appr.check(name, cred); err != nil {
-		return err
+		if cred, err = s.narrowed(r, &c, p, appr, cred, required, err); err != nil {
+			return err
+		}
 	}
 	s.sampleRead(r, &c, name)
 	kind := provider.KindAPIKey // Info() would parse URLs and copy scopes on every read
@@ -610,6 +622,52 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	}
 	web.WriteJSON(w, http.StatusOK, &doc)
 	return nil
+}
+
+// narrowed is the token for a client whose approval does not cover the
+// whole credential (refused, the consent_required answer): at a provider
+// that narrows tokens, and for the account the client was approved for, a
+// token limited to what the approval and the connection have in common;
+// refused otherwise. A required scope outside the approval is
+// consent_required for it.
+func (s *Server) narrowed(r *http.Request, c *caller, p provider.Provider, appr approval, cred *vault.Credential,
+	required []string, refused error) (*vault.Credential, error) {
+	info := p.Info()
+	name := info.Name
+	if !info.NarrowOnRefresh || !appr.sameAccount(cred) {
+		return nil, refused
+	}
+	if unapproved := missingScopes(required, appr.scopes); len(unapproved) > 0 {
+		return nil, &web.Error{Status: http.StatusForbidden, Code: "consent_required",
+			Description: fmt.Sprintf("the user has not approved this client for every scope it requires of their %s connection; "+
+				"mint an elicitation with them", name),
+			Fields: map[string]any{"unapproved_scopes": unapproved, "account_changed": false}}
+	}
+	set := intersect(appr.scopes, cred.Scopes)
+	if len(set) == 0 {
+		return nil, refused // nothing to narrow to: a token for no scope is the whole grant
+	}
+	n, err := s.vault.Narrowed(r.Context(), c.user, name, set)
+	if errors.Is(err, vault.ErrCannotNarrow) {
+		s.logger.WarnContext(r.Context(), "token could not be narrowed; the client must be approved for the whole connection",
+			slog.String("provider", name), slog.Any("error", err))
+		return nil, refused
+	}
+	if err != nil {
+		return nil, s.tokenError(r, c, name, err)
+	}
+	return n, nil
+}
+
+// intersect lists the scopes of a that b also has.
+func intersect(a, b []string) []string {
+	var out []string
+	for _, s := range a {
+		if slices.Contains(b, s) && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // withoutConsent answers a client that holds no consent for the user's

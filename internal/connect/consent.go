@@ -63,12 +63,18 @@ func accountHash(accountID string) []byte {
 	return h[:]
 }
 
+// sameAccount reports whether the approval was given for cred's provider
+// account.
+func (a approval) sameAccount(cred *vault.Credential) bool {
+	return a.account != nil && subtle.ConstantTimeCompare(a.account, accountHash(cred.AccountID)) == 1
+}
+
 // check returns nil when the approval covers cred: every scope it carries,
 // and its provider account. Otherwise the consent_required error says what
 // needs approving.
 func (a approval) check(provider string, cred *vault.Credential) error {
 	unapproved := missingScopes(cred.Scopes, a.scopes)
-	sameAccount := a.account != nil && subtle.ConstantTimeCompare(a.account, accountHash(cred.AccountID)) == 1
+	sameAccount := a.sameAccount(cred)
 	if len(unapproved) == 0 && sameAccount {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -154,12 +155,22 @@ func (s *Server) connectPage(w http.ResponseWriter, r *http.Request) error {
 
 // offer is what Allow gives the client, as the consent page lists it.
 type offer struct {
-	// scopes is everything the client will receive: the requested scopes and,
-	// when the user already has a connection, every scope it grants, since
-	// the credential is handed over whole.
+	// scopes is everything the client will receive, which its approval
+	// records. At a provider that cannot narrow tokens: the requested scopes
+	// and, when the user already has a connection, every scope it grants,
+	// since the credential is handed over whole. At one that narrows: the
+	// requested scopes and what the client was already approved for on the
+	// connection's account (a step-up does not shrink its approval).
 	scopes []string
 	// beyond are the listed scopes the client did not ask for.
 	beyond []string
+	// narrow: the provider narrows tokens; the client receives a token
+	// limited to scopes.
+	narrow bool
+	// authorize is what the provider is asked for when Allow goes there:
+	// scopes, plus at a narrowing provider everything the connection already
+	// grants (incremental authorization keeps the other clients' scopes).
+	authorize []string
 	// shared: the active connection already has every requested scope, so
 	// Allow shares it as is (no provider round trip) with its account.
 	shared       bool
@@ -170,17 +181,32 @@ type offer struct {
 // offerFor works out what Allow would give e's client now. The consent page
 // lists it, and its digest travels in the form, so that Allow approves what
 // the page showed and not what the connection became meanwhile.
-func (s *Server) offerFor(ctx context.Context, e *Elicitation, kind provider.Kind) (offer, error) {
+func (s *Server) offerFor(ctx context.Context, e *Elicitation, info provider.Info) (offer, error) {
 	o := offer{scopes: scope.Union(nil, e.Scopes)}
-	if kind != provider.KindOAuth2 {
+	if info.Kind != provider.KindOAuth2 {
 		return o, nil
 	}
+	o.narrow = info.NarrowOnRefresh
+	o.authorize = o.scopes
 	conn, cred, err := s.existing(ctx, e)
 	if err != nil || conn == nil {
 		return o, err
 	}
-	o.scopes = scope.Union(conn.Scopes, e.Scopes)
-	o.beyond = missingScopes(conn.Scopes, e.Scopes)
+	if o.narrow {
+		user := vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}
+		a, err := s.consent(ctx, user, e.ClientID, e.Provider)
+		switch {
+		case err == nil && a.sameAccount(cred):
+			o.scopes = scope.Union(a.scopes, e.Scopes)
+		case err != nil && !errors.Is(err, errNoConsent):
+			return o, err
+		}
+		o.authorize = scope.Union(conn.Scopes, o.scopes)
+	} else {
+		o.scopes = scope.Union(conn.Scopes, e.Scopes)
+		o.beyond = missingScopes(conn.Scopes, e.Scopes)
+		o.authorize = o.scopes
+	}
 	if conn.Status == vault.StatusActive && len(missingScopes(e.Scopes, conn.Scopes)) == 0 {
 		o.shared, o.accountID, o.accountLabel = true, cred.AccountID, cred.AccountLabel
 	}
@@ -193,6 +219,9 @@ func (o offer) digest() string {
 	fmt.Fprintf(h, "connectd/offer/v1\x00%t\x00%q\x00", o.shared, o.scopes)
 	if o.shared {
 		h.Write(accountHash(o.accountID))
+	}
+	if o.narrow {
+		fmt.Fprintf(h, "\x00narrow\x00%q", o.authorize)
 	}
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
 }
@@ -208,13 +237,13 @@ func (s *Server) consentView(ctx context.Context, fs *flowState) (templates.Cons
 		return templates.ConsentView{}, page(http.StatusBadRequest, "unknown_provider", "This provider is no longer available.")
 	}
 	info := p.Info()
-	o, err := s.offerFor(ctx, e, info.Kind)
+	o, err := s.offerFor(ctx, e, info)
 	if err != nil {
 		return templates.ConsentView{}, err
 	}
 	v := templates.ConsentView{ClientName: client.Name, ProviderName: info.DisplayName, Scopes: o.scopes, Beyond: o.beyond,
 		Action: "/c/" + e.ID, CSRFToken: s.sessions.CSRFToken(fs.sess), Offer: o.digest(), UserLabel: fs.sess.Subject,
-		APIKey: info.Kind == provider.KindAPIKey}
+		APIKey: info.Kind == provider.KindAPIKey, Narrowed: o.narrow}
 	if info.Kind == provider.KindOAuth2 {
 		v.DestinationHost = info.AuthorizeHost
 		if o.shared {
@@ -278,7 +307,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
 	}
 
 	info := p.Info()
-	o, err := s.offerFor(r.Context(), e, info.Kind)
+	o, err := s.offerFor(r.Context(), e, info)
 	if err != nil {
 		return err
 	}
@@ -304,7 +333,8 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
 	case provider.KindOAuth2:
 		if o.shared {
 			// Consent-only: the connection already has what was asked; the
-			// approval is for everything it grants, as the page listed.
+			// approval is for what the page listed (everything the
+			// connection grants, unless the provider narrows tokens).
 			return s.complete(w, r, e, "consent_only", o.scopes, o.accountID)
 		}
 		oa, ok := p.(provider.OAuth)
@@ -312,8 +342,10 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
 			return fmt.Errorf("connect: provider %s is not OAuth", e.Provider)
 		}
 		// Incremental authorization: ask for everything the connection needs
-		// (the listed scopes), so the new grant does not lose earlier ones.
-		target, err := s.startAuthorization(r.Context(), fs, oa, o.scopes)
+		// (the listed scopes, and at a narrowing provider what it already
+		// grants), so the new grant does not lose earlier ones; the approval
+		// is for what the page listed.
+		target, err := s.startAuthorization(r.Context(), fs, oa, o.authorize, o.scopes)
 		if err != nil {
 			return err
 		}
@@ -326,8 +358,8 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
 }
 
 const insertOAuthState = `INSERT INTO oauth_states
-	(state_hash, elicitation_id, session_hash, verifier_sealed, scopes, created_at, expires_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7)`
+	(state_hash, elicitation_id, session_hash, verifier_sealed, scopes, approve_scopes, created_at, expires_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
 
 // verifierAAD binds a sealed PKCE verifier to its state.
 func verifierAAD(stateHash []byte) []byte {
@@ -340,8 +372,9 @@ func sessionHash(sess session.Session) []byte {
 }
 
 // startAuthorization creates the single-use state and PKCE verifier and
-// returns the provider's authorize URL.
-func (s *Server) startAuthorization(ctx context.Context, fs *flowState, p provider.OAuth, scopes []string) (string, error) {
+// returns the provider's authorize URL, asking for scopes; the callback
+// records the approval of approve.
+func (s *Server) startAuthorization(ctx context.Context, fs *flowState, p provider.OAuth, scopes, approve []string) (string, error) {
 	raw := make([]byte, 32)
 	_, _ = rand.Read(raw)
 	state := base64.RawURLEncoding.EncodeToString(raw)
@@ -352,8 +385,12 @@ func (s *Server) startAuthorization(ctx context.Context, fs *flowState, p provid
 		return "", fmt.Errorf("connect: seal verifier: %w", err)
 	}
 	now := s.now()
+	var approveCol any // NULL: the same as scopes
+	if !slices.Equal(approve, scopes) {
+		approveCol = nonNil(approve)
+	}
 	if _, err := s.pool.Exec(ctx, insertOAuthState, sh[:], fs.e.ID, sessionHash(fs.sess), sealed, nonNil(scopes),
-		now, now.Add(stateTTL)); err != nil {
+		approveCol, now, now.Add(stateTTL)); err != nil {
 		return "", fmt.Errorf("connect: store state: %w", err)
 	}
 	// PKCE S256 on every authorization (the catalog has it on for every
@@ -366,14 +403,15 @@ func (s *Server) startAuthorization(ctx context.Context, fs *flowState, p provid
 // using the state up, so the user's own flow can still finish.
 const (
 	consumeOAuthState = `DELETE FROM oauth_states WHERE state_hash = $1 AND session_hash = $2
-		RETURNING elicitation_id, verifier_sealed, scopes, expires_at`
+		RETURNING elicitation_id, verifier_sealed, scopes, approve_scopes, expires_at`
 	selectOAuthState = `SELECT elicitation_id FROM oauth_states WHERE state_hash = $1`
 )
 
 type pendingAuth struct {
 	elicitation string
 	verifier    []byte
-	scopes      []string
+	scopes      []string // asked of the provider
+	approve     []string // the approval's scopes; nil: scopes
 	expires     time.Time
 }
 
@@ -401,7 +439,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 	}
 	var pa pendingAuth
 	err := s.pool.QueryRow(r.Context(), consumeOAuthState, sh[:], bound).Scan(&pa.elicitation,
-		&pa.verifier, &pa.scopes, &pa.expires)
+		&pa.verifier, &pa.scopes, &pa.approve, &pa.expires)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var other string
 		switch err := s.pool.QueryRow(r.Context(), selectOAuthState, sh[:]).Scan(&other); {
@@ -484,14 +522,18 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.vault.Put(r.Context(), user, e.Provider, cred); err != nil {
 		return err
 	}
-	// The approval is for the scopes the page listed (asked of the provider)
-	// and the account now stored: the one just authorized, or the earlier one
-	// when the provider names none.
+	// The approval is for the scopes the page listed and the account now
+	// stored: the one just authorized, or the earlier one when the provider
+	// names none.
 	_, stored, err := s.vault.Get(r.Context(), user, e.Provider)
 	if err != nil {
 		return err
 	}
-	return s.complete(w, r, e, "oauth", pa.scopes, stored.AccountID)
+	approve := pa.scopes
+	if pa.approve != nil {
+		approve = pa.approve
+	}
+	return s.complete(w, r, e, "oauth", approve, stored.AccountID)
 }
 
 // submitKey handles POST /c/{id}/key: the API-key form.

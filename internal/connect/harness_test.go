@@ -273,6 +273,26 @@ func (e *env) newVault(pool *pgxpool.Pool) *vault.Store {
 			return &vault.Refreshed{AccessToken: tok.AccessToken, TokenType: tok.TokenType,
 				RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Scopes: tok.Scopes}, nil
 		},
+		RefreshScoped: func(ctx context.Context, name, rt string, scopes []string) (*vault.Refreshed, error) {
+			p, err := cat.OAuth(name)
+			if err != nil {
+				return nil, err
+			}
+			tok, err := p.RefreshScoped(ctx, rt, scopes)
+			var pe *provider.Error
+			switch {
+			case errors.Is(err, provider.ErrInvalidGrant):
+				return nil, fmt.Errorf("%w: %w", vault.ErrReauthorizationRequired, err)
+			case errors.Is(err, provider.ErrUnavailable):
+				return nil, fmt.Errorf("%w: %w", vault.ErrProviderUnavailable, err)
+			case errors.As(err, &pe) && pe.Code == "invalid_scope":
+				return nil, fmt.Errorf("%w: %w", vault.ErrCannotNarrow, err)
+			case err != nil:
+				return nil, err
+			}
+			return &vault.Refreshed{AccessToken: tok.AccessToken, TokenType: tok.TokenType,
+				RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Scopes: tok.Scopes}, nil
+		},
 		Revoke: func(ctx context.Context, name string, c *vault.Credential) error {
 			p, err := cat.OAuth(name)
 			if err != nil {

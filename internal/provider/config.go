@@ -79,6 +79,12 @@ type Spec struct {
 	InvalidGrantErrors    []string // OAuth error codes meaning the grant is dead (default: invalid_grant)
 	AccountIDField        string   // dot path in the token response, e.g. "authed_user.id"
 	AccountLabelField     string   // dot path, e.g. "team.name"
+	// NarrowOnRefresh: the provider honours "scope" on the refresh-token
+	// grant (RFC 6749 §6), issuing an access token limited to a subset of
+	// the grant, so each client can receive only what it was approved for.
+	// Off unless a template or the providers file says so: a provider that
+	// ignores the parameter would hand back the whole grant.
+	NarrowOnRefresh bool
 
 	// api_key
 	Verify *VerifySpec
@@ -192,6 +198,7 @@ type fileEntry struct {
 	InvalidGrantErrors    []string          `json:"invalid_grant_errors"`
 	AccountIDField        *string           `json:"account_id_field"`
 	AccountLabelField     *string           `json:"account_label_field"`
+	NarrowOnRefresh       *bool             `json:"narrow_on_refresh"`
 
 	Verify *fileVerify `json:"verify"`
 }
@@ -345,6 +352,7 @@ func resolveAPIKey(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Sp
 		"accept_json": e.AcceptJSON != nil, "token_response": e.TokenResponse != nil,
 		"iss_parameter_supported": e.IssParameterSupported != nil, "invalid_grant_errors": e.InvalidGrantErrors != nil,
 		"account_id_field": e.AccountIDField != nil, "account_label_field": e.AccountLabelField != nil,
+		"narrow_on_refresh": e.NarrowOnRefresh != nil,
 	} {
 		if set {
 			return nil, fail(field, "does not apply to an api_key provider")
@@ -560,6 +568,9 @@ func resolveOAuth(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Spe
 	}
 	if e.AccountLabelField != nil {
 		s.AccountLabelField = *e.AccountLabelField
+	}
+	if e.NarrowOnRefresh != nil {
+		s.NarrowOnRefresh = *e.NarrowOnRefresh
 	}
 
 	// Fill template variables.

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -147,4 +149,36 @@ func liftSlackUser(body []byte) []byte {
 	}
 	clear(body)
 	return out
+}
+
+// scopeTransport adds "scope" to a refresh-token grant's form body (RFC 6749
+// §6), which golang.org/x/oauth2 cannot send itself. It serves one
+// RefreshScoped call; any other request passes through untouched.
+type scopeTransport struct {
+	base  http.RoundTripper
+	scope string
+}
+
+func (t *scopeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPost || req.Body == nil ||
+		!strings.HasPrefix(req.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		return t.base.RoundTrip(req)
+	}
+	body, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	form, err := url.ParseQuery(string(body))
+	clear(body)
+	if err != nil || form.Get("grant_type") != "refresh_token" {
+		return nil, errors.New("provider: scoped refresh: not a refresh-token request")
+	}
+	form.Set("scope", t.scope)
+	enc := form.Encode()
+	out := req.Clone(req.Context())
+	out.Body = io.NopCloser(strings.NewReader(enc))
+	out.ContentLength = int64(len(enc))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(enc)), nil }
+	return t.base.RoundTrip(out)
 }

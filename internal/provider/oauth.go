@@ -43,6 +43,7 @@ func (p *oauthProvider) Info() Info {
 		Name: p.spec.Name, DisplayName: p.spec.DisplayName, Kind: KindOAuth2, AuthorizeHost: host,
 		DefaultScopes: slices.Clone(p.spec.Scopes), PKCE: p.spec.PKCE, Issuer: p.spec.Issuer,
 		IssParameterSupported: p.spec.IssParameterSupported, Revocation: p.spec.Revocation,
+		NarrowOnRefresh: p.spec.NarrowOnRefresh,
 	}
 }
 
@@ -108,6 +109,29 @@ func (p *oauthProvider) Refresh(ctx context.Context, refreshToken string) (*Toke
 	// refresh request; oauth2 keeps the given refresh token when the answer
 	// has none.
 	tok, err := p.config("").TokenSource(p.ctx(ctx), &oauth2.Token{RefreshToken: refreshToken}).Token()
+	if err != nil {
+		return nil, p.classify(ctx, "refresh", err)
+	}
+	return p.convert("refresh", tok)
+}
+
+func (p *oauthProvider) RefreshScoped(ctx context.Context, refreshToken string, scopes []string) (*Token, error) {
+	if refreshToken == "" {
+		return nil, &Error{Provider: p.spec.Name, Op: "refresh", Kind: ErrNotSupported, Code: "no_refresh_token"}
+	}
+	if len(scopes) == 0 {
+		// No scope means "the whole grant" (RFC 6749 §6): never what a
+		// caller narrowing a token wants.
+		return nil, &Error{Provider: p.spec.Name, Op: "refresh", Kind: ErrRejected, Code: "no_scope"}
+	}
+	// oauth2's TokenSource sends no scope on a refresh. The one request it
+	// makes goes through a client of this call only, whose transport adds
+	// scope to the form; oauth2 still does the client authentication and
+	// parses answers and errors.
+	c := *p.tokenClient
+	c.Transport = &scopeTransport{base: p.tokenClient.Transport, scope: strings.Join(scopes, p.spec.ScopeSeparator)}
+	sctx := context.WithValue(ctx, oauth2.HTTPClient, &c)
+	tok, err := p.config("").TokenSource(sctx, &oauth2.Token{RefreshToken: refreshToken}).Token()
 	if err != nil {
 		return nil, p.classify(ctx, "refresh", err)
 	}

@@ -35,6 +35,9 @@ type Info struct {
 	IssParameterSupported bool
 	// Revocation is how credentials are revoked at the provider (oauth2).
 	Revocation RevocationStyle
+	// NarrowOnRefresh: RefreshScoped returns an access token limited to the
+	// asked subset of the grant (oauth2; see Spec.NarrowOnRefresh).
+	NarrowOnRefresh bool
 	// Verifiable: an api_key provider with a verification request.
 	Verifiable bool
 }
@@ -59,6 +62,13 @@ type OAuth interface {
 	// Refresh uses a refresh token. A response without a new refresh token
 	// keeps the given one, so the returned Token always has one.
 	Refresh(ctx context.Context, refreshToken string) (*Token, error)
+	// RefreshScoped is Refresh asking for an access token limited to scopes,
+	// a subset of the grant (RFC 6749 §6: "scope" on the refresh-token
+	// grant). Only a provider whose Info says NarrowOnRefresh is known to
+	// honour it; the answer's Scopes say what the provider granted (nil when
+	// it did not say, which RFC 6749 §5.1 allows only when it granted
+	// exactly what was asked). invalid_scope is ErrRejected with that Code.
+	RefreshScoped(ctx context.Context, refreshToken string, scopes []string) (*Token, error)
 	// Revoke revokes token at the provider; hint is "access_token",
 	// "refresh_token" or "". ErrNotSupported when there is no revocation.
 	Revoke(ctx context.Context, token, hint string) error

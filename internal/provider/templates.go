@@ -38,6 +38,10 @@ var builtins = map[string]Spec{
 		// the very first consent); include_granted_scopes makes a new grant
 		// cover earlier ones (incremental authorization).
 		AuthorizeParams: map[string]string{"access_type": "offline", "prompt": "consent", "include_granted_scopes": "true"},
+		// A refresh with "scope" returns an access token for that subset of
+		// the grant (Google's OAuth 2.0 for web server apps, "Refreshing an
+		// access token").
+		NarrowOnRefresh: true,
 	},
 	"microsoft": {
 		Kind: KindOAuth2, DisplayName: "Microsoft", tenant: "common",
@@ -45,6 +49,9 @@ var builtins = map[string]Spec{
 		TokenURL:     "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/token",
 		AuthStyle:    AuthParams, ScopeSeparator: " ",
 		AlwaysScopes: []string{"offline_access"}, // else no refresh token
+		// The refresh-token grant takes "scope" and returns a token for that
+		// subset (Microsoft identity platform, "Refresh the access token").
+		NarrowOnRefresh: true,
 	},
 	"slack": {
 		Kind: KindOAuth2, DisplayName: "Slack",

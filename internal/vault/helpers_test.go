@@ -65,6 +65,27 @@ func refresher(p provider.OAuth) vault.RefreshFunc {
 	}
 }
 
+// scopedRefresher is the wiring of scoped refreshes: as refresher, and the
+// provider's invalid_scope means it cannot narrow to that subset.
+func scopedRefresher(p provider.OAuth) vault.RefreshScopedFunc {
+	return func(ctx context.Context, _ string, rt string, scopes []string) (*vault.Refreshed, error) {
+		tok, err := p.RefreshScoped(ctx, rt, scopes)
+		var pe *provider.Error
+		switch {
+		case errors.Is(err, provider.ErrInvalidGrant):
+			return nil, fmt.Errorf("%w: %w", vault.ErrReauthorizationRequired, err)
+		case errors.Is(err, provider.ErrUnavailable):
+			return nil, fmt.Errorf("%w: %w", vault.ErrProviderUnavailable, err)
+		case errors.As(err, &pe) && pe.Code == "invalid_scope":
+			return nil, fmt.Errorf("%w: %w", vault.ErrCannotNarrow, err)
+		case err != nil:
+			return nil, err
+		}
+		return &vault.Refreshed{AccessToken: tok.AccessToken, TokenType: tok.TokenType,
+			RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Scopes: tok.Scopes}, nil
+	}
+}
+
 func revoker(p provider.OAuth) vault.RevokeFunc {
 	return func(ctx context.Context, _ string, c *vault.Credential) error {
 		err := provider.RevokeGrant(ctx, p, c.AccessToken, c.RefreshToken)
@@ -79,7 +100,7 @@ func newStore(t testing.TB, pool *pgxpool.Pool, keys *vault.Keyring, p provider.
 	t.Helper()
 	cfg := vault.Config{Pool: pool, Keyring: keys, Skew: skew}
 	if p != nil {
-		cfg.Refresh, cfg.Revoke = refresher(p), revoker(p)
+		cfg.Refresh, cfg.Revoke, cfg.RefreshScoped = refresher(p), revoker(p), scopedRefresher(p)
 	}
 	s, err := vault.New(cfg)
 	if err != nil {

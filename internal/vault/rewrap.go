@@ -98,8 +98,9 @@ const (
 		ORDER BY id LIMIT $4
 		FOR UPDATE SKIP LOCKED`
 	// updated_at is left alone: the credential did not change, only its sealing.
-	updateRewrapped = `UPDATE connections SET key_version = $2, ciphertext = $3 WHERE id = $1`
-	countNotPrimary = `SELECT count(*) FROM connections WHERE key_version <> $1 OR substr(ciphertext, 1, 1) <> $2`
+	updateRewrapped          = `UPDATE connections SET key_version = $2, ciphertext = $3 WHERE id = $1`
+	deleteNarrowedNotPrimary = `DELETE FROM narrowed_tokens WHERE key_version <> $1`
+	countNotPrimary          = `SELECT count(*) FROM connections WHERE key_version <> $1 OR substr(ciphertext, 1, 1) <> $2`
 )
 
 // sealedFormat is the format byte of what the store seals, as a query argument.
@@ -124,6 +125,12 @@ func (s *Store) Rewrap(ctx context.Context, opts RewrapOptions) (RewrapResult, e
 	}
 	primary := int32(s.keys.Primary())
 	res := RewrapResult{Failed: []string{}}
+	// Narrowed tokens are not re-encrypted but dropped: they are short-lived
+	// copies, fetched again on the next request, so none is left under a key
+	// the operator is about to remove.
+	if _, err := s.pool.Exec(ctx, deleteNarrowedNotPrimary, primary); err != nil {
+		return res, fmt.Errorf("vault: rewrap: drop narrowed tokens: %w", err)
+	}
 	var (
 		after        string    // keyset cursor
 		waitingSince time.Time // when only locked rows were left

@@ -109,6 +109,9 @@ type Config struct {
 	// Refresh refreshes expiring tokens; nil disables refreshing (Token then
 	// fails for an expiring token instead of refreshing it).
 	Refresh RefreshFunc
+	// RefreshScoped fetches access tokens limited to a subset of a
+	// connection's grant (Narrowed); nil: Narrowed fails with ErrCannotNarrow.
+	RefreshScoped RefreshScopedFunc
 	// Revoke revokes deleted credentials at the provider; nil skips revocation.
 	Revoke RevokeFunc
 	// Skew: a token expiring within Skew is refreshed before it is returned.
@@ -135,6 +138,8 @@ type Store struct {
 	root            *Keyring // as configured
 	keys            *Keyring // root.Purpose(credentialKeys): seals and opens credentials
 	refresh         RefreshFunc
+	refreshScoped   RefreshScopedFunc
+	narrowKeys      *Keyring // root.Purpose(narrowedKeys): seals narrowed tokens
 	revoke          RevokeFunc
 	skew            time.Duration
 	providerTimeout time.Duration
@@ -151,6 +156,7 @@ func New(cfg Config) (*Store, error) {
 	}
 	s := &Store{
 		pool: cfg.Pool, root: cfg.Keyring, keys: cfg.Keyring.Purpose(credentialKeys), refresh: cfg.Refresh, revoke: cfg.Revoke,
+		refreshScoped: cfg.RefreshScoped, narrowKeys: cfg.Keyring.Purpose(narrowedKeys),
 		skew: cfg.Skew, providerTimeout: cfg.ProviderTimeout, now: cfg.Now, logger: cfg.Logger,
 	}
 	if s.skew <= 0 {
@@ -431,6 +437,10 @@ func (s *Store) put(ctx context.Context, user UserRef, provider string, cred Cre
 		if _, err := tx.Exec(ctx, updateCredential, r.ID, int32(s.keys.Primary()), ct, nonNil(cred.Scopes),
 			nullTime(cred.Expiry), now, connKey(user, provider).Payload()); err != nil {
 			return fmt.Errorf("vault: update connection: %w", err)
+		}
+		// Tokens narrowed from the replaced grant go with it.
+		if _, err := tx.Exec(ctx, deleteNarrowedOf, r.ID); err != nil {
+			return fmt.Errorf("vault: drop narrowed tokens: %w", err)
 		}
 		conn = &r.Connection
 		conn.Status, conn.KeyVersion, conn.Scopes, conn.Expiry, conn.UpdatedAt =

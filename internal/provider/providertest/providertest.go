@@ -8,7 +8,8 @@
 //	                                                and redirects back with code, state and (Quirks.IssParameter) iss
 //	POST /token                                     token endpoint: authorization_code (PKCE S256 checked,
 //	                                                redirect_uri must match) and refresh_token (optional
-//	                                                rotation with reuse detection)
+//	                                                rotation with reuse detection; "scope" narrows the
+//	                                                access token to a subset of the grant, RFC 6749 §6)
 //	POST /revoke                                    RFC 7009 revocation (and the bearer variant), recorded
 //	GET  /api/files                                 a protected API that needs a valid access token
 //	GET  /.well-known/oauth-authorization-server    RFC 8414 metadata
@@ -76,6 +77,9 @@ type Quirks struct {
 	// IssParameter: authorization responses carry RFC 9207 iss, and the
 	// metadata says so.
 	IssParameter bool
+	// IgnoreRefreshScope: like many providers, a refresh ignores "scope"
+	// and issues a token for the whole grant (and says so in its answer).
+	IgnoreRefreshScope bool
 }
 
 // Options configure a Server. The zero value is usable.
@@ -113,12 +117,14 @@ type Counts struct {
 	Discovery int
 }
 
-// TokenRequest records a token request's grant type and how the client
-// authenticated ("basic", "post" or "none").
+// TokenRequest records a token request's grant type, how the client
+// authenticated ("basic", "post" or "none") and the scope it asked for (a
+// refresh's "scope", as sent).
 type TokenRequest struct {
 	GrantType  string
 	ClientAuth string
 	Accept     string
+	Scope      string
 }
 
 // Revocation records one revocation request.
@@ -151,6 +157,7 @@ type grant struct {
 
 type accessToken struct {
 	grant   *grant
+	scopes  []string // what the token carries: its grant's, or a subset (a narrowed refresh)
 	expires time.Time
 	revoked bool
 }
@@ -381,6 +388,18 @@ func (s *Server) Revoked(token string) bool {
 	return false
 }
 
+// TokenScopes returns the scopes an access token the server issued carries
+// (a narrowed one carries a subset of its grant), and whether it knows it.
+func (s *Server) TokenScopes(accessToken string) ([]string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.access[accessToken]
+	if !ok {
+		return nil, false
+	}
+	return slices.Clone(a.scopes), true
+}
+
 // Valid reports whether an access token would be accepted by the API now.
 func (s *Server) Valid(accessToken string) bool {
 	s.mu.Lock()
@@ -404,7 +423,7 @@ func random() string {
 // issueLocked mints an access token (and a refresh token when withRefresh).
 func (s *Server) issueLocked(g *grant, lifetime time.Duration, withRefresh bool) Tokens {
 	t := Tokens{AccessToken: "at_" + random(), Scopes: slices.Clone(g.scopes)}
-	a := &accessToken{grant: g}
+	a := &accessToken{grant: g, scopes: slices.Clone(g.scopes)}
 	if !s.quirks.NoExpiresIn {
 		a.expires = s.opts.Now().Add(lifetime)
 		t.Expiry = a.expires
@@ -570,7 +589,8 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		s.counts.Refresh++
 	}
 	how, _, ok := s.clientAuth(r)
-	s.tokenReqs = append(s.tokenReqs, TokenRequest{GrantType: grantType, ClientAuth: how, Accept: r.Header.Get("Accept")})
+	s.tokenReqs = append(s.tokenReqs, TokenRequest{GrantType: grantType, ClientAuth: how, Accept: r.Header.Get("Accept"),
+		Scope: r.PostForm.Get("scope")})
 	if s.quirks.ServerError {
 		w.Header().Set("Content-Type", "text/html")
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -614,8 +634,25 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		g = rt.grant
+		// RFC 6749 §6: scope, when given, must be within the original
+		// grant; the access token carries only it, the grant (and any new
+		// refresh token) keeps everything.
+		var narrowed []string
+		if sc := r.PostForm.Get("scope"); sc != "" && !s.quirks.IgnoreRefreshScope {
+			narrowed = splitScopes(sc)
+			for _, x := range narrowed {
+				if !slices.Contains(g.scopes, x) {
+					s.tokenError(w, r, http.StatusBadRequest, "invalid_scope")
+					return
+				}
+			}
+		}
 		rotate := s.opts.RotateRefreshTokens && !s.quirks.NoRefreshTokenOnRefresh
 		tok = s.issueLocked(g, s.opts.TokenLifetime, rotate)
+		if narrowed != nil {
+			s.access[tok.AccessToken].scopes = narrowed
+			tok.Scopes = slices.Clone(narrowed)
+		}
 		if rotate {
 			rt.used = true
 		} else if !s.quirks.NoRefreshTokenOnRefresh {
@@ -745,13 +782,13 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "invalid_token"})
 		return
 	}
-	if s.opts.APIScope != "" && !slices.Contains(a.grant.scopes, s.opts.APIScope) {
+	if s.opts.APIScope != "" && !slices.Contains(a.scopes, s.opts.APIScope) {
 		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope=%q`, s.opts.APIScope))
 		writeJSON(w, http.StatusForbidden, map[string]any{"error": "insufficient_scope"})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"owner": s.opts.Subject,
+		"owner": s.opts.Subject, "scopes": a.scopes,
 		"files": []map[string]any{{"name": "notes.txt", "size": 42}, {"name": "plan.md", "size": 1337}},
 	})
 }

@@ -1,0 +1,290 @@
+package vault
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Narrowed tokens (table narrowed_tokens): at a provider that honours "scope"
+// on the refresh-token grant (RFC 6749 §6), an access token limited to a
+// subset of the connection's grant, sealed and kept per (connection, scope
+// set) so that a client approved for less than the connection grants
+// receives only that. They are fetched with the connection's refresh token,
+// under the connection row's lock, exactly like the connection's own token
+// (token.go), because a rotating refresh token presented twice kills the
+// whole grant.
+
+// ErrCannotNarrow: no access token limited to the asked scopes can be had:
+// the connection has no refresh token, scoped refresh is not configured, or
+// the provider refused the subset (invalid_scope) or answered with more than
+// was asked (it ignores "scope"). The connection itself is untouched (a
+// rotated refresh token is still stored).
+var ErrCannotNarrow = errors.New("vault: the provider cannot narrow this token")
+
+// RefreshScopedFunc asks the provider for an access token limited to scopes,
+// with a refresh-token grant carrying "scope". Errors are classified as for
+// RefreshFunc; one wrapping ErrCannotNarrow says the provider refused the
+// subset (invalid_scope). Errors must not contain secrets.
+type RefreshScopedFunc func(ctx context.Context, provider, refreshToken string, scopes []string) (*Refreshed, error)
+
+// narrowedKeys is the Keyring.Purpose label (and the associated data's
+// purpose) of narrowed tokens.
+const narrowedKeys = "connectd/vault/narrowed-token/v1"
+
+const (
+	selectNarrowed = `SELECT ciphertext, refreshed_at FROM narrowed_tokens
+		WHERE connection_id = $1 AND scope_key = $2`
+	upsertNarrowed = `INSERT INTO narrowed_tokens
+		(connection_id, scope_key, scopes, key_version, ciphertext, expires_at, refreshed_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (connection_id, scope_key) DO UPDATE
+		SET scopes = EXCLUDED.scopes, key_version = EXCLUDED.key_version, ciphertext = EXCLUDED.ciphertext,
+		    expires_at = EXCLUDED.expires_at, refreshed_at = EXCLUDED.refreshed_at`
+	// deleteNarrowedOf runs whenever a connection's credential is replaced
+	// (Put): tokens narrowed from the old grant must not outlive it.
+	deleteNarrowedOf = `DELETE FROM narrowed_tokens WHERE connection_id = $1`
+	// updateRotated stores a refresh token the provider rotated while
+	// narrowing; the connection's access token stays as it was.
+	updateRotated = `WITH changed AS (UPDATE connections SET key_version = $2, ciphertext = $3, updated_at = $4
+		WHERE id = $1 RETURNING 1)
+		` + notifyChangedSQL + `$5) FROM changed`
+)
+
+// scopeSet returns scopes sorted and without duplicates or empty strings,
+// and its key in narrowed_tokens.
+func scopeSet(scopes []string) ([]string, string) {
+	set := slices.Compact(slices.Sorted(slices.Values(slices.DeleteFunc(slices.Clone(scopes),
+		func(s string) bool { return s == "" }))))
+	h := sha256.Sum256([]byte("connectd/scopes/v1\x00" + strings.Join(set, "\x00")))
+	return set, hex.EncodeToString(h[:])
+}
+
+func narrowedBinding(connID, key string) []byte { return Binding(narrowedKeys, connID, key) }
+
+// loadNarrowed reads and opens the narrowed token of (connID, key): nil when
+// there is none or it does not open (a key since removed; it is fetched
+// again), with the time it was stored.
+func (s *Store) loadNarrowed(ctx context.Context, q querier, connID, key string) (*Credential, time.Time, error) {
+	var (
+		ct []byte
+		at time.Time
+	)
+	err := q.QueryRow(ctx, selectNarrowed, connID, key).Scan(&ct, &at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, time.Time{}, nil
+	}
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("vault: read narrowed token: %w", err)
+	}
+	pt, err := s.narrowKeys.Open(ct, narrowedBinding(connID, key))
+	if err != nil {
+		s.logger.WarnContext(ctx, "vault: a narrowed token does not open; fetching it again",
+			slog.String("connection_id", connID), slog.Any("error", err))
+		return nil, at, nil
+	}
+	c, err := decodeCredential(pt)
+	clear(pt)
+	if err != nil {
+		return nil, at, nil
+	}
+	return c, at, nil
+}
+
+// Narrowed returns a currently valid access token of the user's connection
+// to provider limited to scopes (a subset of what the connection grants),
+// for a client approved for no more than that. The token is kept sealed per
+// connection and scope set; when it expires within the skew a new one is
+// fetched with the connection's refresh token, once across all replicas (the
+// connection row's lock, as Token does), and a refresh token the provider
+// rotates meanwhile is stored in the connection in the same transaction.
+// The returned credential has no refresh token.
+//
+// Errors: ErrInvalid (no scopes); ErrNotConnected; ErrReauthorizationRequired
+// (invalid_grant: the connection is marked); ErrProviderUnavailable;
+// *MissingScopesError (the connection lacks some of scopes); ErrCannotNarrow.
+func (s *Store) Narrowed(ctx context.Context, user UserRef, provider string, scopes []string) (*Credential, error) {
+	if err := validate(user, provider); err != nil {
+		return nil, err
+	}
+	set, key := scopeSet(scopes)
+	if len(set) == 0 {
+		return nil, fmt.Errorf("%w: a narrowed token needs scopes", ErrInvalid)
+	}
+	r, err := s.loadForToken(ctx, user, provider)
+	if err != nil {
+		return nil, err
+	}
+	if err := usableStatus(r.status, provider); err != nil {
+		return nil, err
+	}
+	cred, err := s.openCredential(r.id, user, provider, r.ciphertext)
+	if err != nil {
+		return nil, err
+	}
+	if m := cred.missing(set); len(m) > 0 {
+		return nil, &MissingScopesError{Provider: provider, Missing: m}
+	}
+	n, seen, err := s.loadNarrowed(ctx, s.pool, r.id, key)
+	if err != nil {
+		return nil, err
+	}
+	if n != nil && !s.needsRefresh(n) {
+		return n, nil
+	}
+	// As in Token: one fetch per process (singleflight, on a context no
+	// single caller can cancel), then the row lock across processes.
+	ch := s.flight.DoChan("narrow\x00"+r.id+"\x00"+key, func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.providerTimeout+txMargin)
+		defer cancel()
+		return s.narrowLocked(rctx, user, provider, set, key, seen)
+	})
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case res := <-ch:
+		if res.Err != nil {
+			return nil, res.Err
+		}
+		return clone(res.Val.(*Credential)), nil
+	}
+}
+
+// narrowLocked fetches the narrowed token of (connection, set) under the
+// connection row's lock; seen is when the narrowed token the caller found
+// stale was stored (zero: none).
+func (s *Store) narrowLocked(ctx context.Context, user UserRef, provider string, set []string, key string, seen time.Time) (*Credential, error) {
+	var (
+		out     *Credential
+		outErr  error
+		rotated bool
+	)
+	attrs := []any{slog.String("provider", provider), slog.Any("scopes", set)}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		r, err := s.load(ctx, tx, user, provider, true)
+		if err != nil {
+			return err
+		}
+		attrs = append(attrs, slog.String("connection_id", r.ID))
+		if err := usable(r); err != nil {
+			outErr = err
+			return nil
+		}
+		cred, err := s.open(r)
+		if err != nil {
+			return err
+		}
+		if m := cred.missing(set); len(m) > 0 {
+			outErr = &MissingScopesError{Provider: provider, Missing: m}
+			return nil
+		}
+		// Re-check after locking: another caller (or replica) may have
+		// fetched it while we waited; one stored since we looked is used
+		// as long as it has not expired.
+		n, at, err := s.loadNarrowed(ctx, tx, r.ID, key)
+		if err != nil {
+			return err
+		}
+		if n != nil && (!s.needsRefresh(n) || (at.After(seen) && !s.expired(n))) {
+			out = n
+			return nil
+		}
+		if cred.RefreshToken == "" || s.refreshScoped == nil {
+			outErr = fmt.Errorf("%w: no refresh token, or scoped refresh is not configured", ErrCannotNarrow)
+			return nil
+		}
+		pctx, cancel := context.WithTimeout(ctx, s.providerTimeout)
+		ref, err := s.refreshScoped(pctx, provider, cred.RefreshToken, set)
+		cancel()
+		switch {
+		case errors.Is(err, ErrReauthorizationRequired):
+			s.logger.WarnContext(ctx, "vault: provider refused the refresh token; reauthorization required",
+				append(attrs, slog.Any("error", err))...)
+			outErr = fmt.Errorf("vault: narrow %s: %w", provider, err)
+			return s.markReauthAudited(ctx, tx, r, "invalid_grant")
+		case err != nil:
+			s.logger.WarnContext(ctx, "vault: narrowing failed; connection left untouched",
+				append(attrs, slog.Any("error", err))...)
+			outErr = fmt.Errorf("vault: narrow %s: %w", provider, err)
+			return nil
+		case ref == nil || ref.AccessToken == "":
+			outErr = fmt.Errorf("vault: narrow %s: provider returned no access token", provider)
+			return nil
+		}
+		now := s.now().UTC()
+		if ref.RefreshToken != "" && ref.RefreshToken != cred.RefreshToken {
+			// The old refresh token is spent: the new one is stored now,
+			// whatever becomes of the access token.
+			next := *cred
+			next.RefreshToken = ref.RefreshToken
+			ct, err := s.seal(r.ID, user, provider, &next)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, updateRotated, r.ID, int32(s.keys.Primary()), ct, now,
+				connKey(user, provider).Payload()); err != nil {
+				return fmt.Errorf("vault: store rotated refresh token: %w", err)
+			}
+			rotated = true
+		}
+		granted := set
+		if ref.Scopes != nil {
+			// RFC 6749 §5.1: an answer that names scopes says what the token
+			// carries. More than was asked is a provider that ignores
+			// "scope": that token must not reach the client.
+			if extra := missingFrom(ref.Scopes, set); len(extra) > 0 {
+				s.logger.ErrorContext(ctx, "vault: the provider answered a scoped refresh with more than was asked; "+
+					"it does not narrow tokens (check narrow_on_refresh)", append(attrs, slog.Any("extra", extra))...)
+				outErr = fmt.Errorf("%w: %s answered with scopes beyond those asked", ErrCannotNarrow, provider)
+				return nil
+			}
+			granted, _ = scopeSet(ref.Scopes)
+		}
+		nt := &Credential{AccessToken: ref.AccessToken, TokenType: ref.TokenType, Expiry: ref.Expiry, Scopes: granted}
+		if nt.TokenType == "" {
+			nt.TokenType = cred.TokenType
+		}
+		pt := nt.encode()
+		ct, err := s.narrowKeys.Seal(pt, narrowedBinding(r.ID, key))
+		clear(pt)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, upsertNarrowed, r.ID, key, set, int32(s.narrowKeys.Primary()), ct,
+			nullTime(nt.Expiry), now); err != nil {
+			return fmt.Errorf("vault: store narrowed token: %w", err)
+		}
+		s.auditIn(ctx, tx, "connection.narrowed", r, map[string]any{"scopes": granted,
+			"new_refresh_token": rotated, "expires_at": nullTime(nt.Expiry)})
+		out = nt
+		return nil
+	})
+	s.forget(user, provider)
+	if err != nil {
+		s.logger.ErrorContext(ctx, "vault: narrowing transaction failed", append(attrs, slog.Any("error", err))...)
+		return nil, err
+	}
+	if outErr != nil {
+		return nil, outErr
+	}
+	return out, nil
+}
+
+// missingFrom lists the scopes of have that are not in allowed.
+func missingFrom(have, allowed []string) []string {
+	var out []string
+	for _, s := range have {
+		if s != "" && !slices.Contains(allowed, s) && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}

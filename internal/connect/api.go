@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -498,7 +497,7 @@ func (s *Server) listConnections(w http.ResponseWriter, r *http.Request) error {
 		// past them (at a provider that cannot narrow its token), or whose
 		// approval names no account, is marked: its token answers
 		// consent_required.
-		grown := len(missingScopes(cn.Scopes, a.scopes)) > 0
+		grown := len(scope.Missing(cn.Scopes, a.scopes)) > 0
 		if grown {
 			if p, err := s.catalog.Get(cn.Provider); err == nil && p.Info().NarrowOnRefresh {
 				grown = false
@@ -637,13 +636,13 @@ func (s *Server) narrowed(r *http.Request, c *caller, p provider.Provider, appr 
 	if !info.NarrowOnRefresh || !appr.sameAccount(cred) {
 		return nil, refused
 	}
-	if unapproved := missingScopes(required, appr.scopes); len(unapproved) > 0 {
+	if unapproved := scope.Missing(required, appr.scopes); len(unapproved) > 0 {
 		return nil, &web.Error{Status: http.StatusForbidden, Code: "consent_required",
 			Description: fmt.Sprintf("the user has not approved this client for every scope it requires of their %s connection; "+
 				"mint an elicitation with them", name),
 			Fields: map[string]any{"unapproved_scopes": unapproved, "account_changed": false}}
 	}
-	set := intersect(appr.scopes, cred.Scopes)
+	set := scope.Intersect(appr.scopes, cred.Scopes)
 	if len(set) == 0 {
 		return nil, refused // nothing to narrow to: a token for no scope is the whole grant
 	}
@@ -657,17 +656,6 @@ func (s *Server) narrowed(r *http.Request, c *caller, p provider.Provider, appr 
 		return nil, s.tokenError(r, c, name, err)
 	}
 	return n, nil
-}
-
-// intersect lists the scopes of a that b also has.
-func intersect(a, b []string) []string {
-	var out []string
-	for _, s := range a {
-		if slices.Contains(b, s) && !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // withoutConsent answers a client that holds no consent for the user's

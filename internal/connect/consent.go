@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -73,7 +72,7 @@ func (a approval) sameAccount(cred *vault.Credential) bool {
 // and its provider account. Otherwise the consent_required error says what
 // needs approving.
 func (a approval) check(provider string, cred *vault.Credential) error {
-	unapproved := missingScopes(cred.Scopes, a.scopes)
+	unapproved := scope.Missing(cred.Scopes, a.scopes)
 	sameAccount := a.sameAccount(cred)
 	if len(unapproved) == 0 && sameAccount {
 		return nil
@@ -140,15 +139,4 @@ func (s *Server) consentedProviders(ctx context.Context, u vault.UserRef, client
 		return nil, fmt.Errorf("connect: list consents: %w", err)
 	}
 	return out, nil
-}
-
-// missingScopes lists the scopes of want that have does not contain.
-func missingScopes(want, have []string) []string {
-	var out []string
-	for _, s := range want {
-		if !slices.Contains(have, s) && !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	return out
 }

@@ -204,10 +204,10 @@ func (s *Server) offerFor(ctx context.Context, e *Elicitation, info provider.Inf
 		o.authorize = scope.Union(conn.Scopes, o.scopes)
 	} else {
 		o.scopes = scope.Union(conn.Scopes, e.Scopes)
-		o.beyond = missingScopes(conn.Scopes, e.Scopes)
+		o.beyond = scope.Missing(conn.Scopes, e.Scopes)
 		o.authorize = o.scopes
 	}
-	if conn.Status == vault.StatusActive && len(missingScopes(e.Scopes, conn.Scopes)) == 0 {
+	if conn.Status == vault.StatusActive && len(scope.Missing(e.Scopes, conn.Scopes)) == 0 {
 		o.shared, o.accountID, o.accountLabel = true, cred.AccountID, cred.AccountLabel
 	}
 	return o, nil

@@ -32,3 +32,27 @@ func TestUnion(t *testing.T) {
 		})
 	}
 }
+
+func TestMissingAndIntersect(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name            string
+		a, b            []string
+		missing, inBoth []string
+	}{
+		{"none", nil, nil, nil, nil},
+		{"subset", []string{"read"}, []string{"read", "write"}, nil, []string{"read"}},
+		{"order of a, each once, no empty", []string{"b", "", "a", "b", "c"}, []string{"c", "b"}, []string{"a"}, []string{"b", "c"}},
+		{"disjoint", []string{"x"}, []string{"y"}, []string{"x"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := scope.Missing(tt.a, tt.b); !slices.Equal(got, tt.missing) {
+				t.Errorf("Missing(%q, %q) = %q, want %q", tt.a, tt.b, got, tt.missing)
+			}
+			if got := scope.Intersect(tt.a, tt.b); !slices.Equal(got, tt.inBoth) {
+				t.Errorf("Intersect(%q, %q) = %q, want %q", tt.a, tt.b, got, tt.inBoth)
+			}
+		})
+	}
+}

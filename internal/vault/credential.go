@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
+
+	"github.com/connectd/connectd/internal/scope"
 )
 
 // Credential is the secret set stored for one connection: what the provider
@@ -27,13 +28,7 @@ type Credential struct {
 
 // missing lists the scopes in required that were not granted.
 func (c *Credential) missing(required []string) []string {
-	var out []string
-	for _, s := range required {
-		if s != "" && !slices.Contains(c.Scopes, s) && !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	return out
+	return scope.Missing(required, c.Scopes)
 }
 
 // String describes the credential without its secrets.

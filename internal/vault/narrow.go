@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/connectd/connectd/internal/scope"
 )
 
 // Narrowed tokens (table narrowed_tokens): at a provider that honours "scope"
@@ -240,7 +242,7 @@ func (s *Store) narrowLocked(ctx context.Context, user UserRef, provider string,
 			// RFC 6749 §5.1: an answer that names scopes says what the token
 			// carries. More than was asked is a provider that ignores
 			// "scope": that token must not reach the client.
-			if extra := missingFrom(ref.Scopes, set); len(extra) > 0 {
+			if extra := scope.Missing(ref.Scopes, set); len(extra) > 0 {
 				s.logger.ErrorContext(ctx, "vault: the provider answered a scoped refresh with more than was asked; "+
 					"it does not narrow tokens (check narrow_on_refresh)", append(attrs, slog.Any("extra", extra))...)
 				outErr = fmt.Errorf("%w: %s answered with scopes beyond those asked", ErrCannotNarrow, provider)
@@ -276,15 +278,4 @@ func (s *Store) narrowLocked(ctx context.Context, user UserRef, provider string,
 		return nil, outErr
 	}
 	return out, nil
-}
-
-// missingFrom lists the scopes of have that are not in allowed.
-func missingFrom(have, allowed []string) []string {
-	var out []string
-	for _, s := range have {
-		if s != "" && !slices.Contains(allowed, s) && !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	return out
 }

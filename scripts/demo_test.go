@@ -196,3 +196,79 @@ func tail(s string) string {
 	}
 	return s
 }
+
+// TestPGServe: scripts/pg serve (make pg) keeps a private cluster up for
+// other tools, prints a URL that works, and Ctrl-C stops it.
+func TestPGServe(t *testing.T) {
+	cmd := exec.Command("./pg", "serve")
+	cmd.Env = cleanEnv()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	lines := make(chan string, 64)
+	go func() {
+		b := make([]byte, 4096)
+		var acc []byte
+		for {
+			n, err := out.Read(b)
+			acc = append(acc, b[:n]...)
+			for {
+				i := bytes.IndexByte(acc, '\n')
+				if i < 0 {
+					break
+				}
+				lines <- string(acc[:i])
+				acc = acc[i+1:]
+			}
+			if err != nil {
+				close(lines)
+				return
+			}
+		}
+	}()
+	var url string
+	deadline := time.After(2 * time.Minute)
+	for url == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("scripts/pg serve ended before printing its URL")
+			}
+			if u, found := strings.CutPrefix(strings.TrimSpace(l), "export CONNECTD_DATABASE_URL="); found {
+				url = strings.Trim(u, "'")
+			}
+		case <-deadline:
+			t.Fatal("scripts/pg serve printed no URL within 2 minutes")
+		}
+	}
+	psqlBin := "psql"
+	if _, err := exec.LookPath(psqlBin); err != nil {
+		if m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/psql"); len(m) > 0 {
+			psqlBin = m[len(m)-1]
+		}
+	}
+	psql := exec.Command(psqlBin, url, "-tAc", "SELECT 41 + 1")
+	if b, err := psql.CombinedOutput(); err != nil || strings.TrimSpace(string(b)) != "42" {
+		t.Fatalf("psql on the printed URL: %v %s", err, b)
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("scripts/pg serve still running a minute after Ctrl-C")
+	}
+	if b, err := exec.Command(psqlBin, url, "-tAc", "SELECT 1").CombinedOutput(); err == nil {
+		t.Fatalf("the cluster still answers after Ctrl-C: %s", b)
+	}
+}

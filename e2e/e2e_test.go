@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
@@ -279,67 +278,45 @@ func checkFiles(t *testing.T, res *mcp.CallToolResult) {
 	}
 }
 
-// browser is a user's browser: a cookie jar that follows redirects across
-// connectd, the identity provider and the third-party provider. Its methods
+// browser is a user's browser (flowtest's, following redirects across
+// connectd, the identity provider and the third-party provider). Its methods
 // return errors (they run on goroutines started by MCP client handlers).
 type browser struct {
-	w  *world
-	hc *http.Client
+	w *world
+	b *flowtest.Browser
 }
 
 func (w *world) browser() *browser {
-	jar, _ := cookiejar.New(nil)
-	return &browser{w: w, hc: &http.Client{Jar: jar, Transport: w.tls.Transport, Timeout: 20 * time.Second}}
-}
-
-func (b *browser) do(method, u string, form url.Values) (*http.Response, string, error) {
-	var body io.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
-	}
-	req, err := http.NewRequest(method, u, body)
-	if err != nil {
-		return nil, "", err
-	}
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
-	resp, err := b.hc.Do(req)
-	if err != nil {
-		return nil, "", err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	return resp, string(raw), err
+	return &browser{w: w, b: flowtest.New(&http.Client{Transport: w.tls.Transport, Timeout: 20 * time.Second})}
 }
 
 // open opens a connect URL: connectd sends the browser to sign in at the
 // identity provider, whose user picker is answered as user; the browser
 // lands back on the connect URL. It returns that final page.
 func (b *browser) open(connectURL, user string) (int, string, error) {
-	resp, body, err := b.do(http.MethodGet, connectURL, nil)
+	r, err := b.b.Follow(http.MethodGet, connectURL, nil)
 	if err != nil {
 		return 0, "", err
 	}
-	picker := resp.Request.URL
-	if !strings.HasPrefix(picker.String(), b.w.idp.URL+"/authorize?") || !strings.Contains(body, `value="alice"`) {
-		return 0, "", fmt.Errorf("opening the link did not lead to the sign-in picker: %d %s", resp.StatusCode, picker)
+	picker, err := url.Parse(r.URL)
+	if err != nil {
+		return 0, "", err
+	}
+	if !strings.HasPrefix(r.URL, b.w.idp.URL+"/authorize?") || !strings.Contains(r.Body, `value="alice"`) {
+		return 0, "", fmt.Errorf("opening the link did not lead to the sign-in picker: %d %s", r.Status, r.URL)
 	}
 	form := picker.Query() // the picker's hidden fields carry exactly these
 	form.Set("user", user)
-	action := *picker
-	action.RawQuery = ""
-	resp, body, err = b.do(http.MethodPost, action.String(), form)
+	picker.RawQuery = ""
+	r, err = b.b.Follow(http.MethodPost, picker.String(), form)
 	if err != nil {
 		return 0, "", err
 	}
-	if resp.Request.URL.String() != connectURL {
-		return 0, "", fmt.Errorf("sign-in did not return to the connect URL but to %s", resp.Request.URL)
+	if r.URL != connectURL {
+		return 0, "", fmt.Errorf("sign-in did not return to the connect URL but to %s", r.URL)
 	}
-	return resp.StatusCode, body, nil
+	return r.Status, r.Body, nil
 }
-
-var csrfField = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)
 
 // connect opens the link as user, allows on the consent page and follows
 // the provider round trip back to connectd's "Connected" page.
@@ -348,18 +325,17 @@ func (b *browser) connect(connectURL, user string) error {
 	if err != nil {
 		return err
 	}
-	m := csrfField.FindStringSubmatch(page)
-	if status != http.StatusOK || m == nil || !strings.Contains(page, "Files Assistant") {
+	form, ok := flowtest.AllowForm(page)
+	if status != http.StatusOK || !ok || !strings.Contains(page, "Files Assistant") {
 		return fmt.Errorf("consent page: %d", status)
 	}
-	form, _ := flowtest.AllowForm(page)
-	resp, body, err := b.do(http.MethodPost, connectURL, form)
+	r, err := b.b.Follow(http.MethodPost, connectURL, form)
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "Connected") ||
-		!strings.HasPrefix(resp.Request.URL.String(), b.w.connectd.URL+"/oauth/callback?") {
-		return fmt.Errorf("after Allow: %d at %s", resp.StatusCode, resp.Request.URL)
+	if r.Status != http.StatusOK || !strings.Contains(r.Body, "Connected") ||
+		!strings.HasPrefix(r.URL, b.w.connectd.URL+"/oauth/callback?") {
+		return fmt.Errorf("after Allow: %d at %s", r.Status, r.URL)
 	}
 	return nil
 }

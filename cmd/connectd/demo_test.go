@@ -19,6 +19,7 @@ import (
 	"github.com/connectd/connectd/examples/mcp-server/devtoken"
 	"github.com/connectd/connectd/internal/flowtest"
 	"github.com/connectd/connectd/internal/pgtest"
+	"github.com/connectd/connectd/internal/testkit"
 )
 
 // freePorts finds n ports free on 127.0.0.1 right now.
@@ -42,7 +43,7 @@ func freePorts(t *testing.T, n int) []int {
 
 // demoRun is one `connectd demo` started through run.
 type demoRun struct {
-	out, logs *syncBuffer
+	out, logs *testkit.LogBuffer
 	done      chan error
 	stop      context.CancelFunc
 }
@@ -50,7 +51,7 @@ type demoRun struct {
 func startDemo(t *testing.T, dbURL, stateDir string, ports []int) *demoRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &demoRun{out: &syncBuffer{}, logs: &syncBuffer{}, done: make(chan error, 1), stop: cancel}
+	d := &demoRun{out: &testkit.LogBuffer{}, logs: &testkit.LogBuffer{}, done: make(chan error, 1), stop: cancel}
 	args := []string{"demo", "-port", strconv.Itoa(ports[0]), "-idp-port", strconv.Itoa(ports[1]),
 		"-provider-port", strconv.Itoa(ports[2]), "-mcp-port", strconv.Itoa(ports[3]),
 		"-internal-addr", "127.0.0.1:" + strconv.Itoa(ports[4]), "-state-dir", stateDir}

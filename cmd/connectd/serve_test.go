@@ -16,30 +16,13 @@ import (
 	"time"
 
 	"github.com/connectd/connectd/internal/pgtest"
+	"github.com/connectd/connectd/internal/testkit"
 )
-
-// syncBuffer collects log output written from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // instance is a connectd started through run, as main starts it.
 type instance struct {
 	base, internal string
-	logs           *syncBuffer
+	logs           *testkit.LogBuffer
 	stop           context.CancelFunc
 	done           chan error
 }
@@ -59,7 +42,7 @@ func start(t *testing.T, env map[string]string) *instance {
 		full[k] = v
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	in := &instance{logs: &syncBuffer{}, stop: cancel, done: make(chan error, 1)}
+	in := &instance{logs: &testkit.LogBuffer{}, stop: cancel, done: make(chan error, 1)}
 	go func() { in.done <- run(ctx, []string{"serve"}, envOf(full), io.Discard, in.logs) }()
 	t.Cleanup(func() {
 		cancel()

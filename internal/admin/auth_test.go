@@ -83,7 +83,7 @@ func TestAdminSessionIsSeparate(t *testing.T) {
 	// The end-user cookie presented under the admin cookie's name does not
 	// open (the name is part of the MAC), though both stores share keys.
 	forged := e.browser()
-	forged.cookies[admin.SessionCookie] = user.cookies[session.CookieName]
+	forged.Cookies[admin.SessionCookie] = user.Cookies[session.CookieName]
 	if r := forged.get(e.srv.URL + "/admin/connections"); r.status != http.StatusForbidden {
 		t.Fatalf("renamed end-user cookie: %d", r.status)
 	}

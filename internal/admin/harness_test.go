@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +28,7 @@ import (
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/testkit"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
 )
@@ -38,42 +38,6 @@ const idpSecret = "connectd-test-secret"
 // adminGroup is the claim value the claim-based policies require.
 const adminGroup = "connectd-admins"
 
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-// syncBuffer collects log output written from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // env is one connectd over TLS and a real Postgres: the connect flow and the
 // /v1 API (connect.Server) and the admin pages and API (admin.Server) on one
 // mux, the development IdP as the real OIDC peer for users and admins, and a
@@ -82,8 +46,8 @@ type env struct {
 	t      *testing.T
 	pool   *pgxpool.Pool
 	srv    *httptest.Server
-	clock  *clock
-	logs   *syncBuffer
+	clock  *testkit.Clock
+	logs   *testkit.LogBuffer
 	logger *slog.Logger
 
 	idp           *devidp.Provider
@@ -108,7 +72,7 @@ type envOptions struct {
 
 func newEnv(t *testing.T, opts envOptions) *env {
 	t.Helper()
-	e := &env{t: t, pool: pgtest.Pool(t), clock: &clock{t: time.Now()}, logs: &syncBuffer{}}
+	e := &env{t: t, pool: pgtest.Pool(t), clock: testkit.NewClock(time.Now()), logs: &testkit.LogBuffer{}}
 	e.logger = web.NewLogger(e.logs, slog.LevelDebug, "json")
 	mux := http.NewServeMux()
 	e.srv = httptest.NewTLSServer(web.Chain(mux, web.RequestIDs, web.Recover(e.logger), web.SecurityHeaders(true)))
@@ -248,70 +212,33 @@ func (e *env) setupProviders() {
 	}
 }
 
-// browser keeps cookies per name and never follows redirects by itself.
+// browser is flowtest's scripted browser, failing the test on a transport
+// error.
 type browser struct {
-	t       *testing.T
-	client  *http.Client
-	cookies map[string]string
+	*flowtest.Browser
+	t *testing.T
 }
 
 func (e *env) browser() *browser {
-	c := *e.srv.Client()
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &browser{t: e.t, client: &c, cookies: map[string]string{}}
+	return &browser{Browser: flowtest.New(e.srv.Client()), t: e.t}
 }
 
 type response struct {
-	status     int
-	location   string
-	body       string
-	header     http.Header
+	status   int
+	location string
+	body     string
+	header   http.Header
+	// setCookies are the raw Set-Cookie headers.
 	setCookies []string
 }
 
 func (b *browser) do(method, u string, form url.Values) response {
 	b.t.Helper()
-	var body io.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
-	}
-	req, err := http.NewRequest(method, u, body)
+	r, err := b.Do(method, u, form)
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
-	for name, value := range b.cookies {
-		req.AddCookie(&http.Cookie{Name: name, Value: value})
-	}
-	resp, err := b.client.Do(req)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	r := response{status: resp.StatusCode, location: resp.Header.Get("Location"), body: string(raw), header: resp.Header,
-		setCookies: resp.Header.Values("Set-Cookie")}
-	for _, sc := range r.setCookies {
-		c, err := http.ParseSetCookie(sc)
-		if err != nil {
-			b.t.Fatalf("bad Set-Cookie %q", sc)
-		}
-		if c.MaxAge < 0 {
-			delete(b.cookies, c.Name)
-		} else {
-			b.cookies[c.Name] = c.Value
-		}
-	}
-	if r.location != "" {
-		loc, err := resp.Request.URL.Parse(r.location)
-		if err != nil {
-			b.t.Fatal(err)
-		}
-		r.location = loc.String()
-	}
-	return r
+	return response{status: r.Status, location: r.Location, body: r.Body, header: r.Header, setCookies: r.SetCookies}
 }
 
 func (b *browser) get(u string) response { return b.do(http.MethodGet, u, nil) }
@@ -324,12 +251,7 @@ func (r response) setsAdminSession() bool {
 }
 
 func (r response) setCookie(name string) string {
-	for _, sc := range r.setCookies {
-		if strings.HasPrefix(sc, name+"=") {
-			return sc
-		}
-	}
-	return ""
+	return flowtest.Response{SetCookies: r.setCookies}.SetCookie(name)
 }
 
 // pick answers the IdP's user picker as user and returns the callback URL the

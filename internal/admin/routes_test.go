@@ -74,9 +74,9 @@ func TestEveryAdminRouteRefusesNonAdmins(t *testing.T) {
 	}
 	nonAdmins := []cred{
 		{"anonymous", nil, ""},
-		{"end-user session of an admin", userOfAdmin.cookies, ""},
-		{"end-user cookie under the admin name", map[string]string{admin.SessionCookie: userOfAdmin.cookies[session.CookieName]}, ""},
-		{"refused admin sign-in", bob.cookies, ""},
+		{"end-user session of an admin", userOfAdmin.Cookies, ""},
+		{"end-user cookie under the admin name", map[string]string{admin.SessionCookie: userOfAdmin.Cookies[session.CookieName]}, ""},
+		{"refused admin sign-in", bob.Cookies, ""},
 		{"revoked admin key", nil, "Bearer " + revokedKey},
 		{"expired admin key", nil, "Bearer " + expiringKey},
 		{"forged admin key", nil, "Bearer " + admin.KeyPrefix + strings.Repeat("A", 43)},
@@ -96,7 +96,7 @@ func TestEveryAdminRouteRefusesNonAdmins(t *testing.T) {
 		creds := slices.Clone(nonAdmins)
 		switch rt.Access {
 		case admin.AdminAPI:
-			creds = append(creds, cred{"admin session on the API", adminB.cookies, ""})
+			creds = append(creds, cred{"admin session on the API", adminB.Cookies, ""})
 		case admin.AdminPage:
 			creds = append(creds, cred{"admin key on a page", nil, "Bearer " + goodKey})
 		default:

@@ -73,8 +73,8 @@ func TestNoSecretInAnyAdminView(t *testing.T) {
 	secrets["user access token"] = m.token("alice")
 	secrets["IdP client secret"] = idpSecret
 	secrets["provider client secret"] = "fake-client-secret"
-	secrets["admin session cookie"] = b.cookies[admin.SessionCookie]
-	secrets["user session cookie"] = user.cookies[session.CookieName]
+	secrets["admin session cookie"] = b.Cookies[admin.SessionCookie]
+	secrets["user session cookie"] = user.Cookies[session.CookieName]
 	for name, s := range secrets {
 		if len(s) < 12 {
 			t.Fatalf("secret %q is too short to search for: %q", name, s)

@@ -145,7 +145,7 @@ func TestCopiedAdminCookieRefusedAfterSignOut(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	b := e.adminBrowser()
 	thief := e.browser()
-	thief.cookies[admin.SessionCookie] = b.cookies[admin.SessionCookie]
+	thief.Cookies[admin.SessionCookie] = b.Cookies[admin.SessionCookie]
 	if !e.isAdmin(thief) {
 		t.Fatal("the copied cookie does not work before sign-out")
 	}

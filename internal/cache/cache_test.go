@@ -1,32 +1,21 @@
 package cache
 
 import (
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/connectd/connectd/internal/testkit"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 func TestMap(t *testing.T) {
-	clk := &clock{t: time.Unix(1000, 0)}
+	clk := testkit.NewClock(time.Unix(1000, 0))
 	newLive := func() *Map[string, int] {
-		m := New[string, int](10*time.Second, 100, clk.now)
+		m := New[string, int](10*time.Second, 100, clk.Now)
 		m.SetLive(true)
 		return m
 	}
 	t.Run("not live caches nothing", func(t *testing.T) {
-		m := New[string, int](10*time.Second, 100, clk.now)
+		m := New[string, int](10*time.Second, 100, clk.Now)
 		m.Put("a", 1, m.Gen(), time.Time{})
 		if _, ok := m.Get("a"); ok {
 			t.Fatal("a Map that is not live cached a value")
@@ -38,20 +27,20 @@ func TestMap(t *testing.T) {
 		if v, ok := m.Get("a"); !ok || v != 1 {
 			t.Fatalf("Get = %d, %v", v, ok)
 		}
-		clk.add(10 * time.Second)
+		clk.Advance(10 * time.Second)
 		if _, ok := m.Get("a"); ok {
 			t.Fatal("entry outlived its TTL")
 		}
 	})
 	t.Run("notAfter shortens the ttl", func(t *testing.T) {
 		m := newLive()
-		m.Put("a", 1, m.Gen(), clk.now().Add(time.Second))
-		clk.add(time.Second)
+		m.Put("a", 1, m.Gen(), clk.Now().Add(time.Second))
+		clk.Advance(time.Second)
 		if _, ok := m.Get("a"); ok {
 			t.Fatal("entry outlived notAfter")
 		}
 		m = newLive()
-		m.Put("b", 1, m.Gen(), clk.now()) // already past: not stored
+		m.Put("b", 1, m.Gen(), clk.Now()) // already past: not stored
 		if m.Stats().Entries != 0 {
 			t.Fatal("an entry already past notAfter was stored")
 		}
@@ -100,7 +89,7 @@ func TestMap(t *testing.T) {
 		}
 	})
 	t.Run("size cap", func(t *testing.T) {
-		m := New[int, int](time.Minute, 50, clk.now)
+		m := New[int, int](time.Minute, 50, clk.Now)
 		m.SetLive(true)
 		for i := range 1000 {
 			m.Put(i, i, m.Gen(), time.Time{})

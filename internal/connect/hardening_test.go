@@ -54,10 +54,7 @@ func TestCrossOriginConsentRefused(t *testing.T) {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Sec-Fetch-Site", site)
 		req.Header.Set("Accept", "text/html")
-		for name, value := range b.cookies {
-			req.AddCookie(&http.Cookie{Name: name, Value: value})
-		}
-		resp, err := b.client.Do(req)
+		resp, err := b.Send(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +145,7 @@ func TestRateLimitsInTheFlow(t *testing.T) {
 	}
 	req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/session", nil)
 	req.Header.Set("Accept", "text/html")
-	resp, err := b.client.Do(req)
+	resp, err := b.Send(req)
 	if err != nil {
 		t.Fatal(err)
 	}

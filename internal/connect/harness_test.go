@@ -1,19 +1,16 @@
 package connect_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,54 +19,20 @@ import (
 
 	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/devidp"
+	"github.com/connectd/connectd/internal/flowtest"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/openapitest"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/testkit"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/web/templates"
 )
 
 const clientSecret = "connectd-test-secret"
-
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-// syncBuffer collects log output written from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // idp is a development identity provider behind its own TLS server.
 type idp struct {
@@ -89,8 +52,8 @@ type env struct {
 	keys     []session.Key
 	sessions *session.Store
 	rp       *mcpauth.Login
-	clock    *clock // login-state clock
-	logs     *syncBuffer
+	clock    *testkit.Clock // login-state clock
+	logs     *testkit.LogBuffer
 
 	verifier *mcpauth.Verifier
 	clients  *mcpauth.Clients
@@ -131,7 +94,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	if opts.issuers == 0 {
 		opts.issuers = 1
 	}
-	e := &env{t: t, pool: pgtest.Pool(t), mux: http.NewServeMux(), clock: &clock{t: time.Now()}, logs: &syncBuffer{}}
+	e := &env{t: t, pool: pgtest.Pool(t), mux: http.NewServeMux(), clock: testkit.NewClock(time.Now()), logs: &testkit.LogBuffer{}}
 	logger := web.NewLogger(e.logs, slog.LevelDebug, "json")
 	// The same middleware as the real public listener.
 	public, err := web.Public(e.mux, web.PublicConfig{Logger: logger, HSTS: true, Limits: opts.limits})
@@ -346,18 +309,15 @@ func (e *env) withKeys(keys ...session.Key) string {
 	return srv.URL
 }
 
-// browser keeps cookies like a browser would (per cookie name; the test
-// servers all live on 127.0.0.1) and never follows redirects by itself.
+// browser is flowtest's scripted browser, failing the test on a transport
+// error.
 type browser struct {
-	t       *testing.T
-	client  *http.Client
-	cookies map[string]string
+	*flowtest.Browser
+	t *testing.T
 }
 
 func (e *env) browser() *browser {
-	c := *e.srv.Client() // a copy: the test server's client is shared
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &browser{t: e.t, client: &c, cookies: map[string]string{}}
+	return &browser{Browser: flowtest.New(e.srv.Client()), t: e.t}
 }
 
 type response struct {
@@ -371,59 +331,18 @@ type response struct {
 
 func (b *browser) do(method, u string, form url.Values) response {
 	b.t.Helper()
-	var body io.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
-	}
-	req, err := http.NewRequest(method, u, body)
+	r, err := b.Do(method, u, form)
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
-	for name, value := range b.cookies {
-		req.AddCookie(&http.Cookie{Name: name, Value: value})
-	}
-	resp, err := b.client.Do(req)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	r := response{status: resp.StatusCode, location: resp.Header.Get("Location"), body: string(raw), header: resp.Header,
-		setCookies: resp.Header.Values("Set-Cookie")}
-	for _, sc := range r.setCookies {
-		c, err := http.ParseSetCookie(sc)
-		if err != nil {
-			b.t.Fatalf("bad Set-Cookie %q", sc)
-		}
-		if c.MaxAge < 0 {
-			delete(b.cookies, c.Name)
-		} else {
-			b.cookies[c.Name] = c.Value
-		}
-	}
-	if r.location != "" {
-		loc, err := resp.Request.URL.Parse(r.location)
-		if err != nil {
-			b.t.Fatal(err)
-		}
-		r.location = loc.String()
-	}
-	return r
+	return response{status: r.Status, location: r.Location, body: r.Body, header: r.Header, setCookies: r.SetCookies}
 }
 
 func (b *browser) get(u string) response { return b.do(http.MethodGet, u, nil) }
 
 // setCookie returns the raw Set-Cookie header for name, or "".
 func (r response) setCookie(name string) string {
-	for _, sc := range r.setCookies {
-		if strings.HasPrefix(sc, name+"=") {
-			return sc
-		}
-	}
-	return ""
+	return flowtest.Response{SetCookies: r.setCookies}.SetCookie(name)
 }
 
 // startLogin opens /login and returns the IdP authorization URL it redirects to.
@@ -467,7 +386,7 @@ func (e *env) login(b *browser, user, returnTo string) response {
 // session decodes the browser's session cookie with the env's keys.
 func (e *env) session(b *browser) (session.Session, error) {
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
-	if v, ok := b.cookies[session.CookieName]; ok {
+	if v, ok := b.Cookies[session.CookieName]; ok {
 		r.AddCookie(&http.Cookie{Name: session.CookieName, Value: v})
 	}
 	return e.sessions.Get(r)

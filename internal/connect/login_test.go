@@ -141,7 +141,7 @@ func TestLoginStateRefusals(t *testing.T) {
 		if r := b.get(cbURL); r.status != http.StatusSeeOther {
 			t.Fatalf("first use: %d", r.status)
 		}
-		delete(b.cookies, session.CookieName)
+		delete(b.Cookies, session.CookieName)
 		e.refused(b.get(cbURL), 400, "invalid_state")
 	})
 	t.Run("missing state", func(t *testing.T) {
@@ -264,11 +264,11 @@ func TestSessionCookieRefusals(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	b := e.browser()
 	e.login(b, "alice", "")
-	good := b.cookies[session.CookieName]
+	good := b.Cookies[session.CookieName]
 	signedIn := func(base string, cookie string) bool {
 		t.Helper()
 		c := e.browser()
-		c.cookies[session.CookieName] = cookie
+		c.Cookies[session.CookieName] = cookie
 		r := c.get(base + "/session")
 		if r.status != 200 {
 			t.Fatalf("/session: %d", r.status)
@@ -303,7 +303,7 @@ func TestSessionFixation(t *testing.T) {
 		t.Fatal(err)
 	}
 	victim := e.browser()
-	victim.cookies[session.CookieName] = attacker.cookies[session.CookieName]
+	victim.Cookies[session.CookieName] = attacker.Cookies[session.CookieName]
 	if r := e.login(victim, "alice", ""); r.setCookie(session.CookieName) == "" {
 		t.Fatal("login did not issue a new session cookie")
 	}
@@ -371,7 +371,7 @@ func TestReturnToRecheckedAtCallback(t *testing.T) {
 	b := e.browser()
 	e.startLogin(b, "issuer=idp0") // gives the browser its binding cookie
 	r, _ := http.NewRequest(http.MethodGet, "/", nil)
-	r.AddCookie(&http.Cookie{Name: session.BindingCookieName, Value: b.cookies[session.BindingCookieName]})
+	r.AddCookie(&http.Cookie{Name: session.BindingCookieName, Value: b.Cookies[session.BindingCookieName]})
 	binding, err := e.sessions.ReadBinding(r)
 	if err != nil {
 		t.Fatal(err)
@@ -503,7 +503,7 @@ func TestCopiedCookieRefusedAfterSignOut(t *testing.T) {
 		t.Fatalf("consent page: %d %s", consent.status, consent.body)
 	}
 	thief := e.browser()
-	thief.cookies[session.CookieName] = alice.cookies[session.CookieName]
+	thief.Cookies[session.CookieName] = alice.Cookies[session.CookieName]
 	// The copy works before sign-out, on both replicas; on the second one
 	// until the answer comes from its cache.
 	if r := thief.get(connectURL); r.status != http.StatusOK {

@@ -25,11 +25,18 @@ import (
 // kept by name and sent to every host (connectd, the IdP and the provider
 // all live on 127.0.0.1 in tests, as browsers treat localhost); Secure and
 // __Host- cookies are sent over http, as browsers do for localhost.
+//
+// It is the one scripted browser of the repository: the benchmark, the
+// multi-replica tests, the end-to-end test and the connect and admin test
+// harnesses all drive connectd with it.
 type Browser struct {
 	client *http.Client
 
-	mu      sync.Mutex
-	cookies map[string]string
+	mu sync.Mutex
+	// Cookies are the browser's cookies by name. Tests may read and edit
+	// them between requests (to forge, steal or drop a cookie), not while
+	// a request of this Browser is in flight.
+	Cookies map[string]string
 }
 
 // New returns a Browser that sends its requests with client's transport and
@@ -38,7 +45,7 @@ func New(client *http.Client) *Browser {
 	c := *client
 	c.Jar = nil
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &Browser{client: &c, cookies: map[string]string{}}
+	return &Browser{client: &c, Cookies: map[string]string{}}
 }
 
 // Response is what a request returned.
@@ -46,6 +53,21 @@ type Response struct {
 	Status   int
 	Location string // absolute
 	Body     string
+	Header   http.Header
+	// SetCookies are the raw Set-Cookie headers.
+	SetCookies []string
+	// URL is the URL that answered (after Follow, the last one).
+	URL string
+}
+
+// SetCookie returns the raw Set-Cookie header of the response for name, or "".
+func (r Response) SetCookie(name string) string {
+	for _, sc := range r.SetCookies {
+		if strings.HasPrefix(sc, name+"=") {
+			return sc
+		}
+	}
+	return ""
 }
 
 // Do sends one request (a form POST when form is not nil) and records the
@@ -65,12 +87,7 @@ func (b *Browser) Do(method, u string, form url.Values) (Response, error) {
 		req.Header.Set("Origin", req.URL.Scheme+"://"+req.URL.Host)
 		req.Header.Set("Sec-Fetch-Site", "same-origin")
 	}
-	b.mu.Lock()
-	for name, value := range b.cookies {
-		req.AddCookie(&http.Cookie{Name: name, Value: value})
-	}
-	b.mu.Unlock()
-	resp, err := b.client.Do(req)
+	resp, err := b.Send(req)
 	if err != nil {
 		return Response{}, err
 	}
@@ -79,16 +96,21 @@ func (b *Browser) Do(method, u string, form url.Values) (Response, error) {
 	if err != nil {
 		return Response{}, err
 	}
-	r := Response{Status: resp.StatusCode, Body: string(raw)}
+	r := Response{Status: resp.StatusCode, Body: string(raw), Header: resp.Header,
+		SetCookies: resp.Header.Values("Set-Cookie"), URL: resp.Request.URL.String()}
 	b.mu.Lock()
-	for _, c := range resp.Cookies() {
+	defer b.mu.Unlock()
+	for _, sc := range r.SetCookies {
+		c, err := http.ParseSetCookie(sc)
+		if err != nil {
+			return r, fmt.Errorf("flowtest: bad Set-Cookie %q from %s", sc, u)
+		}
 		if c.MaxAge < 0 {
-			delete(b.cookies, c.Name)
+			delete(b.Cookies, c.Name)
 		} else {
-			b.cookies[c.Name] = c.Value
+			b.Cookies[c.Name] = c.Value
 		}
 	}
-	b.mu.Unlock()
 	if loc := resp.Header.Get("Location"); loc != "" {
 		abs, err := resp.Request.URL.Parse(loc)
 		if err != nil {
@@ -99,8 +121,44 @@ func (b *Browser) Do(method, u string, form url.Values) (Response, error) {
 	return r, nil
 }
 
+// Send sends req as it is, with the browser's cookies, and returns the
+// answer without recording the cookies it sets: for tests that craft a
+// request's headers themselves.
+func (b *Browser) Send(req *http.Request) (*http.Response, error) {
+	b.mu.Lock()
+	for name, value := range b.Cookies {
+		req.AddCookie(&http.Cookie{Name: name, Value: value})
+	}
+	b.mu.Unlock()
+	return b.client.Do(req)
+}
+
 // Get is Do without a body.
 func (b *Browser) Get(u string) (Response, error) { return b.Do(http.MethodGet, u, nil) }
+
+// Follow is Do, then follows redirects the way a browser does (a 301, 302
+// or 303 becomes a GET without a body; 307 and 308 repeat the request), up to
+// ten; the Response is the last one, its URL where the browser ended.
+func (b *Browser) Follow(method, u string, form url.Values) (Response, error) {
+	r, err := b.Do(method, u, form)
+	for range 10 {
+		if err != nil || r.Location == "" {
+			return r, err
+		}
+		switch r.Status {
+		case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther:
+			method, form = http.MethodGet, nil
+		case http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		default:
+			return r, nil
+		}
+		r, err = b.Do(method, r.Location, form)
+	}
+	if err == nil && r.Location != "" {
+		err = fmt.Errorf("flowtest: more than 10 redirects from %s", u)
+	}
+	return r, err
+}
 
 var csrfField = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)
 

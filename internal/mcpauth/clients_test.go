@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,30 +17,15 @@ import (
 
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
+	"github.com/connectd/connectd/internal/testkit"
 	"github.com/connectd/connectd/migrations"
 )
 
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
+func newClock() *testkit.Clock {
+	return testkit.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 }
 
-func newClock() *clock { return &clock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func newClients(t *testing.T, clk *clock) (*mcpauth.Clients, *pgxpool.Pool) {
+func newClients(t *testing.T, clk *testkit.Clock) (*mcpauth.Clients, *pgxpool.Pool) {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	return mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, Now: clk.Now}), pool

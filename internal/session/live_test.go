@@ -11,11 +11,12 @@ import (
 
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/testkit"
 )
 
 // cachingStore is newStore with the live-session cache on, kept fresh by a
 // listener of its own as connect's hub does in production.
-func cachingStore(t *testing.T, clk *clock, keys ...session.Key) *session.Store {
+func cachingStore(t *testing.T, clk *testkit.Clock, keys ...session.Key) *session.Store {
 	t.Helper()
 	s, err := session.New(session.Config{Pool: poolOf(t), Keys: keys, Now: clk.Now, CacheTTL: time.Hour})
 	if err != nil {
@@ -43,7 +44,7 @@ func signIn(t *testing.T, s *session.Store, subject string) (session.Session, st
 // others keep working.
 func TestEndedSessionIsRefusedEverywhere(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.Now()}
+	clk := testkit.NewClock(time.Now())
 	key := session.NewKey()
 	r1, r2 := cachingStore(t, clk, key), cachingStore(t, clk, key)
 	alice, cookie := signIn(t, r1, "alice")
@@ -112,7 +113,7 @@ func waitCached(t *testing.T, s *session.Store, cookie string) {
 // issuer.
 func TestEndUser(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.Now()}
+	clk := testkit.NewClock(time.Now())
 	key := session.NewKey()
 	users, other := cachingStore(t, clk, key), cachingStore(t, clk, key)
 	admins, err := session.New(session.Config{Pool: poolOf(t), Keys: []session.Key{key}, Now: clk.Now,
@@ -172,7 +173,7 @@ func TestEndUser(t *testing.T) {
 // never the id, in any column or encoding.
 func TestSessionIDNeverStored(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.Now()}
+	clk := testkit.NewClock(time.Now())
 	s := newStore(t, clk, session.NewKey())
 	sess, _ := signIn(t, s, "alice")
 	var rows []string
@@ -207,7 +208,7 @@ func TestSessionIDNeverStored(t *testing.T) {
 // TestSweep: rows past their lifetime are deleted; live ones stay.
 func TestSweep(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.Now()}
+	clk := testkit.NewClock(time.Now())
 	s := newStore(t, clk, session.NewKey())
 	signIn(t, s, "alice")
 	clk.Advance(11 * time.Hour)

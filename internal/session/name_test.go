@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/testkit"
 )
 
 // TestSeparateCookieNames: a Store with its own cookie names keeps a session
@@ -14,7 +15,7 @@ import (
 // name, because the name is part of its MAC.
 func TestSeparateCookieNames(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.Unix(1_700_000_000, 0)}
+	clk := testkit.NewClock(time.Unix(1_700_000_000, 0))
 	key := session.NewKey()
 	users := newStore(t, clk, key)
 	admins, err := session.New(session.Config{Pool: poolOf(t), Keys: []session.Key{key}, Now: clk.Now,

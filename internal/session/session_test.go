@@ -17,24 +17,8 @@ import (
 
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/testkit"
 )
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // pools holds each test's database, so that the stores of one test (a
 // rotated keyring, a second replica) share their sessions.
@@ -52,7 +36,7 @@ func poolOf(t testing.TB) *pgxpool.Pool {
 	return p
 }
 
-func newStore(t *testing.T, clk *clock, keys ...session.Key) *session.Store {
+func newStore(t *testing.T, clk *testkit.Clock, keys ...session.Key) *session.Store {
 	t.Helper()
 	s, err := session.New(session.Config{Pool: poolOf(t), Keys: keys, MaxAge: 12 * time.Hour, IdleTimeout: time.Hour,
 		Now: clk.Now})
@@ -96,7 +80,7 @@ func attrs(raw string) (string, []string) {
 
 func TestCookieAttributes(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.Unix(1_900_000_000, 0)}
+	clk := testkit.NewClock(time.Unix(1_900_000_000, 0))
 	s := newStore(t, clk, session.NewKey())
 	tests := []struct {
 		name   string
@@ -130,7 +114,7 @@ func TestCookieAttributes(t *testing.T) {
 
 func TestSessionRoundTripAndFreshIDs(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.Unix(1_900_000_000, 0)}
+	clk := testkit.NewClock(time.Unix(1_900_000_000, 0))
 	s := newStore(t, clk, session.NewKey())
 	w := httptest.NewRecorder()
 	started, err := s.Start(t.Context(), w, "https://idp.example", "alice")
@@ -157,7 +141,7 @@ func TestSessionRoundTripAndFreshIDs(t *testing.T) {
 
 func TestRefusedCookies(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.Unix(1_900_000_000, 0)}
+	clk := testkit.NewClock(time.Unix(1_900_000_000, 0))
 	k1, k2 := session.NewKey(), session.NewKey()
 	old := newStore(t, clk, k1)
 	w := httptest.NewRecorder()
@@ -198,7 +182,7 @@ func TestRefusedCookies(t *testing.T) {
 // touched cookie moves to the new key, after which the old key can go.
 func TestKeyRotation(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.Unix(1_900_000_000, 0)}
+	clk := testkit.NewClock(time.Unix(1_900_000_000, 0))
 	k1, k2 := session.NewKey(), session.NewKey()
 	w := httptest.NewRecorder()
 	newStore(t, clk, k1).Start(t.Context(), w, "https://idp.example", "alice")
@@ -221,7 +205,7 @@ func TestKeyRotation(t *testing.T) {
 
 func TestLifetimeAndIdleTimeout(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.Unix(1_900_000_000, 0)}
+	clk := testkit.NewClock(time.Unix(1_900_000_000, 0))
 	s := newStore(t, clk, session.NewKey())
 	w := httptest.NewRecorder()
 	s.Start(t.Context(), w, "https://idp.example", "alice")
@@ -241,7 +225,7 @@ func TestLifetimeAndIdleTimeout(t *testing.T) {
 	}
 
 	// Used every 50 minutes, it lives until the absolute lifetime, not beyond.
-	clk = &clock{t: time.Unix(1_900_000_000, 0)}
+	clk = testkit.NewClock(time.Unix(1_900_000_000, 0))
 	s = newStore(t, clk, session.NewKey())
 	w = httptest.NewRecorder()
 	s.Start(t.Context(), w, "https://idp.example", "alice")
@@ -262,7 +246,7 @@ func TestLifetimeAndIdleTimeout(t *testing.T) {
 
 func TestCSRF(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.Unix(1_900_000_000, 0)}
+	clk := testkit.NewClock(time.Unix(1_900_000_000, 0))
 	k1, k2 := session.NewKey(), session.NewKey()
 	s := newStore(t, clk, k1)
 	mine, _ := s.Start(t.Context(), httptest.NewRecorder(), "https://idp.example", "alice")
@@ -296,7 +280,7 @@ func TestCSRF(t *testing.T) {
 
 func TestBinding(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.Unix(1_900_000_000, 0)}
+	clk := testkit.NewClock(time.Unix(1_900_000_000, 0))
 	s := newStore(t, clk, session.NewKey())
 	if _, err := s.ReadBinding(request()); !errors.Is(err, session.ErrNoBinding) {
 		t.Fatalf("no cookie: %v", err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider/providertest"
+	"github.com/connectd/connectd/internal/testkit"
 	"github.com/connectd/connectd/internal/vault"
 )
 
@@ -47,18 +47,6 @@ func eventually(t *testing.T, what string, f func() error) {
 	}
 }
 
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *testClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // TestCredentialCacheAcrossReplicas: two Stores on two pools, each caching
 // and listening like a replica. Every kind of change made through one is
 // seen by the other within a second, without waiting for the TTL; a change
@@ -66,14 +54,14 @@ func (c *testClock) add(d time.Duration) {
 func TestCredentialCacheAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clock := &testClock{t: time.Now()}
+	clock := testkit.NewClock(time.Now())
 	srv := providertest.New(t, providertest.Options{RotateRefreshTokens: true})
 	dbURL := pgtest.URL(t)
 	k1, k2 := keyLine(t, 1), keyLine(t, 2)
 	keys := keyring(t, k1)
-	a := cachedStore(t, pgtest.NewPool(t, dbURL), keys, srv, clock.now)
+	a := cachedStore(t, pgtest.NewPool(t, dbURL), keys, srv, clock.Now)
 	bPool := pgtest.NewPool(t, dbURL)
-	b := cachedStore(t, bPool, keys, srv, clock.now)
+	b := cachedStore(t, bPool, keys, srv, clock.Now)
 
 	tok := srv.Grant([]string{"files.read"}, time.Hour)
 	if _, err := a.Put(ctx, alice, "fake", credOf(tok)); err != nil {
@@ -129,7 +117,7 @@ func TestCredentialCacheAcrossReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, "b caches the new credential", cachedOnB(tok.AccessToken))
-		clock.add(31 * time.Second) // within the one-minute skew: due for a refresh on both
+		clock.Advance(31 * time.Second) // within the one-minute skew: due for a refresh on both
 		c, err := a.Token(ctx, alice, "fake", nil)
 		if err != nil || c.AccessToken == tok.AccessToken {
 			t.Fatalf("refresh on a: %v", err)
@@ -192,7 +180,7 @@ func TestCredentialCacheAcrossReplicas(t *testing.T) {
 		if _, err := a.Put(ctx, alice, "fake", credOf(tok)); err != nil {
 			t.Fatal(err)
 		}
-		clock.add(2 * time.Minute)
+		clock.Advance(2 * time.Minute)
 		if _, err := a.Token(ctx, alice, "fake", nil); !errors.Is(err, vault.ErrReauthorizationRequired) {
 			t.Fatalf("a: %v, want reauthorization required", err)
 		}
@@ -215,7 +203,7 @@ func TestCredentialCacheAcrossReplicas(t *testing.T) {
 		if err := accessOnB(tok.AccessToken)(); err != nil {
 			t.Fatalf("b should still serve its cached copy until the TTL: %v", err)
 		}
-		clock.add(30 * time.Second)
+		clock.Advance(30 * time.Second)
 		if _, err := b.Token(ctx, alice, "fake", nil); !errors.Is(err, vault.ErrNotConnected) {
 			t.Fatalf("after the TTL: %v, want not connected", err)
 		}

@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -10,29 +9,11 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/connectd/connectd/internal/testkit"
 	"github.com/connectd/connectd/internal/web"
 )
-
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // logLines decodes JSON log output into one map per line.
 func logLines(t *testing.T, s string) []map[string]any {
@@ -64,7 +45,7 @@ func newServer(t *testing.T, logs io.Writer, h http.Handler) *httptest.Server {
 
 func TestPanicAnswersJSON500WithoutInternals(t *testing.T) {
 	t.Parallel()
-	logs := &syncBuffer{}
+	logs := &testkit.LogBuffer{}
 	srv := newServer(t, logs, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		panic("boom: secret-internal-detail")
 	}))
@@ -139,7 +120,7 @@ func TestRequestIDPropagation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			logs := &syncBuffer{}
+			logs := &testkit.LogBuffer{}
 			var seen string
 			logger := web.NewLogger(logs, slog.LevelDebug, "json")
 			srv := newServer(t, logs, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

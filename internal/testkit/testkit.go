@@ -1,0 +1,58 @@
+// Package testkit is the one home of the small fakes every package's tests
+// need: a settable clock and a log buffer safe for concurrent writers. The
+// scripted browser is internal/flowtest; fake third parties are
+// internal/provider/providertest and internal/devidp.
+//
+// It is test support: production code never imports it (cmd/connectd's
+// TestNoTestCodeLinked checks the binary's dependencies).
+package testkit
+
+import (
+	"bytes"
+	"sync"
+	"time"
+)
+
+// Clock is a settable clock; its Now is the seam (a func() time.Time) that
+// stores and servers take. The zero Clock reads the zero time.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a Clock reading t.
+func NewClock(t time.Time) *Clock { return &Clock{t: t} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// LogBuffer collects log output written from several goroutines.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String returns everything written so far.
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

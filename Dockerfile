@@ -18,7 +18,8 @@ ARG TARGETOS=linux
 ARG TARGETARCH
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/connectd ./cmd/connectd
+    go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/connectd ./cmd/connectd && \
+    go build -trimpath -ldflags "-s -w" -o /out/connectd-demo ./cmd/connectd-demo
 
 # distroless/static: CA certificates, tzdata, /etc/passwd and /tmp; no shell,
 # no package manager, no libc (the binary needs none: CGO_ENABLED=0).
@@ -28,6 +29,8 @@ LABEL org.opencontainers.image.title="connectd" \
       org.opencontainers.image.description="Third-party OAuth connect broker for MCP URL-mode elicitation" \
       org.opencontainers.image.version="${VERSION}"
 COPY --from=build /out/connectd /connectd
+# The demo (docker compose up) runs /connectd next to it; serve never uses it.
+COPY --from=build /out/connectd-demo /connectd-demo
 # Numeric, so Kubernetes' runAsNonRoot can check it (65532 is distroless' nonroot).
 USER 65532:65532
 # 8080: public listener (CONNECTD_ADDR). 9090: operators' listener

@@ -45,7 +45,8 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 	case "migrate":
 		return migrate(ctx, rest, getenv, stdout, stderr)
 	case "demo":
-		return demo(ctx, rest, getenv, stdout, stderr)
+		// The demo links fakes and the MCP SDK, which connectd must not.
+		return &usageError{"the demo is a program of its own: make demo, or go run ./cmd/connectd-demo -h"}
 	case "clients":
 		return clientsCmd(ctx, rest, getenv, stdout, stderr)
 	case "vault":

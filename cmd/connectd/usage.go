@@ -20,12 +20,12 @@ commands:
   admin connections|events|keys|sessions
                                  inspect and revoke linked accounts, read the audit trail, admin API keys,
                                  end a user's browser sessions
-  demo                           dev-mode demo: connectd, IdP, demo provider, example MCP server
   version                        print the version
   help [COMMAND]                 print this help, or a command's
 
 Every command takes -h (or --help). Configuration comes from CONNECTD_*
-environment variables; see docs/configuration.md.
+environment variables; see docs/configuration.md. The dev-mode demo is a
+program of its own: make demo (cmd/connectd-demo).
 `
 
 // usageError is a mistake in the command line; it exits with status 2.

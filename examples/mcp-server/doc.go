@@ -1,7 +1,7 @@
 // Package mcpserver is a complete example MCP server that gets its users'
 // third-party credentials through connectd. It is built on the official Go
 // SDK (github.com/modelcontextprotocol/go-sdk) and the public client package,
-// and imports nothing of connectd's internals. `connectd demo` runs it, and
+// and imports nothing of connectd's internals. `make demo` (cmd/connectd-demo) runs it, and
 // the end-to-end tests drive it with the SDK's client.
 //
 // It exposes one tool, list_files, which needs the user's account at a file

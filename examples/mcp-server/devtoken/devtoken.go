@@ -1,5 +1,5 @@
 // Package devtoken gets an MCP access token from the demo's development
-// identity provider (internal/devidp, which `connectd demo` runs), the way an
+// identity provider (internal/devidp, which `make demo` runs), the way an
 // MCP client would: an authorization-code request with PKCE S256 and an RFC
 // 8707 resource, answered on the provider's user picker as a demo user
 // (alice or bob — it has no passwords), then the code exchanged at the token

@@ -206,7 +206,7 @@ func New(t testing.TB, opts Options) *Server {
 // NewHandler returns a fake provider that is not tied to a test, and its HTTP
 // handler, which the caller serves at baseURL (an absolute URL without a
 // trailing slash: the issuer and the base of every endpoint). The demo
-// (`connectd demo`) runs it as its third-party service. Options.TLS is
+// (`make demo`, cmd/connectd-demo) runs it as its third-party service. Options.TLS is
 // ignored: TLS is the caller's listener's business.
 func NewHandler(baseURL string, opts Options) (*Server, http.Handler) {
 	s, mux := newServer(opts)

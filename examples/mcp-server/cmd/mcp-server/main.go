@@ -5,7 +5,7 @@
 //	    -connectd https://connect.example.com -issuer https://auth.example.com \
 //	    -resource https://files.mcp.example/mcp -files-api https://files.example/api/files
 //
-// `connectd demo` runs the same server in-process, with everything wired.
+// `make demo` (cmd/connectd-demo) runs the same server in-process, with everything wired.
 package main
 
 import (

@@ -1,16 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/http/cookiejar"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,7 +45,22 @@ func freePorts(t *testing.T, n int) []int {
 	return ports
 }
 
-// demoRun is one `connectd demo` started through run.
+// connectdBinary builds cmd/connectd once for every test of this package:
+// the demo runs the real binary.
+var connectdBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "connectd-demo-test-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "connectd")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/connectd/connectd/cmd/connectd").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build ./cmd/connectd: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// demoRun is one connectd-demo started through run.
 type demoRun struct {
 	out, logs *testkit.LogBuffer
 	done      chan error
@@ -50,12 +69,16 @@ type demoRun struct {
 
 func startDemo(t *testing.T, dbURL, stateDir string, ports []int) *demoRun {
 	t.Helper()
+	bin, err := connectdBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &demoRun{out: &testkit.LogBuffer{}, logs: &testkit.LogBuffer{}, done: make(chan error, 1), stop: cancel}
-	args := []string{"demo", "-port", strconv.Itoa(ports[0]), "-idp-port", strconv.Itoa(ports[1]),
+	args := []string{"-connectd", bin, "-port", strconv.Itoa(ports[0]), "-idp-port", strconv.Itoa(ports[1]),
 		"-provider-port", strconv.Itoa(ports[2]), "-mcp-port", strconv.Itoa(ports[3]),
 		"-internal-addr", "127.0.0.1:" + strconv.Itoa(ports[4]), "-state-dir", stateDir}
-	env := envOf(map[string]string{"CONNECTD_DATABASE_URL": dbURL, "CONNECTD_LOG_FORMAT": "json"})
+	env := []string{"CONNECTD_DATABASE_URL=" + dbURL, "CONNECTD_LOG_FORMAT=json"}
 	go func() { d.done <- run(ctx, args, env, d.out, d.logs) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(d.out.String(), "go run ./examples/mcp-server/cmd/try -user alice") {
@@ -94,44 +117,39 @@ func (d *demoRun) shutdown(t *testing.T, ports []int) {
 	}
 }
 
-// demoBrowser opens a connect link in a fresh browser, signs in as user at
-// the demo's identity provider, and (allow) clicks Allow.
+// demoBrowser opens a connect link in a fresh browser (flowtest's, following
+// redirects), signs in as user at the demo's identity provider, and (allow)
+// clicks Allow.
 func demoBrowser(connectURL, user string, allow bool) (int, string, error) {
-	jar, _ := cookiejar.New(nil)
-	hc := &http.Client{Jar: jar, Timeout: 10 * time.Second}
-	resp, err := hc.Get(connectURL)
+	b := flowtest.New(&http.Client{Timeout: 10 * time.Second})
+	r, err := b.Follow(http.MethodGet, connectURL, nil)
 	if err != nil {
 		return 0, "", err
 	}
-	resp.Body.Close()
-	picker := resp.Request.URL
+	picker, err := url.Parse(r.URL)
+	if err != nil {
+		return 0, "", err
+	}
 	form := picker.Query()
 	form.Set("user", user)
-	action := *picker
-	action.RawQuery = ""
-	resp, err = hc.PostForm(action.String(), form)
-	if err != nil {
+	picker.RawQuery = ""
+	if r, err = b.Follow(http.MethodPost, picker.String(), form); err != nil {
 		return 0, "", err
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !allow || resp.StatusCode != http.StatusOK {
-		return resp.StatusCode, string(body), nil
+	if !allow || r.Status != http.StatusOK {
+		return r.Status, r.Body, nil
 	}
-	form, ok := flowtest.AllowForm(string(body))
+	form, ok := flowtest.AllowForm(r.Body)
 	if !ok {
-		return 0, "", fmt.Errorf("no consent form: %s", body)
+		return 0, "", fmt.Errorf("no consent form: %s", r.Body)
 	}
-	resp, err = hc.PostForm(connectURL, form)
-	if err != nil {
+	if r, err = b.Follow(http.MethodPost, connectURL, form); err != nil {
 		return 0, "", err
 	}
-	body, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode, string(body), nil
+	return r.Status, r.Body, nil
 }
 
-// TestDemo runs `connectd demo` as make demo does and follows its
+// TestDemo runs connectd-demo as make demo does and follows its
 // walkthrough with the SDK's MCP client: alice's tool call yields a connect
 // link, bob opening it is refused, alice connecting it gets her files; the
 // demo stops cleanly, and starts again on the same database.
@@ -235,4 +253,27 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+string(b))
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestHelp: -h prints the demo's usage and flags on stdout, nothing on
+// stderr, and is no error (exit 0); a wrong flag is a usage error (exit 2)
+// with the usage on stderr. No database is needed for either.
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"-h"}, nil, &stdout, &stderr); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v, want flag.ErrHelp (exit 0)", err)
+	}
+	if !strings.Contains(stdout.String(), "-idp-port") || stderr.Len() != 0 {
+		t.Fatalf("-h: stdout %q, stderr %q", stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	err := run(context.Background(), []string{"-x"}, nil, &stdout, &stderr)
+	var u *usageError
+	if !errors.As(err, &u) || !strings.Contains(err.Error(), "not defined") {
+		t.Errorf("-x: %v, want a usage error (exit 2)", err)
+	}
+	if stdout.Len() != 0 || !strings.Contains(stderr.String(), "usage") {
+		t.Errorf("-x: stdout %q, stderr %q; want the usage on stderr only", stdout.String(), stderr.String())
+	}
 }

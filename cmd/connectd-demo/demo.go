@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,12 +12,15 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/client"
 	mcpserver "github.com/connectd/connectd/examples/mcp-server"
@@ -54,13 +58,23 @@ func (o demoOptions) url(port int) string {
 
 func (o demoOptions) listen(port int) string { return net.JoinHostPort(o.bind, strconv.Itoa(port)) }
 
-// demo runs the whole product on one machine, in this process: connectd in
-// dev mode, an OIDC identity provider with the demo users alice and bob (the
-// development IdP, internal/devidp), a third-party OAuth service with a file
-// API (Demo Files, internal/provider/providertest), and the example MCP
-// server (examples/mcp-server), all wired together; then it prints a
-// walkthrough. The database comes from CONNECTD_DATABASE_URL (make demo
-// starts a private one). Ctrl-C stops everything.
+// run is the whole demo: main only supplies the process's context,
+// arguments, environment (environ, as os.Environ) and output streams, so
+// tests can call it directly.
+//
+// It runs the whole product on one machine: connectd in dev mode, an OIDC
+// identity provider with the demo users alice and bob (the development IdP,
+// internal/devidp), a third-party OAuth service with a file API (Demo Files,
+// internal/provider/providertest), and the example MCP server
+// (examples/mcp-server), all wired together; then it prints a walkthrough.
+// The database comes from CONNECTD_DATABASE_URL (make demo starts a private
+// one). Ctrl-C stops everything.
+//
+// connectd is the real binary (-connectd), started as `connectd migrate up`
+// and then `connectd serve` on the demo's configuration, exactly as an
+// operator runs it; the other three services run in this process. So the
+// production binary links none of the demo's fakes, test support or the MCP
+// SDK.
 //
 // The identity provider runs on its own origin rather than as connectd's
 // built-in /dev/idp (CONNECTD_DEV_IDP): an MCP client needs an OAuth client
@@ -68,8 +82,8 @@ func (o demoOptions) listen(port int) string { return net.JoinHostPort(o.bind, s
 // built-in one registers only connectd's own login client. connectd trusts
 // the demo's provider through CONNECTD_ISSUERS, exactly as it would trust a
 // production authorization server.
-func demo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fset := flag.NewFlagSet("demo", flag.ContinueOnError)
+func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
+	fset := flag.NewFlagSet("connectd-demo", flag.ContinueOnError)
 	var o demoOptions
 	fset.StringVar(&o.host, "host", "127.0.0.1", "host name in every demo URL (what the browser uses)")
 	fset.StringVar(&o.bind, "bind", "", "host the listeners bind to (default: -host; 0.0.0.0 in a container)")
@@ -79,39 +93,59 @@ func demo(ctx context.Context, args []string, getenv func(string) string, stdout
 	fset.IntVar(&o.mcpPort, "mcp-port", 8083, "the example MCP server's port")
 	fset.StringVar(&o.internalAddr, "internal-addr", "127.0.0.1:9090", "connectd's operators' listener")
 	fset.StringVar(&o.stateDir, "state-dir", ".cache/demo", "where the demo writes its providers file")
-	pos, err := parseFlags(fset, "usage: connectd demo [flags]\n\n"+
-		"Runs connectd (dev mode), an identity provider (users alice and bob), the Demo Files OAuth\n"+
-		"provider and the example MCP server in this process, on CONNECTD_DATABASE_URL, and prints a\n"+
-		"walkthrough. Ctrl-C stops everything.", args, stdout, stderr)
-	if err != nil {
-		return err
+	connectdBin := fset.String("connectd", "", "the connectd binary (default: connectd next to this program, else on PATH)")
+	fset.SetOutput(stderr)
+	fset.Usage = func() {
+		fmt.Fprintln(fset.Output(), "usage: connectd-demo [flags]\n\n"+
+			"Runs connectd (dev mode), an identity provider (users alice and bob), the Demo Files OAuth\n"+
+			"provider and the example MCP server, on CONNECTD_DATABASE_URL, and prints a walkthrough.\n"+
+			"Ctrl-C stops everything.\n\nflags:")
+		fset.PrintDefaults()
 	}
-	if len(pos) != 0 {
-		return &usageError{"usage: connectd demo [flags] (see connectd demo -h)"}
+	if slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) {
+		fset.SetOutput(stdout)
+		fset.Usage()
+		return flag.ErrHelp
+	}
+	if err := fset.Parse(args); err != nil {
+		return &usageError{err.Error()}
+	}
+	if fset.NArg() != 0 {
+		return &usageError{"usage: connectd-demo [flags] (see connectd-demo -h)"}
 	}
 	if o.bind == "" {
 		o.bind = o.host
 	}
-	env := demoEnv{base: getenv, set: map[string]string{"CONNECTD_DEV": "true"}}
+	env := newDemoEnv(environ)
+	env.set("CONNECTD_DEV", "true")
 	env.setDefault("CONNECTD_LOG_FORMAT", "text")
-	cfg, err := loadConfig(env.get, needs{db: true})
+	dbURL := env.get("CONNECTD_DATABASE_URL")
+	if dbURL == "" {
+		return &usageError{"CONNECTD_DATABASE_URL is required (make demo starts a private Postgres)"}
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(env.get("CONNECTD_LOG_LEVEL"))); err != nil {
+		level = slog.LevelInfo
+	}
+	base := web.NewLogger(stderr, level, env.get("CONNECTD_LOG_FORMAT"))
+	logger := base.With(slog.String("component", "demo"))
+	bin, err := findConnectd(*connectdBin)
 	if err != nil {
 		return err
 	}
-	base := web.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
-	logger := base.With(slog.String("component", "demo"))
 
 	connectdURL, idpURL, providerURL := o.url(o.port), o.url(o.idpPort), o.url(o.providerPort)
 	mcpURL := o.url(o.mcpPort) + "/mcp"
 
-	pool, err := openPool(ctx, cfg)
+	// connectd's own migrations, before the demo registers its client.
+	if err := runConnectd(ctx, bin, env, stdout, stderr, "migrate", "up"); err != nil {
+		return fmt.Errorf("demo: connectd migrate up: %w", err)
+	}
+	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
-		return err
+		return errors.New("demo: CONNECTD_DATABASE_URL is not a valid PostgreSQL connection URL") // never the URL: it may hold a password
 	}
 	defer pool.Close()
-	if err := migrateUp(ctx, pool, logger); err != nil {
-		return err
-	}
 
 	// Listen first, so a port in use stops the demo before anything runs.
 	var lns []net.Listener
@@ -212,10 +246,10 @@ func demo(ctx context.Context, args []string, getenv func(string) string, stdout
 		"CONNECTD_DEMO_FILES_SECRET": providerSecret,
 		// Dev mode lets connectd fetch plain http on loopback only from
 		// hosts named here: the identity provider and Demo Files.
-		"CONNECTD_EGRESS_ALLOW_HOSTS": joinNonEmpty(getenv("CONNECTD_EGRESS_ALLOW_HOSTS"),
+		"CONNECTD_EGRESS_ALLOW_HOSTS": joinNonEmpty(env.get("CONNECTD_EGRESS_ALLOW_HOSTS"),
 			net.JoinHostPort(o.host, strconv.Itoa(o.idpPort)), net.JoinHostPort(o.host, strconv.Itoa(o.providerPort))),
 	} {
-		env.set[k] = v
+		env.set(k, v)
 	}
 	// Fresh keys per run: Demo Files forgets its tokens when the demo stops
 	// anyway, and a connection left from an earlier run then reads as
@@ -226,7 +260,7 @@ func demo(ctx context.Context, args []string, getenv func(string) string, stdout
 		if err != nil {
 			return err
 		}
-		env.set["CONNECTD_VAULT_KEYS"] = k
+		env.set("CONNECTD_VAULT_KEYS", k)
 	}
 	// Short, but longer than the 5 s net/http allows a connection that has
 	// not sent its first request yet (a client's spare dial) before Shutdown
@@ -242,7 +276,7 @@ func demo(ctx context.Context, args []string, getenv func(string) string, stdout
 		}
 	}()
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- serve(sctx, nil, env.get, stdout, stderr) }()
+	go func() { serveErr <- runConnectd(sctx, bin, env, stdout, stderr, "serve") }()
 	select {
 	case err = <-serveErr:
 	case err = <-errc:
@@ -263,24 +297,85 @@ func (o demoOptions) connectHost() string {
 	return o.bind
 }
 
-// demoEnv overlays the demo's settings on the process environment.
+// demoEnv is the process environment with the demo's settings laid over
+// it: what connectd is started with.
 type demoEnv struct {
-	base func(string) string
-	set  map[string]string
+	vars map[string]string
 }
 
-func (e demoEnv) get(k string) string {
-	if v, ok := e.set[k]; ok {
-		return v
+func newDemoEnv(environ []string) demoEnv {
+	e := demoEnv{vars: map[string]string{}}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			e.vars[k] = v
+		}
 	}
-	return e.base(k)
+	return e
 }
+
+func (e demoEnv) get(k string) string { return e.vars[k] }
+
+func (e demoEnv) set(k, v string) { e.vars[k] = v }
 
 func (e demoEnv) setDefault(k, v string) {
 	if e.get(k) == "" {
-		e.set[k] = v
+		e.set(k, v)
 	}
 }
+
+// list is the environment as exec.Cmd takes it.
+func (e demoEnv) list() []string {
+	out := make([]string, 0, len(e.vars))
+	for k, v := range e.vars {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// findConnectd returns the connectd binary to run: flag, else connectd next
+// to this program (as make demo and the container image place it), else
+// connectd on PATH.
+func findConnectd(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), "connectd")
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("connectd")
+	if err != nil {
+		return "", errors.New("demo: no connectd binary next to connectd-demo or on PATH; build it (go build ./cmd/connectd) and pass -connectd")
+	}
+	return p, nil
+}
+
+// runConnectd runs connectd with args on env until it exits. When ctx ends
+// connectd is asked to stop as Ctrl-C asks it (SIGINT: a graceful shutdown)
+// and is given its shutdown grace and a little more before it is killed.
+func runConnectd(ctx context.Context, bin string, env demoEnv, stdout, stderr io.Writer, args ...string) error {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = env.list()
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 15 * time.Second
+	err := cmd.Run()
+	if ctx.Err() != nil && cmd.ProcessState != nil && cmd.ProcessState.Success() {
+		return nil // stopped as asked
+	}
+	if err != nil {
+		return fmt.Errorf("connectd %s: %w", args[0], err)
+	}
+	return nil
+}
+
+// usageError is a mistake in the command line: exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
 
 func joinNonEmpty(parts ...string) string {
 	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), ",")
@@ -367,7 +462,7 @@ type walkthrough struct {
 }
 
 var walkthroughText = template.Must(template.New("walkthrough").Parse(`
-  connectd demo — all of it runs in this process; Ctrl-C stops everything.
+  connectd demo — all of it runs on this machine; Ctrl-C stops everything.
 
     connectd             {{.Connectd}}        (probes: {{.Internal}}/readyz)
     identity provider    {{.IdP}}        users alice and bob, no password

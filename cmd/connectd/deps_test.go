@@ -1,0 +1,40 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestNoTestCodeLinked: the production binary links no test code, no test
+// support package and none of the demo's parts (the MCP SDK, the example
+// server); the demo is cmd/connectd-demo. A new import that drags one in
+// fails here rather than shipping.
+func TestNoTestCodeLinked(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps ./cmd/connectd: %v\n%s", err, out)
+	}
+	forbidden := []string{
+		"testing", "net/http/httptest",
+		"github.com/modelcontextprotocol/",
+		"github.com/connectd/connectd/examples/",
+		"github.com/connectd/connectd/internal/testkit",
+		"github.com/connectd/connectd/internal/flowtest",
+		"github.com/connectd/connectd/internal/pgtest",
+		"github.com/connectd/connectd/internal/openapitest",
+		"github.com/connectd/connectd/internal/provider/providertest",
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 10 {
+		t.Fatalf("go list -deps printed %d packages: %s", len(deps), out)
+	}
+	for _, dep := range deps {
+		for _, f := range forbidden {
+			if dep == f || strings.HasSuffix(f, "/") && strings.HasPrefix(dep, f) || dep == strings.TrimSuffix(f, "/") {
+				t.Errorf("connectd links %s", dep)
+			}
+		}
+	}
+}

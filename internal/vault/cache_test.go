@@ -117,7 +117,10 @@ func TestCredentialCacheAcrossReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, "b caches the new credential", cachedOnB(tok.AccessToken))
-		clock.Advance(31 * time.Second) // within the one-minute skew: due for a refresh on both
+		// 59 s before the token's expiry, within the one-minute skew: due for
+		// a refresh on both (measured from the expiry, not from when the
+		// clock was made: a slow run must not leave it short of the skew).
+		clock.Advance(tok.Expiry.Add(-59 * time.Second).Sub(clock.Now()))
 		c, err := a.Token(ctx, alice, "fake", nil)
 		if err != nil || c.AccessToken == tok.AccessToken {
 			t.Fatalf("refresh on a: %v", err)

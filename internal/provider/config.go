@@ -13,6 +13,9 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/connectd/connectd/internal/names"
+	"github.com/connectd/connectd/internal/scope"
 )
 
 // AuthStyle is how connectd authenticates to a token or revocation endpoint.
@@ -267,28 +270,10 @@ func peekName(raw json.RawMessage) string {
 		Name string `json:"name"`
 	}
 	_ = json.Unmarshal(raw, &n)
-	if ValidName(n.Name) {
+	if names.ValidProvider(n.Name) {
 		return n.Name
 	}
 	return ""
-}
-
-// ValidName reports whether n has the shape of a catalog name: 1–64 of
-// a-z 0-9 _ . -, starting with a letter or digit. Callers check names from
-// requests with it before any lookup.
-func ValidName(n string) bool {
-	if n == "" || len(n) > 64 {
-		return false
-	}
-	for i, r := range n {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
-		case (r == '_' || r == '-' || r == '.') && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // resolve merges an entry onto its template and validates the result.
@@ -296,7 +281,7 @@ func resolve(i int, e *fileEntry, opts ParseOptions) (*Spec, error) {
 	fail := func(field, format string, args ...any) error {
 		return &ConfigError{Index: i, Provider: e.Name, Field: field, Problem: fmt.Sprintf(format, args...)}
 	}
-	if !ValidName(e.Name) {
+	if !names.ValidProvider(e.Name) {
 		name := e.Name
 		e.Name = ""
 		if name == "" {
@@ -395,20 +380,6 @@ func resolveAPIKey(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Sp
 	}
 	s.Verify = v
 	return s, nil
-}
-
-// validScope follows RFC 6749 §3.3 scope-token, minus the comma some
-// providers use as separator.
-func validScope(sc string) bool {
-	if sc == "" || len(sc) > 512 {
-		return false
-	}
-	for _, r := range sc {
-		if r < 0x21 || r > 0x7e || r == '"' || r == '\\' || r == ',' {
-			return false
-		}
-	}
-	return true
 }
 
 func validHeaderName(h string) bool {
@@ -608,7 +579,7 @@ func checkOAuth(s *Spec, dev bool, fail failFunc) error {
 	}
 	for field, list := range map[string][]string{"scopes": s.Scopes, "always_scopes": s.AlwaysScopes} {
 		for _, sc := range list {
-			if !validScope(sc) {
+			if !scope.Valid(sc) {
 				return fail(field, "a scope must be non-empty printable ASCII without spaces, commas, quotes or backslashes")
 			}
 		}

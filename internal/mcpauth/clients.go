@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/egress"
 	"github.com/connectd/connectd/internal/names"
 )
 
@@ -114,7 +115,7 @@ const (
 // ValidateResource checks a resource URI: absolute https (http when allowHTTP),
 // a host, no user info, no fragment.
 func ValidateResource(raw string, allowHTTP bool) error {
-	if err := checkURL(raw, allowHTTP); err != nil {
+	if err := egress.CheckURL(raw, allowHTTP); err != nil {
 		return fmt.Errorf("%w: resource %q %w", ErrInvalidClient, raw, err)
 	}
 	return nil

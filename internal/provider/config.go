@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/connectd/connectd/internal/egress"
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/scope"
 )
@@ -375,7 +376,7 @@ func resolveAPIKey(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Sp
 	case strings.Contains(v.URL, keyPlaceholder):
 		return nil, fail("verify.url", "must not contain the key (it goes in verify.header)")
 	}
-	if err := checkURL(v.URL, opts.Dev); err != nil {
+	if err := egress.CheckURL(v.URL, opts.Dev); err != nil {
 		return nil, fail("verify.url", "%s", err)
 	}
 	s.Verify = v
@@ -455,7 +456,7 @@ func resolveOAuth(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Spe
 	// Template parameters.
 	vars := map[string]string{}
 	if e.BaseURL != "" {
-		if err := checkURL(e.BaseURL, opts.Dev); err != nil {
+		if err := egress.CheckURL(e.BaseURL, opts.Dev); err != nil {
 			return nil, fail("base_url", "%s", err)
 		}
 		vars["{base_url}"] = strings.TrimRight(e.BaseURL, "/")
@@ -636,7 +637,7 @@ func checkOAuth(s *Spec, dev bool, fail failFunc) error {
 		if f.v == "" {
 			continue
 		}
-		if err := checkURL(f.v, dev); err != nil {
+		if err := egress.CheckURL(f.v, dev); err != nil {
 			return fail(f.field, "%s", err)
 		}
 	}
@@ -652,7 +653,7 @@ func checkOAuth(s *Spec, dev bool, fail failFunc) error {
 func checkAuthorizeQuery(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil // checkURL reports it
+		return nil // egress.CheckURL reports it
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
@@ -679,41 +680,4 @@ func envName(name string) string {
 		}
 	}
 	return "environment variable " + name
-}
-
-// checkURL allows absolute http(s) URLs with a host and no user info or
-// fragment; http only in dev mode. Its messages never include the URL.
-func checkURL(raw string, dev bool) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return errors.New("is not a valid URL")
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "https":
-	case "http":
-		if !dev {
-			return errors.New("must use https (http:// is allowed only in dev mode)")
-		}
-	case "":
-		return errors.New("must be an absolute https URL")
-	default:
-		return fmt.Errorf("scheme %q is not allowed: only https (and http in dev mode)", sanitizeScheme(u.Scheme))
-	}
-	if u.Host == "" || u.Hostname() == "" || u.Opaque != "" {
-		return errors.New("must name a host")
-	}
-	if u.User != nil {
-		return errors.New("must not contain user info")
-	}
-	if u.Fragment != "" || strings.Contains(raw, "#") {
-		return errors.New("must not contain a fragment")
-	}
-	return nil
-}
-
-func sanitizeScheme(s string) string {
-	if len(s) > 16 {
-		return s[:16]
-	}
-	return s
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/vault"
 )
 
@@ -105,7 +106,6 @@ type Filter struct {
 }
 
 var (
-	providerPattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 	clientIDPattern     = regexp.MustCompile(`^cli_[a-z0-9]{1,64}$`)
 	connectionIDPattern = regexp.MustCompile(`^cn_[a-z0-9]{1,64}$`)
 	kindPattern         = regexp.MustCompile(`^[a-z0-9_.]{1,64}$`)
@@ -124,7 +124,7 @@ func (f Filter) Validate() error {
 	case f.Subject != "" && mcpauth.CheckSubject(f.Subject) != nil:
 		return fmt.Errorf("%w: user must be a subject of 1-%d bytes of UTF-8 text without control characters",
 			ErrInvalid, mcpauth.MaxSubjectBytes)
-	case f.Provider != "" && !providerPattern.MatchString(f.Provider):
+	case f.Provider != "" && !names.ValidProvider(f.Provider):
 		return fmt.Errorf("%w: provider must be a provider id such as github", ErrInvalid)
 	case f.Status != "" && !contains(statuses, f.Status):
 		return fmt.Errorf("%w: status must be one of %s", ErrInvalid, strings.Join(statuses, ", "))

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/scope"
 	"github.com/connectd/connectd/internal/vault"
@@ -52,21 +52,17 @@ func (s *Server) authenticate(r *http.Request) (caller, error) {
 
 // Limits on mint input.
 const (
-	maxScopes     = 64
-	maxMessage    = 500
-	maxDigest     = 128
-	maxScopeBytes = 256
+	maxScopes  = 64
+	maxMessage = 500
+	maxDigest  = 128
 )
-
-// scopeToken is RFC 6749 §3.3: printable ASCII except space, '"' and '\'.
-var scopeToken = regexp.MustCompile(`^[\x21\x23-\x5B\x5D-\x7E]+$`)
 
 func validScopes(scopes []string) error {
 	if len(scopes) > maxScopes {
 		return web.Errorf(http.StatusBadRequest, "invalid_request", "at most %d scopes", maxScopes)
 	}
 	for _, sc := range scopes {
-		if len(sc) == 0 || len(sc) > maxScopeBytes || !scopeToken.MatchString(sc) {
+		if !scope.Valid(sc) {
 			return web.Errorf(http.StatusBadRequest, "invalid_scope", "scopes must be non-empty RFC 6749 scope tokens")
 		}
 	}
@@ -174,7 +170,7 @@ func (s *Server) mint(w http.ResponseWriter, r *http.Request) error {
 	if err := web.DecodeJSON(w, r, &req, 0); err != nil {
 		return err
 	}
-	if !provider.ValidName(req.Provider) {
+	if !names.ValidProvider(req.Provider) {
 		return web.Errorf(http.StatusBadRequest, "unknown_provider", "unknown provider")
 	}
 	p, err := s.catalog.Get(req.Provider)
@@ -578,7 +574,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !provider.ValidName(name) {
+	if !names.ValidProvider(name) {
 		return notConnected(name)
 	}
 	p, err := s.catalog.Get(name)
@@ -712,7 +708,7 @@ func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !provider.ValidName(name) {
+	if !names.ValidProvider(name) {
 		return notConnected(name)
 	}
 	if _, err := s.consent(r.Context(), c.user, c.client.ID, name); errors.Is(err, errNoConsent) {

@@ -1,16 +1,35 @@
-// Package connect is connectd's browser- and API-facing HTTP layer: it joins
-// the leaf packages (mcpauth for identity, session for cookies, and later the
-// vault and providers) into handlers. Today it serves browser login at the
-// MCP authorization servers (/login, /login/callback), the session page and
-// sign-out; the elicitation flow and the /v1 API build on the same Server.
+// Package connect is connectd's user- and MCP-server-facing HTTP layer. It
+// joins the leaf packages (mcpauth for identity and client keys, session for
+// cookies, vault for credentials, provider for the third parties) into
+// handlers and owns the tables of the connect flow: elicitations, OAuth
+// states, used request_state ids and consents.
+//
+// It serves, from one Server (route table: Routes, flowRoutes, apiRoutes):
+//   - browser sign-in at the MCP authorization servers (/login,
+//     /login/callback), the session page and sign-out;
+//   - the elicitation flow: the connect page /c/{id} with consent and the
+//     API-key form, the redirect to the provider and /oauth/callback;
+//   - the /v1 API for MCP servers: minting and resolving elicitations,
+//     long-polled status, connections, tokens and unlinking.
 //
 // Its Run holds the process's one Postgres listener (notify.go): it wakes
 // long-polls and hands cache invalidations to their owners (vault's sealed
 // credentials, mcpauth's client keys, this package's consents;
-// consentcache.go, package cache).
+// consentcache.go, package cache), and runs the periodic sweep (sweep.go).
 //
 // Handlers are func(w, r) error adapted by web.Page / web.API; wanted statuses
-// travel as *web.Error. It must never put a token, code, state, cookie or key
-// into a log line, a page or a URL it builds, and never redirect to a target
-// that is not a path on this site.
+// travel as *web.Error.
+//
+// It must never:
+//   - put a token, code, state, verifier, cookie or key into a log line, a
+//     page, an error or a URL it builds;
+//   - hand a credential to anyone but an authenticated MCP server, for the
+//     user whose valid token it presents and only for scopes that user
+//     approved for it (DESIGN invariants 5 and 6);
+//   - act on a connect URL for a session of another (issuer, subject), or on
+//     a state that is missing, replayed or bound to another browser;
+//   - redirect to a target that is not a path on this site, except the
+//     provider's own authorize endpoint;
+//   - be imported by another package than the wiring in cmd/connectd (admin
+//     reaches its consents through function values handed over there).
 package connect

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/scope"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
 )
@@ -196,6 +198,10 @@ func FuzzCallbackQuery(f *testing.F) {
 	})
 }
 
+// rfc6749ScopeToken is RFC 6749 §3.3 scope-token, written out independently
+// of scope.Valid: printable ASCII except space, '"' and '\'.
+var rfc6749ScopeToken = regexp.MustCompile(`^[\x21\x23-\x5B\x5D-\x7E]+$`)
+
 // FuzzAPIBodies: the /v1 JSON bodies decode strictly (see web.DecodeJSON) and
 // what decodes is then held to the API's own limits before any use.
 func FuzzAPIBodies(f *testing.F) {
@@ -211,7 +217,7 @@ func FuzzAPIBodies(f *testing.F) {
 		if err := web.DecodeJSONBytes(raw, &m); err == nil {
 			if validScopes(m.Scopes) == nil {
 				for _, sc := range dedupe(m.Scopes) {
-					if !scopeToken.MatchString(sc) || len(sc) > maxScopeBytes {
+					if !rfc6749ScopeToken.MatchString(sc) || strings.Contains(sc, ",") || len(sc) > scope.MaxBytes {
 						t.Fatalf("scope %q passed", sc)
 					}
 				}
@@ -219,7 +225,7 @@ func FuzzAPIBodies(f *testing.F) {
 					t.Fatalf("%d scopes passed", len(m.Scopes))
 				}
 			}
-			if provider.ValidName(m.Provider) && strings.ContainsAny(m.Provider, "/\\%") {
+			if names.ValidProvider(m.Provider) && strings.ContainsAny(m.Provider, "/\\%") {
 				t.Fatalf("provider %q passed", m.Provider)
 			}
 		} else if e := (*web.Error)(nil); !errors.As(err, &e) || e.Status != http.StatusBadRequest {

@@ -1,6 +1,12 @@
-// Package egress owns connectd's outbound HTTP: the one *http.Client through
-// which connectd fetches everything from other servers (OpenID/RFC 8414
-// discovery, JWKS, token, refresh and revocation calls, API-key verification).
+// Package egress owns connectd's outbound HTTP and every rule about it: the
+// one *http.Client through which connectd fetches everything from other
+// servers (OpenID/RFC 8414 discovery, JWKS, token, refresh and revocation
+// calls, API-key verification); Bound, which holds any other client (a
+// test's) to the same timeout, redirect and size rules; CheckURL, the one
+// rule for a URL connectd is configured with or discovers; and Discover, the
+// one authorization-server metadata lookup (RFC 8414, then OpenID Connect,
+// the document naming exactly the issuer asked for), used by provider and
+// mcpauth alike.
 //
 // The guard is code.dny.dev/ssrf, installed as the net.Dialer's Control
 // function, so the policy is applied to the address actually being connected

@@ -127,16 +127,41 @@ func New(cfg Config) (*http.Client, error) {
 		MaxResponseHeaderBytes: 64 << 10,
 	}
 	return &http.Client{
-		Transport: &transport{
-			base:        base,
-			dialer:      d,
-			allow:       allow,
-			max:         cfg.MaxResponseBytes,
-			errTooLarge: fmt.Errorf("%w (%d bytes)", ErrTooLarge, cfg.MaxResponseBytes),
-		},
+		Transport:     &transport{rules: newRules(base, cfg.MaxResponseBytes), dialer: d, allow: allow},
 		Timeout:       cfg.Timeout,
 		CheckRedirect: refuseRedirect,
 	}, nil
+}
+
+// Limits are the rules Bound adds to a client. A zero field takes the
+// default.
+type Limits struct {
+	Timeout          time.Duration // whole exchange, when the client has none; default DefaultTimeout
+	MaxResponseBytes int64         // body cap; default DefaultMaxResponseBytes
+}
+
+// Bound returns a copy of c (nil: a plain client) that obeys the rules of an
+// outbound call that do not depend on the dialer, whatever its Transport:
+// a timeout (l.Timeout when c has none), no redirect followed (a redirect
+// answer is ErrRedirect) and a body cap (ErrTooLarge). Packages that are
+// handed a client (provider, mcpauth) call it, so that a test's client
+// obeys the same rules as the one New makes in production; on a client from
+// New it only adds a second, possibly smaller, cap.
+func Bound(c *http.Client, l Limits) *http.Client {
+	var cc http.Client
+	if c != nil {
+		cc = *c
+	}
+	if cc.Timeout <= 0 {
+		cc.Timeout = orDefault(l.Timeout, DefaultTimeout)
+	}
+	base := cc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	cc.Transport = newRules(base, orDefault(l.MaxResponseBytes, DefaultMaxResponseBytes))
+	cc.CheckRedirect = refuseRedirect
+	return &cc
 }
 
 func orDefault[T time.Duration | int64](v, def T) T {
@@ -197,14 +222,12 @@ func (d *dialer) dial(ctx context.Context, network, addr string) (net.Conn, erro
 	return d.loopback.DialContext(ctx, network, addr)
 }
 
-// transport enforces the scheme rule before anything is dialed, refuses
-// redirects and caps the response body.
+// transport enforces the scheme rule before anything is dialed, then the
+// rules every outbound call obeys.
 type transport struct {
-	base        *http.Transport
-	dialer      *dialer // base dials through it; kept for the tests' tripwire
-	allow       map[string]bool
-	max         int64
-	errTooLarge error
+	rules  *rules
+	dialer *dialer // rules' base dials through it; kept for the tests' tripwire
+	allow  map[string]bool
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -214,6 +237,21 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
+	return t.rules.RoundTrip(req)
+}
+
+// rules refuses redirects and caps response bodies, over any transport.
+type rules struct {
+	base        http.RoundTripper
+	max         int64
+	errTooLarge error
+}
+
+func newRules(base http.RoundTripper, max int64) *rules {
+	return &rules{base: base, max: max, errTooLarge: fmt.Errorf("%w (%d bytes)", ErrTooLarge, max)}
+}
+
+func (t *rules) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
 		return nil, err
@@ -231,6 +269,13 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp.Body = &limitedBody{rc: resp.Body, left: t.max, err: t.errTooLarge}
 	return resp, nil
+}
+
+// CloseIdleConnections lets http.Client.CloseIdleConnections reach the pool.
+func (t *rules) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
 
 func (t *transport) checkScheme(u *url.URL) error {
@@ -252,7 +297,7 @@ func (t *transport) checkScheme(u *url.URL) error {
 }
 
 // CloseIdleConnections lets http.Client.CloseIdleConnections reach the pool.
-func (t *transport) CloseIdleConnections() { t.base.CloseIdleConnections() }
+func (t *transport) CloseIdleConnections() { t.rules.CloseIdleConnections() }
 
 // limitedBody fails a read past the cap instead of truncating silently: a
 // truncated JSON document must not parse as something else.

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +18,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/egress"
+	"github.com/connectd/connectd/internal/names"
 )
 
 // KeyPrefix starts every client key, so a leaked key is recognisable (secret
@@ -111,12 +112,10 @@ const (
 		WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= $3)`
 )
 
-var providerPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`) // provider.ValidName's shape
-
 // ValidateResource checks a resource URI: absolute https (http when allowHTTP),
 // a host, no user info, no fragment.
 func ValidateResource(raw string, allowHTTP bool) error {
-	if err := checkURL(raw, allowHTTP); err != nil {
+	if err := egress.CheckURL(raw, allowHTTP); err != nil {
 		return fmt.Errorf("%w: resource %q %w", ErrInvalidClient, raw, err)
 	}
 	return nil
@@ -161,7 +160,7 @@ func (c *Clients) Create(ctx context.Context, name string, resources, providers 
 		providers = []string{}
 	}
 	for _, p := range providers {
-		if !providerPattern.MatchString(p) {
+		if !names.ValidProvider(p) {
 			return Client{}, "", fmt.Errorf("%w: provider id %q must be lower-case letters, digits, '-' or '_'", ErrInvalidClient, p)
 		}
 	}

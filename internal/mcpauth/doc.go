@@ -5,8 +5,8 @@
 //     a brief cache of authenticated keys (by hash) that disabling a client or
 //     rotating its keys clears on every replica (clientcache.go);
 //   - verification of MCP user access tokens (RFC 9068 JWTs) against trusted
-//     issuers, with discovery (OIDC / RFC 8414) and a JWKS cache that refreshes,
-//     rate-limited, when it meets an unknown key id;
+//     issuers, with discovery (egress.Discover: RFC 8414, then OIDC) and a
+//     JWKS cache that refreshes, rate-limited, when it meets an unknown key id;
 //   - the OIDC relying-party side of browser login (authorization code + PKCE
 //     S256 + nonce) and its single-use login states (table login_states).
 //
@@ -14,6 +14,8 @@
 // nonce in clear; accept a token whose audience is not one of the calling
 // client's registered resources (no token passthrough); accept an algorithm
 // outside the asymmetric allow-list; answer 401 when it merely could not fetch
-// keys (that is a 503). It does not import the session or vault packages; HTTP
+// keys (that is a 503); make an outbound call through a client that
+// egress.Bound has not bounded, or check a URL by another rule than
+// egress.CheckURL. It does not import the session or vault packages; HTTP
 // glue that combines login with sessions lives in internal/connect.
 package mcpauth

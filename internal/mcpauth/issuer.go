@@ -2,22 +2,19 @@ package mcpauth
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
-	"net/url"
 	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/MicahParks/jwkset"
 	"github.com/MicahParks/keyfunc/v3"
 	"golang.org/x/time/rate"
+
+	"github.com/connectd/connectd/internal/egress"
 )
 
 // Issuer is one trusted MCP authorization server.
@@ -59,14 +56,14 @@ func (i Issuer) Validate(allowHTTP bool) error {
 	if !issuerIDPattern.MatchString(i.ID) {
 		return errors.New("id must be 1-32 lower-case letters, digits, '-' or '_'")
 	}
-	if err := checkURL(i.URL, allowHTTP); err != nil {
+	if err := egress.CheckURL(i.URL, allowHTTP); err != nil {
 		return fmt.Errorf("url %w", err)
 	}
 	if err := CheckIssuer(i.URL); err != nil { // else no token of it could ever pass
 		return fmt.Errorf("url: %w", err)
 	}
 	if i.JWKSURL != "" {
-		if err := checkURL(i.JWKSURL, allowHTTP); err != nil {
+		if err := egress.CheckURL(i.JWKSURL, allowHTTP); err != nil {
 			return fmt.Errorf("jwks_url %w", err)
 		}
 	}
@@ -76,42 +73,12 @@ func (i Issuer) Validate(allowHTTP bool) error {
 	return nil
 }
 
-// checkURL accepts an absolute https URL (http when allowHTTP) with a host and
-// no user info or fragment.
-func checkURL(raw string, allowHTTP bool) error {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || u.Opaque != "" {
-		return errors.New("must be an absolute https URL")
-	}
-	switch {
-	case u.Scheme == "https":
-	case u.Scheme == "http" && allowHTTP:
-	default:
-		return errors.New("must use https")
-	}
-	if u.User != nil || u.Fragment != "" {
-		return errors.New("must not contain user info or a fragment")
-	}
-	return nil
-}
-
-// metadata is the part of an OIDC discovery / RFC 8414 document connectd uses.
-type metadata struct {
-	Issuer                string   `json:"issuer"`
-	AuthorizationEndpoint string   `json:"authorization_endpoint"`
-	TokenEndpoint         string   `json:"token_endpoint"`
-	JWKSURI               string   `json:"jwks_uri"`
-	CodeChallengeMethods  []string `json:"code_challenge_methods_supported"`
-	// IssParameter means callbacks carry RFC 9207's iss, which is then required.
-	IssParameter bool `json:"authorization_response_iss_parameter_supported"`
-}
-
 // issuerState is one issuer's lazily discovered metadata and JWKS cache.
 type issuerState struct {
 	cfg Issuer
 
 	mu       sync.Mutex // held while discovering and creating the cache
-	meta     *metadata
+	meta     *egress.Metadata
 	kf       keyfunc.Keyfunc
 	cache    *keyCache
 	failedAt time.Time // last failed set-up; retried after retryAfter
@@ -219,66 +186,33 @@ func (v *Verifier) ready(ctx context.Context, st *issuerState) error {
 	return nil
 }
 
-// discover fetches the issuer's OIDC discovery document, falling back to RFC
-// 8414 authorization server metadata, and checks that it describes exactly
-// this issuer (a document naming another issuer is refused: mix-up defence).
-func (v *Verifier) discover(ctx context.Context, issuer string) (*metadata, error) {
-	oidc := strings.TrimSuffix(issuer, "/") + "/.well-known/openid-configuration"
-	m, status, err := v.fetchMetadata(ctx, oidc)
-	if status == http.StatusNotFound {
-		u, perr := url.Parse(issuer)
-		if perr != nil {
-			return nil, perr
-		}
-		rfc8414 := u.Scheme + "://" + u.Host + "/.well-known/oauth-authorization-server" + strings.TrimSuffix(u.Path, "/")
-		m, _, err = v.fetchMetadata(ctx, rfc8414)
-	}
+// discover fetches the issuer's metadata (egress.Discover: RFC 8414, then
+// OIDC discovery; a document naming another issuer is refused: mix-up
+// defence) and checks the endpoints connectd will call or send browsers to.
+// Both fetches together are bounded by twice the HTTP timeout.
+func (v *Verifier) discover(ctx context.Context, issuer string) (*egress.Metadata, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*v.httpTimeout)
+	defer cancel()
+	m, err := egress.Discover(ctx, v.client, issuer)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("discovery: %w", err)
 	}
-	if m.Issuer != issuer {
-		return nil, fmt.Errorf("discovery document names issuer %q, want %q", m.Issuer, issuer)
-	}
-	if err := checkURL(m.JWKSURI, v.allowHTTP); err != nil {
+	if err := egress.CheckURL(m.JWKSURI, v.allowHTTP); err != nil {
 		return nil, fmt.Errorf("discovery jwks_uri %w", err)
 	}
 	for _, e := range []string{m.AuthorizationEndpoint, m.TokenEndpoint} {
 		if e == "" {
 			continue
 		}
-		if err := checkURL(e, v.allowHTTP); err != nil {
+		if err := egress.CheckURL(e, v.allowHTTP); err != nil {
 			return nil, fmt.Errorf("discovery endpoint %w", err)
 		}
 	}
 	return m, nil
 }
 
-func (v *Verifier) fetchMetadata(ctx context.Context, u string) (*metadata, int, error) {
-	ctx, cancel := context.WithTimeout(ctx, v.httpTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, 0, err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := v.client.Do(req)
-	if err != nil {
-		return nil, 0, fmt.Errorf("discovery: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return nil, resp.StatusCode, fmt.Errorf("discovery: %s answered %d", u, resp.StatusCode)
-	}
-	var m metadata
-	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
-		return nil, resp.StatusCode, fmt.Errorf("discovery: %s: %w", u, err)
-	}
-	return &m, resp.StatusCode, nil
-}
-
 // supportsS256 reports whether the issuer may be asked for PKCE S256: it says
 // so, or says nothing (many issuers omit the list).
-func (m *metadata) supportsS256() bool {
-	return len(m.CodeChallengeMethods) == 0 || slices.Contains(m.CodeChallengeMethods, "S256")
+func supportsS256(m *egress.Metadata) bool {
+	return len(m.CodeChallengeMethodsSupported) == 0 || slices.Contains(m.CodeChallengeMethodsSupported, "S256")
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/oauth2"
+
+	"github.com/connectd/connectd/internal/egress"
 )
 
 // MaxLoginStateTTL is the longest a login may take between redirect and
@@ -65,7 +67,7 @@ func NewLogin(cfg LoginConfig) (*Login, error) {
 	if cfg.Pool == nil || cfg.Verifier == nil {
 		return nil, errors.New("mcpauth: NewLogin needs a pool and a verifier")
 	}
-	if err := checkURL(cfg.RedirectURL, cfg.Verifier.allowHTTP); err != nil {
+	if err := egress.CheckURL(cfg.RedirectURL, cfg.Verifier.allowHTTP); err != nil {
 		return nil, fmt.Errorf("mcpauth: redirect URL %w", err)
 	}
 	l := &Login{pool: cfg.Pool, verifier: cfg.Verifier, redirect: cfg.RedirectURL, ttl: cfg.StateTTL,
@@ -115,7 +117,7 @@ func (l *Login) Start(ctx context.Context, idOrURL, returnTo string, binding []b
 	if err := l.verifier.ready(ctx, st); err != nil {
 		return "", err
 	}
-	if st.meta.AuthorizationEndpoint == "" || st.meta.TokenEndpoint == "" || !st.meta.supportsS256() {
+	if st.meta.AuthorizationEndpoint == "" || st.meta.TokenEndpoint == "" || !supportsS256(st.meta) {
 		return "", fmt.Errorf("%w: issuer %s lacks an endpoint or PKCE S256", ErrIssuerUnavailable, is.ID)
 	}
 	var b [32]byte
@@ -186,7 +188,7 @@ func (l *Login) Finish(ctx context.Context, cb Callback) (LoginResult, error) {
 	if err := l.verifier.ready(ctx, st); err != nil {
 		return LoginResult{}, err
 	}
-	if (cb.Iss != "" || st.meta.IssParameter) && cb.Iss != issuer {
+	if (cb.Iss != "" || st.meta.AuthorizationResponseIssParameterSupported) && cb.Iss != issuer {
 		return LoginResult{}, ErrIssuerMismatch
 	}
 	if cb.Error != "" {

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/egress"
 )
 
 // algorithms is the signature allow-list: asymmetric algorithms only. none and
@@ -117,7 +118,7 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	if v.logger == nil {
 		v.logger = slog.New(slog.DiscardHandler)
 	}
-	v.client = outboundClient(cfg.HTTPClient, v.httpTimeout)
+	v.client = egress.Bound(cfg.HTTPClient, egress.Limits{Timeout: v.httpTimeout})
 	every := orDefault(cfg.UnknownKIDInterval, time.Minute)
 	for _, is := range cfg.Issuers {
 		if err := is.Validate(cfg.AllowHTTP); err != nil {

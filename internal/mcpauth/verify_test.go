@@ -321,7 +321,8 @@ func TestJWKSUnavailable(t *testing.T) {
 }
 
 // TestDiscovery: the metadata must describe exactly the configured issuer
-// and use https; RFC 8414 is the fallback when OIDC discovery is absent.
+// and use https; it is found at either well-known path (egress.Discover
+// tries RFC 8414 first, then OIDC discovery).
 func TestDiscovery(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -345,7 +346,7 @@ func TestDiscovery(t *testing.T) {
 		doc  func(self string) map[string]any
 		ok   bool
 	}{
-		{"RFC 8414 fallback", "/.well-known/oauth-authorization-server", func(self string) map[string]any {
+		{"RFC 8414 only", "/.well-known/oauth-authorization-server", func(self string) map[string]any {
 			return map[string]any{"issuer": self, "jwks_uri": a.Issuer() + "/jwks"}
 		}, true},
 		{"document names another issuer", "/.well-known/openid-configuration", func(self string) map[string]any {
@@ -384,7 +385,7 @@ func TestIssuerConfigValidation(t *testing.T) {
 		want  string // the refusal names the defect
 	}{
 		{"http issuer outside dev", []mcpauth.Issuer{{ID: "a", URL: "http://idp.example"}}, false, "url must use https"},
-		{"javascript issuer", []mcpauth.Issuer{{ID: "a", URL: "javascript:alert(1)"}}, true, "url must be an absolute"},
+		{"javascript issuer", []mcpauth.Issuer{{ID: "a", URL: "javascript:alert(1)"}}, true, `url scheme "javascript" is not allowed`},
 		{"relative issuer", []mcpauth.Issuer{{ID: "a", URL: "/idp"}}, true, "url must be an absolute"},
 		{"http jwks outside dev", []mcpauth.Issuer{{ID: "a", URL: "https://idp.example", JWKSURL: "http://idp.example/jwks"}}, false, "jwks_url must use https"},
 		{"bad id", []mcpauth.Issuer{{ID: "A B", URL: "https://idp.example"}}, false, "id must be"},

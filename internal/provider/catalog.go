@@ -5,16 +5,20 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+
+	"github.com/connectd/connectd/internal/egress"
 )
 
 // Options are a catalog's runtime dependencies.
 type Options struct {
 	// HTTPClient makes every outbound call (discovery, token, revocation,
-	// verification). Default: a plain client. Whatever is given, connectd adds
-	// a timeout when it has none (DefaultTimeout), refuses redirects unless the
-	// client sets its own CheckRedirect, and caps response bodies.
+	// verification): in production the one egress.New makes. Default: a
+	// plain client. Whatever is given, egress.Bound adds a timeout when it
+	// has none (egress.DefaultTimeout), refuses redirects and caps response
+	// bodies.
 	HTTPClient *http.Client
-	// MaxResponseBytes caps response bodies. Default DefaultMaxResponseBytes.
+	// MaxResponseBytes caps response bodies. Default
+	// egress.DefaultMaxResponseBytes.
 	MaxResponseBytes int64
 	Logger           *slog.Logger // default: discard
 }
@@ -51,14 +55,14 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Catalog, error) {
 // A Spec made in code rather than by ParseConfig is not validated: give it
 // https URLs.
 func NewProvider(ctx context.Context, spec Spec, dev bool, opts Options) (Provider, error) {
-	client := outboundClient(opts.HTTPClient, opts.MaxResponseBytes)
+	client := egress.Bound(opts.HTTPClient, egress.Limits{MaxResponseBytes: opts.MaxResponseBytes})
 	switch spec.Kind {
 	case KindAPIKey:
 		return &apiKeyProvider{spec: spec.clone(), client: client}, nil
 	case KindOAuth2:
 		spec = spec.clone()
 		if spec.Discovery {
-			md, err := Discover(ctx, client, spec.Issuer, dev)
+			md, err := discover(ctx, client, spec.Issuer, dev)
 			if err != nil {
 				return nil, fmt.Errorf("discovery failed: %w", err)
 			}

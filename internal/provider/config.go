@@ -13,6 +13,10 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/connectd/connectd/internal/egress"
+	"github.com/connectd/connectd/internal/names"
+	"github.com/connectd/connectd/internal/scope"
 )
 
 // AuthStyle is how connectd authenticates to a token or revocation endpoint.
@@ -267,28 +271,10 @@ func peekName(raw json.RawMessage) string {
 		Name string `json:"name"`
 	}
 	_ = json.Unmarshal(raw, &n)
-	if ValidName(n.Name) {
+	if names.ValidProvider(n.Name) {
 		return n.Name
 	}
 	return ""
-}
-
-// ValidName reports whether n has the shape of a catalog name: 1–64 of
-// a-z 0-9 _ . -, starting with a letter or digit. Callers check names from
-// requests with it before any lookup.
-func ValidName(n string) bool {
-	if n == "" || len(n) > 64 {
-		return false
-	}
-	for i, r := range n {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
-		case (r == '_' || r == '-' || r == '.') && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // resolve merges an entry onto its template and validates the result.
@@ -296,7 +282,7 @@ func resolve(i int, e *fileEntry, opts ParseOptions) (*Spec, error) {
 	fail := func(field, format string, args ...any) error {
 		return &ConfigError{Index: i, Provider: e.Name, Field: field, Problem: fmt.Sprintf(format, args...)}
 	}
-	if !ValidName(e.Name) {
+	if !names.ValidProvider(e.Name) {
 		name := e.Name
 		e.Name = ""
 		if name == "" {
@@ -390,25 +376,11 @@ func resolveAPIKey(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Sp
 	case strings.Contains(v.URL, keyPlaceholder):
 		return nil, fail("verify.url", "must not contain the key (it goes in verify.header)")
 	}
-	if err := checkURL(v.URL, opts.Dev); err != nil {
+	if err := egress.CheckURL(v.URL, opts.Dev); err != nil {
 		return nil, fail("verify.url", "%s", err)
 	}
 	s.Verify = v
 	return s, nil
-}
-
-// validScope follows RFC 6749 §3.3 scope-token, minus the comma some
-// providers use as separator.
-func validScope(sc string) bool {
-	if sc == "" || len(sc) > 512 {
-		return false
-	}
-	for _, r := range sc {
-		if r < 0x21 || r > 0x7e || r == '"' || r == '\\' || r == ',' {
-			return false
-		}
-	}
-	return true
 }
 
 func validHeaderName(h string) bool {
@@ -484,7 +456,7 @@ func resolveOAuth(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Spe
 	// Template parameters.
 	vars := map[string]string{}
 	if e.BaseURL != "" {
-		if err := checkURL(e.BaseURL, opts.Dev); err != nil {
+		if err := egress.CheckURL(e.BaseURL, opts.Dev); err != nil {
 			return nil, fail("base_url", "%s", err)
 		}
 		vars["{base_url}"] = strings.TrimRight(e.BaseURL, "/")
@@ -608,7 +580,7 @@ func checkOAuth(s *Spec, dev bool, fail failFunc) error {
 	}
 	for field, list := range map[string][]string{"scopes": s.Scopes, "always_scopes": s.AlwaysScopes} {
 		for _, sc := range list {
-			if !validScope(sc) {
+			if !scope.Valid(sc) {
 				return fail(field, "a scope must be non-empty printable ASCII without spaces, commas, quotes or backslashes")
 			}
 		}
@@ -665,7 +637,7 @@ func checkOAuth(s *Spec, dev bool, fail failFunc) error {
 		if f.v == "" {
 			continue
 		}
-		if err := checkURL(f.v, dev); err != nil {
+		if err := egress.CheckURL(f.v, dev); err != nil {
 			return fail(f.field, "%s", err)
 		}
 	}
@@ -681,7 +653,7 @@ func checkOAuth(s *Spec, dev bool, fail failFunc) error {
 func checkAuthorizeQuery(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil // checkURL reports it
+		return nil // egress.CheckURL reports it
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
@@ -708,41 +680,4 @@ func envName(name string) string {
 		}
 	}
 	return "environment variable " + name
-}
-
-// checkURL allows absolute http(s) URLs with a host and no user info or
-// fragment; http only in dev mode. Its messages never include the URL.
-func checkURL(raw string, dev bool) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return errors.New("is not a valid URL")
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "https":
-	case "http":
-		if !dev {
-			return errors.New("must use https (http:// is allowed only in dev mode)")
-		}
-	case "":
-		return errors.New("must be an absolute https URL")
-	default:
-		return fmt.Errorf("scheme %q is not allowed: only https (and http in dev mode)", sanitizeScheme(u.Scheme))
-	}
-	if u.Host == "" || u.Hostname() == "" || u.Opaque != "" {
-		return errors.New("must name a host")
-	}
-	if u.User != nil {
-		return errors.New("must not contain user info")
-	}
-	if u.Fragment != "" || strings.Contains(raw, "#") {
-		return errors.New("must not contain a fragment")
-	}
-	return nil
-}
-
-func sanitizeScheme(s string) string {
-	if len(s) > 16 {
-		return s[:16]
-	}
-	return s
 }

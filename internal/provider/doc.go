@@ -1,7 +1,8 @@
 // Package provider owns connectd's catalog of third-party services: the
 // providers file (strictly parsed, client secrets given only by reference),
 // the built-in templates that encode each well-known provider's endpoints and
-// quirks, RFC 8414 / OpenID Connect discovery for generic providers, and the
+// quirks, discovery for generic providers (egress.Discover, plus the
+// endpoints a provider needs), and the
 // two provider kinds behind small capability interfaces: OAuth (authorize URL,
 // code exchange, refresh, revocation, RFC 9207 issuer check) and APIKey
 // (optional verification request).
@@ -15,8 +16,10 @@
 //     log line or a fmt verb (Token and Secret redact themselves; provider
 //     response bodies are never quoted);
 //   - follow redirects blindly, read an unbounded response or wait without a
-//     timeout on an outbound call;
-//   - accept a URL that is not http(s) (https outside dev mode);
+//     timeout on an outbound call: every call goes through a client bounded
+//     by egress.Bound, which owns those rules;
+//   - accept a URL that is not http(s) (https outside dev mode): the rule is
+//     egress.CheckURL;
 //   - import another leaf package (vault, session, mcpauth) or store anything:
 //     it has no database.
 package provider

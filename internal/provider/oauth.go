@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/oauth2"
 
+	"github.com/connectd/connectd/internal/egress"
 	"github.com/connectd/connectd/internal/scope"
 )
 
@@ -209,8 +210,11 @@ func (p *oauthProvider) classify(ctx context.Context, op string, err error) erro
 		e.Kind = p.kindOf(e.Status, re.ErrorCode)
 	case ctx.Err() != nil:
 		e.Kind, e.Err = ErrUnavailable, ctx.Err()
-	case errors.Is(err, errTooLarge):
+	case errors.Is(err, egress.ErrTooLarge):
 		e.Kind = ErrBadResponse
+	case errors.Is(err, egress.ErrRedirect):
+		// An answer, and not the one asked for: retrying will not help.
+		e.Kind = ErrRejected
 	case errors.As(err, &ue), errors.As(err, &ne), errors.Is(err, context.DeadlineExceeded):
 		e.Kind, e.Err = ErrUnavailable, err
 	case strings.HasPrefix(err.Error(), "oauth2: cannot fetch token"):

@@ -1,7 +1,9 @@
 package scope_test
 
 import (
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/connectd/connectd/internal/scope"
@@ -55,4 +57,48 @@ func TestMissingAndIntersect(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestValid(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		s  string
+		ok bool
+	}{
+		{"repo", true},
+		{"https://www.googleapis.com/auth/drive.readonly", true},
+		{"files:read", true},
+		{"!#$%&'()*+-./:;<=>?@[]^_`{|}~", true},
+		{strings.Repeat("a", scope.MaxBytes), true},
+		{strings.Repeat("a", scope.MaxBytes+1), false},
+		{"", false},
+		{"a b", false},
+		{"a,b", false},
+		{`a"b`, false},
+		{`a\b`, false},
+		{"a\tb", false},
+		{"a\x7f", false},
+		{"é", false},
+	}
+	for _, tt := range tests {
+		if got := scope.Valid(tt.s); got != tt.ok {
+			t.Errorf("Valid(%q) = %t, want %t", tt.s, got, tt.ok)
+		}
+	}
+}
+
+// FuzzValid: Valid is RFC 6749 §3.3 scope-token, written out here as the
+// regular expression connect used to carry, minus the comma and up to
+// MaxBytes.
+func FuzzValid(f *testing.F) {
+	token := regexp.MustCompile(`^[\x21\x23-\x5B\x5D-\x7E]+$`)
+	for _, s := range []string{"repo", "", "a,b", "a b", `"`, "\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want := token.MatchString(s) && !strings.Contains(s, ",") && len(s) <= scope.MaxBytes
+		if got := scope.Valid(s); got != want {
+			t.Fatalf("Valid(%q) = %t, want %t", s, got, want)
+		}
+	})
 }

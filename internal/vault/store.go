@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/connectd/connectd/internal/cache"
-	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/scope"
 )
 
@@ -340,7 +340,7 @@ func validate(user UserRef, name string) error {
 		return fmt.Errorf("%w: issuer must be 1-2048 bytes", ErrInvalid)
 	case user.Subject == "" || len(user.Subject) > 2048:
 		return fmt.Errorf("%w: subject must be 1-2048 bytes", ErrInvalid)
-	case !provider.ValidName(name): // the catalog's own rule
+	case !names.ValidProvider(name): // the catalog's own rule
 		return fmt.Errorf("%w: provider name must be 1-64 of a-z 0-9 _ . - starting with a letter or digit", ErrInvalid)
 	}
 	return nil

@@ -1,0 +1,52 @@
+package names_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/connectd/connectd/internal/names"
+)
+
+func TestValidProvider(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"github", true},
+		{"google-drive", true},
+		{"a.b_c-9", true},
+		{"0x", true},
+		{strings.Repeat("a", 64), true},
+		{strings.Repeat("a", 65), false},
+		{"", false},
+		{"GitHub", false},
+		{"-x", false},
+		{".x", false},
+		{"_x", false},
+		{"a b", false},
+		{"a/b", false},
+		{"a%2Fb", false},
+		{"é", false},
+	}
+	for _, tt := range tests {
+		if got := names.ValidProvider(tt.name); got != tt.ok {
+			t.Errorf("ValidProvider(%q) = %t, want %t", tt.name, got, tt.ok)
+		}
+	}
+}
+
+// FuzzValidProvider: the rule is the regular expression that mcpauth and
+// admin used to carry as their own copies, byte for byte.
+func FuzzValidProvider(f *testing.F) {
+	shape := regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+	for _, s := range []string{"github", "", "-a", "a\n", strings.Repeat("z", 65)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := names.ValidProvider(s), shape.MatchString(s); got != want {
+			t.Fatalf("ValidProvider(%q) = %t, the old pattern says %t", s, got, want)
+		}
+	})
+}

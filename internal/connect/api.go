@@ -521,45 +521,6 @@ type tokenDoc struct {
 	Scopes      []string   `json:"scopes"`
 }
 
-// AppendJSON implements web.JSONAppender: the hot path's answer without
-// reflection, byte for byte what encoding/json writes (TestTokenDocJSON).
-func (d *tokenDoc) AppendJSON(b []byte) ([]byte, bool) {
-	ok := true
-	field := func(name, v string) {
-		if ok {
-			b = append(b, name...)
-			b, ok = web.AppendJSONString(b, v)
-		}
-	}
-	field(`{"provider":`, d.Provider)
-	field(`,"kind":`, d.Kind)
-	field(`,"token_type":`, d.TokenType)
-	field(`,"access_token":`, d.AccessToken)
-	if d.ExpiresAt != nil && ok {
-		if y := d.ExpiresAt.Year(); y < 0 || y > 9999 {
-			return b, false // encoding/json refuses these; let it say so
-		}
-		b = append(b, `,"expires_at":"`...)
-		b = append(d.ExpiresAt.AppendFormat(b, time.RFC3339Nano), '"')
-	}
-	b = append(b, `,"scopes":`...)
-	if d.Scopes == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, sc := range d.Scopes {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			if b, ok = web.AppendJSONString(b, sc); !ok {
-				return b, false
-			}
-		}
-		b = append(b, ']')
-	}
-	return append(b, '}'), ok
-}
-
 // token handles GET /v1/connections/{provider}/token[?scopes=a,b].
 func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("provider")
@@ -602,11 +563,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	s.sampleRead(r, &c, name)
-	kind := provider.KindAPIKey // Info() would parse URLs and copy scopes on every read
-	if _, ok := p.(provider.OAuth); ok {
-		kind = provider.KindOAuth2
-	}
-	doc := tokenDoc{Provider: name, Kind: string(kind), TokenType: cred.TokenType,
+	doc := tokenDoc{Provider: name, Kind: string(p.Info().Kind), TokenType: cred.TokenType,
 		AccessToken: cred.AccessToken, Scopes: nonNil(cred.Scopes)}
 	if doc.TokenType == "" {
 		doc.TokenType = "Bearer"
@@ -615,7 +572,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 		t := cred.Expiry.UTC()
 		doc.ExpiresAt = &t
 	}
-	web.WriteJSON(w, http.StatusOK, &doc)
+	web.WriteJSON(w, http.StatusOK, doc)
 	return nil
 }
 

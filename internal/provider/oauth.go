@@ -23,25 +23,26 @@ import (
 // requests and parses JSON and form-encoded answers; tokenTransport adds the
 // quirks it does not know.
 type oauthProvider struct {
-	spec        Spec
-	client      *http.Client // revocation
-	tokenClient *http.Client // token endpoint, with quirks
+	spec          Spec
+	client        *http.Client // revocation
+	tokenClient   *http.Client // token endpoint, with quirks
+	authorizeHost string       // from spec.AuthorizeURL, parsed once
 }
 
 func newOAuth(spec Spec, client *http.Client) *oauthProvider {
 	tc := *client
 	tc.Transport = &tokenTransport{base: client.Transport, acceptJSON: spec.AcceptJSON,
 		slackUser: spec.TokenResponse == ResponseSlackUser}
-	return &oauthProvider{spec: spec, client: client, tokenClient: &tc}
+	host := ""
+	if u, err := url.Parse(spec.AuthorizeURL); err == nil {
+		host = u.Host
+	}
+	return &oauthProvider{spec: spec, client: client, tokenClient: &tc, authorizeHost: host}
 }
 
 func (p *oauthProvider) Info() Info {
-	host := ""
-	if u, err := url.Parse(p.spec.AuthorizeURL); err == nil {
-		host = u.Host
-	}
 	return Info{
-		Name: p.spec.Name, DisplayName: p.spec.DisplayName, Kind: KindOAuth2, AuthorizeHost: host,
+		Name: p.spec.Name, DisplayName: p.spec.DisplayName, Kind: KindOAuth2, AuthorizeHost: p.authorizeHost,
 		DefaultScopes: slices.Clone(p.spec.Scopes), PKCE: p.spec.PKCE, Issuer: p.spec.Issuer,
 		IssParameterSupported: p.spec.IssParameterSupported, Revocation: p.spec.Revocation,
 		NarrowOnRefresh: p.spec.NarrowOnRefresh,

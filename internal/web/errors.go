@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 )
 
 // Error is an error with the HTTP status, stable error code and public
@@ -120,73 +118,19 @@ func logError(r *http.Request, logger *slog.Logger, e *Error, err error) {
 	}
 }
 
-// JSONAppender is a value that can append its own JSON encoding, byte for
-// byte what encoding/json would write, without reflection. ok false means it
-// cannot (a string that needs escaping, say): WriteJSON then uses
-// encoding/json. The token endpoint's answer is one.
-type JSONAppender interface {
-	AppendJSON(b []byte) (out []byte, ok bool)
-}
-
 // WriteJSON writes v as a JSON response with the given status.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
-	buf := jsonBufs.Get().(*bytes.Buffer)
-	defer putJSONBuf(buf)
-	if a, ok := v.(JSONAppender); ok {
-		if b, ok := a.AppendJSON(buf.AvailableBuffer()); ok {
-			buf.Write(append(b, '\n'))
-			writeJSONBody(w, status, buf.Bytes())
-			return
-		}
-	}
-	if err := json.NewEncoder(buf).Encode(v); err != nil { // Encode adds the final newline
+	body, err := json.Marshal(v)
+	if err != nil {
 		status = http.StatusInternalServerError
-		buf.Reset()
-		buf.WriteString(`{"error":"internal_error","error_description":"internal server error"}` + "\n")
+		body = []byte(`{"error":"internal_error","error_description":"internal server error"}`)
 	}
-	writeJSONBody(w, status, buf.Bytes())
-}
-
-func writeJSONBody(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
-	h["Content-Type"] = jsonTypeValue
-	h["Cache-Control"] = noStoreValue
-	h["X-Content-Type-Options"] = nosniffValue
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_, _ = w.Write(body)
-}
-
-// AppendJSONString appends s as a JSON string when it is printable ASCII
-// that encoding/json writes as is (no '"', '\\', '<', '>' or '&'), and
-// reports false otherwise: the fast path of a JSONAppender.
-func AppendJSONString(b []byte, s string) ([]byte, bool) {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
-			return b, false
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"'), true
-}
-
-// jsonBufs recycles WriteJSON's buffers: a token response then costs no
-// allocation for its body. They start with room for one, so that a
-// JSONAppender writes into the pooled (and later zeroed) memory rather than
-// a slice of its own.
-var jsonBufs = sync.Pool{New: func() any { return bytes.NewBuffer(make([]byte, 0, 1024)) }}
-
-// putJSONBuf zeroes buf (it may have held a credential) and pools it, unless
-// an unusually large body grew it.
-func putJSONBuf(buf *bytes.Buffer) {
-	if buf.Cap() > 64<<10 {
-		return
-	}
-	b := buf.Bytes()
-	clear(b[:cap(b)]) // also what a JSONAppender left beyond the length
-	buf.Reset()
-	jsonBufs.Put(buf)
+	_, _ = w.Write(append(body, '\n'))
 }
 
 // WantsPage reports whether the answer to r should be the HTML error page

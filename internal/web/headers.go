@@ -33,14 +33,12 @@ const StrictTransportSecurity = "max-age=63072000; includeSubDomains"
 // JSON APIs (/v1/, /admin/api/) get the set OWASP lists for REST responses —
 // CSP, X-Frame-Options, nosniff, no-store, HSTS — without Referrer-Policy and
 // Cross-Origin-Opener-Policy, which only a rendered document uses (a JSON body
-// served with nosniff loads nothing and opens no window). That keeps an API
-// response, with its request id and Content-Type, within the eight header
-// entries a Go map holds without growing, on the token hot path.
+// served with nosniff loads nothing and opens no window).
 func SecurityHeaders(hsts bool) func(http.Handler) http.Handler {
 	page, api := pageHeaders, apiHeaders
 	if hsts {
-		page = append(slices.Clip(page), header{"Strict-Transport-Security", hstsValue})
-		api = append(slices.Clip(api), header{"Strict-Transport-Security", hstsValue})
+		page = append(slices.Clip(page), header{"Strict-Transport-Security", StrictTransportSecurity})
+		api = append(slices.Clip(api), header{"Strict-Transport-Security", StrictTransportSecurity})
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -50,7 +48,7 @@ func SecurityHeaders(hsts bool) func(http.Handler) http.Handler {
 			}
 			h := w.Header()
 			for _, kv := range set {
-				h[kv.key] = kv.value
+				h.Set(kv.key, kv.value)
 			}
 			next.ServeHTTP(w, r)
 		})
@@ -63,9 +61,9 @@ func SecurityHeaders(hsts bool) func(http.Handler) http.Handler {
 // took for an API (an escaped "/admin/api%2F…" routes to a page but decodes
 // to an API path).
 func HTMLDocument(h http.Header) {
-	h["Content-Type"] = htmlTypeValue
-	h["Referrer-Policy"] = noReferrerValue
-	h["Cross-Origin-Opener-Policy"] = coopValue
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
 }
 
 // IsAPI reports whether path belongs to a JSON API: /v1 (MCP servers) or
@@ -74,41 +72,23 @@ func IsAPI(path string) bool {
 	return strings.HasPrefix(path, "/v1/") || path == "/v1" || strings.HasPrefix(path, "/admin/api/")
 }
 
-// header is one security header, its name in canonical form and its value a
-// shared one-element slice. Sharing is safe: net/http copies the map's values
-// when it writes the response, Set replaces a slice rather than writing into
-// it, and Add appends to a slice whose capacity is full, which copies it.
-type header struct {
-	key   string
-	value []string
-}
-
-// shared returns v as a one-element slice with no spare capacity.
-func shared(v string) []string { return []string{v}[:1:1] }
+// header is one security header.
+type header struct{ key, value string }
 
 var (
-	cspValue        = shared(ContentSecurityPolicy)
-	denyValue       = shared("DENY")
-	nosniffValue    = shared("nosniff")
-	noStoreValue    = shared("no-store")
-	hstsValue       = shared(StrictTransportSecurity)
-	jsonTypeValue   = shared("application/json; charset=utf-8")
-	htmlTypeValue   = shared("text/html; charset=utf-8")
-	noReferrerValue = shared("no-referrer")
-	coopValue       = shared("same-origin")
-	pageHeaders     = []header{
-		{"Content-Security-Policy", cspValue},
-		{"X-Frame-Options", denyValue},
-		{"X-Content-Type-Options", nosniffValue},
-		{"Referrer-Policy", noReferrerValue},
-		{"Cross-Origin-Opener-Policy", coopValue},
-		{"Cache-Control", noStoreValue},
+	pageHeaders = []header{
+		{"Content-Security-Policy", ContentSecurityPolicy},
+		{"X-Frame-Options", "DENY"},
+		{"X-Content-Type-Options", "nosniff"},
+		{"Referrer-Policy", "no-referrer"},
+		{"Cross-Origin-Opener-Policy", "same-origin"},
+		{"Cache-Control", "no-store"},
 	}
 	apiHeaders = []header{
-		{"Content-Security-Policy", cspValue},
-		{"X-Frame-Options", denyValue},
-		{"X-Content-Type-Options", nosniffValue},
-		{"Cache-Control", noStoreValue},
+		{"Content-Security-Policy", ContentSecurityPolicy},
+		{"X-Frame-Options", "DENY"},
+		{"X-Content-Type-Options", "nosniff"},
+		{"Cache-Control", "no-store"},
 	}
 )
 

@@ -37,7 +37,7 @@ func (st *Store) EndSessions(ctx context.Context, user vault.UserRef, by Actor) 
 		if n, err = session.EndUser(ctx, tx, user.Issuer, user.Subject, st.now()); err != nil {
 			return err
 		}
-		return audit(ctx, tx, Event{Kind: "sessions.ended", Issuer: user.Issuer, Subject: user.Subject,
+		return writeAudit(ctx, tx, Event{Kind: "sessions.ended", Issuer: user.Issuer, Subject: user.Subject,
 			Detail: map[string]any{"sessions": n}}, by)
 	})
 	if err != nil {

@@ -6,8 +6,10 @@
 //
 // Its Run holds the process's one Postgres listener (notify.go): it wakes
 // long-polls and hands cache invalidations to their owners (vault's sealed
-// credentials, mcpauth's client keys, this package's consents;
-// consentcache.go, package cache).
+// credentials, mcpauth's client keys, package consent's approvals; see
+// package cache). The approvals themselves and the audit trail are owned by
+// packages consent and audit; this package grants, checks and records
+// through them.
 //
 // Handlers are func(w, r) error adapted by web.Page / web.API; wanted statuses
 // travel as *web.Error. It must never put a token, code, state, cookie or key

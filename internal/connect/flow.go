@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/oauth2"
 
+	"github.com/connectd/connectd/internal/audit"
+	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/scope"
 	"github.com/connectd/connectd/internal/session"
@@ -83,7 +85,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, loginIfNeeded boo
 	}
 	if sess.Issuer != e.Issuer || sess.Subject != e.Subject {
 		// The phishing case: someone else's link. Say nothing about whose.
-		s.audit(r, auditEvent{Kind: "security.identity_mismatch", Issuer: sess.Issuer, Subject: sess.Subject,
+		s.audit(r, audit.Event{Kind: "security.identity_mismatch", Issuer: sess.Issuer, Subject: sess.Subject,
 			ClientID: e.ClientID, Provider: e.Provider, Target: e.ID})
 		s.logger.WarnContext(r.Context(), "connect link opened by another user", slog.String("elicitation", e.ID))
 		return nil, false, page(http.StatusForbidden, "identity_mismatch",
@@ -194,11 +196,11 @@ func (s *Server) offerFor(ctx context.Context, e *Elicitation, info provider.Inf
 	}
 	if o.narrow {
 		user := vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}
-		a, err := s.consent(ctx, user, e.ClientID, e.Provider)
+		a, err := s.consents.Get(ctx, user, e.ClientID, e.Provider)
 		switch {
-		case err == nil && a.sameAccount(cred):
-			o.scopes = scope.Union(a.scopes, e.Scopes)
-		case err != nil && !errors.Is(err, errNoConsent):
+		case err == nil && a.SameAccount(cred):
+			o.scopes = scope.Union(a.Scopes, e.Scopes)
+		case err != nil && !errors.Is(err, consent.ErrNotGiven):
 			return o, err
 		}
 		o.authorize = scope.Union(conn.Scopes, o.scopes)
@@ -218,7 +220,7 @@ func (o offer) digest() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "connectd/offer/v1\x00%t\x00%q\x00", o.shared, o.scopes)
 	if o.shared {
-		h.Write(accountHash(o.accountID))
+		h.Write(consent.AccountHash(o.accountID))
 	}
 	if o.narrow {
 		fmt.Fprintf(h, "\x00narrow\x00%q", o.authorize)
@@ -444,14 +446,14 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 		var other string
 		switch err := s.pool.QueryRow(r.Context(), selectOAuthState, sh[:]).Scan(&other); {
 		case err == nil:
-			s.audit(r, auditEvent{Kind: "security.state_session_mismatch", Issuer: sess.Issuer, Subject: sess.Subject,
+			s.audit(r, audit.Event{Kind: "security.state_session_mismatch", Issuer: sess.Issuer, Subject: sess.Subject,
 				Target: other})
 			return page(http.StatusBadRequest, "state_mismatch",
 				"This sign-in was started in another browser session. Open the link from your application again.")
 		case !errors.Is(err, pgx.ErrNoRows):
 			return err
 		}
-		s.audit(r, auditEvent{Kind: "security.state_unknown_or_replayed"})
+		s.audit(r, audit.Event{Kind: "security.state_unknown_or_replayed"})
 		return page(http.StatusBadRequest, "invalid_state",
 			"This sign-in response was already used or is not valid. Open the link from your application again.")
 	}
@@ -478,7 +480,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err := p.CheckIssuer(rp.Iss); err != nil {
 		// RFC 9207: the response came from another authorization server (mix-up).
-		s.audit(r, auditEvent{Kind: "security.issuer_mismatch", Issuer: e.Issuer, Subject: e.Subject,
+		s.audit(r, audit.Event{Kind: "security.issuer_mismatch", Issuer: e.Issuer, Subject: e.Subject,
 			ClientID: e.ClientID, Provider: e.Provider, Target: e.ID})
 		if _, ferr := s.settle(r, e, StatusFailed, "issuer_mismatch"); ferr != nil {
 			return ferr

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/session"
@@ -54,7 +54,7 @@ type Config struct {
 	// negative value: no cap). Past it the poll is refused with 429.
 	MaxWaiters int
 	// ConsentCacheTTL is how long consents may be used from memory (see
-	// consentcache.go); 0 disables the cache. ConsentCacheSize caps the
+	// package consent); 0 disables the cache. ConsentCacheSize caps the
 	// cached (user, provider) pairs (default 50,000).
 	ConsentCacheTTL  time.Duration
 	ConsentCacheSize int
@@ -99,7 +99,7 @@ type Server struct {
 	waiters         *waiters
 	now             func() time.Time
 	hub             *hub
-	consents        *cache.Map[cache.Digest, []clientConsent] // nil: disabled; see consentcache.go
+	consents        *consent.Store
 	onFlow          func(Status)
 	reads, refusals *sampler      // sampled audit of token reads and refused /v1 calls
 	done            chan struct{} // closed when Run ends: long-polls answer at once
@@ -137,7 +137,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ConsentCacheSize <= 0 {
 		cfg.ConsentCacheSize = 50_000
 	}
-	s.consents = cache.New[cache.Digest, []clientConsent](cfg.ConsentCacheTTL, cfg.ConsentCacheSize, s.now)
+	s.consents = consent.NewStore(cfg.Pool, cfg.ConsentCacheTTL, cfg.ConsentCacheSize, s.now)
 	listen := cfg.Pool.Config().ConnConfig
 	if cfg.ListenURL != "" {
 		var err error

@@ -66,7 +66,7 @@ func (a Approval) Check(provider string, cred *vault.Credential) error {
 	if len(unapproved) == 0 && sameAccount {
 		return nil
 	}
-	fields := map[string]any{"unapproved_scopes": nonNil(unapproved), "account_changed": !sameAccount}
+	fields := map[string]any{"unapproved_scopes": append([]string{}, unapproved...), "account_changed": !sameAccount}
 	desc := fmt.Sprintf("the user has not approved this client for everything their %s connection now grants; "+
 		"mint an elicitation (the user approves on the consent page, no new sign-in at the provider)", provider)
 	return &web.Error{Status: http.StatusForbidden, Code: "consent_required", Description: desc, Fields: fields}
@@ -115,10 +115,10 @@ type Grant struct {
 // Record stores g with q (the caller's transaction), replacing the client's
 // earlier approval, with its "consent.granted" audit row.
 func Record(ctx context.Context, q audit.Execer, g Grant) error {
-	scopes := scope.Union(nil, g.Scopes)
-	if _, err := q.Exec(ctx, upsertConsent, g.User.Issuer, g.User.Subject, g.ClientID, g.Provider, nonNil(scopes),
+	scopes := scope.Union(nil, g.Scopes) // never nil
+	if _, err := q.Exec(ctx, upsertConsent, g.User.Issuer, g.User.Subject, g.ClientID, g.Provider, scopes,
 		AccountHash(g.AccountID), g.At, key(g.User, g.Provider).Payload(), g.Elicitation, g.RequestID, g.IP,
-		map[string]any{"scopes": nonNil(scopes), "requested": nonNil(g.Requested)}); err != nil {
+		map[string]any{"scopes": scopes, "requested": append([]string{}, g.Requested...)}); err != nil {
 		return fmt.Errorf("consent: record: %w", err)
 	}
 	return nil
@@ -140,11 +140,4 @@ func Withdraw(ctx context.Context, tx pgx.Tx, u vault.UserRef, provider string) 
 	}
 	slices.Sort(ids)
 	return ids, nil
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }

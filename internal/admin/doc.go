@@ -16,7 +16,8 @@
 //
 // Authentication: pages need an admin session — a separate cookie
 // (SessionCookie) issued only after an OIDC login at the configured admin
-// issuer whose identity passes the Policy; the JSON API needs an admin API key
+// issuer whose identity passes the Policy (package signin runs the sign-in,
+// as it does for connect's /login); the JSON API needs an admin API key
 // (Authorization: Bearer cka_…). Everyone else gets 403 on every admin route:
 // the route table marks each route's access, and Routes wraps each handler in
 // its guard, so no handler can be reached unguarded. State-changing pages take

@@ -1,8 +1,9 @@
 // Package connect is connectd's browser- and API-facing HTTP layer: it joins
 // the leaf packages (mcpauth for identity, session for cookies, and later the
-// vault and providers) into handlers. Today it serves browser login at the
-// MCP authorization servers (/login, /login/callback), the session page and
-// sign-out; the elicitation flow and the /v1 API build on the same Server.
+// vault and providers) into handlers. It serves browser sign-in at the MCP
+// authorization servers (/login, /login/callback, /logout, through package
+// signin, which the admin pages share), the session page, the elicitation
+// flow and the /v1 API.
 //
 // Its Run holds the process's one Postgres listener (notify.go): it wakes
 // long-polls and hands cache invalidations to their owners (vault's sealed

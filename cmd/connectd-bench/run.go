@@ -24,6 +24,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider/providertest"
@@ -481,15 +482,15 @@ func seed(ctx context.Context, pool *pgxpool.Pool, keyLine, issuer string, users
 	if err := <-errc; err != nil {
 		return "", err
 	}
-	// Consents belong to internal/connect; the harness writes them directly
+	// Consents belong to internal/consent; the harness writes them directly
 	// as the consent page would have: the exact scope set, and the account
-	// hash of a credential that names no account (connect's accountHash of
+	// hash of a credential that names no account (consent.AccountHash of
 	// ""; a mismatch would answer every lookup with consent_required, which
 	// the run reports as errors).
 	_, err = pool.Exec(ctx, `INSERT INTO consents (issuer, subject, client_id, provider, scopes, account_hash, granted_at, updated_at)
 		SELECT $1, format('user-%s', lpad(g::text, 5, '0')), $2, 'bench', '{read}',
-			sha256('connectd/account/v1'::bytea || '\x00'::bytea), now(), now()
-		FROM generate_series(0, $3 - 1) AS g ON CONFLICT DO NOTHING`, issuer, c.ID, users)
+			$4, now(), now()
+		FROM generate_series(0, $3 - 1) AS g ON CONFLICT DO NOTHING`, issuer, c.ID, users, consent.AccountHash(""))
 	return key, err
 }
 

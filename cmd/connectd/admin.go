@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/admin"
-	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
 )
@@ -208,7 +207,7 @@ func adminStore(ctx context.Context, cfg *Config, pool *pgxpool.Pool, revoke boo
 			return nil, err
 		}
 	}
-	return admin.NewStore(admin.StoreConfig{Pool: pool, Vault: vs, Withdraw: connect.WithdrawConsents})
+	return admin.NewStore(admin.StoreConfig{Pool: pool, Vault: vs})
 }
 
 // adminErr turns what the operator got wrong into a usage error (exit 2).

@@ -119,10 +119,9 @@ func parseDays(v string) (time.Duration, error) {
 // newAdmin wires the admin pages and API: an admin session store (its own
 // cookie, under the session keys), an OIDC relying party at the admin issuer
 // with its own redirect URI (<public URL>/admin/login/callback, to register
-// at that issuer), the connect flow's vault store, and the connect package's
-// consent withdrawal for revocations.
+// at that issuer) and the connect flow's vault store.
 func newAdmin(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *slog.Logger, ident *identity, conn *connect.Server) (*admin.Server, error) {
-	store, err := admin.NewStore(admin.StoreConfig{Pool: pool, Vault: conn.Vault(), Withdraw: connect.WithdrawConsents,
+	store, err := admin.NewStore(admin.StoreConfig{Pool: pool, Vault: conn.Vault(),
 		Logger: logger})
 	if err != nil {
 		return nil, err

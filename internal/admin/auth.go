@@ -3,7 +3,6 @@ package admin
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/signin"
 	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/web/templates"
 )
@@ -147,7 +147,7 @@ func (s *Server) requireSession(h web.PageFunc) web.PageFunc {
 func (s *Server) refusePage(w http.ResponseWriter, r *http.Request, login, msg string) error {
 	s.logger.InfoContext(r.Context(), "request refused", slog.String("code", "admin_required"),
 		slog.Int("status", http.StatusForbidden))
-	return render(w, r, http.StatusForbidden, templates.AdminSignIn(templates.AdminSignInView{LoginURL: login, Message: msg}))
+	return web.Render(w, r, http.StatusForbidden, templates.AdminSignIn(templates.AdminSignInView{LoginURL: login, Message: msg}))
 }
 
 // loginURL starts an admin sign-in that comes back to the page asked for.
@@ -193,134 +193,51 @@ func safeAdminPath(p string) bool {
 		!strings.HasPrefix(p, "/admin/log")
 }
 
-func page(status int, code, desc string, err error) error {
-	return &web.Error{Status: status, Code: code, Description: desc, Err: err}
+// errLoginDisabled answers the sign-in routes when no admin issuer is
+// configured (and sign-out too without an admin session store).
+var errLoginDisabled = web.Refuse(http.StatusForbidden, "admin_login_disabled",
+	"Admin sign-in is not configured on this connectd.", nil)
+
+// newSignin is the operators' browser sign-in (package signin), serving
+// GET /admin/login[?return_to=/admin/...], GET /admin/login/callback and
+// POST /admin/logout: at the admin issuer only, for an identity the Policy
+// admits, back to an admin page. It has its own session store, so an end
+// user's session never counts here, and signing out of one leaves the other.
+func (s *Server) newSignin() (*signin.Flow, error) {
+	return signin.New(signin.Config{
+		Login: s.login, Sessions: s.sessions, Disabled: errLoginDisabled, Issuer: s.issuerURL, Home: homePath,
+		SafePath: safeAdminPath, PathRule: "return_to must be an admin page.",
+		CSRFHelp:  "The form has expired. Reload the page and try again.",
+		FormLimit: 16 << 10,
+		Admit:     s.admit,
+		SignedIn: func(r *http.Request, res mcpauth.LoginResult) {
+			s.auditLogged(r, Event{Kind: "admin.login", Detail: map[string]any{"issuer": res.Issuer}}, "admin:"+res.Subject)
+			s.logger.InfoContext(r.Context(), "admin signed in", slog.String("subject", res.Subject))
+		},
+		SignedOut: func(r *http.Request, sess session.Session) {
+			s.auditLogged(r, Event{Kind: "admin.logout"}, "admin:"+sess.Subject)
+		},
+	})
 }
 
-// startLogin handles GET /admin/login[?return_to=/admin/...]: a fresh OIDC
-// login at the admin issuer, bound to this browser.
-func (s *Server) startLogin(w http.ResponseWriter, r *http.Request) error {
-	if s.login == nil {
-		return page(http.StatusForbidden, "admin_login_disabled", "Admin sign-in is not configured on this connectd.", nil)
+// admit lets a finished sign-in start an admin session only for an identity
+// the Policy admits; a refusal is audited.
+func (s *Server) admit(r *http.Request, res mcpauth.LoginResult) error {
+	if s.policy.admits(s.issuerURL, res) {
+		return nil
 	}
-	returnTo := r.URL.Query().Get("return_to")
-	if returnTo == "" {
-		returnTo = homePath
-	}
-	if !safeAdminPath(returnTo) {
-		return page(http.StatusBadRequest, "invalid_return_to", "return_to must be an admin page.", nil)
-	}
-	binding, err := s.sessions.Binding(w, r)
-	if err != nil {
-		return err
-	}
-	target, err := s.login.Start(r.Context(), s.issuerURL, returnTo, binding)
-	if err != nil {
-		return loginError(err)
-	}
-	w.Header().Set("Cache-Control", "no-store")
-	http.Redirect(w, r, target, http.StatusFound)
-	return nil
+	s.auditLogged(r, Event{Kind: "security.admin_login_refused", Issuer: res.Issuer, Subject: res.Subject}, "user")
+	s.logger.WarnContext(r.Context(), "admin sign-in refused", slog.String("issuer", res.Issuer),
+		slog.String("subject", res.Subject))
+	return web.Refuse(http.StatusForbidden, "not_an_admin",
+		"This account is not a connectd administrator. Nothing was changed.", nil)
 }
 
-// finishLogin handles GET /admin/login/callback: it completes the login and
-// starts an admin session only for an identity the Policy admits.
-func (s *Server) finishLogin(w http.ResponseWriter, r *http.Request) error {
-	if s.login == nil {
-		return page(http.StatusForbidden, "admin_login_disabled", "Admin sign-in is not configured on this connectd.", nil)
-	}
-	cb, err := mcpauth.ParseRedirect(r.URL.Query())
-	if err != nil {
-		// Missing, repeated or malformed: refused before the database is asked.
-		return loginError(fmt.Errorf("%w: %w", mcpauth.ErrLoginState, err))
-	}
-	cb.Binding, _ = s.sessions.ReadBinding(r) // nil: Finish refuses with ErrStateMismatch
-	res, err := s.login.Finish(r.Context(), cb)
-	if err != nil {
-		return loginError(err)
-	}
-	by := Actor{Name: "admin:" + res.Subject, RequestID: web.RequestID(r.Context()), IP: clientIP(r)}
-	if !s.policy.admits(s.issuerURL, res) {
-		s.sessions.Clear(w)
-		if err := s.store.Audit(r.Context(), Event{Kind: "security.admin_login_refused", Issuer: res.Issuer,
-			Subject: res.Subject}, Actor{Name: "user", RequestID: by.RequestID, IP: by.IP}); err != nil {
-			s.logger.ErrorContext(r.Context(), "audit event not written", slog.Any("error", err))
-		}
-		s.logger.WarnContext(r.Context(), "admin sign-in refused", slog.String("issuer", res.Issuer),
-			slog.String("subject", res.Subject))
-		return page(http.StatusForbidden, "not_an_admin",
-			"This account is not a connectd administrator. Nothing was changed.", nil)
-	}
-	if _, err := s.sessions.Start(r.Context(), w, res.Issuer, res.Subject); err != nil {
-		return err
-	}
-	if err := s.store.Audit(r.Context(), Event{Kind: "admin.login", Detail: map[string]any{"issuer": res.Issuer}}, by); err != nil {
+// auditLogged records ev on its own by actor; a failure is logged, as the
+// sign-in it records has happened.
+func (s *Server) auditLogged(r *http.Request, ev Event, actor string) {
+	by := Actor{Name: actor, RequestID: web.RequestID(r.Context()), IP: clientIP(r)}
+	if err := s.store.Audit(r.Context(), ev, by); err != nil {
 		s.logger.ErrorContext(r.Context(), "audit event not written", slog.Any("error", err))
-	}
-	s.logger.InfoContext(r.Context(), "admin signed in", slog.String("subject", res.Subject))
-	target := res.ReturnTo
-	if !safeAdminPath(target) { // checked at /admin/login too; stored values are re-checked
-		target = homePath
-	}
-	w.Header().Set("Cache-Control", "no-store")
-	http.Redirect(w, r, target, http.StatusSeeOther)
-	return nil
-}
-
-// logout handles POST /admin/logout: with a live admin session the form's
-// CSRF token must match it; then the admin session ends on the server and its
-// cookie is cleared.
-func (s *Server) logout(w http.ResponseWriter, r *http.Request) error {
-	if s.sessions == nil {
-		return page(http.StatusForbidden, "admin_login_disabled", "Admin sign-in is not configured on this connectd.", nil)
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
-	if err := r.ParseForm(); err != nil {
-		return page(http.StatusBadRequest, "bad_form", "The form could not be read.", err)
-	}
-	sess, err := s.sessions.Get(r)
-	if errors.Is(err, session.ErrNoSession) {
-		// Nothing live to end: clear whatever cookie there is.
-		s.sessions.Clear(w)
-		return render(w, r, http.StatusOK, templates.SignedOutPage())
-	}
-	if err != nil {
-		return err // the database cannot say: the session is not ended, so do not pretend
-	}
-	if err := s.sessions.CheckCSRF(sess, r.PostForm.Get(session.CSRFField)); err != nil {
-		return page(http.StatusForbidden, "csrf_failed", "The form has expired. Reload the page and try again.", err)
-	}
-	// Ended on the server: a copy of the admin cookie stops working too.
-	if err := s.sessions.End(r.Context(), w, sess); err != nil {
-		return err
-	}
-	if err := s.store.Audit(r.Context(), Event{Kind: "admin.logout"}, Actor{Name: "admin:" + sess.Subject,
-		RequestID: web.RequestID(r.Context()), IP: clientIP(r)}); err != nil {
-		s.logger.ErrorContext(r.Context(), "audit event not written", slog.Any("error", err))
-	}
-	return render(w, r, http.StatusOK, templates.SignedOutPage())
-}
-
-// loginError maps a sign-in failure onto the page the browser sees.
-func loginError(err error) error {
-	switch {
-	case errors.Is(err, mcpauth.ErrUnknownIssuer):
-		return page(http.StatusBadRequest, "unknown_issuer", "There is no sign-in at that issuer.", err)
-	case errors.Is(err, mcpauth.ErrLoginState):
-		return page(http.StatusBadRequest, "invalid_state", "This sign-in link was already used or has expired. Please start again.", err)
-	case errors.Is(err, mcpauth.ErrStateMismatch):
-		return page(http.StatusBadRequest, "state_mismatch", "This sign-in was started in another browser. Please start again here.", err)
-	case errors.Is(err, mcpauth.ErrIssuerMismatch):
-		return page(http.StatusBadRequest, "issuer_mismatch", "The sign-in answer came from an unexpected issuer.", err)
-	case errors.Is(err, mcpauth.ErrLoginDenied):
-		return page(http.StatusForbidden, "login_denied", "Sign-in was cancelled or refused.", err)
-	case errors.Is(err, mcpauth.ErrLoginFailed):
-		return page(http.StatusBadRequest, "login_failed", "The issuer did not complete the sign-in. Please start again.", err)
-	case errors.Is(err, mcpauth.ErrIssuerUnavailable):
-		return page(http.StatusServiceUnavailable, "issuer_unavailable", "The sign-in service cannot be reached. Please try again later.", err)
-	case errors.Is(err, mcpauth.ErrInvalidToken):
-		return page(http.StatusBadRequest, "invalid_id_token", "The issuer's answer could not be verified. Please start again.", err)
-	default:
-		return fmt.Errorf("admin: sign-in: %w", err)
 	}
 }

@@ -4,19 +4,20 @@
 // it healthy?" and cut access in one action.
 //
 // It owns the admin_keys table (API keys, stored as SHA-256 only) and writes
-// its own rows into the shared audit trail (audit_events). To list and
+// its rows into the shared audit trail through package audit. To list and
 // describe connections it reads — never writes — tables of other packages
-// (connections of vault, consents of connect, clients of mcpauth, audit_events)
+// (connections of vault, consents of consent, clients of mcpauth, audit_events
+// of audit)
 // with the read-only SQL in query.go, because those listings join tables of
 // packages that must not know each other. Every change goes through the
 // owner: the vault deletes and revokes a connection (vault.Store.DeleteWith),
-// and the consents are withdrawn by a WithdrawFunc that cmd/connectd wires to
-// the connect package, inside the vault's transaction. It must not import
-// connect.
+// and package consent withdraws the consents, inside the vault's
+// transaction. It must not import connect.
 //
 // Authentication: pages need an admin session — a separate cookie
 // (SessionCookie) issued only after an OIDC login at the configured admin
-// issuer whose identity passes the Policy; the JSON API needs an admin API key
+// issuer whose identity passes the Policy (package signin runs the sign-in,
+// as it does for connect's /login); the JSON API needs an admin API key
 // (Authorization: Bearer cka_…). Everyone else gets 403 on every admin route:
 // the route table marks each route's access, and Routes wraps each handler in
 // its guard, so no handler can be reached unguarded. State-changing pages take

@@ -131,7 +131,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	}
 	e.connect.Routes(mux)
 
-	e.store, err = admin.NewStore(admin.StoreConfig{Pool: e.pool, Vault: e.vault, Withdraw: connect.WithdrawConsents,
+	e.store, err = admin.NewStore(admin.StoreConfig{Pool: e.pool, Vault: e.vault,
 		Now: e.clock.Now, Logger: e.logger})
 	if err != nil {
 		t.Fatal(err)

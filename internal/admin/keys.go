@@ -124,7 +124,7 @@ func (ks *Keys) Create(ctx context.Context, name string, ttl time.Duration, by A
 		if _, err := tx.Exec(ctx, insertKey, k.ID, k.Name, hash[:], k.CreatedBy, k.CreatedAt, expires); err != nil {
 			return err
 		}
-		return audit(ctx, tx, Event{Kind: "admin.key_created", Target: k.ID,
+		return writeAudit(ctx, tx, Event{Kind: "admin.key_created", Target: k.ID,
 			Detail: map[string]any{"name": k.Name, "expires_at": expires}}, by)
 	})
 	if err != nil {
@@ -158,7 +158,7 @@ func (ks *Keys) Revoke(ctx context.Context, id string, by Actor) error {
 		if err != nil {
 			return err
 		}
-		return audit(ctx, tx, Event{Kind: "admin.key_revoked", Target: id, Detail: map[string]any{"name": name}}, by)
+		return writeAudit(ctx, tx, Event{Kind: "admin.key_revoked", Target: id, Detail: map[string]any{"name": name}}, by)
 	})
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("admin: revoke key: %w", err)

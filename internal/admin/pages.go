@@ -191,7 +191,7 @@ func (s *Server) connectionsPage(w http.ResponseWriter, r *http.Request) error {
 	if after != nil {
 		v.FirstURL = listURL("/admin/connections", f, nil, limit)
 	}
-	return render(w, r, http.StatusOK, templates.AdminConnections(v))
+	return web.Render(w, r, http.StatusOK, templates.AdminConnections(v))
 }
 
 // connectionPage handles GET /admin/connections/{id}.
@@ -213,7 +213,7 @@ func (s *Server) connectionPage(w http.ResponseWriter, r *http.Request) error {
 		v.Consents = append(v.Consents, templates.AdminConsentRow{ClientID: k.ClientID, ClientName: k.ClientName,
 			Scopes: strings.Join(k.Scopes, " "), Granted: fmtTime(k.GrantedAt), Updated: fmtTime(k.UpdatedAt)})
 	}
-	return render(w, r, http.StatusOK, templates.AdminConnection(v))
+	return web.Render(w, r, http.StatusOK, templates.AdminConnection(v))
 }
 
 // confirmRevokePage handles GET /admin/connections/{id}/revoke: the
@@ -233,7 +233,7 @@ func (s *Server) confirmRevokePage(w http.ResponseWriter, r *http.Request) error
 		}
 		v.Clients = append(v.Clients, name+" ("+k.ClientID+")")
 	}
-	return render(w, r, http.StatusOK, templates.AdminRevoke(v))
+	return web.Render(w, r, http.StatusOK, templates.AdminRevoke(v))
 }
 
 // revokePage handles POST /admin/connections/{id}/revoke: only with the
@@ -241,21 +241,21 @@ func (s *Server) confirmRevokePage(w http.ResponseWriter, r *http.Request) error
 func (s *Server) revokePage(w http.ResponseWriter, r *http.Request) error {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
-		return page(http.StatusBadRequest, "bad_form", "The form could not be read.", err)
+		return web.Refuse(http.StatusBadRequest, "bad_form", "The form could not be read.", err)
 	}
 	if err := s.sessions.CheckCSRF(principalOf(r.Context()).sess, r.PostForm.Get(session.CSRFField)); err != nil {
-		return page(http.StatusForbidden, "csrf_failed", "The form has expired. Open the connection again and retry.", err)
+		return web.Refuse(http.StatusForbidden, "csrf_failed", "The form has expired. Open the connection again and retry.", err)
 	}
 	id := r.PathValue("id")
 	if r.PostForm.Get("confirm") != id {
-		return page(http.StatusBadRequest, "confirmation_required",
+		return web.Refuse(http.StatusBadRequest, "confirmation_required",
 			"Confirm the revocation on the confirmation page.", nil)
 	}
 	rev, err := s.store.Revoke(r.Context(), id, actorOf(r))
 	if err != nil {
 		return storeError(err)
 	}
-	return render(w, r, http.StatusOK, templates.AdminRevoked(templates.AdminRevokedView{Nav: s.nav(r, "connections"),
+	return web.Render(w, r, http.StatusOK, templates.AdminRevoked(templates.AdminRevokedView{Nav: s.nav(r, "connections"),
 		ID: id, Subject: rev.Connection.User.Subject, Provider: rev.Connection.Provider, AtProvider: rev.AtProvider,
 		Withdrawn: rev.Withdrawn}))
 }
@@ -270,7 +270,7 @@ func (s *Server) clientsPage(w http.ResponseWriter, r *http.Request) error {
 	for _, c := range cs {
 		v.Clients = append(v.Clients, clientRow(c))
 	}
-	return render(w, r, http.StatusOK, templates.AdminClients(v))
+	return web.Render(w, r, http.StatusOK, templates.AdminClients(v))
 }
 
 func clientRow(c mcpauth.Client) templates.AdminClientRow {
@@ -311,5 +311,5 @@ func (s *Server) eventsPage(w http.ResponseWriter, r *http.Request) error {
 		}
 		v.NextURL = "/admin/events?" + q.Encode()
 	}
-	return render(w, r, http.StatusOK, templates.AdminEvents(v))
+	return web.Render(w, r, http.StatusOK, templates.AdminEvents(v))
 }

@@ -21,7 +21,7 @@ import (
 // connections.ciphertext: what the admin side never reads, it cannot show.
 const (
 	// connectionColumns are the non-secret columns of vault's connections,
-	// and how many clients hold consent (connect's consents) to each.
+	// and how many clients hold consent (package consent's table) to each.
 	connectionColumns = `c.id, c.issuer, c.subject, c.provider, c.status, c.scopes, c.key_version,
 		c.expires_at, c.created_at, c.updated_at, c.refreshed_at,
 		(SELECT count(*) FROM consents k

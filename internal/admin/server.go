@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,10 +8,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/a-h/templ"
-
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/signin"
 	"github.com/connectd/connectd/internal/web"
 )
 
@@ -47,6 +45,7 @@ type Server struct {
 	clients   *mcpauth.Clients
 	sessions  *session.Store
 	login     *mcpauth.Login
+	signin    *signin.Flow
 	policy    Policy
 	issuerURL string // the admin issuer's URL, as sessions record it
 	retention time.Duration
@@ -81,6 +80,10 @@ func New(cfg Config) (*Server, error) {
 		if s.issuerURL == "" {
 			return nil, fmt.Errorf("admin: issuer %q is not a login issuer", s.policy.Issuer)
 		}
+	}
+	var err error
+	if s.signin, err = s.newSignin(); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -118,9 +121,9 @@ func (s *Server) routes() []route {
 		return route{Route{pattern, a}, h}
 	}
 	return []route{
-		r("GET "+LoginPath, Public, s.startLogin),
-		r("GET "+CallbackPath, Public, s.finishLogin),
-		r("POST /admin/logout", Public, s.logout),
+		r("GET "+LoginPath, Public, s.signin.Start),
+		r("GET "+CallbackPath, Public, s.signin.Finish),
+		r("POST /admin/logout", Public, s.signin.Logout),
 
 		r("GET /admin/{$}", AdminPage, s.home),
 		r("GET /admin/connections", AdminPage, s.connectionsPage),
@@ -193,18 +196,4 @@ func (s *Server) Run(ctx context.Context) {
 			t.Reset(time.Hour)
 		}
 	}
-}
-
-// render writes a page, rendering into a buffer first so that a rendering
-// error still becomes a proper error page. Admin pages are never cached.
-func render(w http.ResponseWriter, r *http.Request, status int, c templ.Component) error {
-	var buf bytes.Buffer
-	if err := c.Render(r.Context(), &buf); err != nil {
-		return fmt.Errorf("admin: render page: %w", err)
-	}
-	w.Header().Set("Cache-Control", "no-store")
-	web.HTMLDocument(w.Header())
-	w.WriteHeader(status)
-	_, err := w.Write(buf.Bytes())
-	return err
 }

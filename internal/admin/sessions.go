@@ -37,7 +37,7 @@ func (st *Store) EndSessions(ctx context.Context, user vault.UserRef, by Actor) 
 		if n, err = session.EndUser(ctx, tx, user.Issuer, user.Subject, st.now()); err != nil {
 			return err
 		}
-		return audit(ctx, tx, Event{Kind: "sessions.ended", Issuer: user.Issuer, Subject: user.Subject,
+		return writeAudit(ctx, tx, Event{Kind: "sessions.ended", Issuer: user.Issuer, Subject: user.Subject,
 			Detail: map[string]any{"sessions": n}}, by)
 	})
 	if err != nil {
@@ -53,10 +53,10 @@ func (st *Store) EndSessions(ctx context.Context, user vault.UserRef, by Actor) 
 func (s *Server) endSessionsPage(w http.ResponseWriter, r *http.Request) error {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
-		return page(http.StatusBadRequest, "bad_form", "The form could not be read.", err)
+		return web.Refuse(http.StatusBadRequest, "bad_form", "The form could not be read.", err)
 	}
 	if err := s.sessions.CheckCSRF(principalOf(r.Context()).sess, r.PostForm.Get(session.CSRFField)); err != nil {
-		return page(http.StatusForbidden, "csrf_failed", "The form has expired. Open the page again and retry.", err)
+		return web.Refuse(http.StatusForbidden, "csrf_failed", "The form has expired. Open the page again and retry.", err)
 	}
 	user := vault.UserRef{Issuer: strings.TrimSpace(r.PostForm.Get("issuer")),
 		Subject: strings.TrimSpace(r.PostForm.Get("subject"))}
@@ -64,7 +64,7 @@ func (s *Server) endSessionsPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return storeError(err)
 	}
-	return render(w, r, http.StatusOK, templates.AdminSessionsEnded(templates.AdminSessionsEndedView{
+	return web.Render(w, r, http.StatusOK, templates.AdminSessionsEnded(templates.AdminSessionsEndedView{
 		Nav: s.nav(r, "connections"), Subject: user.Subject, Issuer: user.Issuer, Sessions: strconv.Itoa(n),
 		BackURL: listURL("/admin/connections", Filter{Subject: user.Subject, Issuer: user.Issuer}, nil, 0)}))
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/connectd/connectd/internal/audit"
+	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/provider"
@@ -391,7 +393,7 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err != nil {
 		if kind := requestStateKind(err); kind != "" {
-			s.audit(r, auditEvent{Kind: "security.request_state_refused", Issuer: c.user.Issuer, Subject: c.user.Subject,
+			s.audit(r, audit.Event{Kind: "security.request_state_refused", Issuer: c.user.Issuer, Subject: c.user.Subject,
 				ClientID: c.client.ID, Detail: map[string]any{"reason": kind}})
 		}
 		return requestStateError(err)
@@ -473,7 +475,7 @@ func (s *Server) listConnections(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	consented, err := s.consentedProviders(r.Context(), c.user, c.client.ID)
+	consented, err := s.consents.OfClient(r.Context(), c.user, c.client.ID)
 	if err != nil {
 		return err
 	}
@@ -493,15 +495,15 @@ func (s *Server) listConnections(w http.ResponseWriter, r *http.Request) error {
 		// past them (at a provider that cannot narrow its token), or whose
 		// approval names no account, is marked: its token answers
 		// consent_required.
-		grown := len(scope.Missing(cn.Scopes, a.scopes)) > 0
+		grown := len(scope.Missing(cn.Scopes, a.Scopes)) > 0
 		if grown {
 			if p, err := s.catalog.Get(cn.Provider); err == nil && p.Info().NarrowOnRefresh {
 				grown = false
 			}
 		}
-		d := connectionDoc{Provider: cn.Provider, Status: string(cn.Status), Scopes: nonNil(scope.Union(nil, a.scopes)),
+		d := connectionDoc{Provider: cn.Provider, Status: string(cn.Status), Scopes: nonNil(scope.Union(nil, a.Scopes)),
 			CreatedAt: cn.CreatedAt.UTC(), UpdatedAt: cn.UpdatedAt.UTC(),
-			ConsentRequired: grown || a.account == nil}
+			ConsentRequired: grown || a.Account == nil}
 		if !cn.Expiry.IsZero() {
 			t := cn.Expiry.UTC()
 			d.ExpiresAt = &t
@@ -542,8 +544,8 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return notConnected(name)
 	}
-	appr, err := s.consent(r.Context(), c.user, c.client.ID, name)
-	if errors.Is(err, errNoConsent) {
+	appr, err := s.consents.Get(r.Context(), c.user, c.client.ID, name)
+	if errors.Is(err, consent.ErrNotGiven) {
 		return s.withoutConsent(r.Context(), c.user, name)
 	}
 	if err != nil {
@@ -557,7 +559,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return s.tokenError(r, &c, name, err)
 	}
-	if err := appr.check(name, cred); err != nil {
+	if err := appr.Check(name, cred); err != nil {
 		if cred, err = s.narrowed(r, &c, p, appr, cred, required, err); err != nil {
 			return err
 		}
@@ -582,20 +584,20 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 // token limited to what the approval and the connection have in common;
 // refused otherwise. A required scope outside the approval is
 // consent_required for it.
-func (s *Server) narrowed(r *http.Request, c *caller, p provider.Provider, appr approval, cred *vault.Credential,
+func (s *Server) narrowed(r *http.Request, c *caller, p provider.Provider, appr consent.Approval, cred *vault.Credential,
 	required []string, refused error) (*vault.Credential, error) {
 	info := p.Info()
 	name := info.Name
-	if !info.NarrowOnRefresh || !appr.sameAccount(cred) {
+	if !info.NarrowOnRefresh || !appr.SameAccount(cred) {
 		return nil, refused
 	}
-	if unapproved := scope.Missing(required, appr.scopes); len(unapproved) > 0 {
+	if unapproved := scope.Missing(required, appr.Scopes); len(unapproved) > 0 {
 		return nil, &web.Error{Status: http.StatusForbidden, Code: "consent_required",
 			Description: fmt.Sprintf("the user has not approved this client for every scope it requires of their %s connection; "+
 				"mint an elicitation with them", name),
 			Fields: map[string]any{"unapproved_scopes": unapproved, "account_changed": false}}
 	}
-	set := scope.Intersect(appr.scopes, cred.Scopes)
+	set := scope.Intersect(appr.Scopes, cred.Scopes)
 	if len(set) == 0 {
 		return nil, refused // nothing to narrow to: a token for no scope is the whole grant
 	}
@@ -668,14 +670,14 @@ func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 	if !names.ValidProvider(name) {
 		return notConnected(name)
 	}
-	if _, err := s.consent(r.Context(), c.user, c.client.ID, name); errors.Is(err, errNoConsent) {
+	if _, err := s.consents.Get(r.Context(), c.user, c.client.ID, name); errors.Is(err, consent.ErrNotGiven) {
 		return s.withoutConsent(r.Context(), c.user, name)
 	} else if err != nil {
 		return err
 	}
 	// Credentials and every client's consent go in one transaction.
 	d, err := s.vault.DeleteWith(r.Context(), c.user, name, func(ctx context.Context, tx pgx.Tx, _ vault.Connection) error {
-		_, err := WithdrawConsents(ctx, tx, c.user, name)
+		_, err := consent.Withdraw(ctx, tx, c.user, name)
 		return err
 	})
 	if errors.Is(err, vault.ErrNotConnected) {
@@ -684,7 +686,7 @@ func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.audit(r, auditEvent{Kind: "connection.unlinked", Issuer: c.user.Issuer, Subject: c.user.Subject,
+	s.audit(r, audit.Event{Kind: "connection.unlinked", Issuer: c.user.Issuer, Subject: c.user.Subject,
 		ClientID: c.client.ID, Provider: name, Target: d.Connection.ID,
 		Detail: map[string]any{"revocation": string(d.Revocation)}})
 	web.WriteJSON(w, http.StatusOK, map[string]any{"provider": name, "revoked_at_provider": d.Revocation == vault.Revoked,

@@ -5,41 +5,20 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/web"
 )
 
-// auditEvent is one row of the append-only audit trail. It never holds a
-// secret: no token, code, state, verifier, cookie or key.
-type auditEvent struct {
-	Kind     string
-	Actor    string // "user", "client:<id>", "admin:<sub>"; defaults from the other fields
-	Issuer   string
-	Subject  string
-	ClientID string
-	Provider string
-	Target   string // elicitation or connection id
-	Detail   map[string]any
-}
-
-const insertAudit = `INSERT INTO audit_events
-	(kind, actor, issuer, subject, client_id, provider, target, request_id, ip, detail)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
-
 // writeAudit writes ev as it is, with the request id and peer address given.
-func (s *Server) writeAudit(ctx context.Context, ev auditEvent, requestID, ip string) error {
-	detail := ev.Detail
-	if detail == nil {
-		detail = map[string]any{}
-	}
-	_, err := s.pool.Exec(ctx, insertAudit, ev.Kind, ev.Actor, ev.Issuer, ev.Subject, ev.ClientID, ev.Provider, ev.Target,
-		requestID, ip, detail)
-	return err
+func (s *Server) writeAudit(ctx context.Context, ev audit.Event, requestID, ip string) error {
+	ev.RequestID, ev.IP = requestID, ip
+	return audit.Write(ctx, s.pool, ev)
 }
 
 // audit writes ev on its own (the actor defaults to the client when the event
 // names no user, else the user). A failure is logged, never shown to the user:
 // the action it records has already happened.
-func (s *Server) audit(r *http.Request, ev auditEvent) {
+func (s *Server) audit(r *http.Request, ev audit.Event) {
 	// The change it records has happened: a client hanging up now must not
 	// cost its audit row.
 	ctx := context.WithoutCancel(r.Context())

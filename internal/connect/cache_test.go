@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/connect"
+	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
@@ -145,7 +146,7 @@ func TestRevokeReachesEveryReplicaWithinASecond(t *testing.T) {
 		// As internal/admin revokes: the vault deletes, consents go in the
 		// same transaction.
 		if _, err := e.vault.DeleteWith(ctx, alice, "fake", func(ctx context.Context, tx pgx.Tx, _ vault.Connection) error {
-			_, err := connect.WithdrawConsents(ctx, tx, alice, "fake")
+			_, err := consent.Withdraw(ctx, tx, alice, "fake")
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -157,7 +158,7 @@ func TestRevokeReachesEveryReplicaWithinASecond(t *testing.T) {
 		e.connectFully(m, "alice", map[string]any{"provider": "fake"})
 		waitCached(t, m, r2)
 		if err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-			_, err := connect.WithdrawConsents(ctx, tx, alice, "fake")
+			_, err := consent.Withdraw(ctx, tx, alice, "fake")
 			return err
 		}); err != nil {
 			t.Fatal(err)

@@ -1,12 +1,13 @@
 // Package connect is connectd's user- and MCP-server-facing HTTP layer. It
 // joins the leaf packages (mcpauth for identity and client keys, session for
-// cookies, vault for credentials, provider for the third parties) into
-// handlers and owns the tables of the connect flow: elicitations, OAuth
-// states, used request_state ids and consents.
+// cookies, vault for credentials, provider for the third parties, consent for
+// approvals, audit for the audit trail) into handlers and owns the tables of
+// the connect flow: elicitations, OAuth states and used request_state ids.
 //
 // It serves, from one Server (route table: Routes, flowRoutes, apiRoutes):
 //   - browser sign-in at the MCP authorization servers (/login,
-//     /login/callback), the session page and sign-out;
+//     /login/callback, /logout, through package signin, which the admin pages
+//     share), the session page;
 //   - the elicitation flow: the connect page /c/{id} with consent and the
 //     API-key form, the redirect to the provider and /oauth/callback;
 //   - the /v1 API for MCP servers: minting and resolving elicitations,
@@ -14,8 +15,8 @@
 //
 // Its Run holds the process's one Postgres listener (notify.go): it wakes
 // long-polls and hands cache invalidations to their owners (vault's sealed
-// credentials, mcpauth's client keys, this package's consents;
-// consentcache.go, package cache), and runs the periodic sweep (sweep.go).
+// credentials, mcpauth's client keys, package consent's approvals, session
+// liveness; see package cache), and runs the periodic sweep (sweep.go).
 //
 // Handlers are func(w, r) error adapted by web.Page / web.API; wanted statuses
 // travel as *web.Error.
@@ -31,5 +32,5 @@
 //   - redirect to a target that is not a path on this site, except the
 //     provider's own authorize endpoint;
 //   - be imported by another package than the wiring in cmd/connectd (admin
-//     reaches its consents through function values handed over there).
+//     shares approvals through package consent, not through connect).
 package connect

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/web"
 )
 
@@ -85,8 +86,8 @@ const (
 		(id, client_id, issuer, subject, provider, scopes, message, request_digest, status, created_at, expires_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10)
 		RETURNING id, client_id, issuer, subject, provider)
-		INSERT INTO audit_events (kind, actor, issuer, subject, client_id, provider, target, request_id, ip)
-		SELECT 'elicitation.minted', 'user', issuer, subject, client_id, provider, id, $11, $12 FROM minted`
+		` + audit.Insert + `
+		SELECT 'elicitation.minted', 'user', issuer, subject, client_id, provider, id, $11, $12, '{}'::jsonb FROM minted`
 	selectElicitation = `SELECT id, client_id, issuer, subject, provider, scopes, message, request_digest,
 		status, reason, created_at, expires_at, completed_at FROM elicitations WHERE id = $1`
 	// finishElicitation moves a pending, unexpired elicitation to a final
@@ -97,8 +98,7 @@ const (
 		UPDATE elicitations SET status = $2, reason = $3, completed_at = $4
 		WHERE id = $1 AND status = 'pending' AND expires_at > $4
 		RETURNING id, client_id, issuer, subject, provider),
-	audited AS (
-		INSERT INTO audit_events (kind, actor, issuer, subject, client_id, provider, target, request_id, ip, detail)
+	audited AS (` + audit.Insert + `
 		SELECT $5, 'user', issuer, subject, client_id, provider, id, $6, $7, $8 FROM done)
 		SELECT pg_notify('` + notifyChannel + `', id) FROM done`
 	expireElicitations = `WITH gone AS (

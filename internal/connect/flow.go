@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/oauth2"
 
+	"github.com/connectd/connectd/internal/audit"
+	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/scope"
 	"github.com/connectd/connectd/internal/session"
@@ -41,13 +43,8 @@ const callbackPath = "/oauth/callback"
 
 func (s *Server) redirectURI() string { return s.publicURL + callbackPath }
 
-// page is a browser-facing refusal.
-func page(status int, code, desc string) error {
-	return &web.Error{Status: status, Code: code, Description: desc}
-}
-
-var errLinkInvalid = page(http.StatusNotFound, "unknown_link",
-	"This connect link is not valid. Ask your application for a new one.")
+var errLinkInvalid = web.Refuse(http.StatusNotFound, "unknown_link",
+	"This connect link is not valid. Ask your application for a new one.", nil)
 
 // flowState is what every step of the browser flow establishes first: the
 // elicitation, and a session of the very user it was minted for.
@@ -74,8 +71,8 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, loginIfNeeded boo
 	sess, err := s.sessions.Load(w, r)
 	if err != nil {
 		if !loginIfNeeded {
-			return nil, false, page(http.StatusUnauthorized, "login_required",
-				"Your sign-in has expired. Open the link from your application again.")
+			return nil, false, web.Refuse(http.StatusUnauthorized, "login_required",
+				"Your sign-in has expired. Open the link from your application again.", nil)
 		}
 		noStore(w)
 		http.Redirect(w, r, loginPath(e.Issuer, "/c/"+e.ID), http.StatusFound)
@@ -83,12 +80,12 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, loginIfNeeded boo
 	}
 	if sess.Issuer != e.Issuer || sess.Subject != e.Subject {
 		// The phishing case: someone else's link. Say nothing about whose.
-		s.audit(r, auditEvent{Kind: "security.identity_mismatch", Issuer: sess.Issuer, Subject: sess.Subject,
+		s.audit(r, audit.Event{Kind: "security.identity_mismatch", Issuer: sess.Issuer, Subject: sess.Subject,
 			ClientID: e.ClientID, Provider: e.Provider, Target: e.ID})
 		s.logger.WarnContext(r.Context(), "connect link opened by another user", slog.String("elicitation", e.ID))
-		return nil, false, page(http.StatusForbidden, "identity_mismatch",
+		return nil, false, web.Refuse(http.StatusForbidden, "identity_mismatch",
 			"This link was created for another account. Sign in with the account you use in your application, "+
-				"or ask the application for a new link. Nothing was shared.")
+				"or ask the application for a new link. Nothing was shared.", nil)
 	}
 	return &flowState{e: e, sess: sess}, true, nil
 }
@@ -112,7 +109,7 @@ func (s *Server) finished(w http.ResponseWriter, r *http.Request, e *Elicitation
 }
 
 func (s *Server) outcome(w http.ResponseWriter, r *http.Request, status int, v templates.OutcomeView) error {
-	return renderStatus(w, r, status, templates.Outcome(v))
+	return web.Render(w, r, status, templates.Outcome(v))
 }
 
 // existing returns the user's active connection to the elicitation's
@@ -150,7 +147,7 @@ func (s *Server) connectPage(w http.ResponseWriter, r *http.Request) error {
 			web.AllowFormAction(w.Header(), oa.AuthCodeURL("x", "", s.redirectURI(), nil))
 		}
 	}
-	return render(w, r, templates.Consent(v))
+	return web.Render(w, r, http.StatusOK, templates.Consent(v))
 }
 
 // offer is what Allow gives the client, as the consent page lists it.
@@ -194,11 +191,11 @@ func (s *Server) offerFor(ctx context.Context, e *Elicitation, info provider.Inf
 	}
 	if o.narrow {
 		user := vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}
-		a, err := s.consent(ctx, user, e.ClientID, e.Provider)
+		a, err := s.consents.Get(ctx, user, e.ClientID, e.Provider)
 		switch {
-		case err == nil && a.sameAccount(cred):
-			o.scopes = scope.Union(a.scopes, e.Scopes)
-		case err != nil && !errors.Is(err, errNoConsent):
+		case err == nil && a.SameAccount(cred):
+			o.scopes = scope.Union(a.Scopes, e.Scopes)
+		case err != nil && !errors.Is(err, consent.ErrNotGiven):
 			return o, err
 		}
 		o.authorize = scope.Union(conn.Scopes, o.scopes)
@@ -218,7 +215,7 @@ func (o offer) digest() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "connectd/offer/v1\x00%t\x00%q\x00", o.shared, o.scopes)
 	if o.shared {
-		h.Write(accountHash(o.accountID))
+		h.Write(consent.AccountHash(o.accountID))
 	}
 	if o.narrow {
 		fmt.Fprintf(h, "\x00narrow\x00%q", o.authorize)
@@ -234,7 +231,7 @@ func (s *Server) consentView(ctx context.Context, fs *flowState) (templates.Cons
 	}
 	p, err := s.catalog.Get(e.Provider)
 	if err != nil {
-		return templates.ConsentView{}, page(http.StatusBadRequest, "unknown_provider", "This provider is no longer available.")
+		return templates.ConsentView{}, web.Refuse(http.StatusBadRequest, "unknown_provider", "This provider is no longer available.", nil)
 	}
 	info := p.Info()
 	o, err := s.offerFor(ctx, e, info)
@@ -261,7 +258,7 @@ func (s *Server) consentView(ctx context.Context, fs *flowState) (templates.Cons
 func (s *Server) checkForm(w http.ResponseWriter, r *http.Request, sess session.Session) error {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
-		return page(http.StatusBadRequest, "bad_form", "The form could not be read.")
+		return web.Refuse(http.StatusBadRequest, "bad_form", "The form could not be read.", nil)
 	}
 	if err := s.sessions.CheckCSRF(sess, r.PostForm.Get(session.CSRFField)); err != nil {
 		return &web.Error{Status: http.StatusForbidden, Code: "csrf_failed", Err: err,
@@ -299,11 +296,11 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
 		return s.decline(w, r, e, "user_denied")
 	case "allow":
 	default:
-		return page(http.StatusBadRequest, "bad_form", "Choose Allow or Deny.")
+		return web.Refuse(http.StatusBadRequest, "bad_form", "Choose Allow or Deny.", nil)
 	}
 	p, err := s.catalog.Get(e.Provider)
 	if err != nil {
-		return page(http.StatusBadRequest, "unknown_provider", "This provider is no longer available.")
+		return web.Refuse(http.StatusBadRequest, "unknown_provider", "This provider is no longer available.", nil)
 	}
 
 	info := p.Info()
@@ -320,7 +317,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		v.Changed = true
-		return renderStatus(w, r, http.StatusConflict, templates.Consent(v))
+		return web.Render(w, r, http.StatusConflict, templates.Consent(v))
 	}
 	switch info.Kind {
 	case provider.KindAPIKey:
@@ -328,7 +325,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		return render(w, r, templates.APIKeyForm(templates.APIKeyView{ClientName: client.Name, ProviderName: info.DisplayName,
+		return web.Render(w, r, http.StatusOK, templates.APIKeyForm(templates.APIKeyView{ClientName: client.Name, ProviderName: info.DisplayName,
 			Action: "/c/" + e.ID + "/key", CSRFToken: s.sessions.CSRFToken(fs.sess)}))
 	case provider.KindOAuth2:
 		if o.shared {
@@ -421,13 +418,13 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 	rp, perr := parseRedirect(q)
 	switch {
 	case errors.Is(perr, errParamMissing):
-		return page(http.StatusBadRequest, "missing_state",
-			"This sign-in response is incomplete. Open the link from your application again.")
+		return web.Refuse(http.StatusBadRequest, "missing_state",
+			"This sign-in response is incomplete. Open the link from your application again.", nil)
 	case perr != nil:
 		// Not a state connectd issued (or a parameter repeated or malformed):
 		// refused before the database is asked.
-		return page(http.StatusBadRequest, "invalid_state",
-			"This sign-in response was already used or is not valid. Open the link from your application again.")
+		return web.Refuse(http.StatusBadRequest, "invalid_state",
+			"This sign-in response was already used or is not valid. Open the link from your application again.", nil)
 	}
 	sh := sha256.Sum256([]byte(rp.State))
 	// The browser binding is checked before the state is used up: no
@@ -444,47 +441,47 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 		var other string
 		switch err := s.pool.QueryRow(r.Context(), selectOAuthState, sh[:]).Scan(&other); {
 		case err == nil:
-			s.audit(r, auditEvent{Kind: "security.state_session_mismatch", Issuer: sess.Issuer, Subject: sess.Subject,
+			s.audit(r, audit.Event{Kind: "security.state_session_mismatch", Issuer: sess.Issuer, Subject: sess.Subject,
 				Target: other})
-			return page(http.StatusBadRequest, "state_mismatch",
-				"This sign-in was started in another browser session. Open the link from your application again.")
+			return web.Refuse(http.StatusBadRequest, "state_mismatch",
+				"This sign-in was started in another browser session. Open the link from your application again.", nil)
 		case !errors.Is(err, pgx.ErrNoRows):
 			return err
 		}
-		s.audit(r, auditEvent{Kind: "security.state_unknown_or_replayed"})
-		return page(http.StatusBadRequest, "invalid_state",
-			"This sign-in response was already used or is not valid. Open the link from your application again.")
+		s.audit(r, audit.Event{Kind: "security.state_unknown_or_replayed"})
+		return web.Refuse(http.StatusBadRequest, "invalid_state",
+			"This sign-in response was already used or is not valid. Open the link from your application again.", nil)
 	}
 	if err != nil {
 		return err
 	}
 	if !s.now().Before(pa.expires) {
-		return page(http.StatusBadRequest, "state_expired",
-			"This sign-in took too long. Open the link from your application again.")
+		return web.Refuse(http.StatusBadRequest, "state_expired",
+			"This sign-in took too long. Open the link from your application again.", nil)
 	}
 	e, err := s.elicitation(r.Context(), s.pool, pa.elicitation)
 	if err != nil {
 		return err
 	}
 	if sess.Issuer != e.Issuer || sess.Subject != e.Subject {
-		return page(http.StatusForbidden, "identity_mismatch", "This request was created for another account.")
+		return web.Refuse(http.StatusForbidden, "identity_mismatch", "This request was created for another account.", nil)
 	}
 	if e.effective(s.now()) != StatusPending {
 		return s.finished(w, r, e)
 	}
 	p, err := s.catalog.OAuth(e.Provider)
 	if err != nil {
-		return page(http.StatusBadRequest, "unknown_provider", "This provider is no longer available.")
+		return web.Refuse(http.StatusBadRequest, "unknown_provider", "This provider is no longer available.", nil)
 	}
 	if err := p.CheckIssuer(rp.Iss); err != nil {
 		// RFC 9207: the response came from another authorization server (mix-up).
-		s.audit(r, auditEvent{Kind: "security.issuer_mismatch", Issuer: e.Issuer, Subject: e.Subject,
+		s.audit(r, audit.Event{Kind: "security.issuer_mismatch", Issuer: e.Issuer, Subject: e.Subject,
 			ClientID: e.ClientID, Provider: e.Provider, Target: e.ID})
 		if _, ferr := s.settle(r, e, StatusFailed, "issuer_mismatch"); ferr != nil {
 			return ferr
 		}
-		return page(http.StatusBadRequest, "issuer_mismatch",
-			"The response did not come from the expected sign-in service. Nothing was stored.")
+		return web.Refuse(http.StatusBadRequest, "issuer_mismatch",
+			"The response did not come from the expected sign-in service. Nothing was stored.", nil)
 	}
 	if cbErr := provider.CallbackError(e.Provider, url.Values{"error": {rp.Error}}); cbErr != nil {
 		if errors.Is(cbErr, provider.ErrAccessDenied) {
@@ -493,11 +490,11 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 		if _, ferr := s.settle(r, e, StatusFailed, "provider_error"); ferr != nil {
 			return ferr
 		}
-		return page(http.StatusBadGateway, "provider_error", "The provider could not complete the authorization. Please try again.")
+		return web.Refuse(http.StatusBadGateway, "provider_error", "The provider could not complete the authorization. Please try again.", nil)
 	}
 	code := rp.Code
 	if code == "" {
-		return page(http.StatusBadRequest, "missing_code", "This sign-in response is incomplete.")
+		return web.Refuse(http.StatusBadRequest, "missing_code", "This sign-in response is incomplete.", nil)
 	}
 	verifier, err := s.verifierKeys.Open(pa.verifier, verifierAAD(sh[:]))
 	if err != nil {
@@ -510,7 +507,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 		if _, ferr := s.settle(r, e, StatusFailed, "exchange_failed"); ferr != nil {
 			return ferr
 		}
-		return page(http.StatusBadGateway, "exchange_failed", "The provider did not accept the authorization. Please try again.")
+		return web.Refuse(http.StatusBadGateway, "exchange_failed", "The provider did not accept the authorization. Please try again.", nil)
 	}
 	granted := tok.Scopes
 	if granted == nil {
@@ -548,7 +545,7 @@ func (s *Server) submitKey(w http.ResponseWriter, r *http.Request) error {
 	}
 	p, err := s.catalog.APIKey(e.Provider)
 	if err != nil {
-		return page(http.StatusBadRequest, "unknown_provider", "This provider does not take API keys.")
+		return web.Refuse(http.StatusBadRequest, "unknown_provider", "This provider does not take API keys.", nil)
 	}
 	key := r.PostForm.Get("api_key")
 	form := func(msg string) error {
@@ -556,7 +553,7 @@ func (s *Server) submitKey(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		return renderStatus(w, r, http.StatusBadRequest, templates.APIKeyForm(templates.APIKeyView{ClientName: client.Name,
+		return web.Render(w, r, http.StatusBadRequest, templates.APIKeyForm(templates.APIKeyView{ClientName: client.Name,
 			ProviderName: p.Info().DisplayName, Action: "/c/" + e.ID + "/key", CSRFToken: s.sessions.CSRFToken(fs.sess),
 			Error: msg}))
 	}

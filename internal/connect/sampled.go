@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/web"
 )
@@ -36,12 +37,12 @@ type sampleKey struct {
 
 // event is the audit row of k, without its count: the client is the actor
 // when there is one (token reads, refused user tokens), else "anonymous".
-func (k sampleKey) event() auditEvent {
+func (k sampleKey) event() audit.Event {
 	actor := "anonymous"
 	if k.client != "" {
 		actor = "client:" + k.client
 	}
-	return auditEvent{Kind: k.kind, Actor: actor, Issuer: k.issuer, Subject: k.subject, ClientID: k.client,
+	return audit.Event{Kind: k.kind, Actor: actor, Issuer: k.issuer, Subject: k.subject, ClientID: k.client,
 		Provider: k.provider}
 }
 
@@ -55,7 +56,7 @@ type sampleEntry struct {
 
 // sampledRow is an audit row the sampler wants written.
 type sampledRow struct {
-	ev        auditEvent
+	ev        audit.Event
 	requestID string
 	ip        string
 }
@@ -74,7 +75,7 @@ func newSampler(period time.Duration, max int) *sampler {
 	return &sampler{period: period, max: max, entries: map[sampleKey]sampleEntry{}, untracked: map[string]int64{}}
 }
 
-func (sm *sampler) row(k sampleKey, n int64) auditEvent {
+func (sm *sampler) row(k sampleKey, n int64) audit.Event {
 	ev := k.event()
 	ev.Detail = map[string]any{"count": n, "per": sm.period.String()}
 	if k.reason != "" {

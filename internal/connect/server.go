@@ -1,23 +1,21 @@
 package connect
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/a-h/templ"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/signin"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
 )
@@ -54,7 +52,7 @@ type Config struct {
 	// negative value: no cap). Past it the poll is refused with 429.
 	MaxWaiters int
 	// ConsentCacheTTL is how long consents may be used from memory (see
-	// consentcache.go); 0 disables the cache. ConsentCacheSize caps the
+	// package consent); 0 disables the cache. ConsentCacheSize caps the
 	// cached (user, provider) pairs (default 50,000).
 	ConsentCacheTTL  time.Duration
 	ConsentCacheSize int
@@ -99,7 +97,8 @@ type Server struct {
 	waiters         *waiters
 	now             func() time.Time
 	hub             *hub
-	consents        *cache.Map[cache.Digest, []clientConsent] // nil: disabled; see consentcache.go
+	consents        *consent.Store
+	signin          *signin.Flow // GET /login, /login/callback, POST /logout
 	onFlow          func(Status)
 	reads, refusals *sampler      // sampled audit of token reads and refused /v1 calls
 	done            chan struct{} // closed when Run ends: long-polls answer at once
@@ -137,10 +136,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ConsentCacheSize <= 0 {
 		cfg.ConsentCacheSize = 50_000
 	}
-	s.consents = cache.New[cache.Digest, []clientConsent](cfg.ConsentCacheTTL, cfg.ConsentCacheSize, s.now)
+	var err error
+	if s.signin, err = s.newSignin(); err != nil {
+		return nil, err
+	}
+	s.consents = consent.NewStore(cfg.Pool, cfg.ConsentCacheTTL, cfg.ConsentCacheSize, s.now)
 	listen := cfg.Pool.Config().ConnConfig
 	if cfg.ListenURL != "" {
-		var err error
 		if listen, err = pgx.ParseConfig(cfg.ListenURL); err != nil {
 			return nil, errors.New("connect: ListenURL is not a valid database URL") // never the URL: it may hold a password
 		}
@@ -152,10 +154,10 @@ func New(cfg Config) (*Server, error) {
 // Routes registers the Server's routes on mux; this is the whole route table
 // of the package.
 func (s *Server) Routes(mux *http.ServeMux) {
-	mux.Handle("GET /login", web.Page(s.logger, s.startLogin))
-	mux.Handle("GET /login/callback", web.Page(s.logger, s.finishLogin))
+	mux.Handle("GET /login", web.Page(s.logger, s.signin.Start))
+	mux.Handle("GET /login/callback", web.Page(s.logger, s.signin.Finish))
 	mux.Handle("GET /session", web.Page(s.logger, s.sessionPage))
-	mux.Handle("POST /logout", web.Page(s.logger, s.logout))
+	mux.Handle("POST /logout", web.Page(s.logger, s.signin.Logout))
 	s.flowRoutes(mux)
 	s.apiRoutes(mux)
 }
@@ -164,23 +166,4 @@ func (s *Server) Routes(mux *http.ServeMux) {
 // every cache.
 func noStore(w http.ResponseWriter) {
 	w.Header().Set("Cache-Control", "no-store")
-}
-
-// render writes a page. It renders into a buffer first, so a rendering error
-// still becomes a proper error page rather than half a page.
-func render(w http.ResponseWriter, r *http.Request, c templ.Component) error {
-	return renderStatus(w, r, http.StatusOK, c)
-}
-
-// renderStatus is render with a status code other than 200.
-func renderStatus(w http.ResponseWriter, r *http.Request, status int, c templ.Component) error {
-	var buf bytes.Buffer
-	if err := c.Render(r.Context(), &buf); err != nil {
-		return fmt.Errorf("render page: %w", err)
-	}
-	noStore(w)
-	web.HTMLDocument(w.Header())
-	w.WriteHeader(status)
-	_, err := w.Write(buf.Bytes())
-	return err
 }

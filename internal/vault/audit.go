@@ -6,28 +6,22 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/web"
 )
 
 // The vault records the outcome of refreshes in the shared audit trail
-// (table audit_events) itself, in the refresh transaction, so it needs no
-// callback into the packages that use it. The row names the connection and
-// its user, never a token.
-const insertAuditEvent = `INSERT INTO audit_events
-	(kind, actor, issuer, subject, provider, target, request_id, detail)
-	VALUES ($1, 'vault', $2, $3, $4, $5, $6, $7)`
+// itself, in the refresh transaction, so it needs no callback into the
+// packages that use it. The row names the connection and its user, never a
+// token.
 
 // auditIn writes an audit row for r inside tx, under a savepoint: a failed
 // audit insert is logged and rolled back alone, and never costs the change
 // it records (a rotated refresh token must not be lost to it).
 func (s *Store) auditIn(ctx context.Context, tx pgx.Tx, kind string, r *row, detail map[string]any) {
-	if detail == nil {
-		detail = map[string]any{}
-	}
 	err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
-		_, err := sp.Exec(ctx, insertAuditEvent, kind, r.User.Issuer, r.User.Subject, r.Provider, r.ID,
-			web.RequestID(ctx), detail)
-		return err
+		return audit.Write(ctx, sp, audit.Event{Kind: kind, Actor: "vault", Issuer: r.User.Issuer,
+			Subject: r.User.Subject, Provider: r.Provider, Target: r.ID, RequestID: web.RequestID(ctx), Detail: detail})
 	})
 	if err != nil {
 		s.logger.ErrorContext(ctx, "vault: audit event not written", slog.String("kind", kind),

@@ -6,7 +6,7 @@
 // connection per issuer, subject and provider), token retrieval with a refresh
 // that happens once across all replicas, key rotation (rewrap) and deletion
 // with revocation at the provider. It records the outcome of refreshes in the
-// shared audit trail (audit_events) itself, inside the refresh transaction,
+// shared audit trail (package audit) itself, inside the refresh transaction,
 // and DeleteWith lets a caller (an admin revocation) write in the deleting
 // transaction. Token may answer from an in-memory cache of connection rows
 // with their sealed credentials (cache.go), which every write announces to

@@ -1,0 +1,89 @@
+// Package audit owns the append-only audit trail (table audit_events): the
+// one shape of a row (Event), the one way to write it (Write, or the Insert
+// fragment for a write that must ride in the caller's own statement) and the
+// retention sweep. Every package that records what happened writes through
+// it, inside its own transaction where the row must commit with the change.
+//
+// It must never hold a secret in a row: no token, code, state, verifier,
+// cookie or key; and it must never import the packages that write through
+// it.
+package audit
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Event is one row of the audit trail. It never holds a secret.
+type Event struct {
+	Kind      string // "connection.refreshed", "security.state_unknown_or_replayed", …
+	Actor     string // "user", "client:<id>", "admin:<sub>", "admin_key:<id>", "vault", "anonymous"
+	Issuer    string
+	Subject   string
+	ClientID  string
+	Provider  string
+	Target    string // elicitation, connection or key id
+	RequestID string
+	IP        string
+	Detail    map[string]any // nil: {}
+}
+
+// Insert is the head of every insert into the trail, naming the columns in
+// Event's order; what follows is VALUES (…) or a SELECT giving the ten
+// values. A write that must be one round trip with the change it records
+// (a CTE next to the change, see connect's elicitations and package consent)
+// uses it in its own statement; everyone else calls Write.
+const Insert = `INSERT INTO audit_events (kind, actor, issuer, subject, client_id, provider, target, request_id, ip, detail)`
+
+const insertEvent = Insert + ` VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+
+// Execer is what a pool, a connection and a transaction all offer: Write
+// inside a transaction commits or rolls back with the change it records.
+type Execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// Write writes ev with q.
+func Write(ctx context.Context, q Execer, ev Event) error {
+	if _, err := q.Exec(ctx, insertEvent, ev.Kind, ev.Actor, ev.Issuer, ev.Subject, ev.ClientID, ev.Provider,
+		ev.Target, ev.RequestID, ev.IP, Detail(ev.Detail)); err != nil {
+		return fmt.Errorf("audit: write %s: %w", ev.Kind, err)
+	}
+	return nil
+}
+
+// Detail is d, or an empty object for nil: the column holds {} rather than
+// JSON null.
+func Detail(d map[string]any) map[string]any {
+	if d == nil {
+		return map[string]any{}
+	}
+	return d
+}
+
+// sweepBatch bounds one delete of Sweep; SKIP LOCKED lets every replica
+// sweep at once without waiting on each other.
+const (
+	sweepBatch     = 5000
+	sweepOldEvents = `DELETE FROM audit_events WHERE id IN (
+	SELECT id FROM audit_events WHERE occurred_at < $1 ORDER BY id LIMIT 5000 FOR UPDATE SKIP LOCKED)`
+)
+
+// Sweep deletes the events older than cutoff, a batch at a time, and returns
+// how many went.
+func Sweep(ctx context.Context, q Execer, cutoff time.Time) (int64, error) {
+	var total int64
+	for {
+		tag, err := q.Exec(ctx, sweepOldEvents, cutoff)
+		if err != nil {
+			return total, fmt.Errorf("audit: sweep: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < sweepBatch {
+			return total, nil
+		}
+	}
+}

@@ -1,0 +1,143 @@
+// Package consent owns the users' approvals (table consents): a user allowed
+// a client to receive their connection to a provider. An approval names the
+// exact scope set the consent page listed and the provider account it was
+// given for; a client receives a credential only while its approval lists
+// every scope the credential carries and names the connection's account
+// (DESIGN invariant 6). Another client's step-up that widens the connection,
+// or a reconnect with another account, leaves the other approvals short of
+// it: those clients get consent_required until the user approves again, on
+// the consent page alone.
+//
+// The connect flow grants approvals and reads them (through a cache every
+// replica keeps fresh, see Store); the connect API and an admin revocation
+// withdraw them. Each grant and withdrawal is one statement inside the
+// caller's transaction, with its audit row or cache notification.
+//
+// It must never import connect or admin, and never keep a provider account
+// id in clear (AccountHash).
+package consent
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/connectd/connectd/internal/audit"
+	"github.com/connectd/connectd/internal/scope"
+	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/web"
+)
+
+// ErrNotGiven: the user has not approved this client for the provider.
+var ErrNotGiven = errors.New("consent: not given")
+
+// Approval is what the user approved for one client and provider.
+type Approval struct {
+	Scopes  []string // exactly the scopes the consent page listed
+	Account []byte   // AccountHash of the provider account; nil for approvals from before accounts were kept
+}
+
+// AccountHash names a provider account in an approval without keeping its id
+// in clear. An empty id (a provider that names no account) is an account too.
+func AccountHash(accountID string) []byte {
+	h := sha256.Sum256([]byte("connectd/account/v1\x00" + accountID))
+	return h[:]
+}
+
+// SameAccount reports whether the approval was given for cred's provider
+// account.
+func (a Approval) SameAccount(cred *vault.Credential) bool {
+	return a.Account != nil && subtle.ConstantTimeCompare(a.Account, AccountHash(cred.AccountID)) == 1
+}
+
+// Check returns nil when the approval covers cred: every scope it carries,
+// and its provider account. Otherwise the consent_required error says what
+// needs approving.
+func (a Approval) Check(provider string, cred *vault.Credential) error {
+	unapproved := scope.Missing(cred.Scopes, a.Scopes)
+	sameAccount := a.SameAccount(cred)
+	if len(unapproved) == 0 && sameAccount {
+		return nil
+	}
+	fields := map[string]any{"unapproved_scopes": append([]string{}, unapproved...), "account_changed": !sameAccount}
+	desc := fmt.Sprintf("the user has not approved this client for everything their %s connection now grants; "+
+		"mint an elicitation (the user approves on the consent page, no new sign-in at the provider)", provider)
+	return &web.Error{Status: http.StatusForbidden, Code: "consent_required", Description: desc, Fields: fields}
+}
+
+const (
+	// Every replica's consent cache learns of the grant on commit ($8 is the
+	// cache key; see Store). The "consent.granted" audit row ($9
+	// elicitation, $10 request id, $11 address, $12 detail) is written by the
+	// same statement: one round trip, and the row exists exactly when the
+	// grant does. A new approval replaces the client's earlier one: it is
+	// what the page listed last.
+	upsertConsent = `WITH changed AS (INSERT INTO consents (issuer, subject, client_id, provider, scopes, account_hash,
+			granted_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
+		ON CONFLICT (issuer, subject, provider, client_id) DO UPDATE
+		SET scopes = EXCLUDED.scopes, account_hash = EXCLUDED.account_hash, updated_at = EXCLUDED.updated_at
+		RETURNING 1),
+	audited AS (` + audit.Insert + `
+		VALUES ('consent.granted', 'user', $1, $2, $3, $4, $9, $10, $11, $12))
+		SELECT pg_notify('` + Channel + `', $8) FROM changed`
+	// withdrawConsents deletes and announces in one statement ($4 is the
+	// cache key): notified runs once if any row went, and is evaluated
+	// through the count, as Postgres skips a SELECT CTE nobody reads.
+	withdrawConsents = `WITH gone AS (DELETE FROM consents WHERE issuer = $1 AND subject = $2 AND provider = $3
+	RETURNING client_id),
+	notified AS (SELECT pg_notify('` + Channel + `', $4) FROM (SELECT 1 FROM gone LIMIT 1) AS one)
+	SELECT client_id FROM gone, (SELECT count(*) FROM notified) AS n`
+)
+
+// Grant is an approval being recorded: what the consent page listed, for
+// the provider account now connected, by the elicitation that completed.
+type Grant struct {
+	User        vault.UserRef
+	ClientID    string
+	Provider    string
+	Scopes      []string // the scopes the page listed
+	Requested   []string // the scopes the elicitation asked for (audit detail)
+	AccountID   string
+	Elicitation string // the audit row's target
+	At          time.Time
+	RequestID   string
+	IP          string
+}
+
+// Record stores g with q (the caller's transaction), replacing the client's
+// earlier approval, with its "consent.granted" audit row.
+func Record(ctx context.Context, q audit.Execer, g Grant) error {
+	scopes := scope.Union(nil, g.Scopes) // never nil
+	if _, err := q.Exec(ctx, upsertConsent, g.User.Issuer, g.User.Subject, g.ClientID, g.Provider, scopes,
+		AccountHash(g.AccountID), g.At, key(g.User, g.Provider).Payload(), g.Elicitation, g.RequestID, g.IP,
+		map[string]any{"scopes": scopes, "requested": append([]string{}, g.Requested...)}); err != nil {
+		return fmt.Errorf("consent: record: %w", err)
+	}
+	return nil
+}
+
+// Withdraw deletes, within tx, every client's consent to the user's
+// connection to provider and returns the ids of the clients that held one
+// (sorted). Every replica's consent cache learns of it on commit. Unlinking
+// and an admin revocation run it inside the vault's deleting transaction, so
+// consents and credentials go together.
+func Withdraw(ctx context.Context, tx pgx.Tx, u vault.UserRef, provider string) ([]string, error) {
+	rows, err := tx.Query(ctx, withdrawConsents, u.Issuer, u.Subject, provider, key(u, provider).Payload())
+	if err != nil {
+		return nil, fmt.Errorf("consent: withdraw: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("consent: withdraw: %w", err)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}

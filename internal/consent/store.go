@@ -1,0 +1,147 @@
+package consent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/vault"
+)
+
+// Consents are cached per (user, provider): the list of clients the user
+// consented to, with their scopes, so the token endpoint checks consent
+// without a query. Granting and withdrawing consent sends
+// pg_notify(Channel, key) in the statement that changes the row; the hub
+// hands it to every replica's cache (see package cache). A user with no
+// consent for a provider at all is not cached, so a first grant is seen at
+// once; a grant to one more client is seen once its notification arrives —
+// on every replica before the completion that wakes the MCP server's
+// long-poll, since both travel on the same connection in commit order.
+
+// Channel is the NOTIFY channel of consent changes; the payload is
+// cache.Key(issuer, subject, provider) in hex, or cache.Flush.
+const Channel = "connectd_consents"
+
+const (
+	selectConsent = `SELECT scopes, account_hash FROM consents
+		WHERE issuer = $1 AND subject = $2 AND provider = $3 AND client_id = $4`
+	selectConsentedProviders = `SELECT provider, scopes, account_hash FROM consents
+		WHERE issuer = $1 AND subject = $2 AND client_id = $3`
+	selectConsentsOf = `SELECT client_id, scopes, account_hash FROM consents
+		WHERE issuer = $1 AND subject = $2 AND provider = $3`
+)
+
+// clientApproval is one client's approval, as cached.
+type clientApproval struct {
+	client string
+	Approval
+}
+
+func key(u vault.UserRef, provider string) cache.Digest {
+	return cache.Key(u.Issuer, u.Subject, provider)
+}
+
+// Store reads approvals, from its cache where it can.
+type Store struct {
+	pool  *pgxpool.Pool
+	cache *cache.Map[cache.Digest, []clientApproval] // nil: disabled
+}
+
+// NewStore returns a Store over pool whose cache keeps a user's approvals for
+// a provider up to ttl, for at most size pairs (ttl or size ≤ 0: no cache).
+func NewStore(pool *pgxpool.Pool, ttl time.Duration, size int, now func() time.Time) *Store {
+	return &Store{pool: pool, cache: cache.New[cache.Digest, []clientApproval](ttl, size, now)}
+}
+
+// Get returns what the user approved for client and provider, or
+// ErrNotGiven.
+func (s *Store) Get(ctx context.Context, u vault.UserRef, clientID, provider string) (Approval, error) {
+	if s.cache != nil {
+		return s.cached(ctx, u, clientID, provider)
+	}
+	var a Approval
+	err := s.pool.QueryRow(ctx, selectConsent, u.Issuer, u.Subject, provider, clientID).Scan(&a.Scopes, &a.Account)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Approval{}, ErrNotGiven
+	}
+	if err != nil {
+		return Approval{}, fmt.Errorf("consent: load: %w", err)
+	}
+	return a, nil
+}
+
+// OfClient maps each provider the user approved clientID for to the
+// approval.
+func (s *Store) OfClient(ctx context.Context, u vault.UserRef, clientID string) (map[string]Approval, error) {
+	rows, err := s.pool.Query(ctx, selectConsentedProviders, u.Issuer, u.Subject, clientID)
+	if err != nil {
+		return nil, fmt.Errorf("consent: list: %w", err)
+	}
+	out := map[string]Approval{}
+	for rows.Next() {
+		var p string
+		var a Approval
+		if err := rows.Scan(&p, &a.Scopes, &a.Account); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("consent: list: %w", err)
+		}
+		out[p] = a
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("consent: list: %w", err)
+	}
+	return out, nil
+}
+
+// cached is Get served from the cache, filling it on a miss.
+func (s *Store) cached(ctx context.Context, u vault.UserRef, clientID, provider string) (Approval, error) {
+	k := key(u, provider)
+	set, ok := s.cache.Get(k)
+	if !ok {
+		gen := s.cache.Gen()
+		rows, err := s.pool.Query(ctx, selectConsentsOf, u.Issuer, u.Subject, provider)
+		if err != nil {
+			return Approval{}, fmt.Errorf("consent: load: %w", err)
+		}
+		set, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (clientApproval, error) {
+			var c clientApproval
+			err := r.Scan(&c.client, &c.Scopes, &c.Account)
+			return c, err
+		})
+		if err != nil {
+			return Approval{}, fmt.Errorf("consent: load: %w", err)
+		}
+		if len(set) > 0 {
+			s.cache.Put(k, set, gen, time.Time{})
+		}
+	}
+	i := slices.IndexFunc(set, func(c clientApproval) bool { return c.client == clientID })
+	if i < 0 {
+		return Approval{}, ErrNotGiven
+	}
+	return set[i].Approval, nil
+}
+
+func (s *Store) invalidate(payload string) {
+	if d, ok := cache.ParseDigest(payload); ok {
+		s.cache.Delete(d)
+		return
+	}
+	s.cache.DeleteFunc(func(cache.Digest, []clientApproval) bool { return true })
+}
+
+// CacheSubscriber is what keeps the cache fresh: hand it to the process's
+// LISTEN hub.
+func (s *Store) CacheSubscriber() cache.Subscriber {
+	return cache.Subscriber{Channel: Channel, Invalidate: s.invalidate, SetLive: s.cache.SetLive}
+}
+
+// CacheStats reports the cache's counters (zero when disabled).
+func (s *Store) CacheStats() cache.Stats { return s.cache.Stats() }

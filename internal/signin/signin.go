@@ -1,0 +1,201 @@
+// Package signin is browser sign-in at an OIDC issuer, once for every part
+// of connectd that has one (the end users' /login and the operators'
+// /admin/login): start (a login state bound to this browser, then the
+// issuer), finish (the callback, a new session, back to a safe path) and
+// sign-out (CSRF-checked, ended on the server). A Flow is parameterised by
+// its session store, issuer, return-path rule and what to do around a
+// sign-in (admit, audit, log); the refusals — codes, statuses, pages — are
+// the same everywhere.
+//
+// It must never redirect to a target its Config's rule did not accept, never
+// start a session for a login the Config did not admit, and never put a
+// code, state, cookie or token into a log line, a page or a URL.
+package signin
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/web"
+	"github.com/connectd/connectd/web/templates"
+)
+
+// Config is one sign-in's parameters; Home and SafePath are required.
+type Config struct {
+	// Login is the OIDC relying party and Sessions the session store. A
+	// sign-in that is not configured may lack them: Start and Finish then
+	// answer Disabled without Login, and all three without Sessions.
+	Login    *mcpauth.Login
+	Sessions *session.Store
+	Disabled *web.Error
+	// Issuer is the one issuer (id or URL) this sign-in goes to. Empty: the
+	// start URL names it (?issuer=), or the only login issuer is used.
+	Issuer string
+	// Home is where a sign-in without return_to, or whose stored return_to
+	// no longer passes SafePath, ends.
+	Home string
+	// SafePath reports whether a sign-in may return to a path; PathRule says
+	// which paths in the invalid_return_to refusal.
+	SafePath func(string) bool
+	PathRule string
+	// CSRFHelp is the csrf_failed refusal of a sign-out form.
+	CSRFHelp string
+	// FormLimit caps the sign-out form's body in bytes.
+	FormLimit int64
+	// Admit, when set, decides on a finished login before a session starts:
+	// an error is the answer (and the login binding is cleared).
+	Admit func(r *http.Request, res mcpauth.LoginResult) error
+	// SignedIn and SignedOut, when set, record a new session and an ended one
+	// (log lines, audit rows); they cannot fail the request.
+	SignedIn  func(r *http.Request, res mcpauth.LoginResult)
+	SignedOut func(r *http.Request, sess session.Session)
+}
+
+// Flow serves one sign-in's handlers.
+type Flow struct{ cfg Config }
+
+// New returns the Flow of cfg.
+func New(cfg Config) (*Flow, error) {
+	if cfg.Home == "" || cfg.SafePath == nil {
+		return nil, errors.New("signin: Config needs Home and SafePath")
+	}
+	if (cfg.Login == nil || cfg.Sessions == nil) && cfg.Disabled == nil {
+		return nil, errors.New("signin: Config needs Disabled without Login or Sessions")
+	}
+	return &Flow{cfg: cfg}, nil
+}
+
+// Start handles GET <login>?return_to=/path[&issuer=…]: it binds a new login
+// state to this browser and redirects to the issuer.
+func (f *Flow) Start(w http.ResponseWriter, r *http.Request) error {
+	if f.cfg.Login == nil || f.cfg.Sessions == nil {
+		return f.cfg.Disabled
+	}
+	q := r.URL.Query()
+	returnTo := q.Get("return_to")
+	if returnTo == "" {
+		returnTo = f.cfg.Home
+	}
+	if !f.cfg.SafePath(returnTo) {
+		return web.Refuse(http.StatusBadRequest, "invalid_return_to", f.cfg.PathRule, nil)
+	}
+	issuer := f.cfg.Issuer
+	if issuer == "" {
+		if issuer = q.Get("issuer"); issuer == "" {
+			if is := f.cfg.Login.Issuers(); len(is) == 1 {
+				issuer = is[0].ID
+			}
+		}
+	}
+	binding, err := f.cfg.Sessions.Binding(w, r)
+	if err != nil {
+		return err
+	}
+	target, err := f.cfg.Login.Start(r.Context(), issuer, returnTo, binding)
+	if err != nil {
+		return Error(err)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, target, http.StatusFound)
+	return nil
+}
+
+// Finish handles GET <login>/callback: it completes the login, starts a
+// session with a new id for an identity Admit lets in, and redirects to the
+// login's return_to.
+func (f *Flow) Finish(w http.ResponseWriter, r *http.Request) error {
+	if f.cfg.Login == nil || f.cfg.Sessions == nil {
+		return f.cfg.Disabled
+	}
+	cb, err := mcpauth.ParseRedirect(r.URL.Query())
+	if err != nil {
+		// Missing, repeated or malformed: refused before the database is asked.
+		return Error(fmt.Errorf("%w: %w", mcpauth.ErrLoginState, err))
+	}
+	cb.Binding, _ = f.cfg.Sessions.ReadBinding(r) // nil: Finish refuses with ErrStateMismatch
+	res, err := f.cfg.Login.Finish(r.Context(), cb)
+	if err != nil {
+		return Error(err)
+	}
+	if f.cfg.Admit != nil {
+		if err := f.cfg.Admit(r, res); err != nil {
+			f.cfg.Sessions.Clear(w)
+			return err
+		}
+	}
+	if _, err := f.cfg.Sessions.Start(r.Context(), w, res.Issuer, res.Subject); err != nil {
+		return err
+	}
+	if f.cfg.SignedIn != nil {
+		f.cfg.SignedIn(r, res)
+	}
+	target := res.ReturnTo
+	if !f.cfg.SafePath(target) { // checked at Start too; stored values are re-checked
+		target = f.cfg.Home
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, target, http.StatusSeeOther)
+	return nil
+}
+
+// Logout handles POST <logout>: with a live session the form's CSRF token
+// must match it; then the session ends on the server (so a copy of the
+// cookie stops working on every replica) and its cookie is cleared.
+func (f *Flow) Logout(w http.ResponseWriter, r *http.Request) error {
+	if f.cfg.Sessions == nil {
+		return f.cfg.Disabled
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, f.cfg.FormLimit)
+	if err := r.ParseForm(); err != nil {
+		return web.Refuse(http.StatusBadRequest, "bad_form", "The form could not be read.", err)
+	}
+	sess, err := f.cfg.Sessions.Get(r)
+	if errors.Is(err, session.ErrNoSession) {
+		// Nothing live to end: clear whatever cookie there is.
+		f.cfg.Sessions.Clear(w)
+		return web.Render(w, r, http.StatusOK, templates.SignedOutPage())
+	}
+	if err != nil {
+		return err // the database cannot say: the session is not ended, so do not pretend
+	}
+	if err := f.cfg.Sessions.CheckCSRF(sess, r.PostForm.Get(session.CSRFField)); err != nil {
+		return web.Refuse(http.StatusForbidden, "csrf_failed", f.cfg.CSRFHelp, err)
+	}
+	if err := f.cfg.Sessions.End(r.Context(), w, sess); err != nil {
+		return err
+	}
+	if f.cfg.SignedOut != nil {
+		f.cfg.SignedOut(r, sess)
+	}
+	return web.Render(w, r, http.StatusOK, templates.SignedOutPage())
+}
+
+// Error maps a sign-in failure onto the page the browser sees. None of them
+// reveals more than what went wrong in general terms; any other error is
+// returned as it is (a 500).
+func Error(err error) error {
+	refuse := func(status int, code, desc string) error { return web.Refuse(status, code, desc, err) }
+	switch {
+	case errors.Is(err, mcpauth.ErrUnknownIssuer):
+		return refuse(http.StatusBadRequest, "unknown_issuer", "There is no sign-in at that issuer.")
+	case errors.Is(err, mcpauth.ErrLoginState):
+		return refuse(http.StatusBadRequest, "invalid_state", "This sign-in link was already used or has expired. Please start again.")
+	case errors.Is(err, mcpauth.ErrStateMismatch):
+		return refuse(http.StatusBadRequest, "state_mismatch", "This sign-in was started in another browser. Please start again here.")
+	case errors.Is(err, mcpauth.ErrIssuerMismatch):
+		return refuse(http.StatusBadRequest, "issuer_mismatch", "The sign-in answer came from an unexpected issuer.")
+	case errors.Is(err, mcpauth.ErrLoginDenied):
+		return refuse(http.StatusForbidden, "login_denied", "Sign-in was cancelled or refused.")
+	case errors.Is(err, mcpauth.ErrLoginFailed):
+		return refuse(http.StatusBadRequest, "login_failed", "The issuer did not complete the sign-in. Please start again.")
+	case errors.Is(err, mcpauth.ErrIssuerUnavailable):
+		return refuse(http.StatusServiceUnavailable, "issuer_unavailable", "The sign-in service cannot be reached. Please try again later.")
+	case errors.Is(err, mcpauth.ErrInvalidToken):
+		return refuse(http.StatusBadRequest, "invalid_id_token", "The issuer's answer could not be verified. Please start again.")
+	default:
+		return err
+	}
+}

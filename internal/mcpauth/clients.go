@@ -3,6 +3,7 @@ package mcpauth
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base32"
 	"encoding/base64"
@@ -365,7 +366,7 @@ func newKey() (string, [32]byte) {
 	return key, hashKey(key)
 }
 
-func hashKey(key string) [32]byte { return sum256(key) }
+func hashKey(key string) [32]byte { return sha256.Sum256([]byte(key)) }
 
 // wellFormedKey: the prefix and exactly the base64url (unpadded) encoding of
 // keyBytes bytes. Checked by alphabet, which for this length is what

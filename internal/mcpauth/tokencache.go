@@ -74,15 +74,4 @@ func (c *tokenCache) put(key [32]byte, e cachedToken) {
 	c.m.Put(key, e, c.m.Gen(), e.id.Expiry.Add(c.skew))
 }
 
-func tokenKey(raw string) [32]byte { return sum256(raw) }
-
-// sum256 is sha256.Sum256 of a string without the copy to the heap that
-// []byte(s) costs for anything longer than 32 bytes: a token or key hashed on
-// every request is copied to the stack instead.
-func sum256(s string) [32]byte {
-	var buf [2048]byte
-	if len(s) <= len(buf) {
-		return sha256.Sum256(buf[:copy(buf[:], s)])
-	}
-	return sha256.Sum256([]byte(s))
-}
+func tokenKey(raw string) [32]byte { return sha256.Sum256([]byte(raw)) }

@@ -209,27 +209,14 @@ func (v *Verifier) VerifyAccessToken(ctx context.Context, raw string, audiences 
 	if clientID == "" {
 		clientID = c.AuthorizedParty
 	}
-	issuer := c.Issuer
-	if st := v.byURL[issuer]; st != nil {
-		issuer = st.cfg.URL // the configured string: cached identities share it
-	}
 	id := Identity{
-		Issuer:   issuer,
+		Issuer:   c.Issuer,
 		Subject:  c.Subject,
 		ClientID: clientID,
 		Scopes:   strings.Fields(c.Scope),
 		Expiry:   c.ExpiresAt.Time,
 	}
-	// The cached audience shares the client's resource strings where they
-	// match (the one that let the token in always does).
-	aud := make([]string, len(c.Audience))
-	for i, a := range c.Audience {
-		if j := slices.Index(audiences, a); j >= 0 {
-			a = audiences[j]
-		}
-		aud[i] = a
-	}
-	e := cachedToken{id: id, aud: aud}
+	e := cachedToken{id: id, aud: slices.Clone(c.Audience)}
 	if c.NotBefore != nil {
 		e.nbf = c.NotBefore.UnixNano()
 	}

@@ -71,8 +71,8 @@ and the package benchmarks.
 | No pgx description cache in the default exec mode (it serves only ` + "`cache_describe`" + `) | −0.8 MB of empty maps across the pool (heap profile) |
 | Cache expiry as an int64 instead of a ` + "`time.Time`" + `; a cached identity shares the configured issuer URL and the client's resource strings instead of copies parsed from the JWT | live heap 18–19 MB → 17 MB |
 | Browser flow: an elicitation's outcome and a consent grant write their audit rows in the same statement; a deletion is ` + "`DELETE … RETURNING`" + `; a first connection is one ` + "`INSERT`" + ` without a transaction; withdrawn consents notify in the deleting statement | Postgres statement log of one flow: 34 round trips and 4 transactions → 24 and 1; A/B on the flow scenario +4–8 % per step. Since then the consent grant commits with the completed outcome (a security fix: a flow declined after Allow must leave no consent), which costs one transaction: 26 round trips and 2 transactions |
-
 | Undone in the consolidation (issue 15, item 10): the token answer's own JSON encoder and its pooled, zeroed buffers; shared header value slices; hashing through a stack buffer; cached identities sharing configured strings; the kind by type assertion (now ` + "`" + `Info()` + "`" + `, whose host is parsed once at construction) | same-session ` + "`" + `make bench` + "`" + ` (token and trivial scenarios), old and new binaries alternated twice while other work ran: token lookup 19.9k/20.1k and 17.2k/16.6k req/s (old) vs 21.2k/21.7k and 26.5k/27.9k (new) at 16/64 callers; no loss beyond the run-to-run noise, so plain code wins |
+
 Unchanged because already right: pgx prepares each statement once per connection and
 reuses it (` + "`QueryExecModeCacheStatement`" + `), so every query on these paths is a prepared
 statement; the read path writes nothing but a client's last use (at most once a minute

@@ -62,8 +62,8 @@ func newWorld(t *testing.T, legacy mcpserver.LegacyStyle) *world {
 		logger = web.NewLogger(tWriter{t}, slog.LevelDebug, "text")
 	}
 
-	mux := http.NewServeMux()
-	cdSrv := httptest.NewTLSServer(openapitest.Handler(t, web.Chain(mux, web.RequestIDs, web.Recover(logger), web.SecurityHeaders(true))))
+	mux := web.NewMux()
+	cdSrv := httptest.NewTLSServer(openapitest.Handler(t, web.Chain(mux, web.RequestIDs, web.Routing(mux), web.Recover(logger), web.SecurityHeaders(true))))
 	t.Cleanup(cdSrv.Close)
 	w := &world{t: t, tls: cdSrv.Client(), connectd: cdSrv}
 

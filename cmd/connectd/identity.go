@@ -14,6 +14,7 @@ import (
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/web"
 )
 
 // devIdPPath is where the development identity provider is mounted.
@@ -109,9 +110,10 @@ func newIdentity(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *s
 }
 
 // routes registers the development identity provider, when enabled.
-func (id *identity) routes(mux *http.ServeMux) {
+func (id *identity) routes(mux *web.Mux) {
 	if id.devIdP != nil {
-		mux.Handle(devIdPPath+"/", http.StripPrefix(devIdPPath, id.devIdP.Handler()))
+		mux.Handle(web.Route{Pattern: devIdPPath + "/", Kind: web.KindPage, Class: web.ClassLogin,
+			Handler: http.StripPrefix(devIdPPath, id.devIdP.Handler())})
 	}
 }
 

@@ -126,15 +126,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 // every route on it, whichever package registered the route; each request
 // counted by route pattern and status (m) from the access log's figures.
 func newPublicHandler(cfg *Config, logger *slog.Logger, checker *health.Checker, ident *identity, conn *connect.Server, adm *admin.Server, m *metrics.Metrics) (http.Handler, error) {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", checker.Healthz)
-	mux.HandleFunc("GET /readyz", checker.Readyz)
+	mux := web.NewMux()
+	mux.Handle(web.AssetRoute("GET /healthz", http.HandlerFunc(checker.Healthz)))
+	mux.Handle(web.AssetRoute("GET /readyz", http.HandlerFunc(checker.Readyz)))
 	conn.Routes(mux)  // /v1/..., /c/{id}, /oauth/callback, /login, /login/callback, /session, /logout
 	ident.routes(mux) // /dev/idp/ in dev mode
 	adm.Routes(mux)   // /admin/..., /admin/api/...
 	static, _ := fs.Sub(templates.Static, "static")
-	mux.Handle("GET /static/", http.StripPrefix("/static/", web.Static(static)))
-	mux.Handle("/", web.Fallback(logger))
+	mux.Handle(web.AssetRoute("GET /static/", http.StripPrefix("/static/", web.Static(static))))
+	mux.Handle(web.Route{Pattern: "/", Kind: web.KindPage, Class: web.ClassBrowser, Handler: web.Fallback(logger)})
 	h, err := web.Public(mux, web.PublicConfig{
 		Logger:         logger,
 		HSTS:           !cfg.Dev,

@@ -74,8 +74,8 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	t.Helper()
 	e := &env{t: t, pool: pgtest.Pool(t), clock: testkit.NewClock(time.Now()), logs: &testkit.LogBuffer{}}
 	e.logger = web.NewLogger(e.logs, slog.LevelDebug, "json")
-	mux := http.NewServeMux()
-	e.srv = httptest.NewTLSServer(web.Chain(mux, web.RequestIDs, web.Recover(e.logger), web.SecurityHeaders(true)))
+	mux := web.NewMux()
+	e.srv = httptest.NewTLSServer(web.Chain(mux, web.RequestIDs, web.Routing(mux), web.Recover(e.logger), web.SecurityHeaders(true)))
 	t.Cleanup(e.srv.Close)
 
 	// The IdP: alice and bob; only alice's ID tokens carry the admin group.
@@ -149,7 +149,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		t.Fatal(err)
 	}
 	e.admin.Routes(mux)
-	mux.Handle("/", web.Fallback(e.logger))
+	mux.Handle(web.Route{Pattern: "/", Kind: web.KindPage, Class: web.ClassBrowser, Handler: web.Fallback(e.logger)})
 	return e
 }
 

@@ -145,16 +145,18 @@ func (s *Server) routes() []route {
 	}
 }
 
-// Routes registers the admin routes on mux.
-func (s *Server) Routes(mux *http.ServeMux) {
+// Routes registers the admin routes on mux. Every admin route, its API
+// included, draws from the per-address browser budget: admin tools are few
+// and their keys are not the /v1 client keys the API budget counts by.
+func (s *Server) Routes(mux *web.Mux) {
 	for _, rt := range s.routes() {
 		switch rt.Access {
 		case Public:
-			mux.Handle(rt.Pattern, web.Page(s.logger, rt.h))
+			mux.Handle(web.PageRoute(rt.Pattern, web.ClassBrowser, s.logger, rt.h))
 		case AdminPage:
-			mux.Handle(rt.Pattern, web.Page(s.logger, s.requireSession(rt.h)))
+			mux.Handle(web.PageRoute(rt.Pattern, web.ClassBrowser, s.logger, s.requireSession(rt.h)))
 		case AdminAPI:
-			mux.Handle(rt.Pattern, web.API(s.logger, s.requireKey(rt.h)))
+			mux.Handle(web.APIRoute(rt.Pattern, web.ClassBrowser, s.logger, s.requireKey(rt.h)))
 		default:
 			panic("admin: route " + rt.Pattern + " has no access")
 		}

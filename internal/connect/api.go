@@ -23,19 +23,6 @@ import (
 	"github.com/connectd/connectd/internal/web"
 )
 
-// apiRoutes registers the /v1 API.
-func (s *Server) apiRoutes(mux *http.ServeMux) {
-	mux.Handle("POST /v1/elicitations", web.API(s.logger, s.mint))
-	mux.Handle("POST /v1/elicitations/resolve", web.API(s.logger, s.resolve))
-	mux.Handle("GET /v1/elicitations/{id}", web.API(s.logger, s.status))
-	mux.Handle("GET /v1/connections", web.API(s.logger, s.listConnections))
-	mux.Handle("GET /v1/connections/{provider}/token", web.API(s.logger, s.token))
-	mux.Handle("DELETE /v1/connections/{provider}", web.API(s.logger, s.unlink))
-	mux.Handle("/v1/", web.API(s.logger, func(w http.ResponseWriter, r *http.Request) error {
-		return web.Errorf(http.StatusNotFound, "not_found", "no such API endpoint")
-	}))
-}
-
 // caller is an authenticated /v1 request: the MCP server and the user.
 type caller struct {
 	client mcpauth.Client

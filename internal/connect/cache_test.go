@@ -54,7 +54,7 @@ func (e *env) cachingReplica() *replica {
 	done := make(chan struct{})
 	go func() { r.srv.Run(ctx); close(done) }()
 	e.t.Cleanup(func() { cancel(); <-done })
-	mux := http.NewServeMux()
+	mux := web.NewMux()
 	r.srv.Routes(mux)
 	hs := httptest.NewTLSServer(mux)
 	e.t.Cleanup(hs.Close)

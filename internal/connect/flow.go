@@ -27,14 +27,6 @@ import (
 	"github.com/connectd/connectd/web/templates"
 )
 
-// flowRoutes registers the browser side of the connect flow.
-func (s *Server) flowRoutes(mux *http.ServeMux) {
-	mux.Handle("GET /c/{id}", web.Page(s.logger, s.connectPage))
-	mux.Handle("POST /c/{id}", web.Page(s.logger, s.decide))
-	mux.Handle("POST /c/{id}/key", web.Page(s.logger, s.submitKey))
-	mux.Handle("GET /oauth/callback", web.Page(s.logger, s.callback))
-}
-
 // stateTTL bounds a provider authorization round trip.
 const stateTTL = 10 * time.Minute
 

@@ -47,7 +47,7 @@ type env struct {
 	t        *testing.T
 	pool     *pgxpool.Pool
 	srv      *httptest.Server // connectd
-	mux      *http.ServeMux
+	mux      *web.Mux
 	idps     []*idp
 	keys     []session.Key
 	sessions *session.Store
@@ -94,7 +94,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	if opts.issuers == 0 {
 		opts.issuers = 1
 	}
-	e := &env{t: t, pool: pgtest.Pool(t), mux: http.NewServeMux(), clock: testkit.NewClock(time.Now()), logs: &testkit.LogBuffer{}}
+	e := &env{t: t, pool: pgtest.Pool(t), mux: web.NewMux(), clock: testkit.NewClock(time.Now()), logs: &testkit.LogBuffer{}}
 	logger := web.NewLogger(e.logs, slog.LevelDebug, "json")
 	// The same middleware as the real public listener.
 	public, err := web.Public(e.mux, web.PublicConfig{Logger: logger, HSTS: true, Limits: opts.limits})
@@ -146,8 +146,8 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	e.setupProviders(opts)
 	e.connect = e.newServer(e.pool, e.sessions, logger)
 	e.connect.Routes(e.mux)
-	e.mux.Handle("GET /static/", staticFiles())
-	e.mux.Handle("/", web.Fallback(logger))
+	e.mux.Handle(web.AssetRoute("GET /static/", staticFiles()))
+	e.mux.Handle(web.Route{Pattern: "/", Kind: web.KindPage, Class: web.ClassBrowser, Handler: web.Fallback(logger)})
 	return e
 }
 
@@ -302,7 +302,7 @@ func (e *env) store(keys ...session.Key) *session.Store {
 // issuers whose session keyring is keys (a replica after a key rotation).
 func (e *env) withKeys(keys ...session.Key) string {
 	e.t.Helper()
-	mux := http.NewServeMux()
+	mux := web.NewMux()
 	e.newServer(e.pool, e.store(keys...), slog.New(slog.DiscardHandler)).Routes(mux)
 	srv := httptest.NewTLSServer(mux)
 	e.t.Cleanup(srv.Close)

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/web"
 )
 
 func TestLoginFlow(t *testing.T) {
@@ -475,7 +476,7 @@ func (e *env) sessionReplica() (string, *session.Store) {
 	done := make(chan struct{})
 	go func() { srv.Run(ctx); close(done) }()
 	e.t.Cleanup(func() { cancel(); <-done })
-	mux := http.NewServeMux()
+	mux := web.NewMux()
 	srv.Routes(mux)
 	hs := httptest.NewTLSServer(mux)
 	e.t.Cleanup(hs.Close)

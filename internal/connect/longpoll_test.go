@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/connectd/connectd/internal/web"
 )
 
 // TestLongPollWokenByAnotherReplica runs two connect servers (separate pools,
@@ -28,7 +30,7 @@ func TestLongPollWokenByAnotherReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(poolB.Close)
-	muxB := http.NewServeMux()
+	muxB := web.NewMux()
 	e.newServer(poolB, e.sessions, slog.New(slog.DiscardHandler)).Routes(muxB)
 	srvB := httptest.NewTLSServer(muxB)
 	t.Cleanup(srvB.Close)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider/providertest"
+	"github.com/connectd/connectd/internal/web"
 )
 
 // narrowing is the fake provider configured as one that narrows tokens on
@@ -34,7 +35,7 @@ func scopedRefreshes(e *env) int {
 // pool and vault store), behind its own TLS server.
 func (e *env) secondReplica() string {
 	e.t.Helper()
-	mux := http.NewServeMux()
+	mux := web.NewMux()
 	e.newServer(pgtest.NewPool(e.t, e.pool.Config().ConnString()), e.sessions, slog.New(slog.DiscardHandler)).Routes(mux)
 	srv := httptest.NewTLSServer(mux)
 	e.t.Cleanup(srv.Close)

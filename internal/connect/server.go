@@ -151,15 +151,47 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Routes registers the Server's routes on mux; this is the whole route table
-// of the package.
-func (s *Server) Routes(mux *http.ServeMux) {
-	mux.Handle("GET /login", web.Page(s.logger, s.signin.Start))
-	mux.Handle("GET /login/callback", web.Page(s.logger, s.signin.Finish))
-	mux.Handle("GET /session", web.Page(s.logger, s.sessionPage))
-	mux.Handle("POST /logout", web.Page(s.logger, s.signin.Logout))
-	s.flowRoutes(mux)
-	s.apiRoutes(mux)
+// routes is the whole route table of the package: each route's pattern, what
+// it answers (page or API: its errors and headers) and which rate-limit budget
+// it draws from, and its handler.
+func (s *Server) routes() []web.Route {
+	page := func(pattern string, class web.RouteClass, h web.PageFunc) web.Route {
+		return web.PageRoute(pattern, class, s.logger, h)
+	}
+	api := func(pattern string, h web.APIFunc) web.Route {
+		return web.APIRoute(pattern, web.ClassAPI, s.logger, h)
+	}
+	return []web.Route{
+		// Browser sign-in at the MCP authorization servers (package signin).
+		page("GET /login", web.ClassLogin, s.signin.Start),
+		page("GET /login/callback", web.ClassLogin, s.signin.Finish),
+		page("POST /logout", web.ClassBrowser, s.signin.Logout),
+		page("GET /session", web.ClassBrowser, s.sessionPage), // login.go
+
+		// The connect flow (flow.go).
+		page("GET /c/{id}", web.ClassBrowser, s.connectPage),
+		page("POST /c/{id}", web.ClassBrowser, s.decide),
+		page("POST /c/{id}/key", web.ClassBrowser, s.submitKey),
+		page("GET /oauth/callback", web.ClassBrowser, s.callback),
+
+		// The /v1 API for MCP servers (api.go).
+		api("POST /v1/elicitations", s.mint),
+		api("POST /v1/elicitations/resolve", s.resolve),
+		api("GET /v1/elicitations/{id}", s.status),
+		api("GET /v1/connections", s.listConnections),
+		api("GET /v1/connections/{provider}/token", s.token),
+		api("DELETE /v1/connections/{provider}", s.unlink),
+		api("/v1/", func(w http.ResponseWriter, r *http.Request) error {
+			return web.Errorf(http.StatusNotFound, "not_found", "no such API endpoint")
+		}),
+	}
+}
+
+// Routes registers the route table on mux.
+func (s *Server) Routes(mux *web.Mux) {
+	for _, rt := range s.routes() {
+		mux.Handle(rt)
+	}
 }
 
 // noStore keeps pages that carry per-user content or one-time URLs out of

@@ -12,7 +12,9 @@ import (
 // have chosen; requests no pattern matches count as route "unmatched". Pass it
 // as web.PublicConfig.Observe: the access log already measures each request,
 // so the route table is matched again only for requests refused before it.
-func (m *Metrics) Observer(mux *http.ServeMux) func(r *http.Request, status int, d time.Duration) {
+func (m *Metrics) Observer(mux interface {
+	Handler(*http.Request) (http.Handler, string)
+}) func(r *http.Request, status int, d time.Duration) {
 	if m == nil {
 		return nil
 	}

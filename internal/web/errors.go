@@ -134,10 +134,11 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // WantsPage reports whether the answer to r should be the HTML error page
-// rather than the JSON envelope: a browser asking for HTML, outside the /v1
-// API (whose callers always get JSON).
+// rather than the JSON envelope: a browser asking for HTML, on a route not
+// registered as an API (whose callers always get JSON).
 func WantsPage(r *http.Request) bool {
-	return !strings.HasPrefix(r.URL.Path, "/v1/") && strings.Contains(r.Header.Get("Accept"), "text/html")
+	kind, _ := RouteOf(r)
+	return kind != KindAPI && strings.Contains(r.Header.Get("Accept"), "text/html")
 }
 
 // WriteError writes err as the error page or the JSON envelope, whichever

@@ -16,12 +16,31 @@ import (
 	"github.com/connectd/connectd/internal/web"
 )
 
-// publicServer serves h behind the whole public chain.
-func publicServer(t *testing.T, limits web.RateLimits, h http.Handler) *httptest.Server {
+// classified registers h under the route classes the packages of connectd
+// register their routes with: the /v1 API, the sign-in routes, the probes,
+// and pages for everything else.
+func classified(h http.Handler) []web.Route {
+	return []web.Route{
+		{Pattern: "/v1/", Kind: web.KindAPI, Class: web.ClassAPI, Handler: h},
+		{Pattern: "/login", Kind: web.KindPage, Class: web.ClassLogin, Handler: h},
+		{Pattern: "/login/", Kind: web.KindPage, Class: web.ClassLogin, Handler: h},
+		{Pattern: "/dev/idp/", Kind: web.KindPage, Class: web.ClassLogin, Handler: h},
+		web.AssetRoute("GET /healthz", h),
+		web.AssetRoute("GET /readyz", h),
+		{Pattern: "/", Kind: web.KindPage, Class: web.ClassBrowser, Handler: h},
+	}
+}
+
+// publicServer serves routes, and a static asset, behind the whole public
+// chain.
+func publicServer(t *testing.T, limits web.RateLimits, routes ...web.Route) *httptest.Server {
 	t.Helper()
-	mux := http.NewServeMux()
-	mux.Handle("/", h)
-	mux.Handle("GET /static/", http.StripPrefix("/static/", web.Static(fstest.MapFS{"style.css": {Data: []byte("body{}")}})))
+	mux := web.NewMux()
+	for _, rt := range routes {
+		mux.Handle(rt)
+	}
+	mux.Handle(web.AssetRoute("GET /static/", http.StripPrefix("/static/",
+		web.Static(fstest.MapFS{"style.css": {Data: []byte("body{}")}}))))
 	ph, err := web.Public(mux, web.PublicConfig{Logger: slog.New(slog.DiscardHandler), HSTS: true,
 		TrustedOrigins: []string{"https://connect.example.com"}, Limits: limits})
 	if err != nil {
@@ -68,36 +87,47 @@ func (a answer) code() string {
 // set, without the two only documents use); none carries CORS.
 func TestHeadersOnEveryResponse(t *testing.T) {
 	t.Parallel()
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /page", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "<p>hi</p>") })
-	mux.HandleFunc("GET /boom", func(w http.ResponseWriter, r *http.Request) { panic("x") })
-	mux.HandleFunc("POST /form", func(w http.ResponseWriter, r *http.Request) {})
-	mux.Handle("GET /v1/thing", web.API(slog.New(slog.DiscardHandler), func(w http.ResponseWriter, r *http.Request) error {
-		return web.Errorf(http.StatusBadRequest, "invalid_request", "x")
-	}))
-	mux.Handle("/", web.Fallback(slog.New(slog.DiscardHandler)))
-	srv := publicServer(t, web.RateLimits{Browser: web.Rate{Requests: 5, Window: time.Minute}}, mux)
+	discard := slog.New(slog.DiscardHandler)
+	page := func(pattern string, h http.HandlerFunc) web.Route {
+		return web.Route{Pattern: pattern, Kind: web.KindPage, Class: web.ClassBrowser, Handler: h}
+	}
+	notFound := func(w http.ResponseWriter, r *http.Request) error {
+		return web.Errorf(http.StatusNotFound, "not_found", "no such API endpoint")
+	}
+	srv := publicServer(t, web.RateLimits{Browser: web.Rate{Requests: 6, Window: time.Minute}},
+		page("GET /page", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "<p>hi</p>") }),
+		page("GET /boom", func(w http.ResponseWriter, r *http.Request) { panic("x") }),
+		page("POST /form", func(w http.ResponseWriter, r *http.Request) {}),
+		web.APIRoute("GET /v1/thing", web.ClassAPI, discard, func(w http.ResponseWriter, r *http.Request) error {
+			return web.Errorf(http.StatusBadRequest, "invalid_request", "x")
+		}),
+		web.APIRoute("/v1/", web.ClassAPI, discard, notFound),
+		web.APIRoute("/admin/api/", web.ClassBrowser, discard, notFound),
+		web.Route{Pattern: "/", Kind: web.KindPage, Class: web.ClassBrowser, Handler: web.Fallback(discard)})
 	html := map[string]string{"Accept": "text/html", "Origin": "https://evil.example"}
 	cases := []struct {
 		name, method, path string
 		hdr                map[string]string
 		status             int
+		api                bool // registered as an API: the REST header set
 	}{
-		{"page", "GET", "/page", html, 200},
-		{"api error", "GET", "/v1/thing", html, 400},
-		{"unrouted page", "GET", "/nope", html, 404},
-		{"unrouted api", "GET", "/v1/nope", nil, 404},
-		// Decodes to an API path, routes to a page: still a whole page's headers.
-		{"page on an escaped api path", "GET", "/admin/api%2Fnope", html, 404},
-		{"panic", "GET", "/boom", html, 500},
-		{"cross-origin post", "POST", "/form", map[string]string{"Sec-Fetch-Site": "cross-site"}, 403},
+		{"page", "GET", "/page", html, 200, false},
+		{"api error", "GET", "/v1/thing", html, 400, true},
+		{"unrouted page", "GET", "/nope", html, 404, false},
+		{"unrouted api", "GET", "/v1/nope", nil, 404, true},
+		{"admin api", "GET", "/admin/api/nope", nil, 404, true},
+		// Decodes to an API path, routes to a page: the route, not the path,
+		// says what it is — a whole page's headers.
+		{"page on an escaped api path", "GET", "/admin/api%2Fnope", html, 404, false},
+		{"panic", "GET", "/boom", html, 500, false},
+		{"cross-origin post", "POST", "/form", map[string]string{"Sec-Fetch-Site": "cross-site"}, 403, false},
 		{"preflight", "OPTIONS", "/form", map[string]string{"Origin": "https://evil.example",
-			"Access-Control-Request-Method": "POST"}, 404},
-		{"rate limited", "GET", "/page", html, 429},
+			"Access-Control-Request-Method": "POST"}, 404, false},
+		{"rate limited", "GET", "/page", html, 429, false},
 	}
 	for _, c := range cases {
 		if c.status == 429 {
-			for range 5 {
+			for range 6 {
 				send(t, "GET", srv.URL+"/page", nil)
 			}
 		}
@@ -114,7 +144,7 @@ func TestHeadersOnEveryResponse(t *testing.T) {
 			"Cache-Control":              "no-store",
 			"Strict-Transport-Security":  web.StrictTransportSecurity,
 		}
-		if web.IsAPI(c.path) {
+		if c.api {
 			want["Referrer-Policy"], want["Cross-Origin-Opener-Policy"] = "", ""
 		}
 		for k, v := range want {
@@ -181,9 +211,7 @@ func TestAllowFormAction(t *testing.T) {
 func TestCrossOriginProtection(t *testing.T) {
 	t.Parallel()
 	var reached int
-	mux := http.NewServeMux()
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { reached++ })
-	srv := publicServer(t, web.RateLimits{}, mux)
+	srv := publicServer(t, web.RateLimits{}, classified(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached++ }))...)
 	tests := []struct {
 		name   string
 		method string
@@ -235,7 +263,7 @@ func TestRateLimits(t *testing.T) {
 		Login:          web.Rate{Requests: 1, Window: time.Minute},
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 	}
-	srv := publicServer(t, limits, ok)
+	srv := publicServer(t, limits, classified(ok)...)
 	get := func(path string, hdr map[string]string) answer { return send(t, "GET", srv.URL+path, hdr) }
 	as := func(ip string, more map[string]string) map[string]string {
 		h := map[string]string{"X-Forwarded-For": ip, "Accept": "text/html"}

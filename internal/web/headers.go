@@ -30,7 +30,8 @@ const StrictTransportSecurity = "max-age=63072000; includeSubDomains"
 // something shareable (Static) may override it. No Access-Control-* header is
 // ever set: browser routes answer no cross-origin reads (no CORS).
 //
-// JSON APIs (/v1/, /admin/api/) get the set OWASP lists for REST responses —
+// Routes registered as APIs (KindAPI: /v1/, /admin/api/) get the set OWASP
+// lists for REST responses —
 // CSP, X-Frame-Options, nosniff, no-store, HSTS — without Referrer-Policy and
 // Cross-Origin-Opener-Policy, which only a rendered document uses (a JSON body
 // served with nosniff loads nothing and opens no window).
@@ -43,7 +44,7 @@ func SecurityHeaders(hsts bool) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			set := page
-			if IsAPI(r.URL.Path) {
+			if kind, _ := RouteOf(r); kind == KindAPI {
 				set = api
 			}
 			h := w.Header()
@@ -57,19 +58,11 @@ func SecurityHeaders(hsts bool) func(http.Handler) http.Handler {
 
 // HTMLDocument marks a response as an HTML page: Content-Type, and the two
 // headers only a rendered document uses (Referrer-Policy, COOP). Every writer
-// of a page calls it, so a page carries them even on a path SecurityHeaders
-// took for an API (an escaped "/admin/api%2F…" routes to a page but decodes
-// to an API path).
+// of a page calls it, so a page carries them whatever route it is served on.
 func HTMLDocument(h http.Header) {
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
-}
-
-// IsAPI reports whether path belongs to a JSON API: /v1 (MCP servers) or
-// /admin/api (admin tools).
-func IsAPI(path string) bool {
-	return strings.HasPrefix(path, "/v1/") || path == "/v1" || strings.HasPrefix(path, "/admin/api/")
 }
 
 // header is one security header.

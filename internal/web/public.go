@@ -24,13 +24,14 @@ type PublicConfig struct {
 // security headers (so that even a refusal below carries them), cross-origin
 // protection for state-changing requests, and the rate limits. Every route
 // registered on the public mux, by any package, gets all of it.
-func Public(h http.Handler, c PublicConfig) (http.Handler, error) {
+func Public(m *Mux, c PublicConfig) (http.Handler, error) {
 	cross, err := CrossOrigin(c.Logger, c.TrustedOrigins...)
 	if err != nil {
 		return nil, err
 	}
-	return Chain(h,
+	return Chain(m,
 		RequestContext(c.Limits.TrustedProxies),
+		Routing(m),
 		AccessLog(c.Logger, c.Observe),
 		Recover(c.Logger),
 		SecurityHeaders(c.HSTS),

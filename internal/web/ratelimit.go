@@ -183,25 +183,10 @@ type RouteClass string
 // Route classes of the public listener.
 const (
 	ClassNone    RouteClass = ""        // probes and static assets: not limited
-	ClassAPI     RouteClass = "api"     // /v1/
-	ClassLogin   RouteClass = "login"   // /login, /login/callback, /dev/idp/
-	ClassBrowser RouteClass = "browser" // every other page
+	ClassAPI     RouteClass = "api"     // the /v1 API: per client key, with a per-IP ceiling
+	ClassLogin   RouteClass = "login"   // sign-in routes: per client IP, tightly
+	ClassBrowser RouteClass = "browser" // every other page: per client IP
 )
-
-// Classify returns the route class of r by its path.
-func Classify(r *http.Request) RouteClass {
-	p := r.URL.Path
-	switch {
-	case p == "/healthz", p == "/readyz", strings.HasPrefix(p, "/static/"):
-		return ClassNone
-	case strings.HasPrefix(p, "/v1/") || p == "/v1":
-		return ClassAPI
-	case p == "/login", strings.HasPrefix(p, "/login/"), strings.HasPrefix(p, "/dev/idp/"):
-		return ClassLogin
-	default:
-		return ClassBrowser
-	}
-}
 
 // RateLimit enforces c on every request: 429 with Retry-After and the JSON
 // envelope (/v1) or the error page (browsers) once a budget is spent. Per-user
@@ -213,7 +198,8 @@ func RateLimit(c RateLimits, logger *slog.Logger) func(http.Handler) http.Handle
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			var err error
-			switch Classify(r) {
+			_, class := RouteOf(r)
+			switch class {
 			case ClassAPI:
 				ip := ClientIP(r, c.TrustedProxies)
 				err = apiIP.Allow(w, r, "ip:"+ip)

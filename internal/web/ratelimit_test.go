@@ -23,14 +23,12 @@ func TestRetryAfterOnce(t *testing.T) {
 		Login:    web.Rate{Requests: 1, Window: time.Minute},
 	}
 	own := web.NewLimiter(web.Rate{Requests: 1, Window: 30 * time.Second})
-	mux := http.NewServeMux()
-	mux.Handle("GET /v1/minted", web.API(slog.New(slog.DiscardHandler), func(w http.ResponseWriter, r *http.Request) error {
+	minted := web.APIRoute("GET /v1/minted", web.ClassAPI, slog.New(slog.DiscardHandler), func(w http.ResponseWriter, r *http.Request) error {
 		return own.Allow(w, r, "user:alice")
-	}))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {})
-	srv := publicServer(t, limits, mux)
+	})
+	srv := publicServer(t, limits, append(classified(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})), minted)...)
 	// Handler-level limits sit behind the middleware; give them their own server.
-	bare := httptest.NewServer(mux)
+	bare := httptest.NewServer(minted.Handler)
 	t.Cleanup(bare.Close)
 
 	tests := []struct {

@@ -17,8 +17,11 @@ type ctxKey struct{}
 // requestInfo is what RequestContext records about a request, in one context
 // value (one allocation instead of one per field on every request).
 type requestInfo struct {
-	id   string
-	addr string // "" when unknown
+	id     string
+	addr   string // "" when unknown
+	kind   Kind   // the route's, recorded by Routing
+	class  RouteClass
+	routed bool
 }
 
 func infoOf(ctx context.Context) *requestInfo {

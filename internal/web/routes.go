@@ -1,0 +1,110 @@
+package web
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+)
+
+// Kind says what a route answers, so that middleware knows it from the
+// registration rather than guessing from the path (an escaped
+// "/admin/api%2F…" once routed to a page the path said was an API).
+type Kind uint8
+
+// Route kinds.
+const (
+	// KindPage routes answer HTML pages; their errors are the error page.
+	KindPage Kind = iota
+	// KindAPI routes answer JSON; their errors are the JSON envelope, and
+	// they carry the REST header set.
+	KindAPI
+	// KindAsset routes are probes and static files: no rate limit.
+	KindAsset
+)
+
+// Route is one entry of a route table: a ServeMux pattern, what it answers,
+// which rate-limit budget it draws from, and its handler.
+type Route struct {
+	Pattern string
+	Kind    Kind
+	Class   RouteClass
+	Handler http.Handler
+}
+
+// APIRoute is a JSON route drawing from budget class.
+func APIRoute(pattern string, class RouteClass, logger *slog.Logger, h APIFunc) Route {
+	return Route{Pattern: pattern, Kind: KindAPI, Class: class, Handler: API(logger, h)}
+}
+
+// PageRoute is an HTML route drawing from budget class.
+func PageRoute(pattern string, class RouteClass, logger *slog.Logger, h PageFunc) Route {
+	return Route{Pattern: pattern, Kind: KindPage, Class: class, Handler: Page(logger, h)}
+}
+
+// AssetRoute is a probe or static route: not rate limited.
+func AssetRoute(pattern string, h http.Handler) Route {
+	return Route{Pattern: pattern, Kind: KindAsset, Class: ClassNone, Handler: h}
+}
+
+// Mux is an http.ServeMux that remembers every route's Kind and Class.
+// Public looks each request's route up once, before any middleware needs it.
+type Mux struct {
+	mux    *http.ServeMux
+	routes map[string]Route
+}
+
+// NewMux returns an empty route table.
+func NewMux() *Mux { return &Mux{mux: http.NewServeMux(), routes: map[string]Route{}} }
+
+// Handle registers rt. A route without a handler is a programming error.
+func (m *Mux) Handle(rt Route) {
+	if rt.Handler == nil {
+		panic("web: route " + rt.Pattern + " has no handler")
+	}
+	m.mux.Handle(rt.Pattern, rt.Handler)
+	m.routes[rt.Pattern] = rt
+}
+
+// ServeHTTP dispatches to the matching route.
+func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.mux.ServeHTTP(w, r) }
+
+// Handler returns the handler and pattern r dispatches to, as
+// http.ServeMux.Handler does.
+func (m *Mux) Handler(r *http.Request) (http.Handler, string) { return m.mux.Handler(r) }
+
+// Lookup returns the route r dispatches to. A request that matches no
+// registered pattern (ServeMux's own redirects and 404s) is a page drawing
+// from the browser budget.
+func (m *Mux) Lookup(r *http.Request) Route {
+	if _, pattern := m.mux.Handler(r); pattern != "" {
+		if rt, ok := m.routes[pattern]; ok {
+			return rt
+		}
+	}
+	return Route{Kind: KindPage, Class: ClassBrowser}
+}
+
+// Routing records the route each request dispatches to in its context (set
+// up by RequestContext, which must come first), for RouteOf.
+func Routing(m *Mux) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if ri := infoOf(r.Context()); ri != nil {
+				rt := m.Lookup(r)
+				ri.kind, ri.class, ri.routed = rt.Kind, rt.Class, true
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// RouteOf returns the Kind and Class Routing recorded for r: a page drawing
+// from no budget when r went through no Routing (a bare test chain).
+func RouteOf(r *http.Request) (Kind, RouteClass) { return routeOf(r.Context()) }
+
+func routeOf(ctx context.Context) (Kind, RouteClass) {
+	if ri := infoOf(ctx); ri != nil && ri.routed {
+		return ri.kind, ri.class
+	}
+	return KindPage, ClassNone
+}

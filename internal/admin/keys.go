@@ -11,12 +11,13 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/connectd/connectd/internal/cache"
 )
 
 // KeyPrefix starts every admin API key, so a leaked one is recognisable (secret
@@ -56,8 +57,7 @@ type Keys struct {
 	now    func() time.Time
 	logger *slog.Logger
 
-	mu       sync.Mutex
-	lastUsed map[string]time.Time
+	touched *cache.Every // when this process last wrote a key's last_used_at
 }
 
 // NewKeys returns the admin key store over pool; now and logger may be nil.
@@ -68,7 +68,7 @@ func NewKeys(pool *pgxpool.Pool, now func() time.Time, logger *slog.Logger) *Key
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Keys{pool: pool, now: now, logger: logger, lastUsed: map[string]time.Time{}}
+	return &Keys{pool: pool, now: now, logger: logger, touched: cache.NewEvery(keyLastUsedEvery)}
 }
 
 const (
@@ -191,14 +191,9 @@ func (ks *Keys) Authenticate(ctx context.Context, secret string) (Key, error) {
 
 // touch records use at most once a minute per key (and process).
 func (ks *Keys) touch(ctx context.Context, id string, now time.Time) {
-	ks.mu.Lock()
-	last, seen := ks.lastUsed[id]
-	if seen && now.Sub(last) < keyLastUsedEvery {
-		ks.mu.Unlock()
+	if !ks.touched.Due(id, now) {
 		return
 	}
-	ks.lastUsed[id] = now
-	ks.mu.Unlock()
 	if _, err := ks.pool.Exec(ctx, touchKey, id, now, now.Add(-keyLastUsedEvery)); err != nil {
 		ks.logger.WarnContext(ctx, "record admin key use", slog.String("key_id", id), slog.Any("error", err))
 	}

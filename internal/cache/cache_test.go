@@ -160,3 +160,25 @@ func BenchmarkGet(b *testing.B) {
 		}
 	})
 }
+
+func TestEvery(t *testing.T) {
+	t.Parallel()
+	e := NewEvery(time.Minute)
+	t0 := time.Unix(1_000_000, 0)
+	for _, step := range []struct {
+		key  string
+		at   time.Duration
+		want bool
+	}{
+		{"a", 0, true},
+		{"a", 30 * time.Second, false},
+		{"b", 30 * time.Second, true},
+		{"a", 59 * time.Second, false},
+		{"a", 60 * time.Second, true},
+		{"a", 61 * time.Second, false},
+	} {
+		if got := e.Due(step.key, t0.Add(step.at)); got != step.want {
+			t.Errorf("Due(%s, +%v) = %v, want %v", step.key, step.at, got, step.want)
+		}
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -69,8 +68,7 @@ type Clients struct {
 	now       func() time.Time
 	logger    *slog.Logger
 
-	mu       sync.Mutex
-	lastUsed map[string]time.Time // per client: when this process last wrote last_used_at
+	touched *cache.Every // per client: when this process last wrote last_used_at
 
 	cache *cache.Map[[32]byte, cachedKey] // by key hash; nil: disabled
 }
@@ -78,7 +76,7 @@ type Clients struct {
 // NewClients returns the client registry over cfg.Pool.
 func NewClients(cfg ClientsConfig) *Clients {
 	c := &Clients{pool: cfg.Pool, allowHTTP: cfg.AllowHTTP, now: cfg.Now, logger: cfg.Logger,
-		lastUsed: map[string]time.Time{}}
+		touched: cache.NewEvery(lastUsedEvery)}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -333,14 +331,9 @@ func (c *Clients) lookup(ctx context.Context, want [32]byte, now time.Time) (Cli
 // touch records use of a client at most once a minute per process (and, by
 // the SQL condition, per database): authenticating is not a write per request.
 func (c *Clients) touch(ctx context.Context, id string, now time.Time) {
-	c.mu.Lock()
-	last, seen := c.lastUsed[id]
-	if seen && now.Sub(last) < lastUsedEvery {
-		c.mu.Unlock()
+	if !c.touched.Due(id, now) {
 		return
 	}
-	c.lastUsed[id] = now
-	c.mu.Unlock()
 	if _, err := c.pool.Exec(ctx, touchClientSQL, id, now, now.Add(-lastUsedEvery)); err != nil {
 		c.logger.WarnContext(ctx, "record client use", slog.String("client_id", id), slog.Any("error", err))
 	}

@@ -203,23 +203,13 @@ func (s *Store) narrowLocked(ctx context.Context, user UserRef, provider string,
 			outErr = fmt.Errorf("%w: no refresh token, or scoped refresh is not configured", ErrCannotNarrow)
 			return nil
 		}
-		pctx, cancel := context.WithTimeout(ctx, s.providerTimeout)
-		ref, err := s.refreshScoped(pctx, provider, cred.RefreshToken, set)
-		cancel()
-		switch {
-		case errors.Is(err, ErrReauthorizationRequired):
-			s.logger.WarnContext(ctx, "vault: provider refused the refresh token; reauthorization required",
-				append(attrs, slog.Any("error", err))...)
-			outErr = fmt.Errorf("vault: narrow %s: %w", provider, err)
-			return s.markReauthAudited(ctx, tx, r, "invalid_grant")
-		case err != nil:
-			s.logger.WarnContext(ctx, "vault: narrowing failed; connection left untouched",
-				append(attrs, slog.Any("error", err))...)
-			outErr = fmt.Errorf("vault: narrow %s: %w", provider, err)
-			return nil
-		case ref == nil || ref.AccessToken == "":
-			outErr = fmt.Errorf("vault: narrow %s: provider returned no access token", provider)
-			return nil
+		ref, failed, txErr := s.callProvider(ctx, tx, r, "narrow", provider, attrs,
+			func(ctx context.Context) (*Refreshed, error) {
+				return s.refreshScoped(ctx, provider, cred.RefreshToken, set)
+			})
+		if ref == nil {
+			outErr = failed
+			return txErr
 		}
 		now := s.now().UTC()
 		if ref.RefreshToken != "" && ref.RefreshToken != cred.RefreshToken {

@@ -72,6 +72,32 @@ func (s *Store) Token(ctx context.Context, user UserRef, provider string, requir
 	return cred, nil
 }
 
+// callProvider makes one refresh-token call to the provider (op "refresh" or
+// "narrow"), under the row lock tx holds, and sorts out its failures the same
+// way for both: invalid_grant marks the connection reauthorization_required
+// (in tx, audited); any other failure leaves the row as it was, since the
+// refresh token may still be good. On failure ref is nil, failed is the
+// caller's error and txErr what the transaction function returns.
+func (s *Store) callProvider(ctx context.Context, tx pgx.Tx, r *row, op, provider string, attrs []any,
+	call func(context.Context) (*Refreshed, error)) (ref *Refreshed, failed, txErr error) {
+	pctx, cancel := context.WithTimeout(ctx, s.providerTimeout)
+	ref, err := call(pctx)
+	cancel()
+	switch {
+	case errors.Is(err, ErrReauthorizationRequired):
+		s.logger.WarnContext(ctx, "vault: provider refused the refresh token; reauthorization required",
+			append(attrs, slog.String("op", op), slog.Any("error", err))...)
+		return nil, fmt.Errorf("vault: %s %s: %w", op, provider, err), s.markReauthAudited(ctx, tx, r, "invalid_grant")
+	case err != nil:
+		s.logger.WarnContext(ctx, "vault: provider call failed; connection left untouched",
+			append(attrs, slog.String("op", op), slog.Any("error", err))...)
+		return nil, fmt.Errorf("vault: %s %s: %w", op, provider, err), nil
+	case ref == nil || ref.AccessToken == "":
+		return nil, fmt.Errorf("vault: %s %s: provider returned no access token", op, provider), nil
+	}
+	return ref, nil, nil
+}
+
 // txMargin is how much longer a refresh transaction may take than the
 // provider call inside it.
 const txMargin = 10 * time.Second
@@ -145,24 +171,11 @@ func (s *Store) refreshLocked(ctx context.Context, user UserRef, provider string
 			outErr = fmt.Errorf("%w: token of %s expired and there is no refresh token", ErrReauthorizationRequired, provider)
 			return s.markReauthAudited(ctx, tx, r, "expired_without_refresh_token")
 		}
-		pctx, cancel := context.WithTimeout(ctx, s.providerTimeout)
-		ref, err := s.refresh(pctx, provider, cred.RefreshToken)
-		cancel()
-		switch {
-		case errors.Is(err, ErrReauthorizationRequired):
-			s.logger.WarnContext(ctx, "vault: provider refused the refresh token; reauthorization required",
-				append(attrs, slog.Any("error", err))...)
-			outErr = fmt.Errorf("vault: refresh %s: %w", provider, err)
-			return s.markReauthAudited(ctx, tx, r, "invalid_grant")
-		case err != nil:
-			// Leave the row as it was: the refresh token may still be good.
-			s.logger.WarnContext(ctx, "vault: refresh failed; connection left untouched",
-				append(attrs, slog.Any("error", err))...)
-			outErr = fmt.Errorf("vault: refresh %s: %w", provider, err)
-			return nil
-		case ref == nil || ref.AccessToken == "":
-			outErr = fmt.Errorf("vault: refresh %s: provider returned no access token", provider)
-			return nil
+		ref, failed, txErr := s.callProvider(ctx, tx, r, "refresh", provider, attrs,
+			func(ctx context.Context) (*Refreshed, error) { return s.refresh(ctx, provider, cred.RefreshToken) })
+		if ref == nil {
+			outErr = failed
+			return txErr
 		}
 		next := *cred
 		next.AccessToken = ref.AccessToken

@@ -10,7 +10,7 @@
 // with the read-only SQL in query.go, because those listings join tables of
 // packages that must not know each other. Every change goes through the
 // owner: the vault deletes and revokes a connection (vault.Store.DeleteWith),
-// and the consents are withdrawn by a WithdrawFunc that cmd/connectd wires to
+// and the consents are withdrawn by a WithdrawFunc that internal/server wires to
 // the connect package, inside the vault's transaction. It must not import
 // connect.
 //

@@ -78,15 +78,5 @@ func (s *Server) invalidateConsents(payload string) {
 	s.consents.DeleteFunc(func(cache.Digest, []clientConsent) bool { return true })
 }
 
-// cacheSubscribers are the caches the hub keeps fresh: this package's
-// consents, and the credential and client-key caches of the stores it uses.
-func (s *Server) cacheSubscribers() []cache.Subscriber {
-	return []cache.Subscriber{
-		{Channel: consentChannel, Invalidate: s.invalidateConsents, SetLive: s.consents.SetLive},
-		s.vault.CacheSubscriber(),
-		s.clients.CacheSubscriber(),
-	}
-}
-
 // CacheStats reports the consent cache's counters (zero when disabled).
 func (s *Server) CacheStats() cache.Stats { return s.consents.Stats() }

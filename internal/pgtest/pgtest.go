@@ -108,8 +108,8 @@ func NewPool(t testing.TB, dbURL string) *pgxpool.Pool {
 	return pool
 }
 
-// Listen stands in for connect's notification hub in a package's own tests:
-// it LISTENs for sub's channel on a connection of its own (from pool's
+// Listen stands in for the process's notification hub (cache.Hub) in a
+// package's own tests: it LISTENs for sub's channel on a connection of its own (from pool's
 // settings), marks sub live once listening, feeds it every notification and
 // marks it not live if the connection ends, until the test ends.
 func Listen(t testing.TB, pool *pgxpool.Pool, sub cache.Subscriber) {

@@ -23,7 +23,6 @@ import (
 	"github.com/connectd/connectd/client"
 	mcpserver "github.com/connectd/connectd/examples/mcp-server"
 	"github.com/connectd/connectd/examples/mcp-server/devtoken"
-	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/flowtest"
 	"github.com/connectd/connectd/internal/mcpauth"
@@ -31,6 +30,7 @@ import (
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/provider/providertest"
+	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
@@ -62,18 +62,21 @@ func newWorld(t *testing.T, legacy mcpserver.LegacyStyle) *world {
 		logger = web.NewLogger(tWriter{t}, slog.LevelDebug, "text")
 	}
 
-	mux := web.NewMux()
-	cdSrv := httptest.NewTLSServer(openapitest.Handler(t, web.Chain(mux, web.RequestIDs, web.Routing(mux), web.Recover(logger), web.SecurityHeaders(true))))
+	// connectd's address is known before it starts: the IdP's and the
+	// provider's redirect URIs, and its public URL, name it.
+	cdSrv := httptest.NewUnstartedServer(nil)
 	t.Cleanup(cdSrv.Close)
-	w := &world{t: t, tls: cdSrv.Client(), connectd: cdSrv}
+	base := "https://" + cdSrv.Listener.Addr().String()
 
 	// The MCP authorization server: connectd's login client, and a public
 	// client for MCP clients (devtoken).
 	idpMux := http.NewServeMux()
-	w.idp = httptest.NewTLSServer(idpMux)
-	t.Cleanup(w.idp.Close)
+	idpSrv := httptest.NewTLSServer(idpMux)
+	t.Cleanup(idpSrv.Close)
+	// Trusts the test certificate, which every httptest TLS server shares.
+	w := &world{t: t, tls: idpSrv.Client(), connectd: cdSrv, idp: idpSrv}
 	idp, err := devidp.New(devidp.Config{Issuer: w.idp.URL, Clients: []devidp.Client{
-		{ID: "connectd", Secret: "idp-secret", RedirectURIs: []string{cdSrv.URL + "/login/callback"}},
+		{ID: "connectd", Secret: "idp-secret", RedirectURIs: []string{base + "/login/callback"}},
 		{ID: devtoken.ClientID, RedirectURIs: []string{devtoken.RedirectURI}},
 	}})
 	if err != nil {
@@ -83,25 +86,10 @@ func newWorld(t *testing.T, legacy mcpserver.LegacyStyle) *world {
 
 	// The third-party provider whose file API needs its token.
 	w.files = providertest.New(t, providertest.Options{TLS: true, RequirePKCE: true, APIScope: scope,
-		RedirectURIs: []string{cdSrv.URL + "/oauth/callback"}, ClientSecret: "files-secret",
+		RedirectURIs: []string{base + "/oauth/callback"}, ClientSecret: "files-secret",
 		Subject: "demo-account", Quirks: providertest.Quirks{IssParameter: true}})
 
-	// connectd, wired as cmd/connectd wires it.
-	verifier, err := mcpauth.NewVerifier(mcpauth.VerifierConfig{HTTPClient: w.tls, Logger: logger,
-		Issuers: []mcpauth.Issuer{{ID: "idp", URL: w.idp.URL, Login: true, ClientID: "connectd", ClientSecret: "idp-secret"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(verifier.Close)
-	login, err := mcpauth.NewLogin(mcpauth.LoginConfig{Pool: pool, Verifier: verifier, RedirectURL: cdSrv.URL + "/login/callback", Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sessions, err := session.New(session.Config{Pool: pool, Keys: []session.Key{session.NewKey()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clients := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, Logger: logger})
+	// connectd, wired by server.New as `connectd serve` wires it.
 	entry := w.files.ProviderConfig(providerName, "FILES_SECRET")
 	entry["scopes"] = []string{scope}
 	pcJSON, _ := json.Marshal(map[string]any{"providers": []any{entry}})
@@ -114,35 +102,25 @@ func newWorld(t *testing.T, legacy mcpserver.LegacyStyle) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	catalog, err := provider.New(ctx, pc, provider.Options{HTTPClient: w.tls, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
 	k, _ := vault.GenerateKey(1)
 	keys, err := vault.ParseKeyring(k)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := vault.New(vault.Config{Pool: pool, Keyring: keys, Logger: logger,
-		Revoke: func(ctx context.Context, name string, c *vault.Credential) error {
-			p, err := catalog.OAuth(name)
-			if err != nil {
-				return vault.ErrRevocationNotSupported
-			}
-			return provider.RevokeGrant(ctx, p, c.AccessToken, c.RefreshToken)
-		}})
+	publicURL, _ := url.Parse(base)
+	cd, err := server.New(ctx, server.Config{PublicURL: publicURL, Pool: pool, Logger: logger, HTTPClient: w.tls,
+		Identity: server.IdentityConfig{SessionKeys: []session.Key{session.NewKey()},
+			Issuers: []mcpauth.Issuer{{ID: "idp", URL: w.idp.URL, Login: true, ClientID: "connectd", ClientSecret: "idp-secret"}}},
+		Vault: server.VaultConfig{Keyring: keys, Providers: pc}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := connect.New(connect.Config{Logger: logger, Pool: pool, Sessions: sessions, Login: login,
-		Auth: mcpauth.NewAuthenticator(clients, verifier), Clients: clients, Vault: store, Keyring: keys,
-		Catalog: catalog, PublicURL: cdSrv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn.Routes(mux)
+	t.Cleanup(cd.Close)
+	cdSrv.Config.Handler = openapitest.Handler(t, cd.Public())
+	cdSrv.StartTLS()
+	clients := cd.Clients()
 	ran := make(chan struct{})
-	go func() { conn.Run(ctx); close(ran) }() // long-poll wake-ups (LISTEN/NOTIFY)
+	go func() { cd.Run(ctx); close(ran) }() // long-poll wake-ups (LISTEN/NOTIFY), sweeps
 	t.Cleanup(func() { cancel(); <-ran })
 
 	// The example MCP server, registered at connectd.

@@ -23,7 +23,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/connectd/connectd/internal/connect"
+	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/flowtest"
 	"github.com/connectd/connectd/internal/mcpauth"
@@ -267,7 +267,7 @@ func (c *cluster) waitListening() {
 	for {
 		var n int
 		if err := c.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND application_name = $1`, connect.ListenerApplicationName).Scan(&n); err != nil {
+			WHERE datname = current_database() AND application_name = $1`, cache.ListenerApplicationName).Scan(&n); err != nil {
 			c.t.Fatal(err)
 		}
 		if n >= len(c.replicas) {

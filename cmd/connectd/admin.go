@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/admin"
+	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
 )
@@ -195,11 +196,12 @@ func adminStore(ctx context.Context, cfg *Config, pool *pgxpool.Pool, revoke boo
 		return nil, &ConfigError{Var: "CONNECTD_VAULT_KEYS", Problem: "is required to revoke (or CONNECTD_VAULT_KEYS_FILE)"}
 	case revoke:
 		logger := web.NewLogger(io.Discard, cfg.LogLevel, cfg.LogFormat)
-		cat, err := newCatalog(ctx, cfg, logger)
+		sc := cfg.server(pool, logger, "")
+		cat, err := server.NewCatalog(ctx, sc)
 		if err != nil {
 			return nil, err
 		}
-		if vs, err = newVaultStore(cfg, pool, cfg.Vault.Keyring, cat, logger); err != nil {
+		if vs, err = server.NewVaultStore(sc, pool, cfg.Vault.Keyring, cat); err != nil {
 			return nil, err
 		}
 	case cfg.Vault.Keyring != nil:

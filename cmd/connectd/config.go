@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/connectd/connectd/internal/server"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Config is connectd's whole configuration, read once from CONNECTD_*
@@ -34,14 +37,16 @@ type Config struct {
 
 	HTTP HTTPConfig
 
-	Identity IdentityConfig // config_identity.go
-	Vault    VaultConfig    // config_vault.go
-	Egress   EgressConfig   // config_egress.go
-	Connect  ConnectConfig  // config_connect.go
-	Admin    AdminConfig    // config_admin.go
+	// The settings internal/server takes (see Config.server), each read by
+	// the file named.
+	Identity server.IdentityConfig // config_identity.go
+	Vault    server.VaultConfig    // config_vault.go
+	Egress   server.EgressConfig   // config_egress.go
+	Connect  server.ConnectConfig  // config_connect.go
+	Admin    server.AdminConfig    // config_admin.go
 
-	RateLimit RateLimitConfig // config_ratelimit.go
-	Cache     CacheConfig     // config_scaling.go
+	RateLimit server.RateLimitConfig // config_ratelimit.go
+	Cache     server.CacheConfig     // config_scaling.go
 }
 
 // DBConfig holds pgxpool settings.
@@ -61,14 +66,21 @@ type HTTPConfig struct {
 	ShutdownGrace     time.Duration // CONNECTD_SHUTDOWN_GRACE
 }
 
-// ConfigError names the variable at fault and what is wrong with it. Its text
-// never includes the value, which may be a secret.
-type ConfigError struct {
-	Var     string
-	Problem string
-}
+// ConfigError names the variable at fault; the server package reports its
+// own wiring problems (a missing key, an issuer it cannot use) with the same
+// type, so one errors.As finds either.
+type ConfigError = server.ConfigError
 
-func (e *ConfigError) Error() string { return "invalid configuration: " + e.Var + ": " + e.Problem }
+// server is the part of c that internal/server takes: the settings, with the
+// process's pool and logger. listenAddr is the public listener's address (for
+// the development IdP's back channel).
+func (c *Config) server(pool *pgxpool.Pool, logger *slog.Logger, listenAddr string) server.Config {
+	return server.Config{
+		Dev: c.Dev, PublicURL: c.PublicURL, Pool: pool, ListenURL: c.DatabaseListenURL, Logger: logger,
+		ListenAddr: listenAddr, Identity: c.Identity, Vault: c.Vault, Egress: c.Egress, Connect: c.Connect,
+		Admin: c.Admin, RateLimit: c.RateLimit, Cache: c.Cache,
+	}
+}
 
 // env reads typed values, remembering the first problem.
 type env struct {

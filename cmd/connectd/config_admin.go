@@ -1,39 +1,15 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"log/slog"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/connectd/connectd/internal/admin"
-	"github.com/connectd/connectd/internal/connect"
-	"github.com/connectd/connectd/internal/mcpauth"
-	"github.com/connectd/connectd/internal/session"
 )
-
-// AdminConfig configures the admin pages, the admin API and the audit
-// trail's retention (docs/admin.md). Filled by loadAdmin.
-type AdminConfig struct {
-	// Issuer (CONNECTD_ADMIN_ISSUER) is the id or URL of the login issuer
-	// admins sign in at; empty disables admin sign-in (the API still takes
-	// admin keys).
-	Issuer string
-	// Subjects (CONNECTD_ADMIN_SUBJECTS) are the allow-listed subjects at
-	// Issuer.
-	Subjects []string
-	// Claim and ClaimValue (CONNECTD_ADMIN_CLAIM=name=value): an ID token
-	// claim admins must carry. With Subjects too, both must hold.
-	Claim, ClaimValue string
-	SessionMaxAge     time.Duration // CONNECTD_ADMIN_SESSION_MAX_AGE
-	AuditRetention    time.Duration // CONNECTD_AUDIT_RETENTION
-}
 
 // claimName is a claim, dotted for nested objects: realm_access.roles.
 var claimName = regexp.MustCompile(`^[A-Za-z0-9_:/-]+(\.[A-Za-z0-9_:/-]+)*$`)
@@ -114,39 +90,4 @@ func parseDays(v string) (time.Duration, error) {
 		return time.Duration(days) * 24 * time.Hour, nil
 	}
 	return time.ParseDuration(v)
-}
-
-// newAdmin wires the admin pages and API: an admin session store (its own
-// cookie, under the session keys), an OIDC relying party at the admin issuer
-// with its own redirect URI (<public URL>/admin/login/callback, to register
-// at that issuer) and the connect flow's vault store.
-func newAdmin(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *slog.Logger, ident *identity, conn *connect.Server) (*admin.Server, error) {
-	store, err := admin.NewStore(admin.StoreConfig{Pool: pool, Vault: conn.Vault(),
-		Logger: logger})
-	if err != nil {
-		return nil, err
-	}
-	ac := admin.Config{Logger: logger, Store: store, Keys: admin.NewKeys(pool, nil, logger), Clients: ident.clients,
-		Retention: cfg.Admin.AuditRetention}
-	if cfg.Admin.Issuer == "" {
-		logger.InfoContext(ctx, "admin sign-in disabled (CONNECTD_ADMIN_ISSUER not set); the admin API takes admin keys")
-		return admin.New(ac)
-	}
-	keys := cfg.Identity.SessionKeys
-	if len(keys) == 0 { // dev mode only: newIdentity refused this otherwise
-		keys = []session.Key{session.NewKey()}
-	}
-	ac.Sessions, err = session.New(session.Config{Pool: pool, Keys: keys, Name: admin.SessionCookie, BindingName: admin.BindingCookie,
-		MaxAge: cfg.Admin.SessionMaxAge, IdleTimeout: min(cfg.Identity.SessionIdleTimeout, cfg.Admin.SessionMaxAge)})
-	if err != nil {
-		return nil, err
-	}
-	ac.Login, err = mcpauth.NewLogin(mcpauth.LoginConfig{Pool: pool, Verifier: ident.verifier,
-		RedirectURL: cfg.PublicURL.String() + admin.CallbackPath, Logger: logger})
-	if err != nil {
-		return nil, err
-	}
-	ac.Policy = admin.Policy{Issuer: cfg.Admin.Issuer, Subjects: cfg.Admin.Subjects, Claim: cfg.Admin.Claim,
-		ClaimValue: cfg.Admin.ClaimValue}
-	return admin.New(ac)
 }

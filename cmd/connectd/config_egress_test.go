@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +17,7 @@ import (
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/provider/providertest"
+	"github.com/connectd/connectd/internal/server"
 )
 
 func TestEgressConfig(t *testing.T) {
@@ -78,7 +77,7 @@ func TestCatalogUsesEgress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cat, err := newCatalog(ctx, cfg, slog.New(slog.DiscardHandler))
+		cat, err := server.NewCatalog(ctx, cfg.server(nil, slog.New(slog.DiscardHandler), ""))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,69 +98,6 @@ func TestCatalogUsesEgress(t *testing.T) {
 	_, err = catalog(strings.TrimPrefix(srv.URL(), "http://")).Refresh(ctx, "rt-unknown")
 	if !errors.Is(err, provider.ErrInvalidGrant) || srv.Counts().Refresh != 1 {
 		t.Fatalf("with the allow-list: %v (refreshes %d)", err, srv.Counts().Refresh)
-	}
-}
-
-// TestEgressClientSelf: in dev mode connectd reaches its own listener (the
-// dev IdP) at the public URL's host:port, whatever port it listens on.
-func TestEgressClientSelf(t *testing.T) {
-	t.Parallel()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.Host) }))
-	t.Cleanup(srv.Close)
-	cfg, err := loadConfig(envOf(map[string]string{"CONNECTD_DEV": "true", "CONNECTD_PUBLIC_URL": "http://localhost:8080"}), needs{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := newEgressClient(cfg, srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseIdleConnections()
-	resp, err := c.Get("http://localhost:8080/dev/idp/.well-known/openid-configuration")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if string(body) != "localhost:8080" {
-		t.Fatalf("reached %q", body)
-	}
-	// Only that host:port: another loopback port stays refused.
-	if _, err := c.Get("http://localhost:9999/"); !errors.Is(err, egress.ErrInsecureScheme) {
-		t.Fatalf("other port: %v", err)
-	}
-	if _, err := c.Get("https://127.0.0.1:9999/"); !errors.Is(err, egress.ErrBlockedAddress) {
-		t.Fatalf("other port over https: %v", err)
-	}
-
-	prod := &Config{PublicURL: &url.URL{Scheme: "https", Host: "connect.example.com"}}
-	if _, err := newEgressClient(prod, "127.0.0.1:8080"); err == nil {
-		t.Fatal("reaching its own listener outside dev mode was allowed")
-	}
-}
-
-func TestLoopbackAddr(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]string{
-		":8080":          "127.0.0.1:8080",
-		"0.0.0.0:8080":   "127.0.0.1:8080",
-		"[::]:8080":      "127.0.0.1:8080",
-		"127.0.0.1:8080": "127.0.0.1:8080",
-		"[::1]:8080":     "[::1]:8080",
-	} {
-		if got := loopbackAddr(in); got != want {
-			t.Errorf("loopbackAddr(%q) = %q, want %q", in, got, want)
-		}
-	}
-	for _, tt := range [][3]string{
-		{"http", "localhost", "localhost:80"},
-		{"https", "connect.example.com", "connect.example.com:443"},
-		{"http", "127.0.0.1:8080", "127.0.0.1:8080"},
-		{"http", "[::1]", "[::1]:80"},
-	} {
-		if got := publicHostPort(tt[0], tt[1]); got != tt[2] {
-			t.Errorf("publicHostPort(%q, %q) = %q, want %q", tt[0], tt[1], got, tt[2])
-		}
 	}
 }
 
@@ -192,12 +128,12 @@ func TestIdentityUsesEgress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := newIdentity(ctx, cfg, pgtest.Pool(t), slog.New(slog.DiscardHandler), "")
+		srv, err := server.New(ctx, cfg.server(pgtest.Pool(t), slog.New(slog.DiscardHandler), ""))
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer id.Close()
-		_, err = id.verifier.VerifyAccessToken(ctx, tok, []string{resource})
+		defer srv.Close()
+		_, err = srv.Verifier().VerifyAccessToken(ctx, tok, []string{resource})
 		return err
 	}
 	if err := verify(""); !errors.Is(err, mcpauth.ErrIssuerUnavailable) {

@@ -12,24 +12,6 @@ import (
 	"github.com/connectd/connectd/internal/session"
 )
 
-// IdentityConfig configures who connectd trusts: MCP authorization servers
-// (issuers) whose user tokens it verifies and where browsers log in, sessions,
-// and MCP-server client keys. Filled by loadIdentity.
-type IdentityConfig struct {
-	// Issuers come from CONNECTD_ISSUERS (JSON) or CONNECTD_ISSUERS_FILE, with
-	// client secrets read from the variables or files they name.
-	Issuers []mcpauth.Issuer
-	// SessionKeys (CONNECTD_SESSION_KEYS), newest first: the first signs, all
-	// are read. Empty in dev mode means ephemeral keys (see newIdentity).
-	SessionKeys        []session.Key
-	SessionMaxAge      time.Duration // CONNECTD_SESSION_MAX_AGE
-	SessionIdleTimeout time.Duration // CONNECTD_SESSION_IDLE_TIMEOUT
-	SessionCacheTTL    time.Duration // CONNECTD_SESSION_CACHE_TTL: "this session is live" answered from memory
-	TokenSkew          time.Duration // CONNECTD_TOKEN_SKEW
-	ClientKeyOverlap   time.Duration // CONNECTD_CLIENT_KEY_OVERLAP: default for clients rotate-key
-	DevIdP             bool          // CONNECTD_DEV_IDP: mount the development IdP (dev mode only)
-}
-
 // issuerJSON is one entry of CONNECTD_ISSUERS. Secrets are never inline: only
 // the name of a variable or a file holding them.
 type issuerJSON struct {

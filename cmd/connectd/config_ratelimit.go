@@ -4,26 +4,9 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/web"
 )
-
-// RateLimitConfig holds the request budgets (see docs/configuration.md). Each
-// is "N/WINDOW" (e.g. 120/1m) or "off", and counts per replica.
-type RateLimitConfig struct {
-	// Public are the budgets of the public listener by route class:
-	// CONNECTD_RATE_API (per client key on /v1), CONNECTD_RATE_API_PER_IP,
-	// CONNECTD_RATE_BROWSER and CONNECTD_RATE_LOGIN (per client IP), and
-	// CONNECTD_RATE_TRUSTED_PROXIES (load balancers whose X-Forwarded-For is
-	// believed).
-	Public web.RateLimits
-	// Mint (CONNECTD_RATE_MINT) is per (user, client) on POST
-	// /v1/elicitations; MintUser (CONNECTD_RATE_MINT_USER) is the ceiling per
-	// user over all clients.
-	Mint, MintUser web.Rate
-	// MaxWaiters (CONNECTD_MAX_WAITERS_PER_CLIENT) caps the long-polls one
-	// client key holds open at once.
-	MaxWaiters int
-}
 
 // loadRateLimit reads the CONNECTD_RATE_* variables.
 func (c *Config) loadRateLimit(e *env) {
@@ -34,7 +17,7 @@ func (c *Config) loadRateLimit(e *env) {
 		}
 		return r
 	}
-	c.RateLimit = RateLimitConfig{
+	c.RateLimit = server.RateLimitConfig{
 		Public: web.RateLimits{
 			API:      rate("CONNECTD_RATE_API", "600/1m"),
 			APIPerIP: rate("CONNECTD_RATE_API_PER_IP", "3000/1m"),

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/web"
 )
 
@@ -19,7 +20,7 @@ func TestRateLimitConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	minute := time.Minute
-	want := RateLimitConfig{
+	want := server.RateLimitConfig{
 		Public: web.RateLimits{API: web.Rate{Requests: 600, Window: minute}, APIPerIP: web.Rate{Requests: 3000, Window: minute},
 			Browser: web.Rate{Requests: 300, Window: minute}, Login: web.Rate{Requests: 60, Window: minute}},
 		Mint: web.Rate{Requests: 30, Window: minute},

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,26 +104,5 @@ func TestVaultConfigErrors(t *testing.T) {
 				t.Fatalf("message %q, exit %d", err, exitCode(err))
 			}
 		})
-	}
-}
-
-func TestServeKeyringRequirement(t *testing.T) {
-	t.Parallel()
-	var logs bytes.Buffer
-	logger := slog.New(slog.NewJSONHandler(&logs, nil))
-	ctx := context.Background()
-
-	prod, _ := loadConfig(envOf(nil), needs{})
-	if _, err := prod.keyring(ctx, logger); err == nil || !strings.Contains(err.Error(), "CONNECTD_VAULT_KEYS: is required") {
-		t.Fatalf("outside dev without keys: %v", err)
-	}
-	dev, _ := loadConfig(envOf(map[string]string{"CONNECTD_DEV": "true"}), needs{})
-	k, err := dev.keyring(ctx, logger)
-	if err != nil || k == nil || !strings.Contains(logs.String(), "EPHEMERAL") {
-		t.Fatalf("dev without keys: %v, logs %s", err, logs.String())
-	}
-	configured, _ := loadConfig(envOf(map[string]string{"CONNECTD_VAULT_KEYS": genKey(t, 4)}), needs{})
-	if k, err := configured.keyring(ctx, logger); err != nil || k.Primary() != 4 {
-		t.Fatalf("configured: %v", err)
 	}
 }

@@ -1,5 +1,9 @@
 // Command connectd is the hosted third-party OAuth connect broker for MCP
 // URL-mode elicitation. See README.md and docs/.
+//
+// This package reads and validates the configuration (CONNECTD_*), opens the
+// database, listens, and runs the subcommands; `serve` builds the app with
+// internal/server, the one wiring every test harness uses too.
 package main
 
 import (

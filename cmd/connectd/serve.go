@@ -6,19 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"time"
 
-	"github.com/connectd/connectd/internal/admin"
-	"github.com/connectd/connectd/internal/connect"
-	"github.com/connectd/connectd/internal/health"
-	"github.com/connectd/connectd/internal/metrics"
+	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/web"
-	"github.com/connectd/connectd/web/templates"
 )
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -57,9 +51,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		}
 	}
 
-	checker := health.New(pool, logger, 2*time.Second)
-	defer checker.Close()
-
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on CONNECTD_ADDR %s: %w", cfg.Addr, err)
@@ -70,96 +61,34 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("listen on CONNECTD_INTERNAL_ADDR %s: %w", cfg.InternalAddr, err)
 	}
 	// Built after listening: the dev IdP's back channel needs the real address.
-	ident, err := newIdentity(ctx, cfg, pool, logger, ln.Addr().String())
+	srv, err := server.New(ctx, cfg.server(pool, logger, ln.Addr().String()))
 	if err != nil {
 		ln.Close()
 		iln.Close()
 		return err
 	}
-	defer ident.Close()
-	m := newMetrics()
-	conn, err := newConnect(ctx, cfg, pool, logger, ident, m)
-	if err != nil {
-		ln.Close()
-		iln.Close()
-		return err
-	}
-	observeMetrics(m, pool, ident, conn)
-	// Long-poll notifications, cache invalidations and the periodic sweep.
-	// Run's last act (writing the sampled audit counts) needs the pool, so
-	// it must end before the pool closes.
+	defer srv.Close()
+	// Notifications, cache invalidations and the periodic sweeps. Run's last
+	// act (writing the sampled audit counts) needs the pool, so it must end
+	// before the pool closes.
 	runCtx, stopRun := context.WithCancel(ctx)
 	runDone := make(chan struct{})
-	go func() { conn.Run(runCtx); close(runDone) }()
+	go func() { srv.Run(runCtx); close(runDone) }()
 	defer func() { stopRun(); <-runDone }()
-	adm, err := newAdmin(ctx, cfg, pool, logger, ident, conn)
-	if err != nil {
-		ln.Close()
-		iln.Close()
-		return err
-	}
-	go adm.Run(ctx) // audit retention sweep
-	handler, err := newPublicHandler(cfg, logger, checker, ident, conn, adm, m)
-	if err != nil {
-		ln.Close()
-		iln.Close()
-		return err
-	}
 	logger.InfoContext(ctx, "listening", slog.String("addr", ln.Addr().String()),
 		slog.String("internal_addr", iln.Addr().String()), slog.String("public_url", cfg.PublicURL.String()),
 		slog.Bool("dev", cfg.Dev), slog.String("version", buildVersion()))
 
 	errc := make(chan error, 2)
 	go func() {
-		errc <- serveHTTP(ctx, newHTTPServer(cfg.HTTP, handler, logger), ln, cfg.HTTP.ShutdownGrace, logger)
+		errc <- serveHTTP(ctx, newHTTPServer(cfg.HTTP, srv.Public(), logger), ln, cfg.HTTP.ShutdownGrace, logger)
 	}()
 	go func() {
-		errc <- serveHTTP(ctx, newHTTPServer(cfg.HTTP, newInternalHandler(checker, m), logger), iln, cfg.HTTP.ShutdownGrace, logger)
+		errc <- serveHTTP(ctx, newHTTPServer(cfg.HTTP, srv.Internal(), logger), iln, cfg.HTTP.ShutdownGrace, logger)
 	}()
 	err = errors.Join(<-errc, <-errc)
 	logger.InfoContext(context.WithoutCancel(ctx), "stopped")
 	return err
-}
-
-// newPublicHandler is the route table of the public listener, wrapped in
-// web.Public: security headers, cross-origin protection and rate limits for
-// every route on it, whichever package registered the route; each request
-// counted by route pattern and status (m) from the access log's figures.
-func newPublicHandler(cfg *Config, logger *slog.Logger, checker *health.Checker, ident *identity, conn *connect.Server, adm *admin.Server, m *metrics.Metrics) (http.Handler, error) {
-	mux := web.NewMux()
-	mux.Handle(web.AssetRoute("GET /healthz", http.HandlerFunc(checker.Healthz)))
-	mux.Handle(web.AssetRoute("GET /readyz", http.HandlerFunc(checker.Readyz)))
-	conn.Routes(mux)  // /v1/..., /c/{id}, /oauth/callback, /login, /login/callback, /session, /logout
-	ident.routes(mux) // /dev/idp/ in dev mode
-	adm.Routes(mux)   // /admin/..., /admin/api/...
-	static, _ := fs.Sub(templates.Static, "static")
-	mux.Handle(web.AssetRoute("GET /static/", http.StripPrefix("/static/", web.Static(static))))
-	mux.Handle(web.Route{Pattern: "/", Kind: web.KindPage, Class: web.ClassBrowser, Handler: web.Fallback(logger)})
-	h, err := web.Public(mux, web.PublicConfig{
-		Logger:         logger,
-		HSTS:           !cfg.Dev,
-		TrustedOrigins: []string{cfg.PublicURL.Scheme + "://" + cfg.PublicURL.Host},
-		Limits:         cfg.RateLimit.Public,
-		Observe:        m.Observer(mux),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return h, nil
-}
-
-// newInternalHandler serves operators: probes, Prometheus metrics and pprof.
-func newInternalHandler(checker *health.Checker, m *metrics.Metrics) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", checker.Healthz)
-	mux.HandleFunc("GET /readyz", checker.Readyz)
-	mux.Handle("GET /metrics", m.Handler())
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	return web.Chain(mux, web.RequestIDs)
 }
 
 func newHTTPServer(c HTTPConfig, h http.Handler, logger *slog.Logger) *http.Server {

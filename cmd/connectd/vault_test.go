@@ -16,6 +16,7 @@ import (
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/provider/providertest"
+	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/vault"
 )
 
@@ -134,11 +135,12 @@ func TestVaultProviderWiring(t *testing.T) {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.DiscardHandler)
-	cat, err := newCatalog(ctx, cfg, logger)
+	pool := pgtest.Pool(t)
+	cat, err := server.NewCatalog(ctx, cfg.server(pool, logger, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := newVaultStore(cfg, pgtest.Pool(t), cfg.Vault.Keyring, cat, logger)
+	s, err := server.NewVaultStore(cfg.server(pool, logger, ""), pool, cfg.Vault.Keyring, cat)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -27,6 +25,7 @@ import (
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/provider/providertest"
+	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/testkit"
 	"github.com/connectd/connectd/internal/vault"
@@ -38,29 +37,27 @@ const idpSecret = "connectd-test-secret"
 // adminGroup is the claim value the claim-based policies require.
 const adminGroup = "connectd-admins"
 
-// env is one connectd over TLS and a real Postgres: the connect flow and the
-// /v1 API (connect.Server) and the admin pages and API (admin.Server) on one
-// mux, the development IdP as the real OIDC peer for users and admins, and a
-// fake OAuth provider.
+// env is one connectd (server.New over TLS, real Postgres: the connect flow,
+// the /v1 API and the admin pages and API behind the production middleware),
+// the development IdP as the real OIDC peer for users and admins, and a fake
+// OAuth provider. The fields below server are its parts, for tests that
+// look inside.
 type env struct {
 	t      *testing.T
 	pool   *pgxpool.Pool
 	srv    *httptest.Server
 	clock  *testkit.Clock
 	logs   *testkit.LogBuffer
-	logger *slog.Logger
+	idp    *devidp.Provider
+	fake   *providertest.Server
+	server *server.Server
 
-	idp           *devidp.Provider
-	clients       *mcpauth.Clients
-	userSessions  *session.Store
-	adminSessions *session.Store
-	fake          *providertest.Server
-	catalog       *provider.Catalog
-	vault         *vault.Store
-	connect       *connect.Server
-	store         *admin.Store
-	keys          *admin.Keys
-	admin         *admin.Server
+	clients *mcpauth.Clients
+	vault   *vault.Store
+	connect *connect.Server
+	store   *admin.Store
+	keys    *admin.Keys
+	admin   *admin.Server
 }
 
 type envOptions struct {
@@ -73,10 +70,11 @@ type envOptions struct {
 func newEnv(t *testing.T, opts envOptions) *env {
 	t.Helper()
 	e := &env{t: t, pool: pgtest.Pool(t), clock: testkit.NewClock(time.Now()), logs: &testkit.LogBuffer{}}
-	e.logger = web.NewLogger(e.logs, slog.LevelDebug, "json")
-	mux := web.NewMux()
-	e.srv = httptest.NewTLSServer(web.Chain(mux, web.RequestIDs, web.Routing(mux), web.Recover(e.logger), web.SecurityHeaders(true)))
+	// connectd's address is known before it starts: redirect URIs at the IdP
+	// and the provider, and its public URL, name it.
+	e.srv = httptest.NewUnstartedServer(nil)
 	t.Cleanup(e.srv.Close)
+	base := "https://" + e.srv.Listener.Addr().String()
 
 	// The IdP: alice and bob; only alice's ID tokens carry the admin group.
 	idpMux := http.NewServeMux()
@@ -86,7 +84,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	e.idp, err = devidp.New(devidp.Config{
 		Issuer: idpSrv.URL,
 		Clients: []devidp.Client{{ID: "connectd", Secret: idpSecret,
-			RedirectURIs: []string{e.srv.URL + "/login/callback", e.srv.URL + admin.CallbackPath}}},
+			RedirectURIs: []string{base + "/login/callback", base + admin.CallbackPath}}},
 		IDTokenClaims: func(c jwt.MapClaims) {
 			if c["sub"] == "alice" {
 				c["groups"] = []string{"staff", adminGroup}
@@ -97,68 +95,52 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		t.Fatal(err)
 	}
 	idpMux.Handle("/", e.idp.Handler())
-	verifier, err := mcpauth.NewVerifier(mcpauth.VerifierConfig{HTTPClient: e.srv.Client(),
-		Issuers: []mcpauth.Issuer{{ID: "idp0", URL: idpSrv.URL, Login: true, ClientID: "connectd", ClientSecret: idpSecret}}})
+	k, err := vault.GenerateKey(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(verifier.Close)
-	newLogin := func(callback string) *mcpauth.Login {
-		l, err := mcpauth.NewLogin(mcpauth.LoginConfig{Pool: e.pool, Verifier: verifier,
-			RedirectURL: e.srv.URL + callback, Now: e.clock.Now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
-	// The same keys for both session stores, as in production: the cookie
-	// name alone keeps an end user's session from opening as an admin's.
-	keys := []session.Key{session.NewKey()}
-	if e.userSessions, err = session.New(session.Config{Pool: e.pool, Keys: keys}); err != nil {
-		t.Fatal(err)
-	}
-	if e.adminSessions, err = session.New(session.Config{Pool: e.pool, Keys: keys, Name: admin.SessionCookie,
-		BindingName: admin.BindingCookie, MaxAge: 4 * time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	e.clients = mcpauth.NewClients(mcpauth.ClientsConfig{Pool: e.pool, Now: e.clock.Now})
-	e.setupProviders()
-	e.connect, err = connect.New(connect.Config{Logger: e.logger, Pool: e.pool, Sessions: e.userSessions,
-		Login: newLogin("/login/callback"), Auth: mcpauth.NewAuthenticator(e.clients, verifier), Clients: e.clients,
-		Vault: e.vault, Keyring: e.vault.Keyring(), Catalog: e.catalog, PublicURL: e.srv.URL, Now: e.clock.Now})
+	keyring, err := vault.ParseKeyring(k)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.connect.Routes(mux)
-
-	e.store, err = admin.NewStore(admin.StoreConfig{Pool: e.pool, Vault: e.vault,
-		Now: e.clock.Now, Logger: e.logger})
-	if err != nil {
-		t.Fatal(err)
+	u, _ := url.Parse(base)
+	cfg := server.Config{
+		PublicURL: u, Pool: e.pool, Logger: web.NewLogger(e.logs, slog.LevelDebug, "json"), Now: e.clock.Now,
+		// One session keyring for end users and admins, as in production:
+		// the cookie name alone keeps an end user's session from opening as
+		// an admin's.
+		Identity: server.IdentityConfig{SessionKeys: []session.Key{session.NewKey()},
+			Issuers: []mcpauth.Issuer{{ID: "idp0", URL: idpSrv.URL, Login: true, ClientID: "connectd", ClientSecret: idpSecret}}},
+		Vault: server.VaultConfig{Keyring: keyring, Providers: e.providers(base)},
+		// Trusts the test certificate, which every httptest TLS server shares.
+		HTTPClient: idpSrv.Client(),
 	}
-	e.keys = admin.NewKeys(e.pool, e.clock.Now, e.logger)
-	cfg := admin.Config{Logger: e.logger, Store: e.store, Keys: e.keys, Clients: e.clients, Now: e.clock.Now}
 	if !opts.noAdminLogin {
 		policy := admin.Policy{Issuer: "idp0", Subjects: []string{"alice"}}
 		if opts.policy != nil {
 			policy = *opts.policy
 		}
-		cfg.Sessions, cfg.Login, cfg.Policy = e.adminSessions, newLogin(admin.CallbackPath), policy
+		cfg.Admin = server.AdminConfig{Issuer: policy.Issuer, Subjects: policy.Subjects, Claim: policy.Claim,
+			ClaimValue: policy.ClaimValue, SessionMaxAge: 4 * time.Hour}
 	}
-	if e.admin, err = admin.New(cfg); err != nil {
+	if e.server, err = server.New(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	e.admin.Routes(mux)
-	mux.Handle(web.Route{Pattern: "/", Kind: web.KindPage, Class: web.ClassBrowser, Handler: web.Fallback(e.logger)})
+	t.Cleanup(e.server.Close)
+	e.srv.Config.Handler = e.server.Public()
+	e.srv.StartTLS()
+	s := e.server
+	e.clients, e.vault, e.connect = s.Clients(), s.Vault(), s.Connect()
+	e.store, e.keys, e.admin = s.AdminStore(), s.AdminKeys(), s.Admin()
 	return e
 }
 
-// setupProviders starts the fake OAuth provider ("fake") and builds the
-// catalog and the vault over it, revoking through the catalog.
-func (e *env) setupProviders() {
+// providers starts the fake OAuth provider ("fake") and returns the
+// providers file naming it.
+func (e *env) providers(base string) *provider.Config {
 	t := e.t
 	e.fake = providertest.New(t, providertest.Options{TLS: true, RequirePKCE: true, RotateRefreshTokens: true,
-		RedirectURIs: []string{e.srv.URL + "/oauth/callback"}, ClientSecret: "fake-client-secret"})
+		RedirectURIs: []string{base + "/oauth/callback"}, ClientSecret: "fake-client-secret"})
 	cfgJSON, err := json.Marshal(map[string]any{"providers": []any{e.fake.ProviderConfig("fake", "FAKE_SECRET")}})
 	if err != nil {
 		t.Fatal(err)
@@ -172,44 +154,7 @@ func (e *env) setupProviders() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.catalog, err = provider.New(context.Background(), pc, provider.Options{HTTPClient: e.srv.Client()}); err != nil {
-		t.Fatal(err)
-	}
-	k, err := vault.GenerateKey(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyring, err := vault.ParseKeyring(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat := e.catalog
-	e.vault, err = vault.New(vault.Config{Pool: e.pool, Keyring: keyring, Now: e.clock.Now, Logger: e.logger,
-		Refresh: func(ctx context.Context, name, rt string) (*vault.Refreshed, error) {
-			p, err := cat.OAuth(name)
-			if err != nil {
-				return nil, err
-			}
-			tok, err := p.Refresh(ctx, rt)
-			if errors.Is(err, provider.ErrInvalidGrant) {
-				return nil, fmt.Errorf("%w: %w", vault.ErrReauthorizationRequired, err)
-			}
-			if err != nil {
-				return nil, err
-			}
-			return &vault.Refreshed{AccessToken: tok.AccessToken, TokenType: tok.TokenType,
-				RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Scopes: tok.Scopes}, nil
-		},
-		Revoke: func(ctx context.Context, name string, c *vault.Credential) error {
-			p, err := cat.OAuth(name)
-			if err != nil {
-				return vault.ErrRevocationNotSupported
-			}
-			return provider.RevokeGrant(ctx, p, c.AccessToken, c.RefreshToken)
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	return pc
 }
 
 // browser is flowtest's scripted browser, failing the test on a transport

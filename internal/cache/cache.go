@@ -6,7 +6,7 @@
 // The owner of a table owns its cache: vault caches connections, mcpauth
 // client keys, connect consents. Each owner's writers send
 // pg_notify(channel, Key(...)) in the transaction that changes a row, and one
-// listener per process (connect's notification hub) hands every notification
+// listener per process (Hub, run by internal/server) hands every notification
 // to the owner's Subscriber. A Map caches nothing until that listener says the
 // feed is live, and empties itself and stops caching the moment the feed
 // drops, so an entry is never older than the last notification that could

@@ -324,7 +324,7 @@ func (s *Server) ownElicitation(ctx context.Context, c caller, id string) (*Elic
 // waitFor blocks until the elicitation leaves pending, the wait ends, the
 // request is cancelled or the server shuts down, then returns its state.
 func (s *Server) waitFor(ctx context.Context, c caller, id string, wait time.Duration) (*Elicitation, error) {
-	ch, cancel := s.hub.subscribe(id)
+	ch, cancel := s.wakeups.subscribe(id)
 	defer cancel()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -12,20 +11,20 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/connectd/connectd/internal/connect"
+	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/vault"
-	"github.com/connectd/connectd/internal/web"
 )
 
-// replica is a connect.Server with every cache on (client keys, sealed
+// replica is a connectd with every cache on (client keys, sealed
 // credentials, consents), on a pool of its own, listening for notifications
 // as in production.
 type replica struct {
 	url    string
 	pool   *pgxpool.Pool
-	srv    *connect.Server
+	srv    *server.Server
 	vault  *vault.Store
 	client *mcpauth.Clients
 }
@@ -37,28 +36,14 @@ func (e *env) cachingReplica() *replica {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(pool.Close)
+	cfg := e.cfg
+	cfg.Pool, cfg.Logger, cfg.Now = pool, slog.New(slog.DiscardHandler), nil
+	cfg.Cache = server.CacheConfig{CredentialTTL: time.Hour, ConsentTTL: time.Hour, ClientKeyTTL: time.Hour}
+	cfg.RateLimit = server.RateLimitConfig{}
 	r := &replica{pool: pool}
-	r.client = mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, CacheTTL: time.Hour})
-	r.vault, err = vault.New(vault.Config{Pool: pool, Keyring: e.keyring, CacheTTL: time.Hour})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	r.srv, err = connect.New(connect.Config{Logger: slog.New(slog.DiscardHandler), Pool: pool, Sessions: e.sessions,
-		Login: e.rp, Auth: mcpauth.NewAuthenticator(r.client, e.verifier), Clients: r.client, Vault: r.vault,
-		Keyring: e.keyring, Catalog: e.catalog, PublicURL: e.srv.URL, ConsentCacheTTL: time.Hour,
-		MintLimit: web.NewLimiter(web.Rate{})})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { r.srv.Run(ctx); close(done) }()
-	e.t.Cleanup(func() { cancel(); <-done })
-	mux := web.NewMux()
-	r.srv.Routes(mux)
-	hs := httptest.NewTLSServer(mux)
-	e.t.Cleanup(hs.Close)
-	r.url = hs.URL
+	r.srv, r.url = e.replica(cfg)
+	r.vault, r.client = r.srv.Vault(), r.srv.Clients()
+	e.run(r.srv)
 	return r
 }
 
@@ -109,7 +94,7 @@ func waitCached(t *testing.T, m *mcpServer, r *replica) {
 		if st, out := m.callAt(r.url, http.MethodGet, "/v1/connections/fake/token", "alice"); st != http.StatusOK {
 			t.Fatalf("token: %d %v", st, out)
 		}
-		if r.vault.CacheStats().Hits > before && r.srv.CacheStats().Entries > 0 && r.client.CacheStats().Entries > 0 {
+		if r.vault.CacheStats().Hits > before && r.srv.Connect().CacheStats().Entries > 0 && r.client.CacheStats().Entries > 0 {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -205,7 +190,7 @@ func TestRevokeReachesEveryReplicaWithinASecond(t *testing.T) {
 		// their feed.
 		var n int
 		if err := e.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-			WHERE datname = current_database() AND application_name = $1`, connect.ListenerApplicationName).Scan(&n); err != nil {
+			WHERE datname = current_database() AND application_name = $1`, cache.ListenerApplicationName).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n == 0 {
@@ -214,7 +199,7 @@ func TestRevokeReachesEveryReplicaWithinASecond(t *testing.T) {
 		// Either the feed is down (r2 empty and not caching) or already back
 		// (emptied on reconnect): no entry from before the drop survives.
 		deadline := time.Now().Add(time.Second)
-		for r2.vault.CacheStats().Entries != 0 || r2.srv.CacheStats().Entries != 0 || r2.client.CacheStats().Entries != 0 {
+		for r2.vault.CacheStats().Entries != 0 || r2.srv.Connect().CacheStats().Entries != 0 || r2.client.CacheStats().Entries != 0 {
 			if time.Now().After(deadline) {
 				t.Fatal("caches not flushed after the listener connection dropped")
 			}

@@ -24,12 +24,6 @@ func (s *Server) grantConsent(r *http.Request, q querier, e *Elicitation, scopes
 		Elicitation: e.ID, At: s.now(), RequestID: web.RequestID(ctx), IP: clientIP(r)})
 }
 
-// cacheSubscribers are the caches the hub keeps fresh: the consents, and the
-// credential and client-key caches of the stores this package uses.
-func (s *Server) cacheSubscribers() []cache.Subscriber {
-	return []cache.Subscriber{s.consents.CacheSubscriber(), s.vault.CacheSubscriber(), s.clients.CacheSubscriber()}
-}
-
 // CacheStats reports the consent cache's counters (zero when disabled).
 func (s *Server) CacheStats() cache.Stats { return s.consents.CacheStats() }
 

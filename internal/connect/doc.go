@@ -13,10 +13,10 @@
 //   - the /v1 API for MCP servers: minting and resolving elicitations,
 //     long-polled status, connections, tokens and unlinking.
 //
-// Its Run holds the process's one Postgres listener (notify.go): it wakes
-// long-polls and hands cache invalidations to their owners (vault's sealed
-// credentials, mcpauth's client keys, package consent's approvals, session
-// liveness; see package cache), and runs the periodic sweep (sweep.go).
+// It subscribes to the process's one Postgres listener (cache.Hub, run by
+// internal/server and handed over as Config.Hub) for the long-poll wake-ups
+// (notify.go) and the consent cache of package consent. Its Run runs the
+// periodic sweep (sweep.go).
 //
 // Handlers are func(w, r) error adapted by web.Page / web.API; wanted statuses
 // travel as *web.Error.
@@ -31,6 +31,6 @@
 //     a state that is missing, replayed or bound to another browser;
 //   - redirect to a target that is not a path on this site, except the
 //     provider's own authorize endpoint;
-//   - be imported by another package than the wiring in cmd/connectd (admin
-//     shares approvals through package consent, not through connect).
+//   - be imported by another package than the wiring in internal/server
+//     (admin shares approvals through package consent, not through connect).
 package connect

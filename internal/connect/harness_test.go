@@ -3,8 +3,6 @@ package connect_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -25,6 +23,7 @@ import (
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/provider/providertest"
+	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/testkit"
 	"github.com/connectd/connectd/internal/vault"
@@ -40,34 +39,31 @@ type idp struct {
 	srv *httptest.Server
 }
 
-// env is one connectd (connect.Server over TLS, real Postgres) with its
-// identity providers and a fake third-party provider, as a browser and an MCP
-// server see them.
+// env is one connectd (server.New over TLS, real Postgres) with its identity
+// providers and a fake third-party provider, as a browser and an MCP server
+// see them. The fields below server are its parts, for tests that look
+// inside.
 type env struct {
-	t        *testing.T
-	pool     *pgxpool.Pool
-	srv      *httptest.Server // connectd
-	mux      *web.Mux
-	idps     []*idp
-	keys     []session.Key
+	t      *testing.T
+	pool   *pgxpool.Pool
+	srv    *httptest.Server // connectd's public listener
+	cfg    server.Config    // as built, for replicas
+	server *server.Server
+	idps   []*idp
+	keys   []session.Key
+	clock  *testkit.Clock
+	logs   *testkit.LogBuffer
+	fake   *providertest.Server // provider "fake" (OAuth)
+	keyAPI *httptest.Server     // verification endpoint of provider "keyed" (api_key)
+
 	sessions *session.Store
 	rp       *mcpauth.Login
-	clock    *testkit.Clock // login-state clock
-	logs     *testkit.LogBuffer
-
 	verifier *mcpauth.Verifier
 	clients  *mcpauth.Clients
-	auth     *mcpauth.Authenticator
 	keyring  *vault.Keyring
 	vault    *vault.Store
 	catalog  *provider.Catalog
-	fake     *providertest.Server // provider "fake" (OAuth)
-	keyAPI   *httptest.Server     // verification endpoint of provider "keyed" (api_key)
 	connect  *connect.Server
-	logger   *slog.Logger
-
-	mintLimit, mintUserLimit web.Rate
-	maxWaiters               int
 }
 
 type envOptions struct {
@@ -94,17 +90,12 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	if opts.issuers == 0 {
 		opts.issuers = 1
 	}
-	e := &env{t: t, pool: pgtest.Pool(t), mux: web.NewMux(), clock: testkit.NewClock(time.Now()), logs: &testkit.LogBuffer{}}
-	logger := web.NewLogger(e.logs, slog.LevelDebug, "json")
-	// The same middleware as the real public listener.
-	public, err := web.Public(e.mux, web.PublicConfig{Logger: logger, HSTS: true, Limits: opts.limits})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Every /v1 answer is held to docs/openapi.yaml.
-	e.srv = httptest.NewTLSServer(openapitest.Handler(t, public))
+	e := &env{t: t, pool: pgtest.Pool(t), clock: testkit.NewClock(time.Now()), logs: &testkit.LogBuffer{}}
+	// connectd's address is known before it starts: redirect URIs at the
+	// IdPs and the provider, and its public URL, name it.
+	e.srv = httptest.NewUnstartedServer(nil)
 	t.Cleanup(e.srv.Close)
-	e.mintLimit, e.mintUserLimit, e.maxWaiters = opts.mintLimit, opts.mintUserLimit, opts.maxWaiters
+	base := "https://" + e.srv.Listener.Addr().String()
 	var issuers []mcpauth.Issuer
 	for n := range opts.issuers {
 		mux := http.NewServeMux()
@@ -112,7 +103,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		t.Cleanup(srv.Close)
 		cfg := devidp.Config{
 			Issuer:  srv.URL,
-			Clients: []devidp.Client{{ID: "connectd", Secret: clientSecret, RedirectURIs: []string{e.srv.URL + "/login/callback"}}},
+			Clients: []devidp.Client{{ID: "connectd", Secret: clientSecret, RedirectURIs: []string{base + "/login/callback"}}},
 		}
 		if n == 0 {
 			cfg.IDTokenClaims = opts.idTokenClaims
@@ -127,31 +118,68 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		issuers = append(issuers, mcpauth.Issuer{ID: "idp" + string(rune('0'+n)), URL: srv.URL, Login: true,
 			ClientID: "connectd", ClientSecret: clientSecret})
 	}
-	v, err := mcpauth.NewVerifier(mcpauth.VerifierConfig{Issuers: issuers, HTTPClient: e.srv.Client()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(v.Close)
-	e.verifier = v
-	e.rp, err = mcpauth.NewLogin(mcpauth.LoginConfig{Pool: e.pool, Verifier: v,
-		RedirectURL: e.srv.URL + "/login/callback", Now: e.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
 	e.keys = []session.Key{session.NewKey()}
-	e.sessions = e.store(e.keys...)
-	e.logger = logger
-	e.clients = mcpauth.NewClients(mcpauth.ClientsConfig{Pool: e.pool, Now: e.clock.Now})
-	e.auth = mcpauth.NewAuthenticator(e.clients, v)
-	e.setupProviders(opts)
-	e.connect = e.newServer(e.pool, e.sessions, logger)
-	e.connect.Routes(e.mux)
-	e.mux.Handle(web.AssetRoute("GET /static/", staticFiles()))
-	e.mux.Handle(web.Route{Pattern: "/", Kind: web.KindPage, Class: web.ClassBrowser, Handler: web.Fallback(logger)})
+	k, err := vault.GenerateKey(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyring, err := vault.ParseKeyring(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(base)
+	e.cfg = server.Config{
+		PublicURL: u, Pool: e.pool, Logger: web.NewLogger(e.logs, slog.LevelDebug, "json"),
+		Identity: server.IdentityConfig{Issuers: issuers, SessionKeys: e.keys},
+		Vault:    server.VaultConfig{Keyring: keyring, Providers: e.providers(base, opts)},
+		RateLimit: server.RateLimitConfig{Public: opts.limits, Mint: opts.mintLimit, MintUser: opts.mintUserLimit,
+			MaxWaiters: opts.maxWaiters},
+		Now: e.clock.Now,
+		// Trusts the test certificate, which every httptest TLS server shares.
+		HTTPClient: e.idps[0].srv.Client(),
+	}
+	e.server = e.build(e.cfg)
+	// Every /v1 answer is held to docs/openapi.yaml.
+	e.srv.Config.Handler = openapitest.Handler(t, e.server.Public())
+	e.srv.StartTLS()
+	s := e.server
+	e.sessions, e.rp, e.verifier, e.clients = s.Sessions(), s.Login(), s.Verifier(), s.Clients()
+	e.keyring, e.vault, e.catalog, e.connect = s.Keyring(), s.Vault(), s.Catalog(), s.Connect()
 	return e
 }
 
-// staticFiles serves the stylesheet as cmd/connectd does.
+// build is server.New, failing the test on an error.
+func (e *env) build(cfg server.Config) *server.Server {
+	e.t.Helper()
+	s, err := server.New(context.Background(), cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(s.Close)
+	return s
+}
+
+// run runs s's background work (the notification hub, the sweeps) until the
+// test ends.
+func (e *env) run(s *server.Server) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	e.t.Cleanup(func() { cancel(); <-done })
+}
+
+// replica builds another connectd from cfg (e's configuration, edited: its
+// own pool on the same database, other keys, caches) behind its own TLS
+// server, and returns it with its base URL.
+func (e *env) replica(cfg server.Config) (*server.Server, string) {
+	e.t.Helper()
+	s := e.build(cfg)
+	srv := httptest.NewTLSServer(s.Public())
+	e.t.Cleanup(srv.Close)
+	return s, srv.URL
+}
+
+// staticFiles serves the stylesheet as connectd does.
 func staticFiles() http.Handler {
 	static, err := fs.Sub(templates.Static, "static")
 	if err != nil {
@@ -160,12 +188,12 @@ func staticFiles() http.Handler {
 	return http.StripPrefix("/static/", web.Static(static))
 }
 
-// setupProviders starts the fake OAuth provider and an API-key verification
-// endpoint, and builds the catalog and vault over them.
-func (e *env) setupProviders(opts envOptions) {
+// providers starts the fake OAuth provider and an API-key verification
+// endpoint, and returns the providers file naming them.
+func (e *env) providers(base string, opts envOptions) *provider.Config {
 	t := e.t
 	e.fake = providertest.New(t, providertest.Options{TLS: true, RequirePKCE: true, Quirks: opts.quirks,
-		RotateRefreshTokens: opts.rotate, RedirectURIs: []string{e.srv.URL + "/oauth/callback"},
+		RotateRefreshTokens: opts.rotate, RedirectURIs: []string{base + "/oauth/callback"},
 		ClientSecret: "fake-client-secret"})
 	e.keyAPI = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+goodAPIKey {
@@ -197,116 +225,20 @@ func (e *env) setupProviders(opts envOptions) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.catalog, err = provider.New(context.Background(), pc, provider.Options{HTTPClient: e.srv.Client()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := vault.GenerateKey(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.keyring, err = vault.ParseKeyring(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.vault = e.newVault(e.pool)
-}
-
-// newVault returns a vault store on pool that refreshes and revokes through
-// the catalog.
-func (e *env) newVault(pool *pgxpool.Pool) *vault.Store {
-	e.t.Helper()
-	cat := e.catalog
-	st, err := vault.New(vault.Config{Pool: pool, Keyring: e.keyring, Now: e.clock.Now,
-		Refresh: func(ctx context.Context, name, rt string) (*vault.Refreshed, error) {
-			p, err := cat.OAuth(name)
-			if err != nil {
-				return nil, err
-			}
-			tok, err := p.Refresh(ctx, rt)
-			if errors.Is(err, provider.ErrInvalidGrant) {
-				return nil, fmt.Errorf("%w: %w", vault.ErrReauthorizationRequired, err)
-			}
-			if errors.Is(err, provider.ErrUnavailable) {
-				return nil, fmt.Errorf("%w: %w", vault.ErrProviderUnavailable, err)
-			}
-			if err != nil {
-				return nil, err
-			}
-			return &vault.Refreshed{AccessToken: tok.AccessToken, TokenType: tok.TokenType,
-				RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Scopes: tok.Scopes}, nil
-		},
-		RefreshScoped: func(ctx context.Context, name, rt string, scopes []string) (*vault.Refreshed, error) {
-			p, err := cat.OAuth(name)
-			if err != nil {
-				return nil, err
-			}
-			tok, err := p.RefreshScoped(ctx, rt, scopes)
-			var pe *provider.Error
-			switch {
-			case errors.Is(err, provider.ErrInvalidGrant):
-				return nil, fmt.Errorf("%w: %w", vault.ErrReauthorizationRequired, err)
-			case errors.Is(err, provider.ErrUnavailable):
-				return nil, fmt.Errorf("%w: %w", vault.ErrProviderUnavailable, err)
-			case errors.As(err, &pe) && pe.Code == "invalid_scope":
-				return nil, fmt.Errorf("%w: %w", vault.ErrCannotNarrow, err)
-			case err != nil:
-				return nil, err
-			}
-			return &vault.Refreshed{AccessToken: tok.AccessToken, TokenType: tok.TokenType,
-				RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Scopes: tok.Scopes}, nil
-		},
-		Revoke: func(ctx context.Context, name string, c *vault.Credential) error {
-			p, err := cat.OAuth(name)
-			if err != nil {
-				return vault.ErrRevocationNotSupported
-			}
-			return provider.RevokeGrant(ctx, p, c.AccessToken, c.RefreshToken)
-		}})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return st
-}
-
-// newServer builds a connect.Server over pool (the same database as e for a
-// second replica) with its own vault store.
-func (e *env) newServer(pool *pgxpool.Pool, sessions *session.Store, logger *slog.Logger) *connect.Server {
-	e.t.Helper()
-	st := e.vault
-	if pool != e.pool {
-		st = e.newVault(pool)
-	}
-	s, err := connect.New(connect.Config{Logger: logger, Pool: pool, Sessions: sessions, Login: e.rp, Auth: e.auth,
-		Clients: e.clients, Vault: st, Keyring: e.keyring, Catalog: e.catalog, PublicURL: e.srv.URL, Now: e.clock.Now,
-		MintLimit: web.NewLimiter(e.mintLimit), MintUserLimit: web.NewLimiter(e.mintUserLimit), MaxWaiters: e.maxWaiters})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return s
+	return pc
 }
 
 // goodAPIKey is the only key the "keyed" provider's verification accepts.
 const goodAPIKey = "sk-test-good-key-123"
 
-func (e *env) store(keys ...session.Key) *session.Store {
-	e.t.Helper()
-	s, err := session.New(session.Config{Pool: e.pool, Keys: keys})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return s
-}
-
 // withKeys returns the base URL of a second connectd on the same database and
 // issuers whose session keyring is keys (a replica after a key rotation).
 func (e *env) withKeys(keys ...session.Key) string {
 	e.t.Helper()
-	mux := web.NewMux()
-	e.newServer(e.pool, e.store(keys...), slog.New(slog.DiscardHandler)).Routes(mux)
-	srv := httptest.NewTLSServer(mux)
-	e.t.Cleanup(srv.Close)
-	return srv.URL
+	cfg := e.cfg
+	cfg.Identity.SessionKeys, cfg.Logger = keys, slog.New(slog.DiscardHandler)
+	_, base := e.replica(cfg)
+	return base
 }
 
 // browser is flowtest's scripted browser, failing the test on a transport

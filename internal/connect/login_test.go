@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/session"
-	"github.com/connectd/connectd/internal/web"
 )
 
 func TestLoginFlow(t *testing.T) {
@@ -467,20 +465,12 @@ func (e *env) sessionReplica() (string, *session.Store) {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(pool.Close)
-	sessions, err := session.New(session.Config{Pool: pool, Keys: e.keys, CacheTTL: time.Hour})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	srv := e.newServer(pool, sessions, slog.New(slog.DiscardHandler))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { srv.Run(ctx); close(done) }()
-	e.t.Cleanup(func() { cancel(); <-done })
-	mux := web.NewMux()
-	srv.Routes(mux)
-	hs := httptest.NewTLSServer(mux)
-	e.t.Cleanup(hs.Close)
-	return hs.URL, sessions
+	cfg := e.cfg
+	cfg.Pool, cfg.Logger = pool, slog.New(slog.DiscardHandler)
+	cfg.Identity.SessionCacheTTL = time.Hour
+	srv, base := e.replica(cfg)
+	e.run(srv)
+	return base, srv.Sessions()
 }
 
 // TestCopiedCookieRefusedAfterSignOut is the stolen-cookie attack: alice

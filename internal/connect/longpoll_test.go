@@ -4,14 +4,11 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/connectd/connectd/internal/web"
 )
 
 // TestLongPollWokenByAnotherReplica runs two connect servers (separate pools,
@@ -20,20 +17,17 @@ import (
 func TestLongPollWokenByAnotherReplica(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go e.connect.Run(ctx) // replica A (e.srv) listens for notifications
+	e.run(e.server) // replica A (e.srv) listens for notifications
 
 	// Replica B: its own pool and server on the same database.
-	poolB, err := pgxpool.New(ctx, e.pool.Config().ConnString())
+	poolB, err := pgxpool.New(context.Background(), e.pool.Config().ConnString())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(poolB.Close)
-	muxB := web.NewMux()
-	e.newServer(poolB, e.sessions, slog.New(slog.DiscardHandler)).Routes(muxB)
-	srvB := httptest.NewTLSServer(muxB)
-	t.Cleanup(srvB.Close)
+	cfgB := e.cfg
+	cfgB.Pool, cfgB.Logger = poolB, slog.New(slog.DiscardHandler)
+	_, urlB := e.replica(cfgB)
 
 	m := e.newMCPServer("files", "fake")
 	el := m.mint("alice", map[string]any{"provider": "fake"})
@@ -53,13 +47,13 @@ func TestLongPollWokenByAnotherReplica(t *testing.T) {
 
 	// The whole browser flow happens on replica B (same session keys).
 	b := e.browser()
-	uB := strings.Replace(el["url"].(string), e.srv.URL, srvB.URL, 1)
+	uB := strings.Replace(el["url"].(string), e.srv.URL, urlB, 1)
 	consent := e.openAs(b, el["url"].(string), "alice") // login on A
 	if consent.status != http.StatusOK {
 		t.Fatalf("consent on A: %d", consent.status)
 	}
 	redirect := b.do(http.MethodPost, uB, allowForm(t, consent.body))
-	cb := strings.Replace(e.authorize(redirect), e.srv.URL, srvB.URL, 1)
+	cb := strings.Replace(e.authorize(redirect), e.srv.URL, urlB, 1)
 	completedAt := time.Now()
 	if r := b.get(cb); r.status != http.StatusOK || !strings.Contains(r.body, "Connected") {
 		t.Fatalf("callback on B: %d %s", r.status, r.body)

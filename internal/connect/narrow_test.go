@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider/providertest"
-	"github.com/connectd/connectd/internal/web"
 )
 
 // narrowing is the fake provider configured as one that narrows tokens on
@@ -31,15 +29,14 @@ func scopedRefreshes(e *env) int {
 	return n
 }
 
-// secondReplica is another connect.Server on the same database (its own
+// secondReplica is another connectd on the same database (its own
 // pool and vault store), behind its own TLS server.
 func (e *env) secondReplica() string {
 	e.t.Helper()
-	mux := web.NewMux()
-	e.newServer(pgtest.NewPool(e.t, e.pool.Config().ConnString()), e.sessions, slog.New(slog.DiscardHandler)).Routes(mux)
-	srv := httptest.NewTLSServer(mux)
-	e.t.Cleanup(srv.Close)
-	return srv.URL
+	cfg := e.cfg
+	cfg.Pool, cfg.Logger = pgtest.NewPool(e.t, e.pool.Config().ConnString()), slog.New(slog.DiscardHandler)
+	_, base := e.replica(cfg)
+	return base
 }
 
 // TestNarrowedTokenPerClient (DESIGN invariant 6, issue 14 §1): at a provider

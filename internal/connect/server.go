@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider"
@@ -28,9 +28,9 @@ type Config struct {
 	Login    *mcpauth.Login
 	Auth     *mcpauth.Authenticator // /v1: client key + user token
 	// Clients is the registry Auth authenticates with (client names for
-	// consent pages; its key cache is kept fresh by the Server's listener).
+	// consent pages; its key cache is kept fresh by the process hub).
 	Clients *mcpauth.Clients
-	Vault   *vault.Store // its credential cache is kept fresh by the Server's listener
+	Vault   *vault.Store // its credential cache is kept fresh by the process hub
 	// Keyring is the vault keyring as configured; request_state and PKCE
 	// verifiers are each sealed under their own Purpose of it.
 	Keyring *vault.Keyring
@@ -56,10 +56,10 @@ type Config struct {
 	// cached (user, provider) pairs (default 50,000).
 	ConsentCacheTTL  time.Duration
 	ConsentCacheSize int
-	// ListenURL, when set, is the database URL of the notification
-	// listener's own connection (LISTEN needs a session: a direct connection
-	// when Pool goes through a pooler in transaction mode); default: Pool's.
-	ListenURL string
+	// Hub is the process's notification listener (run by internal/server):
+	// New subscribes the consent cache and the long-poll wake-ups to it. The
+	// caches of Vault, Clients and Sessions are their owners' to subscribe.
+	Hub *cache.Hub
 	// OnFlow, when set, is called once for every elicitation that reaches a
 	// final status on this replica (completed, declined, failed, expired),
 	// for metrics.
@@ -96,7 +96,7 @@ type Server struct {
 	mintUserLimit   *web.Limiter
 	waiters         *waiters
 	now             func() time.Time
-	hub             *hub
+	wakeups         *wakeups
 	consents        *consent.Store
 	signin          *signin.Flow // GET /login, /login/callback, POST /logout
 	onFlow          func(Status)
@@ -108,8 +108,8 @@ type Server struct {
 // New returns a Server over cfg's dependencies.
 func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil || cfg.Sessions == nil || cfg.Login == nil || cfg.Pool == nil || cfg.Auth == nil ||
-		cfg.Clients == nil || cfg.Vault == nil || cfg.Keyring == nil || cfg.Catalog == nil || cfg.PublicURL == "" {
-		return nil, errors.New("connect: Logger, Pool, Sessions, Login, Auth, Clients, Vault, Keyring, Catalog and PublicURL are required")
+		cfg.Clients == nil || cfg.Vault == nil || cfg.Keyring == nil || cfg.Catalog == nil || cfg.PublicURL == "" || cfg.Hub == nil {
+		return nil, errors.New("connect: Logger, Pool, Sessions, Login, Auth, Clients, Vault, Keyring, Catalog, PublicURL and Hub are required")
 	}
 	s := &Server{
 		logger: cfg.Logger, pool: cfg.Pool, sessions: cfg.Sessions, login: cfg.Login, auth: cfg.Auth,
@@ -141,13 +141,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.consents = consent.NewStore(cfg.Pool, cfg.ConsentCacheTTL, cfg.ConsentCacheSize, s.now)
-	listen := cfg.Pool.Config().ConnConfig
-	if cfg.ListenURL != "" {
-		if listen, err = pgx.ParseConfig(cfg.ListenURL); err != nil {
-			return nil, errors.New("connect: ListenURL is not a valid database URL") // never the URL: it may hold a password
-		}
-	}
-	s.hub = newHub(listen, cfg.Logger, s.cacheSubscribers()...)
+	s.wakeups = newWakeups()
+	cfg.Hub.Add(s.wakeups.subscriber(), s.consents.CacheSubscriber())
 	return s, nil
 }
 

@@ -50,10 +50,10 @@ func (s *Server) Sweep(ctx context.Context) error {
 	return nil
 }
 
-// Run serves the background work of a Server until ctx ends: the
-// notification listener that wakes long-polls, and the periodic sweep.
+// Run serves the background work of a Server until ctx ends: the periodic
+// sweep, and at the end the sampled audit counts. (Long-polls are woken by
+// the process's notification hub, Config.Hub, which internal/server runs.)
 func (s *Server) Run(ctx context.Context) {
-	go s.runHub(ctx)
 	defer s.doneOnce.Do(func() { close(s.done) })
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()

@@ -7,11 +7,13 @@ package pgtest
 import (
 	"context"
 	"database/sql"
+	"log/slog"
 	"net/url"
 	"os"
+	"sync"
 	"testing"
+	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver pgtestdb uses.
 	"github.com/peterldowns/pgtestdb"
@@ -108,36 +110,30 @@ func NewPool(t testing.TB, dbURL string) *pgxpool.Pool {
 	return pool
 }
 
-// Listen stands in for connect's notification hub in a package's own tests:
-// it LISTENs for sub's channel on a connection of its own (from pool's
-// settings), marks sub live once listening, feeds it every notification and
-// marks it not live if the connection ends, until the test ends.
+// Listen keeps sub fresh in a package's own tests as the process does in
+// production: a cache.Hub with sub as its one subscriber, on a connection of
+// its own (from pool's settings), run until the test ends. It returns once
+// sub is live.
 func Listen(t testing.TB, pool *pgxpool.Pool, sub cache.Subscriber) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{sub.Channel}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
-	sub.SetLive(true)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			n, err := conn.WaitForNotification(ctx)
-			if err != nil {
-				sub.SetLive(false)
-				return
-			}
-			sub.Invalidate(n.Payload)
+	live := make(chan struct{})
+	var once sync.Once
+	setLive := sub.SetLive
+	sub.SetLive = func(v bool) {
+		setLive(v)
+		if v {
+			once.Do(func() { close(live) })
 		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		conn.Close(context.Background())
-	})
+	}
+	hub := cache.NewHub(pool.Config().ConnConfig, slog.New(slog.DiscardHandler))
+	hub.Add(sub)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { hub.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-live:
+	case <-time.After(10 * time.Second):
+		t.Fatal("pgtest: the notification hub did not start listening within 10s")
+	}
 }

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/admin"
 	"github.com/connectd/connectd/internal/devidp"
@@ -23,24 +21,24 @@ const devIdPPath = "/dev/idp"
 // identity wires who-is-calling: user-token verification, browser login,
 // sessions and, in dev mode, the development identity provider.
 type identity struct {
-	verifier *mcpauth.Verifier
-	sessions *session.Store
-	login    *mcpauth.Login
-	clients  *mcpauth.Clients
-	auth     *mcpauth.Authenticator
-	devIdP   *devidp.Provider
+	verifier    *mcpauth.Verifier
+	sessions    *session.Store
+	sessionKeys []session.Key // as configured, or the ephemeral dev key
+	login       *mcpauth.Login
+	clients     *mcpauth.Clients
+	auth        *mcpauth.Authenticator
+	devIdP      *devidp.Provider
 }
 
-// newIdentity builds the identity services. listenAddr is the public
-// listener's actual address: the dev IdP's back channel dials it.
-func newIdentity(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *slog.Logger, listenAddr string) (*identity, error) {
-	ic := cfg.Identity
+// newIdentity builds the identity services.
+func newIdentity(ctx context.Context, cfg Config) (*identity, error) {
+	ic, logger := cfg.Identity, cfg.Logger
 	issuers := slices.Clone(ic.Issuers)
 	self := "" // the dev IdP is fetched from connectd's own listener
 	if ic.DevIdP {
-		self = listenAddr
+		self = cfg.ListenAddr
 	}
-	client, err := newEgressClient(cfg, self)
+	client, err := outboundClient(cfg, self)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +75,8 @@ func newIdentity(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *s
 		keys = []session.Key{session.NewKey()}
 		logger.WarnContext(ctx, "CONNECTD_SESSION_KEYS not set: using an ephemeral session key (dev mode); sessions end when connectd stops")
 	}
-	sessions, err := session.New(session.Config{Pool: pool, Keys: keys, MaxAge: ic.SessionMaxAge,
+	id.sessionKeys = keys
+	sessions, err := session.New(session.Config{Pool: cfg.Pool, Keys: keys, MaxAge: ic.SessionMaxAge,
 		IdleTimeout: ic.SessionIdleTimeout, CacheTTL: ic.SessionCacheTTL, CacheSize: cfg.Cache.Size})
 	if err != nil {
 		return nil, err
@@ -93,18 +92,19 @@ func newIdentity(ctx context.Context, cfg *Config, pool *pgxpool.Pool, logger *s
 		return nil, &ConfigError{Var: "CONNECTD_ISSUERS", Problem: err.Error()}
 	}
 	login, err := mcpauth.NewLogin(mcpauth.LoginConfig{
-		Pool:        pool,
+		Pool:        cfg.Pool,
 		Verifier:    id.verifier,
 		RedirectURL: cfg.PublicURL.String() + "/login/callback",
 		Logger:      logger,
+		Now:         cfg.Now,
 	})
 	if err != nil {
 		id.verifier.Close()
 		return nil, err
 	}
 	id.sessions, id.login = sessions, login
-	id.clients = mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, AllowHTTP: cfg.Dev, Logger: logger,
-		CacheTTL: cfg.Cache.ClientKeyTTL, CacheSize: cfg.Cache.Size})
+	id.clients = mcpauth.NewClients(mcpauth.ClientsConfig{Pool: cfg.Pool, AllowHTTP: cfg.Dev, Logger: logger,
+		CacheTTL: cfg.Cache.ClientKeyTTL, CacheSize: cfg.Cache.Size, Now: cfg.Now})
 	id.auth = mcpauth.NewAuthenticator(id.clients, id.verifier)
 	return id, nil
 }

@@ -1,0 +1,151 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// pingEvery is how long the listener waits in silence before it checks that
+// its connection is still there: a connection that died without a word (a
+// network partition) is noticed within about this long, and the caches stop
+// trusting themselves.
+const pingEvery = 5 * time.Second
+
+// ListenerApplicationName is the application_name of the Hub's connection,
+// so operators (and tests) can tell it apart in pg_stat_activity.
+const ListenerApplicationName = "connectd-listener"
+
+// Hub is the process's one Postgres listener: one dedicated connection
+// LISTENs on the channel of every Subscriber and hands each notification to
+// the subscriber of its channel. The process (internal/server) owns it and
+// runs it; the packages that own caches, or wait for changes (connect's
+// long-polls), only add their Subscribers.
+//
+// When that connection drops, every subscriber is told the feed is down
+// (SetLive(false): caches empty themselves and stop caching, waiters wake
+// and re-read the database), because notifications sent while nobody
+// listens are lost; once LISTEN works again every subscriber is told it is
+// live (SetLive(true): caches empty themselves once more and resume, waiters
+// re-read). Nothing is missed: at worst a waiter looks once more and a cache
+// misses.
+type Hub struct {
+	conn   *pgx.ConnConfig // of the listener's own connection
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	subs    map[string]Subscriber // by channel
+	running bool
+}
+
+// NewHub returns a Hub that listens on its own connection made from conn
+// (not a pool's: LISTEN needs a session of its own, and a pooler in
+// transaction mode would not give one).
+func NewHub(conn *pgx.ConnConfig, logger *slog.Logger) *Hub {
+	return &Hub{conn: conn, logger: logger, subs: map[string]Subscriber{}}
+}
+
+// Add subscribes s to its channel. It must be called before Run: the
+// channels are LISTENed to when the connection is made. A channel has one
+// subscriber; adding a second is a wiring mistake and panics.
+func (h *Hub) Add(subs ...Subscriber) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.running {
+		panic("cache: Hub.Add after Run")
+	}
+	for _, s := range subs {
+		if _, dup := h.subs[s.Channel]; dup {
+			panic(fmt.Sprintf("cache: two subscribers for channel %q", s.Channel))
+		}
+		h.subs[s.Channel] = s
+	}
+}
+
+// setLive tells every subscriber whether the feed of notifications is up.
+func (h *Hub) setLive(live bool) {
+	for _, s := range h.subs {
+		if s.SetLive != nil {
+			s.SetLive(live)
+		}
+	}
+}
+
+// Run listens until ctx ends, reconnecting with backoff. It is called once.
+func (h *Hub) Run(ctx context.Context) {
+	h.mu.Lock()
+	h.running = true
+	h.mu.Unlock()
+	defer h.setLive(false)
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := h.listen(ctx)
+		h.setLive(false) // first, before anything else can read a cache
+		if ctx.Err() != nil {
+			return
+		}
+		h.logger.WarnContext(ctx, "database notifications interrupted; caches flushed; reconnecting", slog.Any("error", err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		if backoff < 5*time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+func (h *Hub) listen(ctx context.Context) error {
+	cc := h.conn.Copy()
+	cc.RuntimeParams["application_name"] = ListenerApplicationName
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Bounded: the connection may be the one that died.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		conn.Close(cctx)
+	}()
+	for ch := range h.subs {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return err
+		}
+	}
+	// Listening: from here on every change is announced to us. Whatever was
+	// cached before (or changed while we were not listening) is dropped, and
+	// whoever waits re-reads.
+	h.setLive(true)
+	for {
+		wctx, cancel := context.WithTimeout(ctx, pingEvery)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if n != nil {
+			if s, ok := h.subs[n.Channel]; ok && s.Invalidate != nil {
+				s.Invalidate(n.Payload)
+			}
+		}
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded):
+			// Quiet for a while: make sure the connection is still there.
+			pctx, cancel := context.WithTimeout(ctx, pingEvery)
+			err = conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				return err
+			}
+		default:
+			return err
+		}
+	}
+}

@@ -1,0 +1,168 @@
+package server
+
+import (
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/web"
+)
+
+// Config is every dependency of a Server. cmd/connectd fills the settings
+// from CONNECTD_* variables (docs/configuration.md names each one next to
+// its field); tests fill them directly. The zero value of a setting means
+// what the package it goes to documents (usually: its default, or off).
+type Config struct {
+	// Dev is CONNECTD_DEV: http:// public URLs, loopback endpoints, no HSTS,
+	// and ephemeral vault and session keys when none are configured.
+	Dev bool
+	// PublicURL is the browser-facing origin (CONNECTD_PUBLIC_URL); connect
+	// URLs, redirect URIs and the trusted origin of the cross-origin check
+	// are built from it. Required.
+	PublicURL *url.URL
+	// Pool is the database; the caller opens and closes it. Required.
+	Pool *pgxpool.Pool
+	// ListenURL (CONNECTD_DATABASE_LISTEN_URL) is where the notification hub
+	// connects when it must bypass a pooler in transaction mode; empty:
+	// Pool's own settings.
+	ListenURL string
+	// Logger receives every log line. Required.
+	Logger *slog.Logger
+	// ListenAddr is the public listener's actual address. Only the
+	// development IdP (Identity.DevIdP) needs it: connectd fetches its
+	// discovery document and JWKS from its own listener.
+	ListenAddr string
+
+	Identity  IdentityConfig
+	Vault     VaultConfig
+	Egress    EgressConfig
+	Connect   ConnectConfig
+	Admin     AdminConfig
+	RateLimit RateLimitConfig
+	Cache     CacheConfig
+
+	// Now is the clock of the flows, client keys, the vault and the admin
+	// store (default time.Now); tests move it.
+	Now func() time.Time
+	// HTTPClient, when set, replaces the egress client (docs/egress.md) for
+	// every outbound call: issuer discovery and JWKS, provider token,
+	// refresh, revocation and API-key checks. Tests set it to trust their
+	// TLS fakes; production leaves it nil.
+	HTTPClient *http.Client
+}
+
+// IdentityConfig configures who connectd trusts: MCP authorization servers
+// (issuers) whose user tokens it verifies and where browsers log in, sessions,
+// and MCP-server client keys.
+type IdentityConfig struct {
+	// Issuers come from CONNECTD_ISSUERS (JSON) or CONNECTD_ISSUERS_FILE, with
+	// client secrets read from the variables or files they name.
+	Issuers []mcpauth.Issuer
+	// SessionKeys (CONNECTD_SESSION_KEYS), newest first: the first signs, all
+	// are read. Empty in dev mode means ephemeral keys (see New).
+	SessionKeys        []session.Key
+	SessionMaxAge      time.Duration // CONNECTD_SESSION_MAX_AGE
+	SessionIdleTimeout time.Duration // CONNECTD_SESSION_IDLE_TIMEOUT
+	SessionCacheTTL    time.Duration // CONNECTD_SESSION_CACHE_TTL: "this session is live" answered from memory
+	TokenSkew          time.Duration // CONNECTD_TOKEN_SKEW
+	ClientKeyOverlap   time.Duration // CONNECTD_CLIENT_KEY_OVERLAP: default for clients rotate-key
+	DevIdP             bool          // CONNECTD_DEV_IDP: mount the development IdP (dev mode only)
+}
+
+// VaultConfig configures credential encryption and the provider catalog.
+type VaultConfig struct {
+	// Keyring holds the vault keys from CONNECTD_VAULT_KEYS or
+	// CONNECTD_VAULT_KEYS_FILE; nil when neither is set (in dev mode New then generates an ephemeral key).
+	Keyring *vault.Keyring
+	// Providers is the parsed CONNECTD_PROVIDERS_FILE (client secrets
+	// resolved); empty when the variable is not set.
+	Providers *provider.Config
+	// RefreshSkew: tokens expiring within it are refreshed before use
+	// (CONNECTD_REFRESH_SKEW).
+	RefreshSkew time.Duration
+}
+
+// EgressConfig configures outbound HTTP (see docs/egress.md).
+type EgressConfig struct {
+	// AllowHosts (CONNECTD_EGRESS_ALLOW_HOSTS, dev mode only): exact
+	// host:port pairs connectd may fetch over plain http and on loopback.
+	AllowHosts []string
+}
+
+// ConnectConfig configures the connect flow and the /v1 API.
+type ConnectConfig struct {
+	ElicitationTTL  time.Duration // CONNECTD_ELICITATION_TTL: how long a connect URL stays usable.
+	RequestStateTTL time.Duration // CONNECTD_REQUEST_STATE_TTL: how long a request_state can be resolved.
+}
+
+// AdminConfig configures the admin pages, the admin API and the audit
+// trail's retention (docs/admin.md).
+type AdminConfig struct {
+	// Issuer (CONNECTD_ADMIN_ISSUER) is the id or URL of the login issuer
+	// admins sign in at; empty disables admin sign-in (the API still takes
+	// admin keys).
+	Issuer string
+	// Subjects (CONNECTD_ADMIN_SUBJECTS) are the allow-listed subjects at
+	// Issuer.
+	Subjects []string
+	// Claim and ClaimValue (CONNECTD_ADMIN_CLAIM=name=value): an ID token
+	// claim admins must carry. With Subjects too, both must hold.
+	Claim, ClaimValue string
+	SessionMaxAge     time.Duration // CONNECTD_ADMIN_SESSION_MAX_AGE
+	AuditRetention    time.Duration // CONNECTD_AUDIT_RETENTION
+}
+
+// RateLimitConfig holds the request budgets (see docs/configuration.md). Each
+// is "N/WINDOW" (e.g. 120/1m) or "off", and counts per replica.
+type RateLimitConfig struct {
+	// Public are the budgets of the public listener by route class:
+	// CONNECTD_RATE_API (per client key on /v1), CONNECTD_RATE_API_PER_IP,
+	// CONNECTD_RATE_BROWSER and CONNECTD_RATE_LOGIN (per client IP), and
+	// CONNECTD_RATE_TRUSTED_PROXIES (load balancers whose X-Forwarded-For is
+	// believed).
+	Public web.RateLimits
+	// Mint (CONNECTD_RATE_MINT) is per (user, client) on POST
+	// /v1/elicitations; MintUser (CONNECTD_RATE_MINT_USER) is the ceiling per
+	// user over all clients.
+	Mint, MintUser web.Rate
+	// MaxWaiters (CONNECTD_MAX_WAITERS_PER_CLIENT) caps the long-polls one
+	// client key holds open at once.
+	MaxWaiters int
+}
+
+// CacheConfig configures the in-memory caches of the token path (see
+// docs/scaling.md). Changes reach every replica's caches through Postgres
+// LISTEN/NOTIFY within milliseconds; a TTL only bounds staleness should a
+// notification be lost in a way the listener cannot see. A TTL of 0 disables
+// that cache.
+type CacheConfig struct {
+	// CredentialTTL: how long a connection's sealed credential (never the
+	// plaintext) may be used from memory. CONNECTD_CREDENTIAL_CACHE=false
+	// sets it to 0 (CONNECTD_CREDENTIAL_CACHE_TTL).
+	CredentialTTL time.Duration
+	// ConsentTTL: how long a user's consents for a provider may be used from
+	// memory (CONNECTD_CONSENT_CACHE_TTL).
+	ConsentTTL time.Duration
+	// Size caps the credential and the consent cache, in entries each
+	// (CONNECTD_CACHE_SIZE).
+	Size int
+	// ClientKeyTTL: how long an authenticated client key is remembered
+	// (CONNECTD_CLIENT_CACHE_TTL).
+	ClientKeyTTL time.Duration
+}
+
+// ConfigError names the variable at fault and what is wrong with it. Its text
+// never includes the value, which may be a secret.
+type ConfigError struct {
+	Var     string
+	Problem string
+}
+
+func (e *ConfigError) Error() string { return "invalid configuration: " + e.Var + ": " + e.Problem }

@@ -1,0 +1,284 @@
+// Package server wires connectd: it builds every service of one process
+// (identity, vault, provider catalog, the connect flow, the admin surface,
+// metrics, probes and the notification hub) from one Config, and serves them
+// on two handlers: Public (connect pages, /v1, /admin, behind the production
+// middleware of web.Public) and Internal (the operators' listener: probes,
+// metrics, pprof). cmd/connectd's serve, and every test harness that needs
+// the app (internal/connect, internal/admin, e2e), build it here, so what is
+// tested is what runs.
+//
+// It owns the process-wide plumbing: the Postgres notification hub
+// (cache.Hub) that keeps every replica's caches fresh and wakes long-polls,
+// started by Run; and the seams tests use, as Config fields (Now,
+// HTTPClient).
+//
+// It must never:
+//   - read the environment, open or close the database pool, or listen on a
+//     socket: the caller (cmd/connectd) does, so tests can build a Server
+//     over their own pool and httptest listeners;
+//   - be imported by a package other than cmd/connectd and tests: it is the
+//     top of the dependency graph (cmd → server → connect, admin → leaves);
+//   - wire a service differently for tests than for production: a test's
+//     needs are Config fields.
+package server
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"net/http"
+	"net/http/pprof"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/connectd/connectd/internal/admin"
+	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/connect"
+	"github.com/connectd/connectd/internal/health"
+	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/metrics"
+	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/web"
+	"github.com/connectd/connectd/web/templates"
+)
+
+// Server is one connectd process's services, wired.
+type Server struct {
+	cfg      Config
+	ident    *identity
+	keyring  *vault.Keyring
+	catalog  *provider.Catalog
+	vault    *vault.Store
+	conn     *connect.Server
+	adm      *admin.Server
+	store    *admin.Store
+	keys     *admin.Keys
+	hub      *cache.Hub
+	checker  *health.Checker
+	metrics  *metrics.Metrics
+	public   http.Handler
+	internal http.Handler
+
+	runOnce sync.Once
+}
+
+// New builds a Server from cfg. Outbound calls made while building (issuer
+// and provider discovery) happen under ctx. Close releases what it started.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Pool == nil || cfg.Logger == nil || cfg.PublicURL == nil {
+		return nil, errors.New("server: Pool, Logger and PublicURL are required")
+	}
+	listen := cfg.Pool.Config().ConnConfig
+	if cfg.ListenURL != "" {
+		var err error
+		if listen, err = pgx.ParseConfig(cfg.ListenURL); err != nil {
+			// Never the URL: it may hold a password.
+			return nil, &ConfigError{Var: "CONNECTD_DATABASE_LISTEN_URL", Problem: "is not a valid database URL"}
+		}
+	}
+	s := &Server{cfg: cfg, metrics: metrics.New(prometheus.NewRegistry()), hub: cache.NewHub(listen, cfg.Logger)}
+	var err error
+	if s.ident, err = newIdentity(ctx, cfg); err != nil {
+		return nil, err
+	}
+	if err := s.build(ctx); err != nil {
+		s.ident.Close()
+		return nil, err
+	}
+	s.checker = health.New(cfg.Pool, cfg.Logger, 2*time.Second)
+	if s.public, err = s.publicHandler(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.internal = s.internalHandler()
+	return s, nil
+}
+
+// build wires everything after identity: vault, catalog, connect, admin,
+// the hub's subscribers, metrics and the two handlers.
+func (s *Server) build(ctx context.Context) error {
+	cfg := s.cfg
+	var err error
+	if s.keyring, err = keyring(ctx, cfg); err != nil {
+		return err
+	}
+	if s.catalog, err = catalog(ctx, cfg, s.metrics); err != nil {
+		return err
+	}
+	if s.vault, err = vaultStore(cfg, cfg.Pool, s.keyring, s.catalog, s.metrics); err != nil {
+		return err
+	}
+	s.conn, err = connect.New(connect.Config{
+		Logger: cfg.Logger, Pool: cfg.Pool, Sessions: s.ident.sessions, Login: s.ident.login, Auth: s.ident.auth,
+		Clients: s.ident.clients, Vault: s.vault, Keyring: s.keyring, Catalog: s.catalog,
+		PublicURL: cfg.PublicURL.String(), Now: cfg.Now, Hub: s.hub,
+		ElicitationTTL: cfg.Connect.ElicitationTTL, RequestStateTTL: cfg.Connect.RequestStateTTL,
+		MintLimit: web.NewLimiter(cfg.RateLimit.Mint), MintUserLimit: web.NewLimiter(cfg.RateLimit.MintUser),
+		MaxWaiters:      cfg.RateLimit.MaxWaiters,
+		ConsentCacheTTL: cfg.Cache.ConsentTTL, ConsentCacheSize: cfg.Cache.Size,
+		OnFlow: func(st connect.Status) { s.metrics.Flow(string(st)) },
+	})
+	if err != nil {
+		return err
+	}
+	// The caches whose owners are leaf packages: the connect pages' live
+	// sessions (a sign-out or an admin's "end sessions" on any replica must
+	// reach them within a second), sealed credentials and client keys.
+	s.hub.Add(s.ident.sessions.CacheSubscriber(), s.vault.CacheSubscriber(), s.ident.clients.CacheSubscriber())
+	if err := s.newAdmin(ctx); err != nil {
+		return err
+	}
+	m := s.metrics
+	m.Pool(cfg.Pool)
+	m.Cache("user_token", s.ident.verifier.TokenCacheStats)
+	m.Cache("client_key", s.ident.clients.CacheStats)
+	m.Cache("credential", s.vault.CacheStats)
+	m.Cache("consent", s.conn.CacheStats)
+	return nil
+}
+
+// newAdmin wires the admin pages and API: an admin session store (its own
+// cookie, under the session keys), an OIDC relying party at the admin issuer
+// with its own redirect URI (<public URL>/admin/login/callback, to register
+// at that issuer) and the vault store; revocations withdraw approvals
+// through package consent.
+func (s *Server) newAdmin(ctx context.Context) error {
+	cfg := s.cfg
+	var err error
+	s.store, err = admin.NewStore(admin.StoreConfig{Pool: cfg.Pool, Vault: s.vault, Now: cfg.Now, Logger: cfg.Logger})
+	if err != nil {
+		return err
+	}
+	s.keys = admin.NewKeys(cfg.Pool, cfg.Now, cfg.Logger)
+	ac := admin.Config{Logger: cfg.Logger, Store: s.store, Keys: s.keys, Clients: s.ident.clients,
+		Retention: cfg.Admin.AuditRetention, Now: cfg.Now}
+	if cfg.Admin.Issuer == "" {
+		cfg.Logger.InfoContext(ctx, "admin sign-in disabled (CONNECTD_ADMIN_ISSUER not set); the admin API takes admin keys")
+	} else {
+		ac.Sessions, err = session.New(session.Config{Pool: cfg.Pool, Keys: s.ident.sessionKeys, Name: admin.SessionCookie,
+			BindingName: admin.BindingCookie, MaxAge: cfg.Admin.SessionMaxAge,
+			IdleTimeout: min(cfg.Identity.SessionIdleTimeout, cfg.Admin.SessionMaxAge)})
+		if err != nil {
+			return err
+		}
+		ac.Login, err = mcpauth.NewLogin(mcpauth.LoginConfig{Pool: cfg.Pool, Verifier: s.ident.verifier,
+			RedirectURL: cfg.PublicURL.String() + admin.CallbackPath, Logger: cfg.Logger, Now: cfg.Now})
+		if err != nil {
+			return err
+		}
+		ac.Policy = admin.Policy{Issuer: cfg.Admin.Issuer, Subjects: cfg.Admin.Subjects, Claim: cfg.Admin.Claim,
+			ClaimValue: cfg.Admin.ClaimValue}
+	}
+	s.adm, err = admin.New(ac)
+	return err
+}
+
+// Public is the public listener's handler: connect pages, /v1, /admin,
+// probes and static files.
+func (s *Server) Public() http.Handler { return s.public }
+
+// Internal is the operators' listener's handler: probes, Prometheus metrics
+// and pprof.
+func (s *Server) Internal() http.Handler { return s.internal }
+
+// publicHandler is the route table of the public listener, wrapped in
+// web.Public: security headers, cross-origin protection, rate limits, the
+// access log and the trusted-proxy context for every route on it, whichever
+// package registered the route; each request counted by route pattern and
+// status.
+func (s *Server) publicHandler() (http.Handler, error) {
+	mux := web.NewMux()
+	mux.Handle(web.AssetRoute("GET /healthz", http.HandlerFunc(s.checker.Healthz)))
+	mux.Handle(web.AssetRoute("GET /readyz", http.HandlerFunc(s.checker.Readyz)))
+	s.conn.Routes(mux)  // /v1/..., /c/{id}, /oauth/callback, /login, /login/callback, /session, /logout
+	s.ident.routes(mux) // /dev/idp/ in dev mode
+	s.adm.Routes(mux)   // /admin/..., /admin/api/...
+	static, _ := fs.Sub(templates.Static, "static")
+	mux.Handle(web.AssetRoute("GET /static/", http.StripPrefix("/static/", web.Static(static))))
+	mux.Handle(web.Route{Pattern: "/", Kind: web.KindPage, Class: web.ClassBrowser, Handler: web.Fallback(s.cfg.Logger)})
+	return web.Public(mux, web.PublicConfig{
+		Logger:         s.cfg.Logger,
+		HSTS:           !s.cfg.Dev,
+		TrustedOrigins: []string{s.cfg.PublicURL.Scheme + "://" + s.cfg.PublicURL.Host},
+		Limits:         s.cfg.RateLimit.Public,
+		Observe:        s.metrics.Observer(mux),
+	})
+}
+
+// internalHandler is the route table of the operators' listener.
+func (s *Server) internalHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.checker.Healthz)
+	mux.HandleFunc("GET /readyz", s.checker.Readyz)
+	mux.Handle("GET /metrics", s.metrics.Handler())
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	return web.Chain(mux, web.RequestIDs)
+}
+
+// Run runs the process's background work until ctx ends, and returns when
+// all of it has: the notification hub (cache invalidations and long-poll
+// wake-ups on every replica), connect's periodic sweep and the admin audit
+// retention sweep. Its last act (writing the sampled audit counts) needs the
+// pool, so the caller closes the pool only after Run returned. Call it once.
+func (s *Server) Run(ctx context.Context) {
+	ran := false
+	s.runOnce.Do(func() { ran = true })
+	if !ran {
+		panic("server: Run called twice")
+	}
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); s.hub.Run(ctx) }()
+	go func() { defer wg.Done(); s.conn.Run(ctx) }()
+	go func() { defer wg.Done(); s.adm.Run(ctx) }()
+	wg.Wait()
+}
+
+// Close stops what New started (background JWKS refreshes, the probes'
+// database handle). It does not close the pool.
+func (s *Server) Close() {
+	s.ident.Close()
+	s.checker.Close()
+}
+
+// Connect is the connect flow and /v1 API.
+func (s *Server) Connect() *connect.Server { return s.conn }
+
+// Admin is the admin pages and API.
+func (s *Server) Admin() *admin.Server { return s.adm }
+
+// AdminStore is the admin Store (the CLI's too).
+func (s *Server) AdminStore() *admin.Store { return s.store }
+
+// AdminKeys is the admin API key registry.
+func (s *Server) AdminKeys() *admin.Keys { return s.keys }
+
+// Vault is the credential store.
+func (s *Server) Vault() *vault.Store { return s.vault }
+
+// Keyring is the vault keyring in use (in dev mode, possibly ephemeral).
+func (s *Server) Keyring() *vault.Keyring { return s.keyring }
+
+// Catalog is the provider catalog.
+func (s *Server) Catalog() *provider.Catalog { return s.catalog }
+
+// Clients is the MCP-server client registry.
+func (s *Server) Clients() *mcpauth.Clients { return s.ident.clients }
+
+// Verifier verifies MCP user tokens and ID tokens.
+func (s *Server) Verifier() *mcpauth.Verifier { return s.ident.verifier }
+
+// Login is the end users' OIDC relying party (/login).
+func (s *Server) Login() *mcpauth.Login { return s.ident.login }
+
+// Sessions is the end users' session store.
+func (s *Server) Sessions() *session.Store { return s.ident.sessions }

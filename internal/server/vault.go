@@ -1,0 +1,177 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/connectd/connectd/internal/metrics"
+	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/vault"
+)
+
+// keyring returns the keyring to run with. Vault keys are required; only in
+// dev mode, when none are configured, an ephemeral key is generated with a
+// loud warning: what it seals cannot be opened after a restart.
+func keyring(ctx context.Context, cfg Config) (*vault.Keyring, error) {
+	if cfg.Vault.Keyring != nil {
+		return cfg.Vault.Keyring, nil
+	}
+	if !cfg.Dev {
+		return nil, &ConfigError{Var: "CONNECTD_VAULT_KEYS",
+			Problem: "is required (or CONNECTD_VAULT_KEYS_FILE): make a key with `connectd vault gen-key`"}
+	}
+	line, err := vault.GenerateKey(1)
+	if err != nil {
+		return nil, err
+	}
+	k, err := vault.ParseKeyring(line)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Logger.WarnContext(ctx, "DEV MODE: no vault keys configured (CONNECTD_VAULT_KEYS); using an EPHEMERAL key. "+
+		"Credentials stored now cannot be decrypted after a restart. Never run like this in production.")
+	return k, nil
+}
+
+// NewCatalog builds the provider catalog of cfg.Vault.Providers (running
+// discovery), as New does, for the CLI commands that act at providers. Every
+// provider call goes through the egress client (SSRF guard, https only
+// outside the dev allow-list, no redirects, timeouts, size cap) or
+// cfg.HTTPClient.
+func NewCatalog(ctx context.Context, cfg Config) (*provider.Catalog, error) {
+	return catalog(ctx, cfg, nil)
+}
+
+// catalog is NewCatalog with every provider call measured by m (nil: none).
+func catalog(ctx context.Context, cfg Config, m *metrics.Metrics) (*provider.Catalog, error) {
+	client, err := outboundClient(cfg, "")
+	if err != nil {
+		return nil, err
+	}
+	if m != nil {
+		c := *client // cfg.HTTPClient is the caller's: measure a copy
+		c.Transport = m.Transport(c.Transport)
+		client = &c
+	}
+	pc := cfg.Vault.Providers
+	if pc == nil {
+		pc = &provider.Config{Dev: cfg.Dev}
+	}
+	cat, err := provider.New(ctx, pc, provider.Options{HTTPClient: client, Logger: cfg.Logger})
+	if err != nil {
+		var pe *provider.ConfigError
+		if errors.As(err, &pe) {
+			return nil, &ConfigError{Var: "CONNECTD_PROVIDERS_FILE", Problem: err.Error()}
+		}
+		return nil, err
+	}
+	return cat, nil
+}
+
+// NewVaultStore is the connection store on pool, as New wires it, for the CLI
+// commands: refreshes and revocations go through cat's OAuth providers.
+func NewVaultStore(cfg Config, pool *pgxpool.Pool, keys *vault.Keyring, cat *provider.Catalog) (*vault.Store, error) {
+	return vaultStore(cfg, pool, keys, cat, nil)
+}
+
+// vaultStore is NewVaultStore with refreshes counted by m (nil: none). Its
+// credential cache (Cache.CredentialTTL) stays empty until the hub keeps it
+// fresh (Run).
+func vaultStore(cfg Config, pool *pgxpool.Pool, keys *vault.Keyring, cat *provider.Catalog, m *metrics.Metrics) (*vault.Store, error) {
+	return vault.New(vault.Config{
+		Pool: pool, Keyring: keys, Logger: cfg.Logger, Skew: cfg.Vault.RefreshSkew, Now: cfg.Now,
+		Refresh: observeRefresh(refreshFunc(cat), m), Revoke: revokeFunc(cat),
+		RefreshScoped: refreshScopedFunc(cat),
+		CacheTTL:      cfg.Cache.CredentialTTL, CacheSize: cfg.Cache.Size,
+	})
+}
+
+// observeRefresh counts the refreshes f sends to providers, by outcome.
+func observeRefresh(f vault.RefreshFunc, m *metrics.Metrics) vault.RefreshFunc {
+	if m == nil {
+		return f
+	}
+	return func(ctx context.Context, name, refreshToken string) (*vault.Refreshed, error) {
+		r, err := f(ctx, name, refreshToken)
+		outcome := "ok"
+		switch {
+		case errors.Is(err, vault.ErrReauthorizationRequired):
+			outcome = "reauthorization_required"
+		case errors.Is(err, vault.ErrProviderUnavailable):
+			outcome = "unavailable"
+		case err != nil:
+			outcome = "error"
+		}
+		m.Refresh(name, outcome)
+		return r, err
+	}
+}
+
+// refreshFunc maps provider refreshes, and their error classes, to what
+// the vault expects: a dead grant means reauthorization, an outage is
+// retryable, and a provider with no refresh token support needs the user too.
+func refreshFunc(cat *provider.Catalog) vault.RefreshFunc {
+	return func(ctx context.Context, name, refreshToken string) (*vault.Refreshed, error) {
+		p, err := cat.OAuth(name)
+		if err != nil {
+			// Not a dead grant: the operator may put the provider back.
+			return nil, fmt.Errorf("refresh: %w", err)
+		}
+		tok, err := p.Refresh(ctx, refreshToken)
+		switch {
+		case errors.Is(err, provider.ErrInvalidGrant), errors.Is(err, provider.ErrNotSupported):
+			return nil, fmt.Errorf("%w: %w", vault.ErrReauthorizationRequired, err)
+		case errors.Is(err, provider.ErrUnavailable):
+			return nil, fmt.Errorf("%w: %w", vault.ErrProviderUnavailable, err)
+		case err != nil:
+			return nil, err
+		}
+		return &vault.Refreshed{AccessToken: tok.AccessToken, TokenType: tok.TokenType,
+			RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Scopes: tok.Scopes}, nil
+	}
+}
+
+// refreshScopedFunc maps scoped refreshes (narrowed tokens) as refreshFunc
+// does; the provider's invalid_scope means it will not
+// narrow to that subset.
+func refreshScopedFunc(cat *provider.Catalog) vault.RefreshScopedFunc {
+	return func(ctx context.Context, name, refreshToken string, scopes []string) (*vault.Refreshed, error) {
+		p, err := cat.OAuth(name)
+		if err != nil {
+			return nil, fmt.Errorf("refresh: %w", err)
+		}
+		tok, err := p.RefreshScoped(ctx, refreshToken, scopes)
+		var pe *provider.Error
+		switch {
+		case errors.Is(err, provider.ErrInvalidGrant), errors.Is(err, provider.ErrNotSupported):
+			return nil, fmt.Errorf("%w: %w", vault.ErrReauthorizationRequired, err)
+		case errors.Is(err, provider.ErrUnavailable):
+			return nil, fmt.Errorf("%w: %w", vault.ErrProviderUnavailable, err)
+		case errors.As(err, &pe) && pe.Code == "invalid_scope":
+			return nil, fmt.Errorf("%w: %w", vault.ErrCannotNarrow, err)
+		case err != nil:
+			return nil, err
+		}
+		return &vault.Refreshed{AccessToken: tok.AccessToken, TokenType: tok.TokenType,
+			RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Scopes: tok.Scopes}, nil
+	}
+}
+
+// revokeFunc revokes a deleted credential through the catalog.
+func revokeFunc(cat *provider.Catalog) vault.RevokeFunc {
+	return func(ctx context.Context, name string, c *vault.Credential) error {
+		p, err := cat.OAuth(name)
+		if err != nil {
+			// api_key providers (and removed ones) have nothing to call.
+			return fmt.Errorf("%w: %w", vault.ErrRevocationNotSupported, err)
+		}
+		err = provider.RevokeGrant(ctx, p, c.AccessToken, c.RefreshToken)
+		if errors.Is(err, provider.ErrNotSupported) {
+			return fmt.Errorf("%w: %w", vault.ErrRevocationNotSupported, err)
+		}
+		return err
+	}
+}

@@ -240,3 +240,17 @@ type Subscriber struct {
 // Flush is the payload that makes a subscriber drop everything it caches
 // (sent, for instance, after a bulk change too large to name row by row).
 const Flush = "*"
+
+// Subscribe is the Subscriber of a cache keyed by Digest whose writers notify
+// on channel with the changed key's digest (Digest.Payload) or Flush: a
+// digest drops that entry; Flush, or anything this version does not
+// understand, drops them all. m may be nil (the cache is disabled).
+func Subscribe[V any](channel string, m *Map[Digest, V]) Subscriber {
+	return Subscriber{Channel: channel, SetLive: m.SetLive, Invalidate: func(payload string) {
+		if d, ok := ParseDigest(payload); ok {
+			m.Delete(d)
+			return
+		}
+		m.DeleteFunc(func(Digest, V) bool { return true })
+	}}
+}

@@ -182,3 +182,35 @@ func TestEvery(t *testing.T) {
 		}
 	}
 }
+
+// TestSubscribe: a digest drops its entry, Flush (or anything unknown)
+// drops them all, and a disabled cache is fine.
+func TestSubscribe(t *testing.T) {
+	t.Parallel()
+	m := New[Digest, int](time.Hour, 10, time.Now)
+	sub := Subscribe("ch", m)
+	sub.SetLive(true) // as the hub does once it listens
+	a, b := Key("a"), Key("b")
+	m.Put(a, 1, m.Gen(), time.Time{})
+	m.Put(b, 2, m.Gen(), time.Time{})
+	if _, ok := m.Get(b); !ok {
+		t.Fatal("b not cached")
+	}
+	if sub.Channel != "ch" {
+		t.Fatalf("channel %q", sub.Channel)
+	}
+	sub.Invalidate(a.Payload())
+	if _, ok := m.Get(a); ok {
+		t.Fatal("a survived its invalidation")
+	}
+	if _, ok := m.Get(b); !ok {
+		t.Fatal("b went with a")
+	}
+	sub.Invalidate("not a digest")
+	if _, ok := m.Get(b); ok {
+		t.Fatal("an unknown payload did not flush")
+	}
+	off := Subscribe[int]("ch", nil)
+	off.Invalidate(Flush)
+	off.SetLive(true)
+}

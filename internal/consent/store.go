@@ -129,18 +129,10 @@ func (s *Store) cached(ctx context.Context, u vault.UserRef, clientID, provider 
 	return set[i].Approval, nil
 }
 
-func (s *Store) invalidate(payload string) {
-	if d, ok := cache.ParseDigest(payload); ok {
-		s.cache.Delete(d)
-		return
-	}
-	s.cache.DeleteFunc(func(cache.Digest, []clientApproval) bool { return true })
-}
-
 // CacheSubscriber is what keeps the cache fresh: hand it to the process's
 // LISTEN hub.
 func (s *Store) CacheSubscriber() cache.Subscriber {
-	return cache.Subscriber{Channel: Channel, Invalidate: s.invalidate, SetLive: s.cache.SetLive}
+	return cache.Subscribe(Channel, s.cache)
 }
 
 // CacheStats reports the cache's counters (zero when disabled).

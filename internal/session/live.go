@@ -165,16 +165,7 @@ func (s *Store) Sweep(ctx context.Context) (int64, error) {
 // CacheSubscriber is what the process's notification listener needs to keep
 // this Store's cache of live sessions fresh (see package cache).
 func (s *Store) CacheSubscriber() cache.Subscriber {
-	return cache.Subscriber{Channel: Channel, Invalidate: s.invalidate, SetLive: s.live.SetLive}
-}
-
-func (s *Store) invalidate(payload string) {
-	if d, ok := cache.ParseDigest(payload); ok {
-		s.live.Delete(d)
-		return
-	}
-	// cache.Flush, or anything this version does not understand.
-	s.live.DeleteFunc(func(cache.Digest, bool) bool { return true })
+	return cache.Subscribe(Channel, s.live)
 }
 
 // CacheStats reports the live-session cache's counters (zero when disabled).

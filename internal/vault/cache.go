@@ -105,16 +105,7 @@ func (s *Store) loadTokenRow(ctx context.Context, user UserRef, provider string)
 // CacheSubscriber is what the process's notification listener needs to keep
 // this Store's cache fresh (see package cache).
 func (s *Store) CacheSubscriber() cache.Subscriber {
-	return cache.Subscriber{Channel: InvalidationChannel, Invalidate: s.invalidate, SetLive: s.cache.SetLive}
-}
-
-func (s *Store) invalidate(payload string) {
-	if d, ok := cache.ParseDigest(payload); ok {
-		s.cache.Delete(d)
-		return
-	}
-	// cache.Flush, or anything this version does not understand.
-	s.cache.DeleteFunc(func(cache.Digest, tokenRow) bool { return true })
+	return cache.Subscribe(InvalidationChannel, s.cache)
 }
 
 // CacheStats reports the credential cache's counters (zero when disabled).

@@ -121,19 +121,9 @@ func (s *Store) Narrowed(ctx context.Context, user UserRef, provider string, sco
 	if len(set) == 0 {
 		return nil, fmt.Errorf("%w: a narrowed token needs scopes", ErrInvalid)
 	}
-	r, err := s.loadForToken(ctx, user, provider)
+	r, _, err := s.usable(ctx, user, provider, set)
 	if err != nil {
 		return nil, err
-	}
-	if err := usableStatus(r.status, provider); err != nil {
-		return nil, err
-	}
-	cred, err := s.openCredential(r.id, user, provider, r.ciphertext)
-	if err != nil {
-		return nil, err
-	}
-	if m := cred.missing(set); len(m) > 0 {
-		return nil, &MissingScopesError{Provider: provider, Missing: m}
 	}
 	n, seen, err := s.loadNarrowed(ctx, s.pool, r.id, key)
 	if err != nil {

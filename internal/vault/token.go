@@ -30,19 +30,9 @@ func (s *Store) Token(ctx context.Context, user UserRef, provider string, requir
 	if err := validate(user, provider); err != nil {
 		return nil, err
 	}
-	r, err := s.loadForToken(ctx, user, provider)
+	r, cred, err := s.usable(ctx, user, provider, required)
 	if err != nil {
 		return nil, err
-	}
-	if err := usableStatus(r.status, provider); err != nil {
-		return nil, err
-	}
-	cred, err := s.openCredential(r.id, user, provider, r.ciphertext)
-	if err != nil {
-		return nil, err
-	}
-	if m := cred.missing(required); len(m) > 0 {
-		return nil, &MissingScopesError{Provider: provider, Missing: m}
 	}
 	if !s.needsRefresh(cred) {
 		return cred, nil
@@ -70,6 +60,27 @@ func (s *Store) Token(ctx context.Context, user UserRef, provider string, requir
 		return nil, &MissingScopesError{Provider: provider, Missing: m}
 	}
 	return cred, nil
+}
+
+// usable reads the user's connection to provider (from the cache when it can)
+// and opens its credential, refusing a connection that is not active or
+// lacks a required scope: what Token and Narrowed both start from.
+func (s *Store) usable(ctx context.Context, user UserRef, provider string, required []string) (tokenRow, *Credential, error) {
+	r, err := s.loadForToken(ctx, user, provider)
+	if err != nil {
+		return r, nil, err
+	}
+	if err := usableStatus(r.status, provider); err != nil {
+		return r, nil, err
+	}
+	cred, err := s.openCredential(r.id, user, provider, r.ciphertext)
+	if err != nil {
+		return r, nil, err
+	}
+	if m := cred.missing(required); len(m) > 0 {
+		return r, nil, &MissingScopesError{Provider: provider, Missing: m}
+	}
+	return r, cred, nil
 }
 
 // callProvider makes one refresh-token call to the provider (op "refresh" or

@@ -136,12 +136,7 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 		}
 	}
 
-	cfg, err := loadConfig(getenv, needs{db: true})
-	if err != nil {
-		return err
-	}
-	logger := web.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
-	pool, err := openPool(ctx, cfg)
+	cfg, logger, pool, err := openDatabase(ctx, getenv, stderr)
 	if err != nil {
 		return err
 	}

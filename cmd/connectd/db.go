@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/migrations"
 )
 
@@ -55,4 +57,20 @@ func migrateUp(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) err
 			slog.String("file", r.Source.Path), slog.Duration("duration", r.Duration))
 	}
 	return nil
+}
+
+// openDatabase is how every database subcommand starts: the configuration
+// (with the database settings required), a logger on stderr, and a pool the
+// caller closes.
+func openDatabase(ctx context.Context, getenv func(string) string, stderr io.Writer) (*Config, *slog.Logger, *pgxpool.Pool, error) {
+	cfg, err := loadConfig(getenv, needs{db: true})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	logger := web.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return cfg, logger, pool, nil
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/migrations"
 )
 
@@ -42,12 +41,7 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	if len(args) != 1 {
 		return &usageError{"usage: connectd migrate up|down|status|create NAME"}
 	}
-	cfg, err := loadConfig(getenv, needs{db: true})
-	if err != nil {
-		return err
-	}
-	logger := web.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
-	pool, err := openPool(ctx, cfg)
+	_, logger, pool, err := openDatabase(ctx, getenv, stderr)
 	if err != nil {
 		return err
 	}

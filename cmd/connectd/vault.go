@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/connectd/connectd/internal/vault"
-	"github.com/connectd/connectd/internal/web"
 )
 
 const vaultUsage = `usage: connectd vault gen-key [-version N]   print a new random key line VERSION:BASE64KEY
@@ -75,17 +74,13 @@ func vaultGenKey(args []string, getenv func(string) string, stdout, stderr io.Wr
 // openVault loads the configuration a database vault command needs and opens
 // a store (no provider calls).
 func openVault(ctx context.Context, getenv func(string) string, stderr io.Writer) (*vault.Store, func(), error) {
-	cfg, err := loadConfig(getenv, needs{db: true})
+	cfg, logger, pool, err := openDatabase(ctx, getenv, stderr)
 	if err != nil {
 		return nil, nil, err
 	}
 	if cfg.Vault.Keyring == nil {
+		pool.Close()
 		return nil, nil, &ConfigError{Var: "CONNECTD_VAULT_KEYS", Problem: "is required (or CONNECTD_VAULT_KEYS_FILE)"}
-	}
-	logger := web.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
-	pool, err := openPool(ctx, cfg)
-	if err != nil {
-		return nil, nil, err
 	}
 	s, err := vault.New(vault.Config{Pool: pool, Keyring: cfg.Vault.Keyring, Logger: logger})
 	if err != nil {

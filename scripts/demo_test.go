@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/connectd/connectd/internal/testkit"
 )
 
 // TestMakeDemoFromPrivateCheckout runs `make demo` the way a new user does,
@@ -39,7 +41,14 @@ func TestMakeDemoFromPrivateCheckout(t *testing.T) {
 	checkout := filepath.Join(private, "p")
 	copyCheckout(t, "..", checkout)
 
-	ports := freePorts(t, 5)
+	free, err := testkit.FreePorts(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ports []string
+	for _, p := range free {
+		ports = append(ports, strconv.Itoa(p))
+	}
 	flags := "-port " + ports[0] + " -idp-port " + ports[1] + " -provider-port " + ports[2] +
 		" -mcp-port " + ports[3] + " -internal-addr 127.0.0.1:" + ports[4]
 	var out bytes.Buffer
@@ -170,24 +179,6 @@ func cleanEnv() []string {
 		env = append(env, kv)
 	}
 	return env
-}
-
-func freePorts(t *testing.T, n int) []string {
-	t.Helper()
-	var ports []string
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return ports
 }
 
 func tail(s string) string {

@@ -26,25 +26,6 @@ import (
 	"github.com/connectd/connectd/internal/testkit"
 )
 
-// freePorts finds n ports free on 127.0.0.1 right now.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return ports
-}
-
 // connectdBinary builds cmd/connectd once for every test of this package:
 // the demo runs the real binary.
 var connectdBinary = sync.OnceValues(func() (string, error) {
@@ -157,7 +138,10 @@ func TestDemo(t *testing.T) {
 	t.Parallel()
 	dbURL := pgtest.EmptyURL(t) // the demo migrates it
 	stateDir := t.TempDir()
-	ports := freePorts(t, 5)
+	ports, err := testkit.FreePorts(5)
+	if err != nil {
+		t.Fatal(err)
+	}
 	d := startDemo(t, dbURL, stateDir, ports)
 	idpURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 	mcpURL := fmt.Sprintf("http://127.0.0.1:%d/mcp", ports[3])

@@ -83,8 +83,8 @@ func NewVaultStore(cfg Config, pool *pgxpool.Pool, keys *vault.Keyring, cat *pro
 func vaultStore(cfg Config, pool *pgxpool.Pool, keys *vault.Keyring, cat *provider.Catalog, m *metrics.Metrics) (*vault.Store, error) {
 	return vault.New(vault.Config{
 		Pool: pool, Keyring: keys, Logger: cfg.Logger, Skew: cfg.Vault.RefreshSkew, Now: cfg.Now,
-		Refresh: observeRefresh(refreshFunc(cat), m), Revoke: revokeFunc(cat),
-		RefreshScoped: refreshScopedFunc(cat),
+		Refresh: observeRefresh(RefreshFunc(cat.OAuth), m), Revoke: RevokeFunc(cat.OAuth),
+		RefreshScoped: RefreshScopedFunc(cat.OAuth),
 		CacheTTL:      cfg.Cache.CredentialTTL, CacheSize: cfg.Cache.Size,
 	})
 }
@@ -110,12 +110,16 @@ func observeRefresh(f vault.RefreshFunc, m *metrics.Metrics) vault.RefreshFunc {
 	}
 }
 
-// refreshFunc maps provider refreshes, and their error classes, to what
-// the vault expects: a dead grant means reauthorization, an outage is
-// retryable, and a provider with no refresh token support needs the user too.
-func refreshFunc(cat *provider.Catalog) vault.RefreshFunc {
+// OAuthOf finds the OAuth provider of a name (provider.Catalog.OAuth).
+type OAuthOf func(name string) (provider.OAuth, error)
+
+// RefreshFunc is the one mapping of provider refreshes, and their error
+// classes, to what the vault expects: a dead grant means reauthorization, an
+// outage is retryable, and a provider with no refresh token support needs the
+// user too. The vault's own tests use it too, so they test this mapping.
+func RefreshFunc(oauthOf OAuthOf) vault.RefreshFunc {
 	return func(ctx context.Context, name, refreshToken string) (*vault.Refreshed, error) {
-		p, err := cat.OAuth(name)
+		p, err := oauthOf(name)
 		if err != nil {
 			// Not a dead grant: the operator may put the provider back.
 			return nil, fmt.Errorf("refresh: %w", err)
@@ -134,12 +138,11 @@ func refreshFunc(cat *provider.Catalog) vault.RefreshFunc {
 	}
 }
 
-// refreshScopedFunc maps scoped refreshes (narrowed tokens) as refreshFunc
-// does; the provider's invalid_scope means it will not
-// narrow to that subset.
-func refreshScopedFunc(cat *provider.Catalog) vault.RefreshScopedFunc {
+// RefreshScopedFunc maps scoped refreshes (narrowed tokens) as RefreshFunc
+// does; the provider's invalid_scope means it will not narrow to that subset.
+func RefreshScopedFunc(oauthOf OAuthOf) vault.RefreshScopedFunc {
 	return func(ctx context.Context, name, refreshToken string, scopes []string) (*vault.Refreshed, error) {
-		p, err := cat.OAuth(name)
+		p, err := oauthOf(name)
 		if err != nil {
 			return nil, fmt.Errorf("refresh: %w", err)
 		}
@@ -160,10 +163,10 @@ func refreshScopedFunc(cat *provider.Catalog) vault.RefreshScopedFunc {
 	}
 }
 
-// revokeFunc revokes a deleted credential through the catalog.
-func revokeFunc(cat *provider.Catalog) vault.RevokeFunc {
+// RevokeFunc revokes a deleted credential at its provider (RFC 7009).
+func RevokeFunc(oauthOf OAuthOf) vault.RevokeFunc {
 	return func(ctx context.Context, name string, c *vault.Credential) error {
-		p, err := cat.OAuth(name)
+		p, err := oauthOf(name)
 		if err != nil {
 			// api_key providers (and removed ones) have nothing to call.
 			return fmt.Errorf("%w: %w", vault.ErrRevocationNotSupported, err)

@@ -9,6 +9,7 @@ package testkit
 
 import (
 	"bytes"
+	"net"
 	"sync"
 	"time"
 )
@@ -55,4 +56,25 @@ func (l *LogBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// FreePorts returns n TCP ports free on 127.0.0.1 right now (each was bound,
+// then released, so another process may still take one before the caller).
+func FreePorts(n int) ([]int, error) {
+	var ports []int
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }

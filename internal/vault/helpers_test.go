@@ -3,8 +3,6 @@ package vault_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/provider/providertest"
+	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/vault"
 )
 
@@ -47,53 +46,18 @@ func oauthFromEntry(t testing.TB, srv *providertest.Server, entry map[string]any
 	return p
 }
 
-// refresher and revoker are the wiring between vault and provider, as
-// cmd/connectd does it: provider error classes become vault's.
-func refresher(p provider.OAuth) vault.RefreshFunc {
-	return func(ctx context.Context, _ string, rt string) (*vault.Refreshed, error) {
-		tok, err := p.Refresh(ctx, rt)
-		switch {
-		case errors.Is(err, provider.ErrInvalidGrant):
-			return nil, fmt.Errorf("%w: %w", vault.ErrReauthorizationRequired, err)
-		case errors.Is(err, provider.ErrUnavailable):
-			return nil, fmt.Errorf("%w: %w", vault.ErrProviderUnavailable, err)
-		case err != nil:
-			return nil, err
-		}
-		return &vault.Refreshed{AccessToken: tok.AccessToken, TokenType: tok.TokenType,
-			RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Scopes: tok.Scopes}, nil
-	}
-}
+// refresher, scopedRefresher and revoker are the production wiring between
+// vault and provider (internal/server), over one provider.
+func refresher(p provider.OAuth) vault.RefreshFunc { return server.RefreshFunc(only(p)) }
 
-// scopedRefresher is the wiring of scoped refreshes: as refresher, and the
-// provider's invalid_scope means it cannot narrow to that subset.
 func scopedRefresher(p provider.OAuth) vault.RefreshScopedFunc {
-	return func(ctx context.Context, _ string, rt string, scopes []string) (*vault.Refreshed, error) {
-		tok, err := p.RefreshScoped(ctx, rt, scopes)
-		var pe *provider.Error
-		switch {
-		case errors.Is(err, provider.ErrInvalidGrant):
-			return nil, fmt.Errorf("%w: %w", vault.ErrReauthorizationRequired, err)
-		case errors.Is(err, provider.ErrUnavailable):
-			return nil, fmt.Errorf("%w: %w", vault.ErrProviderUnavailable, err)
-		case errors.As(err, &pe) && pe.Code == "invalid_scope":
-			return nil, fmt.Errorf("%w: %w", vault.ErrCannotNarrow, err)
-		case err != nil:
-			return nil, err
-		}
-		return &vault.Refreshed{AccessToken: tok.AccessToken, TokenType: tok.TokenType,
-			RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Scopes: tok.Scopes}, nil
-	}
+	return server.RefreshScopedFunc(only(p))
 }
 
-func revoker(p provider.OAuth) vault.RevokeFunc {
-	return func(ctx context.Context, _ string, c *vault.Credential) error {
-		err := provider.RevokeGrant(ctx, p, c.AccessToken, c.RefreshToken)
-		if errors.Is(err, provider.ErrNotSupported) {
-			return fmt.Errorf("%w: %w", vault.ErrRevocationNotSupported, err)
-		}
-		return err
-	}
+func revoker(p provider.OAuth) vault.RevokeFunc { return server.RevokeFunc(only(p)) }
+
+func only(p provider.OAuth) server.OAuthOf {
+	return func(string) (provider.OAuth, error) { return p, nil }
 }
 
 func newStore(t testing.TB, pool *pgxpool.Pool, keys *vault.Keyring, p provider.OAuth, skew time.Duration) *vault.Store {

@@ -12,10 +12,13 @@ import (
 )
 
 // pingEvery is how long the listener waits in silence before it checks that
-// its connection is still there: a connection that died without a word (a
-// network partition) is noticed within about this long, and the caches stop
-// trusting themselves.
-const pingEvery = 5 * time.Second
+// its connection is still there, and how long that check may take: a
+// connection that died without a word (a network partition, an idle LISTEN
+// cut by a NAT) is noticed within about twice this, and the caches stop
+// trusting themselves. It is short because sign-out, revocation and consent
+// withdrawal must reach every replica within about a second (DESIGN
+// invariant 12); a ping is one round trip on the listener's own connection.
+const pingEvery = 500 * time.Millisecond
 
 // ListenerApplicationName is the application_name of the Hub's connection,
 // so operators (and tests) can tell it apart in pg_stat_activity.

@@ -588,7 +588,12 @@ func (s *Server) narrowed(r *http.Request, c *caller, p provider.Provider, appr 
 	if len(set) == 0 {
 		return nil, refused // nothing to narrow to: a token for no scope is the whole grant
 	}
-	n, err := s.vault.Narrowed(r.Context(), c.user, name, set)
+	n, err := s.vault.Narrowed(r.Context(), c.user, name, set, cred.AccountID)
+	if errors.Is(err, vault.ErrAccountChanged) {
+		return nil, &web.Error{Status: http.StatusForbidden, Code: "consent_required", Err: err,
+			Description: fmt.Sprintf("the %s connection is now to another provider account; mint an elicitation", name),
+			Fields:      map[string]any{"unapproved_scopes": []string{}, "account_changed": true}}
+	}
 	if errors.Is(err, vault.ErrCannotNarrow) {
 		s.logger.WarnContext(r.Context(), "token could not be narrowed; the client must be approved for the whole connection",
 			slog.String("provider", name), slog.Any("error", err))

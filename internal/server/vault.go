@@ -153,7 +153,11 @@ func RefreshScopedFunc(oauthOf OAuthOf) vault.RefreshScopedFunc {
 			return nil, fmt.Errorf("%w: %w", vault.ErrReauthorizationRequired, err)
 		case errors.Is(err, provider.ErrUnavailable):
 			return nil, fmt.Errorf("%w: %w", vault.ErrProviderUnavailable, err)
-		case errors.As(err, &pe) && pe.Code == "invalid_scope":
+		case errors.As(err, &pe) && pe.Code == "invalid_scope",
+			errors.Is(err, provider.ErrRejected), errors.Is(err, provider.ErrBadResponse):
+			// The provider will not narrow this grant (or answers the
+			// scoped refresh with nonsense): the client must be approved for
+			// the whole connection, which consent_required tells it.
 			return nil, fmt.Errorf("%w: %w", vault.ErrCannotNarrow, err)
 		case err != nil:
 			return nil, err

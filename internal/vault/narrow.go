@@ -32,6 +32,10 @@ import (
 // rotated refresh token is still stored).
 var ErrCannotNarrow = errors.New("vault: the provider cannot narrow this token")
 
+// ErrAccountChanged: the connection is now to another provider account than
+// the one the caller expected (a reconnect raced the call).
+var ErrAccountChanged = errors.New("vault: the connection is to another provider account")
+
 // RefreshScopedFunc asks the provider for an access token limited to scopes,
 // with a refresh-token grant carrying "scope". Errors are classified as for
 // RefreshFunc; one wrapping ErrCannotNarrow says the provider refused the
@@ -108,12 +112,19 @@ func (s *Store) loadNarrowed(ctx context.Context, q querier, connID, key string)
 // fetched with the connection's refresh token, once across all replicas (the
 // connection row's lock, as Token does), and a refresh token the provider
 // rotates meanwhile is stored in the connection in the same transaction.
-// The returned credential has no refresh token.
+// The returned credential has no refresh token; its AccountID is the
+// provider account it was cut from.
+//
+// account is the provider account the caller's approval names: a token is
+// handed out only if it was cut from that account's grant, checked again
+// under the row lock, so a reconnect with another account racing the call
+// cannot slip another account's token through (ErrAccountChanged).
 //
 // Errors: ErrInvalid (no scopes); ErrNotConnected; ErrReauthorizationRequired
 // (invalid_grant: the connection is marked); ErrProviderUnavailable;
-// *MissingScopesError (the connection lacks some of scopes); ErrCannotNarrow.
-func (s *Store) Narrowed(ctx context.Context, user UserRef, provider string, scopes []string) (*Credential, error) {
+// *MissingScopesError (the connection lacks some of scopes); ErrCannotNarrow;
+// ErrAccountChanged.
+func (s *Store) Narrowed(ctx context.Context, user UserRef, provider string, scopes []string, account string) (*Credential, error) {
 	if err := validate(user, provider); err != nil {
 		return nil, err
 	}
@@ -129,7 +140,7 @@ func (s *Store) Narrowed(ctx context.Context, user UserRef, provider string, sco
 	if err != nil {
 		return nil, err
 	}
-	if n != nil && !s.needsRefresh(n) {
+	if n != nil && n.AccountID == account && !s.needsRefresh(n) {
 		return n, nil
 	}
 	// As in Token: one fetch per process (singleflight, on a context no
@@ -139,6 +150,8 @@ func (s *Store) Narrowed(ctx context.Context, user UserRef, provider string, sco
 		defer cancel()
 		return s.narrowLocked(rctx, user, provider, set, key, seen)
 	})
+	// The flight is shared by callers that may expect different accounts:
+	// each checks what it got.
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -146,7 +159,11 @@ func (s *Store) Narrowed(ctx context.Context, user UserRef, provider string, sco
 		if res.Err != nil {
 			return nil, res.Err
 		}
-		return clone(res.Val.(*Credential)), nil
+		n := res.Val.(*Credential)
+		if n.AccountID != account {
+			return nil, fmt.Errorf("%w: the %s connection is now to another provider account", ErrAccountChanged, provider)
+		}
+		return clone(n), nil
 	}
 }
 
@@ -185,7 +202,7 @@ func (s *Store) narrowLocked(ctx context.Context, user UserRef, provider string,
 		if err != nil {
 			return err
 		}
-		if n != nil && (!s.needsRefresh(n) || (at.After(seen) && !s.expired(n))) {
+		if n != nil && n.AccountID == cred.AccountID && (!s.needsRefresh(n) || (at.After(seen) && !s.expired(n))) {
 			out = n
 			return nil
 		}
@@ -230,7 +247,8 @@ func (s *Store) narrowLocked(ctx context.Context, user UserRef, provider string,
 			}
 			granted, _ = scopeSet(ref.Scopes)
 		}
-		nt := &Credential{AccessToken: ref.AccessToken, TokenType: ref.TokenType, Expiry: ref.Expiry, Scopes: granted}
+		nt := &Credential{AccessToken: ref.AccessToken, TokenType: ref.TokenType, Expiry: ref.Expiry, Scopes: granted,
+			AccountID: cred.AccountID}
 		if nt.TokenType == "" {
 			nt.TokenType = cred.TokenType
 		}

@@ -190,19 +190,62 @@ func (s *Server) mint(w http.ResponseWriter, r *http.Request) error {
 	if len(req.RequestDigest) > maxDigest || !printableASCII(req.RequestDigest) {
 		return web.Errorf(http.StatusBadRequest, "invalid_request", "request_digest must be at most %d printable characters", maxDigest)
 	}
-	now := s.now()
+	now := s.now().Truncate(time.Microsecond) // as Postgres keeps it: an answer again shows the same expiry
 	e := &Elicitation{
 		ID: newElicitationID(), ClientID: c.client.ID, Issuer: c.user.Issuer, Subject: c.user.Subject,
 		Provider: req.Provider, Scopes: scopes, Message: msg, RequestDigest: req.RequestDigest,
 		Status: StatusPending, CreatedAt: now, ExpiresAt: now.Add(s.elicitationTTL),
 	}
+	// Idempotent: while an elicitation for the same request (client, user,
+	// provider, scope set, digest) is pending and not near its expiry, it is
+	// answered again (200) — a client that retries, or loops, shows the user
+	// the link they may already have opened. The insert goes first (one
+	// round trip in the common case); the unique index on the pending
+	// request key makes concurrent mints on any replicas yield one.
+	key := requestKey(e)
+	created := false
+	for attempt := 0; !created; attempt++ {
+		if attempt == 3 {
+			return fmt.Errorf("connect: mint: the pending elicitation for this request kept changing")
+		}
+		if created, err = s.insertMinted(r, e, key); err != nil || created {
+			break
+		}
+		prev, err := s.pendingFor(r.Context(), key)
+		if errors.Is(err, ErrNotFound) {
+			continue // settled meanwhile: insert again
+		}
+		if err != nil {
+			return err
+		}
+		if prev.ExpiresAt.Sub(now) >= s.elicitationTTL/3 {
+			e = prev
+			break
+		}
+		// Too close to its expiry to hand out again: detach it (it stays
+		// usable) and mint a fresh one.
+		if _, err := s.pool.Exec(r.Context(), detachElicitation, prev.ID, key); err != nil {
+			return fmt.Errorf("connect: detach elicitation: %w", err)
+		}
+	}
+	if err != nil {
+		return err
+	}
 	rs, err := s.sealRequestState(e)
 	if err != nil {
 		return err
 	}
-	if err := s.insertMinted(r, e); err != nil { // with its audit row, in one statement
-		return err
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
 	}
+	return s.writeMinted(w, e, rs, status)
+}
+
+// writeMinted answers a mint with e: its URL, the ready elicitation params of
+// both MCP protocol generations, and a fresh request_state.
+func (s *Server) writeMinted(w http.ResponseWriter, e *Elicitation, rs string, status int) error {
+	msg := e.Message
 	u := s.connectURL(e.ID)
 	el := urlElicitation{Mode: "url", ElicitationID: e.ID, URL: u, Message: msg}
 	resp := mintResponse{
@@ -215,7 +258,7 @@ func (s *Server) mint(w http.ResponseWriter, r *http.Request) error {
 	}
 	resp.RequestState = rs
 	w.Header().Set("Location", "/v1/elicitations/"+e.ID)
-	web.WriteJSON(w, http.StatusCreated, resp)
+	web.WriteJSON(w, status, resp)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package connect_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -20,18 +21,22 @@ func TestMintBudgetPerClient(t *testing.T) {
 		mintUserLimit: web.Rate{Requests: 3, Window: time.Minute}})
 	a := e.newMCPServer("alpha", "fake")
 	b := e.newMCPServer("beta", "fake")
-	body := map[string]any{"provider": "fake"}
-	a.mint("carol", body)
-	a.mint("carol", body)
-	st, out := a.call(http.MethodPost, "/v1/elicitations", "carol", body)
+	n := 0
+	body := func() map[string]any { // a distinct request each time: each would mint a link of its own
+		n++
+		return map[string]any{"provider": "fake", "request_digest": fmt.Sprint("r", n)}
+	}
+	a.mint("carol", body())
+	a.mint("carol", body())
+	st, out := a.call(http.MethodPost, "/v1/elicitations", "carol", body())
 	expectError(t, st, out, http.StatusTooManyRequests, "rate_limited")
-	b.mint("carol", body) // A's flood did not spend B's budget
-	st, out = b.call(http.MethodPost, "/v1/elicitations", "carol", body)
+	b.mint("carol", body()) // A's flood did not spend B's budget
+	st, out = b.call(http.MethodPost, "/v1/elicitations", "carol", body())
 	expectError(t, st, out, http.StatusTooManyRequests, "rate_limited") // the per-user ceiling (3)
 	if e.count("elicitations") != 3 {
 		t.Fatal("a refused mint stored an elicitation")
 	}
-	a.mint("dave", body) // another user is not affected
+	a.mint("dave", body()) // another user is not affected
 }
 
 // TestLongPollsCappedPerClient: one client key cannot hold more long-polls

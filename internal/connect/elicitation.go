@@ -3,10 +3,12 @@ package connect
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -82,14 +84,22 @@ func validElicitationID(id string) bool {
 }
 
 const (
+	// insertMintedElicitation inserts nothing when a pending elicitation
+	// has the same request key ($13): the caller answers that one instead.
 	insertMintedElicitation = `WITH minted AS (INSERT INTO elicitations
-		(id, client_id, issuer, subject, provider, scopes, message, request_digest, status, created_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10)
+		(id, client_id, issuer, subject, provider, scopes, message, request_digest, status, created_at, expires_at,
+		 request_key)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $13)
+		ON CONFLICT (request_key) WHERE status = 'pending' DO NOTHING
 		RETURNING id, client_id, issuer, subject, provider)
 		` + audit.Insert + `
 		SELECT 'elicitation.minted', 'user', issuer, subject, client_id, provider, id, $11, $12, '{}'::jsonb FROM minted`
 	selectElicitation = `SELECT id, client_id, issuer, subject, provider, scopes, message, request_digest,
 		status, reason, created_at, expires_at, completed_at FROM elicitations WHERE id = $1`
+	selectPendingByKey = `SELECT id FROM elicitations WHERE request_key = $1 AND status = 'pending'`
+	// detachElicitation takes a pending elicitation out of idempotent
+	// minting (it stays usable until it expires).
+	detachElicitation = `UPDATE elicitations SET request_key = NULL WHERE id = $1 AND request_key = $2`
 	// finishElicitation moves a pending, unexpired elicitation to a final
 	// state, writes its audit row ($5 kind, $6 request id, $7 address, $8
 	// detail) and wakes long-polls on every replica (NOTIFY is delivered on
@@ -111,15 +121,42 @@ const (
 
 // insertMinted stores a new elicitation and its "elicitation.minted" audit
 // row in one statement: the mint path costs one round trip and one commit,
-// and the audit row exists exactly when the elicitation does.
-func (s *Server) insertMinted(r *http.Request, e *Elicitation) error {
+// and the audit row exists exactly when the elicitation does. It reports
+// false, storing nothing, when a pending elicitation has the same request key.
+func (s *Server) insertMinted(r *http.Request, e *Elicitation, key []byte) (bool, error) {
 	ctx := r.Context()
-	_, err := s.pool.Exec(ctx, insertMintedElicitation, e.ID, e.ClientID, e.Issuer, e.Subject, e.Provider,
-		nonNil(e.Scopes), e.Message, e.RequestDigest, e.CreatedAt, e.ExpiresAt, web.RequestID(ctx), clientIP(r))
+	tag, err := s.pool.Exec(ctx, insertMintedElicitation, e.ID, e.ClientID, e.Issuer, e.Subject, e.Provider,
+		nonNil(e.Scopes), e.Message, e.RequestDigest, e.CreatedAt, e.ExpiresAt, web.RequestID(ctx), clientIP(r), key)
 	if err != nil {
-		return fmt.Errorf("connect: insert elicitation: %w", err)
+		return false, fmt.Errorf("connect: insert elicitation: %w", err)
 	}
-	return nil
+	return tag.RowsAffected() == 1, nil
+}
+
+// requestKey names what an elicitation is minted for: the client, the user,
+// the provider, the scope set (in any order) and the request digest.
+func requestKey(e *Elicitation) []byte {
+	set := slices.Sorted(slices.Values(e.Scopes))
+	h := sha256.New()
+	for _, part := range append([]string{"connectd/mint/v1", e.ClientID, e.Issuer, e.Subject, e.Provider,
+		e.RequestDigest}, set...) {
+		fmt.Fprintf(h, "%d:%s\x00", len(part), part)
+	}
+	return h.Sum(nil)
+}
+
+// pendingFor returns the pending elicitation minted for the same request as
+// key; ErrNotFound when there is none.
+func (s *Server) pendingFor(ctx context.Context, key []byte) (*Elicitation, error) {
+	var id string
+	err := s.pool.QueryRow(ctx, selectPendingByKey, key).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("connect: find pending elicitation: %w", err)
+	}
+	return s.elicitation(ctx, s.pool, id) // ErrNotFound when swept meanwhile
 }
 
 func (s *Server) elicitation(ctx context.Context, q pgxQueryer, id string) (*Elicitation, error) {

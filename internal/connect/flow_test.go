@@ -99,11 +99,12 @@ func (m *mcpServer) send(base, method, path, tok string, body any) (int, map[str
 	return resp.StatusCode, out, raw
 }
 
-// mint creates an elicitation and returns the 201 body.
+// mint creates an elicitation and returns the answer: 201, or 200 when the
+// same request is already pending (idempotent mint).
 func (m *mcpServer) mint(user string, body map[string]any) map[string]any {
 	m.e.t.Helper()
 	st, out := m.call(http.MethodPost, "/v1/elicitations", user, body)
-	if st != http.StatusCreated {
+	if st != http.StatusCreated && st != http.StatusOK {
 		m.e.t.Fatalf("mint: %d %v", st, out)
 	}
 	return out

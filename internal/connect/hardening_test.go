@@ -127,9 +127,10 @@ func TestRateLimitsInTheFlow(t *testing.T) {
 	e := newEnv(t, envOptions{limits: web.RateLimits{Browser: web.Rate{Requests: 3, Window: time.Minute}},
 		mintLimit: web.Rate{Requests: 2, Window: time.Minute}})
 	m := e.newMCPServer("files", "fake")
-	m.mint("alice", map[string]any{"provider": "fake"})
-	m.mint("alice", map[string]any{"provider": "fake"})
-	st, out := m.call(http.MethodPost, "/v1/elicitations", "alice", map[string]any{"provider": "fake"})
+	// Distinct requests (digests), so each would mint a link of its own.
+	m.mint("alice", map[string]any{"provider": "fake", "request_digest": "r1"})
+	m.mint("alice", map[string]any{"provider": "fake", "request_digest": "r2"})
+	st, out := m.call(http.MethodPost, "/v1/elicitations", "alice", map[string]any{"provider": "fake", "request_digest": "r3"})
 	expectError(t, st, out, http.StatusTooManyRequests, "rate_limited")
 	if e.count("elicitations") != 2 {
 		t.Fatal("a rate-limited mint stored an elicitation")

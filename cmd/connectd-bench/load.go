@@ -28,6 +28,10 @@ type load struct {
 	reps   []*process
 	client *http.Client
 	next   atomic.Uint64
+	// minted numbers the mint requests: each names a request of its own
+	// (request_digest), since minting the same request again while it is
+	// pending answers the same elicitation instead of minting one.
+	minted atomic.Uint64
 	// trivialBase is the trivial handler's URL (the HTTP baseline).
 	trivialBase string
 
@@ -135,7 +139,7 @@ func (l *load) prime(ctx context.Context) error {
 func (l *load) mint(ctx context.Context) error {
 	u, p := l.pick()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.base+"/v1/elicitations",
-		strings.NewReader(`{"provider":"bench","scopes":["read"]}`))
+		strings.NewReader(fmt.Sprintf(`{"provider":"bench","scopes":["read"],"request_digest":"m%d"}`, l.minted.Add(1))))
 	req.Header.Set("Content-Type", "application/json")
 	b, err := l.do(req, u, http.StatusCreated)
 	if err != nil {
@@ -185,7 +189,7 @@ func (l *load) flow(ctx context.Context) error {
 	p := l.reps[int(l.next.Add(1)%uint64(len(l.reps)))]
 	tok := l.flows.tokens[u]
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.base+"/v1/elicitations",
-		strings.NewReader(`{"provider":"flow","scopes":["files.read"]}`))
+		strings.NewReader(fmt.Sprintf(`{"provider":"flow","scopes":["files.read"],"request_digest":"f%d"}`, l.minted.Add(1))))
 	req.Header.Set("Content-Type", "application/json")
 	b, err := l.doAs(req, tok, http.StatusCreated)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -101,7 +102,8 @@ func loopback(host string) bool {
 // this client, the user and the provider, with the MCP shapes that carry it.
 func (c *Client) Mint(ctx context.Context, userToken string, req MintRequest) (*Elicitation, error) {
 	var out Elicitation
-	if err := c.do(ctx, http.MethodPost, "/v1/elicitations", nil, userToken, req, http.StatusCreated, &out); err != nil {
+	// 200: the same request is already pending, answered again (same link).
+	if err := c.do(ctx, http.MethodPost, "/v1/elicitations", nil, userToken, req, &out, http.StatusCreated, http.StatusOK); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -120,7 +122,7 @@ func (c *Client) Status(ctx context.Context, userToken, elicitationID string, wa
 		q = url.Values{"wait": {strconv.Itoa(int((wait+time.Second-1)/time.Second)) + "s"}}
 	}
 	var out ElicitationStatus
-	err := c.do(ctx, http.MethodGet, "/v1/elicitations/"+url.PathEscape(elicitationID), q, userToken, nil, http.StatusOK, &out)
+	err := c.do(ctx, http.MethodGet, "/v1/elicitations/"+url.PathEscape(elicitationID), q, userToken, nil, &out, http.StatusOK)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +139,7 @@ func (c *Client) Resolve(ctx context.Context, userToken, requestState, requestDi
 		RequestDigest string `json:"request_digest,omitempty"`
 	}{requestState, requestDigest}
 	var out ElicitationStatus
-	if err := c.do(ctx, http.MethodPost, "/v1/elicitations/resolve", nil, userToken, body, http.StatusOK, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/elicitations/resolve", nil, userToken, body, &out, http.StatusOK); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -149,7 +151,7 @@ func (c *Client) Connections(ctx context.Context, userToken string) ([]Connectio
 	var out struct {
 		Connections []Connection `json:"connections"`
 	}
-	if err := c.do(ctx, http.MethodGet, "/v1/connections", nil, userToken, nil, http.StatusOK, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/v1/connections", nil, userToken, nil, &out, http.StatusOK); err != nil {
 		return nil, err
 	}
 	return out.Connections, nil
@@ -169,7 +171,7 @@ func (c *Client) Token(ctx context.Context, userToken, provider string, required
 		q = url.Values{"scopes": {strings.Join(required, ",")}}
 	}
 	var out Token
-	err := c.do(ctx, http.MethodGet, "/v1/connections/"+url.PathEscape(provider)+"/token", q, userToken, nil, http.StatusOK, &out)
+	err := c.do(ctx, http.MethodGet, "/v1/connections/"+url.PathEscape(provider)+"/token", q, userToken, nil, &out, http.StatusOK)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +186,7 @@ func (c *Client) Unlink(ctx context.Context, userToken, provider string) (*Unlin
 		return nil, errors.New("connectd client: empty provider")
 	}
 	var out Unlinked
-	if err := c.do(ctx, http.MethodDelete, "/v1/connections/"+url.PathEscape(provider), nil, userToken, nil, http.StatusOK, &out); err != nil {
+	if err := c.do(ctx, http.MethodDelete, "/v1/connections/"+url.PathEscape(provider), nil, userToken, nil, &out, http.StatusOK); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -200,9 +202,9 @@ type errorBody struct {
 	AccountChanged   bool     `json:"account_changed"`
 }
 
-// do makes one call and decodes a want-status answer into out; any other
-// status becomes an *APIError.
-func (c *Client) do(ctx context.Context, method, path string, query url.Values, userToken string, in any, want int, out any) error {
+// do makes one call and decodes an answer with one of the want statuses into
+// out; any other status becomes an *APIError.
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, userToken string, in, out any, want ...int) error {
 	if userToken == "" {
 		return fmt.Errorf("connectd client: %s %s: no user token given (the MCP access token of the user the call is for): %w",
 			method, path, ErrUserToken)
@@ -244,7 +246,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	if len(raw) > maxResponse {
 		return fmt.Errorf("connectd client: %s %s: answer larger than %d bytes", method, path, maxResponse)
 	}
-	if resp.StatusCode != want {
+	if !slices.Contains(want, resp.StatusCode) {
 		return apiError(resp, raw)
 	}
 	if err := json.Unmarshal(raw, out); err != nil {

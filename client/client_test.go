@@ -548,3 +548,14 @@ func TestConsentRequiredSaysWhatNeedsApproving(t *testing.T) {
 		t.Fatalf("got %#v", err)
 	}
 }
+
+// TestMintAnsweredAgain: connectd answers a mint of a request already
+// pending with 200 and that elicitation; Mint takes it like a new one.
+func TestMintAnsweredAgain(t *testing.T) {
+	f, c := newFake(t)
+	f.answer("POST /v1/elicitations", http.StatusOK, minted(f.srv.URL))
+	e, err := c.Mint(context.Background(), testToken, client.MintRequest{Provider: "github", Scopes: []string{"repo"}})
+	if err != nil || e.ID != "EID" {
+		t.Fatalf("got %+v, %v", e, err)
+	}
+}

@@ -25,6 +25,9 @@ const maxResponse = 1 << 20
 // maxWait is connectd's longest long-poll.
 const maxWait = 60 * time.Second
 
+// defaultRetryWait is Config.RetryWait's default.
+const defaultRetryWait = 20 * time.Second
+
 // Config configures a Client.
 type Config struct {
 	// BaseURL is connectd's public origin, e.g. https://connect.example.com
@@ -46,6 +49,13 @@ type Config struct {
 	AllowHTTP bool
 	// UserAgent is sent with every call; default "connectd-client-go".
 	UserAgent string
+	// RetryWait bounds how long RequireConnection waits when the MCP client
+	// retries a request whose connect link is still pending (connectd
+	// answers the mint with the same elicitation): it waits on the
+	// long-poll for up to this long, so a client that retries at once (for
+	// instance after -32042) gets the connection, or the same link again,
+	// rather than looping. Default 20 s; a negative value: no wait.
+	RetryWait time.Duration
 }
 
 // Client calls connectd's /v1 API on behalf of one MCP server. It is safe for
@@ -57,6 +67,7 @@ type Client struct {
 	key       string
 	hc        *http.Client
 	userAgent string
+	retryWait time.Duration
 }
 
 // New returns a Client for cfg.
@@ -83,9 +94,15 @@ func New(cfg Config) (*Client, error) {
 	if hc.CheckRedirect == nil {
 		hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	}
-	c := &Client{base: u.String(), key: cfg.Key, hc: &hc, userAgent: cfg.UserAgent}
+	c := &Client{base: u.String(), key: cfg.Key, hc: &hc, userAgent: cfg.UserAgent, retryWait: cfg.RetryWait}
 	if c.userAgent == "" {
 		c.userAgent = "connectd-client-go"
+	}
+	switch {
+	case c.retryWait == 0:
+		c.retryWait = defaultRetryWait
+	case c.retryWait < 0:
+		c.retryWait = 0
 	}
 	return c, nil
 }
@@ -103,9 +120,11 @@ func loopback(host string) bool {
 func (c *Client) Mint(ctx context.Context, userToken string, req MintRequest) (*Elicitation, error) {
 	var out Elicitation
 	// 200: the same request is already pending, answered again (same link).
-	if err := c.do(ctx, http.MethodPost, "/v1/elicitations", nil, userToken, req, &out, http.StatusCreated, http.StatusOK); err != nil {
+	status, err := c.call(ctx, http.MethodPost, "/v1/elicitations", nil, userToken, req, &out, http.StatusCreated, http.StatusOK)
+	if err != nil {
 		return nil, err
 	}
+	out.Again = status == http.StatusOK
 	return &out, nil
 }
 
@@ -205,8 +224,14 @@ type errorBody struct {
 // do makes one call and decodes an answer with one of the want statuses into
 // out; any other status becomes an *APIError.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, userToken string, in, out any, want ...int) error {
+	_, err := c.call(ctx, method, path, query, userToken, in, out, want...)
+	return err
+}
+
+// call is do, reporting which of the want statuses connectd answered.
+func (c *Client) call(ctx context.Context, method, path string, query url.Values, userToken string, in, out any, want ...int) (int, error) {
 	if userToken == "" {
-		return fmt.Errorf("connectd client: %s %s: no user token given (the MCP access token of the user the call is for): %w",
+		return 0, fmt.Errorf("connectd client: %s %s: no user token given (the MCP access token of the user the call is for): %w",
 			method, path, ErrUserToken)
 	}
 	u := c.base + path
@@ -217,13 +242,13 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return fmt.Errorf("connectd client: encode %s %s: %w", method, path, err)
+			return 0, fmt.Errorf("connectd client: encode %s %s: %w", method, path, err)
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
-		return fmt.Errorf("connectd client: %s %s: %w", method, path, err)
+		return 0, fmt.Errorf("connectd client: %s %s: %w", method, path, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.key)
 	req.Header.Set(UserTokenHeader, userToken)
@@ -236,23 +261,23 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	if err != nil {
 		// url.Error names the URL, which holds no secret (the key and the
 		// token travel in headers).
-		return fmt.Errorf("connectd client: %w", err)
+		return 0, fmt.Errorf("connectd client: %w", err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
 	if err != nil {
-		return fmt.Errorf("connectd client: read %s %s: %w", method, path, err)
+		return 0, fmt.Errorf("connectd client: read %s %s: %w", method, path, err)
 	}
 	if len(raw) > maxResponse {
-		return fmt.Errorf("connectd client: %s %s: answer larger than %d bytes", method, path, maxResponse)
+		return 0, fmt.Errorf("connectd client: %s %s: answer larger than %d bytes", method, path, maxResponse)
 	}
 	if !slices.Contains(want, resp.StatusCode) {
-		return apiError(resp, raw)
+		return 0, apiError(resp, raw)
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("connectd client: %s %s: answer is not the expected JSON: %w", method, path, err)
+		return 0, fmt.Errorf("connectd client: %s %s: answer is not the expected JSON: %w", method, path, err)
 	}
-	return nil
+	return resp.StatusCode, nil
 }
 
 func apiError(resp *http.Response, raw []byte) error {

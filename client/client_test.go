@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -558,4 +559,100 @@ func TestMintAnsweredAgain(t *testing.T) {
 	if err != nil || e.ID != "EID" {
 		t.Fatalf("got %+v, %v", e, err)
 	}
+}
+
+// TestRetryWaits: a retried request whose link is still pending (connectd
+// answers the mint with 200) waits on the long-poll up to RetryWait before
+// answering: with Ready when the user finished meanwhile, with a new link
+// when the old one ended otherwise, and with the same link when it is still
+// pending. A first mint (201) answers at once.
+func TestRetryWaits(t *testing.T) {
+	f, _ := newFake(t)
+	c, err := client.New(client.Config{BaseURL: f.srv.URL, Key: testKey, HTTPClient: f.srv.Client(),
+		RetryWait: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	req := client.MintRequest{Provider: "github", Scopes: []string{"repo"}, RequestDigest: "d1"}
+	pending := map[string]any{"elicitation_id": "EID", "status": "pending", "provider": "github",
+		"expires_at": "2026-11-30T12:10:00Z"}
+	var mu sync.Mutex
+	mintStatus, state, polls := http.StatusOK, "completed", 0
+	f.handle("POST /v1/elicitations", func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+		mu.Lock()
+		st := mintStatus
+		mintStatus = http.StatusCreated // a second mint here is a new link
+		mu.Unlock()
+		writeJSON(w, st, minted(f.srv.URL))
+	})
+	f.handle("GET /v1/elicitations/EID", func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		mu.Lock()
+		polls++
+		doc := maps.Clone(pending)
+		doc["status"] = state
+		mu.Unlock()
+		if doc["status"] == "pending" {
+			time.Sleep(50 * time.Millisecond) // a short long-poll
+		}
+		writeJSON(w, http.StatusOK, doc)
+	})
+	reset := func(mint int, st string) {
+		mu.Lock()
+		mintStatus, state, polls = mint, st, 0
+		mu.Unlock()
+	}
+	pollCount := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return polls
+	}
+	calls := func() []call {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return append([]call(nil), f.calls...)
+	}
+
+	t.Run("completed while waiting", func(t *testing.T) {
+		reset(http.StatusOK, "completed")
+		ans, err := c.RequireConnection(ctx, testToken, client.ProtocolVersion20251125, req)
+		if err != nil || !ans.Ready || ans.Error != nil {
+			t.Fatalf("got %+v, %v; want Ready", ans, err)
+		}
+	})
+	t.Run("still pending: the same link after waiting", func(t *testing.T) {
+		reset(http.StatusOK, "pending")
+		start := time.Now()
+		ans, err := c.RequireConnection(ctx, testToken, client.ProtocolVersion20251125, req)
+		if err != nil || ans.Ready || ans.Elicitation.ID != "EID" || ans.Error == nil {
+			t.Fatalf("got %+v, %v; want the same link", ans, err)
+		}
+		if waited, n := time.Since(start), pollCount(); waited < 250*time.Millisecond || n < 2 {
+			t.Fatalf("answered after %v and %d polls: it did not wait", waited, n)
+		}
+	})
+	t.Run("declined while waiting: a new link", func(t *testing.T) {
+		reset(http.StatusOK, "declined")
+		before := len(calls())
+		ans, err := c.RequireConnection(ctx, testToken, client.ProtocolVersion20251125, req)
+		if err != nil || ans.Ready || ans.Elicitation.Again {
+			t.Fatalf("got %+v, %v; want a newly minted link", ans, err)
+		}
+		mints := 0
+		for _, call := range calls()[before:] {
+			if call.method == http.MethodPost {
+				mints++
+			}
+		}
+		if mints != 2 {
+			t.Fatalf("%d mints, want 2", mints)
+		}
+	})
+	t.Run("a first mint answers at once", func(t *testing.T) {
+		reset(http.StatusCreated, "pending")
+		ans, err := c.RequireConnection(ctx, testToken, client.ProtocolVersion20251125, req)
+		if n := pollCount(); err != nil || ans.Ready || n != 0 {
+			t.Fatalf("got %+v, %v after %d polls", ans, err, n)
+		}
+	})
 }

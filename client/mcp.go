@@ -120,6 +120,10 @@ type Answer struct {
 	Generation Generation
 	// Elicitation is the minted elicitation (its ID to wait on, its URL).
 	Elicitation *Elicitation
+	// Ready reports that the user finished connecting while
+	// RequireConnection waited on a retry: look the token up again and
+	// answer the request; no other field is set.
+	Ready bool
 
 	// GenerationURLElicitation: either send an elicitation/create request
 	// with ElicitRequest as params and, once Wait reports completed,
@@ -171,6 +175,15 @@ func (e *Elicitation) AnswerFor(protocolVersion, inputKey string) (*Answer, erro
 // a Token call. Before 2025-11-25 it fails with ErrURLElicitationUnsupported
 // without minting anything. Check the MCP client's capabilities too: it must
 // have declared elicitation mode "url".
+//
+// A retry of a request whose link is still pending (connectd answers the
+// mint with the same elicitation; give the request a RequestDigest so a
+// retry is recognised) does not answer at once: it waits on the long-poll
+// for up to Config.RetryWait. If the user finishes meanwhile the Answer is
+// Ready (look the token up again); if the link ended otherwise (declined,
+// expired) a new one is minted; if it is still pending, the answer carries
+// the same link again. So a client that retries at once neither loops nor
+// shows the user a new link.
 func (c *Client) RequireConnection(ctx context.Context, userToken, protocolVersion string, req MintRequest) (*Answer, error) {
 	if GenerationOf(protocolVersion) == GenerationNone {
 		return nil, fmt.Errorf("%w: protocol version %q", ErrURLElicitationUnsupported, protocolVersion)
@@ -178,6 +191,24 @@ func (c *Client) RequireConnection(ctx context.Context, userToken, protocolVersi
 	e, err := c.Mint(ctx, userToken, req)
 	if err != nil {
 		return nil, err
+	}
+	if e.Again && c.retryWait > 0 {
+		wctx, cancel := context.WithTimeout(ctx, c.retryWait)
+		st, err := c.Wait(wctx, userToken, e.ID)
+		cancel()
+		switch {
+		case err == nil && st.Status == StatusCompleted:
+			return &Answer{Generation: GenerationOf(protocolVersion), Elicitation: e, Ready: true}, nil
+		case err == nil: // declined, expired or failed while we waited: a new link
+			if e, err = c.Mint(ctx, userToken, req); err != nil {
+				return nil, err
+			}
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("connectd client: waiting on a retried connect request: %w", ctx.Err())
+		case !errors.Is(err, context.DeadlineExceeded):
+			return nil, err
+		}
+		// Still pending after RetryWait: the same link again.
 	}
 	return e.AnswerFor(protocolVersion, "")
 }

@@ -66,6 +66,9 @@ type Elicitation struct {
 	URLElicitationRequiredError RPCError `json:"url_elicitation_required_error"`
 	// InputRequest is the 2026-07-28 entry of InputRequiredResult.inputRequests.
 	InputRequest InputRequest `json:"input_request"`
+	// Again reports that connectd answered with an elicitation already
+	// pending for the same request (a retry): the same link as before.
+	Again bool `json:"-"`
 }
 
 // Connection is one of the user's connections this client may use. It

@@ -107,8 +107,18 @@ func (s *Server) listFiles(ctx context.Context, req *mcp.CallToolRequest, in lis
 		log.WarnContext(ctx, "connectd mint failed", slog.Any("error", err))
 		return nil, FileList{}, stop("Could not start connecting your file-service account (%s).", errCode(err))
 	}
+	if ans.Ready {
+		// A retry while the link was pending, and the user finished while
+		// RequireConnection waited: the token lookup now succeeds.
+		log.InfoContext(ctx, "connected while the retried request waited", slog.String("elicitation", ans.Elicitation.ID))
+		tok, err := s.cfg.Connectd.Token(ctx, u.token, s.cfg.Provider, s.cfg.Scopes...)
+		if err != nil {
+			return nil, FileList{}, stop("The file service cannot be reached through connectd right now (%s). Try again later.", errCode(err))
+		}
+		return s.files(ctx, log, u, tok)
+	}
 	log.InfoContext(ctx, "connection needed: elicitation minted", slog.String("elicitation", ans.Elicitation.ID),
-		slog.String("generation", ans.Generation.String()))
+		slog.String("generation", ans.Generation.String()), slog.Bool("same_link_again", ans.Elicitation.Again))
 
 	switch {
 	case ans.Generation == client.GenerationInputRequired:

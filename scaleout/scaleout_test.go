@@ -652,17 +652,6 @@ func resumeLogin(b *flowtest.Browser, authorizeURL, user string) error {
 	return nil
 }
 
-func csrf(t *testing.T, page string) string {
-	t.Helper()
-	const marker = `name="csrf_token" value="`
-	i := strings.Index(page, marker)
-	if i < 0 {
-		t.Fatalf("no CSRF token on %s", page)
-	}
-	rest := page[i+len(marker):]
-	return rest[:strings.IndexByte(rest, '"')]
-}
-
 // keyringOf is the vault keyring the replicas run with.
 func keyringOf(t *testing.T, env []string) *vault.Keyring {
 	t.Helper()

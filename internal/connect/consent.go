@@ -26,7 +26,3 @@ func (s *Server) grantConsent(r *http.Request, q querier, e *Elicitation, scopes
 
 // CacheStats reports the consent cache's counters (zero when disabled).
 func (s *Server) CacheStats() cache.Stats { return s.consents.CacheStats() }
-
-// Vault returns the credential store the Server uses, so other parts of the
-// same process (the admin pages) share it rather than build a second one.
-func (s *Server) Vault() *vault.Store { return s.vault }

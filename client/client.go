@@ -56,6 +56,12 @@ type Config struct {
 	// instance after -32042) gets the connection, or the same link again,
 	// rather than looping. Default 20 s; a negative value: no wait.
 	RetryWait time.Duration
+	// NoFallback turns the fallback off: by default, RequireConnection
+	// answers an MCP client that did not declare URL-mode elicitation with
+	// a tool result that asks the user to open the connect link and try
+	// again (Answer.Fallback). With NoFallback it fails with
+	// ErrURLElicitationUnsupported instead, without minting anything.
+	NoFallback bool
 }
 
 // Client calls connectd's /v1 API on behalf of one MCP server. It is safe for
@@ -68,6 +74,7 @@ type Client struct {
 	hc        *http.Client
 	userAgent string
 	retryWait time.Duration
+	fallback  bool
 }
 
 // New returns a Client for cfg.
@@ -94,7 +101,8 @@ func New(cfg Config) (*Client, error) {
 	if hc.CheckRedirect == nil {
 		hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	}
-	c := &Client{base: u.String(), key: cfg.Key, hc: &hc, userAgent: cfg.UserAgent, retryWait: cfg.RetryWait}
+	c := &Client{base: u.String(), key: cfg.Key, hc: &hc, userAgent: cfg.UserAgent, retryWait: cfg.RetryWait,
+		fallback: !cfg.NoFallback}
 	if c.userAgent == "" {
 		c.userAgent = "connectd-client-go"
 	}

@@ -445,16 +445,36 @@ func TestAnswers(t *testing.T) {
 	ctx := context.Background()
 	req := client.MintRequest{Provider: "github"}
 
-	for _, v := range []string{"2024-11-05", "2025-03-26", "2025-06-18", "", "latest"} {
-		if _, err := c.RequireConnection(ctx, testToken, v, req); !errors.Is(err, client.ErrURLElicitationUnsupported) {
-			t.Fatalf("%q: %v", v, err)
+	// A client that cannot open a URL-mode elicitation: an older protocol,
+	// or no "url" in its elicitation capability.
+	noURL := []client.Peer{{"2024-11-05", true}, {"2025-06-18", true}, {"", true}, {"latest", true},
+		{"2025-11-25", false}, {"2026-07-28", false}}
+	strict, err := client.New(client.Config{BaseURL: f.srv.URL, Key: testKey, HTTPClient: f.srv.Client(), NoFallback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range noURL {
+		if _, err := strict.RequireConnection(ctx, testToken, p, req); !errors.Is(err, client.ErrURLElicitationUnsupported) {
+			t.Fatalf("NoFallback, %+v: %v", p, err)
 		}
 	}
 	if len(f.calls) != 0 {
-		t.Fatal("minted for a protocol that cannot carry the link")
+		t.Fatal("NoFallback: minted for a client that cannot carry the link")
+	}
+	for _, p := range noURL {
+		a, err := c.RequireConnection(ctx, testToken, p, req)
+		if err != nil || a.Fallback == nil || a.ElicitRequest != nil || a.Error != nil || a.Result != nil || a.Ready {
+			t.Fatalf("fallback, %+v: %+v %v", p, a, err)
+		}
+		b, _ := json.Marshal(a.Fallback)
+		want := `{"content":[{"type":"text","text":"Connect it.\n\nThis app cannot open the connect link for you. Open it in your browser:\n` +
+			f.srv.URL + `/c/EID\n\nSign in, approve, then try again. The link works only for you, grants nothing by itself, and expires at 12:10 UTC on 30 Nov."}],"isError":true}`
+		if string(b) != want {
+			t.Fatalf("fallback result:\n%s\nwant\n%s", b, want)
+		}
 	}
 
-	a, err := c.RequireConnection(ctx, testToken, "2025-11-25", req)
+	a, err := c.RequireConnection(ctx, testToken, client.Peer{"2025-11-25", true}, req)
 	if err != nil || a.Generation != client.GenerationURLElicitation || a.Result != nil {
 		t.Fatalf("2025-11-25: %+v %v", a, err)
 	}
@@ -469,7 +489,7 @@ func TestAnswers(t *testing.T) {
 	}
 
 	for _, v := range []string{"2026-07-28", "2027-01-01"} {
-		a, err = c.RequireConnection(ctx, testToken, v, req)
+		a, err = c.RequireConnection(ctx, testToken, client.Peer{ProtocolVersion: v, URLElicitation: true}, req)
 		if err != nil || a.Generation != client.GenerationInputRequired || a.ElicitRequest != nil || a.Error != nil ||
 			a.InputKey != "connect-github" {
 			t.Fatalf("%s: %+v %v", v, a, err)
@@ -574,6 +594,7 @@ func TestRetryWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	peer := client.Peer{ProtocolVersion: client.ProtocolVersion20251125, URLElicitation: true}
 	req := client.MintRequest{Provider: "github", Scopes: []string{"repo"}, RequestDigest: "d1"}
 	pending := map[string]any{"elicitation_id": "EID", "status": "pending", "provider": "github",
 		"expires_at": "2026-11-30T12:10:00Z"}
@@ -615,7 +636,7 @@ func TestRetryWaits(t *testing.T) {
 
 	t.Run("completed while waiting", func(t *testing.T) {
 		reset(http.StatusOK, "completed")
-		ans, err := c.RequireConnection(ctx, testToken, client.ProtocolVersion20251125, req)
+		ans, err := c.RequireConnection(ctx, testToken, peer, req)
 		if err != nil || !ans.Ready || ans.Error != nil {
 			t.Fatalf("got %+v, %v; want Ready", ans, err)
 		}
@@ -623,7 +644,7 @@ func TestRetryWaits(t *testing.T) {
 	t.Run("still pending: the same link after waiting", func(t *testing.T) {
 		reset(http.StatusOK, "pending")
 		start := time.Now()
-		ans, err := c.RequireConnection(ctx, testToken, client.ProtocolVersion20251125, req)
+		ans, err := c.RequireConnection(ctx, testToken, peer, req)
 		if err != nil || ans.Ready || ans.Elicitation.ID != "EID" || ans.Error == nil {
 			t.Fatalf("got %+v, %v; want the same link", ans, err)
 		}
@@ -634,7 +655,7 @@ func TestRetryWaits(t *testing.T) {
 	t.Run("declined while waiting: a new link", func(t *testing.T) {
 		reset(http.StatusOK, "declined")
 		before := len(calls())
-		ans, err := c.RequireConnection(ctx, testToken, client.ProtocolVersion20251125, req)
+		ans, err := c.RequireConnection(ctx, testToken, peer, req)
 		if err != nil || ans.Ready || ans.Elicitation.Again {
 			t.Fatalf("got %+v, %v; want a newly minted link", ans, err)
 		}
@@ -650,7 +671,7 @@ func TestRetryWaits(t *testing.T) {
 	})
 	t.Run("a first mint answers at once", func(t *testing.T) {
 		reset(http.StatusCreated, "pending")
-		ans, err := c.RequireConnection(ctx, testToken, client.ProtocolVersion20251125, req)
+		ans, err := c.RequireConnection(ctx, testToken, peer, req)
 		if n := pollCount(); err != nil || ans.Ready || n != 0 {
 			t.Fatalf("got %+v, %v after %d polls", ans, err, n)
 		}

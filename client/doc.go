@@ -14,16 +14,20 @@
 //		// call the GitHub API with tok.AccessToken; never return it to the MCP client
 //	case client.NeedsConnection(err):
 //		// not connected, no consent for this MCP server, missing scopes, or a dead grant
-//		ans, err := cd.RequireConnection(ctx, userToken, protocolVersion, client.MintRequest{
+//		peer := client.Peer{ProtocolVersion: protocolVersion, URLElicitation: declaredURLMode}
+//		ans, err := cd.RequireConnection(ctx, userToken, peer, client.MintRequest{
 //			Provider: "github", Scopes: []string{"repo"}, Message: "Connect GitHub to list your repositories."})
 //		...
-//		switch ans.Generation {
-//		case client.GenerationInputRequired: // 2026-07-28
+//		switch {
+//		case ans.Ready: // a retried request, and the user finished while it waited: Token again
+//		case ans.Fallback != nil: // the client has no URL mode
+//			// answer the tools/call with ans.Fallback: the link, in plain words, and "try again"
+//		case ans.Generation == client.GenerationInputRequired: // 2026-07-28
 //			// answer the tools/call with ans.Result (InputRequiredResult: inputRequests + requestState);
 //			// when the MCP client retries with inputResponses and requestState:
 //			st, err := cd.Resume(ctx, userToken, requestState, digest, 30*time.Second)
 //			// st.Status completed → Token again; pending → a new InputRequiredResult with st.RequestState
-//		case client.GenerationURLElicitation: // 2025-11-25
+//		case ans.Generation == client.GenerationURLElicitation: // 2025-11-25
 //			// send elicitation/create with ans.ElicitRequest (or answer with ans.Error, -32042), then
 //			st, err := cd.Wait(ctx, userToken, ans.Elicitation.ID)
 //			// completed → send notifications/elicitation/complete {elicitationId} and Token again

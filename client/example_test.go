@@ -13,13 +13,14 @@ import (
 )
 
 // An MCP tool handler that needs the user's GitHub token. userToken is the
-// caller's verified MCP access token; protocolVersion the session's.
+// caller's verified MCP access token; peer what its MCP client declared
+// (protocol version, URL-mode elicitation).
 func Example() {
 	cd, err := client.New(client.Config{BaseURL: "https://connect.example.com", Key: "cks_…"})
 	if err != nil {
 		panic(err)
 	}
-	handle := func(ctx context.Context, userToken, protocolVersion, requestState string) (any, error) {
+	handle := func(ctx context.Context, userToken string, peer client.Peer, requestState string) (any, error) {
 		if requestState != "" { // 2026-07-28: the client retried with the echoed requestState
 			st, err := cd.Resume(ctx, userToken, requestState, "", 30*time.Second)
 			switch {
@@ -34,15 +35,20 @@ func Example() {
 		}
 		tok, err := cd.Token(ctx, userToken, "github", "repo")
 		if client.NeedsConnection(err) {
-			ans, err := cd.RequireConnection(ctx, userToken, protocolVersion,
+			ans, err := cd.RequireConnection(ctx, userToken, peer,
 				client.MintRequest{Provider: "github", Scopes: []string{"repo"}})
-			if err != nil {
+			switch {
+			case err != nil:
 				return nil, err
-			}
-			if ans.Generation == client.GenerationInputRequired {
+			case ans.Fallback != nil: // no URL mode: a tool result with the link, in plain words
+				return ans.Fallback, nil
+			case ans.Generation == client.GenerationInputRequired && !ans.Ready:
 				return ans.Result, nil // InputRequiredResult
+			case !ans.Ready:
+				return nil, ans.Error // URLElicitationRequiredError (or send ans.ElicitRequest, then Wait)
 			}
-			return nil, ans.Error // URLElicitationRequiredError (or send ans.ElicitRequest, then Wait)
+			// Ready: a retry, and the user finished while it waited.
+			tok, err = cd.Token(ctx, userToken, "github", "repo")
 		}
 		if err != nil {
 			return nil, err

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -113,9 +114,27 @@ func GenerationOf(protocolVersion string) Generation {
 	return GenerationNone
 }
 
+// Peer is what the MCP client declared for the request being answered.
+type Peer struct {
+	// ProtocolVersion is the negotiated MCP protocol version (2026-07-28
+	// and later: the request's own).
+	ProtocolVersion string
+	// URLElicitation reports that the client declared elicitation mode
+	// "url": capabilities.elicitation.url in initialize (2025-11-25), or in
+	// the request's _meta "io.modelcontextprotocol/clientCapabilities"
+	// (2026-07-28). An empty elicitation object declares form mode only.
+	URLElicitation bool
+}
+
+// CanOpenURL reports whether connectd's link may be sent to the peer as a
+// URL-mode elicitation: the spec forbids a mode the client did not declare.
+func (p Peer) CanOpenURL() bool {
+	return p.URLElicitation && GenerationOf(p.ProtocolVersion) != GenerationNone
+}
+
 // Answer is what an MCP server sends back for a request that needs the user
 // to connect a provider, in the shape its negotiated protocol version calls
-// for. Exactly the fields of Generation are set.
+// for. Exactly the fields of Generation are set, or Fallback alone.
 type Answer struct {
 	Generation Generation
 	// Elicitation is the minted elicitation (its ID to wait on, its URL).
@@ -124,6 +143,13 @@ type Answer struct {
 	// RequireConnection waited on a retry: look the token up again and
 	// answer the request; no other field is set.
 	Ready bool
+
+	// Fallback is set, and no other shape, when the MCP client did not
+	// declare URL-mode elicitation: answer the tool call with this result.
+	// It asks the user, in plain words, to open the connect link in a
+	// browser and then try again; the next call finds the connection (or,
+	// while the link is pending, waits as a retry does).
+	Fallback *ToolResult
 
 	// GenerationURLElicitation: either send an elicitation/create request
 	// with ElicitRequest as params and, once Wait reports completed,
@@ -138,6 +164,49 @@ type Answer struct {
 	// to Resume.
 	Result   *InputRequiredResult
 	InputKey string
+}
+
+// ToolResult is an MCP CallToolResult of text content, in MCP's JSON
+// shape.
+type ToolResult struct {
+	Content []TextContent `json:"content"`
+	IsError bool          `json:"isError"`
+}
+
+// TextContent is MCP text content.
+type TextContent struct {
+	Type string `json:"type"` // "text"
+	Text string `json:"text"`
+}
+
+// Text joins the result's text.
+func (r *ToolResult) Text() string {
+	var b strings.Builder
+	for i, c := range r.Content {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString(c.Text)
+	}
+	return b.String()
+}
+
+// FallbackResult is the tool result that hands the connect link to a user
+// whose MCP client cannot open URL-mode elicitations: the elicitation's
+// message, the link as plain text (the user copies or clicks it; the MCP
+// client renders text as it does any tool output), and what to do after.
+// It is an error result, since the tool did not do its job yet; the model
+// reads it and relays it. The link is safe in the model's hands because it
+// is bound to this user and authenticates nothing (docs/security.md).
+func FallbackResult(e *Elicitation) *ToolResult {
+	msg := strings.TrimSpace(e.Params.Message)
+	if msg == "" {
+		msg = fmt.Sprintf("This needs your %s account, which is not connected yet.", e.Provider)
+	}
+	text := fmt.Sprintf("%s\n\nThis app cannot open the connect link for you. Open it in your browser:\n%s\n\n"+
+		"Sign in, approve, then try again. The link works only for you, grants nothing by itself, and expires at %s.",
+		msg, e.URL, e.ExpiresAt.UTC().Format("15:04 MST on 2 Jan"))
+	return &ToolResult{IsError: true, Content: []TextContent{{Type: "text", Text: text}}}
 }
 
 // InputKey is the default inputRequests key for a provider's connect
@@ -170,11 +239,12 @@ func (e *Elicitation) AnswerFor(protocolVersion, inputKey string) (*Answer, erro
 }
 
 // RequireConnection turns "this request needs provider X" into the MCP answer
-// for the negotiated protocolVersion: it mints an elicitation for the user
-// and shapes it with AnswerFor. Call it when NeedsConnection(err) is true for
-// a Token call. Before 2025-11-25 it fails with ErrURLElicitationUnsupported
-// without minting anything. Check the MCP client's capabilities too: it must
-// have declared elicitation mode "url".
+// for what the MCP client declared: it mints an elicitation for the user and
+// shapes it with AnswerFor, or as the Fallback tool result when the client
+// did not declare URL-mode elicitation (or speaks a protocol before
+// 2025-11-25). Call it when NeedsConnection(err) is true for a Token call.
+// With Config.NoFallback set, such a client gets
+// ErrURLElicitationUnsupported instead, and nothing is minted.
 //
 // A retry of a request whose link is still pending (connectd answers the
 // mint with the same elicitation; give the request a RequestDigest so a
@@ -184,9 +254,10 @@ func (e *Elicitation) AnswerFor(protocolVersion, inputKey string) (*Answer, erro
 // expired) a new one is minted; if it is still pending, the answer carries
 // the same link again. So a client that retries at once neither loops nor
 // shows the user a new link.
-func (c *Client) RequireConnection(ctx context.Context, userToken, protocolVersion string, req MintRequest) (*Answer, error) {
-	if GenerationOf(protocolVersion) == GenerationNone {
-		return nil, fmt.Errorf("%w: protocol version %q", ErrURLElicitationUnsupported, protocolVersion)
+func (c *Client) RequireConnection(ctx context.Context, userToken string, peer Peer, req MintRequest) (*Answer, error) {
+	if !peer.CanOpenURL() && !c.fallback {
+		return nil, fmt.Errorf("%w: protocol version %q, URL mode declared: %t", ErrURLElicitationUnsupported,
+			peer.ProtocolVersion, peer.URLElicitation)
 	}
 	e, err := c.Mint(ctx, userToken, req)
 	if err != nil {
@@ -198,7 +269,7 @@ func (c *Client) RequireConnection(ctx context.Context, userToken, protocolVersi
 		cancel()
 		switch {
 		case err == nil && st.Status == StatusCompleted:
-			return &Answer{Generation: GenerationOf(protocolVersion), Elicitation: e, Ready: true}, nil
+			return &Answer{Generation: GenerationOf(peer.ProtocolVersion), Elicitation: e, Ready: true}, nil
 		case err == nil: // declined, expired or failed while we waited: a new link
 			if e, err = c.Mint(ctx, userToken, req); err != nil {
 				return nil, err
@@ -210,7 +281,10 @@ func (c *Client) RequireConnection(ctx context.Context, userToken, protocolVersi
 		}
 		// Still pending after RetryWait: the same link again.
 	}
-	return e.AnswerFor(protocolVersion, "")
+	if !peer.CanOpenURL() {
+		return &Answer{Generation: GenerationOf(peer.ProtocolVersion), Elicitation: e, Fallback: FallbackResult(e)}, nil
+	}
+	return e.AnswerFor(peer.ProtocolVersion, "")
 }
 
 // RequestDigest returns a value for MintRequest.RequestDigest and Resolve

@@ -39,6 +39,9 @@ import (
 const (
 	providerName = "demo-files"
 	scope        = "files.read"
+	// retryWait is how long the MCP server's connectd client waits when a
+	// request is retried while its link is pending (client.Config.RetryWait).
+	retryWait = 8 * time.Second
 )
 
 // world is connectd with its identity provider, a third-party provider and
@@ -132,7 +135,7 @@ func newWorld(t *testing.T, legacy mcpserver.LegacyStyle) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.cd, err = client.New(client.Config{BaseURL: cdSrv.URL, Key: key, HTTPClient: w.tls}); err != nil {
+	if w.cd, err = client.New(client.Config{BaseURL: cdSrv.URL, Key: key, HTTPClient: w.tls, RetryWait: retryWait}); err != nil {
 		t.Fatal(err)
 	}
 	srv, err := mcpserver.New(ctx, mcpserver.Config{Resource: w.mcpURL, Issuer: w.idp.URL, Connectd: w.cd,
@@ -217,10 +220,13 @@ func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // connect opens an MCP session as user with the SDK's client at protocol.
-// The client declares URL-mode elicitation.
+// The client declares URL-mode elicitation unless opts.Capabilities says
+// otherwise.
 func (w *world) connect(ctx context.Context, user, protocol string, opts mcp.ClientOptions) (*mcp.ClientSession, *wire, error) {
 	rec := &wire{}
-	opts.Capabilities = &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}}
+	if opts.Capabilities == nil {
+		opts.Capabilities = &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}}
+	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &opts)
 	hc := &http.Client{Transport: transport{token: w.token(user, w.mcpURL), wire: rec, next: w.tls.Transport}}
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: w.mcpURL, HTTPClient: hc, MaxRetries: -1},
@@ -500,6 +506,123 @@ func TestURLElicitationRequiredError20251125(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkFiles(t, res)
+}
+
+// TestFallbackWithoutURLMode: an MCP client that did not declare URL-mode
+// elicitation (2025-11-25 declaring form mode only, 2026-07-28 declaring no
+// elicitation at all) is never sent an elicitation; the tool answers with a
+// result that gives the link in plain words. After the user connects in the
+// browser, the next call gets the files.
+func TestFallbackWithoutURLMode(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		protocol string
+		caps     *mcp.ClientCapabilities
+	}{
+		{client.ProtocolVersion20251125, &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}},
+		{client.ProtocolVersion20260728, &mcp.ClientCapabilities{}},
+	} {
+		t.Run(tc.protocol, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, mcpserver.LegacyElicit)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cs, rec, err := w.connect(ctx, "alice", tc.protocol, mcp.ClientOptions{Capabilities: tc.caps})
+			if err != nil {
+				t.Fatal(err)
+			}
+			link := w.fallbackLink(ctx, cs)
+			if err := w.browser().connect(link, "alice"); err != nil {
+				t.Fatal(err)
+			}
+			res, err := callListFiles(ctx, cs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkFiles(t, res)
+			got := rec.String()
+			for _, never := range []string{`"elicitation/create"`, `-32042`, `"inputRequests"`, `"mode":"url"`} {
+				if strings.Contains(got, never) {
+					t.Errorf("the wire carries %s to a client without URL mode", never)
+				}
+			}
+		})
+	}
+}
+
+var connectLink = regexp.MustCompile(`https://\S+/c/[A-Za-z0-9_-]+`)
+
+// fallbackLink calls list_files and returns the connect link of the
+// fallback tool result it must answer.
+func (w *world) fallbackLink(ctx context.Context, cs *mcp.ClientSession) string {
+	w.t.Helper()
+	res, err := callListFiles(ctx, cs)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if !res.IsError || len(res.Content) != 1 {
+		w.t.Fatalf("want the fallback result, got %+v", res.Content)
+	}
+	text := res.Content[0].(*mcp.TextContent).Text
+	link := connectLink.FindString(text)
+	if !strings.HasPrefix(link, w.connectd.URL+"/c/") || !strings.Contains(text, "Open it in your browser") ||
+		!strings.Contains(text, "try again") {
+		w.t.Fatalf("fallback result: %q", text)
+	}
+	return link
+}
+
+// TestRetryWhilePendingGetsTheSameLink: a client that calls again before the
+// user has finished in the browser is held for RetryWait and then given the
+// same link, not a new one; a call held while the user finishes gets the
+// files. (Shown with the fallback, whose every answer carries the link.)
+func TestRetryWhilePendingGetsTheSameLink(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, mcpserver.LegacyElicit)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, _, err := w.connect(ctx, "alice", client.ProtocolVersion20251125,
+		mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := w.fallbackLink(ctx, cs)
+	if again := w.fallbackLink(ctx, cs); again != first {
+		t.Fatalf("a retry while pending got a new link:\n%s\nwant\n%s", again, first)
+	}
+
+	// A third call waits on connectd's long-poll; the user finishes meanwhile.
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	held := make(chan answer, 1)
+	go func() {
+		res, err := callListFiles(ctx, cs)
+		held <- answer{res, err}
+	}()
+	b := w.browser()
+	status, page, err := b.open(first, "alice")
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("opening the link: %d %v", status, err)
+	}
+	form, ok := flowtest.AllowForm(page)
+	if !ok {
+		t.Fatal("no consent form")
+	}
+	select {
+	case a := <-held:
+		t.Fatalf("the retried call answered before the user finished: %+v %v", a.res, a.err)
+	default:
+	}
+	if r, err := b.b.Follow(http.MethodPost, first, form); err != nil || !strings.Contains(r.Body, "Connected") {
+		t.Fatalf("after Allow: %v", err)
+	}
+	a := wait(t, held, "the held call")
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	checkFiles(t, a.res)
 }
 
 // TestOtherUserOpeningTheLinkIsRefused: alice's connect link, opened by bob

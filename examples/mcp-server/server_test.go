@@ -21,7 +21,8 @@ import (
 const resourcePath = "/mcp"
 
 // setup starts an identity provider, a stand-in connectd that knows no
-// connection (and counts mints), and the example server.
+// connection (and counts mints), and the example server, whose connectd
+// client has the fallback for clients without URL mode turned off.
 func setup(t *testing.T) (idp *devidp.Provider, mcpURL string, mints *atomic.Int32) {
 	t.Helper()
 	idpMux := http.NewServeMux()
@@ -43,7 +44,7 @@ func setup(t *testing.T) (idp *devidp.Provider, mcpURL string, mints *atomic.Int
 		json.NewEncoder(w).Encode(map[string]string{"error": "not_connected"})
 	}))
 	t.Cleanup(cdSrv.Close)
-	cd, err := client.New(client.Config{BaseURL: cdSrv.URL, Key: "cks_test"})
+	cd, err := client.New(client.Config{BaseURL: cdSrv.URL, Key: "cks_test", NoFallback: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,9 +157,10 @@ func TestProtectedResourceMetadata(t *testing.T) {
 	}
 }
 
-// TestNoURLElicitationNoLink: a client that cannot open a URL-mode
-// elicitation (no "url" capability, or a protocol before 2025-11-25) gets a
-// tool error, and no connect link is minted for it.
+// TestNoURLElicitationNoLink: with the fallback off (client.Config.NoFallback),
+// a client that cannot open a URL-mode elicitation (no "url" capability, or a
+// protocol before 2025-11-25) gets a tool error, and no connect link is
+// minted for it. (With the fallback on, e2e.TestFallbackWithoutURLMode.)
 func TestNoURLElicitationNoLink(t *testing.T) {
 	t.Parallel()
 	idp, mcpURL, mints := setup(t)

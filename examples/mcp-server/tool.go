@@ -41,22 +41,19 @@ func (e *errStop) Error() string { return e.msg }
 
 func stop(format string, args ...any) error { return &errStop{msg: fmt.Sprintf(format, args...)} }
 
-// session facts the answer depends on.
-type sessionInfo struct {
-	version string
-	url     bool // the client declared URL-mode elicitation
-}
-
-func infoOf(ss *mcp.ServerSession) sessionInfo {
-	p := ss.InitializeParams()
-	if p == nil {
-		return sessionInfo{}
+// peerOf is what the MCP client declared for this request: its protocol
+// version and whether it can open URL-mode elicitations. The SDK reads the
+// capabilities from the request's _meta on 2026-07-28 and from initialize
+// before that.
+func peerOf(req *mcp.CallToolRequest) client.Peer {
+	var p client.Peer
+	if ip := req.Session.InitializeParams(); ip != nil {
+		p.ProtocolVersion = ip.ProtocolVersion
 	}
-	i := sessionInfo{version: p.ProtocolVersion}
-	if p.Capabilities != nil && p.Capabilities.Elicitation != nil && p.Capabilities.Elicitation.URL != nil {
-		i.url = true
+	if c := req.ClientCapabilities(); c != nil && c.Elicitation != nil && c.Elicitation.URL != nil {
+		p.URLElicitation = true
 	}
-	return i
+	return p
 }
 
 // listFiles is the tool. It asks connectd for the user's file-service token;
@@ -70,13 +67,13 @@ func (s *Server) listFiles(ctx context.Context, req *mcp.CallToolRequest, in lis
 	if err != nil {
 		return nil, FileList{}, err
 	}
-	info := infoOf(req.Session)
+	peer := peerOf(req)
 	digest, err := client.RequestDigest(req.Params.Name, in)
 	if err != nil {
 		return nil, FileList{}, err
 	}
-	gen := client.GenerationOf(info.version)
-	log := s.logger.With(slog.String("tool", req.Params.Name), slog.String("protocol", info.version))
+	gen := client.GenerationOf(peer.ProtocolVersion)
+	log := s.logger.With(slog.String("tool", req.Params.Name), slog.String("protocol", peer.ProtocolVersion))
 
 	// 2026-07-28 retry: the client echoes the requestState with its answer.
 	if gen == client.GenerationInputRequired && req.Params.RequestState != "" {
@@ -95,14 +92,14 @@ func (s *Server) listFiles(ctx context.Context, req *mcp.CallToolRequest, in lis
 		log.WarnContext(ctx, "connectd token lookup failed", slog.Any("error", err))
 		return nil, FileList{}, stop("The file service cannot be reached through connectd right now (%s). Try again later.", errCode(err))
 	}
-	if gen == client.GenerationNone || !info.url {
-		return nil, FileList{}, stop("This tool needs your file-service account, but this MCP client cannot open a " +
-			"connect link (it needs protocol 2025-11-25 or later with URL-mode elicitation).")
-	}
-	ans, err := s.cfg.Connectd.RequireConnection(ctx, u.token, info.version, client.MintRequest{
+	ans, err := s.cfg.Connectd.RequireConnection(ctx, u.token, peer, client.MintRequest{
 		Provider: s.cfg.Provider, Scopes: s.cfg.Scopes, RequestDigest: digest,
 		Message: "list_files needs access to your files. Open the link to connect your file-service account.",
 	})
+	if errors.Is(err, client.ErrURLElicitationUnsupported) { // the fallback is off (client.Config.NoFallback)
+		return nil, FileList{}, stop("This tool needs your file-service account, but this MCP client cannot open a " +
+			"connect link (it needs protocol 2025-11-25 or later with URL-mode elicitation).")
+	}
 	if err != nil {
 		log.WarnContext(ctx, "connectd mint failed", slog.Any("error", err))
 		return nil, FileList{}, stop("Could not start connecting your file-service account (%s).", errCode(err))
@@ -118,9 +115,16 @@ func (s *Server) listFiles(ctx context.Context, req *mcp.CallToolRequest, in lis
 		return s.files(ctx, log, u, tok)
 	}
 	log.InfoContext(ctx, "connection needed: elicitation minted", slog.String("elicitation", ans.Elicitation.ID),
-		slog.String("generation", ans.Generation.String()), slog.Bool("same_link_again", ans.Elicitation.Again))
+		slog.String("generation", ans.Generation.String()), slog.Bool("fallback", ans.Fallback != nil),
+		slog.Bool("same_link_again", ans.Elicitation.Again))
 
 	switch {
+	case ans.Fallback != nil:
+		// No URL mode: the link in plain words; the next call finds the
+		// connection (or waits, as a retry does).
+		// (The SDK turns this error into a tool result with isError set and
+		// the text as its content: the same result as ans.Fallback.)
+		return nil, FileList{}, stop("%s", ans.Fallback.Text())
 	case ans.Generation == client.GenerationInputRequired:
 		return &mcp.CallToolResult{InputRequests: toSDK(ans.Result), RequestState: ans.Result.RequestState}, FileList{}, nil
 	case s.cfg.Legacy == LegacyError:

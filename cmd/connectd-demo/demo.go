@@ -474,9 +474,11 @@ var walkthroughText = template.Must(template.New("walkthrough").Parse(`
        go run ./examples/mcp-server/cmd/try -user alice
 
      It gets alice an MCP access token from the identity provider (audience
-     {{.MCP}}), calls list_files over MCP 2026-07-28 (add
-     -protocol 2025-11-25 for the older generation) and prints the connect
-     link connectd minted for her. The call waits while you connect.
+     {{.MCP}}), calls list_files over MCP 2026-07-28 and prints the
+     connect link connectd minted for her. The call waits while you connect.
+     The other kinds of MCP client: -protocol 2025-11-25 (URL mode of the
+     older generation), -no-url (no URL mode: the tool answers with the link
+     in plain words, and the next call gets the files).
 
   2. Phishing check: open that link in a private browser window and sign in
      as bob. connectd refuses: "This link was created for another account".

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -228,6 +229,32 @@ func TestDemo(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("%d elicitations minted after the restart, want 1", n)
+	}
+
+	// The walkthrough's client without URL mode: try -no-url prints the
+	// fallback's link, bob connects in the browser, and try's next call
+	// (held by the server while the link is pending) prints his files.
+	try := exec.CommandContext(ctx, "go", "run", "github.com/connectd/connectd/examples/mcp-server/cmd/try",
+		"-user", "bob", "-no-url", "-idp", idpURL, "-mcp", mcpURL)
+	out := &testkit.LogBuffer{}
+	try.Stdout, try.Stderr = out, out
+	if err := try.Start(); err != nil {
+		t.Fatal(err)
+	}
+	link := regexp.MustCompile(`http://\S+/c/[A-Za-z0-9_-]+`)
+	for link.FindString(out.String()) == "" {
+		if ctx.Err() != nil {
+			t.Fatalf("try -no-url printed no link:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st, body, err := demoBrowser(link.FindString(out.String()), "bob", true); err != nil || st != http.StatusOK ||
+		!strings.Contains(body, "Connected") {
+		t.Fatalf("bob connecting: %d %v", st, err)
+	}
+	if err := try.Wait(); err != nil || !strings.Contains(out.String(), "notes.txt") ||
+		!strings.Contains(out.String(), "this is what the model sees") {
+		t.Fatalf("try -no-url: %v\n%s", err, out.String())
 	}
 }
 

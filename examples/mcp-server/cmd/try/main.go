@@ -4,9 +4,17 @@
 // Go SDK, and prints the connect link when the server asks the user to
 // connect — open it in your browser and sign in as the same user.
 //
-//	go run ./examples/mcp-server/cmd/try -user alice                  # protocol 2026-07-28
-//	go run ./examples/mcp-server/cmd/try -user alice -protocol 2025-11-25
+// It plays each kind of MCP client a connectd-backed tool meets:
+//
+//	go run ./examples/mcp-server/cmd/try -user alice                  # URL mode, protocol 2026-07-28
+//	go run ./examples/mcp-server/cmd/try -user alice -protocol 2025-11-25   # URL mode, 2025-11-25
+//	go run ./examples/mcp-server/cmd/try -user alice -no-url          # no URL mode: the fallback
 //	go run ./examples/mcp-server/cmd/try -user alice -token-only       # just print the access token
+//
+// With -no-url the client declares no URL-mode elicitation, so the server
+// answers with a tool result that gives the link in plain words; try prints
+// it and calls the tool again, as a user who asks again would, until the
+// files come (each call is held by the server while the link is pending).
 package main
 
 import (
@@ -46,6 +54,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	idp := fs.String("idp", "http://127.0.0.1:8081", "the demo's identity provider (issuer URL)")
 	endpoint := fs.String("mcp", "http://127.0.0.1:8083/mcp", "the example MCP server")
 	protocol := fs.String("protocol", "2026-07-28", "MCP protocol version to ask for: 2026-07-28 or 2025-11-25")
+	noURL := fs.Bool("no-url", false, "declare no URL-mode elicitation (a client that gets the fallback tool result)")
 	tokenOnly := fs.Bool("token-only", false, "print the access token and exit")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	if err := fs.Parse(args); err != nil {
@@ -65,7 +74,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "signed in at %s as %s; MCP access token issued for %s\n", *idp, *user, *endpoint)
 
 	completed := make(chan string, 4)
-	c := mcp.NewClient(&mcp.Implementation{Name: "connectd-demo-try", Version: "1.0.0"}, &mcp.ClientOptions{
+	opts := &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
 		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			showLink(stdout, *user, r.Params.Message, r.Params.URL)
@@ -76,7 +85,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ElicitationCompleteHandler: func(_ context.Context, r *mcp.ElicitationCompleteNotificationRequest) {
 			completed <- r.Params.ElicitationID
 		},
-	})
+	}
+	if *noURL {
+		// A client with no elicitation support at all.
+		opts = &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}}
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "connectd-demo-try", Version: "1.0.0"}, opts)
 	hc := &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: *endpoint, HTTPClient: hc},
 		&mcp.ClientSessionOptions{ProtocolVersion: *protocol})
@@ -86,6 +100,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer cs.Close()
 	fmt.Fprintf(stderr, "MCP session: protocol %s; calling list_files (waits while you connect in the browser)\n",
 		cs.InitializeResult().ProtocolVersion)
+	if *noURL {
+		return fallback(ctx, cs, stdout, stderr)
+	}
 
 	for attempt := 0; ; attempt++ {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_files", Arguments: map[string]any{}})
@@ -124,6 +141,41 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 }
+
+// fallback calls list_files as a client without URL mode: the first answer
+// is the fallback result with the link; each later call is held by the
+// server while the link is pending and answers the same text again, until
+// the user has connected and the files come.
+func fallback(ctx context.Context, cs *mcp.ClientSession, stdout, stderr io.Writer) error {
+	var last string
+	for {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_files", Arguments: map[string]any{}})
+		if err != nil {
+			return fmt.Errorf("list_files: %w", err)
+		}
+		text := ""
+		for _, ct := range res.Content {
+			if t, ok := ct.(*mcp.TextContent); ok {
+				text += t.Text
+			}
+		}
+		if !res.IsError {
+			fmt.Fprintln(stdout, text)
+			return nil
+		}
+		if !strings.Contains(text, "/c/") {
+			fmt.Fprintln(stdout, text)
+			return errors.New("the tool reported an error")
+		}
+		if text != last {
+			fmt.Fprintf(stdout, "\n  The tool answered (this is what the model sees):\n\n%s\n\n", indent(text))
+			last = text
+		}
+		fmt.Fprintln(stderr, "calling list_files again, as a user who asks again would (the server holds the call while the link is pending)")
+	}
+}
+
+func indent(s string) string { return "    " + strings.ReplaceAll(s, "\n", "\n    ") }
 
 func showLink(w io.Writer, user, message, url string) {
 	fmt.Fprintf(w, "\n  %s\n\n  Open this link in your browser and sign in as %s:\n\n    %s\n\n", strings.TrimSpace(message), user, url)

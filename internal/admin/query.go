@@ -106,7 +106,6 @@ type Filter struct {
 }
 
 var (
-	clientIDPattern     = regexp.MustCompile(`^cli_[a-z0-9]{1,64}$`)
 	connectionIDPattern = regexp.MustCompile(`^cn_[a-z0-9]{1,64}$`)
 	kindPattern         = regexp.MustCompile(`^[a-z0-9_.]{1,64}$`)
 	statuses            = []string{string(vault.StatusActive), string(vault.StatusReauthorizationRequired), string(vault.StatusRevoked)}
@@ -128,7 +127,7 @@ func (f Filter) Validate() error {
 		return fmt.Errorf("%w: provider must be a provider id such as github", ErrInvalid)
 	case f.Status != "" && !contains(statuses, f.Status):
 		return fmt.Errorf("%w: status must be one of %s", ErrInvalid, strings.Join(statuses, ", "))
-	case f.Client != "" && !clientIDPattern.MatchString(f.Client):
+	case f.Client != "" && !names.ValidClientID(f.Client):
 		return fmt.Errorf("%w: client must be a client id such as cli_k3j5", ErrInvalid)
 	}
 	return nil

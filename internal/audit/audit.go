@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -86,4 +87,43 @@ func Sweep(ctx context.Context, q Execer, cutoff time.Time) (int64, error) {
 			return total, nil
 		}
 	}
+}
+
+// Use is when a client last read a user's credential for a provider.
+type Use struct {
+	ClientID, Provider string
+}
+
+const selectLastReads = `SELECT client_id, provider, max(occurred_at) FROM audit_events
+	WHERE issuer = $1 AND subject = $2 AND kind = 'token.read' GROUP BY client_id, provider`
+
+// LastReads returns when each client last read the user's credential for
+// each provider, as the token.read rows record it: they are sampled (the
+// first read of a period is written at once, the count of the others when
+// the period ends), so the time is right to within that period, and reads
+// older than the retention are gone.
+func LastReads(ctx context.Context, q Querier, issuer, subject string) (map[Use]time.Time, error) {
+	rows, err := q.Query(ctx, selectLastReads, issuer, subject)
+	if err != nil {
+		return nil, fmt.Errorf("audit: last reads: %w", err)
+	}
+	defer rows.Close()
+	out := map[Use]time.Time{}
+	for rows.Next() {
+		var u Use
+		var at time.Time
+		if err := rows.Scan(&u.ClientID, &u.Provider, &at); err != nil {
+			return nil, fmt.Errorf("audit: last reads: %w", err)
+		}
+		out[u] = at
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("audit: last reads: %w", err)
+	}
+	return out, nil
+}
+
+// Querier is what a pool and a transaction both offer for reading.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
 
 	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/consent"
@@ -711,10 +710,7 @@ func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	// Credentials and every client's consent go in one transaction.
-	d, err := s.vault.DeleteWith(r.Context(), c.user, name, func(ctx context.Context, tx pgx.Tx, _ vault.Connection) error {
-		_, err := consent.Withdraw(ctx, tx, c.user, name)
-		return err
-	})
+	d, _, err := s.deleteConnection(r.Context(), c.user, name)
 	if errors.Is(err, vault.ErrNotConnected) {
 		return notConnected(name)
 	}

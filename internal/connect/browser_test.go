@@ -403,6 +403,23 @@ func TestRealBrowser(t *testing.T) {
 			t.Fatalf("token: %d %v", st, out)
 		}
 
+		// The account page, from the link on the "Connected" page: the
+		// connection, Acme Files allowed to use it; Remove access takes it
+		// back without JavaScript (a form post and a redirect).
+		do(t, ctx, chromedp.Click(chromedp.CSS(`a[href="/account"]`)), chromedp.WaitVisible(chromedp.CSS("section.connection")))
+		text = eval[string](t, ctx, "document.body.innerText")
+		for _, want := range []string{"Connected accounts", "Example Cloud", "Acme Files", "files.read", "Working"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("account page does not show %q:\n%s", want, text)
+			}
+		}
+		shoot(t, ctx, "12-account")
+		do(t, ctx, chromedp.Click(chromedp.CSS(`.server-head button`)), chromedp.WaitVisible(chromedp.CSS(".notice")))
+		shoot(t, ctx, "13-account-access-removed")
+		if st, out := m.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil); st != http.StatusForbidden {
+			t.Fatalf("token after Remove access: %d %v", st, out)
+		}
+
 		// The signed-in session page, then sign out.
 		do(t, ctx, chromedp.Navigate(e.srv.URL+"/session"), chromedp.WaitVisible(chromedp.CSS("form button")))
 		shoot(t, ctx, "04-session")

@@ -603,7 +603,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, e *Elicitation
 	s.logger.InfoContext(r.Context(), "connect completed", slog.String("elicitation", e.ID),
 		slog.String("provider", e.Provider), slog.String("via", how))
 	return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Connected",
-		Message: "Your account is connected. Your application can use it now."})
+		Message: "Your account is connected. Your application can use it now.", Account: true})
 }
 
 // decline marks e declined and shows the declined page.

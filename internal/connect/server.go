@@ -163,6 +163,11 @@ func (s *Server) routes() []web.Route {
 		page("POST /logout", web.ClassBrowser, s.signin.Logout),
 		page("GET /session", web.ClassBrowser, s.sessionPage), // login.go
 
+		// The user's account page (account.go).
+		page("GET /account", web.ClassBrowser, s.accountPage),
+		page("POST /account/withdraw", web.ClassBrowser, s.withdraw),
+		page("POST /account/disconnect", web.ClassBrowser, s.disconnect),
+
 		// The connect flow (flow.go).
 		page("GET /c/{id}", web.ClassBrowser, s.connectPage),
 		page("POST /c/{id}", web.ClassBrowser, s.decide),

@@ -141,3 +141,48 @@ func Withdraw(ctx context.Context, tx pgx.Tx, u vault.UserRef, provider string) 
 	slices.Sort(ids)
 	return ids, nil
 }
+
+// withdrawOne deletes one client's approval, announces it and writes its
+// "consent.withdrawn" audit row, in one statement ($5 is the cache key; $6
+// actor, $7 request id, $8 address, $9 detail). It returns a row only when
+// an approval went.
+const withdrawOne = `WITH gone AS (DELETE FROM consents
+		WHERE issuer = $1 AND subject = $2 AND provider = $3 AND client_id = $4 RETURNING scopes),
+	audited AS (` + audit.Insert + `
+		SELECT 'consent.withdrawn', $6, $1, $2, $4, $3, '', $7, $8, $9 FROM gone)
+	SELECT pg_notify('` + Channel + `', $5) FROM gone`
+
+// Withdrawal is one client's approval being taken back, by whom (the audit
+// actor: "user", "admin:<sub>", …).
+type Withdrawal struct {
+	User      vault.UserRef
+	ClientID  string
+	Provider  string
+	Actor     string
+	RequestID string
+	IP        string
+}
+
+// WithdrawClient deletes one client's approval of the user's connection to
+// a provider, with its "consent.withdrawn" audit row, in one statement; the
+// connection and the other clients' approvals stay. Every replica's cache
+// learns of it on commit. It returns ErrNotGiven when there was none.
+func WithdrawClient(ctx context.Context, q audit.Querier, w Withdrawal) error {
+	rows, err := q.Query(ctx, withdrawOne, w.User.Issuer, w.User.Subject, w.Provider, w.ClientID,
+		key(w.User, w.Provider).Payload(), w.Actor, w.RequestID, w.IP, map[string]any{"by": w.Actor})
+	if err != nil {
+		return fmt.Errorf("consent: withdraw: %w", err)
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("consent: withdraw: %w", err)
+	}
+	if n == 0 {
+		return ErrNotGiven
+	}
+	return nil
+}

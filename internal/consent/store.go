@@ -137,3 +137,33 @@ func (s *Store) CacheSubscriber() cache.Subscriber {
 
 // CacheStats reports the cache's counters (zero when disabled).
 func (s *Store) CacheStats() cache.Stats { return s.cache.Stats() }
+
+const selectConsentsOfUser = `SELECT provider, client_id, scopes, account_hash, granted_at, updated_at FROM consents
+	WHERE issuer = $1 AND subject = $2 ORDER BY provider, granted_at, client_id`
+
+// Listed is one approval as the user's account page shows it.
+type Listed struct {
+	Provider string
+	ClientID string
+	Approval
+	GrantedAt time.Time // first approval of this client for the provider
+	UpdatedAt time.Time // the latest one (what the page listed then)
+}
+
+// OfUser returns every approval the user has given, by provider, oldest
+// first, from the database (never the cache: the page must show what is).
+func (s *Store) OfUser(ctx context.Context, u vault.UserRef) ([]Listed, error) {
+	rows, err := s.pool.Query(ctx, selectConsentsOfUser, u.Issuer, u.Subject)
+	if err != nil {
+		return nil, fmt.Errorf("consent: list: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Listed, error) {
+		var l Listed
+		err := r.Scan(&l.Provider, &l.ClientID, &l.Scopes, &l.Account, &l.GrantedAt, &l.UpdatedAt)
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consent: list: %w", err)
+	}
+	return out, nil
+}

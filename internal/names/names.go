@@ -1,11 +1,14 @@
-// Package names owns the shape of the provider name: the one rule the
+// Package names owns the shape of the provider name — the one rule the
 // providers file, the /v1 API, the client registry, the admin filters and the
 // vault all apply, so a name one of them admits is a name every other one
-// admits too.
+// admits too — and of the client id, which the admin filters and the
+// account page's forms take from requests.
 //
 // It must never import another connectd package: it is a leaf that provider,
 // vault, mcpauth, connect and admin all use.
 package names
+
+import "strings"
 
 // MaxProviderBytes is the longest provider name.
 const MaxProviderBytes = 64
@@ -22,6 +25,25 @@ func ValidProvider(n string) bool {
 		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
 		case (r == '_' || r == '-' || r == '.') && i > 0:
 		default:
+			return false
+		}
+	}
+	return true
+}
+
+// MaxClientIDBytes is the longest client id a request may name.
+const MaxClientIDBytes = 68
+
+// ValidClientID reports whether id has the shape of a client id: "cli_" and
+// 1–64 of a-z 0-9 (mcpauth mints "cli_" and 16 of them). Callers check ids
+// from requests with it before any lookup.
+func ValidClientID(id string) bool {
+	rest, ok := strings.CutPrefix(id, "cli_")
+	if !ok || rest == "" || len(id) > MaxClientIDBytes {
+		return false
+	}
+	for _, r := range rest {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') {
 			return false
 		}
 	}

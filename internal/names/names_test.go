@@ -50,3 +50,25 @@ func FuzzValidProvider(f *testing.F) {
 		}
 	})
 }
+
+func TestValidClientID(t *testing.T) {
+	t.Parallel()
+	for id, ok := range map[string]bool{
+		"cli_k3j5abcdefghijkl":           true,
+		"cli_" + strings.Repeat("a", 64): true,
+		"cli_" + strings.Repeat("a", 65): false,
+		"cli_":                           false,
+		"":                               false,
+		"CLI_abc":                        false,
+		"cli_ABC":                        false,
+		"cli_a-b":                        false,
+		"cli_a\x00":                      false,
+		"cli_é":                          false,
+		"xcli_abc":                       false,
+		"cli_abc\n":                      false,
+	} {
+		if got := names.ValidClientID(id); got != ok {
+			t.Errorf("ValidClientID(%q) = %t, want %t", id, got, ok)
+		}
+	}
+}

@@ -1,0 +1,247 @@
+package connect
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/connectd/connectd/internal/audit"
+	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/names"
+	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/web"
+	"github.com/connectd/connectd/web/templates"
+)
+
+// accountPath is the user's account page: what they connected, which MCP
+// servers may use each account with what, and the actions that take that
+// back (DESIGN: the user is in control of every grant).
+const accountPath = "/account"
+
+// notices are what the account page says after an action (?done=…): fixed
+// sentences, so nothing from the request is echoed.
+var notices = map[string]string{
+	"withdrawn":    "Access removed. That application receives nothing from this account until you allow it again.",
+	"disconnected": "Disconnected. The stored access was deleted and revoked at the provider; no application receives it any more.",
+	"disconnected_here": "Disconnected here: the stored access was deleted and no application receives it any more. " +
+		"The provider did not confirm the revocation, so you may also remove the access in your account settings there.",
+	"gone": "Nothing to do: that access had already been removed.",
+}
+
+// accountPage handles GET /account. Without a session it sends the browser
+// to sign in (straight to the one login issuer, or a choice of them) and
+// back here.
+func (s *Server) accountPage(w http.ResponseWriter, r *http.Request) error {
+	noStore(w)
+	sess, err := s.sessions.Load(w, r)
+	if err != nil {
+		issuers := s.login.Issuers()
+		if len(issuers) == 1 {
+			http.Redirect(w, r, loginPath(issuers[0].ID, accountPath), http.StatusFound)
+			return nil
+		}
+		var v templates.AccountSignInView
+		for _, is := range issuers {
+			v.Issuers = append(v.Issuers, templates.IssuerLink{ID: is.ID, URL: is.URL, LoginURL: loginPath(is.ID, accountPath)})
+		}
+		return web.Render(w, r, http.StatusOK, templates.AccountSignIn(v))
+	}
+	v, err := s.accountView(r.Context(), sess)
+	if err != nil {
+		return err
+	}
+	v.Notice = notices[r.URL.Query().Get("done")]
+	return web.Render(w, r, http.StatusOK, templates.AccountPage(v))
+}
+
+// accountView gathers the page: the user's connections, each with the
+// approvals given for it and when each client last read it.
+func (s *Server) accountView(ctx context.Context, sess session.Session) (templates.AccountView, error) {
+	u := vault.UserRef{Issuer: sess.Issuer, Subject: sess.Subject}
+	v := templates.AccountView{UserLabel: sess.Subject, Issuer: sess.Issuer, CSRF: s.sessions.CSRFToken(sess)}
+	conns, err := s.vault.List(ctx, u)
+	if err != nil {
+		return v, err
+	}
+	approvals, err := s.consents.OfUser(ctx, u)
+	if err != nil {
+		return v, err
+	}
+	reads, err := audit.LastReads(ctx, s.pool, u.Issuer, u.Subject)
+	if err != nil {
+		return v, err
+	}
+	for _, c := range conns {
+		if c.Status == vault.StatusRevoked {
+			continue
+		}
+		ac := templates.AccountConnection{Provider: c.Provider, ProviderName: c.Provider, Kind: "OAuth",
+			Healthy: c.Status == vault.StatusActive, Health: "Working", Scopes: c.Scopes, ConnectedAt: when(c.CreatedAt)}
+		if !ac.Healthy {
+			ac.Health = "Needs reconnecting: the provider no longer accepts this access"
+		}
+		if p, err := s.catalog.Get(c.Provider); err == nil {
+			info := p.Info()
+			ac.ProviderName = info.DisplayName
+			if info.Kind == provider.KindAPIKey {
+				ac.Kind = "API key"
+			}
+		}
+		// The sealed credential names the account; an approval covers the
+		// connection only for that account and every scope it grants.
+		_, cred, err := s.vault.Get(ctx, u, c.Provider)
+		switch {
+		case err == nil:
+			ac.Account = cred.AccountLabel
+			if ac.Account == "" {
+				ac.Account = cred.AccountID
+			}
+		case errors.Is(err, vault.ErrNotConnected):
+			continue // deleted meanwhile
+		case errors.Is(err, vault.ErrDecrypt):
+			cred = nil // shown, but no approval covers it
+		default:
+			return v, err
+		}
+		var last time.Time
+		for _, a := range approvals {
+			if a.Provider != c.Provider {
+				continue
+			}
+			sv := templates.AccountServer{ClientID: a.ClientID, Name: a.ClientID, Scopes: a.Scopes,
+				ApprovedAt: when(a.UpdatedAt), Current: cred != nil && a.Check(c.Provider, cred) == nil}
+			if cl, err := s.clients.Get(ctx, a.ClientID); err == nil {
+				sv.Name = cl.Name
+			}
+			if at, ok := reads[audit.Use{ClientID: a.ClientID, Provider: c.Provider}]; ok {
+				sv.LastUsed = when(at)
+			}
+			ac.Servers = append(ac.Servers, sv)
+		}
+		// Any client's read counts, including one whose access was withdrawn.
+		for use, at := range reads {
+			if use.Provider == c.Provider && at.After(last) && !at.Before(c.CreatedAt) {
+				last = at
+			}
+		}
+		if !last.IsZero() {
+			ac.LastUsed = when(last)
+		}
+		v.Connections = append(v.Connections, ac)
+	}
+	slices.SortFunc(v.Connections, func(a, b templates.AccountConnection) int {
+		return cmp.Compare(strings.ToLower(a.ProviderName), strings.ToLower(b.ProviderName))
+	})
+	return v, nil
+}
+
+// accountForm is the start of both account actions: a signed-in session,
+// the form's CSRF token and a well-formed provider. Without a session the
+// browser goes back to the page, which signs in again.
+func (s *Server) accountForm(w http.ResponseWriter, r *http.Request) (vault.UserRef, string, bool, error) {
+	sess, err := s.sessions.Load(w, r)
+	if err != nil {
+		http.Redirect(w, r, accountPath, http.StatusSeeOther)
+		return vault.UserRef{}, "", false, nil
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		return vault.UserRef{}, "", false, web.Refuse(http.StatusBadRequest, "bad_form", "The form could not be read.", nil)
+	}
+	if err := s.sessions.CheckCSRF(sess, r.PostForm.Get(session.CSRFField)); err != nil {
+		return vault.UserRef{}, "", false, &web.Error{Status: http.StatusForbidden, Code: "csrf_failed", Err: err,
+			Description: "The form has expired. Open your account page again and retry."}
+	}
+	p := r.PostForm.Get("provider")
+	if !names.ValidProvider(p) {
+		return vault.UserRef{}, "", false, web.Refuse(http.StatusBadRequest, "bad_form", "The form names no account.", nil)
+	}
+	return vault.UserRef{Issuer: sess.Issuer, Subject: sess.Subject}, p, true, nil
+}
+
+// withdraw handles POST /account/withdraw: one MCP server loses the user's
+// approval of one connection (it gets consent_required until the user
+// allows it again); the connection and the other approvals stay.
+func (s *Server) withdraw(w http.ResponseWriter, r *http.Request) error {
+	u, p, ok, err := s.accountForm(w, r)
+	if !ok {
+		return err
+	}
+	client := r.PostForm.Get("client")
+	if !names.ValidClientID(client) {
+		return web.Refuse(http.StatusBadRequest, "bad_form", "The form names no application.", nil)
+	}
+	err = consent.WithdrawClient(r.Context(), s.pool, consent.Withdrawal{User: u, ClientID: client, Provider: p,
+		Actor: "user", RequestID: web.RequestID(r.Context()), IP: clientIP(r)})
+	done := "withdrawn"
+	switch {
+	case errors.Is(err, consent.ErrNotGiven):
+		done = "gone"
+	case err != nil:
+		return err
+	default:
+		s.logger.InfoContext(r.Context(), "approval withdrawn by the user", slog.String("provider", p),
+			slog.String("client_id", client))
+	}
+	http.Redirect(w, r, accountPath+"?done="+done, http.StatusSeeOther)
+	return nil
+}
+
+// disconnect handles POST /account/disconnect: the connection is deleted with
+// every approval of it, then revoked at the provider (RFC 7009) where it can
+// be.
+func (s *Server) disconnect(w http.ResponseWriter, r *http.Request) error {
+	u, p, ok, err := s.accountForm(w, r)
+	if !ok {
+		return err
+	}
+	d, clients, err := s.deleteConnection(r.Context(), u, p)
+	if errors.Is(err, vault.ErrNotConnected) {
+		http.Redirect(w, r, accountPath+"?done=gone", http.StatusSeeOther)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.audit(r, audit.Event{Kind: "connection.unlinked", Actor: "user", Issuer: u.Issuer, Subject: u.Subject,
+		Provider: p, Target: d.Connection.ID,
+		Detail: map[string]any{"revocation": string(d.Revocation), "by": "user", "clients": clients}})
+	done := "disconnected"
+	if d.Revocation != vault.Revoked {
+		done = "disconnected_here"
+	}
+	http.Redirect(w, r, accountPath+"?done="+done, http.StatusSeeOther)
+	return nil
+}
+
+// deleteConnection deletes the user's connection to provider together with
+// every client's approval of it (one transaction), then revokes it at the
+// provider; it returns the clients that lost their approval. Unlinking
+// (/v1) and disconnecting (the account page) both go through it.
+func (s *Server) deleteConnection(ctx context.Context, u vault.UserRef, p string) (*vault.Deletion, []string, error) {
+	var clients []string
+	d, err := s.vault.DeleteWith(ctx, u, p, func(ctx context.Context, tx pgx.Tx, _ vault.Connection) error {
+		var err error
+		clients, err = consent.Withdraw(ctx, tx, u, p)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if clients == nil {
+		clients = []string{}
+	}
+	return d, clients, nil
+}
+
+// when formats a time for the account page.
+func when(t time.Time) string { return t.UTC().Format("2 Jan 2006, 15:04 UTC") }

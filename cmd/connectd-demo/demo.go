@@ -25,6 +25,7 @@ import (
 	"github.com/connectd/connectd/client"
 	mcpserver "github.com/connectd/connectd/examples/mcp-server"
 	"github.com/connectd/connectd/examples/mcp-server/devtoken"
+	"github.com/connectd/connectd/internal/admin"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider/providertest"
@@ -38,6 +39,7 @@ const (
 	demoScope      = "files.read"
 	demoClientName = "Files Assistant (example MCP server)"
 	demoIssuerID   = "demo"
+	demoAdmin      = "admin" // a user of the demo's identity provider
 )
 
 // demoOptions are the demo's addresses.
@@ -63,7 +65,7 @@ func (o demoOptions) listen(port int) string { return net.JoinHostPort(o.bind, s
 // tests can call it directly.
 //
 // It runs the whole product on one machine: connectd in dev mode, an OIDC
-// identity provider with the demo users alice and bob (the development IdP,
+// identity provider with the demo users alice and bob and the admin (the development IdP,
 // internal/devidp), a third-party OAuth service with a file API (Demo Files,
 // internal/provider/providertest), and the example MCP server
 // (examples/mcp-server), all wired together; then it prints a walkthrough.
@@ -97,7 +99,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	fset.SetOutput(stderr)
 	fset.Usage = func() {
 		fmt.Fprintln(fset.Output(), "usage: connectd-demo [flags]\n\n"+
-			"Runs connectd (dev mode), an identity provider (users alice and bob), the Demo Files OAuth\n"+
+			"Runs connectd (dev mode), an identity provider (users alice, bob and admin), the Demo Files OAuth\n"+
 			"provider and the example MCP server, on CONNECTD_DATABASE_URL, and prints a walkthrough.\n"+
 			"Ctrl-C stops everything.\n\nflags:")
 		fset.PrintDefaults()
@@ -168,7 +170,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	idp, err := devidp.New(devidp.Config{
 		Issuer: idpURL,
 		Clients: []devidp.Client{
-			{ID: "connectd", Secret: idpSecret, RedirectURIs: []string{connectdURL + "/login/callback"}},
+			{ID: "connectd", Secret: idpSecret, RedirectURIs: []string{connectdURL + "/login/callback",
+				connectdURL + admin.CallbackPath}},
 			{ID: devtoken.ClientID, RedirectURIs: []string{devtoken.RedirectURI}},
 		},
 		Logger: base.With(slog.String("component", "idp")),
@@ -244,6 +247,9 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		"CONNECTD_DEMO_IDP_SECRET":   idpSecret,
 		"CONNECTD_PROVIDERS_FILE":    providersFile,
 		"CONNECTD_DEMO_FILES_SECRET": providerSecret,
+		// The identity provider's user "admin" signs in to /admin.
+		"CONNECTD_ADMIN_ISSUER":   demoIssuerID,
+		"CONNECTD_ADMIN_SUBJECTS": demoAdmin,
 		// Dev mode lets connectd fetch plain http on loopback only from
 		// hosts named here: the identity provider and Demo Files.
 		"CONNECTD_EGRESS_ALLOW_HOSTS": joinNonEmpty(env.get("CONNECTD_EGRESS_ALLOW_HOSTS"),
@@ -465,7 +471,7 @@ var walkthroughText = template.Must(template.New("walkthrough").Parse(`
   connectd demo — all of it runs on this machine; Ctrl-C stops everything.
 
     connectd             {{.Connectd}}        (probes: {{.Internal}}/readyz)
-    identity provider    {{.IdP}}        users alice and bob, no password
+    identity provider    {{.IdP}}        users alice, bob and admin, no password
     Demo Files           {{.Provider}}        a third-party OAuth service with a file API
     example MCP server   {{.MCP}}    tool list_files, which needs Demo Files
 
@@ -486,6 +492,15 @@ var walkthroughText = template.Must(template.New("walkthrough").Parse(`
   3. Open the link in a normal window, sign in as alice and click Allow.
      Demo Files approves and sends you back ("Connected"); the try command
      prints alice's files. Run step 1 again: no link, the files at once.
+
+  4. alice's own view: {{.Connectd}}/account lists Demo Files, the
+     account, its permissions and the applications allowed to use it, with
+     Remove access and Disconnect. (The "Connected" page links to it.)
+
+  5. The admin: in a private window open {{.Connectd}}/admin and sign in
+     as admin. Connections lists alice's Demo Files connection; open it, see
+     its audit trail (Events has the whole log), and Revoke it. Run step 1
+     again: the tool asks alice to connect once more.
 
   Just the token, for curl or your own MCP client (docs/integration.md):
        TOKEN=$(go run ./examples/mcp-server/cmd/try -user alice -token-only)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"html"
 	"fmt"
 	"net"
 	"net/http"
@@ -209,6 +210,48 @@ func TestDemo(t *testing.T) {
 	if res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "notes.txt") {
 		t.Fatalf("list_files: %+v", res.Content)
 	}
+
+	// Walkthrough step 4: alice's account page lists the connection and the
+	// example MCP server allowed to use it.
+	cdURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	aliceB := flowtest.New(&http.Client{Timeout: 10 * time.Second})
+	page := signInAt(t, aliceB, cdURL+"/account", "alice")
+	for _, want := range []string{"Connected accounts", "Demo Files", "Files Assistant", "files.read", "Remove access"} {
+		if !strings.Contains(page.Body, want) {
+			t.Fatalf("alice's account page lacks %q:\n%s", want, page.Body)
+		}
+	}
+
+	// Step 5: the admin signs in at /admin, finds alice's connection and its
+	// audit trail, and revokes it; alice's next call asks her to connect.
+	adminB := flowtest.New(&http.Client{Timeout: 10 * time.Second})
+	page = signInAt(t, adminB, cdURL+"/admin", "admin")
+	conn := regexp.MustCompile(`href="(/admin/connections/cn_[a-z0-9]+)">alice<`).FindStringSubmatch(page.Body)
+	if conn == nil {
+		t.Fatalf("the admin's connection list does not link alice's connection:\n%s", page.Body)
+	}
+	page = follow(t, adminB, http.MethodGet, cdURL+conn[1], nil)
+	if !strings.Contains(page.Body, "connection.created") && !strings.Contains(page.Body, "consent.granted") {
+		t.Fatalf("alice's connection page shows no audit trail:\n%s", page.Body)
+	}
+	page = follow(t, adminB, http.MethodGet, cdURL+conn[1]+"/revoke", nil)
+	form := url.Values{"csrf_token": {formValue(t, page.Body, "csrf_token")}, "confirm": {formValue(t, page.Body, "confirm")}}
+	page = follow(t, adminB, http.MethodPost, cdURL+conn[1]+"/revoke", form)
+	if !strings.Contains(page.Body, "Revoked") {
+		t.Fatalf("revoke: %d\n%s", page.Status, page.Body)
+	}
+	var askedAgain bool
+	res, err = call("alice", func(p *mcp.ElicitParams) string {
+		askedAgain = true
+		go func() { _, _, err := demoBrowser(p.URL, "alice", true); browsed <- err }()
+		return "accept"
+	})
+	if err != nil || !askedAgain || res.IsError {
+		t.Fatalf("after the admin revoked: asked=%v %v %+v", askedAgain, err, res)
+	}
+	if err := <-browsed; err != nil {
+		t.Fatal(err)
+	}
 	d.shutdown(t, ports)
 
 	// Again on the same database: the client registration is reused with a
@@ -256,6 +299,50 @@ func TestDemo(t *testing.T) {
 		!strings.Contains(out.String(), "this is what the model sees") {
 		t.Fatalf("try -no-url: %v\n%s", err, out.String())
 	}
+}
+
+// signInAt opens u in b, answers the demo identity provider's picker as
+// user, and returns the page b lands on.
+func signInAt(t *testing.T, b *flowtest.Browser, u, user string) flowtest.Response {
+	t.Helper()
+	r := follow(t, b, http.MethodGet, u, nil)
+	if m := regexp.MustCompile(`<a class="button" href="([^"]+)">Sign in as an administrator`).FindStringSubmatch(r.Body); m != nil {
+		// The admin pages answer 403 with a sign-in button.
+		base, _ := url.Parse(r.URL)
+		next, _ := base.Parse(html.UnescapeString(m[1]))
+		r = follow(t, b, http.MethodGet, next.String(), nil)
+	}
+	picker, err := url.Parse(r.URL)
+	if err != nil || !strings.Contains(r.Body, `value="`+user+`"`) {
+		t.Fatalf("%s did not lead to the sign-in picker: %d %s", u, r.Status, r.URL)
+	}
+	form := picker.Query()
+	form.Set("user", user)
+	picker.RawQuery = ""
+	r = follow(t, b, http.MethodPost, picker.String(), form)
+	if r.Status != http.StatusOK {
+		t.Fatalf("signed in as %s at %s: %d\n%s", user, r.URL, r.Status, r.Body)
+	}
+	return r
+}
+
+func follow(t *testing.T, b *flowtest.Browser, method, u string, form url.Values) flowtest.Response {
+	t.Helper()
+	r, err := b.Follow(method, u, form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// formValue is the value of the hidden input name in page.
+func formValue(t *testing.T, page, name string) string {
+	t.Helper()
+	m := regexp.MustCompile(`name="` + name + `" value="([^"]+)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no %s in the form:\n%s", name, page)
+	}
+	return m[1]
 }
 
 type bearerRT string

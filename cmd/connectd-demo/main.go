@@ -1,6 +1,6 @@
 // Command connectd-demo runs the whole product on one machine for a try-out:
 // connectd (the real binary, in dev mode), an identity provider with the demo
-// users alice and bob, the Demo Files OAuth provider and the example MCP
+// users alice, bob and admin, the Demo Files OAuth provider and the example MCP
 // server, and prints a walkthrough. make demo and docker compose up run it.
 //
 // It is a binary of its own so that connectd links none of its fakes (they

@@ -11,7 +11,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-
 	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/mcpauth"

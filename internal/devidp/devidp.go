@@ -35,6 +35,8 @@ type User struct {
 var Users = []User{
 	{Subject: "alice", Name: "Alice", Email: "alice@example.test"},
 	{Subject: "bob", Name: "Bob", Email: "bob@example.test"},
+	// The demo's administrator (make demo names it in CONNECTD_ADMIN_SUBJECTS).
+	{Subject: "admin", Name: "Admin", Email: "admin@example.test"},
 }
 
 // Client is an OAuth client registered at the provider.

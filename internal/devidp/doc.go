@@ -1,6 +1,6 @@
 // Package devidp is a development OpenID Connect provider for tests and
 // `make demo`: discovery, JWKS, an authorize endpoint with a user picker (demo
-// users alice and bob, no password), and a token endpoint that verifies PKCE
+// users alice, bob and admin, no password), and a token endpoint that verifies PKCE
 // S256 and issues ID tokens and RFC 9068 access tokens (typ at+jwt) for a
 // chosen audience (RFC 8707 resource). Its ES256 keys live in memory and
 // rotate on demand; tests mint tokens directly with Sign and AccessToken.

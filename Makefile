@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO    ?= go
 PG    := scripts/pg run --
 
-.PHONY: all build generate check-generated fmt-check vet test demo pg clean bench
+.PHONY: all build generate check-generated fmt-check vet ts test demo pg clean bench
 
 all: build
 
@@ -19,6 +19,18 @@ generate:
 check-generated:
 	@scripts/check-generated
 
+## ts: the TypeScript client and example MCP server (ts/): Node.js 20+ and npm
+## (scripts/ensure-node), npm ci, the build (tsc; a stale dist is never tested),
+## the client's unit tests, and the staleness check of the openapi.ts generated
+## from docs/openapi.yaml. e2e/typescript_test.go (go test) runs the rest
+## against a real connectd.
+ts:
+	@scripts/ensure-node
+	cd ts && npm ci --no-audit --no-fund --loglevel=error
+	cd ts && npm run --silent build
+	@scripts/check-generated-ts
+	cd ts && node --test client/build-test/unit/
+
 fmt-check:
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
@@ -26,11 +38,11 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
-## test: vet, gofmt, templ staleness, then every test with -race against a real
+## test: vet, gofmt, templ staleness, the TypeScript build and unit tests (ts), then every test with -race against a real
 ## Postgres, the real-browser tests included (scripts/ensure-chromium installs
 ## Debian's chromium when missing, or fails saying how to get it). Fuzz targets
 ## run their seed corpora here; fuzz further with go test -fuzz (docs/security.md).
-test: vet fmt-check check-generated
+test: vet fmt-check check-generated ts
 	@chromium="$$(scripts/ensure-chromium)" && \
 	CONNECTD_CHROMIUM="$$chromium" $(PG) $(GO) test -race -count=1 ./...
 

@@ -2,6 +2,10 @@ module github.com/connectd/connectd
 
 go 1.26.8
 
+// ts/ holds the TypeScript client and example (npm workspaces): no Go command
+// walks an installed node_modules tree, at any depth.
+ignore node_modules
+
 require (
 	code.dny.dev/ssrf v0.3.0
 	github.com/MicahParks/jwkset v0.11.4

@@ -52,8 +52,9 @@ type world struct {
 	connectd *httptest.Server
 	idp      *httptest.Server
 	files    *providertest.Server
-	mcpURL   string         // the MCP server's endpoint and resource URI
-	cd       *client.Client // connectd API client with the MCP server's key
+	mcpURL   string           // the MCP server's endpoint and resource URI
+	cd       *client.Client   // connectd API client with the MCP server's key
+	clients  *mcpauth.Clients // connectd's client registry, to register more MCP servers
 }
 
 func newWorld(t *testing.T, legacy mcpserver.LegacyStyle) *world {
@@ -122,6 +123,7 @@ func newWorld(t *testing.T, legacy mcpserver.LegacyStyle) *world {
 	cdSrv.Config.Handler = openapitest.Handler(t, cd.Public())
 	cdSrv.StartTLS()
 	clients := cd.Clients()
+	w.clients = clients
 	ran := make(chan struct{})
 	go func() { cd.Run(ctx); close(ran) }() // long-poll wake-ups (LISTEN/NOTIFY), sweeps
 	t.Cleanup(func() { cancel(); <-ran })

@@ -1,0 +1,49 @@
+// @connectd/client: the client of connectd's /v1 API for MCP servers.
+export { ConnectdClient, UserTokenHeader } from "./client.js";
+export type { CallOptions, ConnectdClientOptions, WaitOptions } from "./client.js";
+export {
+  ConnectdError,
+  ConnectdNetworkError,
+  ErrorFamily,
+  URLElicitationUnsupportedError,
+  WaitTimeoutError,
+  isFamily,
+  isInvalidClient,
+  isRateLimited,
+  isRequestStateError,
+  isUnavailable,
+  isUserTokenError,
+  missingScopes,
+  needsConnection,
+} from "./errors.js";
+export type { ConnectdErrorInit } from "./errors.js";
+export {
+  Generation,
+  ProtocolVersion20251125,
+  ProtocolVersion20260728,
+  URLElicitationRequiredCode,
+  answerFor,
+  canOpenURL,
+  fallbackResult,
+  generationOf,
+  inputKey,
+  toolResultText,
+} from "./mcp.js";
+export type { Answer, Peer, TextContent, ToolResult } from "./mcp.js";
+export { requestDigest } from "./digest.js";
+export { StatusCompleted, StatusDeclined, StatusExpired, StatusFailed, StatusPending, Token, isFinal } from "./types.js";
+export type {
+  Connection,
+  ElicitParams,
+  Elicitation,
+  ElicitationStatus,
+  InputRequest,
+  InputRequiredResult,
+  MintRequest,
+  RPCError,
+  Reason,
+  Status,
+  URLElicitationData,
+  Unlinked,
+} from "./types.js";
+export type { components as OpenAPIComponents, paths as OpenAPIPaths } from "./openapi.js";

@@ -1,0 +1,166 @@
+// MCP protocol helpers: which shape a negotiated protocol version calls for,
+// and connectd's elicitation in that shape (the Go client's mcp.go).
+import { URLElicitationUnsupportedError } from "./errors.js";
+import type { ElicitParams, Elicitation, InputRequiredResult, RPCError } from "./types.js";
+
+/**
+ * Introduced URL-mode elicitation: the server sends elicitation/create (mode
+ * "url") or answers URLElicitationRequiredError, and sends
+ * notifications/elicitation/complete when the interaction is done.
+ */
+export const ProtocolVersion20251125 = "2025-11-25";
+/**
+ * Replaced server-to-client requests with multi-round-trip requests: the
+ * server answers InputRequiredResult (inputRequests + requestState) and the
+ * client retries with inputResponses and the echoed requestState.
+ */
+export const ProtocolVersion20260728 = "2026-07-28";
+
+/** The JSON-RPC error code of URLElicitationRequiredError (2025-11-25). */
+export const URLElicitationRequiredCode = -32042;
+
+/** How an MCP protocol version lets a server send the user to a URL. */
+export const Generation = {
+  /** Before 2025-11-25 there is no URL-mode elicitation. */
+  None: "none",
+  /** 2025-11-25: elicitation/create or URLElicitationRequiredError, then notifications/elicitation/complete. */
+  URLElicitation: "url-elicitation",
+  /** 2026-07-28 and later: InputRequiredResult. */
+  InputRequired: "input-required",
+} as const;
+export type Generation = (typeof Generation)[keyof typeof Generation];
+
+/** The generation of a negotiated protocol version. Versions are dates (YYYY-MM-DD), so they compare as strings. */
+export function generationOf(protocolVersion: string): Generation {
+  if (!isDate(protocolVersion)) return Generation.None;
+  if (protocolVersion >= ProtocolVersion20260728) return Generation.InputRequired;
+  if (protocolVersion >= ProtocolVersion20251125) return Generation.URLElicitation;
+  return Generation.None;
+}
+
+/** A valid calendar date written YYYY-MM-DD (Go's time.Parse(time.DateOnly)). */
+function isDate(s: string): boolean {
+  const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(s);
+  if (!m) return false;
+  const [y, mo, d] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  if (mo < 1 || mo > 12 || d < 1) return false;
+  return d <= new Date(Date.UTC(y, mo, 0)).getUTCDate();
+}
+
+/** What the MCP client declared for the request being answered. */
+export interface Peer {
+  /** The negotiated MCP protocol version (2026-07-28 and later: the request's own). */
+  protocolVersion: string;
+  /**
+   * The client declared elicitation mode "url": capabilities.elicitation.url
+   * in initialize (2025-11-25), or in the request's _meta (2026-07-28). An
+   * empty elicitation object declares form mode only.
+   */
+  urlElicitation: boolean;
+}
+
+/** Whether connectd's link may be sent to the peer as a URL-mode elicitation: the spec forbids an undeclared mode. */
+export function canOpenURL(peer: Peer): boolean {
+  return peer.urlElicitation && generationOf(peer.protocolVersion) !== Generation.None;
+}
+
+/** MCP text content. */
+export interface TextContent {
+  type: "text";
+  text: string;
+}
+
+/** An MCP CallToolResult of text content, in MCP's JSON shape. */
+export interface ToolResult {
+  content: TextContent[];
+  isError: boolean;
+}
+
+/**
+ * What an MCP server sends back for a request that needs the user to connect
+ * a provider, in the shape its protocol calls for. Exactly the fields of
+ * generation are set, or fallback alone, or ready alone.
+ */
+export interface Answer {
+  generation: Generation;
+  /** The minted elicitation (its id to wait on, its URL). */
+  elicitation: Elicitation;
+  /** The user finished connecting while requireConnection waited on a retry: look the token up again. */
+  ready: boolean;
+  /** The client has no URL mode: answer the tool call with this result (the link, in plain words, and "try again"). */
+  fallback?: ToolResult;
+  /** 2025-11-25: the params of an elicitation/create request (then wait, then notifications/elicitation/complete)… */
+  elicitRequest?: ElicitParams;
+  /** …or the -32042 JSON-RPC error to answer the request with (notify completion when wait reports it). */
+  error?: RPCError;
+  /** 2026-07-28: answer the request with this; the client retries with inputResponses[inputKey] and the requestState. */
+  result?: InputRequiredResult;
+  inputKey?: string;
+}
+
+/** The default inputRequests key for a provider's connect request. */
+export function inputKey(provider: string): string {
+  return `connect-${provider}`;
+}
+
+/**
+ * Shapes a minted elicitation as the answer for protocolVersion. inputKey
+ * names its inputRequests entry (2026-07-28; default inputKey(provider)).
+ * Throws URLElicitationUnsupportedError before 2025-11-25.
+ */
+export function answerFor(e: Elicitation, protocolVersion: string, key?: string): Answer {
+  const generation = generationOf(protocolVersion);
+  switch (generation) {
+    case Generation.URLElicitation: {
+      const rpc = e.urlElicitationRequiredError;
+      return {
+        generation,
+        elicitation: e,
+        ready: false,
+        elicitRequest: { ...e.params },
+        error: { code: rpc.code, message: rpc.message, data: { elicitations: rpc.data.elicitations.map((p) => ({ ...p })) } },
+      };
+    }
+    case Generation.InputRequired: {
+      const k = key || inputKey(e.provider);
+      return {
+        generation,
+        elicitation: e,
+        ready: false,
+        inputKey: k,
+        result: { resultType: "input_required", inputRequests: { [k]: e.inputRequest }, requestState: e.requestState ?? "" },
+      };
+    }
+    default:
+      throw new URLElicitationUnsupportedError(
+        `connectd: the MCP client cannot do URL-mode elicitation: protocol version ${JSON.stringify(protocolVersion)}`,
+      );
+  }
+}
+
+const months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+
+/**
+ * The tool result that hands the connect link to a user whose MCP client
+ * cannot open URL-mode elicitations: the elicitation's message, the link as
+ * plain text, and what to do after. It is an error result, since the tool did
+ * not do its job yet. The link is safe in the model's hands: it is bound to
+ * this user and authenticates nothing. The text is byte for byte the Go
+ * client's FallbackResult.
+ */
+export function fallbackResult(e: Elicitation): ToolResult {
+  const msg = e.params.message.trim() || `This needs your ${e.provider} account, which is not connected yet.`;
+  const t = e.expiresAt;
+  const pad = (n: number) => String(n).padStart(2, "0");
+  // Go's "15:04 MST on 2 Jan", in UTC.
+  const expiry = `${pad(t.getUTCHours())}:${pad(t.getUTCMinutes())} UTC on ${t.getUTCDate()} ${months[t.getUTCMonth()]}`;
+  const text =
+    `${msg}\n\nThis app cannot open the connect link for you. Open it in your browser:\n${e.url}\n\n` +
+    `Sign in, approve, then try again. The link works only for you, grants nothing by itself, and expires at ${expiry}.`;
+  return { isError: true, content: [{ type: "text", text }] };
+}
+
+/** Joins a tool result's text. */
+export function toolResultText(r: ToolResult): string {
+  return r.content.map((c) => c.text).join("\n");
+}

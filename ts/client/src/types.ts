@@ -1,0 +1,183 @@
+// The client's public types. The wire shapes come from docs/openapi.yaml
+// (openapi.ts, generated); these are their idiomatic TypeScript forms.
+import type { components, paths } from "./openapi.js";
+
+type Schemas = components["schemas"];
+
+/** The JSON body of an operation's answer with status S. */
+export type Body<O, S extends number> = O extends { responses: infer R }
+  ? S extends keyof R
+    ? R[S] extends { content: { "application/json": infer J } }
+      ? J
+      : never
+    : never
+  : never;
+
+type UnlinkBody = Body<paths["/v1/connections/{provider}"]["delete"], 200>;
+
+/** The body of POST /v1/elicitations. */
+export interface MintRequest {
+  /** The provider id in connectd's catalog, e.g. "github". */
+  provider: string;
+  /** Scopes to ask for; empty means the provider's default scopes. */
+  scopes?: string[];
+  /** Shown to the user by the MCP client (at most 500 characters); empty lets connectd write one. */
+  message?: string;
+  /** Binds the request_state to the original MCP request (see requestDigest). */
+  requestDigest?: string;
+}
+
+/** The state of an elicitation. */
+export type Status = Schemas["StatusFields"]["status"];
+
+/** Why an elicitation was declined or failed. */
+export type Reason = NonNullable<Schemas["StatusFields"]["reason"]>;
+
+export const StatusPending = "pending" satisfies Status;
+export const StatusCompleted = "completed" satisfies Status;
+export const StatusDeclined = "declined" satisfies Status;
+export const StatusExpired = "expired" satisfies Status;
+export const StatusFailed = "failed" satisfies Status;
+
+/** Reports whether an elicitation in status will not change any more. */
+export function isFinal(status: Status): boolean {
+  return status !== "pending";
+}
+
+/** connectd's status document of an elicitation. */
+export interface ElicitationStatus {
+  id: string;
+  status: Status;
+  /** Why it failed or was declined (provider_error, exchange_failed, user_denied, …). */
+  reason?: Reason;
+  provider: string;
+  scopes: string[];
+  expiresAt: Date;
+  completedAt?: Date;
+  /** Set by mint, and by resolve while still pending: a fresh single-use state for the MCP client. */
+  requestState?: string;
+}
+
+/** The params of a URL-mode elicitation/create request, with MCP's field names. */
+export interface ElicitParams {
+  mode: "url";
+  /** Required by 2025-11-25 (and echoed by notifications/elicitation/complete); 2026-07-28 input requests leave it out. */
+  elicitationId?: string;
+  url: string;
+  message: string;
+}
+
+/** One entry of InputRequiredResult.inputRequests (2026-07-28). */
+export interface InputRequest {
+  method: "elicitation/create";
+  params: ElicitParams;
+}
+
+/** URLElicitationRequiredError's data. */
+export interface URLElicitationData {
+  elicitations: ElicitParams[];
+}
+
+/** A JSON-RPC error object; connectd fills it as URLElicitationRequiredError (-32042). */
+export interface RPCError {
+  code: number;
+  message: string;
+  data: URLElicitationData;
+}
+
+/** The 2026-07-28 answer to a request that needs the user first. */
+export interface InputRequiredResult {
+  resultType: "input_required";
+  inputRequests: Record<string, InputRequest>;
+  requestState: string;
+}
+
+/** A freshly minted elicitation: the connect URL and the MCP shapes that carry it. */
+export interface Elicitation extends ElicitationStatus {
+  /** The connect URL: https://<connectd>/c/<opaque id>. It carries nothing about the user and authenticates nothing. */
+  url: string;
+  /** The params of a 2025-11-25 elicitation/create request (mode "url", with elicitationId). */
+  params: ElicitParams;
+  /** The 2025-11-25 JSON-RPC error (-32042). */
+  urlElicitationRequiredError: RPCError;
+  /** The 2026-07-28 entry of InputRequiredResult.inputRequests. */
+  inputRequest: InputRequest;
+  /** connectd answered with an elicitation already pending for the same request (a retry): the same link as before. */
+  again: boolean;
+}
+
+/** One of the user's connections this client may use. It never carries a credential. */
+export interface Connection {
+  provider: string;
+  status: NonNullable<Schemas["Connection"]["status"]>;
+  scopes: string[];
+  accountLabel?: string;
+  createdAt?: Date;
+  updatedAt?: Date;
+  expiresAt?: Date;
+  /** The connection grants more than this client is approved for (its token answers consent_required). */
+  consentRequired?: boolean;
+}
+
+/** The answer of unlink. */
+export interface Unlinked {
+  provider: string;
+  /** The provider confirmed revocation (RFC 7009). */
+  revokedAtProvider: boolean;
+  /** What happened at the provider: revoked, not_supported, failed or skipped. */
+  revocation: UnlinkBody["revocation"];
+}
+
+const inspect = Symbol.for("nodejs.util.inspect.custom");
+
+/**
+ * A currently valid credential for a provider. Keep it for the call that
+ * needs it; connectd refreshes it when it is about to expire, so ask again
+ * rather than caching it. Its secret is held in a private field: toString,
+ * JSON.stringify and console.log/util.inspect show everything but it.
+ */
+export class Token {
+  readonly provider: string;
+  /** oauth2 or api_key */
+  readonly kind: Schemas["Token"]["kind"];
+  /** usually Bearer */
+  readonly tokenType: string;
+  readonly expiresAt?: Date;
+  readonly scopes: string[];
+  readonly #accessToken: string;
+
+  constructor(t: Schemas["Token"]) {
+    this.provider = t.provider;
+    this.kind = t.kind;
+    this.tokenType = t.token_type ?? "";
+    if (t.expires_at) this.expiresAt = new Date(t.expires_at);
+    this.scopes = t.scopes ?? [];
+    this.#accessToken = t.access_token;
+  }
+
+  /** The secret: send it to the provider, nowhere else. */
+  get accessToken(): string {
+    return this.#accessToken;
+  }
+
+  /** Describes the token without its secret. */
+  toString(): string {
+    return `Token{provider:${this.provider} kind:${this.kind} scopes:[${this.scopes.join(" ")}] accessToken:[redacted]}`;
+  }
+
+  /** JSON without the secret, so a logged or serialised Token never leaks it. */
+  toJSON(): Record<string, unknown> {
+    return {
+      provider: this.provider,
+      kind: this.kind,
+      tokenType: this.tokenType,
+      expiresAt: this.expiresAt,
+      scopes: this.scopes,
+      accessToken: "[redacted]",
+    };
+  }
+
+  [inspect](): string {
+    return this.toString();
+  }
+}

@@ -1,0 +1,285 @@
+// list_files: asks connectd for the user's file-service token; without one it
+// sends the user to connectd in the shape the session calls for, then lists
+// the files with the token (examples/mcp-server/tool.go, for 2025-11-25 —
+// the newest protocol the TypeScript SDK speaks — and the fallback).
+import {
+  ConnectdClient,
+  ConnectdError,
+  Generation,
+  URLElicitationUnsupportedError,
+  WaitTimeoutError,
+  needsConnection,
+  requestDigest,
+  type Answer,
+  type Elicitation,
+  type ElicitationStatus,
+  type Token,
+} from "@connectd/client";
+import {
+  elicitInputParams,
+  elicitationComplete,
+  fallbackToolResult,
+  peerOf,
+  toUrlElicitationRequiredError,
+} from "@connectd/client/mcp-sdk";
+import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import type { CallToolResult, ServerNotification, ServerRequest } from "@modelcontextprotocol/sdk/types.js";
+import type { Caller } from "./auth.js";
+import type { Logger } from "./log.js";
+
+export type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+
+/** How a 2025-11-25 session is sent to connectd. */
+export type LegacyStyle = "elicit" | "error";
+
+export interface ToolConfig {
+  connectd: ConnectdClient;
+  provider: string;
+  scopes: string[];
+  filesApi: string;
+  /** elicit: elicitation/create within the call; error: -32042, then the client retries. */
+  style: LegacyStyle;
+  /** Bounds how long one call waits for the user to finish in the browser. */
+  waitTimeoutMs: number;
+}
+
+/** Follows elicitations answered with -32042 after their call has ended. */
+export interface Background {
+  signal: AbortSignal;
+  track(p: Promise<unknown>): void;
+}
+
+export interface FileList {
+  owner: string;
+  files: { name: string; size: number }[];
+}
+
+/** A tool result with a message for the user (the model reads and relays it). */
+function stop(text: string): CallToolResult {
+  return { isError: true, content: [{ type: "text", text }] };
+}
+
+/** A short, secret-free description of a connectd error. */
+function errCode(err: unknown): string {
+  if (err instanceof ConnectdError && err.code) return err.code;
+  if (err instanceof WaitTimeoutError) return "timeout";
+  return "unreachable";
+}
+
+export async function listFiles(
+  cfg: ToolConfig,
+  server: McpServer,
+  bg: Background,
+  log: Logger,
+  caller: Caller,
+  args: Record<string, unknown>,
+  extra: Extra,
+): Promise<CallToolResult> {
+  const cd = cfg.connectd;
+  const peer = peerOf(server, extra);
+  const digest = await requestDigest("list_files", args);
+  const lookup = () => cd.token(caller.token, cfg.provider, ...cfg.scopes);
+
+  let tok: Token;
+  try {
+    tok = await lookup();
+    return await files(cfg, log, caller, tok);
+  } catch (err) {
+    if (!needsConnection(err)) {
+      log.warn("connectd token lookup failed", { error: errCode(err) });
+      return stop(`The file service cannot be reached through connectd right now (${errCode(err)}). Try again later.`);
+    }
+  }
+
+  let ans: Answer;
+  try {
+    ans = await cd.requireConnection(
+      caller.token,
+      peer,
+      {
+        provider: cfg.provider,
+        scopes: cfg.scopes,
+        requestDigest: digest,
+        message: "list_files needs access to your files. Open the link to connect your file-service account.",
+      },
+      { signal: extra.signal },
+    );
+  } catch (err) {
+    if (err instanceof URLElicitationUnsupportedError) {
+      // The fallback is off (fallback: false).
+      return stop(
+        "This tool needs your file-service account, but this MCP client cannot open a connect link " +
+          "(it needs protocol 2025-11-25 or later with URL-mode elicitation).",
+      );
+    }
+    log.warn("connectd mint failed", { error: errCode(err) });
+    return stop(`Could not start connecting your file-service account (${errCode(err)}).`);
+  }
+  if (ans.ready) {
+    // A retry while the link was pending, and the user finished while
+    // requireConnection waited: the token lookup now succeeds.
+    log.info("connected while the retried request waited", { elicitation: ans.elicitation.id });
+    return lookupAndList(cfg, log, caller, "The file service cannot be reached through connectd right now (%s). Try again later.");
+  }
+  log.info("connection needed: elicitation minted", {
+    elicitation: ans.elicitation.id,
+    generation: ans.generation,
+    protocol: peer.protocolVersion,
+    fallback: ans.fallback !== undefined,
+    same_link_again: ans.elicitation.again,
+  });
+  if (ans.fallback) {
+    // No URL mode: the link in plain words; the next call finds the
+    // connection (or waits, as a retry does).
+    return fallbackToolResult(ans);
+  }
+  if (ans.generation !== Generation.URLElicitation) {
+    // The TypeScript SDK negotiates 2025-11-25 at most; 2026-07-28's
+    // InputRequiredResult has no place in its results.
+    return stop("This MCP client's protocol version is not supported by this server.");
+  }
+  if (cfg.style === "error") {
+    notifyWhenDone(cfg, server, bg, log, caller, ans.elicitation);
+    // The SDK sends this error unchanged as the tool call's JSON-RPC error.
+    throw toUrlElicitationRequiredError(ans);
+  }
+  return elicitAndWait(cfg, server, log, caller, ans, extra);
+}
+
+/**
+ * The 2025-11-25 path within one tool call: ask the client to open the URL,
+ * wait for connectd, notify completion, then list.
+ */
+async function elicitAndWait(
+  cfg: ToolConfig,
+  server: McpServer,
+  log: Logger,
+  caller: Caller,
+  ans: Answer,
+  extra: Extra,
+): Promise<CallToolResult> {
+  const params = elicitInputParams(ans);
+  let action: string;
+  try {
+    // On this call's stream, so the client sees it within the call.
+    const r = await server.server.elicitInput(params, { relatedRequestId: extra.requestId, signal: extra.signal });
+    action = r.action;
+  } catch (err) {
+    log.warn("elicitation/create failed", { error: err instanceof Error ? err.message : String(err) });
+    return stop(`Could not ask you to connect your file-service account: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  if (action !== "accept") return refused(action);
+  let st: ElicitationStatus;
+  try {
+    st = await cfg.connectd.wait(caller.token, params.elicitationId, { signal: extra.signal, timeoutMs: cfg.waitTimeoutMs });
+  } catch (err) {
+    if (err instanceof WaitTimeoutError) {
+      return stop("Still waiting for you to finish connecting in the browser. Call list_files again when you are done.");
+    }
+    return stop(`Could not follow the connection with connectd (${errCode(err)}).`);
+  }
+  // The out-of-band interaction is over, whatever its outcome.
+  await extra.sendNotification(elicitationComplete(params.elicitationId)).catch((err: unknown) => {
+    log.warn("notifications/elicitation/complete failed", { error: err instanceof Error ? err.message : String(err) });
+  });
+  if (st.status !== "completed") return finalError(st);
+  return lookupAndList(cfg, log, caller, "Connected, but connectd gave no token (%s).");
+}
+
+/**
+ * Follows an elicitation answered with URLElicitationRequiredError and sends
+ * notifications/elicitation/complete on the session when connectd reports it
+ * over, so the client knows it can retry.
+ */
+function notifyWhenDone(cfg: ToolConfig, server: McpServer, bg: Background, log: Logger, caller: Caller, e: Elicitation): void {
+  if (bg.signal.aborted) return; // closing
+  const timeoutMs = Math.max(e.expiresAt.getTime() + 60_000 - Date.now(), 1000);
+  bg.track(
+    (async () => {
+      let st: ElicitationStatus;
+      try {
+        st = await cfg.connectd.wait(caller.token, e.id, { signal: bg.signal, timeoutMs });
+      } catch (err) {
+        log.info("stopped following elicitation", { elicitation: e.id, error: errCode(err) });
+        return;
+      }
+      try {
+        await server.server.createElicitationCompletionNotifier(e.id)();
+      } catch (err) {
+        log.info("notifications/elicitation/complete not delivered", { elicitation: e.id, error: err instanceof Error ? err.message : String(err) });
+        return;
+      }
+      log.info("elicitation over; client notified", { elicitation: e.id, status: st.status });
+    })(),
+  );
+}
+
+async function lookupAndList(cfg: ToolConfig, log: Logger, caller: Caller, failure: string): Promise<CallToolResult> {
+  let tok: Token;
+  try {
+    tok = await cfg.connectd.token(caller.token, cfg.provider, ...cfg.scopes);
+  } catch (err) {
+    return stop(failure.replace("%s", errCode(err)));
+  }
+  return files(cfg, log, caller, tok);
+}
+
+/**
+ * Calls the file service with the user's provider token. The token goes only
+ * there: never into the result, an error or a log line.
+ */
+async function files(cfg: ToolConfig, log: Logger, caller: Caller, tok: Token): Promise<CallToolResult> {
+  let resp: Response;
+  try {
+    resp = await fetch(cfg.filesApi, {
+      headers: { Authorization: `Bearer ${tok.accessToken}`, Accept: "application/json" },
+      redirect: "error",
+      signal: AbortSignal.timeout(15_000),
+    });
+  } catch (err) {
+    log.warn("file service unreachable", { error: err instanceof Error ? err.message : String(err) });
+    return stop("The file service cannot be reached right now.");
+  }
+  if (resp.status === 401) {
+    // The provider no longer honours the stored grant. Unlink it, so the next call reconnects.
+    await cfg.connectd.unlink(caller.token, cfg.provider).catch((err: unknown) => {
+      log.warn("unlink after a refused token failed", { error: errCode(err) });
+    });
+    return stop("The file service refused the stored authorization, so it was removed. Call list_files again to reconnect.");
+  }
+  if (resp.status !== 200) return stop(`The file service answered ${resp.status}.`);
+  let out: FileList;
+  try {
+    const body = (await resp.json()) as Partial<FileList>;
+    out = {
+      owner: String(body.owner ?? ""),
+      files: (body.files ?? []).map((f) => ({ name: String(f.name), size: Number(f.size) })),
+    };
+  } catch {
+    return stop("The file service's answer could not be read.");
+  }
+  const names = out.files.map((f) => `${f.name} (${f.size} bytes)`);
+  const text = `${out.files.length} files for ${out.owner}: ${names.join(", ")}`;
+  return { content: [{ type: "text", text }], structuredContent: { ...out } };
+}
+
+/** Answers a user who did not accept to open the connect link (decline or cancel). */
+function refused(action: string): CallToolResult {
+  if (action === "cancel") {
+    return stop("Connecting your file-service account was cancelled, so the files cannot be listed. Call list_files again to retry.");
+  }
+  return stop("You declined connecting your file-service account, so the files cannot be listed.");
+}
+
+/** Explains an elicitation that ended without a connection. */
+function finalError(st: ElicitationStatus): CallToolResult {
+  switch (st.status) {
+    case "declined":
+      return stop("You declined connecting your file-service account, so the files cannot be listed.");
+    case "expired":
+      return stop("The connect link expired. Call list_files again for a new one.");
+    default:
+      return stop(`Connecting your file-service account failed (${st.reason ?? ""}). Call list_files again to retry.`);
+  }
+}

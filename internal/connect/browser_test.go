@@ -9,9 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +21,8 @@ import (
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"github.com/connectd/connectd/internal/browsertest"
 )
 
 // The real-browser tests drive Debian's Chromium (headless, through chromedp)
@@ -39,187 +38,6 @@ import (
 // attacker's pages on 127.0.0.3. (Not [::1]: CSP source expressions cannot
 // name an IPv6 literal, so a provider there could not be allowed as a form
 // target.)
-
-// chromiumPath finds the browser. It never skips: without Chromium the test
-// fails and says how to get one (make test installs it).
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("CONNECTD_CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome-stable", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Fatal("no Chromium found: the real-browser tests need one. Run `make test` (scripts/ensure-chromium " +
-		"installs Debian's chromium when run as root), or `sudo apt-get install -y chromium`, or set CONNECTD_CHROMIUM.")
-	return ""
-}
-
-// newChromium starts one headless Chromium for the test, stopped (and its
-// profile removed) when the test ends.
-func newChromium(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromiumPath(t)),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.IgnoreCertErrors, // httptest's certificate
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 900),
-		// The closed network refuses Chromium's own connections; these keep
-		// it from trying.
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("disable-features", "Translate,MediaRouter,OptimizationHints"),
-	)
-	bctx, bcancel := chromedp.NewContext(ctx)
-	t.Cleanup(func() { bcancel(); cancel() })
-	if err := chromedp.Do(bctx); err != nil { // start it now
-		t.Fatalf("start Chromium: %v", err)
-	}
-	return bctx
-}
-
-// tab opens a tab in a fresh browser context: its own cookie jar, like
-// another person's browser.
-func tab(t *testing.T, browser context.Context) context.Context {
-	t.Helper()
-	ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
-	t.Cleanup(cancel)
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tctx, tcancel := context.WithTimeout(ctx, 30*time.Second)
-	t.Cleanup(tcancel)
-	return tctx
-}
-
-func do(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
-	t.Helper()
-	if err := chromedp.Do(ctx, steps...); err != nil {
-		loc, _ := chromedp.Run(ctx, chromedp.Location())
-		body, _ := chromedp.Run(ctx, chromedp.Evaluate[string]("document.body ? document.body.innerText : ''"))
-		t.Fatalf("%v (at %s: %.300s)", err, loc, body)
-	}
-}
-
-// waitUntil waits until the JavaScript condition holds on the page the tab
-// shows, across navigations (whose torn-down documents fail to evaluate).
-func waitUntil(t *testing.T, ctx context.Context, cond string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ectx, cancel := context.WithTimeout(ctx, time.Second)
-		ok, err := chromedp.Run(ectx, chromedp.Evaluate[bool]("!!("+cond+")"))
-		cancel()
-		if err == nil && ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			body, _ := chromedp.Run(ctx, chromedp.Evaluate[string]("location.href + ': ' + (document.body ? document.body.innerText : '')"))
-			t.Fatalf("waited in vain for %s (%v) at %.300s", cond, err, body)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// onPage is a waitUntil condition: the page's text contains s.
-func onPage(s string) string {
-	return "document.body && document.body.innerText.includes(" + strconvQuote(s) + ")"
-}
-
-func strconvQuote(s string) string { return fmt.Sprintf("%q", s) }
-
-func eval[T any](t *testing.T, ctx context.Context, js string) T {
-	t.Helper()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js))
-	if err != nil {
-		t.Fatalf("evaluate %q: %v", js, err)
-	}
-	return v
-}
-
-// screenshotDir is test-output/screenshots at the repository root.
-func screenshotDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-	out := filepath.Join(dir, "test-output", "screenshots")
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// pageCheck is what every connectd page must satisfy in the browser, at a
-// phone's and a desktop's width: no horizontal scrolling, a language, one
-// heading, every input labelled, every button named, readable contrast; and a
-// screenshot of each width.
-const pageCheckJS = `(() => {
-	const problems = [];
-	const de = document.documentElement;
-	if (de.scrollWidth > window.innerWidth) problems.push("horizontal overflow: " + de.scrollWidth + " > " + window.innerWidth);
-	if (!de.lang) problems.push("no lang attribute");
-	if (document.querySelectorAll("h1").length !== 1) problems.push("not exactly one h1");
-	for (const el of document.querySelectorAll("input:not([type=hidden]), select, textarea")) {
-		if (!el.labels || el.labels.length === 0) problems.push("unlabelled " + el.outerHTML.slice(0, 80));
-	}
-	for (const el of document.querySelectorAll("button, a")) {
-		if (!el.textContent.trim() && !el.getAttribute("aria-label")) problems.push("unnamed " + el.outerHTML.slice(0, 80));
-	}
-	const rgb = s => (s.match(/[\d.]+/g) || []).map(Number);
-	const lum = c => { const v = c.slice(0, 3).map(x => { x /= 255; return x <= 0.03928 ? x / 12.92 : Math.pow((x + 0.055) / 1.055, 2.4); });
-		return 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2]; };
-	const bg = el => { for (let e = el; e; e = e.parentElement) { const c = rgb(getComputedStyle(e).backgroundColor); if (c.length === 3 || c[3] > 0) return c; } return [255, 255, 255]; };
-	for (const el of document.querySelectorAll("h1, h2, p, li, label, button, a, code, strong, dt, dd, .host")) {
-		if (!el.textContent.trim() || el.offsetParent === null) continue;
-		const fg = rgb(getComputedStyle(el).color), b = bg(el);
-		const l1 = lum(fg), l2 = lum(b), ratio = (Math.max(l1, l2) + 0.05) / (Math.min(l1, l2) + 0.05);
-		if (ratio < 4.5) problems.push("contrast " + ratio.toFixed(2) + " of " + el.tagName + " '" + el.textContent.trim().slice(0, 30) + "'");
-	}
-	return problems;
-})()`
-
-// shoot checks the current page at 390 px and 1280 px and saves both
-// screenshots as NAME-390.png and NAME-1280.png.
-func shoot(t *testing.T, ctx context.Context, name string) {
-	t.Helper()
-	dir := screenshotDir(t)
-	for _, w := range []int64{390, 1280} {
-		do(t, ctx, chromedp.EmulateViewport(w, 844))
-		if problems := eval[[]string](t, ctx, pageCheckJS); len(problems) > 0 {
-			t.Errorf("%s at %d px: %v", name, w, problems)
-		}
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d.png", name, w)), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	do(t, ctx, chromedp.EmulateViewport(1280, 844))
-}
 
 // elsewhere is a TLS server on host, a loopback address other than
 // connectd's 127.0.0.1: its own cookies, its own site.
@@ -323,17 +141,17 @@ func TestRealBrowser(t *testing.T) {
 	}
 	m := &mcpServer{e: e, client: client, key: key}
 	evil := attackerSite(t)
-	browser := newChromium(t)
+	browser := browsertest.New(t)
 	connectd, _ := url.Parse(e.srv.URL)
 
 	// login follows a connect URL through the dev IdP's picker as user.
 	login := func(t *testing.T, ctx context.Context, connectURL, user string, shot string) {
 		t.Helper()
-		do(t, ctx, chromedp.Navigate(connectURL), chromedp.WaitVisible(chromedp.CSS(`button[value="`+user+`"]`)))
+		browsertest.Do(t, ctx, chromedp.Navigate(connectURL), chromedp.WaitVisible(chromedp.CSS(`button[value="`+user+`"]`)))
 		if shot != "" {
-			shoot(t, ctx, shot)
+			browsertest.Shoot(t, ctx, shot)
 		}
-		do(t, ctx, chromedp.Click(chromedp.CSS(`button[value="`+user+`"]`)))
+		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`button[value="`+user+`"]`)))
 	}
 	status := func(id string) string {
 		_, out := m.call(http.MethodGet, "/v1/elicitations/"+id, "alice", nil)
@@ -341,17 +159,17 @@ func TestRealBrowser(t *testing.T) {
 	}
 
 	t.Run("alice connects: login, consent, provider, done", func(t *testing.T) {
-		ctx := tab(t, browser)
+		ctx := browsertest.Tab(t, browser)
 		el := m.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"files.read", "files.write"}})
 		login(t, ctx, el["url"].(string), "alice", "01-idp-picker")
-		do(t, ctx, chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`)))
-		text := eval[string](t, ctx, "document.body.innerText")
+		browsertest.Do(t, ctx, chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`)))
+		text := browsertest.Eval[string](t, ctx, "document.body.innerText")
 		for _, want := range []string{"Acme Files", "Example Cloud", "files.read", strings.TrimPrefix(front.srv.URL, "https://")} {
 			if !strings.Contains(text, want) {
 				t.Errorf("consent page does not show %q:\n%s", want, text)
 			}
 		}
-		shoot(t, ctx, "02-consent")
+		browsertest.Shoot(t, ctx, "02-consent")
 
 		// The cookies as the browser stored them.
 		cookies, err := chromedp.Run(ctx, func(ctx context.Context, tt *chromedp.Target) ([]*network.Cookie, error) {
@@ -370,25 +188,25 @@ func TestRealBrowser(t *testing.T) {
 				t.Errorf("cookie %s: secure %v httponly %v samesite %q path %q domain %q", c.Name, c.Secure, c.HTTPOnly, c.SameSite, c.Path, c.Domain)
 			}
 		}
-		if js := eval[string](t, ctx, "document.cookie"); js != "" {
+		if js := browsertest.Eval[string](t, ctx, "document.cookie"); js != "" {
 			t.Errorf("script can read cookies: %q", js)
 		}
 
 		// Keyboard: Tab reaches the Allow button and shows where focus is.
-		do(t, ctx, chromedp.Evaluate[chromedp.Void]("document.activeElement && document.activeElement.blur()", chromedp.EvalIgnoreExceptions))
-		for i := 0; i < 6 && eval[string](t, ctx, "document.activeElement.value || ''") != "allow"; i++ {
-			do(t, ctx, chromedp.KeyEvent(kb.Tab))
+		browsertest.Do(t, ctx, chromedp.Evaluate[chromedp.Void]("document.activeElement && document.activeElement.blur()", chromedp.EvalIgnoreExceptions))
+		for i := 0; i < 6 && browsertest.Eval[string](t, ctx, "document.activeElement.value || ''") != "allow"; i++ {
+			browsertest.Do(t, ctx, chromedp.KeyEvent(kb.Tab))
 		}
-		if eval[string](t, ctx, "document.activeElement.value || ''") != "allow" ||
-			eval[string](t, ctx, "getComputedStyle(document.activeElement).outlineStyle") == "none" {
+		if browsertest.Eval[string](t, ctx, "document.activeElement.value || ''") != "allow" ||
+			browsertest.Eval[string](t, ctx, "getComputedStyle(document.activeElement).outlineStyle") == "none" {
 			t.Error("the Allow button cannot be reached with Tab, or shows no focus ring")
 		}
 
 		// Allow: POST, 303 to the provider (allowed by this page's form-action
 		// only), its approval, the callback, the success page.
 		before := len(front.requests())
-		do(t, ctx, chromedp.Click(chromedp.CSS(`button[value="allow"]`)), chromedp.WaitVisible(chromedp.CSS(".outcome.success")))
-		shoot(t, ctx, "03-connected")
+		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`button[value="allow"]`)), chromedp.WaitVisible(chromedp.CSS(".outcome.success")))
+		browsertest.Shoot(t, ctx, "03-connected")
 		if got := status(el["elicitation_id"].(string)); got != "completed" {
 			t.Fatalf("status %s", got)
 		}
@@ -406,56 +224,56 @@ func TestRealBrowser(t *testing.T) {
 		// The account page, from the link on the "Connected" page: the
 		// connection, Acme Files allowed to use it; Remove access takes it
 		// back without JavaScript (a form post and a redirect).
-		do(t, ctx, chromedp.Click(chromedp.CSS(`a[href="/account"]`)), chromedp.WaitVisible(chromedp.CSS("section.connection")))
-		text = eval[string](t, ctx, "document.body.innerText")
+		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`a[href="/account"]`)), chromedp.WaitVisible(chromedp.CSS("section.connection")))
+		text = browsertest.Eval[string](t, ctx, "document.body.innerText")
 		for _, want := range []string{"Connected accounts", "Example Cloud", "Acme Files", "files.read", "Working"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("account page does not show %q:\n%s", want, text)
 			}
 		}
-		shoot(t, ctx, "12-account")
-		do(t, ctx, chromedp.Click(chromedp.CSS(`.server-head button`)), chromedp.WaitVisible(chromedp.CSS(".notice")))
-		shoot(t, ctx, "13-account-access-removed")
+		browsertest.Shoot(t, ctx, "12-account")
+		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`.server-head button`)), chromedp.WaitVisible(chromedp.CSS(".notice")))
+		browsertest.Shoot(t, ctx, "13-account-access-removed")
 		if st, out := m.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil); st != http.StatusForbidden {
 			t.Fatalf("token after Remove access: %d %v", st, out)
 		}
 
 		// The signed-in session page, then sign out.
-		do(t, ctx, chromedp.Navigate(e.srv.URL+"/session"), chromedp.WaitVisible(chromedp.CSS("form button")))
-		shoot(t, ctx, "04-session")
-		do(t, ctx, chromedp.Click(chromedp.CSS("form button")))
-		waitUntil(t, ctx, onPage("signed out"))
-		shoot(t, ctx, "05-signed-out")
+		browsertest.Do(t, ctx, chromedp.Navigate(e.srv.URL+"/session"), chromedp.WaitVisible(chromedp.CSS("form button")))
+		browsertest.Shoot(t, ctx, "04-session")
+		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS("form button")))
+		browsertest.WaitUntil(t, ctx, browsertest.OnPage("signed out"))
+		browsertest.Shoot(t, ctx, "05-signed-out")
 	})
 
 	t.Run("an API key, typed into connectd's own form", func(t *testing.T) {
-		ctx := tab(t, browser)
+		ctx := browsertest.Tab(t, browser)
 		el := m.mint("alice", map[string]any{"provider": "keyed"})
 		login(t, ctx, el["url"].(string), "alice", "")
-		do(t, ctx, chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`)))
-		shoot(t, ctx, "06-consent-api-key")
-		do(t, ctx, chromedp.Click(chromedp.CSS(`button[value="allow"]`)), chromedp.WaitVisible(chromedp.CSS(`#api_key`)))
-		if typ := eval[string](t, ctx, "document.querySelector('#api_key').type"); typ != "password" {
+		browsertest.Do(t, ctx, chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`)))
+		browsertest.Shoot(t, ctx, "06-consent-api-key")
+		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`button[value="allow"]`)), chromedp.WaitVisible(chromedp.CSS(`#api_key`)))
+		if typ := browsertest.Eval[string](t, ctx, "document.querySelector('#api_key').type"); typ != "password" {
 			t.Errorf("the key input is %q, not masked", typ)
 		}
-		do(t, ctx, chromedp.SendKeys(chromedp.CSS(`#api_key`), "sk-wrong"), chromedp.Click(chromedp.CSS(`button[value="save"]`)),
+		browsertest.Do(t, ctx, chromedp.SendKeys(chromedp.CSS(`#api_key`), "sk-wrong"), chromedp.Click(chromedp.CSS(`button[value="save"]`)),
 			chromedp.WaitVisible(chromedp.CSS(`.error`)))
-		shoot(t, ctx, "07-api-key-form-error")
-		do(t, ctx, chromedp.SendKeys(chromedp.CSS(`#api_key`), goodAPIKey), chromedp.Click(chromedp.CSS(`button[value="save"]`)),
+		browsertest.Shoot(t, ctx, "07-api-key-form-error")
+		browsertest.Do(t, ctx, chromedp.SendKeys(chromedp.CSS(`#api_key`), goodAPIKey), chromedp.Click(chromedp.CSS(`button[value="save"]`)),
 			chromedp.WaitVisible(chromedp.CSS(".outcome.success")))
-		if strings.Contains(eval[string](t, ctx, "document.documentElement.outerHTML"), goodAPIKey) {
+		if strings.Contains(browsertest.Eval[string](t, ctx, "document.documentElement.outerHTML"), goodAPIKey) {
 			t.Error("the page shows the API key")
 		}
 	})
 
 	t.Run("deny", func(t *testing.T) {
-		ctx := tab(t, browser)
+		ctx := browsertest.Tab(t, browser)
 		before := len(front.requests())
 		el := m.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"admin"}})
 		login(t, ctx, el["url"].(string), "alice", "")
-		do(t, ctx, chromedp.WaitVisible(chromedp.CSS(`button[value="deny"]`)),
+		browsertest.Do(t, ctx, chromedp.WaitVisible(chromedp.CSS(`button[value="deny"]`)),
 			chromedp.Click(chromedp.CSS(`button[value="deny"]`)), chromedp.WaitVisible(chromedp.CSS(".outcome.declined")))
-		shoot(t, ctx, "08-declined")
+		browsertest.Shoot(t, ctx, "08-declined")
 		if got := status(el["elicitation_id"].(string)); got != "declined" {
 			t.Fatalf("status %s", got)
 		}
@@ -465,29 +283,29 @@ func TestRealBrowser(t *testing.T) {
 	})
 
 	t.Run("bob opens alice's link", func(t *testing.T) {
-		ctx := tab(t, browser)
+		ctx := browsertest.Tab(t, browser)
 		el := m.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"files.read"}})
 		login(t, ctx, el["url"].(string), "bob", "")
-		waitUntil(t, ctx, onPage("another account"))
-		text := eval[string](t, ctx, "document.body.innerText")
+		browsertest.WaitUntil(t, ctx, browsertest.OnPage("another account"))
+		text := browsertest.Eval[string](t, ctx, "document.body.innerText")
 		if !strings.Contains(text, "created for another account") || strings.Contains(text, "alice") ||
-			eval[int](t, ctx, `document.querySelectorAll('button[value="allow"]').length`) != 0 {
+			browsertest.Eval[int](t, ctx, `document.querySelectorAll('button[value="allow"]').length`) != 0 {
 			t.Fatalf("bob sees:\n%s", text)
 		}
-		shoot(t, ctx, "09-another-account")
+		browsertest.Shoot(t, ctx, "09-another-account")
 		if got := status(el["elicitation_id"].(string)); got != "pending" {
 			t.Fatalf("status %s", got)
 		}
 	})
 
 	t.Run("error pages", func(t *testing.T) {
-		ctx := tab(t, browser)
-		do(t, ctx, chromedp.Navigate(e.srv.URL+"/c/"+strings.Repeat("A", 32)))
-		waitUntil(t, ctx, onPage("not valid"))
-		shoot(t, ctx, "10-unknown-link")
-		do(t, ctx, chromedp.Navigate(e.srv.URL+"/session"))
-		waitUntil(t, ctx, onPage("Not signed in"))
-		shoot(t, ctx, "11-not-signed-in")
+		ctx := browsertest.Tab(t, browser)
+		browsertest.Do(t, ctx, chromedp.Navigate(e.srv.URL+"/c/"+strings.Repeat("A", 32)))
+		browsertest.WaitUntil(t, ctx, browsertest.OnPage("not valid"))
+		browsertest.Shoot(t, ctx, "10-unknown-link")
+		browsertest.Do(t, ctx, chromedp.Navigate(e.srv.URL+"/session"))
+		browsertest.WaitUntil(t, ctx, browsertest.OnPage("Not signed in"))
+		browsertest.Shoot(t, ctx, "11-not-signed-in")
 	})
 
 	t.Run("the consent page does not render in another origin's frame", func(t *testing.T) {
@@ -496,17 +314,17 @@ func TestRealBrowser(t *testing.T) {
 		// along in its frames and connectd answers with the consent page
 		// itself. (A cross-site frame gets no session cookie, so only a login.)
 		sibling := elsewhereAttacker(t, "127.0.0.1")
-		ctx := tab(t, browser)
+		ctx := browsertest.Tab(t, browser)
 		el := m.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"framed"}})
 		login(t, ctx, el["url"].(string), "alice", "")
-		do(t, ctx, chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`))) // signed in: the page would render
+		browsertest.Do(t, ctx, chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`))) // signed in: the page would render
 		if _, err := chromedp.Run(ctx, func(ctx context.Context, tt *chromedp.Target) (cdp.Empty, error) {
 			return cdp.Call(ctx, tt, log.Enable, cdp.Empty{})
 		}); err != nil {
 			t.Fatal(err)
 		}
 		entries := chromedp.Events(ctx, log.EntryAdded)
-		do(t, ctx, chromedp.Navigate(sibling.URL+"/frame?src="+url.QueryEscape(el["url"].(string))))
+		browsertest.Do(t, ctx, chromedp.Navigate(sibling.URL+"/frame?src="+url.QueryEscape(el["url"].(string))))
 		// The browser says why, in the framing page's console ...
 		for ev, err := range entries {
 			if err != nil {
@@ -568,7 +386,7 @@ func TestRealBrowser(t *testing.T) {
 		if framed != 1 {
 			t.Fatalf("%d frames of connectd found", framed)
 		}
-		if eval[string](t, ctx, `document.querySelector("#own").contentDocument.querySelector("h1").textContent`) != "No CSP here" {
+		if browsertest.Eval[string](t, ctx, `document.querySelector("#own").contentDocument.querySelector("h1").textContent`) != "No CSP here" {
 			t.Fatal("control: the attacker's own frame did not render")
 		}
 		if got := status(el["elicitation_id"].(string)); got != "pending" {
@@ -577,7 +395,7 @@ func TestRealBrowser(t *testing.T) {
 	})
 
 	t.Run("injected inline script does not run", func(t *testing.T) {
-		ctx := tab(t, browser)
+		ctx := browsertest.Tab(t, browser)
 		// A client whose name is markup, and a script injected into the DOM.
 		xc, xkey, err := e.clients.Create(context.Background(), `<script>window.__xss=1</script><img src=x onerror="window.__xss=1">`,
 			[]string{"https://xss.mcp.example/"}, []string{"fake"})
@@ -587,8 +405,8 @@ func TestRealBrowser(t *testing.T) {
 		xm := &mcpServer{e: e, client: xc, key: xkey}
 		el := xm.mint("alice", map[string]any{"provider": "fake"})
 		login(t, ctx, el["url"].(string), "alice", "")
-		do(t, ctx, chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`)))
-		if !strings.Contains(eval[string](t, ctx, "document.body.innerText"), "<script>window.__xss=1</script>") {
+		browsertest.Do(t, ctx, chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`)))
+		if !strings.Contains(browsertest.Eval[string](t, ctx, "document.body.innerText"), "<script>window.__xss=1</script>") {
 			t.Error("the client name is not shown as text")
 		}
 		const inject = `(() => {
@@ -597,17 +415,17 @@ func TestRealBrowser(t *testing.T) {
 			const s = document.createElement("script"); s.textContent = "window.__ran = true"; document.body.appendChild(s);
 			const d = document.createElement("div"); d.setAttribute("onclick", "window.__ran = true"); document.body.appendChild(d); d.click();
 			return true; })()`
-		eval[bool](t, ctx, inject)
+		browsertest.Eval[bool](t, ctx, inject)
 		// Both insertions are reported as CSP violations (events queued
 		// after the fact), and neither ran.
-		waitUntil(t, ctx, "window.__violations.length >= 2")
-		if eval[bool](t, ctx, "window.__ran === true || window.__xss === 1") {
+		browsertest.WaitUntil(t, ctx, "window.__violations.length >= 2")
+		if browsertest.Eval[bool](t, ctx, "window.__ran === true || window.__xss === 1") {
 			t.Fatal("injected script ran on connectd's page")
 		}
 		// The same injection runs on a page without connectd's CSP.
-		do(t, ctx, chromedp.Navigate(evil.URL+"/plain"))
-		eval[bool](t, ctx, inject)
-		if !eval[bool](t, ctx, "window.__ran === true") {
+		browsertest.Do(t, ctx, chromedp.Navigate(evil.URL+"/plain"))
+		browsertest.Eval[bool](t, ctx, inject)
+		if !browsertest.Eval[bool](t, ctx, "window.__ran === true") {
 			t.Fatal("control: the injection does not run even without CSP")
 		}
 	})
@@ -615,7 +433,7 @@ func TestRealBrowser(t *testing.T) {
 	t.Run("Chromium holds a form's redirect to form-action", func(t *testing.T) {
 		// Why the consent page names the provider's origin in form-action:
 		// without it, the redirect after a form post is blocked.
-		ctx := tab(t, browser)
+		ctx := browsertest.Tab(t, browser)
 		target := e.srv.URL + "/healthz"
 		if _, err := chromedp.Run(ctx, func(ctx context.Context, tt *chromedp.Target) (cdp.Empty, error) {
 			return cdp.Call(ctx, tt, log.Enable, cdp.Empty{})
@@ -623,7 +441,7 @@ func TestRealBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 		entries := chromedp.Events(ctx, log.EntryAdded)
-		do(t, ctx, chromedp.Navigate(evil.URL+"/form?to="+url.QueryEscape(target)), chromedp.Click(chromedp.CSS("#go")))
+		browsertest.Do(t, ctx, chromedp.Navigate(evil.URL+"/form?to="+url.QueryEscape(target)), chromedp.Click(chromedp.CSS("#go")))
 		for ev, err := range entries {
 			if err != nil {
 				t.Fatalf("Chromium did not report the blocked redirect: %v", err)
@@ -632,11 +450,11 @@ func TestRealBrowser(t *testing.T) {
 				break
 			}
 		}
-		if loc := eval[string](t, ctx, "location.href"); strings.HasPrefix(loc, target) {
+		if loc := browsertest.Eval[string](t, ctx, "location.href"); strings.HasPrefix(loc, target) {
 			t.Fatalf("redirect to an origin form-action does not list was followed: %s", loc)
 		}
-		do(t, ctx, chromedp.Navigate(evil.URL+"/form?to="+url.QueryEscape(target)+"&allow="+url.QueryEscape(e.srv.URL)),
+		browsertest.Do(t, ctx, chromedp.Navigate(evil.URL+"/form?to="+url.QueryEscape(target)+"&allow="+url.QueryEscape(e.srv.URL)),
 			chromedp.Click(chromedp.CSS("#go")))
-		waitUntil(t, ctx, "location.href.startsWith("+strconvQuote(target)+")")
+		browsertest.WaitUntil(t, ctx, "location.href.startsWith("+fmt.Sprintf("%q", target)+")")
 	})
 }

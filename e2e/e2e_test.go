@@ -593,16 +593,10 @@ func TestRetryWhilePendingGetsTheSameLink(t *testing.T) {
 		t.Fatalf("a retry while pending got a new link:\n%s\nwant\n%s", again, first)
 	}
 
-	// A third call waits on connectd's long-poll; the user finishes meanwhile.
-	type answer struct {
-		res *mcp.CallToolResult
-		err error
-	}
-	held := make(chan answer, 1)
-	go func() {
-		res, err := callListFiles(ctx, cs)
-		held <- answer{res, err}
-	}()
+	// The user opens the link and signs in; a third call, held on
+	// connectd's long-poll, is answered once they click Allow. (The sign-in
+	// comes first so that only the Allow round trip falls in the held call's
+	// RetryWait.)
 	b := w.browser()
 	status, page, err := b.open(first, "alice")
 	if err != nil || status != http.StatusOK {
@@ -612,6 +606,16 @@ func TestRetryWhilePendingGetsTheSameLink(t *testing.T) {
 	if !ok {
 		t.Fatal("no consent form")
 	}
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	held := make(chan answer, 1)
+	go func() {
+		res, err := callListFiles(ctx, cs)
+		held <- answer{res, err}
+	}()
+	time.Sleep(200 * time.Millisecond) // let the call reach its wait; if it is slower, it finds the connection instead
 	select {
 	case a := <-held:
 		t.Fatalf("the retried call answered before the user finished: %+v %v", a.res, a.err)

@@ -42,13 +42,13 @@ func parseEntries(t *testing.T, dev bool, entries ...map[string]any) (*provider.
 		provider.ParseOptions{Dev: dev, Getenv: func(string) string { return "s" }})
 }
 
-// TestCatalogTemplates loads and validates every template of the catalog:
+// TestBuiltinTemplates loads and validates every template of the catalog:
 // it names the documentation it follows, resolves with client credentials
 // (and a sample subdomain or instance URL) into https endpoints, builds an
 // authorize URL carrying state, the exact redirect URI, the PKCE S256
 // challenge, the template's scope separator and extra parameters; an API-key
 // template has an https verification request and an anchored key pattern.
-func TestCatalogTemplates(t *testing.T) {
+func TestBuiltinTemplates(t *testing.T) {
 	t.Parallel()
 	var oauth, apiKey int
 	for _, name := range provider.Templates() {
@@ -422,6 +422,17 @@ func TestPerCustomerHostAttacks(t *testing.T) {
 		if strings.Contains(err.Error(), "evil") || strings.Contains(err.Error(), tc.value) {
 			t.Errorf("the refusal repeats the value: %v", err)
 		}
+	}
+	// The same rules, called directly (for values that arrive later than
+	// the providers file).
+	if _, err := provider.CheckSubdomain("acme.evil"); !errors.Is(err, provider.ErrBadHost) {
+		t.Errorf("CheckSubdomain: %v", err)
+	}
+	if o, err := provider.CheckInstanceURL("https://ACME.okta.com/", []string{"*.okta.com"}, false); err != nil || o != "https://acme.okta.com" {
+		t.Errorf("CheckInstanceURL: %q %v", o, err)
+	}
+	if _, err := provider.CheckInstanceURL("https://acme.okta.com:444", []string{"*.okta.com"}, false); !errors.Is(err, provider.ErrBadHost) {
+		t.Errorf("CheckInstanceURL with a port: %v", err)
 	}
 }
 

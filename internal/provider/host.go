@@ -2,7 +2,6 @@ package provider
 
 import (
 	"errors"
-	"fmt"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -23,11 +22,16 @@ import (
 
 const maxHostname = 253
 
-var (
-	// ErrBadHost: a subdomain or instance URL failed the per-customer host
-	// rules. Its text never repeats the value.
-	ErrBadHost = errors.New("not an allowed host")
-)
+// ErrBadHost: a subdomain or instance URL failed the per-customer host
+// rules. The errors that match it say which rule, never repeating the value.
+var ErrBadHost = errors.New("not an allowed host")
+
+// badHost is a refusal whose text is only the rule broken (a ConfigError
+// prefixes the field), matching ErrBadHost.
+type badHost string
+
+func (e badHost) Error() string      { return string(e) }
+func (badHost) Is(target error) bool { return target == ErrBadHost }
 
 // CheckSubdomain returns the subdomain as connectd will use it (ASCII
 // lower-cased) if it is exactly one hostname label: 1-63 of a-z 0-9 and
@@ -37,7 +41,7 @@ var (
 func CheckSubdomain(s string) (string, error) {
 	l, ok := hostLabel(s)
 	if !ok {
-		return "", fmt.Errorf("%w: a subdomain must be one hostname label (a-z, 0-9, inner hyphens, at most 63)", ErrBadHost)
+		return "", badHost("must be one hostname label (a-z, 0-9, inner hyphens, at most 63)")
 	}
 	return l, nil
 }
@@ -53,9 +57,9 @@ func CheckSubdomain(s string) (string, error) {
 //   - without patterns (GitLab self-managed, the one template that takes any
 //     host): a port and a path prefix are allowed.
 func CheckInstanceURL(raw string, patterns []string, dev bool) (string, error) {
-	fail := func(why string) (string, error) { return "", fmt.Errorf("%w: %s", ErrBadHost, why) }
+	fail := func(why string) (string, error) { return "", badHost(why) }
 	if err := egress.CheckURL(raw, dev); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrBadHost, err)
+		return fail(err.Error())
 	}
 	if strings.Contains(raw, "%") {
 		return fail("must not contain percent-encoding")

@@ -2,8 +2,12 @@ package provider
 
 import (
 	"context"
+	"encoding/base64"
 	"io"
+	"maps"
 	"net/http"
+	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -12,16 +16,19 @@ const MaxAPIKeyLength = 4096
 
 // apiKeyProvider implements APIKey.
 type apiKeyProvider struct {
-	spec   Spec
-	client *http.Client
+	spec    Spec
+	client  *http.Client
+	pattern *regexp.Regexp // nil: any well-formed key
 }
 
 func (p *apiKeyProvider) Info() Info {
 	return Info{Name: p.spec.Name, DisplayName: p.spec.DisplayName, Kind: KindAPIKey, Verifiable: p.spec.Verify != nil}
 }
 
-// Verify checks the key's form, then (when configured) sends the
-// verification request with the key in its header.
+// Verify checks the key's form (and the provider's key format, when the
+// spec has one: a pasted key of another service is refused before it is
+// sent anywhere), then (when configured) sends the verification request
+// with the key in its header, through the egress-bound client.
 func (p *apiKeyProvider) Verify(ctx context.Context, key string) error {
 	fail := func(kind error, status int, cause error) error {
 		return &Error{Provider: p.spec.Name, Op: "verify", Kind: kind, Status: status, Err: cause}
@@ -34,6 +41,9 @@ func (p *apiKeyProvider) Verify(ctx context.Context, key string) error {
 			return fail(ErrInvalidKey, 0, nil)
 		}
 	}
+	if p.pattern != nil && !p.pattern.MatchString(key) {
+		return &Error{Provider: p.spec.Name, Op: "verify", Kind: ErrInvalidKey, Code: "key_format"}
+	}
 	v := p.spec.Verify
 	if v == nil {
 		return nil
@@ -42,7 +52,14 @@ func (p *apiKeyProvider) Verify(ctx context.Context, key string) error {
 	if err != nil {
 		return fail(ErrRejected, 0, nil)
 	}
-	req.Header.Set(v.Header, strings.Replace(v.Value, keyPlaceholder, key, 1))
+	for _, k := range slices.Sorted(maps.Keys(v.Headers)) {
+		req.Header.Set(k, v.Headers[k])
+	}
+	value := strings.Replace(v.Value, keyPlaceholder, key, 1)
+	if strings.Contains(v.Value, keyBase64Placeholder) {
+		value = strings.Replace(v.Value, keyBase64Placeholder, base64.StdEncoding.EncodeToString([]byte(key)), 1)
+	}
+	req.Header.Set(v.Header, value)
 	resp, err := p.client.Do(req)
 	if err != nil {
 		return fail(ErrUnavailable, 0, err)

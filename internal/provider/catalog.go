@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 
 	"github.com/connectd/connectd/internal/egress"
 )
@@ -58,7 +59,15 @@ func NewProvider(ctx context.Context, spec Spec, dev bool, opts Options) (Provid
 	client := egress.Bound(opts.HTTPClient, egress.Limits{MaxResponseBytes: opts.MaxResponseBytes})
 	switch spec.Kind {
 	case KindAPIKey:
-		return &apiKeyProvider{spec: spec.clone(), client: client}, nil
+		a := &apiKeyProvider{spec: spec.clone(), client: client}
+		if spec.KeyPattern != "" {
+			re, err := regexp.Compile(spec.KeyPattern)
+			if err != nil {
+				return nil, fmt.Errorf("key pattern: %w", err)
+			}
+			a.pattern = re
+		}
+		return a, nil
 	case KindOAuth2:
 		spec = spec.clone()
 		if spec.Discovery {

@@ -11,8 +11,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/connectd/connectd/internal/egress"
 	"github.com/connectd/connectd/internal/names"
@@ -48,9 +50,10 @@ const (
 )
 
 const (
-	keyPlaceholder      = "{key}"  // where an API key goes in verify.value
-	maxSecretFile       = 64 << 10 // bytes allowed in a client_secret_file
-	defaultInvalidGrant = "invalid_grant"
+	keyPlaceholder       = "{key}"        // where an API key goes in verify.value
+	keyBase64Placeholder = "{key_base64}" // the same, base64-encoded (HTTP Basic)
+	maxSecretFile        = 64 << 10       // bytes allowed in a client_secret_file
+	defaultInvalidGrant  = "invalid_grant"
 )
 
 // Spec is one provider, resolved: template merged with the file's entry,
@@ -89,9 +92,29 @@ type Spec struct {
 	// Off unless a template or the providers file says so: a provider that
 	// ignores the parameter would hand back the whole grant.
 	NarrowOnRefresh bool
+	// RefreshRotates: the provider issues a new refresh token on (some)
+	// refreshes and may refuse the old one afterwards. Informational: the
+	// vault keeps whatever the answer holds and refreshes once.
+	RefreshRotates bool
+	// RefreshIdleLifetime: a refresh token not used for this long lapses
+	// at the provider (0: it does not lapse from disuse, or the provider
+	// does not say). A health job refreshes idle connections before then.
+	RefreshIdleLifetime time.Duration
 
 	// api_key
 	Verify *VerifySpec
+	// KeyPattern is an anchored regular expression (RE2) a key must match
+	// before it is stored or sent anywhere ("" accepts any well-formed key).
+	KeyPattern string
+
+	// Template facts for operators (docs/providers.md); no behaviour.
+	Docs        string // the provider's own documentation the template follows
+	PKCESupport string // "required", "supported", "ignored" or "unverified"
+
+	// BaseURLHosts are the host patterns a base_url must match ("*" is one
+	// label); empty for a template that takes any host (GitLab
+	// self-managed). See CheckInstanceURL.
+	BaseURLHosts []string
 
 	// template defaults for {base_url} and {tenant}
 	baseURL, tenant string
@@ -103,8 +126,10 @@ func (s Spec) clone() Spec {
 	s.AlwaysScopes = slices.Clone(s.AlwaysScopes)
 	s.AuthorizeParams = maps.Clone(s.AuthorizeParams)
 	s.InvalidGrantErrors = slices.Clone(s.InvalidGrantErrors)
+	s.BaseURLHosts = slices.Clone(s.BaseURLHosts)
 	if s.Verify != nil {
 		v := *s.Verify
+		v.Headers = maps.Clone(v.Headers)
 		s.Verify = &v
 	}
 	return s
@@ -113,10 +138,14 @@ func (s Spec) clone() Spec {
 // VerifySpec is an API key verification request: the key is placed in one
 // header, and the provider must answer ExpectStatus.
 type VerifySpec struct {
-	Method       string // GET, POST or HEAD
-	URL          string
-	Header       string // e.g. "Authorization"
-	Value        string // header value with "{key}" where the key goes, e.g. "Bearer {key}"
+	Method string // GET, POST or HEAD
+	URL    string
+	Header string // e.g. "Authorization"
+	// Value is the header value with "{key}" where the key goes ("Bearer
+	// {key}"), or "{key_base64}" for the key base64-encoded ("Basic
+	// {key_base64}", the key typed as id:secret).
+	Value        string
+	Headers      map[string]string // fixed extra headers (an API version), never the key
 	ExpectStatus int
 }
 
@@ -182,6 +211,7 @@ type fileEntry struct {
 	ClientSecret     json.RawMessage `json:"client_secret"` // refused with a clear message
 
 	BaseURL               string            `json:"base_url"`
+	Subdomain             string            `json:"subdomain"`
 	Tenant                string            `json:"tenant"`
 	Issuer                string            `json:"issuer"`
 	Discovery             *bool             `json:"discovery"`
@@ -203,16 +233,20 @@ type fileEntry struct {
 	AccountIDField        *string           `json:"account_id_field"`
 	AccountLabelField     *string           `json:"account_label_field"`
 	NarrowOnRefresh       *bool             `json:"narrow_on_refresh"`
+	RefreshRotates        *bool             `json:"refresh_rotates"`
+	RefreshIdleLifetime   *string           `json:"refresh_idle_lifetime"` // a Go duration, "2160h"; "0": does not lapse
 
-	Verify *fileVerify `json:"verify"`
+	Verify     *fileVerify `json:"verify"`
+	KeyPattern *string     `json:"key_pattern"`
 }
 
 type fileVerify struct {
-	Method       string `json:"method"`
-	URL          string `json:"url"`
-	Header       string `json:"header"`
-	Value        string `json:"value"`
-	ExpectStatus int    `json:"expect_status"`
+	Method       string            `json:"method"`
+	URL          string            `json:"url"`
+	Header       string            `json:"header"`
+	Value        string            `json:"value"`
+	Headers      map[string]string `json:"headers"`
+	ExpectStatus int               `json:"expect_status"`
 }
 
 // ParseConfig parses and validates a providers file (JSON; see
@@ -330,7 +364,7 @@ func resolveAPIKey(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Sp
 	for field, set := range map[string]bool{
 		"client_id": e.ClientID != "", "client_id_env": e.ClientIDEnv != "",
 		"client_secret_env": e.ClientSecretEnv != "", "client_secret_file": e.ClientSecretFile != "",
-		"client_secret": e.ClientSecret != nil, "base_url": e.BaseURL != "", "tenant": e.Tenant != "",
+		"client_secret": e.ClientSecret != nil, "base_url": e.BaseURL != "", "subdomain": e.Subdomain != "", "tenant": e.Tenant != "",
 		"issuer": e.Issuer != "", "discovery": e.Discovery != nil, "authorize_url": e.AuthorizeURL != "",
 		"token_url": e.TokenURL != "", "revocation_url": e.RevocationURL != "", "revocation": e.Revocation != nil,
 		"scopes": e.Scopes != nil, "always_scopes": e.AlwaysScopes != nil, "scope_separator": e.ScopeSeparator != nil, "scope_param": e.ScopeParam != "",
@@ -338,18 +372,31 @@ func resolveAPIKey(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Sp
 		"accept_json": e.AcceptJSON != nil, "token_response": e.TokenResponse != nil,
 		"iss_parameter_supported": e.IssParameterSupported != nil, "invalid_grant_errors": e.InvalidGrantErrors != nil,
 		"account_id_field": e.AccountIDField != nil, "account_label_field": e.AccountLabelField != nil,
-		"narrow_on_refresh": e.NarrowOnRefresh != nil,
+		"narrow_on_refresh": e.NarrowOnRefresh != nil, "refresh_rotates": e.RefreshRotates != nil,
+		"refresh_idle_lifetime": e.RefreshIdleLifetime != nil,
 	} {
 		if set {
 			return nil, fail(field, "does not apply to an api_key provider")
 		}
 	}
+	if e.KeyPattern != nil {
+		s.KeyPattern = *e.KeyPattern
+	}
+	if err := checkKeyPattern(s.KeyPattern); err != nil {
+		return nil, fail("key_pattern", "%s", err)
+	}
 	if e.Verify == nil {
+		if s.Verify != nil {
+			// A template's verification request passes the same rules.
+			if err := checkVerify(s.Verify, opts.Dev, fail); err != nil {
+				return nil, err
+			}
+		}
 		return s, nil
 	}
 	v := &VerifySpec{
 		Method: strings.ToUpper(e.Verify.Method), URL: e.Verify.URL, Header: e.Verify.Header,
-		Value: e.Verify.Value, ExpectStatus: e.Verify.ExpectStatus,
+		Value: e.Verify.Value, Headers: maps.Clone(e.Verify.Headers), ExpectStatus: e.Verify.ExpectStatus,
 	}
 	if v.Method == "" {
 		v.Method = http.MethodGet
@@ -360,27 +407,59 @@ func resolveAPIKey(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Sp
 	if v.ExpectStatus == 0 {
 		v.ExpectStatus = http.StatusOK
 	}
-	switch {
-	case !slices.Contains([]string{http.MethodGet, http.MethodPost, http.MethodHead}, v.Method):
-		return nil, fail("verify.method", "must be GET, POST or HEAD")
-	case v.URL == "":
-		return nil, fail("verify.url", "is required")
-	case !validHeaderName(v.Header):
-		return nil, fail("verify.header", "must be an HTTP header name such as Authorization or X-API-Key")
-	case strings.Count(v.Value, keyPlaceholder) != 1:
-		return nil, fail("verify.value", "must contain %s exactly once", keyPlaceholder)
-	case strings.ContainsAny(v.Value, "\r\n"):
-		return nil, fail("verify.value", "must be one line")
-	case v.ExpectStatus < 100 || v.ExpectStatus > 599:
-		return nil, fail("verify.expect_status", "must be an HTTP status code")
-	case strings.Contains(v.URL, keyPlaceholder):
-		return nil, fail("verify.url", "must not contain the key (it goes in verify.header)")
-	}
-	if err := egress.CheckURL(v.URL, opts.Dev); err != nil {
-		return nil, fail("verify.url", "%s", err)
+	if err := checkVerify(v, opts.Dev, fail); err != nil {
+		return nil, err
 	}
 	s.Verify = v
 	return s, nil
+}
+
+// checkVerify validates a verification request, from the file or a
+// template.
+func checkVerify(v *VerifySpec, dev bool, fail failFunc) error {
+	switch {
+	case !slices.Contains([]string{http.MethodGet, http.MethodPost, http.MethodHead}, v.Method):
+		return fail("verify.method", "must be GET, POST or HEAD")
+	case v.URL == "":
+		return fail("verify.url", "is required")
+	case !validHeaderName(v.Header):
+		return fail("verify.header", "must be an HTTP header name such as Authorization or X-API-Key")
+	case strings.Count(v.Value, keyPlaceholder)+strings.Count(v.Value, keyBase64Placeholder) != 1:
+		return fail("verify.value", "must contain %s exactly once (or %s)", keyPlaceholder, keyBase64Placeholder)
+	case strings.ContainsAny(v.Value, "\r\n"):
+		return fail("verify.value", "must be one line")
+	case v.ExpectStatus < 100 || v.ExpectStatus > 599:
+		return fail("verify.expect_status", "must be an HTTP status code")
+	case strings.Contains(v.URL, "{key"):
+		return fail("verify.url", "must not contain the key (it goes in verify.header)")
+	}
+	for k, val := range v.Headers {
+		switch {
+		case !validHeaderName(k) || strings.EqualFold(k, v.Header):
+			return fail("verify.headers", "must map other HTTP header names to fixed values")
+		case strings.Contains(val, "{key") || strings.ContainsAny(val, "\r\n"):
+			return fail("verify.headers", "values must be fixed one-line text (the key goes in verify.header)")
+		}
+	}
+	if err := egress.CheckURL(v.URL, dev); err != nil {
+		return fail("verify.url", "%s", err)
+	}
+	return nil
+}
+
+// checkKeyPattern: an API key pattern must compile and be anchored at both
+// ends, so that it describes the whole key.
+func checkKeyPattern(p string) error {
+	if p == "" {
+		return nil
+	}
+	if !strings.HasPrefix(p, "^") || !strings.HasSuffix(p, "$") {
+		return errors.New("must be anchored with ^ and $")
+	}
+	if _, err := regexp.Compile(p); err != nil {
+		return errors.New("is not a valid regular expression")
+	}
+	return nil
 }
 
 func validHeaderName(h string) bool {
@@ -402,6 +481,9 @@ var reservedParams = []string{"response_type", "client_id", "redirect_uri", "sta
 func resolveOAuth(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Spec, error) {
 	if e.Verify != nil {
 		return nil, fail("verify", "applies only to an api_key provider")
+	}
+	if e.KeyPattern != nil {
+		return nil, fail("key_pattern", "applies only to an api_key provider")
 	}
 	if e.ClientSecret != nil {
 		return nil, fail("client_secret", "must not be given inline; use client_secret_env (an environment variable name) or client_secret_file (a path)")
@@ -454,17 +536,27 @@ func resolveOAuth(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Spe
 	}
 
 	// Template parameters.
+	// Template parameters: per-customer values pass the host rules
+	// (host.go) before they become part of any URL.
 	vars := map[string]string{}
 	if e.BaseURL != "" {
-		if err := egress.CheckURL(e.BaseURL, opts.Dev); err != nil {
+		origin, err := CheckInstanceURL(e.BaseURL, s.BaseURLHosts, opts.Dev)
+		if err != nil {
 			return nil, fail("base_url", "%s", err)
 		}
-		vars["{base_url}"] = strings.TrimRight(e.BaseURL, "/")
+		vars["{base_url}"] = origin
 	} else if s.baseURL != "" {
 		vars["{base_url}"] = s.baseURL
 	}
+	if e.Subdomain != "" {
+		sub, err := CheckSubdomain(e.Subdomain)
+		if err != nil {
+			return nil, fail("subdomain", "%s", err)
+		}
+		vars["{subdomain}"] = sub
+	}
 	if e.Tenant != "" {
-		if strings.ContainsAny(e.Tenant, "/?#%@: ") {
+		if !validTenant(e.Tenant) {
 			return nil, fail("tenant", "must be a tenant id or domain")
 		}
 		vars["{tenant}"] = e.Tenant
@@ -544,6 +636,16 @@ func resolveOAuth(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Spe
 	if e.NarrowOnRefresh != nil {
 		s.NarrowOnRefresh = *e.NarrowOnRefresh
 	}
+	if e.RefreshRotates != nil {
+		s.RefreshRotates = *e.RefreshRotates
+	}
+	if e.RefreshIdleLifetime != nil {
+		d, err := time.ParseDuration(*e.RefreshIdleLifetime)
+		if err != nil || d < 0 {
+			return nil, fail("refresh_idle_lifetime", `must be a duration such as "2160h" ("0": does not lapse)`)
+		}
+		s.RefreshIdleLifetime = d
+	}
 
 	// Fill template variables.
 	for _, p := range []*string{&s.Issuer, &s.AuthorizeURL, &s.TokenURL, &s.RevocationURL} {
@@ -553,7 +655,7 @@ func resolveOAuth(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Spe
 		if strings.Contains(*p, "{") {
 			field := map[*string]string{&s.Issuer: "issuer", &s.AuthorizeURL: "authorize_url",
 				&s.TokenURL: "token_url", &s.RevocationURL: "revocation_url"}[p]
-			return nil, fail(field, "template %s needs base_url or tenant", s.Template)
+			return nil, fail(field, "template %s needs %s", s.Template, missingVar(*p))
 		}
 	}
 
@@ -680,4 +782,15 @@ func envName(name string) string {
 		}
 	}
 	return "environment variable " + name
+}
+
+// missingVar names the providers-file field that fills the first
+// placeholder left in a template URL.
+func missingVar(u string) string {
+	for _, v := range []struct{ ph, field string }{{"{base_url}", "base_url"}, {"{subdomain}", "subdomain"}, {"{tenant}", "tenant"}} {
+		if strings.Contains(u, v.ph) {
+			return v.field
+		}
+	}
+	return "base_url, subdomain or tenant"
 }

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,62 +133,6 @@ func TestConfigResolvesTemplatesAndReferences(t *testing.T) {
 	}
 	if k := byName["openai"]; k.Kind != provider.KindAPIKey || k.Verify.Method != "GET" || k.Verify.ExpectStatus != 200 {
 		t.Fatalf("openai %+v", k)
-	}
-}
-
-// TestBuiltinTemplates checks every built-in template resolves with client
-// credentials into an https provider whose authorize URL carries its quirks.
-func TestBuiltinTemplates(t *testing.T) {
-	t.Parallel()
-	want := []string{"atlassian", "dropbox", "github", "gitlab", "google", "hubspot", "linear", "microsoft",
-		"notion", "salesforce", "slack", "zoom"}
-	if got := provider.Templates(); strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Fatalf("templates %v", got)
-	}
-	extra := map[string]map[string]string{
-		"google":    {"access_type": "offline", "prompt": "consent"},
-		"atlassian": {"audience": "api.atlassian.com"},
-		"dropbox":   {"token_access_type": "offline"},
-		"notion":    {"owner": "user"},
-	}
-	for _, name := range want {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			cfg, err := parse(`{"providers":[{"name":"p","template":"`+name+`","client_id":"cid","client_secret_env":"S"}]}`,
-				false, map[string]string{"S": "s"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := provider.NewProvider(context.Background(), cfg.Providers[0], false, provider.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			o := p.(provider.OAuth)
-			u, err := url.Parse(o.AuthCodeURL("st", "ch", "https://connect.example/cb", []string{"a", "b"}))
-			if err != nil || u.Scheme != "https" || u.Host != o.Info().AuthorizeHost {
-				t.Fatalf("authorize URL %v (%v)", u, err)
-			}
-			q := u.Query()
-			if q.Get("client_id") != "cid" || q.Get("state") != "st" || q.Get("redirect_uri") != "https://connect.example/cb" {
-				t.Fatalf("authorize query %v", q)
-			}
-			if !o.Info().PKCE || q.Get("code_challenge") != "ch" || q.Get("code_challenge_method") != "S256" {
-				t.Fatalf("template %s: no PKCE S256 challenge in %v", name, q)
-			}
-			for k, v := range extra[name] {
-				if q.Get(k) != v {
-					t.Fatalf("%s=%q, want %q", k, q.Get(k), v)
-				}
-			}
-			spec := cfg.Providers[0]
-			if spec.TokenURL == "" || !strings.HasPrefix(spec.TokenURL, "https://") ||
-				(spec.Revocation != provider.RevokeNone && !strings.HasPrefix(spec.RevocationURL, "https://")) {
-				t.Fatalf("spec %+v", spec)
-			}
-			if !strings.Contains(q.Get(spec.ScopeParam), "a"+spec.ScopeSeparator+"b") {
-				t.Fatalf("scopes %q with separator %q", q.Get(spec.ScopeParam), spec.ScopeSeparator)
-			}
-		})
 	}
 }
 

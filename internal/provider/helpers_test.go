@@ -84,3 +84,12 @@ func connect(t *testing.T, srv *providertest.Server, p provider.OAuth, scopes []
 	}
 	return tok
 }
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}

@@ -106,13 +106,14 @@ func TestRefreshScopedRefusals(t *testing.T) {
 }
 
 // TestNarrowOnRefreshProperty: on for the templates of providers documented
-// to narrow (google, microsoft), off for every other template and for a
+// to narrow (Google's and Microsoft's), off for every other template and for a
 // provider configured by hand or by discovery unless the file sets it.
 func TestNarrowOnRefreshProperty(t *testing.T) {
 	t.Parallel()
 	for _, name := range provider.Templates() {
 		spec, _ := provider.Template(name)
-		if want := name == "google" || name == "microsoft"; spec.NarrowOnRefresh != want {
+		narrows := []string{"google", "google-drive", "gmail", "google-calendar", "microsoft"}
+		if want := slices.Contains(narrows, name); spec.NarrowOnRefresh != want {
 			t.Errorf("template %s: NarrowOnRefresh %v, want %v", name, spec.NarrowOnRefresh, want)
 		}
 	}

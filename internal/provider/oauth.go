@@ -150,8 +150,17 @@ func (p *oauthProvider) convert(op string, tok *oauth2.Token) (*Token, error) {
 	if t.TokenType == "" || strings.EqualFold(t.TokenType, "bearer") {
 		t.TokenType = "Bearer" // GitHub says "bearer"
 	}
-	if s, ok := tok.Extra("scope").(string); ok {
+	switch s := tok.Extra("scope").(type) {
+	case string:
 		t.Scopes = splitScopes(s)
+	case []any:
+		// Twitch answers with a JSON array of scopes.
+		t.Scopes = []string{}
+		for _, x := range s {
+			if x, ok := x.(string); ok && !slices.Contains(t.Scopes, x) {
+				t.Scopes = append(t.Scopes, x)
+			}
+		}
 	}
 	t.AccountID = extraString(tok, p.spec.AccountIDField)
 	t.AccountLabel = extraString(tok, p.spec.AccountLabelField)

@@ -18,7 +18,8 @@
 // Quirks switch on the behaviour of real providers (GitHub's form-encoded
 // answers, Slack's nested user token, Notion's Basic-only client
 // authentication, no expires_in, no new refresh token on refresh, outages,
-// access_denied) and can be changed while the server runs (SetQuirks).
+// access_denied, scopes as a JSON array, a per-customer host) and can be
+// changed while the server runs (SetQuirks).
 // Counters and records (Counts, Revocations, TokenRequests) let tests assert
 // what reached the provider.
 //
@@ -27,6 +28,7 @@
 package providertest
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -34,6 +36,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -80,6 +83,13 @@ type Quirks struct {
 	// IgnoreRefreshScope: like many providers, a refresh ignores "scope"
 	// and issues a token for the whole grant (and says so in its answer).
 	IgnoreRefreshScope bool
+	// ScopeArray: like Twitch, JSON token answers list granted scopes as a
+	// JSON array rather than a space-separated string.
+	ScopeArray bool
+	// CustomerHost: like a per-customer provider (acme.zendesk.com), every
+	// endpoint answers only requests whose Host (without port) is this name,
+	// and 404 otherwise. Reach the server under that name with HostClient.
+	CustomerHost string
 }
 
 // Options configure a Server. The zero value is usable.
@@ -125,6 +135,7 @@ type TokenRequest struct {
 	ClientAuth string
 	Accept     string
 	Scope      string
+	Host       string // the Host the request named (without port)
 }
 
 // Revocation records one revocation request.
@@ -178,6 +189,7 @@ type Server struct {
 	client *http.Client
 	opts   Options
 
+	mux         *http.ServeMux
 	mu          sync.Mutex
 	quirks      Quirks
 	subject     string // the account that approves (Options.Subject, SetSubject)
@@ -216,7 +228,7 @@ func NewHandler(baseURL string, opts Options) (*Server, http.Handler) {
 
 // newServer applies the defaults of opts and returns the server with its
 // routes.
-func newServer(opts Options) (*Server, *http.ServeMux) {
+func newServer(opts Options) (*Server, http.Handler) {
 	if opts.ClientID == "" {
 		opts.ClientID = "test-client"
 	}
@@ -240,13 +252,44 @@ func newServer(opts Options) (*Server, *http.ServeMux) {
 		codes: map[string]*code{}, access: map[string]*accessToken{}, refresh: map[string]*refreshToken{},
 	}
 	mux := http.NewServeMux()
+	s.mux = mux
 	mux.HandleFunc("GET /authorize", s.authorize)
 	mux.HandleFunc("POST /token", s.token)
 	mux.HandleFunc("POST /revoke", s.revoke)
 	mux.HandleFunc("GET /api/files", s.api)
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.metadata)
 	mux.HandleFunc("GET /.well-known/openid-configuration", s.metadata)
-	return s, mux
+	return s, http.HandlerFunc(s.serve)
+}
+
+// serve applies Quirks.CustomerHost before routing.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if h := s.Quirks().CustomerHost; h != "" && hostOnly(r.Host) != h {
+		http.NotFound(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return hostport
+}
+
+// HostClient returns a client that reaches this server whatever host a URL
+// names (its dialer always connects to the server's listener), so a test can
+// use per-customer names such as acme.fake.test that no resolver knows. Only
+// for servers started with New.
+func (s *Server) HostClient() *http.Client {
+	addr := s.srv.Listener.Addr().String()
+	tr := s.srv.Client().Transport.(*http.Transport).Clone()
+	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
 }
 
 // URL is the server's base URL, which is also its issuer identifier.
@@ -362,6 +405,9 @@ func (s *Server) Grant(scopes []string, lifetime time.Duration) Tokens {
 // back (the redirect URI with code, state and iss, or error).
 func (s *Server) Approve(authURL string) (*url.URL, error) {
 	c := *s.client
+	if s.srv != nil {
+		c = *s.HostClient() // the browser visits this server, under whatever name the URL uses
+	}
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	resp, err := c.Get(authURL)
 	if err != nil {
@@ -590,7 +636,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	}
 	how, _, ok := s.clientAuth(r)
 	s.tokenReqs = append(s.tokenReqs, TokenRequest{GrantType: grantType, ClientAuth: how, Accept: r.Header.Get("Accept"),
-		Scope: r.PostForm.Get("scope")})
+		Scope: r.PostForm.Get("scope"), Host: hostOnly(r.Host)})
 	if s.quirks.ServerError {
 		w.Header().Set("Content-Type", "text/html")
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -708,6 +754,9 @@ func (s *Server) writeTokens(w http.ResponseWriter, r *http.Request, t Tokens) {
 		}
 		m := map[string]any{"access_token": t.AccessToken, "token_type": "Bearer", "scope": strings.Join(t.Scopes, sep),
 			"user": map[string]any{"id": s.subject}}
+		if s.quirks.ScopeArray {
+			m["scope"] = t.Scopes
+		}
 		if t.RefreshToken != "" {
 			m["refresh_token"] = t.RefreshToken
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
+	"github.com/connectd/connectd/internal/webhook"
 )
 
 const adminUsage = `usage:
@@ -185,6 +186,7 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 // provider catalog, to revoke at the provider.
 func adminStore(ctx context.Context, cfg *Config, pool *pgxpool.Pool, revoke bool) (*admin.Store, error) {
 	var vs *vault.Store
+	var wh *webhook.Service // a revocation's connection.revoked events
 	var err error
 	switch {
 	case revoke && cfg.Vault.Keyring == nil:
@@ -196,7 +198,10 @@ func adminStore(ctx context.Context, cfg *Config, pool *pgxpool.Pool, revoke boo
 		if err != nil {
 			return nil, err
 		}
-		if vs, err = server.NewVaultStore(sc, pool, cfg.Vault.Keyring, cat); err != nil {
+		if wh, err = server.NewWebhooks(sc, pool, cfg.Vault.Keyring); err != nil {
+			return nil, err
+		}
+		if vs, err = server.NewVaultStore(sc, pool, cfg.Vault.Keyring, cat, wh); err != nil {
 			return nil, err
 		}
 	case cfg.Vault.Keyring != nil:
@@ -204,7 +209,7 @@ func adminStore(ctx context.Context, cfg *Config, pool *pgxpool.Pool, revoke boo
 			return nil, err
 		}
 	}
-	return admin.NewStore(admin.StoreConfig{Pool: pool, Vault: vs})
+	return admin.NewStore(admin.StoreConfig{Pool: pool, Vault: vs, Webhooks: wh})
 }
 
 // adminErr turns what the operator got wrong into a usage error (exit 2).

@@ -140,7 +140,7 @@ func TestVaultProviderWiring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.NewVaultStore(cfg.server(pool, logger, ""), pool, cfg.Vault.Keyring, cat)
+	s, err := server.NewVaultStore(cfg.server(pool, logger, ""), pool, cfg.Vault.Keyring, cat, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/webhook"
 )
 
 // Errors of the admin package; wrapped with context, test with errors.Is.
@@ -32,18 +33,22 @@ type StoreConfig struct {
 	// Vault names accounts (opening only the account label) and deletes and
 	// revokes connections. Nil: listing works, account labels are not shown
 	// and Revoke fails with ErrNoVault.
-	Vault  *vault.Store
-	Now    func() time.Time // default time.Now
-	Logger *slog.Logger     // default: discard
+	Vault *vault.Store
+	// Webhooks enqueues a revocation's connection.revoked events in its
+	// transaction (nil: none; the CLI without River passes none).
+	Webhooks *webhook.Service
+	Now      func() time.Time // default time.Now
+	Logger   *slog.Logger     // default: discard
 }
 
 // Store answers the admin questions and performs the admin actions; the pages,
 // the JSON API and the CLI all go through it.
 type Store struct {
-	pool   *pgxpool.Pool
-	vault  *vault.Store
-	now    func() time.Time
-	logger *slog.Logger
+	pool     *pgxpool.Pool
+	vault    *vault.Store
+	webhooks *webhook.Service
+	now      func() time.Time
+	logger   *slog.Logger
 }
 
 // NewStore returns a Store over cfg.
@@ -51,7 +56,7 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	if cfg.Pool == nil {
 		return nil, errors.New("admin: StoreConfig.Pool is required")
 	}
-	st := &Store{pool: cfg.Pool, vault: cfg.Vault, now: cfg.Now, logger: cfg.Logger}
+	st := &Store{pool: cfg.Pool, vault: cfg.Vault, webhooks: cfg.Webhooks, now: cfg.Now, logger: cfg.Logger}
 	if st.now == nil {
 		st.now = time.Now
 	}
@@ -122,8 +127,16 @@ func (st *Store) Revoke(ctx context.Context, id string, by Actor) (*Revocation, 
 				return err
 			}
 		}
-		return writeAudit(ctx, tx, Event{Kind: "connection.revoked", Issuer: c.User.Issuer, Subject: c.User.Subject,
-			Provider: c.Provider, Target: id, Detail: map[string]any{"consents_withdrawn": nonNil(rev.Withdrawn)}}, by)
+		if err := writeAudit(ctx, tx, Event{Kind: "connection.revoked", Issuer: c.User.Issuer, Subject: c.User.Subject,
+			Provider: c.Provider, Target: id, Detail: map[string]any{"consents_withdrawn": nonNil(rev.Withdrawn)}}, by); err != nil {
+			return err
+		}
+		if st.webhooks == nil {
+			return nil
+		}
+		gone.Status = vault.StatusRevoked
+		return st.webhooks.Emit(ctx, tx, webhook.ConnectionEvent(webhook.ConnectionRevoked, gone, rev.Withdrawn,
+			map[string]any{"by": "admin"}))
 	})
 	if errors.Is(err, vault.ErrNotConnected) {
 		return nil, fmt.Errorf("%w: connection %s", ErrNotFound, id)

@@ -184,6 +184,8 @@ func Shoot(t *testing.T, ctx context.Context, name string) {
 	dir := ScreenshotDir(t)
 	for _, w := range []int64{390, 1280} {
 		Do(t, ctx, chromedp.EmulateViewport(w, 844))
+		// The new width is applied asynchronously: check once it is laid out.
+		WaitUntil(t, ctx, fmt.Sprintf("window.innerWidth === %d && document.documentElement.clientWidth <= %d", w, w))
 		if problems := Eval[[]string](t, ctx, PageCheckJS); len(problems) > 0 {
 			t.Errorf("%s at %d px: %v", name, w, problems)
 		}

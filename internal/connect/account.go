@@ -19,6 +19,7 @@ import (
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
+	"github.com/connectd/connectd/internal/webhook"
 	"github.com/connectd/connectd/web/templates"
 )
 
@@ -180,8 +181,13 @@ func (s *Server) withdraw(w http.ResponseWriter, r *http.Request) error {
 	if !names.ValidClientID(client) {
 		return web.Refuse(http.StatusBadRequest, "bad_form", "The form names no application.", nil)
 	}
-	err = consent.WithdrawClient(r.Context(), s.pool, consent.Withdrawal{User: u, ClientID: client, Provider: p,
-		Actor: "user", RequestID: web.RequestID(r.Context()), IP: clientIP(r)})
+	err = pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
+		if err := consent.WithdrawClient(r.Context(), tx, consent.Withdrawal{User: u, ClientID: client, Provider: p,
+			Actor: "user", RequestID: web.RequestID(r.Context()), IP: clientIP(r)}); err != nil {
+			return err
+		}
+		return s.emit(r.Context(), tx, webhook.ApprovalEvent(client, u, p, "user"))
+	})
 	done := "withdrawn"
 	switch {
 	case errors.Is(err, consent.ErrNotGiven):
@@ -204,7 +210,7 @@ func (s *Server) disconnect(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return err
 	}
-	d, clients, err := s.deleteConnection(r.Context(), u, p)
+	d, clients, err := s.deleteConnection(r.Context(), u, p, "user")
 	if errors.Is(err, vault.ErrNotConnected) {
 		http.Redirect(w, r, accountPath+"?done=gone", http.StatusSeeOther)
 		return nil
@@ -227,12 +233,17 @@ func (s *Server) disconnect(w http.ResponseWriter, r *http.Request) error {
 // every client's approval of it (one transaction), then revokes it at the
 // provider; it returns the clients that lost their approval. Unlinking
 // (/v1) and disconnecting (the account page) both go through it.
-func (s *Server) deleteConnection(ctx context.Context, u vault.UserRef, p string) (*vault.Deletion, []string, error) {
+// by ("user", "client") goes into the clients' connection.revoked events,
+// enqueued in the deleting transaction.
+func (s *Server) deleteConnection(ctx context.Context, u vault.UserRef, p, by string) (*vault.Deletion, []string, error) {
 	var clients []string
-	d, err := s.vault.DeleteWith(ctx, u, p, func(ctx context.Context, tx pgx.Tx, _ vault.Connection) error {
+	d, err := s.vault.DeleteWith(ctx, u, p, func(ctx context.Context, tx pgx.Tx, c vault.Connection) error {
 		var err error
-		clients, err = consent.Withdraw(ctx, tx, u, p)
-		return err
+		if clients, err = consent.Withdraw(ctx, tx, u, p); err != nil {
+			return err
+		}
+		c.Status = vault.StatusRevoked
+		return s.emitRevoked(ctx, tx, c, clients, by)
 	})
 	if err != nil {
 		return nil, nil, err

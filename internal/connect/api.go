@@ -709,7 +709,7 @@ func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	// Credentials and every client's consent go in one transaction.
-	d, _, err := s.deleteConnection(r.Context(), c.user, name)
+	d, _, err := s.deleteConnection(r.Context(), c.user, name, "client")
 	if errors.Is(err, vault.ErrNotConnected) {
 		return notConnected(name)
 	}

@@ -111,11 +111,10 @@ const (
 	audited AS (` + audit.Insert + `
 		SELECT $5, 'user', issuer, subject, client_id, provider, id, $6, $7, $8 FROM done)
 		SELECT pg_notify('` + notifyChannel + `', id) FROM done`
-	expireElicitations = `WITH gone AS (
-		UPDATE elicitations SET status = 'expired', completed_at = expires_at
-		WHERE status = 'pending' AND expires_at <= $1
-		RETURNING id)
-		SELECT count(*) FROM gone`
+	expireElicitations = `UPDATE elicitations SET status = 'expired', completed_at = expires_at
+		WHERE id IN (SELECT id FROM elicitations WHERE status = 'pending' AND expires_at <= $1
+			ORDER BY expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED)
+		RETURNING id, client_id, issuer, subject, provider, scopes`
 	deleteOldElicitations = `DELETE FROM elicitations WHERE status <> 'pending' AND expires_at < $1`
 )
 
@@ -180,12 +179,24 @@ func (s *Server) elicitation(ctx context.Context, q pgxQueryer, id string) (*Eli
 // ("elicitation.<status>", detail.reason when given) in one statement and
 // notifies waiters. It reports false, and writes nothing, when e was no
 // longer pending (or had expired): the first outcome wins.
+//
+// The client's webhook event is enqueued in the same transaction.
 func (s *Server) settle(r *http.Request, e *Elicitation, st Status, reason string) (bool, error) {
-	ok, err := s.settleWith(r, s.pool, e, st, reason)
+	var ok bool
+	err := pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
+		var err error
+		if ok, err = s.settleWith(r, tx, e, st, reason); err != nil || !ok {
+			return err
+		}
+		return s.emitEnded(r.Context(), tx, e, st, reason)
+	})
+	if err != nil {
+		return false, err
+	}
 	if ok {
 		s.onFlow(st)
 	}
-	return ok, err
+	return ok, nil
 }
 
 // querier is what both a pool and a transaction offer for the writes here.

@@ -507,22 +507,34 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 	}
 	cred := vault.Credential{AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, TokenType: tok.TokenType,
 		Expiry: tok.Expiry, Scopes: granted, AccountID: tok.AccountID, AccountLabel: tok.AccountLabel}
-	user := vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}
-	if _, err := s.vault.Put(r.Context(), user, e.Provider, cred); err != nil {
-		return err
-	}
 	// The approval is for the scopes the page listed and the account now
 	// stored: the one just authorized, or the earlier one when the provider
 	// names none.
-	_, stored, err := s.vault.Get(r.Context(), user, e.Provider)
-	if err != nil {
-		return err
-	}
 	approve := pa.scopes
 	if pa.approve != nil {
 		approve = pa.approve
 	}
-	return s.complete(w, r, e, "oauth", approve, stored.AccountID)
+	return s.store(w, r, e, "oauth", cred, approve)
+}
+
+// store stores cred as the user's connection to e's provider and, in the
+// same transaction, completes e with the user's approval of scopes on the
+// stored account, and enqueues the webhook events of both; then shows the
+// success page.
+func (s *Server) store(w http.ResponseWriter, r *http.Request, e *Elicitation, how string, cred vault.Credential, scopes []string) error {
+	var ok bool
+	user := vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}
+	_, err := s.vault.PutWith(r.Context(), user, e.Provider, cred, func(ctx context.Context, tx pgx.Tx, c vault.Connection, ch vault.Change) error {
+		var err error
+		if ok, err = s.completeIn(r, tx, e, scopes, ch.AccountID); err != nil {
+			return err
+		}
+		return s.emitStored(ctx, tx, c, ch)
+	})
+	if err != nil {
+		return err
+	}
+	return s.completed(w, r, e, how, ok)
 }
 
 // submitKey handles POST /c/{id}/key: the API-key form.
@@ -563,10 +575,7 @@ func (s *Server) submitKey(w http.ResponseWriter, r *http.Request) error {
 	// taken as a new account, so a key replaced through one application is
 	// not handed to the others until the user approves them again.
 	cred := vault.Credential{AccessToken: key, TokenType: "api_key", AccountID: newKeyAccountID()}
-	if _, err := s.vault.Put(r.Context(), vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}, e.Provider, cred); err != nil {
-		return err
-	}
-	return s.complete(w, r, e, "api_key", nil, cred.AccountID)
+	return s.store(w, r, e, "api_key", cred, nil)
 }
 
 // newKeyAccountID names the account of a typed API key: random, not derived
@@ -577,29 +586,44 @@ func newKeyAccountID() string {
 	return "key-" + base64.RawURLEncoding.EncodeToString(b)
 }
 
-// complete marks e completed (waking waiters), records the user's approval
-// of scopes on accountID's connection for e's client, and shows the success
-// page.
+// complete marks e completed (waking waiters) and records the user's
+// approval of scopes on accountID's connection for e's client — the
+// consent-only path, where the connection is already stored — and shows the
+// success page.
 func (s *Server) complete(w http.ResponseWriter, r *http.Request, e *Elicitation, how string, scopes []string, accountID string) error {
-	// The outcome and the consent commit together: consent exists exactly
-	// when the user finished the flow.
 	var ok bool
 	err := pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
 		var err error
-		if ok, err = s.settleWith(r, tx, e, StatusCompleted, ""); err != nil || !ok {
-			return err
-		}
-		return s.grantConsent(r, tx, e, scopes, accountID)
+		ok, err = s.completeIn(r, tx, e, scopes, accountID)
+		return err
 	})
 	if err != nil {
 		return err
 	}
-	if ok {
-		s.onFlow(StatusCompleted)
+	return s.completed(w, r, e, how, ok)
+}
+
+// completeIn marks e completed within tx, with the approval and the
+// client's webhook event: consent exists exactly when the user finished the
+// flow. It reports false, writing nothing, when e was no longer pending.
+func (s *Server) completeIn(r *http.Request, tx pgx.Tx, e *Elicitation, scopes []string, accountID string) (bool, error) {
+	ok, err := s.settleWith(r, tx, e, StatusCompleted, "")
+	if err != nil || !ok {
+		return false, err
 	}
+	if err := s.grantConsent(r, tx, e, scopes, accountID); err != nil {
+		return false, err
+	}
+	return true, s.emitEnded(r.Context(), tx, e, StatusCompleted, "")
+}
+
+// completed shows the outcome of a completion: the success page, or the
+// page of however e ended first.
+func (s *Server) completed(w http.ResponseWriter, r *http.Request, e *Elicitation, how string, ok bool) error {
 	if !ok {
 		return s.finished(w, r, e)
 	}
+	s.onFlow(StatusCompleted)
 	s.logger.InfoContext(r.Context(), "connect completed", slog.String("elicitation", e.ID),
 		slog.String("provider", e.Provider), slog.String("via", how))
 	return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Connected",

@@ -18,6 +18,7 @@ import (
 	"github.com/connectd/connectd/internal/signin"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
+	"github.com/connectd/connectd/internal/webhook"
 )
 
 // Config holds every dependency of the Server.
@@ -60,6 +61,10 @@ type Config struct {
 	// New subscribes the consent cache and the long-poll wake-ups to it. The
 	// caches of Vault, Clients and Sessions are their owners' to subscribe.
 	Hub *cache.Hub
+	// Webhooks enqueues the events of the flow (elicitations that end,
+	// connections created, changed or unlinked, approvals withdrawn) in the
+	// transactions of those changes; nil: none are sent.
+	Webhooks *webhook.Service
 	// OnFlow, when set, is called once for every elicitation that reaches a
 	// final status on this replica (completed, declined, failed, expired),
 	// for metrics.
@@ -100,6 +105,7 @@ type Server struct {
 	consents        *consent.Store
 	signin          *signin.Flow // GET /login, /login/callback, POST /logout
 	onFlow          func(Status)
+	webhooks        *webhook.Service
 	reads, refusals *sampler      // sampled audit of token reads and refused /v1 calls
 	done            chan struct{} // closed when Run ends: long-polls answer at once
 	doneOnce        sync.Once
@@ -129,6 +135,7 @@ func New(cfg Config) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.webhooks = cfg.Webhooks
 	s.onFlow = cfg.OnFlow
 	if s.onFlow == nil {
 		s.onFlow = func(Status) {}

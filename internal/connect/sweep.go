@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 const (
@@ -24,9 +26,9 @@ const finishedRetention = 7 * 24 * time.Hour
 func (s *Server) Sweep(ctx context.Context) error {
 	s.flushSamples(ctx, false)
 	now := s.now()
-	var expired int64
-	if err := s.pool.QueryRow(ctx, expireElicitations, now).Scan(&expired); err != nil {
-		return fmt.Errorf("connect: sweep elicitations: %w", err)
+	expired, err := s.expire(ctx, now)
+	if err != nil {
+		return err
 	}
 	for _, q := range []string{sweepOAuthStates, sweepStateUses} {
 		if _, err := s.pool.Exec(ctx, q, now); err != nil {
@@ -48,6 +50,44 @@ func (s *Server) Sweep(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// expire marks the pending elicitations past their expiry expired, a batch
+// at a time, each batch in one transaction with its clients' webhook events.
+// Replicas sweeping at once skip each other's rows.
+func (s *Server) expire(ctx context.Context, now time.Time) (int64, error) {
+	var total int64
+	for {
+		n := 0
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, expireElicitations, now)
+			if err != nil {
+				return err
+			}
+			gone, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Elicitation, error) {
+				var e Elicitation
+				err := r.Scan(&e.ID, &e.ClientID, &e.Issuer, &e.Subject, &e.Provider, &e.Scopes)
+				return e, err
+			})
+			if err != nil {
+				return err
+			}
+			for i := range gone {
+				if err := s.emitEnded(ctx, tx, &gone[i], StatusExpired, ""); err != nil {
+					return err
+				}
+			}
+			n = len(gone)
+			return nil
+		})
+		if err != nil {
+			return total, fmt.Errorf("connect: sweep elicitations: %w", err)
+		}
+		total += int64(n)
+		if n < 1000 {
+			return total, nil
+		}
+	}
 }
 
 // Run serves the background work of a Server until ctx ends: the periodic

@@ -186,3 +186,20 @@ func WithdrawClient(ctx context.Context, q audit.Querier, w Withdrawal) error {
 	}
 	return nil
 }
+
+const selectHolders = `SELECT client_id FROM consents WHERE issuer = $1 AND subject = $2 AND provider = $3 ORDER BY client_id`
+
+// Holders returns, read with q (the caller's transaction, to see its own
+// writes), the clients the user has approved for provider: those a change
+// of the connection concerns (webhook events).
+func Holders(ctx context.Context, q audit.Querier, u vault.UserRef, provider string) ([]string, error) {
+	rows, err := q.Query(ctx, selectHolders, u.Issuer, u.Subject, provider)
+	if err != nil {
+		return nil, fmt.Errorf("consent: holders: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("consent: holders: %w", err)
+	}
+	return ids, nil
+}

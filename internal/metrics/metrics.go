@@ -32,6 +32,7 @@ type Metrics struct {
 	requests  *prometheus.HistogramVec
 	flows     *prometheus.CounterVec
 	refreshes *prometheus.CounterVec
+	webhooks  *prometheus.CounterVec
 	provider  *prometheus.HistogramVec
 
 	mu       sync.RWMutex
@@ -63,6 +64,10 @@ func New(reg *prometheus.Registry) *Metrics {
 			Name: "connectd_refreshes_total",
 			Help: "Token refreshes sent to a provider, by provider and outcome (ok, reauthorization_required, unavailable, error).",
 		}, []string{"provider", "outcome"}),
+		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "connectd_webhook_attempts_total",
+			Help: "Webhook delivery attempts made by this replica, by outcome (delivered, failed: will be retried, gave_up: out of attempts).",
+		}, []string{"outcome"}),
 		provider: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "connectd_provider_request_duration_seconds",
 			Help:    "Back-channel calls to third-party providers (token, refresh, revocation, discovery, key checks) by host and outcome (2xx, 4xx, 5xx, error).",
@@ -71,7 +76,7 @@ func New(reg *prometheus.Registry) *Metrics {
 		observer: map[routeCode]prometheus.Observer{},
 		caches:   &cacheCollector{},
 	}
-	reg.MustRegister(m.requests, m.flows, m.refreshes, m.provider, m.caches,
+	reg.MustRegister(m.requests, m.flows, m.refreshes, m.webhooks, m.provider, m.caches,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -86,6 +91,13 @@ func (m *Metrics) Handler() http.Handler {
 func (m *Metrics) Flow(outcome string) {
 	if m != nil {
 		m.flows.WithLabelValues(outcome).Inc()
+	}
+}
+
+// Webhook counts a webhook delivery attempt.
+func (m *Metrics) Webhook(outcome string) {
+	if m != nil {
+		m.webhooks.WithLabelValues(outcome).Inc()
 	}
 }
 

@@ -47,6 +47,7 @@ type Config struct {
 	Admin     AdminConfig
 	RateLimit RateLimitConfig
 	Cache     CacheConfig
+	Jobs      JobsConfig
 
 	// Now is the clock of the flows, client keys, the vault and the admin
 	// store (default time.Now); tests move it.
@@ -117,6 +118,24 @@ type AdminConfig struct {
 	Claim, ClaimValue string
 	SessionMaxAge     time.Duration // CONNECTD_ADMIN_SESSION_MAX_AGE
 	AuditRetention    time.Duration // CONNECTD_AUDIT_RETENTION
+}
+
+// JobsConfig configures the background jobs on River (webhook delivery, the
+// connection health job; docs/webhooks.md).
+type JobsConfig struct {
+	// WebhookBackoff is the wait before each retry of a failed webhook
+	// delivery (default webhook.DefaultBackoff, about a day in all).
+	WebhookBackoff []time.Duration
+	// WebhookRetention (CONNECTD_WEBHOOK_RETENTION) is how long deliveries
+	// are kept (default 30 days).
+	WebhookRetention time.Duration
+	// RescueAfter (CONNECTD_JOBS_RESCUE_AFTER) is how long a job may stay
+	// running before another replica takes it over: a replica that died
+	// mid-delivery (default 5m).
+	RescueAfter time.Duration
+	// Workers (CONNECTD_WEBHOOK_WORKERS) is how many deliveries one replica
+	// sends at once (default 8).
+	Workers int
 }
 
 // RateLimitConfig holds the request budgets (see docs/configuration.md). Each

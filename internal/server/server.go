@@ -44,6 +44,7 @@ import (
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
+	"github.com/connectd/connectd/internal/webhook"
 	"github.com/connectd/connectd/web/templates"
 )
 
@@ -59,6 +60,7 @@ type Server struct {
 	store    *admin.Store
 	keys     *admin.Keys
 	hub      *cache.Hub
+	jobs     *jobs
 	checker  *health.Checker
 	metrics  *metrics.Metrics
 	public   http.Handler
@@ -110,7 +112,10 @@ func (s *Server) build(ctx context.Context) error {
 	if s.catalog, err = catalog(ctx, cfg, s.metrics); err != nil {
 		return err
 	}
-	if s.vault, err = vaultStore(cfg, cfg.Pool, s.keyring, s.catalog, s.metrics); err != nil {
+	if err := s.newJobs(); err != nil {
+		return err
+	}
+	if s.vault, err = vaultStore(cfg, cfg.Pool, s.keyring, s.catalog, s.metrics, s.jobs.webhooks); err != nil {
 		return err
 	}
 	s.conn, err = connect.New(connect.Config{
@@ -121,7 +126,8 @@ func (s *Server) build(ctx context.Context) error {
 		MintLimit: web.NewLimiter(cfg.RateLimit.Mint), MintUserLimit: web.NewLimiter(cfg.RateLimit.MintUser),
 		MaxWaiters:      cfg.RateLimit.MaxWaiters,
 		ConsentCacheTTL: cfg.Cache.ConsentTTL, ConsentCacheSize: cfg.Cache.Size,
-		OnFlow: func(st connect.Status) { s.metrics.Flow(string(st)) },
+		OnFlow:   func(st connect.Status) { s.metrics.Flow(string(st)) },
+		Webhooks: s.jobs.webhooks,
 	})
 	if err != nil {
 		return err
@@ -150,7 +156,8 @@ func (s *Server) build(ctx context.Context) error {
 func (s *Server) newAdmin(ctx context.Context) error {
 	cfg := s.cfg
 	var err error
-	s.store, err = admin.NewStore(admin.StoreConfig{Pool: cfg.Pool, Vault: s.vault, Now: cfg.Now, Logger: cfg.Logger})
+	s.store, err = admin.NewStore(admin.StoreConfig{Pool: cfg.Pool, Vault: s.vault, Webhooks: s.jobs.webhooks,
+		Now: cfg.Now, Logger: cfg.Logger})
 	if err != nil {
 		return err
 	}
@@ -226,8 +233,9 @@ func (s *Server) internalHandler() http.Handler {
 
 // Run runs the process's background work until ctx ends, and returns when
 // all of it has: the notification hub (cache invalidations and long-poll
-// wake-ups on every replica), connect's periodic sweep and the admin audit
-// retention sweep. Its last act (writing the sampled audit counts) needs the
+// wake-ups on every replica), the job queue (webhook deliveries, shared with
+// every replica), connect's periodic sweep and the admin audit retention
+// sweep. Its last act (writing the sampled audit counts) needs the
 // pool, so the caller closes the pool only after Run returned. Call it once.
 func (s *Server) Run(ctx context.Context) {
 	ran := false
@@ -236,8 +244,9 @@ func (s *Server) Run(ctx context.Context) {
 		panic("server: Run called twice")
 	}
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); s.hub.Run(ctx) }()
+	go func() { defer wg.Done(); s.jobs.run(ctx, s.cfg.Logger) }()
 	go func() { defer wg.Done(); s.conn.Run(ctx) }()
 	go func() { defer wg.Done(); s.adm.Run(ctx) }()
 	wg.Wait()
@@ -255,6 +264,9 @@ func (s *Server) Connect() *connect.Server { return s.conn }
 
 // Admin is the admin pages and API.
 func (s *Server) Admin() *admin.Server { return s.adm }
+
+// Webhooks is the webhook service (endpoints, deliveries).
+func (s *Server) Webhooks() *webhook.Service { return s.jobs.webhooks }
 
 // AdminStore is the admin Store (the CLI's too).
 func (s *Server) AdminStore() *admin.Store { return s.store }

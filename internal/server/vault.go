@@ -10,6 +10,7 @@ import (
 	"github.com/connectd/connectd/internal/metrics"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/webhook"
 )
 
 // keyring returns the keyring to run with. Vault keys are required; only in
@@ -73,20 +74,27 @@ func catalog(ctx context.Context, cfg Config, m *metrics.Metrics) (*provider.Cat
 
 // NewVaultStore is the connection store on pool, as New wires it, for the CLI
 // commands: refreshes and revocations go through cat's OAuth providers.
-func NewVaultStore(cfg Config, pool *pgxpool.Pool, keys *vault.Keyring, cat *provider.Catalog) (*vault.Store, error) {
-	return vaultStore(cfg, pool, keys, cat, nil)
+// Given webhooks, a connection marked reauthorization_required (a refresh
+// the provider refused) is reported to its clients; nil: not.
+func NewVaultStore(cfg Config, pool *pgxpool.Pool, keys *vault.Keyring, cat *provider.Catalog, webhooks *webhook.Service) (*vault.Store, error) {
+	return vaultStore(cfg, pool, keys, cat, nil, webhooks)
 }
 
 // vaultStore is NewVaultStore with refreshes counted by m (nil: none). Its
 // credential cache (Cache.CredentialTTL) stays empty until the hub keeps it
 // fresh (Run).
-func vaultStore(cfg Config, pool *pgxpool.Pool, keys *vault.Keyring, cat *provider.Catalog, m *metrics.Metrics) (*vault.Store, error) {
-	return vault.New(vault.Config{
+func vaultStore(cfg Config, pool *pgxpool.Pool, keys *vault.Keyring, cat *provider.Catalog, m *metrics.Metrics,
+	webhooks *webhook.Service) (*vault.Store, error) {
+	vc := vault.Config{
 		Pool: pool, Keyring: keys, Logger: cfg.Logger, Skew: cfg.Vault.RefreshSkew, Now: cfg.Now,
 		Refresh: observeRefresh(RefreshFunc(cat.OAuth), m), Revoke: RevokeFunc(cat.OAuth),
 		RefreshScoped: RefreshScopedFunc(cat.OAuth),
 		CacheTTL:      cfg.Cache.CredentialTTL, CacheSize: cfg.Cache.Size,
-	})
+	}
+	if webhooks != nil {
+		vc.OnReauth = reauthEvents(webhooks)
+	}
+	return vault.New(vc)
 }
 
 // observeRefresh counts the refreshes f sends to providers, by outcome.

@@ -31,7 +31,7 @@ func (s *Store) auditIn(ctx context.Context, tx pgx.Tx, kind string, r *row, det
 
 // markReauthAudited marks r reauthorization_required and records why.
 func (s *Store) markReauthAudited(ctx context.Context, tx pgx.Tx, r *row, reason string) error {
-	if err := s.markReauth(ctx, tx, r); err != nil {
+	if err := s.markReauth(ctx, tx, r, reason); err != nil {
 		return err
 	}
 	s.auditIn(ctx, tx, "connection.reauthorization_required", r, map[string]any{"reason": reason})

@@ -128,6 +128,11 @@ type Config struct {
 	CacheTTL time.Duration
 	// CacheSize caps the cached rows (default 50,000 when CacheTTL is set).
 	CacheSize int
+	// OnReauth, when set, is called inside the transaction that marks a
+	// connection reauthorization_required (the provider refused its refresh
+	// token, or it expired without one), with why; what it writes (webhook
+	// events) commits with the change, and its error rolls the change back.
+	OnReauth func(ctx context.Context, tx pgx.Tx, c Connection, reason string) error
 }
 
 // Store is the connections table: sealed credentials per (issuer, subject,
@@ -147,6 +152,7 @@ type Store struct {
 	logger          *slog.Logger
 	flight          singleflight.Group
 	cache           *cache.Map[cache.Digest, tokenRow] // nil: disabled; see cache.go
+	onReauth        func(ctx context.Context, tx pgx.Tx, c Connection, reason string) error
 }
 
 // New returns a Store.
@@ -157,7 +163,7 @@ func New(cfg Config) (*Store, error) {
 	s := &Store{
 		pool: cfg.Pool, root: cfg.Keyring, keys: cfg.Keyring.Purpose(credentialKeys), refresh: cfg.Refresh, revoke: cfg.Revoke,
 		refreshScoped: cfg.RefreshScoped, narrowKeys: cfg.Keyring.Purpose(narrowedKeys),
-		skew: cfg.Skew, providerTimeout: cfg.ProviderTimeout, now: cfg.Now, logger: cfg.Logger,
+		skew: cfg.Skew, providerTimeout: cfg.ProviderTimeout, now: cfg.Now, logger: cfg.Logger, onReauth: cfg.OnReauth,
 	}
 	if s.skew <= 0 {
 		s.skew = time.Minute
@@ -383,6 +389,30 @@ var errPutConflict = errors.New("vault: concurrent insert")
 // A stored credential that no longer opens (its key is gone) is replaced
 // without merging.
 func (s *Store) Put(ctx context.Context, user UserRef, provider string, cred Credential) (*Connection, error) {
+	return s.PutWith(ctx, user, provider, cred, nil)
+}
+
+// Change is what a Put did to the user's connection.
+type Change struct {
+	// Created: there was no connection; otherwise one was updated.
+	Created bool
+	// Scopes are the connection's scopes now; OldScopes those before an
+	// update.
+	Scopes, OldScopes []string
+	// AccountID is the provider account the stored credential names now
+	// (merged: a new credential that names none keeps the stored one);
+	// AccountChanged reports an update that linked another account.
+	AccountID      string
+	AccountChanged bool
+}
+
+// PutHook runs inside PutWith's transaction after the credential is stored:
+// what it writes (the flow's outcome, approvals, webhook events) commits or
+// rolls back with it, and an error it returns stores nothing.
+type PutHook func(ctx context.Context, tx pgx.Tx, c Connection, ch Change) error
+
+// PutWith is Put with hook (if not nil) run inside the storing transaction.
+func (s *Store) PutWith(ctx context.Context, user UserRef, provider string, cred Credential, hook PutHook) (*Connection, error) {
 	if err := validate(user, provider); err != nil {
 		return nil, err
 	}
@@ -390,67 +420,91 @@ func (s *Store) Put(ctx context.Context, user UserRef, provider string, cred Cre
 		return nil, fmt.Errorf("%w: credential has no access token", ErrInvalid)
 	}
 	defer s.forget(user, provider)
-	for attempt := 0; ; attempt++ {
-		conn, err := s.put(ctx, user, provider, cred)
-		if errors.Is(err, errPutConflict) && attempt < 3 {
-			continue
+	if hook == nil {
+		// A first connection, the common case, is one statement on its own.
+		conn, err := s.insert(ctx, s.pool, user, provider, cred)
+		if !errors.Is(err, errPutConflict) {
+			return conn, err
 		}
-		return conn, err
+	}
+	for attempt := 0; ; attempt++ {
+		var conn *Connection
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			var ch Change
+			var err error
+			if conn, ch, err = s.putIn(ctx, tx, user, provider, cred); err != nil {
+				return err
+			}
+			if hook != nil {
+				return hook(ctx, tx, *conn, ch)
+			}
+			return nil
+		})
+		switch {
+		case errors.Is(err, errPutConflict) && attempt < 3:
+			continue
+		case err != nil:
+			return nil, err
+		}
+		return conn, nil
 	}
 }
 
-// put first tries to insert a new connection, one statement on its own: a
-// first connection, the common case, costs one round trip. Only when the row
-// exists (a reconnect) does it lock the row and merge, in a transaction.
-func (s *Store) put(ctx context.Context, user UserRef, provider string, cred Credential) (*Connection, error) {
-	conn, err := s.insert(ctx, s.pool, user, provider, cred)
+// putIn stores cred within tx: a new connection, or — when the user has one
+// — an update of the locked row that merges what the provider did not
+// repeat.
+func (s *Store) putIn(ctx context.Context, tx pgx.Tx, user UserRef, provider string, cred Credential) (*Connection, Change, error) {
+	conn, err := s.insert(ctx, tx, user, provider, cred)
+	if err == nil {
+		return conn, Change{Created: true, Scopes: conn.Scopes, AccountID: cred.AccountID}, nil
+	}
 	if !errors.Is(err, errPutConflict) {
-		return conn, err
+		return nil, Change{}, err
 	}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		now := s.now().UTC()
-		r, err := s.load(ctx, tx, user, provider, true)
-		switch {
-		case errors.Is(err, ErrNotConnected): // deleted since the insert was refused
-			conn, err = s.insert(ctx, tx, user, provider, cred)
-			return err
-		case err != nil:
-			return err
+	now := s.now().UTC()
+	r, err := s.load(ctx, tx, user, provider, true)
+	if errors.Is(err, ErrNotConnected) { // deleted since the insert was refused
+		if conn, err = s.insert(ctx, tx, user, provider, cred); err != nil {
+			return nil, Change{}, err // errPutConflict again: PutWith starts over
 		}
-		if old, err := s.open(r); err != nil {
-			s.logger.WarnContext(ctx, "vault: replacing a stored credential that does not open",
-				slog.String("connection_id", r.ID), slog.String("provider", provider), slog.Any("error", err))
-			cred.Scopes = scope.Union(nil, cred.Scopes)
-		} else if old.AccountID != "" && cred.AccountID != "" && old.AccountID != cred.AccountID {
-			cred.Scopes = scope.Union(nil, cred.Scopes)
-		} else {
-			// Same account as far as anyone can tell: keep what we knew.
-			cred.Scopes = scope.Union(old.Scopes, cred.Scopes)
-			if cred.AccountID == "" && cred.AccountLabel == "" {
-				cred.AccountID, cred.AccountLabel = old.AccountID, old.AccountLabel
-			}
-		}
-		ct, err := s.seal(r.ID, user, provider, &cred)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, updateCredential, r.ID, int32(s.keys.Primary()), ct, nonNil(cred.Scopes),
-			nullTime(cred.Expiry), now, connKey(user, provider).Payload()); err != nil {
-			return fmt.Errorf("vault: update connection: %w", err)
-		}
-		// Tokens narrowed from the replaced grant go with it.
-		if _, err := tx.Exec(ctx, deleteNarrowedOf, r.ID); err != nil {
-			return fmt.Errorf("vault: drop narrowed tokens: %w", err)
-		}
-		conn = &r.Connection
-		conn.Status, conn.KeyVersion, conn.Scopes, conn.Expiry, conn.UpdatedAt =
-			StatusActive, s.keys.Primary(), cred.Scopes, cred.Expiry, now
-		return nil
-	})
+		return conn, Change{Created: true, Scopes: conn.Scopes, AccountID: cred.AccountID}, nil
+	}
 	if err != nil {
-		return nil, err
+		return nil, Change{}, err
 	}
-	return conn, nil
+	ch := Change{OldScopes: r.Scopes}
+	if old, err := s.open(r); err != nil {
+		s.logger.WarnContext(ctx, "vault: replacing a stored credential that does not open",
+			slog.String("connection_id", r.ID), slog.String("provider", provider), slog.Any("error", err))
+		cred.Scopes = scope.Union(nil, cred.Scopes)
+		ch.AccountChanged = true
+	} else if old.AccountID != "" && cred.AccountID != "" && old.AccountID != cred.AccountID {
+		cred.Scopes = scope.Union(nil, cred.Scopes)
+		ch.AccountChanged = true
+	} else {
+		// Same account as far as anyone can tell: keep what we knew.
+		cred.Scopes = scope.Union(old.Scopes, cred.Scopes)
+		if cred.AccountID == "" && cred.AccountLabel == "" {
+			cred.AccountID, cred.AccountLabel = old.AccountID, old.AccountLabel
+		}
+	}
+	ct, err := s.seal(r.ID, user, provider, &cred)
+	if err != nil {
+		return nil, Change{}, err
+	}
+	if _, err := tx.Exec(ctx, updateCredential, r.ID, int32(s.keys.Primary()), ct, nonNil(cred.Scopes),
+		nullTime(cred.Expiry), now, connKey(user, provider).Payload()); err != nil {
+		return nil, Change{}, fmt.Errorf("vault: update connection: %w", err)
+	}
+	// Tokens narrowed from the replaced grant go with it.
+	if _, err := tx.Exec(ctx, deleteNarrowedOf, r.ID); err != nil {
+		return nil, Change{}, fmt.Errorf("vault: drop narrowed tokens: %w", err)
+	}
+	conn = &r.Connection
+	conn.Status, conn.KeyVersion, conn.Scopes, conn.Expiry, conn.UpdatedAt =
+		StatusActive, s.keys.Primary(), cred.Scopes, cred.Expiry, now
+	ch.Scopes, ch.AccountID = cred.Scopes, cred.AccountID
+	return conn, ch, nil
 }
 
 // insert stores cred as a new connection with q; errPutConflict when the user

@@ -231,10 +231,17 @@ func (s *Store) refreshLocked(ctx context.Context, user UserRef, provider string
 	return out, nil
 }
 
-func (s *Store) markReauth(ctx context.Context, tx pgx.Tx, r *row) error {
+func (s *Store) markReauth(ctx context.Context, tx pgx.Tx, r *row, reason string) error {
 	if _, err := tx.Exec(ctx, updateStatus, r.ID, string(StatusReauthorizationRequired), s.now().UTC(),
 		connKey(r.User, r.Provider).Payload()); err != nil {
 		return fmt.Errorf("vault: mark reauthorization required: %w", err)
+	}
+	if s.onReauth != nil && r.Status != StatusReauthorizationRequired {
+		c := r.Connection
+		c.Status = StatusReauthorizationRequired
+		if err := s.onReauth(ctx, tx, c, reason); err != nil {
+			return fmt.Errorf("vault: mark reauthorization required: %w", err)
+		}
 	}
 	return nil
 }

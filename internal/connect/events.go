@@ -1,0 +1,68 @@
+package connect
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/webhook"
+)
+
+// emit enqueues ev within tx, the transaction of the change it reports.
+func (s *Server) emit(ctx context.Context, tx pgx.Tx, ev webhook.Event) error {
+	if s.webhooks == nil {
+		return nil
+	}
+	return s.webhooks.Emit(ctx, tx, ev)
+}
+
+// emitEnded reports an elicitation that ended to the client that minted it.
+func (s *Server) emitEnded(ctx context.Context, tx pgx.Tx, e *Elicitation, st Status, reason string) error {
+	return s.emit(ctx, tx, webhook.ElicitationEvent(string(st), e.ID, e.ClientID,
+		vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}, e.Provider, e.Scopes, reason))
+}
+
+// emitStored reports what a put did to the connection — created, or its
+// scopes or account changed — to every client approved for it, read within
+// tx (so an approval granted in the same transaction counts).
+func (s *Server) emitStored(ctx context.Context, tx pgx.Tx, c vault.Connection, ch vault.Change) error {
+	typ := webhook.ConnectionScopesChanged
+	extra := map[string]any{}
+	switch {
+	case ch.Created:
+		typ = webhook.ConnectionCreated
+	case ch.AccountChanged || !sameSet(ch.Scopes, ch.OldScopes):
+		extra["old_scopes"] = nonNil(ch.OldScopes)
+		extra["account_changed"] = ch.AccountChanged
+	default:
+		return nil // the same grant again (a re-authorization that changed nothing)
+	}
+	clients, err := consent.Holders(ctx, tx, c.User, c.Provider)
+	if err != nil {
+		return err
+	}
+	return s.emit(ctx, tx, webhook.ConnectionEvent(typ, c, clients, extra))
+}
+
+// emitRevoked reports a deleted connection to the clients that lost it.
+func (s *Server) emitRevoked(ctx context.Context, tx pgx.Tx, c vault.Connection, clients []string, by string) error {
+	return s.emit(ctx, tx, webhook.ConnectionEvent(webhook.ConnectionRevoked, c, clients, map[string]any{"by": by}))
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := make(map[string]bool, len(a))
+	for _, x := range a {
+		seen[x] = true
+	}
+	for _, x := range b {
+		if !seen[x] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,146 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/webhook"
+)
+
+// jobs is the process's River client: the queue its background jobs
+// (webhook delivery and retention, the connection health job) run on,
+// shared with every replica through the database.
+type jobs struct {
+	river    *river.Client[pgx.Tx]
+	webhooks *webhook.Service
+}
+
+// newJobs builds the River client with every worker and periodic job, and
+// the webhook service that enqueues on it. It starts nothing: Run does.
+func (s *Server) newJobs() error {
+	cfg := s.cfg
+	wcfg, err := webhookConfig(cfg, cfg.Pool, s.keyring)
+	if err != nil {
+		return err
+	}
+	wcfg.OnAttempt = s.metrics.Webhook
+	workers := river.NewWorkers()
+	river.AddWorker(workers, webhook.NewWorker(wcfg))
+	river.AddWorker(workers, webhook.NewCleanupWorker(wcfg))
+	n := cfg.Jobs.Workers
+	if n <= 0 {
+		n = 8
+	}
+	rescue := cfg.Jobs.RescueAfter
+	if rescue <= 0 {
+		rescue = 5 * time.Minute
+	}
+	rc, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{
+		Logger:  riverLogger(cfg.Logger),
+		Workers: workers,
+		Queues: map[string]river.QueueConfig{
+			webhook.Queue:      {MaxWorkers: n},
+			river.QueueDefault: {MaxWorkers: 2},
+		},
+		PeriodicJobs: []*river.PeriodicJob{
+			river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
+				func() (river.JobArgs, *river.InsertOpts) { return webhook.CleanupArgs{}, nil }, nil),
+		},
+		RescueStuckJobsAfter: rescue,
+	})
+	if err != nil {
+		return err
+	}
+	svc, err := webhook.NewService(wcfg, rc)
+	if err != nil {
+		return err
+	}
+	s.jobs = &jobs{river: rc, webhooks: svc}
+	return nil
+}
+
+// webhookConfig is the webhook package's configuration from cfg: deliveries
+// through the egress client (or cfg.HTTPClient in tests).
+func webhookConfig(cfg Config, pool *pgxpool.Pool, keys *vault.Keyring) (webhook.Config, error) {
+	client, err := outboundClient(cfg, "")
+	if err != nil {
+		return webhook.Config{}, err
+	}
+	return webhook.Config{Pool: pool, Keyring: keys, HTTPClient: client, AllowHTTP: cfg.Dev,
+		Backoff: cfg.Jobs.WebhookBackoff, Retention: cfg.Jobs.WebhookRetention, Logger: cfg.Logger, Now: cfg.Now}, nil
+}
+
+// NewWebhooks is the webhook service on pool for the CLI (registering
+// endpoints, listing and redelivering deliveries, the events of an admin
+// revocation): its River client only enqueues; the replicas deliver.
+func NewWebhooks(cfg Config, pool *pgxpool.Pool, keys *vault.Keyring) (*webhook.Service, error) {
+	wcfg, err := webhookConfig(cfg, pool, keys)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: riverLogger(cfg.Logger)})
+	if err != nil {
+		return nil, err
+	}
+	return webhook.NewService(wcfg, rc)
+}
+
+// riverLogger passes River's own lines on at warning and above: its
+// start/stop and maintenance chatter stays out of the log.
+func riverLogger(l *slog.Logger) *slog.Logger {
+	return slog.New(minLevel{l.Handler(), slog.LevelWarn}).With(slog.String("component", "river"))
+}
+
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler { return minLevel{h.Handler.WithGroup(name), h.min} }
+
+// run starts the River client and stops it when ctx ends, letting running
+// jobs finish for a few seconds (then cancelling them: River retries them).
+func (j *jobs) run(ctx context.Context, logger *slog.Logger) {
+	if err := j.river.Start(ctx); err != nil {
+		logger.ErrorContext(ctx, "job queue did not start; webhooks are not delivered by this replica", slog.Any("error", err))
+		return
+	}
+	<-ctx.Done()
+	stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := j.river.Stop(stop); err != nil {
+		hard, cancel2 := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel2()
+		_ = j.river.StopAndCancel(hard)
+	}
+}
+
+// reauthEvents reports a connection the provider stopped honouring to the
+// clients approved for it, in the vault's marking transaction
+// (vault.Config.OnReauth).
+func reauthEvents(w *webhook.Service) func(ctx context.Context, tx pgx.Tx, c vault.Connection, reason string) error {
+	return func(ctx context.Context, tx pgx.Tx, c vault.Connection, reason string) error {
+		clients, err := consent.Holders(ctx, tx, c.User, c.Provider)
+		if err != nil {
+			return err
+		}
+		return w.Emit(ctx, tx, webhook.ConnectionEvent(webhook.ConnectionReauthRequired, c, clients,
+			map[string]any{"reason": reason}))
+	}
+}

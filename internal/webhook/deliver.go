@@ -47,11 +47,14 @@ func NewWorker(cfg Config) *Worker {
 const Queue = queue
 
 // Timeout bounds one attempt, the receiver's answer included.
-func (w *Worker) Timeout(*river.Job[DeliverArgs]) time.Duration { return deliveryTimeout + 5*time.Second }
+func (w *Worker) Timeout(*river.Job[DeliverArgs]) time.Duration {
+	return deliveryTimeout + 5*time.Second
+}
 
-// NextRetry waits Backoff[n-1] after the n-th failed attempt.
+// NextRetry waits Backoff[n-1] after the n-th failed attempt (on the wall
+// clock, which River's scheduler compares with the database's).
 func (w *Worker) NextRetry(job *river.Job[DeliverArgs]) time.Time {
-	return w.cfg.Now().Add(backoffAfter(w.cfg.Backoff, job.Attempt))
+	return time.Now().Add(backoffAfter(w.cfg.Backoff, job.Attempt))
 }
 
 // backoffAfter is the wait after the attempt-th failed attempt (1-based).
@@ -98,7 +101,7 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
 		return river.JobCancel(fmt.Errorf("webhook: endpoint %s: %w", endpointID, err))
 	}
 
-	start := w.cfg.Now()
+	start := time.Now() // the wall clock: receivers check the signed timestamp against theirs
 	code, sendErr := w.send(ctx, wh, id, url, body, start)
 	last := job.Attempt >= job.MaxAttempts
 	delivered := sendErr == nil

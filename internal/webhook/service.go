@@ -343,7 +343,7 @@ func (s *Service) Delivery(ctx context.Context, id string) (Delivery, error) {
 func (s *Service) Redeliver(ctx context.Context, id string) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var st string
-		if err := tx.QueryRow(ctx, resetDelivery, id, s.cfg.Now().UTC()).Scan(&st); errors.Is(err, pgx.ErrNoRows) {
+		if err := tx.QueryRow(ctx, resetDelivery, id, time.Now().UTC()).Scan(&st); errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		} else if err != nil {
 			return fmt.Errorf("webhook: redeliver: %w", err)

@@ -90,7 +90,10 @@ type Config struct {
 	// ("delivered", "failed", "gave_up"), for metrics.
 	OnAttempt func(outcome string)
 	Logger    *slog.Logger
-	Now       func() time.Time
+	// Now is the clock of the events' timestamps (default time.Now);
+	// signing and retries use the wall clock, which receivers and River
+	// compare with.
+	Now func() time.Time
 }
 
 func (c *Config) defaults() {

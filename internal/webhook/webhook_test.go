@@ -1,0 +1,289 @@
+package webhook_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/pgtest"
+	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/webhook"
+)
+
+// hooks is the webhook service with a running River client on a fresh
+// database, a registered MCP server (client) and a receiver over TLS whose
+// answers the test scripts.
+type hooks struct {
+	t      *testing.T
+	pool   *pgxpool.Pool
+	svc    *webhook.Service
+	client string
+	rcv    *scripted
+}
+
+// scripted is a receiver: it verifies each request with the Standard
+// Webhooks library and answers with the next scripted status (204 when the
+// script is used up).
+type scripted struct {
+	mu       sync.Mutex
+	wh       *standardwebhooks.Webhook
+	script   []int
+	requests []request
+}
+
+type request struct {
+	id, body string
+	at       time.Time
+	verified bool
+}
+
+func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = append(s.requests, request{id: r.Header.Get("webhook-id"), body: string(body), at: time.Now(),
+		verified: s.wh != nil && s.wh.Verify(body, r.Header) == nil})
+	code := http.StatusNoContent
+	if len(s.script) > 0 {
+		code, s.script = s.script[0], s.script[1:]
+	}
+	w.WriteHeader(code)
+}
+
+func (s *scripted) seen() []request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]request(nil), s.requests...)
+}
+
+func newHooks(t *testing.T, backoff ...time.Duration) *hooks {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &hooks{t: t, pool: pgtest.Pool(t), rcv: &scripted{}}
+	srv := httptest.NewTLSServer(h.rcv)
+	t.Cleanup(srv.Close)
+	line, _ := vault.GenerateKey(1)
+	keys, err := vault.ParseKeyring(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := webhook.Config{Pool: h.pool, Keyring: keys, HTTPClient: srv.Client(), Backoff: backoff}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, webhook.NewWorker(cfg))
+	rc, err := river.NewClient(riverpgxv5.New(h.pool), &river.Config{Workers: workers,
+		Queues: map[string]river.QueueConfig{webhook.Queue: {MaxWorkers: 2}}, FetchPollInterval: 50 * time.Millisecond,
+		FetchCooldown: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); <-rc.Stopped() })
+	if h.svc, err = webhook.NewService(cfg, rc); err != nil {
+		t.Fatal(err)
+	}
+	cl, _, err := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: h.pool}).Create(ctx, "Files", []string{"https://files.mcp.example/"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.client = cl.ID
+	ep, secret, err := h.svc.Create(ctx, h.client, srv.URL+"/hooks", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(secret, "whsec_") || ep.ID == "" {
+		t.Fatalf("endpoint %+v, secret %q", ep, secret)
+	}
+	if h.rcv.wh, err = standardwebhooks.NewWebhook(secret); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// emit reports one event for the client in its own transaction, committed
+// or (commit false) rolled back.
+func (h *hooks) emit(commit bool) {
+	h.t.Helper()
+	ctx := context.Background()
+	tx, err := h.pool.Begin(ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	u := vault.UserRef{Issuer: "https://idp.example", Subject: "alice"}
+	if err := h.svc.Emit(ctx, tx, webhook.ApprovalEvent(h.client, u, "github", "user")); err != nil {
+		h.t.Fatal(err)
+	}
+	if commit {
+		if err := tx.Commit(ctx); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+}
+
+// deliveryOf waits until the only delivery has status want, and returns it
+// with its attempts.
+func (h *hooks) deliveryOf(want string) webhook.Delivery {
+	h.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var id string
+		err := h.pool.QueryRow(context.Background(), `SELECT id FROM webhook_deliveries`).Scan(&id)
+		if err == nil {
+			d, err := h.svc.Delivery(context.Background(), id)
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			if d.Status == want {
+				return d
+			}
+		} else if !errors.Is(err, pgx.ErrNoRows) {
+			h.t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("no delivery reached %s", want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (h *hooks) count(table string) int {
+	h.t.Helper()
+	var n int
+	if err := h.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		h.t.Fatal(err)
+	}
+	return n
+}
+
+// TestRetriedWithBackoff: a receiver that fails twice gets the same signed
+// delivery (the same webhook-id) a third time, each retry after at least
+// its backoff, and every attempt is on record.
+func TestRetriedWithBackoff(t *testing.T) {
+	t.Parallel()
+	backoff := []time.Duration{300 * time.Millisecond, 900 * time.Millisecond, time.Minute}
+	h := newHooks(t, backoff...)
+	h.rcv.script = []int{http.StatusInternalServerError, http.StatusBadGateway}
+	h.emit(true)
+	d := h.deliveryOf("delivered")
+	reqs := h.rcv.seen()
+	if len(reqs) != 3 || d.Attempts != 3 || len(d.Tries) != 3 {
+		t.Fatalf("%d requests, delivery %+v", len(reqs), d)
+	}
+	for i, r := range reqs {
+		if !r.verified || r.id != d.ID {
+			t.Fatalf("request %d: verified %v, webhook-id %q (delivery %s)", i, r.verified, r.id, d.ID)
+		}
+		if i > 0 && r.at.Sub(reqs[i-1].at) < backoff[i-1] {
+			t.Fatalf("retry %d came %v after the previous attempt, before its backoff %v", i, r.at.Sub(reqs[i-1].at), backoff[i-1])
+		}
+	}
+	for i, want := range []int{500, 502, 204} {
+		if d.Tries[i].StatusCode != want || d.Tries[i].N != i+1 {
+			t.Fatalf("attempt %d: %+v", i+1, d.Tries[i])
+		}
+	}
+	if d.Tries[0].Error != "HTTP 500" || d.Tries[2].Error != "" {
+		t.Fatalf("attempt errors: %+v", d.Tries)
+	}
+}
+
+// TestGivesUpThenRedelivered: out of attempts, a delivery is failed; a
+// redelivery sends it again, with the same webhook-id.
+func TestGivesUpThenRedelivered(t *testing.T) {
+	t.Parallel()
+	h := newHooks(t, 100*time.Millisecond)
+	h.rcv.script = []int{500, 500}
+	h.emit(true)
+	d := h.deliveryOf("failed")
+	if d.Attempts != 2 || d.NextAttemptAt != nil {
+		t.Fatalf("after the last attempt: %+v", d)
+	}
+	if err := h.svc.Redeliver(context.Background(), d.ID); err != nil {
+		t.Fatal(err)
+	}
+	d = h.deliveryOf("delivered")
+	if reqs := h.rcv.seen(); len(reqs) != 3 || reqs[2].id != d.ID || !reqs[2].verified || d.Attempts != 3 {
+		t.Fatalf("redelivery: %+v %+v", reqs, d)
+	}
+	if err := h.svc.Redeliver(context.Background(), "msg_nosuch"); !errors.Is(err, webhook.ErrNotFound) {
+		t.Fatalf("redeliver unknown: %v", err)
+	}
+}
+
+// TestEnqueuedWithTheChange: an event emitted in a transaction that rolls
+// back leaves no delivery and no job; committed, exactly one of each.
+func TestEnqueuedWithTheChange(t *testing.T) {
+	t.Parallel()
+	h := newHooks(t)
+	h.emit(false)
+	if h.count("webhook_deliveries") != 0 || h.count("river_job") != 0 {
+		t.Fatal("a rolled-back change left a delivery or a job")
+	}
+	h.emit(true)
+	h.deliveryOf("delivered")
+	if h.count("webhook_deliveries") != 1 || h.count("river_job") != 1 || len(h.rcv.seen()) != 1 {
+		t.Fatalf("one committed event: %d deliveries, %d jobs, %d requests", h.count("webhook_deliveries"),
+			h.count("river_job"), len(h.rcv.seen()))
+	}
+}
+
+// TestEndpointRules: endpoint URLs follow the egress rule (https, a host, no
+// user info or fragment), event types must exist, one URL per client, and
+// the secret is shown once: nothing that lists endpoints carries it.
+func TestEndpointRules(t *testing.T) {
+	t.Parallel()
+	h := newHooks(t)
+	ctx := context.Background()
+	for _, bad := range []string{"http://hooks.example/x", "javascript:alert(1)", "https://user:pw@hooks.example/x",
+		"https://hooks.example/x#frag", "ftp://hooks.example/x", "/relative", "https://" + strings.Repeat("a", 2050) + ".example/"} {
+		if _, _, err := h.svc.Create(ctx, h.client, bad, nil); !errors.Is(err, webhook.ErrInvalid) {
+			t.Errorf("url %.60q: %v, want ErrInvalid", bad, err)
+		}
+	}
+	if _, _, err := h.svc.Create(ctx, h.client, "https://hooks.example/x", []string{"connection.exploded"}); !errors.Is(err, webhook.ErrInvalid) {
+		t.Errorf("unknown event type: %v", err)
+	}
+	if _, _, err := h.svc.Create(ctx, "cli_nosuchclient", "https://hooks.example/x", nil); !errors.Is(err, webhook.ErrNotFound) {
+		t.Errorf("unknown client: %v", err)
+	}
+	if _, _, err := h.svc.Create(ctx, "../etc", "https://hooks.example/x", nil); !errors.Is(err, webhook.ErrInvalid) {
+		t.Errorf("malformed client: %v", err)
+	}
+	eps, err := h.svc.Endpoints(ctx, h.client)
+	if err != nil || len(eps) != 1 {
+		t.Fatalf("endpoints: %+v %v", eps, err)
+	}
+	if _, _, err := h.svc.Create(ctx, h.client, eps[0].URL, nil); !errors.Is(err, webhook.ErrExists) {
+		t.Errorf("same URL twice: %v", err)
+	}
+	ep, _, err := h.svc.Create(ctx, h.client, "https://hooks.example/only-revoked", []string{webhook.ConnectionRevoked})
+	if err != nil || ep.Wants(webhook.ApprovalWithdrawn) || !ep.Wants(webhook.ConnectionRevoked) {
+		t.Fatalf("filtered endpoint: %+v %v", ep, err)
+	}
+	var sealed []byte
+	if err := h.pool.QueryRow(ctx, `SELECT secret FROM webhook_endpoints WHERE id = $1`, ep.ID).Scan(&sealed); err != nil ||
+		strings.Contains(string(sealed), "whsec_") {
+		t.Fatalf("the secret is stored in clear: %v", err)
+	}
+	if err := h.svc.Delete(ctx, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.svc.Delete(ctx, ep.ID); !errors.Is(err, webhook.ErrNotFound) {
+		t.Fatalf("delete twice: %v", err)
+	}
+}

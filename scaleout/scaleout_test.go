@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/devidp"
@@ -29,6 +31,7 @@ import (
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider/providertest"
+	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/vault"
 )
@@ -90,6 +93,8 @@ type cluster struct {
 	next  atomic.Uint64
 
 	clientKey string
+	clientID  string
+	hooks     *hookReceiver // the client's webhook endpoint
 }
 
 type replica struct {
@@ -169,6 +174,7 @@ func newCluster(t *testing.T, n int) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.hooks = newHookReceiver(t)
 	host := func(u string) string { return strings.TrimPrefix(u, "http://") }
 	unlimited := "1000000/1s" // every request of the test comes from one address
 	c.env = []string{
@@ -183,7 +189,10 @@ func newCluster(t *testing.T, n int) *cluster {
 		"SCALEOUT_IDP_SECRET=" + idpSecret,
 		"CONNECTD_PROVIDERS_FILE=" + provFile,
 		"SCALEOUT_PROVIDER_SECRET=scaleout-provider-secret",
-		"CONNECTD_EGRESS_ALLOW_HOSTS=" + host(idpSrv.URL) + "," + host(provSrv.URL),
+		"CONNECTD_EGRESS_ALLOW_HOSTS=" + host(idpSrv.URL) + "," + host(provSrv.URL) + "," + host(c.hooks.srv.URL),
+		// A job whose replica died is taken over after 3 s; retries come
+		// after 1 s.
+		"CONNECTD_JOBS_RESCUE_AFTER=3s", "CONNECTD_WEBHOOK_BACKOFF=1s,1s,1s,1s,1s",
 		"CONNECTD_LOG_LEVEL=warn",
 		"CONNECTD_LOG_FORMAT=text",
 		"CONNECTD_DB_MAX_CONNS=4",
@@ -216,9 +225,11 @@ func newCluster(t *testing.T, n int) *cluster {
 	c.pool = pgtest.NewPool(t, c.dbURL)
 	c.waitListening()
 	clients := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: c.pool})
-	if _, c.clientKey, err = clients.Create(context.Background(), "Files", []string{resource}, []string{"fake"}); err != nil {
+	cl, key, err := clients.Create(context.Background(), "Files", []string{resource}, []string{"fake"})
+	if err != nil {
 		t.Fatal(err)
 	}
+	c.clientKey, c.clientID = key, cl.ID
 	return c
 }
 
@@ -593,6 +604,129 @@ func TestScaleOut(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("a webhook survives the replica killed while delivering it", func(t *testing.T) {
+		wh, err := server.NewWebhooks(server.Config{Dev: true, Logger: slog.New(slog.DiscardHandler)}, c.pool,
+			keyringOf(t, c.env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, secret, err := wh.Create(ctx, c.clientID, c.hooks.srv.URL+"/hooks", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.hooks.wh, err = standardwebhooks.NewWebhook(secret); err != nil {
+			t.Fatal(err)
+		}
+		// Only A runs now; bob's connection is unlinked through it, and A
+		// starts delivering connection.revoked to the held receiver.
+		c.stop(B)
+		c.stop(C)
+		c.pin(func(*http.Request) int { return 0 })
+		defer c.pin(nil)
+		c.hooks.hold()
+		if st, out := c.api(A.url(), http.MethodDelete, "/v1/connections/fake", "bob"); st != http.StatusOK {
+			t.Fatalf("unlink: %d %v", st, out)
+		}
+		c.hooks.waitFor(t, 20*time.Second, "A's delivery in flight", func() bool { return c.hooks.inFlight > 0 })
+		c.kill(A)
+		c.hooks.release()
+		// B starts after A died: River's rescuer on B takes the job over.
+		c.start(connectdBinary(t), B)
+		c.waitReady(B)
+		c.hooks.waitFor(t, 2*time.Minute, "the delivery by B", func() bool { return len(c.hooks.got) > 0 })
+		c.hooks.mu.Lock()
+		body, id, refused := c.hooks.got[0], c.hooks.ids[0], c.hooks.refused
+		c.hooks.mu.Unlock()
+		if refused != 0 || !strings.Contains(body, `"type":"connection.revoked"`) || !strings.Contains(body, `"subject":"bob"`) ||
+			!strings.Contains(body, `"by":"client"`) {
+			t.Fatalf("delivered %s (%d refused)", body, refused)
+		}
+		var status string
+		if err := c.pool.QueryRow(ctx, `SELECT status FROM webhook_deliveries WHERE id = $1`, id).Scan(&status); err != nil ||
+			status != "delivered" {
+			t.Fatalf("delivery %s: %q %v", id, status, err)
+		}
+		c.start(connectdBinary(t), A)
+		c.start(connectdBinary(t), C)
+		c.waitReady(A)
+		c.waitReady(C)
+	})
+}
+
+// hookReceiver is the MCP server's webhook endpoint. While held, a request
+// waits until it is released or its sender goes away; otherwise it is
+// verified with the Standard Webhooks library and recorded.
+type hookReceiver struct {
+	srv      *httptest.Server
+	mu       sync.Mutex
+	wh       *standardwebhooks.Webhook
+	held     chan struct{} // closed: released; nil: not held
+	inFlight int
+	got      []string // verified bodies
+	ids      []string // their webhook-id
+	refused  int
+}
+
+func newHookReceiver(t *testing.T) *hookReceiver {
+	h := &hookReceiver{}
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		h.mu.Lock()
+		held := h.held
+		h.inFlight++
+		h.mu.Unlock()
+		if held != nil {
+			select {
+			case <-held:
+			case <-r.Context().Done(): // the sender died mid-delivery
+				return
+			}
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.wh == nil || h.wh.Verify(body, r.Header) != nil {
+			h.refused++
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		h.got = append(h.got, string(body))
+		h.ids = append(h.ids, r.Header.Get("webhook-id"))
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+func (h *hookReceiver) hold() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.held = make(chan struct{})
+}
+
+func (h *hookReceiver) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	close(h.held)
+	h.held = nil
+}
+
+// waitFor polls cond (under the lock) until it holds or the time is up.
+func (h *hookReceiver) waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		h.mu.Lock()
+		ok := cond()
+		h.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s in vain for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // metric reads one sample from r's /metrics (operators' listener).

@@ -47,6 +47,7 @@ type Config struct {
 
 	RateLimit server.RateLimitConfig // config_ratelimit.go
 	Cache     server.CacheConfig     // config_scaling.go
+	Jobs      server.JobsConfig      // config_jobs.go
 }
 
 // DBConfig holds pgxpool settings.
@@ -78,7 +79,7 @@ func (c *Config) server(pool *pgxpool.Pool, logger *slog.Logger, listenAddr stri
 	return server.Config{
 		Dev: c.Dev, PublicURL: c.PublicURL, Pool: pool, ListenURL: c.DatabaseListenURL, Logger: logger,
 		ListenAddr: listenAddr, Identity: c.Identity, Vault: c.Vault, Egress: c.Egress, Connect: c.Connect,
-		Admin: c.Admin, RateLimit: c.RateLimit, Cache: c.Cache,
+		Admin: c.Admin, RateLimit: c.RateLimit, Cache: c.Cache, Jobs: c.Jobs,
 	}
 }
 
@@ -238,6 +239,7 @@ func loadConfig(getenv func(string) string, n needs) (*Config, error) {
 	c.loadAdmin(e)
 	c.loadRateLimit(e)
 	c.loadScaling(e)
+	c.loadJobs(e)
 
 	if e.err != nil {
 		return nil, e.err

@@ -55,6 +55,9 @@ func (s *Server) newJobs() error {
 				func() (river.JobArgs, *river.InsertOpts) { return webhook.CleanupArgs{}, nil }, nil),
 		},
 		RescueStuckJobsAfter: rescue,
+		// River wants the default job timeout within the rescue time; the
+		// delivery worker sets its own (webhook.Worker.Timeout).
+		JobTimeout: min(30*time.Second, rescue),
 	})
 	if err != nil {
 		return err

@@ -21,8 +21,8 @@ import (
 
 // received is one verified webhook request.
 type received struct {
-	id   string // webhook-id
-	Type string `json:"type"`
+	id   string         // webhook-id
+	Type string         `json:"type"`
 	Data map[string]any `json:"data"`
 	raw  string
 }

@@ -115,7 +115,9 @@ func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
 	return minLevel{h.Handler.WithAttrs(as), h.min}
 }
 
-func (h minLevel) WithGroup(name string) slog.Handler { return minLevel{h.Handler.WithGroup(name), h.min} }
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.min}
+}
 
 // run starts the River client and stops it when ctx ends, letting running
 // jobs finish for a few seconds (then cancelling them: River retries them).

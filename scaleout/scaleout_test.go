@@ -23,11 +23,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/flowtest"
+	"github.com/connectd/connectd/internal/keepalive"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider/providertest"
@@ -163,7 +166,9 @@ func newCluster(t *testing.T, n int) *cluster {
 		c.provider = p
 		return h
 	})
-	providers, _ := json.Marshal(map[string]any{"providers": []any{c.provider.ProviderConfig("fake", "SCALEOUT_PROVIDER_SECRET")}})
+	entry := c.provider.ProviderConfig("fake", "SCALEOUT_PROVIDER_SECRET")
+	entry["refresh_idle_lifetime"] = "48h" // the health job renews connections idle for a day
+	providers, _ := json.Marshal(map[string]any{"providers": []any{entry}})
 	provFile := filepath.Join(t.TempDir(), "providers.json")
 	if err := os.WriteFile(provFile, providers, 0o600); err != nil {
 		t.Fatal(err)
@@ -651,6 +656,85 @@ func TestScaleOut(t *testing.T) {
 		c.start(connectdBinary(t), C)
 		c.waitReady(A)
 		c.waitReady(C)
+	})
+
+	t.Run("the health job marks a refused refresh once across three replicas", func(t *testing.T) {
+		// alice's connection, stored two days ago (idle for the health job),
+		// whose grant the provider no longer honours.
+		twoDaysAgo := func() time.Time { return time.Now().Add(-48 * time.Hour) }
+		store, err := vault.New(vault.Config{Pool: c.pool, Keyring: keyringOf(t, c.env), Now: twoDaysAgo})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := c.provider.Grant([]string{"files.read"}, 72*time.Hour)
+		alice := vault.UserRef{Issuer: c.idp.Issuer(), Subject: "alice"}
+		conn, err := store.Put(ctx, alice, "fake", vault.Credential{AccessToken: tok.AccessToken,
+			RefreshToken: tok.RefreshToken, TokenType: "Bearer", Expiry: tok.Expiry, Scopes: tok.Scopes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		revokeResp, err := http.PostForm(c.provider.RevocationURL(), url.Values{"token": {tok.RefreshToken},
+			"client_id": {c.provider.ClientID}, "client_secret": {"scaleout-provider-secret"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		revokeResp.Body.Close()
+		refreshes := c.provider.Counts().Refresh
+
+		// Three runs of the job at once, one per replica's worker.
+		rc, err := river.NewClient(riverpgxv5.New(c.pool), &river.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rc.InsertMany(ctx, []river.InsertManyParams{{Args: keepalive.Args{}}, {Args: keepalive.Args{}},
+			{Args: keepalive.Args{}}}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(time.Minute)
+		for {
+			var done int
+			if err := c.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'connection_health' AND state = 'completed'`).
+				Scan(&done); err != nil {
+				t.Fatal(err)
+			}
+			if done >= 3 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of 3 health jobs completed", done)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		var status, lastError string
+		if err := c.pool.QueryRow(ctx, `SELECT status, last_error FROM connections WHERE id = $1`, conn.ID).
+			Scan(&status, &lastError); err != nil || status != "reauthorization_required" || lastError != "invalid_grant" {
+			t.Fatalf("connection after the health job: %q %q %v", status, lastError, err)
+		}
+		if n := c.provider.Counts().Refresh - refreshes; n != 1 {
+			t.Fatalf("%d refreshes sent to the provider, want 1", n)
+		}
+		// Exactly one event, and one audit row, for the client approved for it.
+		var events, audits int
+		if err := c.pool.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries
+			WHERE event_type = 'connection.reauthorization_required' AND convert_from(payload, 'UTF8') LIKE '%' || $1 || '%'`,
+			conn.ID).Scan(&events); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.pool.QueryRow(ctx, `SELECT count(*) FROM audit_events
+			WHERE kind = 'connection.reauthorization_required' AND target = $1`, conn.ID).Scan(&audits); err != nil {
+			t.Fatal(err)
+		}
+		if events != 1 || audits != 1 {
+			t.Fatalf("%d webhook deliveries and %d audit rows for the refusal, want 1 and 1", events, audits)
+		}
+		c.hooks.waitFor(t, 30*time.Second, "the connection.reauthorization_required delivery", func() bool {
+			for _, b := range c.hooks.got {
+				if strings.Contains(b, `"type":"connection.reauthorization_required"`) && strings.Contains(b, conn.ID) {
+					return true
+				}
+			}
+			return false
+		})
 	})
 }
 

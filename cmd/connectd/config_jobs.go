@@ -15,6 +15,7 @@ func (c *Config) loadJobs(e *env) {
 		WebhookRetention: e.duration("CONNECTD_WEBHOOK_RETENTION", 30*24*time.Hour, time.Hour, 365*24*time.Hour),
 		RescueAfter:      e.duration("CONNECTD_JOBS_RESCUE_AFTER", 5*time.Minute, time.Second, 24*time.Hour),
 		Workers:          int(e.int32("CONNECTD_WEBHOOK_WORKERS", 8, 1, 256)),
+		HealthInterval:   e.duration("CONNECTD_HEALTH_INTERVAL", time.Hour, time.Second, 7*24*time.Hour),
 	}
 	if v := e.str("CONNECTD_WEBHOOK_BACKOFF", ""); v != "" {
 		var total time.Duration

@@ -87,8 +87,13 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 		}
 		ac := templates.AccountConnection{Provider: c.Provider, ProviderName: c.Provider, Kind: "OAuth",
 			Healthy: c.Status == vault.StatusActive, Health: "Working", Scopes: c.Scopes, ConnectedAt: when(c.CreatedAt)}
-		if !ac.Healthy {
+		switch {
+		case !ac.Healthy:
 			ac.Health = "Needs reconnecting: the provider no longer accepts this access"
+		case c.LastError != "":
+			ac.Healthy = false
+			ac.Health = "Working, but the last refresh failed (" + c.LastError + ", " + when(c.HealthCheckedAt) +
+				"); it is tried again"
 		}
 		if p, err := s.catalog.Get(c.Provider); err == nil {
 			info := p.Info()

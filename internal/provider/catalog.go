@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"regexp"
+	"slices"
 
 	"github.com/connectd/connectd/internal/egress"
 )
@@ -97,6 +99,11 @@ func NewProvider(ctx context.Context, spec Spec, dev bool, opts Options) (Provid
 	default:
 		return nil, fmt.Errorf("unknown kind %q", spec.Kind)
 	}
+}
+
+// Names lists the configured providers, sorted.
+func (c *Catalog) Names() []string {
+	return slices.Sorted(maps.Keys(c.byName))
 }
 
 // Get returns the named provider; ErrUnknownProvider when there is none.

@@ -45,7 +45,7 @@ func (p *oauthProvider) Info() Info {
 		Name: p.spec.Name, DisplayName: p.spec.DisplayName, Kind: KindOAuth2, AuthorizeHost: p.authorizeHost,
 		DefaultScopes: slices.Clone(p.spec.Scopes), PKCE: p.spec.PKCE, Issuer: p.spec.Issuer,
 		IssParameterSupported: p.spec.IssParameterSupported, Revocation: p.spec.Revocation,
-		NarrowOnRefresh: p.spec.NarrowOnRefresh,
+		NarrowOnRefresh: p.spec.NarrowOnRefresh, RefreshIdleLifetime: p.spec.RefreshIdleLifetime,
 	}
 }
 

@@ -40,6 +40,10 @@ type Info struct {
 	NarrowOnRefresh bool
 	// Verifiable: an api_key provider with a verification request.
 	Verifiable bool
+	// RefreshIdleLifetime: a refresh token unused this long lapses at the
+	// provider (oauth2; 0: it does not). The health job keeps such
+	// connections alive by refreshing them while idle.
+	RefreshIdleLifetime time.Duration
 }
 
 // Provider is any catalog entry. Use a type assertion (or Catalog.OAuth /

@@ -136,6 +136,9 @@ type JobsConfig struct {
 	// Workers (CONNECTD_WEBHOOK_WORKERS) is how many deliveries one replica
 	// sends at once (default 8).
 	Workers int
+	// HealthInterval (CONNECTD_HEALTH_INTERVAL) is how often the connection
+	// health job runs (default 1h; package keepalive).
+	HealthInterval time.Duration
 }
 
 // RateLimitConfig holds the request budgets (see docs/configuration.md). Each

@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/keepalive"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/webhook"
 )
@@ -35,9 +36,14 @@ func (s *Server) newJobs() error {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, webhook.NewWorker(wcfg))
 	river.AddWorker(workers, webhook.NewCleanupWorker(wcfg))
+	river.AddWorker(workers, keepalive.NewWorker(s.vault, s.catalog, cfg.Logger, cfg.Now))
 	n := cfg.Jobs.Workers
 	if n <= 0 {
 		n = 8
+	}
+	healthEvery := cfg.Jobs.HealthInterval
+	if healthEvery <= 0 {
+		healthEvery = time.Hour
 	}
 	rescue := cfg.Jobs.RescueAfter
 	if rescue <= 0 {
@@ -53,6 +59,8 @@ func (s *Server) newJobs() error {
 		PeriodicJobs: []*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
 				func() (river.JobArgs, *river.InsertOpts) { return webhook.CleanupArgs{}, nil }, nil),
+			river.NewPeriodicJob(river.PeriodicInterval(healthEvery),
+				func() (river.JobArgs, *river.InsertOpts) { return keepalive.Args{}, nil }, nil),
 		},
 		RescueStuckJobsAfter: rescue,
 		// River wants the default job timeout within the rescue time; the
@@ -136,16 +144,20 @@ func (j *jobs) run(ctx context.Context, logger *slog.Logger) {
 	}
 }
 
+// reauthHook is vault.Config.OnReauth.
+type reauthHook = func(ctx context.Context, tx pgx.Tx, c vault.Connection, reason string) error
+
 // reauthEvents reports a connection the provider stopped honouring to the
 // clients approved for it, in the vault's marking transaction
-// (vault.Config.OnReauth).
-func reauthEvents(w *webhook.Service) func(ctx context.Context, tx pgx.Tx, c vault.Connection, reason string) error {
+// (vault.Config.OnReauth). w is read at each call: the vault is built before
+// the job queue that delivers.
+func reauthEvents(w func() *webhook.Service) reauthHook {
 	return func(ctx context.Context, tx pgx.Tx, c vault.Connection, reason string) error {
 		clients, err := consent.Holders(ctx, tx, c.User, c.Provider)
 		if err != nil {
 			return err
 		}
-		return w.Emit(ctx, tx, webhook.ConnectionEvent(webhook.ConnectionReauthRequired, c, clients,
+		return w().Emit(ctx, tx, webhook.ConnectionEvent(webhook.ConnectionReauthRequired, c, clients,
 			map[string]any{"reason": reason}))
 	}
 }

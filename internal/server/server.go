@@ -112,10 +112,11 @@ func (s *Server) build(ctx context.Context) error {
 	if s.catalog, err = catalog(ctx, cfg, s.metrics); err != nil {
 		return err
 	}
-	if err := s.newJobs(); err != nil {
+	onReauth := reauthEvents(func() *webhook.Service { return s.jobs.webhooks })
+	if s.vault, err = vaultStore(cfg, cfg.Pool, s.keyring, s.catalog, s.metrics, onReauth); err != nil {
 		return err
 	}
-	if s.vault, err = vaultStore(cfg, cfg.Pool, s.keyring, s.catalog, s.metrics, s.jobs.webhooks); err != nil {
+	if err := s.newJobs(); err != nil {
 		return err
 	}
 	s.conn, err = connect.New(connect.Config{

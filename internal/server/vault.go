@@ -77,22 +77,23 @@ func catalog(ctx context.Context, cfg Config, m *metrics.Metrics) (*provider.Cat
 // Given webhooks, a connection marked reauthorization_required (a refresh
 // the provider refused) is reported to its clients; nil: not.
 func NewVaultStore(cfg Config, pool *pgxpool.Pool, keys *vault.Keyring, cat *provider.Catalog, webhooks *webhook.Service) (*vault.Store, error) {
-	return vaultStore(cfg, pool, keys, cat, nil, webhooks)
+	var onReauth reauthHook
+	if webhooks != nil {
+		onReauth = reauthEvents(func() *webhook.Service { return webhooks })
+	}
+	return vaultStore(cfg, pool, keys, cat, nil, onReauth)
 }
 
 // vaultStore is NewVaultStore with refreshes counted by m (nil: none). Its
 // credential cache (Cache.CredentialTTL) stays empty until the hub keeps it
 // fresh (Run).
 func vaultStore(cfg Config, pool *pgxpool.Pool, keys *vault.Keyring, cat *provider.Catalog, m *metrics.Metrics,
-	webhooks *webhook.Service) (*vault.Store, error) {
+	onReauth reauthHook) (*vault.Store, error) {
 	vc := vault.Config{
 		Pool: pool, Keyring: keys, Logger: cfg.Logger, Skew: cfg.Vault.RefreshSkew, Now: cfg.Now,
 		Refresh: observeRefresh(RefreshFunc(cat.OAuth), m), Revoke: RevokeFunc(cat.OAuth),
 		RefreshScoped: RefreshScopedFunc(cat.OAuth),
-		CacheTTL:      cfg.Cache.CredentialTTL, CacheSize: cfg.Cache.Size,
-	}
-	if webhooks != nil {
-		vc.OnReauth = reauthEvents(webhooks)
+		CacheTTL:      cfg.Cache.CredentialTTL, CacheSize: cfg.Cache.Size, OnReauth: onReauth,
 	}
 	return vault.New(vc)
 }

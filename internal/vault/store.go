@@ -80,6 +80,12 @@ type Connection struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time // last Put or refresh
 	RefreshedAt time.Time // last successful refresh; zero if never
+	// HealthCheckedAt is when a refresh last reached the provider (zero:
+	// never); LastError what went wrong then, as an error class
+	// (provider_unavailable, refresh_failed, invalid_grant), "" after a
+	// success. Never a token or a provider's own message.
+	HealthCheckedAt time.Time
+	LastError       string
 }
 
 // RefreshFunc asks the provider for a new access token. It returns an error
@@ -189,7 +195,7 @@ func New(cfg Config) (*Store, error) {
 func (s *Store) Keyring() *Keyring { return s.root }
 
 const connCols = `id, issuer, subject, provider, status, key_version, ciphertext, scopes, expires_at,
-	created_at, updated_at, refreshed_at`
+	created_at, updated_at, refreshed_at, health_checked_at, last_error`
 
 const (
 	selectConnection = `SELECT ` + connCols + ` FROM connections
@@ -245,9 +251,10 @@ func scanRow(r pgx.Row) (*row, error) {
 		status               string
 		version              int32
 		expires, refreshedAt *time.Time
+		checkedAt            *time.Time
 	)
 	err := r.Scan(&x.ID, &x.User.Issuer, &x.User.Subject, &x.Provider, &status, &version, &x.ciphertext,
-		&x.Scopes, &expires, &x.CreatedAt, &x.UpdatedAt, &refreshedAt)
+		&x.Scopes, &expires, &x.CreatedAt, &x.UpdatedAt, &refreshedAt, &checkedAt, &x.LastError)
 	if err != nil {
 		return nil, err
 	}
@@ -258,6 +265,9 @@ func scanRow(r pgx.Row) (*row, error) {
 	}
 	if refreshedAt != nil {
 		x.RefreshedAt = *refreshedAt
+	}
+	if checkedAt != nil {
+		x.HealthCheckedAt = *checkedAt
 	}
 	return &x, nil
 }

@@ -45,7 +45,13 @@ func (s *Store) Token(ctx context.Context, user UserRef, provider string, requir
 		// refresh the provider answered at the last moment is still stored.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.providerTimeout+txMargin)
 		defer cancel()
-		return s.refreshLocked(rctx, user, provider, seen)
+		return s.refreshLocked(rctx, user, provider, func(r *row, cred *Credential) bool {
+			// Re-check after locking: another caller may have refreshed while
+			// we waited. A token refreshed since we looked is used as long as
+			// it is not expired, even if short-lived tokens fall within the
+			// skew again.
+			return s.needsRefresh(cred) && !(r.ID == seen.id && r.RefreshedAt.After(seen.refreshedAt) && !s.expired(cred))
+		})
 	})
 	select {
 	case <-ctx.Done():
@@ -142,14 +148,15 @@ func clone(c *Credential) *Credential {
 	return &d
 }
 
-// refreshLocked refreshes the connection seen as `seen` under its row lock.
-func (s *Store) refreshLocked(ctx context.Context, user UserRef, provider string, seen tokenRow) (*Credential, error) {
+// refreshLocked refreshes the user's connection to provider under its row
+// lock when due (read after locking) says it still needs one.
+func (s *Store) refreshLocked(ctx context.Context, user UserRef, provider string, due func(*row, *Credential) bool) (*Credential, error) {
 	var (
 		out       *Credential
 		outErr    error
 		refreshed bool
 	)
-	attrs := []any{slog.String("connection_id", seen.id), slog.String("provider", provider)}
+	attrs := []any{slog.String("provider", provider)}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		r, err := s.load(ctx, tx, user, provider, true)
 		if err != nil {
@@ -159,14 +166,12 @@ func (s *Store) refreshLocked(ctx context.Context, user UserRef, provider string
 			outErr = err
 			return nil
 		}
+		attrs = append(attrs, slog.String("connection_id", r.ID))
 		cred, err := s.open(r)
 		if err != nil {
 			return err
 		}
-		// Re-check after locking: another caller may have refreshed while we
-		// waited. A token refreshed since we looked is used as long as it is
-		// not expired, even if short-lived tokens fall within the skew again.
-		if !s.needsRefresh(cred) || (r.ID == seen.id && r.RefreshedAt.After(seen.refreshedAt) && !s.expired(cred)) {
+		if !due(r, cred) {
 			out = cred
 			return nil
 		}
@@ -186,7 +191,10 @@ func (s *Store) refreshLocked(ctx context.Context, user UserRef, provider string
 			func(ctx context.Context) (*Refreshed, error) { return s.refresh(ctx, provider, cred.RefreshToken) })
 		if ref == nil {
 			outErr = failed
-			return txErr
+			if txErr != nil {
+				return txErr
+			}
+			return s.recordHealth(ctx, tx, r.ID, failed)
 		}
 		next := *cred
 		next.AccessToken = ref.AccessToken
@@ -212,7 +220,7 @@ func (s *Store) refreshLocked(ctx context.Context, user UserRef, provider string
 		s.auditIn(ctx, tx, "connection.refreshed", r, map[string]any{
 			"new_refresh_token": ref.RefreshToken != "", "expires_at": nullTime(next.Expiry)})
 		out, refreshed = &next, true
-		return nil
+		return s.recordHealth(ctx, tx, r.ID, nil)
 	})
 	s.forget(user, provider) // whatever happened, the next read goes to the database
 	if err != nil {
@@ -244,4 +252,79 @@ func (s *Store) markReauth(ctx context.Context, tx pgx.Tx, r *row, reason string
 		}
 	}
 	return nil
+}
+
+const setHealth = `UPDATE connections SET health_checked_at = $2, last_error = $3 WHERE id = $1`
+
+// recordHealth notes, within tx, that a refresh of connection id reached the
+// provider with outcome err (nil: success). Only an error class is kept.
+func (s *Store) recordHealth(ctx context.Context, tx pgx.Tx, id string, err error) error {
+	if _, xerr := tx.Exec(ctx, setHealth, id, s.now().UTC(), errorClass(err)); xerr != nil {
+		return fmt.Errorf("vault: record health: %w", xerr)
+	}
+	return nil
+}
+
+// errorClass names a refresh failure without a secret or a provider's own
+// words.
+func errorClass(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrReauthorizationRequired):
+		return "invalid_grant"
+	case errors.Is(err, ErrProviderUnavailable):
+		return "provider_unavailable"
+	}
+	return "refresh_failed"
+}
+
+// Renew refreshes the user's connection to provider, whatever its access
+// token's expiry, unless it was refreshed (or stored) after idleSince: the
+// health job's call for providers whose refresh tokens lapse when unused.
+// Like Token's refresh it runs once across replicas, under the row's lock,
+// and a provider refusing the grant marks the connection
+// reauthorization_required (OnReauth is told, once). It returns nil when
+// there was nothing to do.
+func (s *Store) Renew(ctx context.Context, user UserRef, provider string, idleSince time.Time) error {
+	if err := validate(user, provider); err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.providerTimeout+txMargin)
+	defer cancel()
+	_, err := s.refreshLocked(rctx, user, provider, func(r *row, cred *Credential) bool {
+		return lastActive(r.Connection).Before(idleSince) && cred.RefreshToken != ""
+	})
+	return err
+}
+
+// lastActive is when the connection's refresh token was last used or
+// issued.
+func lastActive(c Connection) time.Time {
+	if c.RefreshedAt.After(c.UpdatedAt) {
+		return c.RefreshedAt
+	}
+	return c.UpdatedAt
+}
+
+const selectIdle = `SELECT issuer, subject FROM connections
+	WHERE provider = $1 AND status = 'active' AND coalesce(refreshed_at, updated_at) < $2
+	ORDER BY coalesce(refreshed_at, updated_at) LIMIT $3`
+
+// Idle lists (at most limit) users whose active connection to provider has
+// not been refreshed or stored since idleSince, the longest idle first.
+func (s *Store) Idle(ctx context.Context, provider string, idleSince time.Time, limit int) ([]UserRef, error) {
+	rows, err := s.pool.Query(ctx, selectIdle, provider, idleSince, limit)
+	if err != nil {
+		return nil, fmt.Errorf("vault: idle connections: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (UserRef, error) {
+		var u UserRef
+		err := r.Scan(&u.Issuer, &u.Subject)
+		return u, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("vault: idle connections: %w", err)
+	}
+	return out, nil
 }

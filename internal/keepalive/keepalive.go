@@ -1,0 +1,94 @@
+// Package keepalive is the connection health job: for providers whose
+// refresh tokens lapse when unused (a template's refresh_idle_lifetime), it
+// refreshes the connections nobody has used for half that time, so they stay
+// usable without traffic; a provider that refuses marks the connection
+// reauthorization_required, and its clients hear of it once
+// (connection.reauthorization_required, through vault.Config.OnReauth).
+//
+// River runs it periodically, on one replica at a time (its leader); each
+// refresh goes through the vault under the connection's row lock and skips a
+// connection refreshed since it was picked, so it holds to refresh-once
+// however many replicas run it at once.
+package keepalive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/vault"
+)
+
+// Args is the periodic job.
+type Args struct{}
+
+// Kind names the job in River.
+func (Args) Kind() string { return "connection_health" }
+
+// Worker runs the job.
+type Worker struct {
+	river.WorkerDefaults[Args]
+	vault   *vault.Store
+	catalog *provider.Catalog
+	logger  *slog.Logger
+	now     func() time.Time
+	// Batch bounds the connections renewed per provider and run (default
+	// 500); the rest wait for the next run, the longest idle first.
+	Batch int
+}
+
+// NewWorker returns the job's worker.
+func NewWorker(v *vault.Store, c *provider.Catalog, logger *slog.Logger, now func() time.Time) *Worker {
+	if now == nil {
+		now = time.Now
+	}
+	return &Worker{vault: v, catalog: c, logger: logger, now: now, Batch: 500}
+}
+
+// Timeout lets one run take its time: every refresh is bounded by the
+// vault's provider timeout.
+func (w *Worker) Timeout(*river.Job[Args]) time.Duration { return 30 * time.Minute }
+
+// Work renews, for each provider whose refresh tokens lapse, the connections
+// idle for half the provider's idle lifetime.
+func (w *Worker) Work(ctx context.Context, _ *river.Job[Args]) error {
+	for _, name := range w.catalog.Names() {
+		p, err := w.catalog.Get(name)
+		if err != nil {
+			continue
+		}
+		life := p.Info().RefreshIdleLifetime
+		if life <= 0 {
+			continue
+		}
+		idleSince := w.now().Add(-life / 2)
+		users, err := w.vault.Idle(ctx, name, idleSince, w.Batch)
+		if err != nil {
+			return fmt.Errorf("keepalive: %w", err)
+		}
+		var renewed, refused, failed int
+		for _, u := range users {
+			switch err := w.vault.Renew(ctx, u, name, idleSince); {
+			case err == nil:
+				renewed++
+			case errors.Is(err, vault.ErrReauthorizationRequired):
+				refused++
+			case ctx.Err() != nil:
+				return ctx.Err()
+			default:
+				failed++ // provider_unavailable and the like: on record, tried again next run
+			}
+		}
+		if len(users) > 0 {
+			w.logger.InfoContext(ctx, "connection health: idle connections renewed", slog.String("provider", name),
+				slog.Int("idle", len(users)), slog.Int("renewed", renewed), slog.Int("refused", refused),
+				slog.Int("failed", failed))
+		}
+	}
+	return nil
+}

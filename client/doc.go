@@ -48,6 +48,10 @@
 // docs/integration.md for a full guide and examples/mcp-server for a complete
 // MCP server built on the official Go SDK.
 //
+// VerifyWebhook checks the signed webhooks connectd sends to an MCP server's
+// endpoints (elicitations that ended, connections created, changed or
+// revoked, approvals withdrawn; docs/webhooks.md).
+//
 // This package must stay importable from outside the connectd module: it
 // imports nothing but the standard library, and never logs or prints a key or
 // token.

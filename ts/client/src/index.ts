@@ -47,3 +47,5 @@ export type {
   Unlinked,
 } from "./types.js";
 export type { components as OpenAPIComponents, paths as OpenAPIPaths } from "./openapi.js";
+export { WebhookSignatureError, WebhookToleranceSeconds, verifyWebhook } from "./webhook.js";
+export type { WebhookEvent } from "./webhook.js";

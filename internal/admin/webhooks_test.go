@@ -28,6 +28,7 @@ type receiver struct {
 }
 
 type received struct {
+	path   string
 	header http.Header
 	body   []byte
 }
@@ -37,7 +38,7 @@ func newReceiver(t *testing.T) *receiver {
 	rc.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		rc.mu.Lock()
-		rc.got = append(rc.got, received{header: r.Header.Clone(), body: body})
+		rc.got = append(rc.got, received{path: r.URL.Path, header: r.Header.Clone(), body: body})
 		rc.mu.Unlock()
 		rc.more <- struct{}{}
 		w.WriteHeader(http.StatusNoContent)
@@ -49,19 +50,30 @@ func newReceiver(t *testing.T) *receiver {
 // wait returns the first n requests once they arrived.
 func (rc *receiver) wait(t *testing.T, n int) []received {
 	t.Helper()
+	return rc.waitPath(t, "", n)
+}
+
+// waitPath returns the first n requests to path ("": any) once they
+// arrived.
+func (rc *receiver) waitPath(t *testing.T, path string, n int) []received {
+	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
+		var out []received
 		rc.mu.Lock()
-		if len(rc.got) >= n {
-			out := append([]received(nil), rc.got...)
-			rc.mu.Unlock()
-			return out
+		for _, r := range rc.got {
+			if path == "" || r.path == path {
+				out = append(out, r)
+			}
 		}
 		rc.mu.Unlock()
+		if len(out) >= n {
+			return out
+		}
 		select {
 		case <-rc.more:
 		case <-deadline:
-			t.Fatalf("the receiver got %d requests, want %d", len(rc.got), n)
+			t.Fatalf("the receiver got %d requests to %q, want %d", len(out), path, n)
 		}
 	}
 }
@@ -192,11 +204,18 @@ func TestWebhooksAPI(t *testing.T) {
 		t.Fatalf("filtered endpoint lists events %v", evs)
 	}
 
-	// An event: revoking alice's connection tells files, which held consent.
+	// Connecting alice reaches the every-event endpoint only; revoking her
+	// connection reaches both (files held consent).
 	connID := e.connectFully(m, "alice", "files.read")
-	call(http.MethodDelete, "/admin/api/webhooks/"+allID, nil, http.StatusOK) // only the filtered endpoint remains
+	allWH, err := standardwebhooks.NewWebhook(all["secret"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first := rc.waitPath(t, "/all", 1)[0]; allWH.Verify(first.body, first.header) != nil {
+		t.Fatalf("a delivery to the every-event endpoint does not verify with its secret: %s", first.body)
+	}
 	call(http.MethodPost, "/admin/api/connections/"+connID+"/revoke", map[string]any{"confirm": connID}, http.StatusOK)
-	got := rc.wait(t, 1)
+	got := rc.waitPath(t, "/hooks", 1)
 	wh, err := standardwebhooks.NewWebhook(secret)
 	if err != nil {
 		t.Fatal(err)
@@ -233,7 +252,7 @@ func TestWebhooksAPI(t *testing.T) {
 	if red["id"] != msgID || red["status"] != "pending" {
 		t.Fatalf("redeliver: %v", red)
 	}
-	got = rc.wait(t, 2)
+	got = rc.waitPath(t, "/hooks", 2)
 	if got[1].header.Get("webhook-id") != msgID || wh.Verify(got[1].body, got[1].header) != nil {
 		t.Fatalf("redelivery: %v", got[1].header)
 	}
@@ -263,7 +282,8 @@ func TestWebhooksAPI(t *testing.T) {
 		}
 	}
 
-	// Deleted: gone with its deliveries.
+	// Deleted: gone with their deliveries.
+	call(http.MethodDelete, "/admin/api/webhooks/"+allID, nil, http.StatusOK)
 	call(http.MethodDelete, "/admin/api/webhooks/"+epID, nil, http.StatusOK)
 	if st, _ := e.raw(http.MethodGet, deliveries, "Bearer "+key, nil, nil); st != http.StatusNotFound {
 		t.Fatalf("deliveries of a deleted endpoint: %d", st)

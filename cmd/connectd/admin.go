@@ -142,10 +142,7 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer pool.Close()
-	by := admin.Actor{Name: "cli"}
-	if u := strings.TrimSpace(getenv("USER")); u != "" {
-		by.Name = "cli:" + u
-	}
+	by := cliActor(getenv)
 
 	if group == "keys" {
 		return adminKeys(ctx, admin.NewKeys(pool, nil, logger), sub, pos, name, ttl, by, stdout, stderr)

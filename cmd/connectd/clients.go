@@ -18,7 +18,9 @@ const clientsUsage = `usage:
   connectd clients list
   connectd clients disable ID
   connectd clients enable ID
-  connectd clients rotate-key ID [--overlap DURATION]`
+  connectd clients rotate-key ID [--overlap DURATION]
+  connectd clients webhooks add|list|remove|deliveries|delivery|redeliver ...
+      an MCP server's webhook endpoints and their deliveries: connectd clients webhooks --help`
 
 // clientsSubUsage is each clients subcommand's arguments, for its -h.
 var clientsSubUsage = map[string]string{
@@ -35,12 +37,15 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
-// clientsCmd manages MCP-server clients: connectd clients create|list|disable|enable|rotate-key.
+// clientsCmd manages MCP-server clients: connectd clients create|list|disable|enable|rotate-key|webhooks.
 // It talks to the database directly; keys are printed once and stored hashed.
 func clientsCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	sub, args, err := groupArgs(args, clientsUsage, stdout)
 	if err != nil {
 		return err
+	}
+	if sub == "webhooks" {
+		return webhooksCmd(ctx, args, getenv, stdout, stderr)
 	}
 	fset := flag.NewFlagSet("clients "+sub, flag.ContinueOnError)
 	var name string

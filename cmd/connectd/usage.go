@@ -14,8 +14,9 @@ commands:
   serve                          run the HTTP service (public and operators' listeners)
   migrate up|down|status         apply, roll back one, or list database migrations
   migrate create NAME            write a new empty SQL migration into ./migrations
-  clients create|list|disable|enable|rotate-key
-                                 register MCP servers (clients) and manage their keys
+  clients create|list|disable|enable|rotate-key|webhooks
+                                 register MCP servers (clients), manage their keys and
+                                 webhook endpoints
   vault gen-key|status|rewrap    credential encryption keys and key rotation
   admin connections|events|keys|sessions
                                  inspect and revoke linked accounts, read the audit trail, admin API keys,

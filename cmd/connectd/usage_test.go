@@ -27,6 +27,15 @@ func TestHelp(t *testing.T) {
 		{[]string{"clients", "--help"}, "clients rotate-key"},
 		{[]string{"clients", "create", "--help"}, "-resource"},
 		{[]string{"clients", "rotate-key", "-h"}, "-overlap"},
+		{[]string{"clients", "--help"}, "clients webhooks add|list"},
+		{[]string{"clients", "webhooks", "--help"}, "clients webhooks redeliver --id"},
+		{[]string{"help", "clients", "webhooks"}, "clients webhooks deliveries --endpoint"},
+		{[]string{"clients", "webhooks", "add", "--help"}, "-events"},
+		{[]string{"clients", "webhooks", "list", "-h"}, "-client"},
+		{[]string{"clients", "webhooks", "remove", "-h"}, "-id"},
+		{[]string{"clients", "webhooks", "deliveries", "--help"}, "-limit"},
+		{[]string{"clients", "webhooks", "delivery", "--help"}, "-id"},
+		{[]string{"clients", "webhooks", "redeliver", "--help"}, "-id"},
 		{[]string{"vault", "help"}, "vault rewrap"},
 		{[]string{"vault", "gen-key", "--help"}, "-version"},
 		{[]string{"vault", "status", "--help"}, "vault status"},
@@ -61,6 +70,7 @@ func TestWrongFlagIsUsageError(t *testing.T) {
 		{"admin", "connections", "list", "--bogus"},
 		{"serve", "-bogus"},
 		{"clients", "create", "--nope"},
+		{"clients", "webhooks", "add", "--nope"},
 		{"vault", "rewrap", "-x"},
 	} {
 		var stdout, stderr bytes.Buffer

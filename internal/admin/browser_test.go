@@ -1,25 +1,36 @@
 package admin_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/connectd/connectd/internal/admin"
 	"github.com/connectd/connectd/internal/browsertest"
 )
 
 // TestAdminPagesInABrowser walks an admin through the pages in Chromium —
 // sign in at the IdP, the connections list, one connection with its audit
-// trail, the revocation and its confirmation, the events and the clients —
+// trail, the revocation and its confirmation, the events and the clients,
+// an MCP server's webhooks, adding an endpoint (its secret shown once), an
+// endpoint's deliveries and one delivery with its attempts —
 // checking each page at a phone's and a desktop's width (no horizontal
 // scrolling, one heading, labelled inputs, named buttons, contrast) and
 // keeping the screenshots (test-output/screenshots/2x-admin-*).
 func TestAdminPagesInABrowser(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
+	e.runJobs()
 	m := e.newMCPServer("files", "fake")
 	id := e.connectFully(m, "bob", "read")
+	// An endpoint before the revocation, so the revocation is delivered.
+	rc := newReceiver(t)
+	ep, _, err := e.store.CreateWebhook(context.Background(), m.client.ID, rc.srv.URL+"/hooks", nil, admin.Actor{Name: "cli:test"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := browsertest.Tab(t, browsertest.New(t))
 
 	browsertest.Do(t, ctx, chromedp.Navigate(e.srv.URL+"/admin/connections"), chromedp.WaitVisible(chromedp.CSS("a.button")))
@@ -49,4 +60,27 @@ func TestAdminPagesInABrowser(t *testing.T) {
 	browsertest.Do(t, ctx, chromedp.Navigate(e.srv.URL+"/admin/clients"))
 	browsertest.WaitUntil(t, ctx, browsertest.OnPage("files.mcp.example"))
 	browsertest.Shoot(t, ctx, "26-admin-clients")
+
+	browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`a[href="/admin/clients/`+m.client.ID+`"]`)))
+	browsertest.WaitUntil(t, ctx, browsertest.OnPage("Add an endpoint"))
+	browsertest.Shoot(t, ctx, "27-admin-client-webhooks")
+	browsertest.Do(t, ctx, chromedp.SendKeys(chromedp.CSS("#wh-url"), rc.srv.URL+"/revocations"),
+		chromedp.Click(chromedp.CSS(`input[value="connection.revoked"]`)),
+		chromedp.Click(chromedp.CSS("button.primary")))
+	browsertest.WaitUntil(t, ctx, browsertest.OnPage("shown only this once"))
+	browsertest.Shoot(t, ctx, "28-admin-webhook-created")
+
+	msgID := rc.wait(t, 1)[0].header.Get("webhook-id")
+	eventually(t, "the revocation delivered", func() bool {
+		d, err := e.server.Webhooks().Delivery(context.Background(), msgID)
+		return err == nil && d.Status == "delivered"
+	})
+	browsertest.Do(t, ctx, chromedp.Navigate(e.srv.URL+"/admin/webhooks/"+ep.ID))
+	browsertest.WaitUntil(t, ctx, browsertest.OnPage("connection.revoked"))
+	browsertest.Shoot(t, ctx, "29-admin-webhook-deliveries")
+	browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`a[href="/admin/deliveries/`+msgID+`"]`)))
+	browsertest.WaitUntil(t, ctx, browsertest.OnPage("Redeliver"))
+	browsertest.Shoot(t, ctx, "30-admin-webhook-delivery")
+	browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS("button.primary")))
+	rc.wait(t, 2)
 }

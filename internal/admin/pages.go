@@ -280,6 +280,7 @@ func clientRow(c mcpauth.Client) templates.AdminClientRow {
 	}
 	return templates.AdminClientRow{ID: c.ID, Name: c.Name, Resources: c.Resources, Providers: providers,
 		Created: fmtTime(c.CreatedAt), LastUsed: fmtTime(c.LastUsedAt), Disabled: c.Disabled,
+		URL:            "/admin/clients/" + c.ID,
 		ConnectionsURL: listURL("/admin/connections", Filter{Client: c.ID}, nil, 0)}
 }
 

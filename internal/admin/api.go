@@ -23,6 +23,10 @@ type connectionDoc struct {
 	UpdatedAt   time.Time  `json:"updated_at"`
 	RefreshedAt *time.Time `json:"refreshed_at,omitempty"`
 	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
+	// Health: when a refresh last reached the provider, and the error class
+	// it ended with ("" for success).
+	HealthCheckedAt *time.Time `json:"health_checked_at,omitempty"`
+	LastError       string     `json:"last_error"`
 }
 
 func optTime(t time.Time) *time.Time {
@@ -37,7 +41,7 @@ func connectionDocOf(c Connection) connectionDoc {
 	return connectionDoc{ID: c.ID, Issuer: c.User.Issuer, Subject: c.User.Subject, Provider: c.Provider,
 		Status: c.Status, Scopes: nonNil(c.Scopes), KeyVersion: c.KeyVersion, Consents: c.Consents,
 		CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC(), RefreshedAt: optTime(c.RefreshedAt),
-		ExpiresAt: optTime(c.ExpiresAt)}
+		ExpiresAt: optTime(c.ExpiresAt), HealthCheckedAt: optTime(c.HealthCheckedAt), LastError: c.LastError}
 }
 
 type consentDoc struct {

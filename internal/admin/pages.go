@@ -209,6 +209,14 @@ func (s *Server) connectionPage(w http.ResponseWriter, r *http.Request) error {
 	if v.Account == "" && d.Account.ID != "" {
 		v.Account = d.Account.ID
 	}
+	switch {
+	case d.HealthCheckedAt.IsZero():
+		v.Health = "not checked yet (no refresh has reached the provider)"
+	case d.LastError != "":
+		v.Health, v.HealthBad = "last refresh failed: "+d.LastError+" ("+fmtTime(d.HealthCheckedAt)+")", true
+	default:
+		v.Health = "last refresh succeeded (" + fmtTime(d.HealthCheckedAt) + ")"
+	}
 	for _, k := range d.Consents {
 		v.Consents = append(v.Consents, templates.AdminConsentRow{ClientID: k.ClientID, ClientName: k.ClientName,
 			Scopes: strings.Join(k.Scopes, " "), Granted: fmtTime(k.GrantedAt), Updated: fmtTime(k.UpdatedAt)})

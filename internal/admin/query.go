@@ -23,7 +23,7 @@ const (
 	// connectionColumns are the non-secret columns of vault's connections,
 	// and how many clients hold consent (package consent's table) to each.
 	connectionColumns = `c.id, c.issuer, c.subject, c.provider, c.status, c.scopes, c.key_version,
-		c.expires_at, c.created_at, c.updated_at, c.refreshed_at,
+		c.expires_at, c.created_at, c.updated_at, c.refreshed_at, c.health_checked_at, c.last_error,
 		(SELECT count(*) FROM consents k
 		 WHERE k.issuer = c.issuer AND k.subject = c.subject AND k.provider = c.provider)`
 	selectConnections = `SELECT ` + connectionColumns + ` FROM connections c`
@@ -77,15 +77,22 @@ type Connection struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 	RefreshedAt time.Time // zero if never refreshed
-	Consents    int64     // clients holding consent
+	// HealthCheckedAt is when a refresh last reached the provider (zero:
+	// never), LastError the error class it ended with ("" for success).
+	HealthCheckedAt time.Time
+	LastError       string
+	Consents        int64 // clients holding consent
 }
 
 func scanConnection(r pgx.Row) (*Connection, error) {
 	var c Connection
-	var expires, refreshed *time.Time
+	var expires, refreshed, checked *time.Time
 	if err := r.Scan(&c.ID, &c.User.Issuer, &c.User.Subject, &c.Provider, &c.Status, &c.Scopes, &c.KeyVersion,
-		&expires, &c.CreatedAt, &c.UpdatedAt, &refreshed, &c.Consents); err != nil {
+		&expires, &c.CreatedAt, &c.UpdatedAt, &refreshed, &checked, &c.LastError, &c.Consents); err != nil {
 		return nil, err
+	}
+	if checked != nil {
+		c.HealthCheckedAt = *checked
 	}
 	if expires != nil {
 		c.ExpiresAt = *expires

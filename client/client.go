@@ -156,6 +156,24 @@ func (c *Client) Status(ctx context.Context, userToken, elicitationID string, wa
 	return &out, nil
 }
 
+// Cancel tells connectd that the user declined or cancelled opening the
+// link in the MCP client (DELETE /v1/elicitations/{id}): a pending
+// elicitation ends declined (reason client_declined), so the next
+// RequireConnection for the request mints a new link at once instead of
+// waiting on the pending one. It returns the status after the call; an
+// elicitation that already ended is returned as it is.
+func (c *Client) Cancel(ctx context.Context, userToken, elicitationID string) (*ElicitationStatus, error) {
+	if elicitationID == "" {
+		return nil, errors.New("connectd client: empty elicitation id")
+	}
+	var out ElicitationStatus
+	err := c.do(ctx, http.MethodDelete, "/v1/elicitations/"+url.PathEscape(elicitationID), nil, userToken, nil, &out, http.StatusOK)
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Resolve consumes a request_state the MCP client echoed back (POST
 // /v1/elicitations/resolve) and returns the elicitation's state. While it is
 // still pending, the answer's RequestState is a fresh one for the next round.

@@ -677,3 +677,21 @@ func TestRetryWaits(t *testing.T) {
 		}
 	})
 }
+
+// TestCancel: Cancel sends DELETE /v1/elicitations/{id} with the client key
+// and the user token, and returns the status connectd answers.
+func TestCancel(t *testing.T) {
+	f, c := newFake(t)
+	f.answer("DELETE /v1/elicitations/EID", http.StatusOK, map[string]any{"elicitation_id": "EID", "status": "declined",
+		"reason": "client_declined", "provider": "github", "expires_at": "2026-11-30T12:10:00Z"})
+	st, err := c.Cancel(context.Background(), testToken, "EID")
+	if err != nil || st.Status != client.StatusDeclined || st.Reason != "client_declined" {
+		t.Fatalf("got %+v, %v", st, err)
+	}
+	if len(f.calls) != 1 || f.calls[0].method != http.MethodDelete {
+		t.Fatalf("calls: %+v", f.calls)
+	}
+	if _, err := c.Cancel(context.Background(), testToken, ""); err == nil {
+		t.Fatal("an empty id was sent")
+	}
+}

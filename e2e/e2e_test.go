@@ -631,6 +631,53 @@ func TestRetryWhilePendingGetsTheSameLink(t *testing.T) {
 	checkFiles(t, a.res)
 }
 
+// TestDeclinedInTheClientThenAskedAgain: the user declines opening the link
+// in the MCP client (2025-11-25 elicitation/create answered "decline"); the
+// server ends that link at connectd (DELETE /v1/elicitations/{id}), so the
+// next call is asked at once with a new link rather than held on the
+// declined one — and connecting through it gets the files.
+func TestDeclinedInTheClientThenAskedAgain(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, mcpserver.LegacyElicit)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	var urls []string
+	browsed := make(chan error, 2)
+	cs, _, err := w.connect(ctx, "alice", client.ProtocolVersion20251125, mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			urls = append(urls, r.Params.URL)
+			if len(urls) == 1 {
+				return &mcp.ElicitResult{Action: "decline"}, nil
+			}
+			go func() { browsed <- w.browser().connect(r.Params.URL, "alice") }()
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := callListFiles(ctx, cs)
+	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "declined") {
+		t.Fatalf("first call: %+v %v", res, err)
+	}
+	res, err = callListFiles(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFiles(t, res)
+	if err := wait(t, browsed, "the browser"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(urls) != 2 || urls[0] == urls[1] {
+		t.Fatalf("links asked: %v; want a new one after the decline", urls)
+	}
+}
+
 // TestOtherUserOpeningTheLinkIsRefused: alice's connect link, opened by bob
 // (signed in as himself), is refused by connectd without revealing whose it
 // was, the provider is never contacted, and alice's declined call shares

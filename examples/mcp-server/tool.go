@@ -140,7 +140,11 @@ func (s *Server) listFiles(ctx context.Context, req *mcp.CallToolRequest, in lis
 func (s *Server) resume(ctx context.Context, log *slog.Logger, req *mcp.CallToolRequest, u caller, digest string) (res *mcp.CallToolResult, done bool, err error) {
 	key := client.InputKey(s.cfg.Provider)
 	if r, ok := req.Params.InputResponses[key].(*mcp.ElicitResult); ok && r.Action != "accept" {
-		// The user refused to open the link: do not ask again in this call.
+		// The user refused to open the link: do not ask again in this call,
+		// and end the link, so that a later call gets a new one at once.
+		if st, err := s.cfg.Connectd.Resolve(ctx, u.token, req.Params.RequestState, digest); err == nil {
+			s.endDeclined(ctx, log, u, st.ID)
+		}
 		return nil, true, refused(r.Action)
 	}
 	st, err := s.cfg.Connectd.Resume(ctx, u.token, req.Params.RequestState, digest, s.cfg.WaitTimeout)
@@ -176,6 +180,7 @@ func (s *Server) elicitAndWait(ctx context.Context, log *slog.Logger, req *mcp.C
 		return nil, FileList{}, stop("Could not ask you to connect your file-service account: %v", err)
 	}
 	if r.Action != "accept" {
+		s.endDeclined(ctx, log, u, p.ElicitationID)
 		return nil, FileList{}, refused(r.Action)
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
@@ -199,6 +204,16 @@ func (s *Server) elicitAndWait(ctx context.Context, log *slog.Logger, req *mcp.C
 		return nil, FileList{}, stop("Connected, but connectd gave no token (%s).", errCode(err))
 	}
 	return s.files(ctx, log, u, tok)
+}
+
+// endDeclined ends an elicitation the user declined or cancelled in the MCP
+// client, so that the next call mints a new link instead of waiting on this
+// one. A failure only costs that wait: it is logged.
+func (s *Server) endDeclined(ctx context.Context, log *slog.Logger, u caller, id string) {
+	if _, err := s.cfg.Connectd.Cancel(ctx, u.token, id); err != nil {
+		log.WarnContext(ctx, "could not end the declined elicitation at connectd", slog.String("elicitation", id),
+			slog.String("code", errCode(err)))
+	}
 }
 
 // notifyWhenDone follows an elicitation answered with

@@ -342,6 +342,36 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// cancel handles DELETE /v1/elicitations/{id}: the MCP client reported that
+// the user declined or cancelled opening the link. A pending elicitation
+// ends declined (client_declined) — waking its long-polls and telling the
+// client's webhooks — so the next mint of the request gets a new link at
+// once; one that already ended is answered as it is.
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.authenticate(r)
+	if err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if !validElicitationID(id) {
+		return notFound()
+	}
+	e, err := s.ownElicitation(r.Context(), c, id)
+	if err != nil {
+		return err
+	}
+	if e.effective(s.now()) == StatusPending {
+		if _, err := s.settle(r, e, StatusDeclined, "client_declined"); err != nil {
+			return err
+		}
+		if e, err = s.ownElicitation(r.Context(), c, id); err != nil {
+			return err
+		}
+	}
+	web.WriteJSON(w, http.StatusOK, s.statusOf(e))
+	return nil
+}
+
 func notFound() error {
 	return web.Errorf(http.StatusNotFound, "not_found", "no such elicitation")
 }

@@ -185,6 +185,7 @@ func (s *Server) routes() []web.Route {
 		api("POST /v1/elicitations", s.mint),
 		api("POST /v1/elicitations/resolve", s.resolve),
 		api("GET /v1/elicitations/{id}", s.status),
+		api("DELETE /v1/elicitations/{id}", s.cancel),
 		api("GET /v1/connections", s.listConnections),
 		api("GET /v1/connections/{provider}/token", s.token),
 		api("DELETE /v1/connections/{provider}", s.unlink),

@@ -215,6 +215,21 @@ export class ConnectdClient {
   }
 
   /**
+   * Tells connectd that the user declined or cancelled opening the link in
+   * the MCP client (DELETE /v1/elicitations/{id}): a pending elicitation ends
+   * declined (reason client_declined), so the next requireConnection for the
+   * request mints a new link at once instead of waiting on this one. Returns
+   * the status after the call; one that already ended is returned as it is.
+   */
+  async cancel(userToken: string, elicitationId: string, opts?: CallOptions): Promise<ElicitationStatus> {
+    if (!elicitationId) throw new TypeError("connectd client: empty elicitation id");
+    const { body } = await this.#call<Schemas["Status"]>("DELETE", `/v1/elicitations/${enc(elicitationId)}`, userToken, {
+      signal: opts?.signal,
+    });
+    return toStatus(body);
+  }
+
+  /**
    * Consumes a request_state the MCP client echoed back (POST
    * /v1/elicitations/resolve). While still pending, the answer's requestState
    * is a fresh one for the next round. requestDigest must repeat the one

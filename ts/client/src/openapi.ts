@@ -102,7 +102,39 @@ export interface paths {
         };
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * The user declined or cancelled opening the link in the MCP client
+         * @description A pending elicitation ends declined (reason client_declined): its long-polls wake, the client's
+         *     webhooks hear elicitation.declined, and the next mint of the same request gets a new link at once.
+         *     One that already ended is answered as it is.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header: {
+                    "X-User-Token": components["parameters"]["UserToken"];
+                };
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description status after the call */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Status"];
+                    };
+                };
+                401: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+            };
+        };
         options?: never;
         head?: never;
         patch?: never;
@@ -361,12 +393,13 @@ export interface components {
             status: "pending" | "completed" | "declined" | "expired" | "failed";
             /**
              * @description Why a flow ended without completing. declined: user_denied (Deny on connectd's consent page),
-             *     provider_access_denied (the user refused at the provider). failed: provider_error (the provider
+             *     provider_access_denied (the user refused at the provider), client_declined (the MCP server reported
+             *     that the user declined or cancelled opening the link: DELETE /v1/elicitations/{id}). failed: provider_error (the provider
              *     answered the authorization with an error), exchange_failed (the code exchange or key verification
              *     failed), issuer_mismatch (the RFC 9207 iss on the callback was not the provider's).
              * @enum {unknown}
              */
-            reason?: "user_denied" | "provider_access_denied" | "provider_error" | "exchange_failed" | "issuer_mismatch";
+            reason?: "user_denied" | "provider_access_denied" | "client_declined" | "provider_error" | "exchange_failed" | "issuer_mismatch";
             provider: string;
             scopes?: string[];
             /** Format: date-time */

@@ -169,7 +169,13 @@ async function elicitAndWait(
     log.warn("elicitation/create failed", { error: err instanceof Error ? err.message : String(err) });
     return stop(`Could not ask you to connect your file-service account: ${err instanceof Error ? err.message : String(err)}`);
   }
-  if (action !== "accept") return refused(action);
+  if (action !== "accept") {
+    // End the link, so that a later call gets a new one at once.
+    await cfg.connectd.cancel(caller.token, params.elicitationId).catch((err: unknown) =>
+      log.warn("could not end the declined elicitation at connectd", { error: errCode(err) }),
+    );
+    return refused(action);
+  }
   let st: ElicitationStatus;
   try {
     st = await cfg.connectd.wait(caller.token, params.elicitationId, { signal: extra.signal, timeoutMs: cfg.waitTimeoutMs });

@@ -249,3 +249,15 @@ test("requireConnection on a retry: ready when the user finished, the same link 
   assert.equal(d.elicitation.id, "new");
   assert.equal(d.elicitation.again, false);
 });
+
+test("cancel ends a pending elicitation with DELETE", async () => {
+  const st = { elicitation_id: "e1", status: "declined", reason: "client_declined", provider: "p", expires_at: "2026-03-04T05:06:07Z" };
+  const { fetch, calls } = scriptedFetch([() => json(200, st)]);
+  const c = new ConnectdClient({ baseUrl: "https://connect.example.com", key, fetch });
+  const got = await c.cancel(userToken, "e1");
+  assert.equal(got.status, "declined");
+  assert.equal(got.reason, "client_declined");
+  assert.equal(calls[0]!.method, "DELETE");
+  assert.equal(calls[0]!.url, "https://connect.example.com/v1/elicitations/e1");
+  await assert.rejects(c.cancel(userToken, ""), TypeError);
+});

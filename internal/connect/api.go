@@ -562,6 +562,13 @@ func (s *Server) listConnections(w http.ResponseWriter, r *http.Request) error {
 		d := connectionDoc{Provider: cn.Provider, Status: string(cn.Status), Scopes: nonNil(scope.Union(nil, a.Scopes)),
 			CreatedAt: cn.CreatedAt.UTC(), UpdatedAt: cn.UpdatedAt.UTC(),
 			ConsentRequired: grown || a.Account == nil}
+		if !d.ConsentRequired {
+			// Approved for another provider account than the one connected
+			// now (the user reconnected through another client).
+			if _, cred, err := s.vault.Get(r.Context(), c.user, cn.Provider); err == nil && !a.SameAccount(cred) {
+				d.ConsentRequired = true
+			}
+		}
 		if !cn.Expiry.IsZero() {
 			t := cn.Expiry.UTC()
 			d.ExpiresAt = &t

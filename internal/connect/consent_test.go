@@ -252,3 +252,44 @@ func TestStolenCallbackDoesNotBurnTheFlow(t *testing.T) {
 	}
 	e.refused(alice.get(callback), http.StatusBadRequest, "invalid_state") // and it is single-use
 }
+
+// TestListingFlagsAccountChange: GET /v1/connections marks a connection
+// consent_required for a client approved for another provider account than
+// the one connected now, as its token read answers.
+func TestListingFlagsAccountChange(t *testing.T) {
+	t.Parallel()
+	// A provider that narrows tokens: beta's approval of read stays enough
+	// when the connection grows, so only the account can make it short.
+	e := newEnv(t, envOptions{fakeEntry: func(m map[string]any) { m["narrow_on_refresh"] = true }})
+	a := e.newMCPServer("alpha", "fake")
+	b := e.newMCPServer("beta", "fake")
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	e.consentAgain(b, "alice")
+	listed := func(m *mcpServer) map[string]any {
+		t.Helper()
+		st, out := m.call(http.MethodGet, "/v1/connections", "alice", nil)
+		conns, _ := out["connections"].([]any)
+		if st != http.StatusOK || len(conns) != 1 {
+			t.Fatalf("%s's listing: %d %v", m.client.Name, st, out)
+		}
+		return conns[0].(map[string]any)
+	}
+	if c := listed(b); c["consent_required"] == true {
+		t.Fatalf("before: %v", c)
+	}
+	// alpha reconnects alice with another account (asking for more, so the
+	// provider is visited).
+	e.fake.SetSubject("user-2")
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read", "write"}})
+	if c := listed(b); c["consent_required"] != true {
+		t.Fatalf("beta's listing after the account change: %v", c)
+	}
+	st, out := b.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
+	expectError(t, st, out, http.StatusForbidden, "consent_required")
+	if out["account_changed"] != true {
+		t.Fatalf("beta's token read: %v", out)
+	}
+	if c := listed(a); c["consent_required"] == true {
+		t.Fatalf("alpha's listing: %v", c)
+	}
+}

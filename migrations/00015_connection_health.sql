@@ -6,7 +6,10 @@
 -- provider's message. '' after a success.
 ALTER TABLE connections ADD COLUMN health_checked_at timestamptz;
 ALTER TABLE connections ADD COLUMN last_error text NOT NULL DEFAULT '';
-CREATE INDEX connections_provider_activity_idx ON connections (provider, (coalesce(refreshed_at, updated_at)))
+-- The health job's listing: active connections of a provider by when their
+-- refresh token was last issued or used (updated_at moves with every store
+-- and refresh).
+CREATE INDEX connections_provider_activity_idx ON connections (provider, updated_at)
     WHERE status = 'active';
 
 -- +goose Down

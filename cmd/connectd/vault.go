@@ -11,12 +11,15 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/webhook"
 )
 
 const vaultUsage = `usage: connectd vault gen-key [-version N]   print a new random key line VERSION:BASE64KEY
-       connectd vault status                  connections per key version
-       connectd vault rewrap [-batch N]       re-encrypt every connection under the primary key
+       connectd vault status                  connections and webhook secrets per key version
+       connectd vault rewrap [-batch N]       re-encrypt every connection and webhook secret under the primary key
 See docs/vault.md for the rotation procedure.`
 
 // vaultCmd manages credential encryption keys: connectd vault gen-key|status|rewrap.
@@ -73,21 +76,21 @@ func vaultGenKey(args []string, getenv func(string) string, stdout, stderr io.Wr
 
 // openVault loads the configuration a database vault command needs and opens
 // a store (no provider calls).
-func openVault(ctx context.Context, getenv func(string) string, stderr io.Writer) (*vault.Store, func(), error) {
+func openVault(ctx context.Context, getenv func(string) string, stderr io.Writer) (*vault.Store, *pgxpool.Pool, func(), error) {
 	cfg, logger, pool, err := openDatabase(ctx, getenv, stderr)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if cfg.Vault.Keyring == nil {
 		pool.Close()
-		return nil, nil, &ConfigError{Var: "CONNECTD_VAULT_KEYS", Problem: "is required (or CONNECTD_VAULT_KEYS_FILE)"}
+		return nil, nil, nil, &ConfigError{Var: "CONNECTD_VAULT_KEYS", Problem: "is required (or CONNECTD_VAULT_KEYS_FILE)"}
 	}
 	s, err := vault.New(vault.Config{Pool: pool, Keyring: cfg.Vault.Keyring, Logger: logger})
 	if err != nil {
 		pool.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return s, pool.Close, nil
+	return s, pool, pool.Close, nil
 }
 
 func vaultStatus(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -99,12 +102,16 @@ func vaultStatus(ctx context.Context, args []string, getenv func(string) string,
 	if len(pos) != 0 {
 		return &usageError{vaultUsage}
 	}
-	s, done, err := openVault(ctx, getenv, stderr)
+	s, pool, done, err := openVault(ctx, getenv, stderr)
 	if err != nil {
 		return err
 	}
 	defer done()
 	counts, err := s.KeyStatus(ctx)
+	if err != nil {
+		return err
+	}
+	secrets, err := webhook.SecretKeyStatus(ctx, pool, s.Keyring())
 	if err != nil {
 		return err
 	}
@@ -141,6 +148,19 @@ func vaultStatus(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	fmt.Fprintf(stdout, "\n%d connections; %d under the primary key %d", total, total-stale, keys.Primary())
+	// Webhook endpoint secrets are sealed under the same keys.
+	var secretsTotal, secretsStale int64
+	for _, c := range secrets {
+		secretsTotal += c.Endpoints
+		if !c.Primary {
+			secretsStale += c.Endpoints
+			stale += c.Endpoints
+		}
+		if !c.InKeyring {
+			unknown += c.Endpoints
+		}
+	}
+	fmt.Fprintf(stdout, "\n%d webhook endpoint secrets; %d under the primary key", secretsTotal, secretsTotal-secretsStale)
 	switch {
 	case stale > 0:
 		fmt.Fprintf(stdout, "; %d under older keys: run `connectd vault rewrap`", stale)
@@ -148,7 +168,7 @@ func vaultStatus(ctx context.Context, args []string, getenv func(string) string,
 		fmt.Fprint(stdout, "; keys other than the primary are no longer needed")
 	}
 	if unknown > 0 {
-		fmt.Fprintf(stdout, "\nWARNING: %d connections are under keys not in CONNECTD_VAULT_KEYS and cannot be opened", unknown)
+		fmt.Fprintf(stdout, "\nWARNING: %d connections or webhook secrets are under keys not in CONNECTD_VAULT_KEYS and cannot be opened", unknown)
 	}
 	fmt.Fprintln(stdout)
 	return nil
@@ -166,7 +186,7 @@ func vaultRewrap(ctx context.Context, args []string, getenv func(string) string,
 	if len(pos) != 0 || *batch < 1 || *batch > 10000 || *wait <= 0 {
 		return &usageError{"usage: connectd vault rewrap [-batch 1-10000] [-wait DURATION]"}
 	}
-	s, done, err := openVault(ctx, getenv, stderr)
+	s, pool, done, err := openVault(ctx, getenv, stderr)
 	if err != nil {
 		return err
 	}
@@ -180,6 +200,17 @@ func vaultRewrap(ctx context.Context, args []string, getenv func(string) string,
 		fmt.Fprintf(stdout, "; %d did not open (key missing or data damaged): %v", len(res.Failed), res.Failed)
 	}
 	fmt.Fprintln(stdout)
+	if err == nil || errors.Is(err, vault.ErrRewrapIncomplete) {
+		n, failed, werr := webhook.RewrapSecrets(ctx, pool, s.Keyring())
+		if werr != nil {
+			return werr
+		}
+		fmt.Fprintf(stdout, "rewrapped %d webhook endpoint secrets", n)
+		if len(failed) > 0 {
+			fmt.Fprintf(stdout, "; %d did not open (key missing): %v", len(failed), failed)
+		}
+		fmt.Fprintln(stdout)
+	}
 	if errors.Is(err, vault.ErrRewrapIncomplete) {
 		return fmt.Errorf("%w; run it again (it resumes), and check that every replica runs with key %d as primary", err, primary)
 	}

@@ -13,11 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/webhook"
 )
 
 func TestVaultGenKey(t *testing.T) {
@@ -67,6 +69,19 @@ func TestVaultStatusAndRewrap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A webhook endpoint's secret, sealed under key 1 too.
+	pool := pgtest.NewPool(t, dbURL)
+	cl, _, err := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool}).Create(ctx, "Files", []string{"https://files.mcp.example/"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wh, err := server.NewWebhooks(server.Config{Logger: slog.New(slog.DiscardHandler)}, pool, mustKeyring(t, l1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := wh.Create(ctx, cl.ID, "https://files.mcp.example/hooks", nil); err != nil {
+		t.Fatal(err)
+	}
 	cli := func(keys string, args ...string) string {
 		t.Helper()
 		var out bytes.Buffer
@@ -80,16 +95,19 @@ func TestVaultStatusAndRewrap(t *testing.T) {
 	before := cli(rotated, "status")
 	if !regexp.MustCompile(`(?m)^1\s+-\s+yes\s+active\s+7$`).MatchString(before) ||
 		!regexp.MustCompile(`(?m)^2\s+primary\s+yes\s+-\s+0$`).MatchString(before) ||
+		!strings.Contains(before, "1 webhook endpoint secrets; 0 under the primary key") ||
 		!strings.Contains(before, "run `connectd vault rewrap`") {
 		t.Fatalf("status before rewrap:\n%s", before)
 	}
-	if out := cli(rotated, "rewrap", "-batch", "3"); !strings.Contains(out, "rewrapped 7 connections to key version 2") {
+	if out := cli(rotated, "rewrap", "-batch", "3"); !strings.Contains(out, "rewrapped 7 connections to key version 2") ||
+		!strings.Contains(out, "rewrapped 1 webhook endpoint secrets") {
 		t.Fatalf("rewrap: %s", out)
 	}
 	after := cli(rotated, "status")
 	if !regexp.MustCompile(`(?m)^2\s+primary\s+yes\s+active\s+7$`).MatchString(after) ||
 		!regexp.MustCompile(`(?m)^1\s+-\s+yes\s+-\s+0$`).MatchString(after) ||
-		!strings.Contains(after, "7 under the primary key 2") {
+		!strings.Contains(after, "7 under the primary key 2") || !strings.Contains(after, "1 webhook endpoint secrets; 1 under the primary key") ||
+		!strings.Contains(after, "no longer needed") {
 		t.Fatalf("status after rewrap:\n%s", after)
 	}
 	// Key 1 retired: everything still opens; and status run with only key 1
@@ -97,7 +115,11 @@ func TestVaultStatusAndRewrap(t *testing.T) {
 	if out := cli("*"+l2, "rewrap"); !strings.Contains(out, "rewrapped 0") {
 		t.Fatalf("second rewrap: %s", out)
 	}
-	if out := cli(l1, "status"); !strings.Contains(out, "WARNING: 7 connections are under keys not in CONNECTD_VAULT_KEYS") {
+	if counts, err := webhook.SecretKeyStatus(ctx, pool, mustKeyring(t, "*"+l2)); err != nil || len(counts) != 1 ||
+		!counts[0].InKeyring || !counts[0].Primary {
+		t.Fatalf("the secret under key 2 alone: %+v %v", counts, err)
+	}
+	if out := cli(l1, "status"); !strings.Contains(out, "WARNING: 8 connections or webhook secrets are under keys not in CONNECTD_VAULT_KEYS") {
 		t.Fatalf("status with the old key only:\n%s", out)
 	}
 	// Without keys, a clear configuration error.

@@ -73,13 +73,14 @@ func (w *Worker) Work(ctx context.Context, _ *river.Job[Args]) error {
 		}
 		var renewed, refused, failed int
 		for _, u := range users {
+			if ctx.Err() != nil {
+				return ctx.Err() // stopping: the rest waits for the next run
+			}
 			switch err := w.vault.Renew(ctx, u, name, idleSince); {
 			case err == nil:
 				renewed++
 			case errors.Is(err, vault.ErrReauthorizationRequired):
 				refused++
-			case ctx.Err() != nil:
-				return ctx.Err()
 			default:
 				failed++ // provider_unavailable and the like: on record, tried again next run
 			}

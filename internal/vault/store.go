@@ -212,8 +212,10 @@ const (
 		VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8, $9, $9)
 		ON CONFLICT (issuer, subject, provider) DO NOTHING RETURNING 1)
 		` + notifyChangedSQL + `$10) FROM changed`
+	// A new grant has no health on record yet.
 	updateCredential = `WITH changed AS (UPDATE connections
-		SET status = 'active', key_version = $2, ciphertext = $3, scopes = $4, expires_at = $5, updated_at = $6
+		SET status = 'active', key_version = $2, ciphertext = $3, scopes = $4, expires_at = $5, updated_at = $6,
+		    health_checked_at = NULL, last_error = ''
 		WHERE id = $1 RETURNING 1)
 		` + notifyChangedSQL + `$7) FROM changed`
 	updateRefreshed = `WITH changed AS (UPDATE connections

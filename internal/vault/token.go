@@ -290,26 +290,22 @@ func (s *Store) Renew(ctx context.Context, user UserRef, provider string, idleSi
 	if err := validate(user, provider); err != nil {
 		return err
 	}
-	rctx, cancel := context.WithTimeout(ctx, s.providerTimeout+txMargin)
+	// Like Token's shared refresh, it does not die with its caller (a job
+	// stopped at shutdown): a rotated refresh token the provider already
+	// issued must still be stored.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.providerTimeout+txMargin)
 	defer cancel()
 	_, err := s.refreshLocked(rctx, user, provider, func(r *row, cred *Credential) bool {
-		return lastActive(r.Connection).Before(idleSince) && cred.RefreshToken != ""
+		// updated_at moves with every store and every refresh: when the
+		// refresh token was last issued or used.
+		return r.UpdatedAt.Before(idleSince) && cred.RefreshToken != ""
 	})
 	return err
 }
 
-// lastActive is when the connection's refresh token was last used or
-// issued.
-func lastActive(c Connection) time.Time {
-	if c.RefreshedAt.After(c.UpdatedAt) {
-		return c.RefreshedAt
-	}
-	return c.UpdatedAt
-}
-
 const selectIdle = `SELECT issuer, subject FROM connections
-	WHERE provider = $1 AND status = 'active' AND coalesce(refreshed_at, updated_at) < $2
-	ORDER BY coalesce(refreshed_at, updated_at) LIMIT $3`
+	WHERE provider = $1 AND status = 'active' AND updated_at < $2
+	ORDER BY updated_at LIMIT $3`
 
 // Idle lists (at most limit) users whose active connection to provider has
 // not been refreshed or stored since idleSince, the longest idle first.

@@ -93,11 +93,16 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
 	}
 	secret, err := w.keys.Open(sealed, secretAAD(endpointID))
 	if err != nil {
+		// Retrying cannot help: the delivery fails, on record and visible to
+		// admins, who can redeliver once the key is back.
+		w.giveUp(ctx, id, endpointID, "the endpoint's secret does not open with the configured vault keys "+
+			"(was a key removed before `connectd vault rewrap`?)")
 		return river.JobCancel(fmt.Errorf("webhook: endpoint %s: secret does not open: %w", endpointID, err))
 	}
 	wh, err := standardwebhooks.NewWebhook(string(secret))
 	clear(secret)
 	if err != nil {
+		w.giveUp(ctx, id, endpointID, "the endpoint's secret is not usable")
 		return river.JobCancel(fmt.Errorf("webhook: endpoint %s: %w", endpointID, err))
 	}
 
@@ -139,6 +144,16 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
 			append(attrs, slog.String("error", errText), slog.Time("next", *next))...)
 	}
 	return sendErr
+}
+
+// giveUp records an attempt that could not be made and fails the delivery.
+func (w *Worker) giveUp(ctx context.Context, id, endpointID, why string) {
+	if _, err := w.pool.Exec(context.WithoutCancel(ctx), recordAttempt, id, time.Now().UTC(), false, true, nil, nil, why, 0); err != nil {
+		w.cfg.Logger.ErrorContext(ctx, "webhook: attempt not recorded", slog.String("delivery", id), slog.Any("error", err))
+	}
+	w.cfg.OnAttempt("gave_up")
+	w.cfg.Logger.ErrorContext(ctx, "webhook delivery failed for good", slog.String("delivery", id),
+		slog.String("endpoint", endpointID), slog.String("error", why))
 }
 
 // send POSTs body to url, signed, and returns the answer's status code (0

@@ -187,8 +187,12 @@ type Event struct {
 	Data map[string]any
 }
 
+// selectEndpointsOf locks the endpoints it lists against deletion (FOR KEY
+// SHARE) until the emitting transaction ends: an endpoint deleted meanwhile
+// would fail the delivery's foreign key and roll back the change being
+// reported.
 const selectEndpointsOf = `SELECT id, client_id, url, events, created_at FROM webhook_endpoints
-	WHERE client_id = ANY($1) ORDER BY id`
+	WHERE client_id = ANY($1) ORDER BY id FOR KEY SHARE`
 
 // payload is the JSON body of a delivery, as the Standard Webhooks
 // specification suggests: the type, when it happened, and the data.

@@ -287,3 +287,28 @@ func TestEndpointRules(t *testing.T) {
 		t.Fatalf("delete twice: %v", err)
 	}
 }
+
+// TestSecretThatDoesNotOpenFailsOnRecord: a secret the configured keys no
+// longer open (a key removed before `vault rewrap`) fails the delivery at
+// once, with an attempt that says why, instead of leaving it pending.
+func TestSecretThatDoesNotOpenFailsOnRecord(t *testing.T) {
+	t.Parallel()
+	h := newHooks(t)
+	other, _ := vault.GenerateKey(7)
+	keys, err := vault.ParseKeyring(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := keys.Seal([]byte("whsec_c2VjcmV0"), nil) // under a key connectd does not hold
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.pool.Exec(context.Background(), `UPDATE webhook_endpoints SET secret = $1, key_version = 7`, sealed); err != nil {
+		t.Fatal(err)
+	}
+	h.emit(true)
+	d := h.deliveryOf("failed")
+	if len(d.Tries) != 1 || !strings.Contains(d.Tries[0].Error, "does not open") || len(h.rcv.seen()) != 0 {
+		t.Fatalf("delivery %+v, %d requests", d, len(h.rcv.seen()))
+	}
+}

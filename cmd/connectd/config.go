@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/connectd/connectd/internal/db"
 	"github.com/connectd/connectd/internal/server"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -56,6 +57,9 @@ type DBConfig struct {
 	MinConns        int32         // CONNECTD_DB_MIN_CONNS
 	MaxConnLifetime time.Duration // CONNECTD_DB_MAX_CONN_LIFETIME
 	MaxConnIdleTime time.Duration // CONNECTD_DB_MAX_CONN_IDLE_TIME
+	// Deadlines bound each request's database work: CONNECTD_DB_ACQUIRE_TIMEOUT,
+	// CONNECTD_DB_QUERY_TIMEOUT, CONNECTD_DB_MAX_WAITING.
+	Deadlines db.Deadlines
 }
 
 // HTTPConfig holds the public server's timeouts.
@@ -79,7 +83,7 @@ func (c *Config) server(pool *pgxpool.Pool, logger *slog.Logger, listenAddr stri
 	return server.Config{
 		Dev: c.Dev, PublicURL: c.PublicURL, Pool: pool, ListenURL: c.DatabaseListenURL, Logger: logger,
 		ListenAddr: listenAddr, Identity: c.Identity, Vault: c.Vault, Egress: c.Egress, Connect: c.Connect,
-		Admin: c.Admin, RateLimit: c.RateLimit, Cache: c.Cache, Jobs: c.Jobs,
+		Admin: c.Admin, RateLimit: c.RateLimit, Cache: c.Cache, Jobs: c.Jobs, DB: c.DB.Deadlines,
 	}
 }
 
@@ -190,6 +194,11 @@ func loadConfig(getenv func(string) string, n needs) (*Config, error) {
 		MinConns:        e.int32("CONNECTD_DB_MIN_CONNS", 0, 0, 1000),
 		MaxConnLifetime: e.duration("CONNECTD_DB_MAX_CONN_LIFETIME", time.Hour, time.Minute, 24*time.Hour),
 		MaxConnIdleTime: e.duration("CONNECTD_DB_MAX_CONN_IDLE_TIME", 30*time.Minute, time.Second, 24*time.Hour),
+		Deadlines: db.Deadlines{
+			Acquire:    e.duration("CONNECTD_DB_ACQUIRE_TIMEOUT", db.DefaultAcquire, 10*time.Millisecond, time.Minute),
+			Query:      e.duration("CONNECTD_DB_QUERY_TIMEOUT", db.DefaultQuery, 10*time.Millisecond, 10*time.Minute),
+			MaxWaiting: int(e.int32("CONNECTD_DB_MAX_WAITING", db.DefaultMaxWaiting, 1, 100_000)),
+		},
 	}
 	if c.DB.MinConns > c.DB.MaxConns {
 		e.fail("CONNECTD_DB_MIN_CONNS", "must not exceed CONNECTD_DB_MAX_CONNS")

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/connectd/connectd/internal/db"
 	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/migrations"
 )
@@ -26,6 +27,7 @@ func openPool(ctx context.Context, cfg *Config) (*pgxpool.Pool, error) {
 	pc.MinConns = cfg.DB.MinConns
 	pc.MaxConnLifetime = cfg.DB.MaxConnLifetime
 	pc.MaxConnIdleTime = cfg.DB.MaxConnIdleTime
+	db.Configure(pc) // requests' database deadlines (CONNECTD_DB_*_TIMEOUT) apply
 	if pc.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
 		// The description cache serves only the cache_describe mode (chosen
 		// in the URL, e.g. behind pgbouncer); in the default mode it would

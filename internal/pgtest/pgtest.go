@@ -20,6 +20,7 @@ import (
 	"github.com/peterldowns/pgtestdb/migrators/common"
 
 	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/db"
 	"github.com/connectd/connectd/migrations"
 )
 
@@ -99,10 +100,26 @@ func Pool(t testing.TB) *pgxpool.Pool {
 	return NewPool(t, URL(t))
 }
 
-// NewPool opens a pool on dbURL, closed when the test ends.
+// NewPool opens a pool on dbURL, closed when the test ends, set up as
+// connectd's own (db.Configure: requests' database deadlines apply).
 func NewPool(t testing.TB, dbURL string) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), dbURL)
+	return NewPoolWith(t, dbURL, nil)
+}
+
+// NewPoolWith is NewPool with adjust (if not nil) applied to the pool's
+// configuration first: a pool of two connections, say.
+func NewPoolWith(t testing.TB, dbURL string, adjust func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	pc, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatalf("pgxpool: %v", err)
+	}
+	db.Configure(pc)
+	if adjust != nil {
+		adjust(pc)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		t.Fatalf("pgxpool: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/connectd/connectd/internal/db"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/session"
@@ -48,6 +49,10 @@ type Config struct {
 	RateLimit RateLimitConfig
 	Cache     CacheConfig
 	Jobs      JobsConfig
+	// DB bounds every request's database work (CONNECTD_DB_ACQUIRE_TIMEOUT,
+	// CONNECTD_DB_QUERY_TIMEOUT, CONNECTD_DB_MAX_WAITING; package db). The
+	// pool must be set up by db.Configure for them to apply.
+	DB db.Deadlines
 
 	// Now is the clock of the flows, client keys, the vault and the admin
 	// store (default time.Now); tests move it.
@@ -88,6 +93,16 @@ type VaultConfig struct {
 	// RefreshSkew: tokens expiring within it are refreshed before use
 	// (CONNECTD_REFRESH_SKEW).
 	RefreshSkew time.Duration
+	// ProviderTimeout (CONNECTD_PROVIDER_TIMEOUT, default 30s) bounds one
+	// call to a provider's token or revocation endpoint. The outbound
+	// client's own timeouts for provider calls are set to it, so connectd
+	// never abandons a refresh before the vault's deadline for it.
+	ProviderTimeout time.Duration
+	// ProviderConcurrency (CONNECTD_PROVIDER_MAX_CONCURRENCY, default 16)
+	// caps the calls in flight to one provider from this process: a
+	// provider that hangs costs its own callers a fast provider_unavailable
+	// and nobody else anything.
+	ProviderConcurrency int
 }
 
 // EgressConfig configures outbound HTTP (see docs/egress.md).

@@ -215,6 +215,7 @@ func (s *Server) publicHandler() (http.Handler, error) {
 		TrustedOrigins: []string{s.cfg.PublicURL.Scheme + "://" + s.cfg.PublicURL.Host},
 		Limits:         s.cfg.RateLimit.Public,
 		Observe:        s.metrics.Observer(mux),
+		DB:             s.cfg.DB,
 	})
 }
 

@@ -8,6 +8,10 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
+
+	"github.com/connectd/connectd/internal/db"
 )
 
 // Error is an error with the HTTP status, stable error code and public
@@ -52,6 +56,14 @@ type Envelope struct {
 var internalError = &Error{Status: http.StatusInternalServerError, Code: "internal_error",
 	Description: "internal server error"}
 
+// databaseUnavailable is the public face of a database that cannot serve
+// now (db.Unavailable): unreachable, restarting, out of connections or too
+// slow for the request's deadline. Nothing was half-written: a statement
+// that failed rolled its transaction back.
+var databaseUnavailable = &Error{Status: http.StatusServiceUnavailable, Code: "database_unavailable",
+	Description: "the database is temporarily unavailable; retry shortly",
+	Header:      http.Header{"Retry-After": {"2"}}}
+
 // asError extracts the *Error a handler meant, or the generic internal error.
 func asError(err error) *Error {
 	var e *Error
@@ -61,6 +73,9 @@ func asError(err error) *Error {
 	if errors.Is(err, context.Canceled) {
 		// The client went away; 499 is nginx's code for it and is never seen by anyone.
 		return &Error{Status: 499, Code: "client_closed_request", Description: "client closed request"}
+	}
+	if db.Unavailable(err) {
+		return databaseUnavailable
 	}
 	return internalError
 }
@@ -109,6 +124,13 @@ func WriteAPIError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, 
 func logError(r *http.Request, logger *slog.Logger, e *Error, err error) {
 	ctx := r.Context()
 	switch {
+	case e == databaseUnavailable:
+		// An outage fails every request at once: one line a second says
+		// so, with how many were answered alike since the last one.
+		if n, ok := outageLog.due(time.Now()); ok {
+			logger.WarnContext(ctx, "database unavailable; answering 503", slog.Any("error", err),
+				slog.Int64("answered_alike_since_last_line", n))
+		}
 	case e.Status >= 500:
 		logger.ErrorContext(ctx, "request failed", slog.String("code", e.Code), slog.Any("error", err))
 	case e.Status == 499:
@@ -116,6 +138,29 @@ func logError(r *http.Request, logger *slog.Logger, e *Error, err error) {
 		logger.InfoContext(ctx, "request refused", slog.String("code", e.Code), slog.Int("status", e.Status),
 			slog.Any("error", err))
 	}
+}
+
+// outageLog lets one "database unavailable" line a second through.
+var outageLog = &every{period: time.Second}
+
+// every lets an event through at most once a period, counting the others.
+type every struct {
+	period time.Duration
+	mu     sync.Mutex
+	last   time.Time
+	held   int64
+}
+
+func (e *every) due(now time.Time) (int64, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if now.Sub(e.last) < e.period {
+		e.held++
+		return 0, false
+	}
+	n := e.held
+	e.last, e.held = now, 0
+	return n, true
 }
 
 // WriteJSON writes v as a JSON response with the given status.

@@ -3,6 +3,8 @@ package web
 import (
 	"log/slog"
 	"net/http"
+
+	"github.com/connectd/connectd/internal/db"
 )
 
 // PublicConfig configures Public.
@@ -17,12 +19,15 @@ type PublicConfig struct {
 	Limits RateLimits
 	// Observe, when set, is told of every finished request (metrics).
 	Observe Observer
+	// DB bounds every request's database work (zero fields: db's defaults).
+	DB db.Deadlines
 }
 
 // Public wraps the public listener's route table in everything every response
 // needs, outermost first: request ids, the access log, panic recovery, the
 // security headers (so that even a refusal below carries them), cross-origin
-// protection for state-changing requests, and the rate limits. Every route
+// protection for state-changing requests, the rate limits, and the database
+// deadlines of package db on every request's context. Every route
 // registered on the public mux, by any package, gets all of it.
 func Public(m *Mux, c PublicConfig) (http.Handler, error) {
 	cross, err := CrossOrigin(c.Logger, c.TrustedOrigins...)
@@ -37,5 +42,17 @@ func Public(m *Mux, c PublicConfig) (http.Handler, error) {
 		SecurityHeaders(c.HSTS),
 		cross,
 		RateLimit(c.Limits, c.Logger),
+		DatabaseDeadlines(c.DB),
 	), nil
+}
+
+// DatabaseDeadlines puts d on every request's context (db.WithDeadlines):
+// no request waits longer than d for a pooled connection or a statement, and
+// one that would queue behind too many others is answered 503 at once.
+func DatabaseDeadlines(d db.Deadlines) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(w, r.WithContext(db.WithDeadlines(r.Context(), d)))
+		})
+	}
 }

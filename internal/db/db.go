@@ -1,0 +1,248 @@
+// Package db owns connectd's rules for using Postgres while it misbehaves:
+// every pool acquire and every statement made on behalf of a request has a
+// deadline, a request that would queue behind too many others for a pooled
+// connection is refused at once instead of waiting without bound, and one
+// function (Unavailable) says whether an error means "the database cannot
+// serve now" — answered 503 database_unavailable with Retry-After — rather
+// than a bug.
+//
+// The deadlines ride on the request's context (WithDeadlines, applied to
+// every request by package web), and a tracer installed on the pool
+// (Configure) applies them: no caller has to remember a timeout, and work
+// that is not a request (migrations, River's jobs, sweeps, the CLI) keeps
+// the deadlines of its own context.
+//
+// It must never import another connectd package, and never log: it only
+// bounds and classifies.
+package db
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/puddle/v2"
+)
+
+// Deadlines bound the database work of one request. A zero field takes its
+// default.
+type Deadlines struct {
+	// Acquire bounds the wait for a pooled connection (default 2s).
+	Acquire time.Duration
+	// Query bounds one statement, begin and commit included (default 5s).
+	Query time.Duration
+	// MaxWaiting is how many requests of this process may wait for a pooled
+	// connection at once; one more is refused at once, as a timeout would
+	// refuse it later (default 64). Negative: no bound.
+	MaxWaiting int
+}
+
+// Defaults of Deadlines.
+const (
+	DefaultAcquire    = 2 * time.Second
+	DefaultQuery      = 5 * time.Second
+	DefaultMaxWaiting = 64
+)
+
+func (d Deadlines) withDefaults() Deadlines {
+	if d.Acquire <= 0 {
+		d.Acquire = DefaultAcquire
+	}
+	if d.Query <= 0 {
+		d.Query = DefaultQuery
+	}
+	if d.MaxWaiting == 0 {
+		d.MaxWaiting = DefaultMaxWaiting
+	}
+	return d
+}
+
+type deadlinesKey struct{}
+
+// WithDeadlines returns ctx carrying d: every acquire and statement made
+// with it (or a context derived from it, detached ones included) on a pool
+// set up by Configure is bounded by d.
+func WithDeadlines(ctx context.Context, d Deadlines) context.Context {
+	d = d.withDefaults()
+	return context.WithValue(ctx, deadlinesKey{}, d)
+}
+
+// Without returns ctx without the deadlines WithDeadlines put on it: for
+// the rare request that starts work bounded some other way.
+func Without(ctx context.Context) context.Context {
+	return context.WithValue(ctx, deadlinesKey{}, nil)
+}
+
+func deadlinesOf(ctx context.Context) (Deadlines, bool) {
+	d, ok := ctx.Value(deadlinesKey{}).(Deadlines)
+	return d, ok
+}
+
+// ErrShed is the cause of an acquire refused because too many requests were
+// already waiting for a connection.
+var ErrShed = errors.New("db: too many requests waiting for a database connection")
+
+// Configure installs the deadline tracer on pc. Every pool connectd opens
+// (the server's, the CLI's, the tests') is configured by it.
+func Configure(pc *pgxpool.Config) {
+	pc.ConnConfig.Tracer = &tracer{}
+}
+
+// Waiting reports how many requests wait for a pooled connection of pool
+// now (0 for a pool Configure did not set up), for metrics.
+func Waiting(pool *pgxpool.Pool) int64 {
+	if t, ok := pool.Config().ConnConfig.Tracer.(*tracer); ok {
+		return t.waiting.Load()
+	}
+	return 0
+}
+
+// Shed reports how many acquires of pool were refused for MaxWaiting since
+// start.
+func Shed(pool *pgxpool.Pool) uint64 {
+	if t, ok := pool.Config().ConnConfig.Tracer.(*tracer); ok {
+		return t.shed.Load()
+	}
+	return 0
+}
+
+// tracer applies the context's Deadlines. pgx hands the context a Start hook
+// returns to everything that follows and to the matching End hook, so the
+// deadline covers exactly one acquire or one statement, and End releases its
+// timer.
+type tracer struct {
+	waiting atomic.Int64
+	shed    atomic.Uint64
+}
+
+type span struct {
+	cancel  context.CancelFunc
+	counted bool
+}
+
+type spanKey struct{}
+
+func end(ctx context.Context, t *tracer) {
+	if s, ok := ctx.Value(spanKey{}).(*span); ok {
+		s.cancel()
+		if s.counted {
+			t.waiting.Add(-1)
+		}
+	}
+}
+
+func (t *tracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
+	d, ok := deadlinesOf(ctx)
+	if !ok {
+		return ctx
+	}
+	s := &span{counted: true}
+	if n := t.waiting.Add(1); d.MaxWaiting > 0 && n > int64(d.MaxWaiting) {
+		// An acquire whose context is already over fails at once, with
+		// nothing queued: the same answer a timeout would give later.
+		t.shed.Add(1)
+		var c context.Context
+		c, s.cancel = context.WithDeadlineCause(ctx, time.Time{}, ErrShed)
+		return context.WithValue(c, spanKey{}, s)
+	}
+	var c context.Context
+	c, s.cancel = context.WithTimeout(ctx, d.Acquire)
+	return context.WithValue(c, spanKey{}, s)
+}
+
+func (t *tracer) TraceAcquireEnd(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireEndData) {
+	end(ctx, t)
+}
+
+func (t *tracer) statement(ctx context.Context) context.Context {
+	d, ok := deadlinesOf(ctx)
+	if !ok {
+		return ctx
+	}
+	s := &span{}
+	var c context.Context
+	c, s.cancel = context.WithTimeout(ctx, d.Query)
+	return context.WithValue(c, spanKey{}, s)
+}
+
+func (t *tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return t.statement(ctx)
+}
+
+func (t *tracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	end(ctx, t)
+}
+
+func (t *tracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return t.statement(ctx)
+}
+
+func (t *tracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (t *tracer) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchEndData) {
+	end(ctx, t)
+}
+
+func (t *tracer) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
+	return t.statement(ctx)
+}
+
+func (t *tracer) TraceCopyFromEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromEndData) {
+	end(ctx, t)
+}
+
+// Unavailable reports whether err means the database cannot serve now — it
+// is unreachable, restarting, out of connections, too slow for the
+// request's deadline, or this process has too many requests waiting — as
+// opposed to a mistake in a query or its data. The answer to such an error
+// is 503 with Retry-After; a caller that went away (context.Canceled) is not
+// one.
+func Unavailable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return unavailableCode(pe.Code)
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), pgconn.Timeout(err), errors.As(err, &ce),
+		errors.Is(err, puddle.ErrClosedPool), errors.Is(err, net.ErrClosed),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.As(err, &ne):
+		return true
+	}
+	// pgconn marks the failures that happened before anything was sent
+	// (a dead connection found on first write, say).
+	return pgconn.SafeToRetry(err)
+}
+
+// unavailableCode: SQLSTATEs that say the server cannot serve now rather
+// than that the statement is wrong.
+func unavailableCode(code string) bool {
+	if len(code) == 5 && code[:2] == "08" { // connection exception
+		return true
+	}
+	switch code {
+	case "57P01", // admin_shutdown
+		"57P02", // crash_shutdown
+		"57P03", // cannot_connect_now (starting up, recovering)
+		"57014", // query_canceled (statement_timeout)
+		"55P03", // lock_not_available (lock_timeout)
+		"53300", // too_many_connections
+		"53400", // configuration_limit_exceeded
+		"25006": // read_only_sql_transaction (connected to a standby after a failover)
+		return true
+	}
+	return false
+}

@@ -42,6 +42,8 @@ func (c *Config) loadVault(e *env) {
 		}
 	}
 	c.Vault.RefreshSkew = e.duration("CONNECTD_REFRESH_SKEW", 2*time.Minute, time.Second, time.Hour)
+	c.Vault.ProviderTimeout = e.duration("CONNECTD_PROVIDER_TIMEOUT", 30*time.Second, time.Second, 5*time.Minute)
+	c.Vault.ProviderConcurrency = int(e.int32("CONNECTD_PROVIDER_MAX_CONCURRENCY", 16, 1, 10_000))
 }
 
 func parseKeyring(e *env, name, spec string) *vault.Keyring {

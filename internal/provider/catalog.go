@@ -23,7 +23,13 @@ type Options struct {
 	// MaxResponseBytes caps response bodies. Default
 	// egress.DefaultMaxResponseBytes.
 	MaxResponseBytes int64
-	Logger           *slog.Logger // default: discard
+	// MaxConcurrent caps the calls in flight to each provider at once
+	// (default DefaultMaxConcurrent): each provider has its own slots, so
+	// one that hangs cannot take the outbound connections, goroutines or
+	// patience of the others. A call that finds no slot within a second
+	// fails with ErrUnavailable (cause ErrBusy).
+	MaxConcurrent int
+	Logger        *slog.Logger // default: discard
 }
 
 // Catalog is the set of configured providers, by name.
@@ -58,7 +64,8 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Catalog, error) {
 // A Spec made in code rather than by ParseConfig is not validated: give it
 // https URLs.
 func NewProvider(ctx context.Context, spec Spec, dev bool, opts Options) (Provider, error) {
-	client := egress.Bound(opts.HTTPClient, egress.Limits{MaxResponseBytes: opts.MaxResponseBytes})
+	client := withBulkhead(egress.Bound(opts.HTTPClient, egress.Limits{MaxResponseBytes: opts.MaxResponseBytes}),
+		spec.Name, opts.MaxConcurrent)
 	switch spec.Kind {
 	case KindAPIKey:
 		a := &apiKeyProvider{spec: spec.clone(), client: client}

@@ -100,6 +100,12 @@ type Spec struct {
 	// at the provider (0: it does not lapse from disuse, or the provider
 	// does not say). A health job refreshes idle connections before then.
 	RefreshIdleLifetime time.Duration
+	// RefreshReuseGrace: after rotating a refresh token the provider keeps
+	// accepting the old one this long (0: it does not, or it does not
+	// say). There, a refresh whose answer was lost (a timeout, a replica
+	// killed mid-call) is retried with the same token instead of costing
+	// the user the connection.
+	RefreshReuseGrace time.Duration
 
 	// api_key
 	Verify *VerifySpec
@@ -235,6 +241,7 @@ type fileEntry struct {
 	NarrowOnRefresh       *bool             `json:"narrow_on_refresh"`
 	RefreshRotates        *bool             `json:"refresh_rotates"`
 	RefreshIdleLifetime   *string           `json:"refresh_idle_lifetime"` // a Go duration, "2160h"; "0": does not lapse
+	RefreshReuseGrace     *string           `json:"refresh_reuse_grace"`   // a Go duration, "30m"; "0": no grace
 
 	Verify     *fileVerify `json:"verify"`
 	KeyPattern *string     `json:"key_pattern"`
@@ -373,7 +380,7 @@ func resolveAPIKey(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Sp
 		"iss_parameter_supported": e.IssParameterSupported != nil, "invalid_grant_errors": e.InvalidGrantErrors != nil,
 		"account_id_field": e.AccountIDField != nil, "account_label_field": e.AccountLabelField != nil,
 		"narrow_on_refresh": e.NarrowOnRefresh != nil, "refresh_rotates": e.RefreshRotates != nil,
-		"refresh_idle_lifetime": e.RefreshIdleLifetime != nil,
+		"refresh_idle_lifetime": e.RefreshIdleLifetime != nil, "refresh_reuse_grace": e.RefreshReuseGrace != nil,
 	} {
 		if set {
 			return nil, fail(field, "does not apply to an api_key provider")
@@ -645,6 +652,13 @@ func resolveOAuth(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Spe
 			return nil, fail("refresh_idle_lifetime", `must be a duration such as "2160h" ("0": does not lapse)`)
 		}
 		s.RefreshIdleLifetime = d
+	}
+	if e.RefreshReuseGrace != nil {
+		d, err := time.ParseDuration(*e.RefreshReuseGrace)
+		if err != nil || d < 0 || d > 24*time.Hour {
+			return nil, fail("refresh_reuse_grace", `must be a duration up to 24h such as "30m" ("0": no grace)`)
+		}
+		s.RefreshReuseGrace = d
 	}
 
 	// Fill template variables.

@@ -175,6 +175,9 @@ func refresh(s provider.Spec) string {
 	if s.RefreshIdleLifetime > 0 {
 		r = append(r, "lapses after "+durationDays(s.RefreshIdleLifetime)+" unused")
 	}
+	if s.RefreshReuseGrace > 0 {
+		r = append(r, "old token accepted "+s.RefreshReuseGrace.String()+" after rotation")
+	}
 	if len(r) == 0 {
 		return "—"
 	}

@@ -44,6 +44,10 @@ type Info struct {
 	// provider (oauth2; 0: it does not). The health job keeps such
 	// connections alive by refreshing them while idle.
 	RefreshIdleLifetime time.Duration
+	// RefreshReuseGrace: how long the provider still accepts a refresh
+	// token it rotated away (oauth2; 0: not at all). See
+	// Spec.RefreshReuseGrace.
+	RefreshReuseGrace time.Duration
 }
 
 // Provider is any catalog entry. Use a type assertion (or Catalog.OAuth /

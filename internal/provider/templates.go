@@ -423,7 +423,7 @@ var builtins = map[string]Spec{
 		RevocationURL: "https://identity.xero.com/connect/revocation", Revocation: RevokeRFC7009,
 		AuthStyle: AuthBasic, ScopeSeparator: " ",
 		AlwaysScopes:   []string{"offline_access"},
-		RefreshRotates: true, RefreshIdleLifetime: days(60),
+		RefreshRotates: true, RefreshIdleLifetime: days(60), RefreshReuseGrace: 30 * time.Minute,
 		PKCESupport: "supported",
 	},
 	// Intuit (QuickBooks Online): appcenter.intuit.com/connect/oauth2,

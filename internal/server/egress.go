@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/connectd/connectd/internal/egress"
 )
@@ -22,10 +23,41 @@ import (
 //
 // cfg.HTTPClient, when set, is returned instead (tests' TLS fakes).
 func outboundClient(cfg Config, self string) (*http.Client, error) {
+	return outboundClientWith(cfg, self, egress.Config{})
+}
+
+// providerClient is the outbound client of provider calls (token, refresh,
+// revocation, API-key checks): the egress rules with its timeouts raised to
+// the vault's provider deadline, so a slow provider's answer is read until
+// the vault gives up on it and not a moment less — a refresh answer dropped
+// early is a rotated refresh token lost. cfg.HTTPClient, when set, is
+// returned with its Timeout raised likewise.
+func providerClient(cfg Config) (*http.Client, error) {
+	d := providerTimeout(cfg)
+	if cfg.HTTPClient != nil {
+		c := *cfg.HTTPClient
+		if c.Timeout < d {
+			c.Timeout = d
+		}
+		return &c, nil
+	}
+	return outboundClientWith(cfg, "", egress.Config{Timeout: d, ResponseHeaderTimeout: d})
+}
+
+// providerTimeout is the one budget of a provider call (see
+// VaultConfig.ProviderTimeout).
+func providerTimeout(cfg Config) time.Duration {
+	if cfg.Vault.ProviderTimeout > 0 {
+		return cfg.Vault.ProviderTimeout
+	}
+	return 30 * time.Second
+}
+
+func outboundClientWith(cfg Config, self string, ec egress.Config) (*http.Client, error) {
 	if cfg.HTTPClient != nil {
 		return cfg.HTTPClient, nil
 	}
-	ec := egress.Config{AllowHosts: slices.Clone(cfg.Egress.AllowHosts)}
+	ec.AllowHosts = slices.Clone(cfg.Egress.AllowHosts)
 	if self != "" {
 		if !cfg.Dev || cfg.PublicURL == nil {
 			return nil, errors.New("outbound HTTP: reaching connectd's own listener needs dev mode and CONNECTD_PUBLIC_URL")

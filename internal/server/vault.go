@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -48,7 +50,7 @@ func NewCatalog(ctx context.Context, cfg Config) (*provider.Catalog, error) {
 
 // catalog is NewCatalog with every provider call measured by m (nil: none).
 func catalog(ctx context.Context, cfg Config, m *metrics.Metrics) (*provider.Catalog, error) {
-	client, err := outboundClient(cfg, "")
+	client, err := providerClient(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +63,8 @@ func catalog(ctx context.Context, cfg Config, m *metrics.Metrics) (*provider.Cat
 	if pc == nil {
 		pc = &provider.Config{Dev: cfg.Dev}
 	}
-	cat, err := provider.New(ctx, pc, provider.Options{HTTPClient: client, Logger: cfg.Logger})
+	cat, err := provider.New(ctx, pc, provider.Options{HTTPClient: client, Logger: cfg.Logger,
+		MaxConcurrent: cfg.Vault.ProviderConcurrency})
 	if err != nil {
 		var pe *provider.ConfigError
 		if errors.As(err, &pe) {
@@ -91,6 +94,7 @@ func vaultStore(cfg Config, pool *pgxpool.Pool, keys *vault.Keyring, cat *provid
 	onReauth reauthHook) (*vault.Store, error) {
 	vc := vault.Config{
 		Pool: pool, Keyring: keys, Logger: cfg.Logger, Skew: cfg.Vault.RefreshSkew, Now: cfg.Now,
+		ProviderTimeout: providerTimeout(cfg), ReuseGrace: ReuseGraceFunc(cat),
 		Refresh: observeRefresh(RefreshFunc(cat.OAuth), m), Revoke: RevokeFunc(cat.OAuth),
 		RefreshScoped: RefreshScopedFunc(cat.OAuth),
 		CacheTTL:      cfg.Cache.CredentialTTL, CacheSize: cfg.Cache.Size, OnReauth: onReauth,
@@ -122,29 +126,66 @@ func observeRefresh(f vault.RefreshFunc, m *metrics.Metrics) vault.RefreshFunc {
 // OAuthOf finds the OAuth provider of a name (provider.Catalog.OAuth).
 type OAuthOf func(name string) (provider.OAuth, error)
 
+// ReuseGraceFunc is each catalog provider's refresh-token reuse grace
+// (the template's refresh_reuse_grace), as the vault asks for it.
+func ReuseGraceFunc(cat *provider.Catalog) func(string) time.Duration {
+	return func(name string) time.Duration {
+		p, err := cat.Get(name)
+		if err != nil {
+			return 0
+		}
+		return p.Info().RefreshReuseGrace
+	}
+}
+
 // RefreshFunc is the one mapping of provider refreshes, and their error
-// classes, to what the vault expects: a dead grant means reauthorization, an
-// outage is retryable, and a provider with no refresh token support needs the
-// user too. The vault's own tests use it too, so they test this mapping.
+// classes, to what the vault expects: a dead grant means reauthorization, a
+// provider with no refresh token support needs the user too, and anything
+// else — an outage, a refusal of connectd's own client, an answer that is
+// garbage, empty, oversized or a redirect — is retryable with the stored
+// credential kept (provider_unavailable), the provider's trouble and not the
+// user's. A call that was sent and got no usable answer is also marked
+// vault.ErrOutcomeUnknown: the provider may have rotated the refresh token.
+// The vault's own tests use it too, so they test this mapping.
 func RefreshFunc(oauthOf OAuthOf) vault.RefreshFunc {
 	return func(ctx context.Context, name, refreshToken string) (*vault.Refreshed, error) {
 		p, err := oauthOf(name)
 		if err != nil {
 			// Not a dead grant: the operator may put the provider back.
-			return nil, fmt.Errorf("refresh: %w", err)
+			return nil, fmt.Errorf("%w: refresh: %w", vault.ErrProviderUnavailable, err)
 		}
 		tok, err := p.Refresh(ctx, refreshToken)
 		switch {
 		case errors.Is(err, provider.ErrInvalidGrant), errors.Is(err, provider.ErrNotSupported):
 			return nil, fmt.Errorf("%w: %w", vault.ErrReauthorizationRequired, err)
-		case errors.Is(err, provider.ErrUnavailable):
-			return nil, fmt.Errorf("%w: %w", vault.ErrProviderUnavailable, err)
+		case err != nil && outcomeUnknown(err):
+			return nil, fmt.Errorf("%w: %w: %w", vault.ErrProviderUnavailable, vault.ErrOutcomeUnknown, err)
 		case err != nil:
-			return nil, err
+			return nil, fmt.Errorf("%w: %w", vault.ErrProviderUnavailable, err)
 		}
 		return &vault.Refreshed{AccessToken: tok.AccessToken, TokenType: tok.TokenType,
 			RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Scopes: tok.Scopes}, nil
 	}
+}
+
+// outcomeUnknown reports a provider call that may have reached the provider
+// and got no usable answer: a timeout or a broken connection after the
+// request went out, or a success status with a body that is not a token
+// answer. A status the provider chose (a 5xx, a 429, an OAuth error), a call
+// this process never sent (no bulkhead slot) and a failed dial are known
+// outcomes: nothing was done.
+func outcomeUnknown(err error) bool {
+	var pe *provider.Error
+	var oe *net.OpError
+	switch {
+	case errors.Is(err, provider.ErrBusy), errors.As(err, &oe) && oe.Op == "dial":
+		return false
+	case errors.Is(err, provider.ErrBadResponse):
+		return true
+	case errors.As(err, &pe) && pe.Status != 0:
+		return false
+	}
+	return errors.Is(err, provider.ErrUnavailable)
 }
 
 // RefreshScopedFunc maps scoped refreshes (narrowed tokens) as RefreshFunc
@@ -160,6 +201,8 @@ func RefreshScopedFunc(oauthOf OAuthOf) vault.RefreshScopedFunc {
 		switch {
 		case errors.Is(err, provider.ErrInvalidGrant), errors.Is(err, provider.ErrNotSupported):
 			return nil, fmt.Errorf("%w: %w", vault.ErrReauthorizationRequired, err)
+		case errors.Is(err, provider.ErrUnavailable) && outcomeUnknown(err):
+			return nil, fmt.Errorf("%w: %w: %w", vault.ErrProviderUnavailable, vault.ErrOutcomeUnknown, err)
 		case errors.Is(err, provider.ErrUnavailable):
 			return nil, fmt.Errorf("%w: %w", vault.ErrProviderUnavailable, err)
 		case errors.As(err, &pe) && pe.Code == "invalid_scope",
@@ -169,7 +212,7 @@ func RefreshScopedFunc(oauthOf OAuthOf) vault.RefreshScopedFunc {
 			// the whole connection, which consent_required tells it.
 			return nil, fmt.Errorf("%w: %w", vault.ErrCannotNarrow, err)
 		case err != nil:
-			return nil, err
+			return nil, fmt.Errorf("%w: %w", vault.ErrProviderUnavailable, err)
 		}
 		return &vault.Refreshed{AccessToken: tok.AccessToken, TokenType: tok.TokenType,
 			RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Scopes: tok.Scopes}, nil

@@ -146,9 +146,9 @@ func (s *Store) Narrowed(ctx context.Context, user UserRef, provider string, sco
 	// As in Token: one fetch per process (singleflight, on a context no
 	// single caller can cancel), then the row lock across processes.
 	ch := s.flight.DoChan("narrow\x00"+r.id+"\x00"+key, func() (any, error) {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.providerTimeout+txMargin)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.leaseFor(provider)+time.Second)
 		defer cancel()
-		return s.narrowLocked(rctx, user, provider, set, key, seen)
+		return s.narrowLeased(rctx, user, provider, set, key, seen)
 	})
 	// The flight is shared by callers that may expect different accounts:
 	// each checks what it got.
@@ -167,58 +167,56 @@ func (s *Store) Narrowed(ctx context.Context, user UserRef, provider string, sco
 	}
 }
 
-// narrowLocked fetches the narrowed token of (connection, set) under the
-// connection row's lock; seen is when the narrowed token the caller found
-// stale was stored (zero: none).
-func (s *Store) narrowLocked(ctx context.Context, user UserRef, provider string, set []string, key string, seen time.Time) (*Credential, error) {
+// narrowLeased fetches the narrowed token of (connection, set) through the
+// connection row's refresh lease (lease.go): the scoped refresh presents the
+// connection's refresh token like any refresh. seen is when the narrowed
+// token the caller found stale was stored (zero: none).
+func (s *Store) narrowLeased(ctx context.Context, user UserRef, provider string, set []string, key string, seen time.Time) (*Credential, error) {
 	var (
-		out     *Credential
-		outErr  error
-		rotated bool
+		out    *Credential
+		outErr error
 	)
 	attrs := []any{slog.String("provider", provider), slog.Any("scopes", set)}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		r, err := s.load(ctx, tx, user, provider, true)
-		if err != nil {
-			return err
-		}
-		attrs = append(attrs, slog.String("connection_id", r.ID))
+	op := leaseOp{op: "narrow", provider: provider, user: user, attrs: attrs, failed: func(err error) { outErr = err }}
+	op.plan = func(ctx context.Context, tx pgx.Tx, r *row, cred *Credential, lease leaseState) (providerCall, error) {
+		out, outErr = nil, nil
 		if err := usable(r); err != nil {
 			outErr = err
-			return nil
-		}
-		cred, err := s.open(r)
-		if err != nil {
-			return err
+			return nil, nil
 		}
 		if m := cred.missing(set); len(m) > 0 {
 			outErr = &MissingScopesError{Provider: provider, Missing: m}
-			return nil
+			return nil, nil
 		}
 		// Re-check after locking: another caller (or replica) may have
 		// fetched it while we waited; one stored since we looked is used
 		// as long as it has not expired.
 		n, at, err := s.loadNarrowed(ctx, tx, r.ID, key)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if n != nil && n.AccountID == cred.AccountID && (!s.needsRefresh(n) || (at.After(seen) && !s.expired(n))) {
 			out = n
-			return nil
+			return nil, nil
 		}
 		if cred.RefreshToken == "" || s.refreshScoped == nil {
 			outErr = fmt.Errorf("%w: no refresh token, or scoped refresh is not configured", ErrCannotNarrow)
-			return nil
+			return nil, nil
 		}
-		ref, failed, txErr := s.callProvider(ctx, tx, r, "narrow", provider, attrs,
-			func(ctx context.Context) (*Refreshed, error) {
-				return s.refreshScoped(ctx, provider, cred.RefreshToken, set)
-			})
-		if ref == nil {
-			outErr = failed
-			return txErr
+		if lease.elsewhere {
+			if lease.waited >= leaseWaitValid && n != nil && n.AccountID == cred.AccountID && !s.expired(n) {
+				out = n
+				return nil, nil
+			}
+			return nil, errLeased
 		}
+		return func(ctx context.Context, rt string) (*Refreshed, error) {
+			return s.refreshScoped(ctx, provider, rt, set)
+		}, nil
+	}
+	op.store = func(ctx context.Context, tx pgx.Tx, r *row, cred *Credential, ref *Refreshed) error {
 		now := s.now().UTC()
+		rotated := false
 		if ref.RefreshToken != "" && ref.RefreshToken != cred.RefreshToken {
 			// The old refresh token is spent: the new one is stored now,
 			// whatever becomes of the access token.
@@ -266,10 +264,9 @@ func (s *Store) narrowLocked(ctx context.Context, user UserRef, provider string,
 			"new_refresh_token": rotated, "expires_at": nullTime(nt.Expiry)})
 		out = nt
 		return nil
-	})
-	s.forget(user, provider)
-	if err != nil {
-		s.logger.ErrorContext(ctx, "vault: narrowing transaction failed", append(attrs, slog.Any("error", err))...)
+	}
+	if err := s.runLeased(ctx, op); err != nil {
+		s.logger.ErrorContext(ctx, "vault: narrowing failed", append(attrs, slog.Any("error", err))...)
 		return nil, err
 	}
 	if outErr != nil {

@@ -124,9 +124,17 @@ type Config struct {
 	// Default 1m.
 	Skew time.Duration
 	// ProviderTimeout bounds one refresh or revocation call. Default 30s.
+	// The HTTP client behind Refresh must not give up sooner (the wiring
+	// sets its timeouts to this): an answer dropped early is a rotated
+	// refresh token lost.
 	ProviderTimeout time.Duration
-	Now             func() time.Time // default time.Now
-	Logger          *slog.Logger     // default: discard
+	// ReuseGrace says, per provider, how long it keeps accepting a refresh
+	// token it has just rotated away (0 or nil: not at all). Where it is
+	// positive, a refresh whose answer was lost is retried once with the
+	// same token (lease.go).
+	ReuseGrace func(provider string) time.Duration
+	Now        func() time.Time // default time.Now
+	Logger     *slog.Logger     // default: discard
 	// CacheTTL is how long Token may use a connection row (sealed credential
 	// and metadata) from memory; 0 disables the cache. Changes made through
 	// any Store reach the cache sooner, by notification (see cache.go): the
@@ -152,6 +160,7 @@ type Store struct {
 	refreshScoped   RefreshScopedFunc
 	narrowKeys      *Keyring // root.Purpose(narrowedKeys): seals narrowed tokens
 	revoke          RevokeFunc
+	grace           func(provider string) time.Duration
 	skew            time.Duration
 	providerTimeout time.Duration
 	now             func() time.Time
@@ -170,6 +179,7 @@ func New(cfg Config) (*Store, error) {
 		pool: cfg.Pool, root: cfg.Keyring, keys: cfg.Keyring.Purpose(credentialKeys), refresh: cfg.Refresh, revoke: cfg.Revoke,
 		refreshScoped: cfg.RefreshScoped, narrowKeys: cfg.Keyring.Purpose(narrowedKeys),
 		skew: cfg.Skew, providerTimeout: cfg.ProviderTimeout, now: cfg.Now, logger: cfg.Logger, onReauth: cfg.OnReauth,
+		grace: cfg.ReuseGrace,
 	}
 	if s.skew <= 0 {
 		s.skew = time.Minute
@@ -188,6 +198,14 @@ func New(cfg Config) (*Store, error) {
 	}
 	s.cache = cache.New[cache.Digest, tokenRow](cfg.CacheTTL, cfg.CacheSize, s.now)
 	return s, nil
+}
+
+// reuseGrace is cfg.ReuseGrace's answer for provider.
+func (s *Store) reuseGrace(provider string) time.Duration {
+	if s.grace == nil {
+		return 0
+	}
+	return s.grace(provider)
 }
 
 // Keyring returns the store's keyring as configured (credentials are sealed
@@ -212,10 +230,12 @@ const (
 		VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8, $9, $9)
 		ON CONFLICT (issuer, subject, provider) DO NOTHING RETURNING 1)
 		` + notifyChangedSQL + `$10) FROM changed`
-	// A new grant has no health on record yet.
+	// A new grant has no health on record yet, and ends any refresh lease:
+	// an answer to a call made with the replaced grant is dropped.
 	updateCredential = `WITH changed AS (UPDATE connections
 		SET status = 'active', key_version = $2, ciphertext = $3, scopes = $4, expires_at = $5, updated_at = $6,
-		    health_checked_at = NULL, last_error = ''
+		    health_checked_at = NULL, last_error = '',
+		    refresh_lease = '', refresh_lease_until = NULL, refresh_doubt_at = NULL
 		WHERE id = $1 RETURNING 1)
 		` + notifyChangedSQL + `$7) FROM changed`
 	updateRefreshed = `WITH changed AS (UPDATE connections

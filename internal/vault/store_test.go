@@ -271,7 +271,7 @@ func TestToken(t *testing.T) {
 					t.Fatalf("%v, status %s", err, conn.Status)
 				}
 			}},
-		{name: "provider outage leaves the connection untouched", lifetime: 30 * time.Second,
+		{name: "provider outage leaves the connection untouched", lifetime: -time.Second,
 			quirks: providertest.Quirks{ServerError: true},
 			check: func(t *testing.T, srv *providertest.Server, before providertest.Tokens, got *vault.Credential, err error, stored *vault.Credential, conn *vault.Connection) {
 				if !errors.Is(err, vault.ErrProviderUnavailable) || errors.Is(err, vault.ErrReauthorizationRequired) {
@@ -280,6 +280,16 @@ func TestToken(t *testing.T) {
 				if conn.Status != vault.StatusActive || stored.AccessToken != before.AccessToken ||
 					stored.RefreshToken != before.RefreshToken || !conn.RefreshedAt.IsZero() {
 					t.Fatalf("connection changed: %+v %v", conn, stored)
+				}
+			}},
+		{name: "provider outage: a token still valid is answered", lifetime: 30 * time.Second,
+			quirks: providertest.Quirks{ServerError: true},
+			check: func(t *testing.T, srv *providertest.Server, before providertest.Tokens, got *vault.Credential, err error, stored *vault.Credential, conn *vault.Connection) {
+				if err != nil || got.AccessToken != before.AccessToken || srv.Counts().Refresh != 1 {
+					t.Fatalf("%v %v %+v", got, err, srv.Counts())
+				}
+				if conn.Status != vault.StatusActive || stored.RefreshToken != before.RefreshToken || conn.LastError != "provider_unavailable" {
+					t.Fatalf("connection changed: %+v", conn)
 				}
 			}},
 		{name: "expired token without refresh token needs reauthorization", lifetime: -time.Second, noRT: true,

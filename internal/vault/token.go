@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/connectd/connectd/internal/scope"
 )
@@ -19,9 +20,12 @@ import (
 // When the access token expires within the skew, Token refreshes it first, and
 // the refresh token is used exactly once however many callers and replicas ask
 // at the same moment: callers in this process share one refresh
-// (singleflight); across processes the refresh runs under the row's lock
-// (SELECT … FOR UPDATE) and re-checks the row after locking, so a replica that
-// waited for the lock finds the token another one just stored.
+// (singleflight); across processes the row's refresh lease (lease.go) lets
+// one replica call the provider while the others wait or use the token that is
+// still valid, and no database connection is held during the call. A token
+// still valid is answered whenever its refresh cannot be made now (the
+// provider fails, or another replica's refresh is in flight): the skew is a
+// margin, not a deadline.
 //
 // Errors: ErrNotConnected; ErrReauthorizationRequired (the provider refused the
 // grant; the row is marked reauthorization_required); ErrProviderUnavailable
@@ -38,30 +42,34 @@ func (s *Store) Token(ctx context.Context, user UserRef, provider string, requir
 		return cred, nil
 	}
 	// The shared refresh must not die with the first caller's request: it runs
-	// on a context detached from any one caller, bounded by providerTimeout.
+	// on a context detached from any one caller, bounded by the lease.
 	seen := r
 	ch := s.flight.DoChan(r.id, func() (any, error) {
-		// The transaction outlives the provider call by a margin, so that a
-		// refresh the provider answered at the last moment is still stored.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.providerTimeout+txMargin)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.leaseFor(provider)+time.Second)
 		defer cancel()
-		return s.refreshLocked(rctx, user, provider, func(r *row, cred *Credential) bool {
+		return s.refreshShared(rctx, user, provider, func(r *row, c *Credential) bool {
 			// Re-check after locking: another caller may have refreshed while
 			// we waited. A token refreshed since we looked is used as long as
 			// it is not expired, even if short-lived tokens fall within the
 			// skew again.
-			return s.needsRefresh(cred) && !(r.ID == seen.id && r.RefreshedAt.After(seen.refreshedAt) && !s.expired(cred))
+			return s.needsRefresh(c) && !(r.ID == seen.id && r.RefreshedAt.After(seen.refreshedAt) && !s.expired(c))
 		})
 	})
+	var res singleflight.Result
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	case res := <-ch:
-		if res.Err != nil {
-			return nil, res.Err
-		}
-		cred = clone(res.Val.(*Credential))
+	case res = <-ch:
 	}
+	if res.Err != nil {
+		if errors.Is(res.Err, ErrProviderUnavailable) && !s.expired(cred) {
+			s.logger.WarnContext(ctx, "vault: refresh failed; answering the token that is still valid",
+				slog.String("provider", provider), slog.String("connection_id", r.id), slog.Any("error", res.Err))
+			return cred, nil
+		}
+		return nil, res.Err
+	}
+	cred = clone(res.Val.(*Credential))
 	if m := cred.missing(required); len(m) > 0 {
 		return nil, &MissingScopesError{Provider: provider, Missing: m}
 	}
@@ -88,36 +96,6 @@ func (s *Store) usable(ctx context.Context, user UserRef, provider string, requi
 	}
 	return r, cred, nil
 }
-
-// callProvider makes one refresh-token call to the provider (op "refresh" or
-// "narrow"), under the row lock tx holds, and sorts out its failures the same
-// way for both: invalid_grant marks the connection reauthorization_required
-// (in tx, audited); any other failure leaves the row as it was, since the
-// refresh token may still be good. On failure ref is nil, failed is the
-// caller's error and txErr what the transaction function returns.
-func (s *Store) callProvider(ctx context.Context, tx pgx.Tx, r *row, op, provider string, attrs []any,
-	call func(context.Context) (*Refreshed, error)) (ref *Refreshed, failed, txErr error) {
-	pctx, cancel := context.WithTimeout(ctx, s.providerTimeout)
-	ref, err := call(pctx)
-	cancel()
-	switch {
-	case errors.Is(err, ErrReauthorizationRequired):
-		s.logger.WarnContext(ctx, "vault: provider refused the refresh token; reauthorization required",
-			append(attrs, slog.String("op", op), slog.Any("error", err))...)
-		return nil, fmt.Errorf("vault: %s %s: %w", op, provider, err), s.markReauthAudited(ctx, tx, r, "invalid_grant")
-	case err != nil:
-		s.logger.WarnContext(ctx, "vault: provider call failed; connection left untouched",
-			append(attrs, slog.String("op", op), slog.Any("error", err))...)
-		return nil, fmt.Errorf("vault: %s %s: %w", op, provider, err), nil
-	case ref == nil || ref.AccessToken == "":
-		return nil, fmt.Errorf("vault: %s %s: provider returned no access token", op, provider), nil
-	}
-	return ref, nil, nil
-}
-
-// txMargin is how much longer a refresh transaction may take than the
-// provider call inside it.
-const txMargin = 10 * time.Second
 
 func usable(r *row) error { return usableStatus(r.Status, r.Provider) }
 
@@ -148,54 +126,48 @@ func clone(c *Credential) *Credential {
 	return &d
 }
 
-// refreshLocked refreshes the user's connection to provider under its row
-// lock when due (read after locking) says it still needs one.
-func (s *Store) refreshLocked(ctx context.Context, user UserRef, provider string, due func(*row, *Credential) bool) (*Credential, error) {
+// refreshShared refreshes the user's connection to provider when due (read
+// under the row lock) says it still needs one, through the row's refresh
+// lease (lease.go).
+func (s *Store) refreshShared(ctx context.Context, user UserRef, provider string, due func(*row, *Credential) bool) (*Credential, error) {
 	var (
-		out       *Credential
-		outErr    error
-		refreshed bool
+		out    *Credential
+		outErr error
 	)
-	attrs := []any{slog.String("provider", provider)}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		r, err := s.load(ctx, tx, user, provider, true)
-		if err != nil {
-			return err
-		}
+	op := leaseOp{op: "refresh", provider: provider, user: user, attrs: []any{slog.String("provider", provider)},
+		failed: func(err error) { outErr = err }}
+	op.plan = func(ctx context.Context, tx pgx.Tx, r *row, cred *Credential, lease leaseState) (providerCall, error) {
+		out, outErr = nil, nil
 		if err := usable(r); err != nil {
 			outErr = err
-			return nil
-		}
-		attrs = append(attrs, slog.String("connection_id", r.ID))
-		cred, err := s.open(r)
-		if err != nil {
-			return err
+			return nil, nil
 		}
 		if !due(r, cred) {
 			out = cred
-			return nil
+			return nil, nil
 		}
 		if cred.RefreshToken == "" || s.refresh == nil {
 			if !s.expired(cred) {
 				out = cred // still valid for a moment; nothing can refresh it
-				return nil
+				return nil, nil
 			}
 			if s.refresh == nil {
 				outErr = fmt.Errorf("vault: token of %s expired and refreshing is not configured", provider)
-				return nil
+				return nil, nil
 			}
 			outErr = fmt.Errorf("%w: token of %s expired and there is no refresh token", ErrReauthorizationRequired, provider)
-			return s.markReauthAudited(ctx, tx, r, "expired_without_refresh_token")
+			return nil, s.markReauthAudited(ctx, tx, r, "expired_without_refresh_token")
 		}
-		ref, failed, txErr := s.callProvider(ctx, tx, r, "refresh", provider, attrs,
-			func(ctx context.Context) (*Refreshed, error) { return s.refresh(ctx, provider, cred.RefreshToken) })
-		if ref == nil {
-			outErr = failed
-			if txErr != nil {
-				return txErr
+		if lease.elsewhere {
+			if lease.waited >= leaseWaitValid && !s.expired(cred) {
+				out = cred // another replica's refresh is slow; this token is still good
+				return nil, nil
 			}
-			return s.recordHealth(ctx, tx, r.ID, failed)
+			return nil, errLeased
 		}
+		return func(ctx context.Context, rt string) (*Refreshed, error) { return s.refresh(ctx, provider, rt) }, nil
+	}
+	op.store = func(ctx context.Context, tx pgx.Tx, r *row, cred *Credential, ref *Refreshed) error {
 		next := *cred
 		next.AccessToken = ref.AccessToken
 		if ref.TokenType != "" {
@@ -219,22 +191,19 @@ func (s *Store) refreshLocked(ctx context.Context, user UserRef, provider string
 		}
 		s.auditIn(ctx, tx, "connection.refreshed", r, map[string]any{
 			"new_refresh_token": ref.RefreshToken != "", "expires_at": nullTime(next.Expiry)})
-		out, refreshed = &next, true
-		return s.recordHealth(ctx, tx, r.ID, nil)
-	})
-	s.forget(user, provider) // whatever happened, the next read goes to the database
-	if err != nil {
-		// If the provider already rotated the refresh token, losing this commit
-		// loses it; the next refresh then fails with invalid_grant and the user
-		// reconnects. Say so loudly.
-		s.logger.ErrorContext(ctx, "vault: refresh transaction failed", append(attrs, slog.Any("error", err))...)
+		if err := s.recordHealth(ctx, tx, r.ID, nil); err != nil {
+			return err
+		}
+		out = &next
+		s.logger.InfoContext(ctx, "vault: token refreshed", slog.String("provider", provider), slog.String("connection_id", r.ID))
+		return nil
+	}
+	if err := s.runLeased(ctx, op); err != nil {
+		s.logger.ErrorContext(ctx, "vault: refresh failed", slog.String("provider", provider), slog.Any("error", err))
 		return nil, err
 	}
 	if outErr != nil {
 		return nil, outErr
-	}
-	if refreshed {
-		s.logger.InfoContext(ctx, "vault: token refreshed", attrs...)
 	}
 	return out, nil
 }
@@ -293,9 +262,9 @@ func (s *Store) Renew(ctx context.Context, user UserRef, provider string, idleSi
 	// Like Token's shared refresh, it does not die with its caller (a job
 	// stopped at shutdown): a rotated refresh token the provider already
 	// issued must still be stored.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.providerTimeout+txMargin)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.leaseFor(provider)+time.Second)
 	defer cancel()
-	_, err := s.refreshLocked(rctx, user, provider, func(r *row, cred *Credential) bool {
+	_, err := s.refreshShared(rctx, user, provider, func(r *row, cred *Credential) bool {
 		// updated_at moves with every store and every refresh: when the
 		// refresh token was last issued or used.
 		return r.UpdatedAt.Before(idleSince) && cred.RefreshToken != ""

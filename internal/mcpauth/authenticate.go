@@ -3,7 +3,9 @@ package mcpauth
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/connectd/connectd/internal/web"
 )
@@ -83,7 +85,9 @@ const (
 //	401 invalid_token        anything else: malformed (claims not valid UTF-8 JSON included),
 //	                         alg, typ, signature, unknown key; or sub/iss is not an
 //	                         identity connectd accepts (CheckSubject; the description says so)
-//	503 jwks_unavailable     the issuer's discovery document or JWKS could not be fetched
+//	503 jwks_unavailable     the issuer's discovery document or JWKS could not be fetched,
+//	                         or the token's kid is unknown and the JWKS was fetched too
+//	                         recently to fetch it again; Retry-After says when to retry
 func APIError(err error) error {
 	invalid := func(code, desc string) *web.Error {
 		return &web.Error{Status: http.StatusUnauthorized, Code: code, Description: desc, Err: err,
@@ -105,7 +109,7 @@ func APIError(err error) error {
 	case errors.Is(err, ErrIssuerUnavailable):
 		return &web.Error{Status: http.StatusServiceUnavailable, Code: "jwks_unavailable", Err: err,
 			Description: "the token issuer's keys could not be fetched; retry later",
-			Header:      http.Header{"Retry-After": {"30"}}}
+			Header:      http.Header{"Retry-After": {retryAfter(err)}}}
 	case errors.Is(err, ErrTokenExpired):
 		return invalid("token_expired", "the user token has expired")
 	case errors.Is(err, ErrTokenNotYetValid):
@@ -121,4 +125,14 @@ func APIError(err error) error {
 	default:
 		return err
 	}
+}
+
+// retryAfter is the Retry-After of a 503 for err: in whole seconds (at least
+// one) when err says when its keys can be fetched again, else 30.
+func retryAfter(err error) string {
+	var u *unavailableError
+	if !errors.As(err, &u) {
+		return "30"
+	}
+	return strconv.Itoa(int(max(1, (u.retry+time.Second-1)/time.Second))) // rounded up
 }

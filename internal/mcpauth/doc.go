@@ -6,7 +6,9 @@
 //     rotating its keys clears on every replica (clientcache.go);
 //   - verification of MCP user access tokens (RFC 9068 JWTs) against trusted
 //     issuers, with discovery (egress.Discover: RFC 8414, then OIDC) and a
-//     JWKS cache that refreshes, rate-limited, when it meets an unknown key id;
+//     JWKS cache (jwks.go) that follows the answer's cache headers, retries a
+//     failing JWKS within seconds, and refreshes early, at most once per
+//     interval, for an unknown key id that may be newer than the cache;
 //   - the OIDC relying-party side of browser login (authorization code + PKCE
 //     S256 + nonce) and its single-use login states (table login_states).
 //

@@ -3,6 +3,7 @@ package mcpauth
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // User-token errors. Every one of them wraps ErrInvalidToken, so callers that
@@ -44,6 +45,21 @@ var (
 	// ErrMissingUserToken means the request carried no X-User-Token.
 	ErrMissingUserToken = errors.New("mcpauth: no user token")
 )
+
+// unavailableError is an ErrIssuerUnavailable that knows when trying again
+// can help: the Retry-After of its 503 (see APIError).
+type unavailableError struct {
+	err   error
+	retry time.Duration
+}
+
+func (e *unavailableError) Error() string { return e.err.Error() }
+func (e *unavailableError) Unwrap() error { return e.err }
+
+// unavailable returns an ErrIssuerUnavailable worth retrying after retry.
+func unavailable(retry time.Duration, format string, args ...any) error {
+	return &unavailableError{err: fmt.Errorf("%w: "+format, append([]any{ErrIssuerUnavailable}, args...)...), retry: retry}
+}
 
 // Client-key errors.
 var (

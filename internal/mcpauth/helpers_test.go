@@ -1,6 +1,7 @@
 package mcpauth_test
 
 import (
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -20,9 +21,11 @@ const (
 // the JWKS requests it answered.
 type idp struct {
 	*devidp.Provider
-	srv       *httptest.Server
-	jwksHits  atomic.Int64
-	jwksFails atomic.Bool // answer the JWKS with 500 while set
+	srv         *httptest.Server
+	jwksHits    atomic.Int64
+	jwksFails   atomic.Bool                 // answer the JWKS with 500 while set
+	jwksHeaders atomic.Pointer[http.Header] // added to every JWKS answer
+	jwksDelay   atomic.Int64                // nanoseconds each JWKS answer takes
 }
 
 func newIDP(t testing.TB, cfg devidp.Config) *idp {
@@ -40,6 +43,10 @@ func newIDP(t testing.TB, cfg devidp.Config) *idp {
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/jwks" {
 			i.jwksHits.Add(1)
+			time.Sleep(time.Duration(i.jwksDelay.Load()))
+			if h := i.jwksHeaders.Load(); h != nil {
+				maps.Copy(w.Header(), *h)
+			}
 			if i.jwksFails.Load() {
 				http.Error(w, "down", http.StatusInternalServerError)
 				return
@@ -98,4 +105,15 @@ func signer(t *testing.T, issuer string) *devidp.Provider {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// eventually fails t unless cond becomes true within a generous deadline: for
+// what happens in a background goroutine, never to measure how fast.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still not true after 10s: %s", what)
+		}
+	}
 }

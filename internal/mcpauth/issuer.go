@@ -12,7 +12,6 @@ import (
 
 	"github.com/MicahParks/jwkset"
 	"github.com/MicahParks/keyfunc/v3"
-	"golang.org/x/time/rate"
 
 	"github.com/connectd/connectd/internal/egress"
 )
@@ -80,43 +79,14 @@ type issuerState struct {
 	mu       sync.Mutex // held while discovering and creating the cache
 	meta     *egress.Metadata
 	kf       keyfunc.Keyfunc
-	cache    *keyCache
+	keys     *keySet
 	failedAt time.Time // last failed set-up; retried after retryAfter
-
-	// unknownKID limits refreshes triggered by an unknown kid.
-	unknownKID *rate.Limiter
 }
 
-// keyCache is the JWKS store of one issuer. It remembers whether the last
-// fetch succeeded, which tells "unknown key" (401) from "keys unreachable" (503).
-type keyCache struct {
-	*jwkset.MemoryJWKSet
-	mu sync.Mutex
-	ok bool
-}
-
-// KeyReplaceAll is called by jwkset after every successful fetch.
-func (c *keyCache) KeyReplaceAll(ctx context.Context, given []jwkset.JWK) error {
-	err := c.MemoryJWKSet.KeyReplaceAll(ctx, given)
-	c.setOK(err == nil)
-	return err
-}
-
-func (c *keyCache) setOK(ok bool) {
-	c.mu.Lock()
-	c.ok = ok
-	c.mu.Unlock()
-}
-
-func (c *keyCache) healthy() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ok
-}
-
-// ready discovers the issuer and creates its JWKS cache on first use. A
-// failure is remembered for retryAfter so an unreachable issuer costs one
-// attempt per interval, not one per request.
+// ready discovers the issuer and creates its JWKS cache on first use (the
+// first fetch is the cache's own: see keySet). A failure is remembered for
+// retryAfter so an unreachable issuer costs one attempt per interval, not one
+// per request.
 func (v *Verifier) ready(ctx context.Context, st *issuerState) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -124,15 +94,17 @@ func (v *Verifier) ready(ctx context.Context, st *issuerState) error {
 	if st.kf != nil && (!needMeta || st.meta != nil) {
 		return nil
 	}
-	if !st.failedAt.IsZero() && v.now().Sub(st.failedAt) < v.retryAfter {
-		return fmt.Errorf("%w: issuer %s: set-up failed recently", ErrIssuerUnavailable, st.cfg.ID)
+	if !st.failedAt.IsZero() {
+		if wait := v.retryAfter - v.now().Sub(st.failedAt); wait > 0 {
+			return unavailable(wait, "issuer %s: set-up failed recently", st.cfg.ID)
+		}
 	}
 	if needMeta && st.meta == nil {
 		m, err := v.discover(ctx, st.cfg.URL)
 		if err != nil {
 			st.failedAt = v.now()
 			v.logger.WarnContext(ctx, "issuer discovery failed", slog.String("issuer", st.cfg.ID), slog.Any("error", err))
-			return fmt.Errorf("%w: issuer %s: %w", ErrIssuerUnavailable, st.cfg.ID, err)
+			return unavailable(v.retryAfter, "issuer %s: %w", st.cfg.ID, err)
 		}
 		st.meta = m
 	}
@@ -141,46 +113,18 @@ func (v *Verifier) ready(ctx context.Context, st *issuerState) error {
 		if jwksURL == "" {
 			jwksURL = st.meta.JWKSURI
 		}
-		cache := &keyCache{MemoryJWKSet: jwkset.NewMemoryStorage()}
-		id := st.cfg.ID
-		store, err := jwkset.NewStorageFromHTTP(jwksURL, jwkset.HTTPClientStorageOptions{
-			Client:                    v.client,
-			Ctx:                       v.ctx,
-			HTTPTimeout:               v.httpTimeout,
-			NoErrorReturnFirstHTTPReq: true,
-			RefreshInterval:           v.refreshInterval,
-			Storage:                   cache,
-			RefreshErrorHandler: func(ctx context.Context, err error) {
-				cache.setOK(false)
-				v.logger.WarnContext(ctx, "JWKS fetch failed", slog.String("issuer", id), slog.Any("error", err))
-			},
-		})
-		if err != nil {
-			st.failedAt = v.now()
-			return fmt.Errorf("%w: issuer %s: %w", ErrIssuerUnavailable, id, err)
-		}
-		client, err := jwkset.NewHTTPClient(jwkset.HTTPClientOptions{
-			HTTPURLs: map[string]jwkset.Storage{jwksURL: store},
-			// The rate limit is applied (without blocking) in keyFunc; here
-			// every miss that gets that far refreshes.
-			RefreshUnknownKID: rate.NewLimiter(rate.Inf, 1),
-			RateLimitWaitMax:  v.httpTimeout,
-		})
-		if err != nil {
-			st.failedAt = v.now()
-			return fmt.Errorf("%w: issuer %s: %w", ErrIssuerUnavailable, id, err)
-		}
+		keys := &keySet{v: v, id: st.cfg.ID, url: jwksURL, store: jwkset.NewMemoryStorage()}
 		kf, err := keyfunc.New(keyfunc.Options{
 			Ctx:     v.ctx,
-			Storage: client,
+			Storage: keys.store,
 			// Keys marked for encryption never verify signatures.
 			UseWhitelist: []jwkset.USE{jwkset.UseSig, jwkset.USE("")},
 		})
 		if err != nil {
 			st.failedAt = v.now()
-			return fmt.Errorf("%w: issuer %s: %w", ErrIssuerUnavailable, id, err)
+			return unavailable(v.retryAfter, "issuer %s: %w", st.cfg.ID, err)
 		}
-		st.kf, st.cache = kf, cache
+		st.kf, st.keys = kf, keys
 	}
 	st.failedAt = time.Time{}
 	return nil

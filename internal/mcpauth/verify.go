@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"golang.org/x/time/rate"
 
 	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/egress"
@@ -54,11 +53,14 @@ type VerifierConfig struct {
 	AllowHTTP bool
 	// Skew is the clock skew tolerated on exp, nbf and iat (default 30s).
 	Skew time.Duration
-	// RefreshInterval is how often each JWKS is re-fetched in the background
-	// (default 1h), so revoked keys disappear.
+	// RefreshInterval is the longest a JWKS answer is used before it is
+	// fetched again (default 1h), so revoked keys disappear; the answer's
+	// Cache-Control max-age or Expires may make it shorter, down to a minute.
 	RefreshInterval time.Duration
-	// UnknownKIDInterval is the minimum time between two refreshes caused by
-	// a token with an unknown kid (default 1m).
+	// UnknownKIDInterval is the least time between a JWKS fetch and one
+	// brought forward by a token with an unknown kid, so a rotated key is
+	// picked up within it; also the first retry after a failed fetch, doubling
+	// up to a minute while the JWKS keeps failing (default 5s).
 	UnknownKIDInterval time.Duration
 	// RetryAfter is how long a failed discovery is not retried (default 10s).
 	RetryAfter time.Duration
@@ -72,22 +74,23 @@ type VerifierConfig struct {
 }
 
 // Verifier verifies MCP user access tokens and OIDC ID tokens against the
-// trusted issuers. It is safe for concurrent use; Close stops its background
-// JWKS refreshes.
+// trusted issuers. It is safe for concurrent use; Close ends its JWKS fetches
+// under way.
 type Verifier struct {
 	issuers []*issuerState
 	byURL   map[string]*issuerState
 	byID    map[string]*issuerState
 
-	client          *http.Client
-	allowHTTP       bool
-	skew            time.Duration
-	refreshInterval time.Duration
-	retryAfter      time.Duration
-	httpTimeout     time.Duration
-	now             func() time.Time
-	logger          *slog.Logger
-	tokens          *tokenCache
+	client             *http.Client
+	allowHTTP          bool
+	skew               time.Duration
+	refreshInterval    time.Duration
+	unknownKIDInterval time.Duration
+	retryAfter         time.Duration
+	httpTimeout        time.Duration
+	now                func() time.Time
+	logger             *slog.Logger
+	tokens             *tokenCache
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -98,18 +101,19 @@ type Verifier struct {
 // starts even while an issuer is down.
 func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	v := &Verifier{
-		byURL:           map[string]*issuerState{},
-		byID:            map[string]*issuerState{},
-		allowHTTP:       cfg.AllowHTTP,
-		skew:            orDefault(cfg.Skew, 30*time.Second),
-		refreshInterval: orDefault(cfg.RefreshInterval, time.Hour),
-		retryAfter:      orDefault(cfg.RetryAfter, 10*time.Second),
-		httpTimeout:     orDefault(cfg.HTTPTimeout, 10*time.Second),
-		now:             cfg.Now,
-		logger:          cfg.Logger,
+		byURL:              map[string]*issuerState{},
+		byID:               map[string]*issuerState{},
+		allowHTTP:          cfg.AllowHTTP,
+		skew:               orDefault(cfg.Skew, 30*time.Second),
+		refreshInterval:    orDefault(cfg.RefreshInterval, time.Hour),
+		unknownKIDInterval: orDefault(cfg.UnknownKIDInterval, 5*time.Second),
+		retryAfter:         orDefault(cfg.RetryAfter, 10*time.Second),
+		httpTimeout:        orDefault(cfg.HTTPTimeout, 10*time.Second),
+		now:                cfg.Now,
+		logger:             cfg.Logger,
 	}
-	if cfg.Skew < 0 {
-		return nil, errors.New("mcpauth: negative skew")
+	if cfg.Skew < 0 || cfg.RefreshInterval < 0 || cfg.UnknownKIDInterval < 0 {
+		return nil, errors.New("mcpauth: negative skew or interval")
 	}
 	if v.now == nil {
 		v.now = time.Now
@@ -119,7 +123,6 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 		v.logger = slog.New(slog.DiscardHandler)
 	}
 	v.client = egress.Bound(cfg.HTTPClient, egress.Limits{Timeout: v.httpTimeout})
-	every := orDefault(cfg.UnknownKIDInterval, time.Minute)
 	for _, is := range cfg.Issuers {
 		if err := is.Validate(cfg.AllowHTTP); err != nil {
 			return nil, fmt.Errorf("mcpauth: issuer %q: %w", is.ID, err)
@@ -127,7 +130,7 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 		if v.byURL[is.URL] != nil || v.byID[is.ID] != nil {
 			return nil, fmt.Errorf("mcpauth: issuer %s configured twice", is.ID)
 		}
-		st := &issuerState{cfg: is, unknownKID: rate.NewLimiter(rate.Every(every), 1)}
+		st := &issuerState{cfg: is}
 		v.issuers = append(v.issuers, st)
 		v.byURL[is.URL], v.byID[is.ID] = st, st
 	}
@@ -142,7 +145,7 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-// Close stops the background JWKS refreshes.
+// Close ends the JWKS fetches under way.
 func (v *Verifier) Close() { v.cancel() }
 
 // Issuers lists the configured issuers in configuration order.
@@ -285,6 +288,7 @@ func (v *Verifier) verify(ctx context.Context, raw string, kind tokenKind, wantI
 	if err := v.ready(ctx, st); err != nil {
 		return nil, err
 	}
+	st.keys.maintain(ctx)
 	var c claims
 	parser := jwt.NewParser(
 		jwt.WithValidMethods(algorithms),
@@ -295,7 +299,11 @@ func (v *Verifier) verify(ctx context.Context, raw string, kind tokenKind, wantI
 		jwt.WithIssuer(st.cfg.URL),
 		jwt.WithAudience(audiences...),
 	)
-	if _, err := parser.ParseWithClaims(raw, &c, v.keyFunc(ctx, st)); err != nil {
+	var keyErr error // keyFunc's own verdict, returned as it is
+	if _, err := parser.ParseWithClaims(raw, &c, v.keyFunc(ctx, st, &keyErr)); err != nil {
+		if keyErr != nil {
+			return nil, keyErr
+		}
 		return nil, v.classify(err, st)
 	}
 	if c.Subject == "" || c.IssuedAt == nil {
@@ -332,31 +340,35 @@ func checkType(h any, kind tokenKind, allowPlain bool) error {
 	}
 }
 
-// keyFunc resolves the verification key through the issuer's JWKS cache. A kid
-// not in the cache triggers a refresh only when the issuer's unknown-kid
-// limiter allows it now; it never waits, so a flood of random kids costs one
-// fetch per interval and no latency.
-func (v *Verifier) keyFunc(ctx context.Context, st *issuerState) jwt.Keyfunc {
+// keyFunc resolves the verification key through the issuer's JWKS cache. A
+// kid not in the cache is the keySet's to decide on (see unknownKID): fetched
+// now, at most once per interval; refused when the cache is newer than the
+// token; or 503 until a fetch is allowed. It never waits for the interval.
+func (v *Verifier) keyFunc(ctx context.Context, st *issuerState, verdict *error) jwt.Keyfunc {
 	inner := st.kf.KeyfuncCtx(ctx)
 	return func(t *jwt.Token) (any, error) {
 		if kid, ok := t.Header["kid"].(string); ok {
-			if _, err := st.cache.KeyRead(ctx, kid); err != nil && !st.unknownKID.Allow() {
-				return nil, errors.New("unknown kid; refresh rate-limited")
+			if _, err := st.keys.store.KeyRead(ctx, kid); err != nil {
+				c, _ := t.Claims.(*claims)
+				if err := st.keys.unknownKID(ctx, kid, c.IssuedAt); err != nil {
+					*verdict = err
+					return nil, err
+				}
 			}
 		}
 		return inner(t)
 	}
 }
 
-// classify maps a jwt error onto this package's sentinels. A key that could
-// not be found while the issuer's JWKS is unreachable is ErrIssuerUnavailable.
+// classify maps a jwt error onto this package's sentinels. A key that could not be found while the
+// issuer's JWKS is unreachable is ErrIssuerUnavailable.
 func (v *Verifier) classify(err error, st *issuerState) error {
 	switch {
 	case errors.Is(err, jwt.ErrTokenMalformed):
 		return ErrMalformedToken
 	case errors.Is(err, jwt.ErrTokenUnverifiable):
-		if !st.cache.healthy() {
-			return fmt.Errorf("%w: issuer %s: JWKS unreachable", ErrIssuerUnavailable, st.cfg.ID)
+		if !st.keys.healthy() {
+			return unavailable(st.keys.retryIn(), "issuer %s: JWKS unreachable", st.cfg.ID)
 		}
 		return ErrSignature
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):

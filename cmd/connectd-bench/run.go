@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -106,7 +107,7 @@ const benchResource = "https://bench.mcp.example/"
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "trivial" {
-		return trivialServer(ctx, args[1:])
+		return trivialServer(ctx, args[1:], stdout)
 	}
 	o, err := parseOptions(args, getenv, stderr)
 	if err != nil {
@@ -131,8 +132,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	started := time.Now()
 
-	// Every replica's addresses are chosen first: the issuer must know
-	// their login callbacks.
+	// Every replica's addresses are chosen first, and held until it starts:
+	// the issuer must know their login callbacks.
 	main, off := make([]*process, o.replicas), make([]*process, o.replicas)
 	var callbacks []string
 	for _, set := range [][]*process{main, off} {
@@ -497,47 +498,37 @@ func seed(ctx context.Context, pool *pgxpool.Pool, keyLine, issuer string, users
 // process is a child process under measurement.
 type process struct {
 	cmd      *exec.Cmd
+	exited   chan struct{} // closed once cmd has exited
 	addr     string
 	base     string
 	internal string // operators' listener (pprof, metrics); "" for the trivial server
 	iaddr    string
 	pid      int
-}
-
-func (p *process) stop() {
-	if p.cmd != nil && p.cmd.Process != nil {
-		_ = p.cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { p.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-		}
-		p.cmd = nil
-	}
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	held     []net.Listener // addr and iaddr, reserved until the process starts
 }
 
 // newProcess reserves a replica's addresses; start runs it.
 func newProcess() (*process, error) {
-	addr, err := freeAddr()
+	ln, err := reserve()
 	if err != nil {
 		return nil, err
 	}
-	iaddr, err := freeAddr()
+	iln, err := reserve()
 	if err != nil {
+		ln.Close()
 		return nil, err
 	}
-	return &process{addr: addr, base: "http://" + addr, iaddr: iaddr, internal: "http://" + iaddr}, nil
+	addr, iaddr := ln.Addr().String(), iln.Addr().String()
+	return &process{addr: addr, base: "http://" + addr, iaddr: iaddr, internal: "http://" + iaddr,
+		held: []net.Listener{ln, iln}}, nil
+}
+
+// release lets go of p's reserved addresses.
+func (p *process) release() {
+	for _, ln := range p.held {
+		ln.Close()
+	}
+	p.held = nil
 }
 
 // start runs connectd serve on p's addresses (its public URL is its own
@@ -547,40 +538,71 @@ func (p *process) start(ctx context.Context, binary string, env []string) error 
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Env = append(cmd.Env, "CONNECTD_ADDR="+p.addr, "CONNECTD_INTERNAL_ADDR="+p.iaddr, "CONNECTD_PUBLIC_URL="+p.base)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	p.release() // only now, for connectd to bind them
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	p.cmd, p.pid = cmd, cmd.Process.Pid
-	if err := waitReady(ctx, p.base+"/readyz"); err != nil {
+	p.running(cmd)
+	if err := waitReady(ctx, p.base+"/readyz", p.exited); err != nil {
 		p.stop()
-		return err
+		return fmt.Errorf("connectd serve on %s: %w", p.addr, err)
 	}
 	return nil
 }
 
-func startTrivial(ctx context.Context) (*process, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
+// running records cmd, just started, as p's process.
+func (p *process) running(cmd *exec.Cmd) {
+	p.cmd, p.pid, p.exited = cmd, cmd.Process.Pid, make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(p.exited)
+	}()
+}
+
+func (p *process) stop() {
+	p.release()
+	if p.cmd == nil {
+		return
 	}
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+	p.cmd = nil
+}
+
+// startTrivial starts the trivial server (this binary, "trivial"), which
+// listens on a port of its own choosing and reports it.
+func startTrivial(ctx context.Context) (*process, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, self, "trivial", addr)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd := exec.CommandContext(ctx, self, "trivial")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &process{cmd: cmd, base: "http://" + addr, pid: cmd.Process.Pid}
-	if err := waitReady(ctx, p.base+"/"); err != nil {
+	addr, err := bufio.NewReader(out).ReadString('\n') // read before Wait, which closes out
+	p := &process{}
+	p.running(cmd)
+	if err != nil {
 		p.stop()
-		return nil, err
+		return nil, fmt.Errorf("the trivial server did not report its address: %w", err)
 	}
+	p.base = "http://" + strings.TrimSpace(addr)
 	return p, nil
 }
 
-func waitReady(ctx context.Context, u string) error {
+// waitReady polls u until it answers 200, the process exits or 30 s pass.
+func waitReady(ctx context.Context, u string, exited <-chan struct{}) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		resp, err := http.Get(u)
@@ -593,6 +615,8 @@ func waitReady(ctx context.Context, u string) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-exited:
+			return errors.New("exited before it was ready (its log is above)")
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -600,20 +624,27 @@ func waitReady(ctx context.Context, u string) error {
 }
 
 // trivialServer answers every request with the same 1 KB JSON document: the
-// cost of Go's HTTP stack alone.
-func trivialServer(ctx context.Context, args []string) error {
-	if len(args) != 1 {
-		return errors.New("usage: connectd-bench trivial ADDR")
+// cost of Go's HTTP stack alone. It listens on a free port of 127.0.0.1 and
+// writes the address to stdout, its first line: nothing can take the port
+// between being chosen and being listened on.
+func trivialServer(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) != 0 {
+		return errors.New("usage: connectd-bench trivial")
 	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, ln.Addr())
 	body := []byte(`{"provider":"bench","kind":"oauth2","token_type":"Bearer","access_token":"` +
 		strings.Repeat("x", 900) + `","scopes":["read"]}`)
-	srv := &http.Server{Addr: args[0], ReadHeaderTimeout: 5 * time.Second,
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Write(body)
 		})}
 	go func() { <-ctx.Done(); srv.Close() }()
-	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

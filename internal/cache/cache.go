@@ -7,11 +7,23 @@
 // client keys, connect consents. Each owner's writers send
 // pg_notify(channel, Key(...)) in the transaction that changes a row, and one
 // listener per process (Hub, run by internal/server) hands every notification
-// to the owner's Subscriber. A Map caches nothing until that listener says the
-// feed is live, and empties itself and stops caching the moment the feed
-// drops, so an entry is never older than the last notification that could
-// have named it; the TTL bounds staleness should a notification be lost in
-// some way the listener cannot see.
+// to the owner's Subscriber.
+//
+// What a cached entry is worth depends on that listener. A Map caches
+// nothing until the listener says the feed is live. While the listener is
+// up, a change made on another replica reaches this cache within about a
+// second (milliseconds in practice: when its notification arrives). When the
+// listener's connection drops (noticed at once, or within about twice
+// pingEvery if it dies without a word), the Map stops caching, since
+// invalidations are no longer heard, but keeps serving the entries it holds
+// until their own TTL, so that lookups keep working through a database
+// outage: an entry is then stale for at most its TTL
+// (CONNECTD_CREDENTIAL_CACHE_TTL and CONNECTD_CONSENT_CACHE_TTL, 30 s by
+// default; CONNECTD_CLIENT_CACHE_TTL, 10 s). The moment LISTEN works again
+// the Map is emptied, since whatever changed in the gap was announced to
+// nobody, and caching resumes. This process's own writers still drop their
+// entries (Delete, DeleteFunc) while the feed is down. A cache that must not
+// outlive the feed even within its TTL subscribes with SubscribeStrict.
 //
 // It must never hold a secret in the clear: what vault caches is the sealed
 // ciphertext, and keys are SHA-256 digests.
@@ -89,8 +101,8 @@ func (c *Map[K, V]) Gen() uint64 {
 }
 
 // Put caches v under k for the TTL, or until notAfter when that is earlier
-// and not zero. It does nothing when the Map is not live or an invalidation
-// happened since gen was read.
+// and not zero. It does nothing when the Map is not live (an invalidation of
+// v could not be heard) or an invalidation happened since gen was read.
 func (c *Map[K, V]) Put(k K, v V, gen uint64, notAfter time.Time) {
 	if c == nil {
 		return
@@ -156,19 +168,27 @@ func (c *Map[K, V]) DeleteFunc(drop func(K, V) bool) {
 	}
 }
 
-// SetLive empties the Map and starts (true) or stops (false) caching. The
+// SetLive tells the Map whether the feed of invalidations is up. The
 // listener calls it with true once it is listening and with false as soon as
-// its connection drops: notifications sent while nobody listened are lost,
-// so nothing cached before or during the gap may be trusted.
+// its connection drops.
+//
+// SetLive(false) stops caching but keeps the entries held, served until their
+// own TTL: they may miss a change made elsewhere for at most that long, which
+// is the price of answering through a database outage. Delete and DeleteFunc
+// still apply. SetLive(true) empties the Map and starts caching: the
+// notifications sent while nobody listened are lost, so nothing cached
+// before the gap may be trusted any longer.
 func (c *Map[K, V]) SetLive(live bool) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.gen++
+	c.gen++ // a fill begun before the change is not stored
 	c.live = live
-	clear(c.m)
+	if live {
+		clear(c.m)
+	}
 }
 
 // Stats are a Map's counters, for metrics.
@@ -244,7 +264,8 @@ const Flush = "*"
 // Subscribe is the Subscriber of a cache keyed by Digest whose writers notify
 // on channel with the changed key's digest (Digest.Payload) or Flush: a
 // digest drops that entry; Flush, or anything this version does not
-// understand, drops them all. m may be nil (the cache is disabled).
+// understand, drops them all. While the feed is down m serves what it holds
+// until its TTL (Map.SetLive). m may be nil (the cache is disabled).
 func Subscribe[V any](channel string, m *Map[Digest, V]) Subscriber {
 	return Subscriber{Channel: channel, SetLive: m.SetLive, Invalidate: func(payload string) {
 		if d, ok := ParseDigest(payload); ok {
@@ -253,4 +274,23 @@ func Subscribe[V any](channel string, m *Map[Digest, V]) Subscriber {
 		}
 		m.DeleteFunc(func(Digest, V) bool { return true })
 	}}
+}
+
+// SubscribeStrict is Subscribe for a cache that must not answer from memory
+// once the feed that keeps it fresh is down: m is also emptied the moment the
+// feed drops, so every lookup goes to the database until LISTEN works again,
+// and a change made elsewhere is missed for no longer than the listener
+// takes to notice the drop (about a second). Browser sessions need this
+// (DESIGN invariant 12: ending a session takes effect on every replica
+// within a second, whatever the fault); it costs them little, since a page
+// needs the database for its own work anyway.
+func SubscribeStrict[V any](channel string, m *Map[Digest, V]) Subscriber {
+	s := Subscribe(channel, m)
+	s.SetLive = func(live bool) {
+		m.SetLive(live)
+		if !live {
+			m.DeleteFunc(func(Digest, V) bool { return true })
+		}
+	}
+	return s
 }

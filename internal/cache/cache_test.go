@@ -71,18 +71,40 @@ func TestMap(t *testing.T) {
 			t.Error("c was dropped")
 		}
 	})
-	t.Run("feed down flushes and stops caching", func(t *testing.T) {
+	t.Run("feed down serves until the ttl, caches nothing new", func(t *testing.T) {
+		m := newLive()
+		m.Put("a", 1, m.Gen(), time.Time{})
+		m.Put("b", 2, m.Gen(), time.Time{})
+		gen := m.Gen()
+		m.SetLive(false)
+		if v, ok := m.Get("a"); !ok || v != 1 {
+			t.Fatalf("Get = %d, %v after the feed went down, want the cached 1", v, ok)
+		}
+		m.Put("c", 3, m.Gen(), time.Time{})
+		m.Put("d", 4, gen, time.Time{}) // a fill begun while the feed was up
+		if _, ok := m.Get("c"); ok {
+			t.Fatal("cached while the feed was down")
+		}
+		if _, ok := m.Get("d"); ok {
+			t.Fatal("a fill begun before the feed went down was stored")
+		}
+		m.Delete("b") // this process's own writers still invalidate
+		if _, ok := m.Get("b"); ok {
+			t.Fatal("b survived Delete while the feed was down")
+		}
+		clk.Advance(10 * time.Second)
+		if _, ok := m.Get("a"); ok {
+			t.Fatal("entry outlived its TTL while the feed was down")
+		}
+	})
+	t.Run("feed back flushes and resumes", func(t *testing.T) {
 		m := newLive()
 		m.Put("a", 1, m.Gen(), time.Time{})
 		m.SetLive(false)
-		if _, ok := m.Get("a"); ok {
-			t.Fatal("entry survived the feed going down")
-		}
-		m.Put("a", 1, m.Gen(), time.Time{})
-		if _, ok := m.Get("a"); ok {
-			t.Fatal("cached while the feed was down")
-		}
 		m.SetLive(true)
+		if _, ok := m.Get("a"); ok {
+			t.Fatal("an entry from before the gap survived the feed coming back")
+		}
 		m.Put("a", 1, m.Gen(), time.Time{})
 		if _, ok := m.Get("a"); !ok {
 			t.Fatal("not caching after the feed came back")
@@ -213,4 +235,36 @@ func TestSubscribe(t *testing.T) {
 	off := Subscribe[int]("ch", nil)
 	off.Invalidate(Flush)
 	off.SetLive(true)
+}
+
+// TestSubscribeStrict: the feed going down empties the cache at once, and
+// nothing is cached until it is back.
+func TestSubscribeStrict(t *testing.T) {
+	t.Parallel()
+	m := New[Digest, int](time.Hour, 10, time.Now)
+	sub := SubscribeStrict("ch", m)
+	sub.SetLive(true)
+	a := Key("a")
+	m.Put(a, 1, m.Gen(), time.Time{})
+	sub.Invalidate(a.Payload())
+	if _, ok := m.Get(a); ok {
+		t.Fatal("a survived its invalidation")
+	}
+	m.Put(a, 1, m.Gen(), time.Time{})
+	sub.SetLive(false)
+	if _, ok := m.Get(a); ok || m.Stats().Entries != 0 {
+		t.Fatal("a strict cache kept an entry after the feed went down")
+	}
+	m.Put(a, 1, m.Gen(), time.Time{})
+	if _, ok := m.Get(a); ok {
+		t.Fatal("cached while the feed was down")
+	}
+	sub.SetLive(true)
+	m.Put(a, 1, m.Gen(), time.Time{})
+	if _, ok := m.Get(a); !ok {
+		t.Fatal("not caching after the feed came back")
+	}
+	off := SubscribeStrict[int]("ch", nil)
+	off.SetLive(false)
+	off.Invalidate(Flush)
 }

@@ -15,9 +15,10 @@ import (
 // its connection is still there, and how long that check may take: a
 // connection that died without a word (a network partition, an idle LISTEN
 // cut by a NAT) is noticed within about twice this, and the caches stop
-// trusting themselves. It is short because sign-out, revocation and consent
-// withdrawal must reach every replica within about a second (DESIGN
-// invariant 12); a ping is one round trip on the listener's own connection.
+// caching. It is short because, while the listener is up, sign-out,
+// revocation and consent withdrawal must reach every replica within about a
+// second (DESIGN invariant 12); a ping is one round trip on the listener's
+// own connection.
 const pingEvery = 500 * time.Millisecond
 
 // ListenerApplicationName is the application_name of the Hub's connection,
@@ -31,15 +32,22 @@ const ListenerApplicationName = "connectd-listener"
 // long-polls), only add their Subscribers.
 //
 // When that connection drops, every subscriber is told the feed is down
-// (SetLive(false): caches empty themselves and stop caching, waiters wake
-// and re-read the database), because notifications sent while nobody
-// listens are lost; once LISTEN works again every subscriber is told it is
-// live (SetLive(true): caches empty themselves once more and resume, waiters
-// re-read). Nothing is missed: at worst a waiter looks once more and a cache
-// misses.
+// (SetLive(false)), because notifications sent while nobody listens are
+// lost: caches cache nothing new but serve what they hold until its TTL
+// (SubscribeStrict ones empty themselves), and waiters wake and re-read the
+// database. The Hub reconnects, its backoff starting again from firstBackoff
+// after any connection that got as far as LISTEN. Once LISTEN works again
+// every subscriber is told it is live (SetLive(true)): caches empty
+// themselves and resume, waiters re-read. So a change made elsewhere reaches
+// every cache within about a second while the Hub listens, and within an
+// entry's TTL while it does not; nothing cached before a gap survives the
+// reconnection.
 type Hub struct {
 	conn   *pgx.ConnConfig // of the listener's own connection
 	logger *slog.Logger
+	// sleep waits d before the next connection attempt, false if ctx ended
+	// first; a seam so tests see the backoff without timing it.
+	sleep func(ctx context.Context, d time.Duration) bool
 
 	mu      sync.Mutex
 	subs    map[string]Subscriber // by channel
@@ -50,7 +58,26 @@ type Hub struct {
 // (not a pool's: LISTEN needs a session of its own, and a pooler in
 // transaction mode would not give one).
 func NewHub(conn *pgx.ConnConfig, logger *slog.Logger) *Hub {
-	return &Hub{conn: conn, logger: logger, subs: map[string]Subscriber{}}
+	return &Hub{conn: conn, logger: logger, sleep: sleepOrDone, subs: map[string]Subscriber{}}
+}
+
+// The listener's reconnection backoff: firstBackoff after a connection that
+// worked, doubling while connecting fails, up to maxBackoff.
+const (
+	firstBackoff = 100 * time.Millisecond
+	maxBackoff   = 5 * time.Second
+)
+
+// sleepOrDone is Hub.sleep outside tests.
+func sleepOrDone(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // Add subscribes s to its channel. It must be called before Run: the
@@ -85,31 +112,35 @@ func (h *Hub) Run(ctx context.Context) {
 	h.running = true
 	h.mu.Unlock()
 	defer h.setLive(false)
-	backoff := 100 * time.Millisecond
+	backoff := firstBackoff
 	for ctx.Err() == nil {
-		err := h.listen(ctx)
-		h.setLive(false) // first, before anything else can read a cache
+		listened, err := h.listen(ctx)
+		h.setLive(false) // at once: nothing read from now on may be cached
 		if ctx.Err() != nil {
 			return
 		}
-		h.logger.WarnContext(ctx, "database notifications interrupted; caches flushed; reconnecting", slog.Any("error", err))
-		select {
-		case <-ctx.Done():
+		if listened {
+			// This connection worked: a new outage, not more of the last one.
+			backoff = firstBackoff
+		}
+		h.logger.WarnContext(ctx, "database notifications interrupted; caching paused until the listener reconnects",
+			slog.Any("error", err), slog.Duration("retry_in", backoff))
+		if !h.sleep(ctx, backoff) {
 			return
-		case <-time.After(backoff):
 		}
-		if backoff < 5*time.Second {
-			backoff *= 2
-		}
+		backoff = min(2*backoff, maxBackoff)
 	}
 }
 
-func (h *Hub) listen(ctx context.Context) error {
+// listen connects, LISTENs on every channel and hands out notifications
+// until the connection fails or ctx ends. listened reports whether it got as
+// far as LISTENing.
+func (h *Hub) listen(ctx context.Context) (listened bool, err error) {
 	cc := h.conn.Copy()
 	cc.RuntimeParams["application_name"] = ListenerApplicationName
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer func() {
 		// Bounded: the connection may be the one that died.
@@ -119,7 +150,7 @@ func (h *Hub) listen(ctx context.Context) error {
 	}()
 	for ch := range h.subs {
 		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
-			return err
+			return false, err
 		}
 	}
 	// Listening: from here on every change is announced to us. Whatever was
@@ -138,17 +169,17 @@ func (h *Hub) listen(ctx context.Context) error {
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
-			return ctx.Err()
+			return true, ctx.Err()
 		case errors.Is(err, context.DeadlineExceeded):
 			// Quiet for a while: make sure the connection is still there.
 			pctx, cancel := context.WithTimeout(ctx, pingEvery)
 			err = conn.Ping(pctx)
 			cancel()
 			if err != nil {
-				return err
+				return true, err
 			}
 		default:
-			return err
+			return true, err
 		}
 	}
 }

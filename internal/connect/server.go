@@ -70,6 +70,12 @@ type Config struct {
 	// for metrics.
 	OnFlow func(status Status)
 	Now    func() time.Time // default time.Now
+	// OnAuditWriteError and OnAuditLost, when set, count the sampled audit
+	// rows (token reads, refused calls) that could not be written, for
+	// metrics: OnAuditWriteError once per failed write, whose rows are kept
+	// and retried; OnAuditLost the rows of kind given up at shutdown.
+	OnAuditWriteError func()
+	OnAuditLost       func(kind string, rows int)
 }
 
 // The vault.Keyring.Purpose labels of what this package seals (DESIGN
@@ -109,6 +115,9 @@ type Server struct {
 	reads, refusals *sampler      // sampled audit of token reads and refused /v1 calls
 	done            chan struct{} // closed when Run ends: long-polls answer at once
 	doneOnce        sync.Once
+	// Config.OnAuditWriteError and OnAuditLost (nil: not counted).
+	onAuditWriteError func()
+	onAuditLost       func(kind string, rows int)
 }
 
 // New returns a Server over cfg's dependencies.
@@ -125,6 +134,7 @@ func New(cfg Config) (*Server, error) {
 		requestStateTTL: cfg.RequestStateTTL, mintLimit: cfg.MintLimit, mintUserLimit: cfg.MintUserLimit,
 		waiters: newWaiters(cfg.MaxWaiters), now: cfg.Now, done: make(chan struct{}),
 		reads: newSampler(readPeriod, maxReadKeys), refusals: newSampler(refusalPeriod, maxRefusalKeys),
+		onAuditWriteError: cfg.OnAuditWriteError, onAuditLost: cfg.OnAuditLost,
 	}
 	if s.elicitationTTL <= 0 {
 		s.elicitationTTL = 15 * time.Minute

@@ -20,11 +20,11 @@ const finishedRetention = 7 * 24 * time.Hour
 
 // Sweep marks pending elicitations past their expiry as expired and deletes
 // expired states, used request_state ids, old finished elicitations and
-// expired browser sessions, and
-// writes the sampled audit counts that are due. It is safe to run on every
-// replica at once.
+// expired browser sessions, and writes the sampled audit rows that are due
+// (the counts whose period has passed, and the rows queued for Run's writer:
+// a caller need not wait for it). It is safe to run on every replica at once.
 func (s *Server) Sweep(ctx context.Context) error {
-	s.flushSamples(ctx, false)
+	s.flushSamples(ctx)
 	now := s.now()
 	expired, err := s.expire(ctx, now)
 	if err != nil {
@@ -91,18 +91,25 @@ func (s *Server) expire(ctx context.Context, now time.Time) (int64, error) {
 }
 
 // Run serves the background work of a Server until ctx ends: the periodic
-// sweep, and at the end the sampled audit counts. (Long-polls are woken by
-// the process's notification hub, Config.Hub, which internal/server runs.)
+// sweep, the writer of the sampled audit rows (sampled.go), and at the end
+// the last write of what the samplers hold. (Long-polls are woken by the
+// process's notification hub, Config.Hub, which internal/server runs.)
 func (s *Server) Run(ctx context.Context) {
 	defer s.doneOnce.Do(func() { close(s.done) })
+	writer := make(chan struct{})
+	go func() { defer close(writer); s.runWriter(ctx) }()
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			// Write what the samplers still hold, on a context that outlives ctx.
+			// Once the writer has stopped (no sweep runs either: it is this
+			// loop's), write what the samplers still hold, on a context that
+			// outlives ctx: nothing else takes rows from them any more, so
+			// what this cannot write is known to be lost.
+			<-writer
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			s.flushSamples(fctx, true)
+			s.writeAll(fctx)
 			cancel()
 			return
 		case <-t.C:

@@ -38,6 +38,7 @@ type Metrics struct {
 	mu       sync.RWMutex
 	observer map[routeCode]prometheus.Observer // requests, resolved once per (route, code)
 	caches   *cacheCollector
+	audit    auditCounters // audit.go
 }
 
 type routeCode struct {
@@ -76,6 +77,7 @@ func New(reg *prometheus.Registry) *Metrics {
 		observer: map[routeCode]prometheus.Observer{},
 		caches:   &cacheCollector{},
 	}
+	m.audit = newAuditCounters(reg)
 	reg.MustRegister(m.requests, m.flows, m.refreshes, m.webhooks, m.provider, m.caches,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -123,6 +123,7 @@ func (s *Server) build(ctx context.Context) error {
 		Logger: cfg.Logger, Pool: cfg.Pool, Sessions: s.ident.sessions, Login: s.ident.login, Auth: s.ident.auth,
 		Clients: s.ident.clients, Vault: s.vault, Keyring: s.keyring, Catalog: s.catalog,
 		PublicURL: cfg.PublicURL.String(), Now: cfg.Now, Hub: s.hub,
+		OnAuditWriteError: s.metrics.AuditWriteError, OnAuditLost: s.metrics.AuditLost,
 		ElicitationTTL: cfg.Connect.ElicitationTTL, RequestStateTTL: cfg.Connect.RequestStateTTL,
 		MintLimit: web.NewLimiter(cfg.RateLimit.Mint), MintUserLimit: web.NewLimiter(cfg.RateLimit.MintUser),
 		MaxWaiters:      cfg.RateLimit.MaxWaiters,

@@ -1,0 +1,58 @@
+package connect
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// TestSamplerLosesNoCount: whatever the writes do — fail, the queue
+// overflow, keys come and go — every occurrence is in exactly one row
+// written or still held, and each key's first occurrence in a period is
+// queued at once while the queue has room.
+func TestSamplerLosesNoCount(t *testing.T) {
+	sm := newSampler(time.Minute, 50) // 5 rows may be queued
+	now := time.Unix(1_700_000_000, 0)
+	k := func(i int) sampleKey { return sampleKey{kind: "token.read", subject: fmt.Sprint(i)} }
+
+	sm.hit(now, k(0), "ip", "req-0")
+	sm.hit(now, k(0), "ip", "req-1")
+	rows := sm.take(10)
+	if len(rows) != 1 || rows[0].n != 1 || rows[0].requestID != "req-0" {
+		t.Fatalf("first occurrence: %+v, want its row queued at once", rows)
+	}
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	hits, written := int64(2), rows[0].n
+	for round := range 2000 {
+		rows := sm.take(1 + rng.IntN(4))
+		// While the write is under way: more occurrences (of more keys than
+		// are tracked), now and then a sweep.
+		for range rng.IntN(20) {
+			sm.hit(now, k(rng.IntN(80)), "ip", "req")
+			hits++
+		}
+		if round%7 == 0 {
+			now = now.Add(20 * time.Second)
+			sm.sweep(now)
+		}
+		if rng.IntN(3) == 0 { // the write failed
+			sm.giveBack(rows)
+			continue
+		}
+		for _, r := range rows {
+			written += r.n
+		}
+	}
+	if len(sm.queue) > sm.maxQueue {
+		t.Fatalf("%d rows queued, at most %d", len(sm.queue), sm.maxQueue)
+	}
+	held := int64(0)
+	for _, r := range sm.drain() {
+		held += r.n
+	}
+	if written+held != hits {
+		t.Fatalf("%d occurrences, %d written, %d still held: %d lost", hits, written, held, hits-written-held)
+	}
+}

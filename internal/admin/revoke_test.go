@@ -26,6 +26,9 @@ func TestRevokeFromThePages(t *testing.T) {
 		t.Fatalf("token before: %d %v", st, tok)
 	}
 	accessToken := tok["access_token"].(string)
+	if err := e.server.Connect().Sweep(context.Background()); err != nil { // writes the sampled token.read row
+		t.Fatal(err)
+	}
 
 	b := e.adminBrowser()
 	detail := b.get(e.srv.URL + "/admin/connections/" + connID)

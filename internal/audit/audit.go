@@ -99,7 +99,8 @@ const selectLastReads = `SELECT client_id, provider, max(occurred_at) FROM audit
 
 // LastReads returns when each client last read the user's credential for
 // each provider, as the token.read rows record it: they are sampled (the
-// first read of a period is written at once, the count of the others when
+// first read of a period becomes a row within about a second, written off the
+// request's path and retried until it is in; the count of the others when
 // the period ends), so the time is right to within that period, and reads
 // older than the retention are gone.
 func LastReads(ctx context.Context, q Querier, issuer, subject string) (map[Use]time.Time, error) {

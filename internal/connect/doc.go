@@ -16,7 +16,9 @@
 // It subscribes to the process's one Postgres listener (cache.Hub, run by
 // internal/server and handed over as Config.Hub) for the long-poll wake-ups
 // (notify.go) and the consent cache of package consent. Its Run runs the
-// periodic sweep (sweep.go).
+// periodic sweep (sweep.go) and the writer of the sampled audit rows
+// (sampled.go: token reads and refusals are only counted on the request's
+// path; the writer puts them in the trail in batches, retrying what fails).
 //
 // Handlers are func(w, r) error adapted by web.Page / web.API; wanted statuses
 // travel as *web.Error.

@@ -6,6 +6,7 @@ package health
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/connectd/connectd/internal/db"
 	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/migrations"
 )
@@ -49,13 +51,16 @@ func (c *Checker) Healthz(w http.ResponseWriter, r *http.Request) {
 }
 
 // Readyz reports 200 when the database is reachable and fully migrated, else 503
-// with a reason: "database_unreachable" or "schema_outdated".
+// with a reason: "database_unreachable", "pool_exhausted" (the database may
+// be fine, but every pooled connection is taken and none came free within
+// the check's timeout) or "schema_outdated". Each is said only when true: a
+// check that timed out is never taken for an old schema.
 func (c *Checker) Readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), c.timeout)
+	// The check's own timeout, not a request's database deadlines.
+	ctx, cancel := context.WithTimeout(db.Without(r.Context()), c.timeout)
 	defer cancel()
 	if err := c.pool.Ping(ctx); err != nil {
-		c.logger.WarnContext(ctx, "readiness: database unreachable", slog.Any("error", err))
-		web.WriteJSON(w, http.StatusServiceUnavailable, status{Status: "unavailable", Reason: "database_unreachable"})
+		c.unavailable(ctx, w, err)
 		return
 	}
 	p, err := migrations.NewProvider(c.db)
@@ -66,9 +71,10 @@ func (c *Checker) Readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	current, target, err := p.GetVersions(ctx)
 	if err != nil {
-		// No version table yet counts as outdated; a connection failure as unreachable.
-		if c.pool.Ping(ctx) != nil {
-			web.WriteJSON(w, http.StatusServiceUnavailable, status{Status: "unavailable", Reason: "database_unreachable"})
+		// No version table yet counts as outdated; a database that cannot
+		// answer says so.
+		if db.Unavailable(err) || ctx.Err() != nil {
+			c.unavailable(ctx, w, err)
 			return
 		}
 		c.logger.WarnContext(ctx, "readiness: schema version", slog.Any("error", err))
@@ -83,4 +89,16 @@ func (c *Checker) Readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	web.WriteJSON(w, http.StatusOK, status{Status: "ready", Current: &current})
+}
+
+// unavailable answers a check that could not reach the database: the pool
+// had no connection to give (every one taken) or the database did not
+// answer.
+func (c *Checker) unavailable(ctx context.Context, w http.ResponseWriter, err error) {
+	reason := "database_unreachable"
+	if st := c.pool.Stat(); errors.Is(err, context.DeadlineExceeded) && st.AcquiredConns() >= st.MaxConns() {
+		reason = "pool_exhausted"
+	}
+	c.logger.WarnContext(ctx, "readiness: database unavailable", slog.String("reason", reason), slog.Any("error", err))
+	web.WriteJSON(w, http.StatusServiceUnavailable, status{Status: "unavailable", Reason: reason})
 }

@@ -163,9 +163,14 @@ func (s *Store) Sweep(ctx context.Context) (int64, error) {
 }
 
 // CacheSubscriber is what the process's notification listener needs to keep
-// this Store's cache of live sessions fresh (see package cache).
+// this Store's cache of live sessions fresh (see package cache). It is strict:
+// unlike the credential and consent caches, which keep answering within
+// their TTL while the listener is down, the live-session cache is emptied the
+// moment the feed drops, so a sign-out or an admin's "end sessions" on
+// another replica takes effect here within about a second whatever the
+// fault (DESIGN invariant 12).
 func (s *Store) CacheSubscriber() cache.Subscriber {
-	return cache.Subscribe(Channel, s.live)
+	return cache.SubscribeStrict(Channel, s.live)
 }
 
 // CacheStats reports the live-session cache's counters (zero when disabled).

@@ -198,7 +198,16 @@ func (s *Store) refreshShared(ctx context.Context, user UserRef, provider string
 		s.logger.InfoContext(ctx, "vault: token refreshed", slog.String("provider", provider), slog.String("connection_id", r.ID))
 		return nil
 	}
-	if err := s.runLeased(ctx, op); err != nil {
+	// An answer dropped because the connection was replaced (or deleted)
+	// during the call leaves nothing to answer: look again, at the new one.
+	var err error
+	for attempt := 0; attempt < 3 && err == nil && out == nil && outErr == nil; attempt++ {
+		err = s.runLeased(ctx, op)
+	}
+	if err == nil && out == nil && outErr == nil {
+		outErr = fmt.Errorf("%w: %s: the connection kept changing during the provider call", ErrProviderUnavailable, provider)
+	}
+	if err != nil {
 		s.logger.ErrorContext(ctx, "vault: refresh failed", slog.String("provider", provider), slog.Any("error", err))
 		return nil, err
 	}

@@ -86,6 +86,15 @@ type Quirks struct {
 	// ScopeArray: like Twitch, JSON token answers list granted scopes as a
 	// JSON array rather than a space-separated string.
 	ScopeArray bool
+	// AnswerDelay: the token endpoint does its work at once (a refresh
+	// rotates the refresh token) and then answers this late, whether or not
+	// the client is still there: a slow provider whose answer may be lost.
+	AnswerDelay time.Duration
+	// RefreshAnswer replaces the answer to a refresh that succeeded (the
+	// refresh token was rotated all the same): "garbage" (200, not JSON),
+	// "empty" (200 {}), "huge" (200, a 5 MB JSON body) or "redirect" (302
+	// to another host). "" answers normally.
+	RefreshAnswer string
 	// CustomerHost: like a per-customer provider (acme.zendesk.com), every
 	// endpoint answers only requests whose Host (without port) is this name,
 	// and 404 otherwise. Reach the server under that name with HostClient.
@@ -110,8 +119,14 @@ type Options struct {
 	AccountLabel        string        // workspace / team name; default "Test Workspace"
 	// APIScope, when set, is required by GET /api/files (403 insufficient_scope).
 	APIScope string
-	// TokenDelay makes the token endpoint slow, to widen race windows.
+	// TokenDelay makes the token endpoint slow, to widen race windows. The
+	// request is given up (nothing done) when the client goes away first.
 	TokenDelay time.Duration
+	// ReuseGrace: a refresh token rotated away less than this long ago is
+	// accepted again (Okta's grace period, Auth0's reuse interval, Xero's
+	// 30 minutes): it gets a new access token and the same successor
+	// refresh token, instead of tripping reuse detection.
+	ReuseGrace time.Duration
 	Now        func() time.Time // default time.Now
 	TLS        bool             // serve https (use Server.Client)
 	Quirks     Quirks
@@ -174,9 +189,11 @@ type accessToken struct {
 }
 
 type refreshToken struct {
-	grant   *grant
-	used    bool // rotated away
-	revoked bool
+	grant     *grant
+	used      bool // rotated away
+	revoked   bool
+	successor string    // the refresh token it was rotated to
+	rotatedAt time.Time // when
 }
 
 // Server is the fake provider.
@@ -625,6 +642,24 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// The work is done (and its answer recorded) first; a slow answer is
+	// sent afterwards, with the lock released.
+	rec := httptest.NewRecorder()
+	s.tokenLocked(rec, r)
+	s.mu.Lock()
+	q := s.quirks
+	s.mu.Unlock()
+	if q.AnswerDelay > 0 {
+		time.Sleep(q.AnswerDelay)
+	}
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
+}
+
+func (s *Server) tokenLocked(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	grantType := r.PostForm.Get("grant_type")
@@ -674,6 +709,13 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		case !found || rt.revoked || rt.grant.revoked:
 			s.tokenError(w, r, http.StatusBadRequest, "invalid_grant")
 			return
+		case rt.used && s.opts.ReuseGrace > 0 && s.opts.Now().Sub(rt.rotatedAt) <= s.opts.ReuseGrace &&
+			s.refresh[rt.successor] != nil && !s.refresh[rt.successor].used:
+			// Within the grace: a new access token, the same successor.
+			tok = s.issueLocked(rt.grant, s.opts.TokenLifetime, false)
+			tok.RefreshToken = rt.successor
+			s.writeRefreshAnswer(w, r, tok)
+			return
 		case rt.used:
 			rt.grant.revoked = true // reuse detected: the whole grant goes
 			s.tokenError(w, r, http.StatusBadRequest, "invalid_grant")
@@ -700,15 +742,37 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 			tok.Scopes = slices.Clone(narrowed)
 		}
 		if rotate {
-			rt.used = true
+			rt.used, rt.successor, rt.rotatedAt = true, tok.RefreshToken, s.opts.Now()
 		} else if !s.quirks.NoRefreshTokenOnRefresh {
 			tok.RefreshToken = r.PostForm.Get("refresh_token") // same one again
 		}
+		s.writeRefreshAnswer(w, r, tok)
+		return
 	default:
 		s.tokenError(w, r, http.StatusBadRequest, "unsupported_grant_type")
 		return
 	}
 	s.writeTokens(w, r, tok)
+}
+
+// writeRefreshAnswer answers a refresh that succeeded, as RefreshAnswer
+// says.
+func (s *Server) writeRefreshAnswer(w http.ResponseWriter, r *http.Request, tok Tokens) {
+	switch s.quirks.RefreshAnswer {
+	case "garbage":
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, "<html>not json{")
+	case "empty":
+		writeJSON(w, http.StatusOK, map[string]any{})
+	case "huge":
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"access_token":"%s","token_type":"Bearer","padding":"%s"}`, tok.AccessToken,
+			strings.Repeat("x", 5<<20))
+	case "redirect":
+		http.Redirect(w, r, "https://elsewhere.example/token?code=secret", http.StatusFound)
+	default:
+		s.writeTokens(w, r, tok)
+	}
 }
 
 func pkceOK(challenge, verifier string) bool {

@@ -176,9 +176,10 @@ func TestVaultProviderWiring(t *testing.T) {
 	if err != nil || got.AccessToken == tok.AccessToken || !srv.Valid(got.AccessToken) {
 		t.Fatalf("refresh through the catalog: %v", err)
 	}
-	// A provider outage is retryable and changes nothing.
+	// A provider outage is retryable and changes nothing (the access token
+	// has expired: a token still valid would be answered through it).
 	if _, err := s.Put(ctx, user, "fake", vault.Credential{AccessToken: got.AccessToken, RefreshToken: got.RefreshToken,
-		Expiry: time.Now().Add(10 * time.Second)}); err != nil {
+		Expiry: time.Now().Add(-time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	srv.SetQuirks(providertest.Quirks{ServerError: true})

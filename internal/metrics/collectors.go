@@ -52,7 +52,9 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 
 // poolCollector reads pgxpool.Stat at scrape time.
 type poolCollector struct {
-	stat func() *pgxpool.Stat
+	stat    func() *pgxpool.Stat
+	waiting func() int64  // requests waiting for a connection (db.Waiting)
+	shed    func() uint64 // acquires refused past CONNECTD_DB_MAX_WAITING (db.Shed)
 }
 
 func poolDesc(name, help string) *prometheus.Desc {
@@ -71,11 +73,13 @@ var (
 	poolNewConns        = poolDesc("new_conns_total", "Connections opened.")
 	poolLifetimeDestroy = poolDesc("max_lifetime_destroys_total", "Connections closed for reaching CONNECTD_DB_MAX_CONN_LIFETIME.")
 	poolIdleDestroy     = poolDesc("max_idle_destroys_total", "Connections closed for idling past CONNECTD_DB_MAX_CONN_IDLE_TIME.")
+	poolWaiting         = poolDesc("waiting_requests", "Requests waiting for a pooled connection now (at most CONNECTD_DB_MAX_WAITING).")
+	poolShed            = poolDesc("shed_acquires_total", "Requests answered 503 at once because CONNECTD_DB_MAX_WAITING others were already waiting.")
 )
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{poolAcquired, poolIdle, poolTotal, poolMax, poolAcquires, poolAcquireSeconds,
-		poolEmptyAcquires, poolCanceled, poolNewConns, poolLifetimeDestroy, poolIdleDestroy} {
+		poolEmptyAcquires, poolCanceled, poolNewConns, poolLifetimeDestroy, poolIdleDestroy, poolWaiting, poolShed} {
 		ch <- d
 	}
 }
@@ -97,4 +101,6 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(poolNewConns, float64(s.NewConnsCount()))
 	counter(poolLifetimeDestroy, float64(s.MaxLifetimeDestroyCount()))
 	counter(poolIdleDestroy, float64(s.MaxIdleDestroyCount()))
+	gauge(poolWaiting, float64(c.waiting()))
+	counter(poolShed, float64(c.shed()))
 }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/connectd/connectd/internal/db"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -122,7 +124,8 @@ func (m *Metrics) Cache(name string, stats func() cache.Stats) {
 // Pool reports the database pool's statistics when scraped.
 func (m *Metrics) Pool(pool *pgxpool.Pool) {
 	if m != nil {
-		m.reg.MustRegister(&poolCollector{stat: pool.Stat})
+		m.reg.MustRegister(&poolCollector{stat: pool.Stat, waiting: func() int64 { return db.Waiting(pool) },
+			shed: func() uint64 { return db.Shed(pool) }})
 	}
 }
 

@@ -279,6 +279,7 @@ func TestErrors(t *testing.T) {
 		{status: 503, code: "provider_unavailable", want: []error{client.ErrUnavailable}, header: http.Header{"Retry-After": {"5"}},
 			retryAft: 5 * time.Second},
 		{status: 503, code: "jwks_unavailable", want: []error{client.ErrUnavailable}},
+		{status: 503, code: "database_unavailable", want: []error{client.ErrUnavailable}},
 		{status: 502, body: "<html>bad gateway</html>", want: []error{client.ErrUnavailable}, notWant: []error{client.ErrUserToken}},
 		{status: 429, body: "slow down", want: []error{client.ErrRateLimited}},
 		{status: 401, code: "some_future_token_code", want: []error{client.ErrUserToken}},

@@ -135,6 +135,7 @@ var codeErrors = map[string][]error{
 	"rate_limited":               {ErrRateLimited},
 	"provider_unavailable":       {ErrUnavailable},
 	"jwks_unavailable":           {ErrUnavailable},
+	"database_unavailable":       {ErrUnavailable},
 }
 
 // Is reports whether target is one of the sentinels e's code (or, for an

@@ -70,6 +70,7 @@ const codeFamilies: Readonly<Record<string, readonly ErrorFamily[]>> = {
   rate_limited: [F.RateLimited],
   provider_unavailable: [F.Unavailable],
   jwks_unavailable: [F.Unavailable],
+  database_unavailable: [F.Unavailable],
 };
 
 export interface ConnectdErrorInit {

@@ -104,6 +104,7 @@ test("errors carry connectd's code and map to the Go families", async () => {
     [429, "rate_limited", [ErrorFamily.RateLimited]],
     [503, "provider_unavailable", [ErrorFamily.Unavailable]],
     [503, "jwks_unavailable", [ErrorFamily.Unavailable]],
+    [503, "database_unavailable", [ErrorFamily.Unavailable]],
     [502, "", [ErrorFamily.Unavailable]],
   ];
   for (const [status, code, families] of cases) {

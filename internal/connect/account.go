@@ -107,10 +107,7 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 		_, cred, err := s.vault.Get(ctx, u, c.Provider)
 		switch {
 		case err == nil:
-			ac.Account = cred.AccountLabel
-			if ac.Account == "" {
-				ac.Account = cred.AccountID
-			}
+			ac.Account = accountName(cred)
 		case errors.Is(err, vault.ErrNotConnected):
 			continue // deleted meanwhile
 		case errors.Is(err, vault.ErrDecrypt):

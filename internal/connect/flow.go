@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -505,8 +506,19 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 	if granted == nil {
 		granted = pa.scopes // providers that do not echo scopes granted what was asked
 	}
+	account := tok.AccountID
+	if account == "" {
+		// The provider named no account, in its token answer, an ID token
+		// or its "who am I" endpoint (DESIGN invariant 15): this round trip
+		// is taken as a new account, as a typed API key is, so approvals
+		// given for the account before stop covering it — it may be
+		// another person's.
+		account = newAccountID(unnamedAccount)
+		s.logger.InfoContext(r.Context(), "provider named no account; the connection is taken as a new account",
+			slog.String("provider", e.Provider))
+	}
 	cred := vault.Credential{AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, TokenType: tok.TokenType,
-		Expiry: tok.Expiry, Scopes: granted, AccountID: tok.AccountID, AccountLabel: tok.AccountLabel}
+		Expiry: tok.Expiry, Scopes: granted, AccountID: account, AccountLabel: tok.AccountLabel}
 	// The approval is for the scopes the page listed and the account now
 	// stored: the one just authorized, or the earlier one when the provider
 	// names none.
@@ -574,16 +586,36 @@ func (s *Server) submitKey(w http.ResponseWriter, r *http.Request) error {
 	// An API key names no account connectd can read. Each key typed is
 	// taken as a new account, so a key replaced through one application is
 	// not handed to the others until the user approves them again.
-	cred := vault.Credential{AccessToken: key, TokenType: "api_key", AccountID: newKeyAccountID()}
+	cred := vault.Credential{AccessToken: key, TokenType: "api_key", AccountID: newAccountID(keyAccount)}
 	return s.store(w, r, e, "api_key", cred, nil)
 }
 
-// newKeyAccountID names the account of a typed API key: random, not derived
-// from the key.
-func newKeyAccountID() string {
+// Prefixes of the account ids connectd makes up for a credential whose
+// provider names no account: a typed API key, an OAuth round trip the
+// provider did not say whose it was. They are random, never derived from
+// the credential, and never shown as if the provider had said them.
+const (
+	keyAccount     = "key-"
+	unnamedAccount = "unnamed-"
+)
+
+// newAccountID names an account connectd cannot read from the provider.
+func newAccountID(prefix string) string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
-	return "key-" + base64.RawURLEncoding.EncodeToString(b)
+	return prefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// accountName is what pages show of a credential's provider account: its
+// label, else its id, unless connectd made the id up ("" then).
+func accountName(c *vault.Credential) string {
+	if c.AccountLabel != "" {
+		return c.AccountLabel
+	}
+	if strings.HasPrefix(c.AccountID, keyAccount) || strings.HasPrefix(c.AccountID, unnamedAccount) {
+		return ""
+	}
+	return c.AccountID
 }
 
 // complete marks e completed (waking waiters) and records the user's

@@ -86,6 +86,20 @@ type Spec struct {
 	InvalidGrantErrors    []string // OAuth error codes meaning the grant is dead (default: invalid_grant)
 	AccountIDField        string   // dot path in the token response, e.g. "authed_user.id"
 	AccountLabelField     string   // dot path, e.g. "team.name"
+	// AccountURL is the provider's own "who am I" endpoint, asked (GET, the
+	// new access token as a bearer token) when the token answer names no
+	// account: AccountURLIDField and AccountURLLabelField are dot paths in
+	// its JSON answer ("id", "user.id"). Only a provider that names no
+	// account either way, nor in a verified ID token, leaves a round trip
+	// unnamed, and connect then takes it for a new account.
+	AccountURL           string
+	AccountURLIDField    string
+	AccountURLLabelField string
+	// AccountScopes are asked for on every authorization only so that the
+	// provider names the account (openid for an ID token, read:me), and are
+	// taken out of the granted scopes: connectd's own, never a client's to
+	// approve or receive a say over.
+	AccountScopes []string
 	// NarrowOnRefresh: the provider honours "scope" on the refresh-token
 	// grant (RFC 6749 §6), issuing an access token limited to a subset of
 	// the grant, so each client can receive only what it was approved for.
@@ -130,6 +144,7 @@ type Spec struct {
 func (s Spec) clone() Spec {
 	s.Scopes = slices.Clone(s.Scopes)
 	s.AlwaysScopes = slices.Clone(s.AlwaysScopes)
+	s.AccountScopes = slices.Clone(s.AccountScopes)
 	s.AuthorizeParams = maps.Clone(s.AuthorizeParams)
 	s.InvalidGrantErrors = slices.Clone(s.InvalidGrantErrors)
 	s.BaseURLHosts = slices.Clone(s.BaseURLHosts)
@@ -238,6 +253,9 @@ type fileEntry struct {
 	InvalidGrantErrors    []string          `json:"invalid_grant_errors"`
 	AccountIDField        *string           `json:"account_id_field"`
 	AccountLabelField     *string           `json:"account_label_field"`
+	AccountURL            *string           `json:"account_url"`
+	AccountURLIDField     *string           `json:"account_url_id_field"`
+	AccountURLLabelField  *string           `json:"account_url_label_field"`
 	NarrowOnRefresh       *bool             `json:"narrow_on_refresh"`
 	RefreshRotates        *bool             `json:"refresh_rotates"`
 	RefreshIdleLifetime   *string           `json:"refresh_idle_lifetime"` // a Go duration, "2160h"; "0": does not lapse
@@ -379,7 +397,9 @@ func resolveAPIKey(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Sp
 		"accept_json": e.AcceptJSON != nil, "token_response": e.TokenResponse != nil,
 		"iss_parameter_supported": e.IssParameterSupported != nil, "invalid_grant_errors": e.InvalidGrantErrors != nil,
 		"account_id_field": e.AccountIDField != nil, "account_label_field": e.AccountLabelField != nil,
-		"narrow_on_refresh": e.NarrowOnRefresh != nil, "refresh_rotates": e.RefreshRotates != nil,
+		"account_url": e.AccountURL != nil, "account_url_id_field": e.AccountURLIDField != nil,
+		"account_url_label_field": e.AccountURLLabelField != nil,
+		"narrow_on_refresh":       e.NarrowOnRefresh != nil, "refresh_rotates": e.RefreshRotates != nil,
 		"refresh_idle_lifetime": e.RefreshIdleLifetime != nil, "refresh_reuse_grace": e.RefreshReuseGrace != nil,
 	} {
 		if set {
@@ -640,6 +660,15 @@ func resolveOAuth(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Spe
 	if e.AccountLabelField != nil {
 		s.AccountLabelField = *e.AccountLabelField
 	}
+	if e.AccountURL != nil {
+		s.AccountURL = *e.AccountURL
+	}
+	if e.AccountURLIDField != nil {
+		s.AccountURLIDField = *e.AccountURLIDField
+	}
+	if e.AccountURLLabelField != nil {
+		s.AccountURLLabelField = *e.AccountURLLabelField
+	}
 	if e.NarrowOnRefresh != nil {
 		s.NarrowOnRefresh = *e.NarrowOnRefresh
 	}
@@ -662,13 +691,13 @@ func resolveOAuth(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Spe
 	}
 
 	// Fill template variables.
-	for _, p := range []*string{&s.Issuer, &s.AuthorizeURL, &s.TokenURL, &s.RevocationURL} {
+	for _, p := range []*string{&s.Issuer, &s.AuthorizeURL, &s.TokenURL, &s.RevocationURL, &s.AccountURL} {
 		for k, v := range vars {
 			*p = strings.ReplaceAll(*p, k, v)
 		}
 		if strings.Contains(*p, "{") {
 			field := map[*string]string{&s.Issuer: "issuer", &s.AuthorizeURL: "authorize_url",
-				&s.TokenURL: "token_url", &s.RevocationURL: "revocation_url"}[p]
+				&s.TokenURL: "token_url", &s.RevocationURL: "revocation_url", &s.AccountURL: "account_url"}[p]
 			return nil, fail(field, "template %s needs %s", s.Template, missingVar(*p))
 		}
 	}
@@ -744,12 +773,16 @@ func checkOAuth(s *Spec, dev bool, fail failFunc) error {
 			return fail("token_url", "is required (or set issuer and discovery: true)")
 		}
 	}
+	if (s.AccountURL == "") != (s.AccountURLIDField == "") {
+		return fail("account_url_id_field", "account_url and account_url_id_field go together")
+	}
 	if s.Revocation != RevokeNone && s.RevocationURL == "" && !s.Discovery {
 		return fail("revocation_url", "is required when revocation is %s", s.Revocation)
 	}
 	for _, f := range []struct {
 		field, v string
-	}{{"issuer", s.Issuer}, {"authorize_url", s.AuthorizeURL}, {"token_url", s.TokenURL}, {"revocation_url", s.RevocationURL}} {
+	}{{"issuer", s.Issuer}, {"authorize_url", s.AuthorizeURL}, {"token_url", s.TokenURL}, {"revocation_url", s.RevocationURL},
+		{"account_url", s.AccountURL}} {
 		if f.v == "" {
 			continue
 		}

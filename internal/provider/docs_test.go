@@ -202,15 +202,25 @@ func revocation(s provider.Spec) string {
 }
 
 func account(s provider.Spec) string {
+	var out []string
 	switch {
 	case s.AccountIDField != "" && s.AccountLabelField != "":
-		return "`" + s.AccountIDField + "`, `" + s.AccountLabelField + "`"
+		out = append(out, "`"+s.AccountIDField+"`, `"+s.AccountLabelField+"`")
 	case s.AccountIDField != "":
-		return "`" + s.AccountIDField + "`"
+		out = append(out, "`"+s.AccountIDField+"`")
 	case s.AccountLabelField != "":
-		return "label `" + s.AccountLabelField + "`"
+		out = append(out, "label `"+s.AccountLabelField+"`")
 	}
-	return "—"
+	if slices.Contains(s.AccountScopes, "openid") {
+		out = append(out, "ID token `sub`")
+	}
+	if s.AccountURL != "" {
+		out = append(out, "GET "+s.AccountURL+" `"+s.AccountURLIDField+"`")
+	}
+	if len(out) == 0 {
+		return "— (each connection a new account)"
+	}
+	return strings.Join(out, "; ")
 }
 
 func yesNo(b bool) string {

@@ -12,7 +12,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/oauth2"
 
 	"github.com/connectd/connectd/internal/egress"
@@ -74,7 +76,7 @@ func (p *oauthProvider) AuthCodeURL(state, pkceChallenge, redirectURI string, sc
 	if len(scopes) == 0 {
 		scopes = p.spec.Scopes
 	}
-	scopes = scope.Union(scopes, p.spec.AlwaysScopes)
+	scopes = scope.Union(scope.Union(scopes, p.spec.AlwaysScopes), p.spec.AccountScopes)
 	var opts []oauth2.AuthCodeOption
 	if len(scopes) > 0 {
 		opts = append(opts, oauth2.SetAuthURLParam(p.spec.ScopeParam, strings.Join(scopes, p.spec.ScopeSeparator)))
@@ -101,7 +103,95 @@ func (p *oauthProvider) Exchange(ctx context.Context, code, verifier, redirectUR
 	if err != nil {
 		return nil, p.classify(ctx, "exchange", err)
 	}
-	return p.convert("exchange", tok)
+	t, err := p.convert("exchange", tok)
+	if err != nil {
+		return nil, err
+	}
+	p.nameAccount(ctx, tok, t)
+	return t, nil
+}
+
+// nameAccount fills t's provider account when the token answer did not
+// name it (AccountIDField): from the answer's ID token, checked as OpenID
+// Connect Core §3.1.3.7 allows for one received straight from the token
+// endpoint over TLS (iss, aud, exp; the signature may be left to TLS), or
+// from the provider's "who am I" endpoint (AccountURL). When neither says,
+// the account stays unnamed: the caller must not take it for the one it
+// had before.
+func (p *oauthProvider) nameAccount(ctx context.Context, tok *oauth2.Token, t *Token) {
+	if t.AccountID != "" {
+		return
+	}
+	if raw, ok := tok.Extra("id_token").(string); ok && raw != "" && p.spec.Issuer != "" {
+		if sub := p.idTokenSubject(raw); sub != "" {
+			t.AccountID = sub
+			return
+		}
+	}
+	if p.spec.AccountURL == "" {
+		return
+	}
+	if id, label, err := p.whoAmI(ctx, t.AccessToken); err == nil {
+		t.AccountID = id
+		if t.AccountLabel == "" {
+			t.AccountLabel = label
+		}
+	}
+}
+
+// maxAccountID bounds an account id or label taken from a provider.
+const maxAccountID = 255
+
+// idTokenSubject is the sub of an ID token this provider issued for
+// connectd's client, still valid; "" otherwise.
+func (p *oauthProvider) idTokenSubject(raw string) string {
+	claims := jwt.MapClaims{}
+	if _, _, err := jwt.NewParser().ParseUnverified(raw, claims); err != nil {
+		return ""
+	}
+	iss, _ := claims.GetIssuer()
+	aud, _ := claims.GetAudience()
+	exp, _ := claims.GetExpirationTime()
+	sub, _ := claims.GetSubject()
+	if iss != p.spec.Issuer || !slices.Contains(aud, p.spec.ClientID) || exp == nil ||
+		!time.Now().Add(-time.Minute).Before(exp.Time) || sub == "" || len(sub) > maxAccountID {
+		return ""
+	}
+	return sub
+}
+
+// whoAmI asks AccountURL whose token accessToken is. Its errors name no
+// URL and no token.
+func (p *oauthProvider) whoAmI(ctx context.Context, accessToken string) (id, label string, err error) {
+	fail := func(kind error, status int) (string, string, error) {
+		return "", "", &Error{Provider: p.spec.Name, Op: "account", Kind: kind, Status: status}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.spec.AccountURL, nil)
+	if err != nil {
+		return fail(ErrRejected, 0)
+	}
+	req.Header.Set("Authorization", "Bearer "+accessToken)
+	req.Header.Set("Accept", "application/json")
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return fail(ErrUnavailable, 0)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fail(ErrRejected, resp.StatusCode)
+	}
+	var m map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		return fail(ErrBadResponse, resp.StatusCode)
+	}
+	id, label = jsonPath(m, p.spec.AccountURLIDField), jsonPath(m, p.spec.AccountURLLabelField)
+	if id == "" || len(id) > maxAccountID {
+		return fail(ErrBadResponse, resp.StatusCode)
+	}
+	if len(label) > maxAccountID {
+		label = ""
+	}
+	return id, label, nil
 }
 
 func (p *oauthProvider) Refresh(ctx context.Context, refreshToken string) (*Token, error) {
@@ -163,6 +253,9 @@ func (p *oauthProvider) convert(op string, tok *oauth2.Token) (*Token, error) {
 			}
 		}
 	}
+	if t.Scopes != nil && len(p.spec.AccountScopes) > 0 {
+		t.Scopes = slices.DeleteFunc(t.Scopes, func(s string) bool { return slices.Contains(p.spec.AccountScopes, s) })
+	}
 	t.AccountID = extraString(tok, p.spec.AccountIDField)
 	t.AccountLabel = extraString(tok, p.spec.AccountLabelField)
 	return t, nil
@@ -186,8 +279,20 @@ func extraString(tok *oauth2.Token, path string) string {
 		return ""
 	}
 	parts := strings.Split(path, ".")
-	v := tok.Extra(parts[0])
-	for _, k := range parts[1:] {
+	return walk(tok.Extra(parts[0]), parts[1:])
+}
+
+// jsonPath reads a dot path ("user.id") from a decoded JSON object.
+func jsonPath(m map[string]any, path string) string {
+	if path == "" {
+		return ""
+	}
+	return walk(m, strings.Split(path, "."))
+}
+
+// walk follows keys from v and returns the string or number found there.
+func walk(v any, keys []string) string {
+	for _, k := range keys {
 		m, ok := v.(map[string]any)
 		if !ok {
 			return ""

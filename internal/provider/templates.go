@@ -30,6 +30,7 @@ var builtins = map[string]Spec{
 	// Account: not in the token answer (GET /user: id, login).
 	"github": {
 		Kind: KindOAuth2, DisplayName: "GitHub",
+		AccountURL: "https://api.github.com/user", AccountURLIDField: "id", AccountURLLabelField: "login",
 		Docs:         "https://docs.github.com/en/apps/oauth-apps/building-oauth-apps/authorizing-oauth-apps",
 		AuthorizeURL: "https://github.com/login/oauth/authorize",
 		TokenURL:     "https://github.com/login/oauth/access_token",
@@ -47,6 +48,7 @@ var builtins = map[string]Spec{
 	// {base_url}/oauth/userinfo (OIDC sub) or /api/v4/user.
 	"gitlab": {
 		Kind: KindOAuth2, DisplayName: "GitLab", baseURL: "https://gitlab.com",
+		AccountURL: "{base_url}/api/v4/user", AccountURLIDField: "id", AccountURLLabelField: "username",
 		Docs:          "https://docs.gitlab.com/api/oauth2/",
 		Issuer:        "{base_url}",
 		AuthorizeURL:  "{base_url}/oauth/authorize",
@@ -63,6 +65,7 @@ var builtins = map[string]Spec{
 	// GET https://api.bitbucket.org/2.0/user (uuid, display_name).
 	"bitbucket": {
 		Kind: KindOAuth2, DisplayName: "Bitbucket",
+		AccountURL: "https://api.bitbucket.org/2.0/user", AccountURLIDField: "uuid", AccountURLLabelField: "display_name",
 		Docs:         "https://developer.atlassian.com/cloud/bitbucket/oauth-2/",
 		AuthorizeURL: "https://bitbucket.org/site/oauth2/authorize",
 		TokenURL:     "https://bitbucket.org/site/oauth2/access_token",
@@ -126,6 +129,7 @@ var builtins = map[string]Spec{
 	// No RFC 7009 revocation.
 	"microsoft": {
 		Kind: KindOAuth2, DisplayName: "Microsoft", tenant: "common",
+		AccountURL: "https://graph.microsoft.com/v1.0/me", AccountURLIDField: "id", AccountURLLabelField: "userPrincipalName",
 		Docs:         "https://learn.microsoft.com/en-us/entra/identity-platform/v2-oauth2-auth-code-flow",
 		AuthorizeURL: "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/authorize",
 		TokenURL:     "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/token",
@@ -162,6 +166,7 @@ var builtins = map[string]Spec{
 	// https://discord.com/api/users/@me (id, username).
 	"discord": {
 		Kind: KindOAuth2, DisplayName: "Discord",
+		AccountURL: "https://discord.com/api/users/@me", AccountURLIDField: "id", AccountURLLabelField: "username",
 		Docs:          "https://discord.com/developers/docs/topics/oauth2",
 		AuthorizeURL:  "https://discord.com/oauth2/authorize",
 		TokenURL:      "https://discord.com/api/oauth2/token",
@@ -177,6 +182,7 @@ var builtins = map[string]Spec{
 	// Account: GET https://api.zoom.us/v2/users/me.
 	"zoom": {
 		Kind: KindOAuth2, DisplayName: "Zoom",
+		AccountURL: "https://api.zoom.us/v2/users/me", AccountURLIDField: "id", AccountURLLabelField: "email",
 		Docs:          "https://developers.zoom.us/docs/integrations/oauth/",
 		AuthorizeURL:  "https://zoom.us/oauth/authorize",
 		TokenURL:      "https://zoom.us/oauth/token",
@@ -236,6 +242,7 @@ var builtins = map[string]Spec{
 	// PKCE: unverified. Account: GET https://api.box.com/2.0/users/me.
 	"box": {
 		Kind: KindOAuth2, DisplayName: "Box",
+		AccountURL: "https://api.box.com/2.0/users/me", AccountURLIDField: "id", AccountURLLabelField: "login",
 		Docs:          "https://developer.box.com/guides/authentication/tokens/refresh/",
 		AuthorizeURL:  "https://account.box.com/api/oauth2/authorize",
 		TokenURL:      "https://api.box.com/oauth2/token",
@@ -251,6 +258,7 @@ var builtins = map[string]Spec{
 	// https://api.airtable.com/v0/meta/whoami.
 	"airtable": {
 		Kind: KindOAuth2, DisplayName: "Airtable",
+		AccountURL: "https://api.airtable.com/v0/meta/whoami", AccountURLIDField: "id", AccountURLLabelField: "email",
 		Docs:         "https://airtable.com/developers/web/api/oauth-reference",
 		AuthorizeURL: "https://airtable.com/oauth2/v1/authorize",
 		TokenURL:     "https://airtable.com/oauth2/v1/token",
@@ -281,6 +289,7 @@ var builtins = map[string]Spec{
 	// unverified. Account: GET https://api.clickup.com/api/v2/user.
 	"clickup": {
 		Kind: KindOAuth2, DisplayName: "ClickUp",
+		AccountURL: "https://api.clickup.com/api/v2/user", AccountURLIDField: "user.id", AccountURLLabelField: "user.username",
 		Docs:         "https://clickup.com/api/developer-portal/authentication/",
 		AuthorizeURL: "https://app.clickup.com/api",
 		TokenURL:     "https://api.clickup.com/api/v2/oauth/token",
@@ -354,6 +363,7 @@ var builtins = map[string]Spec{
 	// Account: GET /api/v2/users/me.
 	"zendesk": {
 		Kind: KindOAuth2, DisplayName: "Zendesk",
+		AccountURL: "https://{subdomain}.zendesk.com/api/v2/users/me", AccountURLIDField: "user.id", AccountURLLabelField: "user.email",
 		Docs:         "https://developer.zendesk.com/api-reference/ticketing/oauth/grant_type_tokens/",
 		AuthorizeURL: "https://{subdomain}.zendesk.com/oauth/authorizations/new",
 		TokenURL:     "https://{subdomain}.zendesk.com/oauth/tokens",
@@ -384,6 +394,7 @@ var builtins = map[string]Spec{
 	// https://api.intercom.io/me.
 	"intercom": {
 		Kind: KindOAuth2, DisplayName: "Intercom",
+		AccountURL: "https://api.intercom.io/me", AccountURLIDField: "id", AccountURLLabelField: "email",
 		Docs:         "https://developers.intercom.com/docs/build-an-integration/learn-more/authentication/setting-up-oauth",
 		AuthorizeURL: "https://app.intercom.com/oauth",
 		TokenURL:     "https://api.intercom.io/auth/eagle/token",
@@ -451,6 +462,7 @@ var builtins = map[string]Spec{
 	// https://api.linkedin.com/v2/userinfo.
 	"linkedin": {
 		Kind: KindOAuth2, DisplayName: "LinkedIn",
+		AccountURL: "https://api.linkedin.com/v2/userinfo", AccountURLIDField: "sub", AccountURLLabelField: "name",
 		Docs:         "https://learn.microsoft.com/en-us/linkedin/shared/authentication/authorization-code-flow",
 		AuthorizeURL: "https://www.linkedin.com/oauth/v2/authorization",
 		TokenURL:     "https://www.linkedin.com/oauth/v2/accessToken",
@@ -465,6 +477,7 @@ var builtins = map[string]Spec{
 	// GET https://api.x.com/2/users/me.
 	"x": {
 		Kind: KindOAuth2, DisplayName: "X",
+		AccountURL: "https://api.x.com/2/users/me", AccountURLIDField: "data.id", AccountURLLabelField: "data.username",
 		Docs:          "https://docs.x.com/resources/fundamentals/authentication/oauth-2-0/authorization-code",
 		AuthorizeURL:  "https://x.com/i/oauth2/authorize",
 		TokenURL:      "https://api.x.com/2/oauth2/token",
@@ -481,6 +494,7 @@ var builtins = map[string]Spec{
 	// rotation. PKCE unverified. Account: GET https://oauth.reddit.com/api/v1/me.
 	"reddit": {
 		Kind: KindOAuth2, DisplayName: "Reddit",
+		AccountURL: "https://oauth.reddit.com/api/v1/me", AccountURLIDField: "id", AccountURLLabelField: "name",
 		Docs:          "https://github.com/reddit-archive/reddit/wiki/OAuth2",
 		AuthorizeURL:  "https://www.reddit.com/api/v1/authorize",
 		TokenURL:      "https://www.reddit.com/api/v1/access_token",
@@ -496,6 +510,7 @@ var builtins = map[string]Spec{
 	// https://api.spotify.com/v1/me.
 	"spotify": {
 		Kind: KindOAuth2, DisplayName: "Spotify",
+		AccountURL: "https://api.spotify.com/v1/me", AccountURLIDField: "id", AccountURLLabelField: "display_name",
 		Docs:         "https://developer.spotify.com/documentation/web-api/tutorials/code-flow",
 		AuthorizeURL: "https://accounts.spotify.com/authorize",
 		TokenURL:     "https://accounts.spotify.com/api/token",
@@ -527,6 +542,8 @@ var builtins = map[string]Spec{
 	// supported. Account: OIDC sub.
 	"okta": {
 		Kind: KindOAuth2, DisplayName: "Okta",
+		// openid: the ID token's sub names the account (OIDC sub, above).
+		AccountScopes: []string{"openid"},
 		Docs:          "https://developer.okta.com/docs/api/openapi/okta-oauth/guides/overview/",
 		BaseURLHosts:  []string{"*.okta.com", "*.oktapreview.com", "*.okta-emea.com"},
 		Issuer:        "{base_url}/oauth2/default",
@@ -546,6 +563,8 @@ var builtins = map[string]Spec{
 	// Account: OIDC sub.
 	"auth0": {
 		Kind: KindOAuth2, DisplayName: "Auth0",
+		// openid: the ID token's sub names the account (OIDC sub, above).
+		AccountScopes: []string{"openid"},
 		Docs:          "https://auth0.com/docs/api/authentication",
 		BaseURLHosts:  []string{"*.auth0.com", "*.us.auth0.com", "*.eu.auth0.com", "*.au.auth0.com", "*.jp.auth0.com"},
 		Issuer:        "{base_url}/",
@@ -616,6 +635,7 @@ var builtins = map[string]Spec{
 	// https://api.canva.com/rest/v1/users/me.
 	"canva": {
 		Kind: KindOAuth2, DisplayName: "Canva",
+		AccountURL: "https://api.canva.com/rest/v1/users/me", AccountURLIDField: "team_user.user_id",
 		Docs:          "https://www.canva.dev/docs/connect/authentication/",
 		AuthorizeURL:  "https://www.canva.com/api/oauth/authorize",
 		TokenURL:      "https://api.canva.com/rest/v1/oauth/token",
@@ -758,6 +778,9 @@ func atlassian(display string, scopes ...string) Spec {
 		AlwaysScopes:    []string{"offline_access"},
 		RefreshRotates:  true, RefreshIdleLifetime: days(90),
 		PKCESupport: "unverified",
+		// The user's account id: GET https://api.atlassian.com/me (scope read:me).
+		AccountURL: "https://api.atlassian.com/me", AccountURLIDField: "account_id", AccountURLLabelField: "email",
+		AccountScopes: []string{"read:me"},
 	}
 }
 
@@ -771,8 +794,12 @@ func google(display string, scopes ...string) Spec {
 		TokenURL:      "https://oauth2.googleapis.com/token",
 		RevocationURL: "https://oauth2.googleapis.com/revoke", Revocation: RevokeRFC7009,
 		AuthStyle: AuthParams, ScopeSeparator: " ",
-		Scopes:              scopes,
-		AuthorizeParams:     map[string]string{"access_type": "offline", "prompt": "consent", "include_granted_scopes": "true"},
+		Scopes:          scopes,
+		AuthorizeParams: map[string]string{"access_type": "offline", "prompt": "consent", "include_granted_scopes": "true"},
+		// openid makes the token answer carry an ID token whose sub names
+		// the Google account (OpenID Connect on Google); it is connectd's,
+		// not a client's, and is taken out of the granted scopes.
+		AccountScopes:       []string{"openid"},
 		NarrowOnRefresh:     true,
 		RefreshIdleLifetime: days(183), // "six months" unused
 		PKCESupport:         "supported",

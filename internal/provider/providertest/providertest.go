@@ -46,6 +46,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 )
 
 // Quirks make the fake behave like a particular real provider.
@@ -95,6 +97,11 @@ type Quirks struct {
 	// "empty" (200 {}), "huge" (200, a 5 MB JSON body) or "redirect" (302
 	// to another host). "" answers normally.
 	RefreshAnswer string
+	// WhoAmI: like GitHub's GET /user, GET /api/me answers whose token the
+	// bearer token is ({"id": subject, "login": subject}), and
+	// ProviderConfig names it as the account_url. Combine with FormEncoded
+	// for a github-shaped provider whose token answer names no account.
+	WhoAmI bool
 	// CustomerHost: like a per-customer provider (acme.zendesk.com), every
 	// endpoint answers only requests whose Host (without port) is this name,
 	// and 404 otherwise. Reach the server under that name with HostClient.
@@ -166,6 +173,7 @@ type Revocation struct {
 type Tokens struct {
 	AccessToken  string
 	RefreshToken string
+	IDToken      string    // an OpenID Connect ID token, for a grant with openid
 	Expiry       time.Time // zero under NoExpiresIn
 	Scopes       []string
 }
@@ -179,6 +187,7 @@ type code struct {
 type grant struct {
 	scopes  []string
 	revoked bool
+	subject string // the account that approved it
 }
 
 type accessToken struct {
@@ -274,6 +283,7 @@ func newServer(opts Options) (*Server, http.Handler) {
 	mux.HandleFunc("POST /token", s.token)
 	mux.HandleFunc("POST /revoke", s.revoke)
 	mux.HandleFunc("GET /api/files", s.api)
+	mux.HandleFunc("GET /api/me", s.me)
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.metadata)
 	mux.HandleFunc("GET /.well-known/openid-configuration", s.metadata)
 	return s, http.HandlerFunc(s.serve)
@@ -393,8 +403,11 @@ func (s *Server) ProviderConfig(name, secretEnv string) map[string]any {
 		e["accept_json"] = true
 		e["invalid_grant_errors"] = []string{"invalid_grant", "bad_verification_code", "bad_refresh_token"}
 	}
-	if !q.FormEncoded {
+	if !q.FormEncoded && !q.WhoAmI {
 		e["account_id_field"] = "user.id" // the account that approved, in every JSON token answer
+	}
+	if q.WhoAmI {
+		e["account_url"], e["account_url_id_field"], e["account_url_label_field"] = s.base+"/api/me", "id", "login"
 	}
 	if q.SlackNested {
 		e["token_response"] = "slack_user"
@@ -414,7 +427,7 @@ func (s *Server) Grant(scopes []string, lifetime time.Duration) Tokens {
 	if lifetime <= 0 {
 		lifetime = s.opts.TokenLifetime
 	}
-	return s.issueLocked(&grant{scopes: slices.Clone(scopes)}, lifetime, true)
+	return s.issueLocked(&grant{scopes: slices.Clone(scopes), subject: s.subject}, lifetime, true)
 }
 
 // Approve performs the browser's visit to an authorization URL without
@@ -701,8 +714,11 @@ func (s *Server) tokenLocked(w http.ResponseWriter, r *http.Request) {
 			s.tokenError(w, r, http.StatusBadRequest, "invalid_grant")
 			return
 		}
-		g = &grant{scopes: c.scopes}
+		g = &grant{scopes: c.scopes, subject: s.subject}
 		tok = s.issueLocked(g, s.opts.TokenLifetime, true)
+		if slices.Contains(c.scopes, "openid") {
+			tok.IDToken = s.idTokenLocked(g)
+		}
 	case "refresh_token":
 		rt, found := s.refresh[r.PostForm.Get("refresh_token")]
 		switch {
@@ -824,8 +840,14 @@ func (s *Server) writeTokens(w http.ResponseWriter, r *http.Request, t Tokens) {
 		if t.RefreshToken != "" {
 			m["refresh_token"] = t.RefreshToken
 		}
+		if t.IDToken != "" {
+			m["id_token"] = t.IDToken
+		}
 		if expiresIn != "" {
 			m["expires_in"], _ = strconv.Atoi(expiresIn)
+		}
+		if s.quirks.WhoAmI {
+			delete(m, "user") // the account is told by /api/me only
 		}
 		writeJSON(w, http.StatusOK, m)
 	}
@@ -878,6 +900,29 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusOK) // RFC 7009: 200 even for unknown tokens
+}
+
+// idTokenLocked is an ID token for g's account, issued by this server for
+// its client (signed with a key of its own; connectd takes ID tokens from
+// the token endpoint on TLS's word, OpenID Connect Core §3.1.3.7).
+func (s *Server) idTokenLocked(g *grant) string {
+	now := s.opts.Now()
+	t, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"iss": s.base, "aud": s.ClientID, "sub": g.subject,
+		"iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}).SignedString([]byte(s.ClientSecret))
+	return t
+}
+
+// me answers whose token the bearer token is (WhoAmI).
+func (s *Server) me(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	a, known := s.access[tok]
+	if !ok || !known || !s.validLocked(a) {
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "invalid_token"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": a.grant.subject, "login": a.grant.subject})
 }
 
 func (s *Server) api(w http.ResponseWriter, r *http.Request) {

@@ -116,6 +116,10 @@ func (st *Store) Revoke(ctx context.Context, id string, by Actor) (*Revocation, 
 			// Replaced since we looked (the user connected again): not ours to cut.
 			return fmt.Errorf("%w: connection %s was replaced", ErrNotFound, id)
 		}
+		approvals, err := consent.HolderApprovals(ctx, tx, c.User, c.Provider)
+		if err != nil {
+			return err
+		}
 		withdrawn, err := consent.Withdraw(ctx, tx, c.User, c.Provider)
 		if err != nil {
 			return err
@@ -135,7 +139,7 @@ func (st *Store) Revoke(ctx context.Context, id string, by Actor) (*Revocation, 
 			return nil
 		}
 		gone.Status = vault.StatusRevoked
-		return st.webhooks.Emit(ctx, tx, webhook.ConnectionEvent(webhook.ConnectionRevoked, gone, rev.Withdrawn,
+		return st.webhooks.EmitAll(ctx, tx, webhook.ConnectionEvents(webhook.ConnectionRevoked, gone, approvals, nil,
 			map[string]any{"by": "admin"}))
 	})
 	if errors.Is(err, vault.ErrNotConnected) {

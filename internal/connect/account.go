@@ -120,8 +120,16 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 			if a.Provider != c.Provider {
 				continue
 			}
+			// What it receives now: the one release decision.
 			sv := templates.AccountServer{ClientID: a.ClientID, Name: a.ClientID, Scopes: a.Scopes,
-				ApprovedAt: when(a.UpdatedAt), Current: cred != nil && a.Check(c.Provider, cred) == nil}
+				ApprovedAt: when(a.UpdatedAt), AccountChanged: true}
+			if cred != nil {
+				d := consent.Decide(consent.HeldBy(cred), &a.Approval, s.narrows(c.Provider))
+				sv.Current, sv.AccountChanged = d.Release != consent.Nothing, d.AccountChanged
+				if d.Release == consent.Narrowed {
+					sv.NarrowedTo = d.Scopes
+				}
+			}
 			if cl, err := s.clients.Get(ctx, a.ClientID); err == nil {
 				sv.Name = cl.Name
 			}
@@ -240,12 +248,15 @@ func (s *Server) disconnect(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) deleteConnection(ctx context.Context, u vault.UserRef, p, by string) (*vault.Deletion, []string, error) {
 	var clients []string
 	d, err := s.vault.DeleteWith(ctx, u, p, func(ctx context.Context, tx pgx.Tx, c vault.Connection) error {
-		var err error
+		approvals, err := consent.HolderApprovals(ctx, tx, u, p)
+		if err != nil {
+			return err
+		}
 		if clients, err = consent.Withdraw(ctx, tx, u, p); err != nil {
 			return err
 		}
 		c.Status = vault.StatusRevoked
-		return s.emitRevoked(ctx, tx, c, clients, by)
+		return s.emitRevoked(ctx, tx, c, approvals, by)
 	})
 	if err != nil {
 		return nil, nil, err

@@ -549,26 +549,15 @@ func (s *Server) listConnections(w http.ResponseWriter, r *http.Request) error {
 		if !ok || cn.Status == vault.StatusRevoked {
 			continue
 		}
-		// The scopes this client is approved for; a connection that has grown
-		// past them (at a provider that cannot narrow its token), or whose
-		// approval names no account, is marked: its token answers
-		// consent_required.
-		grown := len(scope.Missing(cn.Scopes, a.Scopes)) > 0
-		if grown {
-			if p, err := s.catalog.Get(cn.Provider); err == nil && p.Info().NarrowOnRefresh {
-				grown = false
-			}
-		}
-		d := connectionDoc{Provider: cn.Provider, Status: string(cn.Status), Scopes: nonNil(scope.Union(nil, a.Scopes)),
-			CreatedAt: cn.CreatedAt.UTC(), UpdatedAt: cn.UpdatedAt.UTC(),
-			ConsentRequired: grown || a.Account == nil}
-		if !d.ConsentRequired {
-			// Approved for another provider account than the one connected
-			// now (the user reconnected through another client).
-			if _, cred, err := s.vault.Get(r.Context(), c.user, cn.Provider); err == nil && !a.SameAccount(cred) {
-				d.ConsentRequired = true
-			}
-		}
+		// What this client would receive (the one release decision): a
+		// connection it would get nothing of — grown past its approval at a
+		// provider that cannot narrow, or now another provider account — is
+		// marked; its token answers consent_required. Only the scopes it may
+		// see are listed.
+		h := s.held(r.Context(), c.user, cn)
+		dec := consent.Decide(h, &a, s.narrows(cn.Provider))
+		d := connectionDoc{Provider: cn.Provider, Status: string(cn.Status), Scopes: dec.Visible(h, &a),
+			CreatedAt: cn.CreatedAt.UTC(), UpdatedAt: cn.UpdatedAt.UTC(), ConsentRequired: dec.Release == consent.Nothing}
 		if !cn.Expiry.IsZero() {
 			t := cn.Expiry.UTC()
 			d.ExpiresAt = &t
@@ -609,6 +598,9 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return notConnected(name)
 	}
+	if err := providerAllowed(&c, name); err != nil {
+		return err
+	}
 	appr, err := s.consents.Get(r.Context(), c.user, c.client.ID, name)
 	if errors.Is(err, consent.ErrNotGiven) {
 		return s.withoutConsent(r.Context(), c.user, name)
@@ -624,10 +616,14 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return s.tokenError(r, &c, name, err)
 	}
-	if err := appr.Check(name, cred); err != nil {
-		if cred, err = s.narrowed(r, &c, p, appr, cred, required, err); err != nil {
+	switch d := consent.Decide(consent.HeldBy(cred), &appr, p.Info().NarrowOnRefresh); d.Release {
+	case consent.Whole:
+	case consent.Narrowed:
+		if cred, err = s.narrowed(r, &c, name, appr, cred, required, d); err != nil {
 			return err
 		}
+	default:
+		return consentRequired(name, d)
 	}
 	s.sampleRead(r, &c, name)
 	doc := tokenDoc{Provider: name, Kind: string(p.Info().Kind), TokenType: cred.TokenType,
@@ -649,24 +645,16 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 // token limited to what the approval and the connection have in common;
 // refused otherwise. A required scope outside the approval is
 // consent_required for it.
-func (s *Server) narrowed(r *http.Request, c *caller, p provider.Provider, appr consent.Approval, cred *vault.Credential,
-	required []string, refused error) (*vault.Credential, error) {
-	info := p.Info()
-	name := info.Name
-	if !info.NarrowOnRefresh || !appr.SameAccount(cred) {
-		return nil, refused
-	}
+func (s *Server) narrowed(r *http.Request, c *caller, name string, appr consent.Approval, cred *vault.Credential,
+	required []string, d consent.Decision) (*vault.Credential, error) {
+	refused := consentRequired(name, d)
 	if unapproved := scope.Missing(required, appr.Scopes); len(unapproved) > 0 {
 		return nil, &web.Error{Status: http.StatusForbidden, Code: "consent_required",
 			Description: fmt.Sprintf("the user has not approved this client for every scope it requires of their %s connection; "+
 				"mint an elicitation with them", name),
 			Fields: map[string]any{"unapproved_scopes": unapproved, "account_changed": false}}
 	}
-	set := scope.Intersect(appr.Scopes, cred.Scopes)
-	if len(set) == 0 {
-		return nil, refused // nothing to narrow to: a token for no scope is the whole grant
-	}
-	n, err := s.vault.Narrowed(r.Context(), c.user, name, set, cred.AccountID)
+	n, err := s.vault.Narrowed(r.Context(), c.user, name, d.Scopes, cred.AccountID)
 	if errors.Is(err, vault.ErrAccountChanged) {
 		return nil, &web.Error{Status: http.StatusForbidden, Code: "consent_required", Err: err,
 			Description: fmt.Sprintf("the %s connection is now to another provider account; mint an elicitation", name),
@@ -697,6 +685,43 @@ func (s *Server) withoutConsent(ctx context.Context, u vault.UserRef, name strin
 	}
 	return web.Errorf(http.StatusForbidden, "consent_required",
 		"the user has not allowed this client to use their %s connection; mint an elicitation", name)
+}
+
+// consentRequired is the answer to a client the decision gives nothing:
+// what it needs the user to approve again.
+func consentRequired(name string, d consent.Decision) error {
+	desc := fmt.Sprintf("the user has not approved this client for everything their %s connection now grants; "+
+		"mint an elicitation (the user approves on the consent page, no new sign-in at the provider)", name)
+	return &web.Error{Status: http.StatusForbidden, Code: "consent_required", Description: desc,
+		Fields: map[string]any{"unapproved_scopes": d.Unapproved, "account_changed": d.AccountChanged}}
+}
+
+// providerAllowed refuses a provider the client is not registered for,
+// before anything about the user's connection there is looked up (a client
+// must not learn whether a user has one).
+func providerAllowed(c *caller, name string) error {
+	if !allowed(c.client.Providers, name) {
+		return web.Errorf(http.StatusForbidden, "provider_not_allowed", "this client may not use provider %q", name)
+	}
+	return nil
+}
+
+// held is what connection cn holds, for the decision: from the row, or,
+// for a row from before account hashes were kept, its credential.
+func (s *Server) held(ctx context.Context, u vault.UserRef, cn vault.Connection) consent.Held {
+	if cn.AccountHash != nil {
+		return consent.Held{Scopes: cn.Scopes, Account: cn.AccountHash}
+	}
+	if _, cred, err := s.vault.Get(ctx, u, cn.Provider); err == nil {
+		return consent.HeldBy(cred)
+	}
+	return consent.Held{Scopes: cn.Scopes} // names no account: no approval covers it
+}
+
+// narrows reports whether provider narrows tokens on refresh.
+func (s *Server) narrows(provider string) bool {
+	p, err := s.catalog.Get(provider)
+	return err == nil && p.Info().NarrowOnRefresh
 }
 
 func notConnected(name string) error {
@@ -740,10 +765,27 @@ func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 	if !names.ValidProvider(name) {
 		return notConnected(name)
 	}
-	if _, err := s.consents.Get(r.Context(), c.user, c.client.ID, name); errors.Is(err, consent.ErrNotGiven) {
+	if err := providerAllowed(&c, name); err != nil {
+		return err
+	}
+	appr, err := s.consents.Get(r.Context(), c.user, c.client.ID, name)
+	if errors.Is(err, consent.ErrNotGiven) {
 		return s.withoutConsent(r.Context(), c.user, name)
 	} else if err != nil {
 		return err
+	}
+	// Unlinking revokes the credential at the provider for every client: a
+	// client may do it only while its approval is for the account connected
+	// now (a stale approval of another account is no say over this one).
+	conn, err := s.vault.Lookup(r.Context(), c.user, name)
+	if errors.Is(err, vault.ErrNotConnected) {
+		return notConnected(name)
+	}
+	if err != nil {
+		return err
+	}
+	if d := consent.Decide(s.held(r.Context(), c.user, *conn), &appr, false); d.AccountChanged {
+		return consentRequired(name, d)
 	}
 	// Credentials and every client's consent go in one transaction.
 	d, _, err := s.deleteConnection(r.Context(), c.user, name, "client")

@@ -264,7 +264,8 @@ func TestListingFlagsAccountChange(t *testing.T) {
 	a := e.newMCPServer("alpha", "fake")
 	b := e.newMCPServer("beta", "fake")
 	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
-	e.consentAgain(b, "alice")
+	e.consentAgainWith(b, "alice", []string{"read"})
+	tokenOf(t, b, "alice") // what the listing must agree with
 	listed := func(m *mcpServer) map[string]any {
 		t.Helper()
 		st, out := m.call(http.MethodGet, "/v1/connections", "alice", nil)

@@ -30,25 +30,35 @@ func (s *Server) emitEnded(ctx context.Context, tx pgx.Tx, e *Elicitation, st St
 func (s *Server) emitStored(ctx context.Context, tx pgx.Tx, c vault.Connection, ch vault.Change) error {
 	typ := webhook.ConnectionScopesChanged
 	extra := map[string]any{}
+	var old []string
 	switch {
 	case ch.Created:
 		typ = webhook.ConnectionCreated
 	case ch.AccountChanged || !sameSet(ch.Scopes, ch.OldScopes):
-		extra["old_scopes"] = nonNil(ch.OldScopes)
+		old = nonNil(ch.OldScopes)
 		extra["account_changed"] = ch.AccountChanged
 	default:
 		return nil // the same grant again (a re-authorization that changed nothing)
 	}
-	clients, err := consent.Holders(ctx, tx, c.User, c.Provider)
+	approvals, err := consent.HolderApprovals(ctx, tx, c.User, c.Provider)
 	if err != nil {
 		return err
 	}
-	return s.emit(ctx, tx, webhook.ConnectionEvent(typ, c, clients, extra))
+	return s.emitAll(ctx, tx, webhook.ConnectionEvents(typ, c, approvals, old, extra))
 }
 
-// emitRevoked reports a deleted connection to the clients that lost it.
-func (s *Server) emitRevoked(ctx context.Context, tx pgx.Tx, c vault.Connection, clients []string, by string) error {
-	return s.emit(ctx, tx, webhook.ConnectionEvent(webhook.ConnectionRevoked, c, clients, map[string]any{"by": by}))
+// emitRevoked reports a deleted connection to the clients that lost it
+// (their approvals as they were before the deletion withdrew them).
+func (s *Server) emitRevoked(ctx context.Context, tx pgx.Tx, c vault.Connection, approvals map[string]consent.Approval, by string) error {
+	return s.emitAll(ctx, tx, webhook.ConnectionEvents(webhook.ConnectionRevoked, c, approvals, nil, map[string]any{"by": by}))
+}
+
+// emitAll enqueues evs within tx.
+func (s *Server) emitAll(ctx context.Context, tx pgx.Tx, evs []webhook.Event) error {
+	if s.webhooks == nil {
+		return nil
+	}
+	return s.webhooks.EmitAll(ctx, tx, evs)
 }
 
 func sameSet(a, b []string) bool {

@@ -19,11 +19,9 @@ package consent
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"time"
 
@@ -32,7 +30,6 @@ import (
 	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/scope"
 	"github.com/connectd/connectd/internal/vault"
-	"github.com/connectd/connectd/internal/web"
 )
 
 // ErrNotGiven: the user has not approved this client for the provider.
@@ -45,31 +42,14 @@ type Approval struct {
 }
 
 // AccountHash names a provider account in an approval without keeping its id
-// in clear. An empty id (a provider that names no account) is an account too.
-func AccountHash(accountID string) []byte {
-	h := sha256.Sum256([]byte("connectd/account/v1\x00" + accountID))
-	return h[:]
-}
+// in clear: vault.AccountHash, the one rule, which the connections table
+// keeps too.
+func AccountHash(accountID string) []byte { return vault.AccountHash(accountID) }
 
 // SameAccount reports whether the approval was given for cred's provider
 // account.
 func (a Approval) SameAccount(cred *vault.Credential) bool {
 	return a.Account != nil && subtle.ConstantTimeCompare(a.Account, AccountHash(cred.AccountID)) == 1
-}
-
-// Check returns nil when the approval covers cred: every scope it carries,
-// and its provider account. Otherwise the consent_required error says what
-// needs approving.
-func (a Approval) Check(provider string, cred *vault.Credential) error {
-	unapproved := scope.Missing(cred.Scopes, a.Scopes)
-	sameAccount := a.SameAccount(cred)
-	if len(unapproved) == 0 && sameAccount {
-		return nil
-	}
-	fields := map[string]any{"unapproved_scopes": append([]string{}, unapproved...), "account_changed": !sameAccount}
-	desc := fmt.Sprintf("the user has not approved this client for everything their %s connection now grants; "+
-		"mint an elicitation (the user approves on the consent page, no new sign-in at the provider)", provider)
-	return &web.Error{Status: http.StatusForbidden, Code: "consent_required", Description: desc, Fields: fields}
 }
 
 const (
@@ -185,21 +165,4 @@ func WithdrawClient(ctx context.Context, q audit.Querier, w Withdrawal) error {
 		return ErrNotGiven
 	}
 	return nil
-}
-
-const selectHolders = `SELECT client_id FROM consents WHERE issuer = $1 AND subject = $2 AND provider = $3 ORDER BY client_id`
-
-// Holders returns, read with q (the caller's transaction, to see its own
-// writes), the clients the user has approved for provider: those a change
-// of the connection concerns (webhook events).
-func Holders(ctx context.Context, q audit.Querier, u vault.UserRef, provider string) ([]string, error) {
-	rows, err := q.Query(ctx, selectHolders, u.Issuer, u.Subject, provider)
-	if err != nil {
-		return nil, fmt.Errorf("consent: holders: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("consent: holders: %w", err)
-	}
-	return ids, nil
 }

@@ -153,11 +153,11 @@ type reauthHook = func(ctx context.Context, tx pgx.Tx, c vault.Connection, reaso
 // the job queue that delivers.
 func reauthEvents(w func() *webhook.Service) reauthHook {
 	return func(ctx context.Context, tx pgx.Tx, c vault.Connection, reason string) error {
-		clients, err := consent.Holders(ctx, tx, c.User, c.Provider)
+		approvals, err := consent.HolderApprovals(ctx, tx, c.User, c.Provider)
 		if err != nil {
 			return err
 		}
-		return w().Emit(ctx, tx, webhook.ConnectionEvent(webhook.ConnectionReauthRequired, c, clients,
+		return w().EmitAll(ctx, tx, webhook.ConnectionEvents(webhook.ConnectionReauthRequired, c, approvals, nil,
 			map[string]any{"reason": reason}))
 	}
 }

@@ -1,6 +1,7 @@
 package vault
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -24,6 +25,15 @@ type Credential struct {
 	Scopes       []string  // granted scopes
 	AccountID    string    // the provider's id for the account, when known
 	AccountLabel string    // a human label (login, workspace name), when known
+}
+
+// AccountHash names a provider account without keeping its id in clear:
+// the connections table keeps it beside the sealed credential, and every
+// approval names the account it was given for by it (package consent), so
+// the two compare without opening anything. The one rule for it.
+func AccountHash(accountID string) []byte {
+	h := sha256.Sum256([]byte("connectd/account/v1\x00" + accountID))
+	return h[:]
 }
 
 // missing lists the scopes in required that were not granted.

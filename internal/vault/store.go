@@ -86,6 +86,10 @@ type Connection struct {
 	// success. Never a token or a provider's own message.
 	HealthCheckedAt time.Time
 	LastError       string
+	// AccountHash is AccountHash of the provider account the credential is
+	// for; nil on a row not stored or refreshed since it was kept (open the
+	// credential to know).
+	AccountHash []byte
 }
 
 // RefreshFunc asks the provider for a new access token. It returns an error
@@ -213,7 +217,7 @@ func (s *Store) reuseGrace(provider string) time.Duration {
 func (s *Store) Keyring() *Keyring { return s.root }
 
 const connCols = `id, issuer, subject, provider, status, key_version, ciphertext, scopes, expires_at,
-	created_at, updated_at, refreshed_at, health_checked_at, last_error`
+	created_at, updated_at, refreshed_at, health_checked_at, last_error, account_hash`
 
 const (
 	selectConnection = `SELECT ` + connCols + ` FROM connections
@@ -226,8 +230,8 @@ const (
 	// cache key. A statement that changed no row notifies nobody and
 	// reports 0 rows.
 	insertConnection = `WITH changed AS (INSERT INTO connections
-		(id, issuer, subject, provider, status, key_version, ciphertext, scopes, expires_at, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8, $9, $9)
+		(id, issuer, subject, provider, status, key_version, ciphertext, scopes, expires_at, created_at, updated_at, account_hash)
+		VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8, $9, $9, $11)
 		ON CONFLICT (issuer, subject, provider) DO NOTHING RETURNING 1)
 		` + notifyChangedSQL + `$10) FROM changed`
 	// A new grant has no health on record yet, and ends any refresh lease:
@@ -235,12 +239,12 @@ const (
 	updateCredential = `WITH changed AS (UPDATE connections
 		SET status = 'active', key_version = $2, ciphertext = $3, scopes = $4, expires_at = $5, updated_at = $6,
 		    health_checked_at = NULL, last_error = '',
-		    refresh_lease = '', refresh_lease_until = NULL, refresh_doubt_at = NULL
+		    refresh_lease = '', refresh_lease_until = NULL, refresh_doubt_at = NULL, account_hash = $8
 		WHERE id = $1 RETURNING 1)
 		` + notifyChangedSQL + `$7) FROM changed`
 	updateRefreshed = `WITH changed AS (UPDATE connections
 		SET status = 'active', key_version = $2, ciphertext = $3, scopes = $4, expires_at = $5,
-		    updated_at = $6, refreshed_at = $6
+		    updated_at = $6, refreshed_at = $6, account_hash = $8
 		WHERE id = $1 RETURNING 1)
 		` + notifyChangedSQL + `$7) FROM changed`
 	updateStatus = `WITH changed AS (UPDATE connections SET status = $2, updated_at = $3 WHERE id = $1 RETURNING 1)
@@ -276,7 +280,7 @@ func scanRow(r pgx.Row) (*row, error) {
 		checkedAt            *time.Time
 	)
 	err := r.Scan(&x.ID, &x.User.Issuer, &x.User.Subject, &x.Provider, &status, &version, &x.ciphertext,
-		&x.Scopes, &expires, &x.CreatedAt, &x.UpdatedAt, &refreshedAt, &checkedAt, &x.LastError)
+		&x.Scopes, &expires, &x.CreatedAt, &x.UpdatedAt, &refreshedAt, &checkedAt, &x.LastError, &x.AccountHash)
 	if err != nil {
 		return nil, err
 	}
@@ -525,7 +529,7 @@ func (s *Store) putIn(ctx context.Context, tx pgx.Tx, user UserRef, provider str
 		return nil, Change{}, err
 	}
 	if _, err := tx.Exec(ctx, updateCredential, r.ID, int32(s.keys.Primary()), ct, nonNil(cred.Scopes),
-		nullTime(cred.Expiry), now, connKey(user, provider).Payload()); err != nil {
+		nullTime(cred.Expiry), now, connKey(user, provider).Payload(), AccountHash(cred.AccountID)); err != nil {
 		return nil, Change{}, fmt.Errorf("vault: update connection: %w", err)
 	}
 	// Tokens narrowed from the replaced grant go with it.
@@ -533,8 +537,8 @@ func (s *Store) putIn(ctx context.Context, tx pgx.Tx, user UserRef, provider str
 		return nil, Change{}, fmt.Errorf("vault: drop narrowed tokens: %w", err)
 	}
 	conn = &r.Connection
-	conn.Status, conn.KeyVersion, conn.Scopes, conn.Expiry, conn.UpdatedAt =
-		StatusActive, s.keys.Primary(), cred.Scopes, cred.Expiry, now
+	conn.Status, conn.KeyVersion, conn.Scopes, conn.Expiry, conn.UpdatedAt, conn.AccountHash =
+		StatusActive, s.keys.Primary(), cred.Scopes, cred.Expiry, now, AccountHash(cred.AccountID)
 	ch.Scopes, ch.AccountID = cred.Scopes, cred.AccountID
 	return conn, ch, nil
 }
@@ -553,7 +557,8 @@ func (s *Store) insert(ctx context.Context, q querier, user UserRef, provider st
 		return nil, err
 	}
 	tag, err := q.Exec(ctx, insertConnection, id, user.Issuer, user.Subject, provider,
-		int32(s.keys.Primary()), ct, nonNil(cred.Scopes), nullTime(cred.Expiry), now, connKey(user, provider).Payload())
+		int32(s.keys.Primary()), ct, nonNil(cred.Scopes), nullTime(cred.Expiry), now, connKey(user, provider).Payload(),
+		AccountHash(cred.AccountID))
 	if err != nil {
 		return nil, fmt.Errorf("vault: insert connection: %w", err)
 	}
@@ -561,7 +566,7 @@ func (s *Store) insert(ctx context.Context, q querier, user UserRef, provider st
 		return nil, errPutConflict
 	}
 	return &Connection{ID: id, User: user, Provider: provider, Status: StatusActive, KeyVersion: s.keys.Primary(),
-		Scopes: cred.Scopes, Expiry: cred.Expiry, CreatedAt: now, UpdatedAt: now}, nil
+		Scopes: cred.Scopes, Expiry: cred.Expiry, CreatedAt: now, UpdatedAt: now, AccountHash: AccountHash(cred.AccountID)}, nil
 }
 
 // Get returns the user's connection to provider and its opened credential,
@@ -580,6 +585,19 @@ func (s *Store) Get(ctx context.Context, user UserRef, provider string) (*Connec
 		return nil, nil, err
 	}
 	return &r.Connection, c, nil
+}
+
+// Lookup returns the user's connection to provider without reading or
+// opening its credential; ErrNotConnected when there is none.
+func (s *Store) Lookup(ctx context.Context, user UserRef, provider string) (*Connection, error) {
+	if err := validate(user, provider); err != nil {
+		return nil, err
+	}
+	r, err := s.load(ctx, s.pool, user, provider, false)
+	if err != nil {
+		return nil, err
+	}
+	return &r.Connection, nil
 }
 
 // Exists reports whether the user has a connection to provider, without

@@ -186,7 +186,7 @@ func (s *Store) refreshShared(ctx context.Context, user UserRef, provider string
 		}
 		now := s.now().UTC()
 		if _, err := tx.Exec(ctx, updateRefreshed, r.ID, int32(s.keys.Primary()), ct, nonNil(next.Scopes),
-			nullTime(next.Expiry), now, connKey(user, provider).Payload()); err != nil {
+			nullTime(next.Expiry), now, connKey(user, provider).Payload(), AccountHash(next.AccountID)); err != nil {
 			return fmt.Errorf("vault: store refreshed token: %w", err)
 		}
 		s.auditIn(ctx, tx, "connection.refreshed", r, map[string]any{

@@ -1,6 +1,13 @@
 package webhook
 
-import "github.com/connectd/connectd/internal/vault"
+import (
+	"maps"
+	"slices"
+
+	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/scope"
+	"github.com/connectd/connectd/internal/vault"
+)
 
 // The payload data of each event type: one builder per kind, so every
 // emitter writes the same shape (docs/webhooks.md). Ids and names only.
@@ -21,17 +28,33 @@ func ElicitationEvent(status, id, clientID string, u vault.UserRef, provider str
 	return Event{Type: "elicitation." + status, Clients: []string{clientID}, Data: data}
 }
 
-// ConnectionEvent reports a change of a connection (created, scopes
-// changed, reauthorization required, revoked) to the clients approved for
-// it; extra adds type-specific members (old_scopes, account_changed,
-// reason, by).
-func ConnectionEvent(typ string, c vault.Connection, clients []string, extra map[string]any) Event {
-	data := map[string]any{"connection_id": c.ID, "user": user(c.User), "provider": c.Provider,
-		"scopes": nonNil(c.Scopes), "status": string(c.Status)}
-	for k, v := range extra {
-		data[k] = v
+// ConnectionEvents reports a change of connection c (created, scopes
+// changed, reauthorization required, revoked) to each client approved for it
+// (approvals, read in the change's transaction before anything was
+// withdrawn), one event each, naming only the scopes the release decision
+// lets that client see (consent.Decision.Visible): a client approved for
+// read never learns from a payload that the connection also grants
+// mail.send. old, when not nil, are the scopes before the change
+// (old_scopes), cut per client the same way. extra adds type-specific
+// members (account_changed, reason, by).
+func ConnectionEvents(typ string, c vault.Connection, approvals map[string]consent.Approval, old []string,
+	extra map[string]any) []Event {
+	h := consent.Held{Scopes: c.Scopes, Account: c.AccountHash}
+	var out []Event
+	for _, id := range slices.Sorted(maps.Keys(approvals)) {
+		a := approvals[id]
+		d := consent.Decide(h, &a, false)
+		data := map[string]any{"connection_id": c.ID, "user": user(c.User), "provider": c.Provider,
+			"scopes": d.Visible(h, &a), "status": string(c.Status)}
+		for k, v := range extra {
+			data[k] = v
+		}
+		if old != nil {
+			data["old_scopes"] = nonNil(scope.Intersect(a.Scopes, old))
+		}
+		out = append(out, Event{Type: typ, Clients: []string{id}, Data: data})
 	}
-	return Event{Type: typ, Clients: clients, Data: data}
+	return out
 }
 
 // ApprovalEvent reports to a client that its approval for the user's

@@ -206,6 +206,17 @@ type payload struct {
 // one delivery and one River job per endpoint of ev's clients that wants
 // its type. Rolled back with tx, nothing is sent; committed, it is
 // delivered at least once.
+// EmitAll emits each of evs within tx (ConnectionEvents' per-client
+// events).
+func (s *Service) EmitAll(ctx context.Context, tx pgx.Tx, evs []Event) error {
+	for _, ev := range evs {
+		if err := s.Emit(ctx, tx, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (s *Service) Emit(ctx context.Context, tx pgx.Tx, ev Event) error {
 	if !slices.Contains(Types, ev.Type) {
 		return fmt.Errorf("webhook: emit: unknown event type %q", ev.Type)

@@ -103,10 +103,10 @@ func TestUnavailable(t *testing.T) {
 		{fmt.Errorf("wrapped: %w", context.Canceled), false},
 		{context.DeadlineExceeded, true},
 		{fmt.Errorf("vault: read connection: %w", context.DeadlineExceeded), true},
-		{&pgconn.PgError{Code: "57P01"}, true}, // admin_shutdown
-		{&pgconn.PgError{Code: "57P03"}, true}, // cannot_connect_now
-		{&pgconn.PgError{Code: "08006"}, true}, // connection_failure
-		{&pgconn.PgError{Code: "53300"}, true}, // too_many_connections
+		{&pgconn.PgError{Code: "57P01"}, true},  // admin_shutdown
+		{&pgconn.PgError{Code: "57P03"}, true},  // cannot_connect_now
+		{&pgconn.PgError{Code: "08006"}, true},  // connection_failure
+		{&pgconn.PgError{Code: "53300"}, true},  // too_many_connections
 		{&pgconn.PgError{Code: "23505"}, false}, // unique_violation: a bug or a race, not an outage
 		{&pgconn.PgError{Code: "22021"}, false}, // bad input
 		{errors.New("something else"), false},

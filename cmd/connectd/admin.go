@@ -123,7 +123,10 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 		return &usageError{"connections revoke deletes the credentials, revokes them at the provider and withdraws " +
 			"every consent; it cannot be undone. Add --yes to confirm."}
 	}
-	if group+" "+sub == "sessions end" && (strings.TrimSpace(f.Subject) == "" || strings.TrimSpace(f.Issuer) == "") {
+	// --user and --issuer are taken byte for byte (docs/identity.md), never
+	// trimmed: "alice " is another user than alice. What no identity can be
+	// is refused by the admin Store (admin.ErrInvalid: exit 2).
+	if group+" "+sub == "sessions end" && (f.Subject == "" || f.Issuer == "") {
 		return &usageError{"sessions end needs --user SUBJECT and --issuer URL: a subject is unique only within its issuer\n" +
 			adminSubUsage(group, sub)}
 	}
@@ -157,12 +160,12 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 	case "connections show":
 		return adminShow(ctx, st, pos[0], stdout)
 	case "sessions end":
-		user := vault.UserRef{Issuer: strings.TrimSpace(f.Issuer), Subject: strings.TrimSpace(f.Subject)}
+		user := vault.UserRef{Issuer: f.Issuer, Subject: f.Subject}
 		n, err := st.EndSessions(ctx, user, by)
 		if err != nil {
 			return adminErr(err)
 		}
-		fmt.Fprintf(stdout, "ended %d browser session(s) of %s at %s\n", n, user.Subject, user.Issuer)
+		fmt.Fprintf(stdout, "ended %d browser session(s) of %s at %s\n", n, visible(user.Subject), visible(user.Issuer))
 		return nil
 	case "connections revoke":
 		rev, err := st.Revoke(ctx, pos[0], by)
@@ -222,6 +225,16 @@ func cliTime(t time.Time) string {
 		return "-"
 	}
 	return t.UTC().Format("2006-01-02 15:04Z")
+}
+
+// visible quotes an identity whose edges are white space, so that the
+// operator sees which one it is ("alice " is not alice). The admin Store
+// admitted it, so it holds no control character to quote otherwise.
+func visible(s string) string {
+	if strings.TrimSpace(s) != s {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 func orDash(s string) string {

@@ -181,6 +181,34 @@ func TestListFilters(t *testing.T) {
 	}
 }
 
+// TestListFiltersAreByteExact: the listing's user and issuer match byte for
+// byte (docs/identity.md): "alice " and " alice" are other users than alice,
+// each filter selects exactly its own, and a value no identity can be is
+// ErrInvalid rather than cleaned up into one.
+func TestListFiltersAreByteExact(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{noAdminLogin: true})
+	ctx := context.Background()
+	ids := map[string]string{}
+	for _, sub := range []string{"alice", "alice ", " alice", "alice\u00a0"} {
+		ids[sub] = e.put(e.vault, sub, "fake")
+	}
+	for sub, id := range ids {
+		for _, f := range []admin.Filter{{Subject: sub}, {Subject: sub, Issuer: e.idp.Issuer()}} {
+			p, err := e.store.Connections(ctx, f, nil, 0)
+			if err != nil || len(p.Connections) != 1 || p.Connections[0].ID != id || p.Connections[0].User.Subject != sub {
+				t.Errorf("filter %+q: %+v %v, want only %s", f, p.Connections, err, id)
+			}
+		}
+	}
+	for _, f := range []admin.Filter{{Subject: "alice\t"}, {Subject: "alice\n"}, {Subject: "alice\xff"},
+		{Issuer: e.idp.Issuer() + "\n"}} {
+		if _, err := e.store.Connections(ctx, f, nil, 0); !errors.Is(err, admin.ErrInvalid) {
+			t.Errorf("filter %+q: %v, want ErrInvalid", f, err)
+		}
+	}
+}
+
 func TestListPagesInHTML(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})

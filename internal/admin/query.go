@@ -122,6 +122,9 @@ var (
 // The user and issuer follow the rule every identity connectd stores was
 // admitted by (mcpauth.CheckSubject, mcpauth.CheckIssuer): a value outside it
 // cannot match, and bytes Postgres refuses (NUL, invalid UTF-8) never reach it.
+// A value inside it is matched byte for byte, spaces included: whoever fills
+// a Filter must not trim or otherwise clean up the user or issuer, or "alice "
+// would select alice.
 func (f Filter) Validate() error {
 	switch {
 	case f.Issuer != "" && mcpauth.CheckIssuer(f.Issuer) != nil:

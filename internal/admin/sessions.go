@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -24,6 +23,12 @@ import (
 // pages alike — and returns how many were live. The sessions end and the
 // audit event (sessions.ended) is written in one transaction; every replica
 // forgets them within a second of the commit (see package session).
+//
+// user is taken byte for byte, as every identity is (docs/identity.md):
+// "alice " is another user than alice, and its sessions are the only ones
+// ended. Callers pass what they were given, never a cleaned-up copy; a
+// subject or issuer that mcpauth.CheckSubject/CheckIssuer refuses (no stored
+// identity can have it) is ErrInvalid and ends nothing.
 func (st *Store) EndSessions(ctx context.Context, user vault.UserRef, by Actor) (int, error) {
 	if err := (Filter{Issuer: user.Issuer, Subject: user.Subject}).Validate(); err != nil {
 		return 0, err
@@ -58,8 +63,9 @@ func (s *Server) endSessionsPage(w http.ResponseWriter, r *http.Request) error {
 	if err := s.sessions.CheckCSRF(principalOf(r.Context()).sess, r.PostForm.Get(session.CSRFField)); err != nil {
 		return web.Refuse(http.StatusForbidden, "csrf_failed", "The form has expired. Open the page again and retry.", err)
 	}
-	user := vault.UserRef{Issuer: strings.TrimSpace(r.PostForm.Get("issuer")),
-		Subject: strings.TrimSpace(r.PostForm.Get("subject"))}
+	// Byte for byte, as everywhere (EndSessions): trimming would make
+	// "alice " alice.
+	user := vault.UserRef{Issuer: r.PostForm.Get("issuer"), Subject: r.PostForm.Get("subject")}
 	n, err := s.store.EndSessions(r.Context(), user, actorOf(r))
 	if err != nil {
 		return storeError(err)
@@ -81,7 +87,7 @@ func (s *Server) apiEndSessions(w http.ResponseWriter, r *http.Request) error {
 	if err := web.DecodeJSON(w, r, &req, 8<<10); err != nil {
 		return err
 	}
-	user := vault.UserRef{Issuer: strings.TrimSpace(req.Issuer), Subject: strings.TrimSpace(req.Subject)}
+	user := vault.UserRef{Issuer: req.Issuer, Subject: req.Subject} // byte for byte (EndSessions)
 	n, err := s.store.EndSessions(r.Context(), user, actorOf(r))
 	if err != nil {
 		return storeError(err)

@@ -2,7 +2,9 @@ package admin_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
@@ -156,5 +158,114 @@ func TestCopiedAdminCookieRefusedAfterSignOut(t *testing.T) {
 	r := thief.get(e.srv.URL + "/admin/clients")
 	if r.status != http.StatusForbidden || e.code(r) != "admin_required" {
 		t.Fatalf("the copied admin cookie still works after sign-out: %d %q", r.status, e.code(r))
+	}
+}
+
+// TestEndSessionsIsByteExact: an identity is (issuer, subject) byte for byte
+// (docs/identity.md), so "alice " (a subject mcpauth.CheckSubject accepts,
+// trailing space and all) is another user than alice. Ending the sessions of
+// "alice " — through the API or the page — ends exactly hers and leaves
+// alice signed in; a subject or issuer the rule refuses is answered 400
+// invalid_request and ends nothing. Nothing is ever trimmed into another
+// identity.
+func TestEndSessionsIsByteExact(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	ctx := context.Background()
+	_, key := e.newAdminKey("ops")
+	admin := e.adminBrowser()
+	alice := e.browser()
+	e.userLogin(alice, "alice")
+	// The look-alikes have sessions as a login at the IdP would leave them
+	// (the development IdP's picker offers only its demo users).
+	others, err := session.New(session.Config{Pool: e.pool, Keys: []session.Key{session.NewKey()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lookAlike := func(subject string) *http.Request {
+		t.Helper()
+		w := httptest.NewRecorder()
+		if _, err := others.Start(ctx, w, e.idp.Issuer(), subject); err != nil {
+			t.Fatal(err)
+		}
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		for _, c := range w.Result().Cookies() {
+			r.AddCookie(c)
+		}
+		return r
+	}
+	live := func(r *http.Request) bool {
+		t.Helper()
+		_, err := others.Get(r)
+		if err != nil && !errors.Is(err, session.ErrNoSession) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	spaced, leading, blank := lookAlike("alice "), lookAlike(" alice"), lookAlike(" ")
+
+	// Refused values: nothing ended, whatever they would trim or clean up to.
+	for _, tc := range []struct{ name, issuer, subject string }{
+		{"tab", e.idp.Issuer(), "alice\t"},
+		{"newline", e.idp.Issuer(), "alice\n"},
+		{"NUL", e.idp.Issuer(), "alice\x00"},
+		{"line separator", e.idp.Issuer(), "alice\u2028"},
+		{"empty", e.idp.Issuer(), ""},
+		{"issuer with a newline", e.idp.Issuer() + "\n", "alice"},
+	} {
+		body := map[string]any{"issuer": tc.issuer, "subject": tc.subject}
+		if st, out := e.adminAPI(key, http.MethodPost, "/admin/api/sessions/end", body); st != http.StatusBadRequest ||
+			out["error"] != "invalid_request" {
+			t.Errorf("API, %s: %d %v, want 400 invalid_request", tc.name, st, out)
+		}
+		page := admin.get(e.srv.URL + "/admin/clients")
+		r := admin.do(http.MethodPost, e.srv.URL+"/admin/sessions/end", url.Values{"csrf_token": {csrfOf(t, page.body)},
+			"issuer": {tc.issuer}, "subject": {tc.subject}})
+		if r.status != http.StatusBadRequest || e.code(r) != "invalid_request" {
+			t.Errorf("page, %s: %d %q, want 400 invalid_request", tc.name, r.status, e.code(r))
+		}
+	}
+	if !e.signedIn(alice) || !live(spaced) || !live(leading) || !live(blank) || e.auditCount("sessions.ended") != 0 {
+		t.Fatal("a refused request ended sessions")
+	}
+
+	// "alice " through the API: hers end, and only hers.
+	st, out := e.adminAPI(key, http.MethodPost, "/admin/api/sessions/end",
+		map[string]any{"issuer": e.idp.Issuer(), "subject": "alice "})
+	if st != http.StatusOK || out["sessions_ended"] != float64(1) || out["subject"] != "alice " {
+		t.Fatalf(`end sessions of "alice ": %d %v`, st, out)
+	}
+	if live(spaced) || !e.signedIn(alice) || !live(leading) || !live(blank) {
+		t.Fatalf(`ending "alice " ended the wrong sessions: "alice " live %v, alice %v, " alice" %v, " " %v`,
+			live(spaced), e.signedIn(alice), live(leading), live(blank))
+	}
+	// " alice" through the page, and " " (a subject of one space) through the API.
+	page := admin.get(e.srv.URL + "/admin/clients")
+	if r := admin.do(http.MethodPost, e.srv.URL+"/admin/sessions/end", url.Values{"csrf_token": {csrfOf(t, page.body)},
+		"issuer": {e.idp.Issuer()}, "subject": {" alice"}}); r.status != http.StatusOK ||
+		!strings.Contains(r.body, "1 browser session(s)") {
+		t.Fatalf(`end sessions of " alice" on the page: %d %s`, r.status, r.body)
+	}
+	if st, out := e.adminAPI(key, http.MethodPost, "/admin/api/sessions/end",
+		map[string]any{"issuer": e.idp.Issuer(), "subject": " "}); st != http.StatusOK || out["sessions_ended"] != float64(1) {
+		t.Fatalf(`end sessions of " ": %d %v`, st, out)
+	}
+	if live(leading) || live(blank) || !e.signedIn(alice) || !e.isAdmin(admin) {
+		t.Fatal(`ending " alice" and " " ended the wrong sessions`)
+	}
+	var subjects []string
+	rows, err := e.pool.Query(ctx, `SELECT subject FROM audit_events WHERE kind = 'sessions.ended' ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		subjects = append(subjects, s)
+	}
+	if strings.Join(subjects, "|") != "alice | alice| " {
+		t.Fatalf("audited subjects %q", subjects)
 	}
 }

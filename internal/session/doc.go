@@ -3,8 +3,8 @@
 // state-binding cookie that ties an OAuth/OIDC redirect to the browser that
 // started it. It also owns the browser_sessions table, so that a session can
 // end on the server: a cookie signs in only while its session's row is live,
-// and signing out or an admin's "end sessions" ends the row on every replica
-// within a second (see live.go).
+// and signing out, signing in again in the same browser or an admin's "end
+// sessions" ends the row on every replica within a second (see live.go).
 //
 // Every cookie is signed (HMAC-SHA256) and encrypted (AES-256) with
 // gorilla/securecookie under a keyring whose first key signs and whose other

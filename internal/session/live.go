@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/gorilla/securecookie"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/connectd/connectd/internal/cache"
@@ -16,10 +17,10 @@ import (
 // A cookie alone cannot be taken back: a copy keeps working until it
 // expires. So every session also has a row in browser_sessions, keyed by the
 // SHA-256 of its id (the id itself is never stored), and a cookie signs its
-// browser in only while that row is live. Ending a session (sign-out, or an
-// admin ending all of a user's sessions) sets ended_at and sends
-// pg_notify(Channel, hash) in the same statement, so the notification commits
-// with the change.
+// browser in only while that row is live. Ending a session (sign-out, a new
+// sign-in in the same browser, or an admin ending all of a user's sessions)
+// sets ended_at and sends pg_notify(Channel, hash) in the same statement, so
+// the notification commits with the change.
 //
 // Pages ask "is this session live" on every request, so the answer is cached
 // per replica (package cache): filled from the table on a miss, dropped when
@@ -100,16 +101,43 @@ func (s *Store) record(ctx context.Context, sess Session) error {
 // of the cookie stops working on every replica within a second.
 func (s *Store) End(ctx context.Context, w http.ResponseWriter, sess Session) error {
 	s.Clear(w)
-	if sess.ID == "" {
+	return s.end(ctx, sess.ID)
+}
+
+// EndCarried ends on the server, as End does, the session that r's cookie
+// carries, and leaves the cookie to the caller. A sign-in calls it before
+// it replaces (Start) or clears the cookie: otherwise the session the
+// browser held before — another user's on a shared computer, or its own —
+// would go on in every copy of its cookie. It takes any cookie this Store
+// can open, idle or ended as it may be: a copy of it may have been used
+// since, so this browser's view of the session's idleness does not count
+// (a cookie past the session's lifetime opens no more, and its row is
+// expired anyway). Without such a cookie it does nothing.
+func (s *Store) EndCarried(ctx context.Context, r *http.Request) error {
+	c, err := r.Cookie(s.name)
+	if err != nil {
 		return nil
 	}
-	k := idHash(sess.ID)
+	var v value
+	if securecookie.DecodeMulti(s.name, c.Value, &v, s.session...) != nil {
+		return nil // not ours (or only a retired key opens it): no session of ours goes on in it
+	}
+	return s.end(ctx, v.ID)
+}
+
+// end ends the session id on the server and announces it in one statement
+// (endSession); this replica forgets it at once, the others when the
+// notification arrives.
+func (s *Store) end(ctx context.Context, id string) error {
+	if id == "" {
+		return nil
+	}
+	k := idHash(id)
 	rows, err := s.pool.Query(ctx, endSession, k[:], s.now())
 	if err == nil {
 		rows.Close()
 		err = rows.Err()
 	}
-	// This replica forgets at once; the others when the notification arrives.
 	s.live.Delete(k)
 	if err != nil {
 		return fmt.Errorf("session: end session: %w", err)

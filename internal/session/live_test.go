@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -84,6 +85,105 @@ func TestEndedSessionIsRefusedEverywhere(t *testing.T) {
 	}
 	if _, err := newStore(t, clk, key).Get(request(cookie)); !errors.Is(err, session.ErrNoSession) {
 		t.Fatalf("uncached store: %v", err)
+	}
+}
+
+// TestLoginEndsTheCarriedSessionEverywhere: a sign-in ends the session the
+// browser's cookie carried (EndCarried, then Start), so a copy of that
+// cookie is refused on the replica of the sign-in and, within a second, on
+// another replica whose cache had already said "live" — whether the browser
+// now belongs to bob or to alice again. It counts even when this browser's
+// copy has gone idle while another copy kept the session in use, and it
+// ends only its own cookie's session: not the user's other sessions, not a
+// session under another cookie name.
+func TestLoginEndsTheCarriedSessionEverywhere(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, next string
+		idle       bool // this browser's cookie is past the idle timeout; the thief's copy is not
+	}{
+		{"as bob", "bob", false},
+		{"as alice again", "alice", false},
+		{"with an idle cookie", "bob", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clk := testkit.NewClock(time.Now())
+			key := session.NewKey()
+			r1, r2 := cachingStore(t, clk, key), cachingStore(t, clk, key)
+			_, browser := signIn(t, r1, "alice")
+			thief := browser
+			_, otherTab := signIn(t, r1, "alice")
+			if tc.idle {
+				// The thief keeps using the session, so the copy's LastSeen moves on.
+				clk.Advance(50 * time.Minute)
+				w := httptest.NewRecorder()
+				if _, err := r2.Load(w, request(thief)); err != nil {
+					t.Fatal(err)
+				}
+				thief = setCookie(t, w, session.CookieName)
+				clk.Advance(20 * time.Minute)
+				if _, err := r1.Get(request(browser)); !errors.Is(err, session.ErrNoSession) {
+					t.Fatalf("the browser's own cookie is not idle: %v", err)
+				}
+				_, otherTab = signIn(t, r1, "alice")
+			}
+			waitCached(t, r2, thief)
+			admins, err := session.New(session.Config{Pool: poolOf(t), Keys: []session.Key{key}, Now: clk.Now,
+				Name: "__Host-test_admin", BindingName: "__Host-test_admin_binding"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := httptest.NewRecorder()
+			if _, err := admins.Start(t.Context(), w, "https://idp.example", "alice"); err != nil {
+				t.Fatal(err)
+			}
+			adminCookie := setCookie(t, w, "__Host-test_admin")
+
+			// The same browser signs in again, carrying alice's cookies.
+			login := request(browser, adminCookie)
+			if err := r1.EndCarried(t.Context(), login); err != nil {
+				t.Fatal(err)
+			}
+			w = httptest.NewRecorder()
+			if _, err := r1.Start(t.Context(), w, "https://idp.example", tc.next); err != nil {
+				t.Fatal(err)
+			}
+			fresh := setCookie(t, w, session.CookieName)
+
+			if _, err := r1.Get(request(thief)); !errors.Is(err, session.ErrNoSession) {
+				t.Fatalf("the copied cookie still works where the browser signed in again: %v", err)
+			}
+			deadline := time.Now().Add(time.Second)
+			for {
+				_, err := r2.Get(request(thief))
+				if errors.Is(err, session.ErrNoSession) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the other replica still accepts the copied cookie a second after the sign-in: %v", err)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if s, err := r2.Get(request(fresh)); err != nil || s.Subject != tc.next {
+				t.Fatalf("the new session: %+v %v", s, err)
+			}
+			if _, err := r2.Get(request(otherTab)); err != nil {
+				t.Fatalf("alice's session in another browser ended too: %v", err)
+			}
+			if _, err := admins.Get(request(adminCookie)); err != nil {
+				t.Fatalf("the session under the other cookie name ended too: %v", err)
+			}
+		})
+	}
+	// Without a cookie, or with one this Store cannot open, there is nothing
+	// to end.
+	s := newStore(t, testkit.NewClock(time.Now()), session.NewKey())
+	_, foreign := signIn(t, newStore(t, testkit.NewClock(time.Now()), session.NewKey()), "mallory")
+	for _, r := range []*http.Request{request(), request(foreign)} {
+		if err := s.EndCarried(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -204,9 +204,11 @@ type value struct {
 
 // Start signs the browser in as (issuer, subject) with a brand-new session id,
 // whatever session cookie it had before: a session id planted before login is
-// never carried over (no fixation). The session is recorded (its id hashed)
-// before the cookie is written, so no replica ever sees a cookie whose
-// session it cannot find.
+// never carried over (no fixation). The session that cookie carried is not
+// ended here: a sign-in ends it first (EndCarried), so that no copy of the old
+// cookie goes on working. The session is recorded (its id hashed) before the
+// cookie is written, so no replica ever sees a cookie whose session it
+// cannot find.
 func (s *Store) Start(ctx context.Context, w http.ResponseWriter, issuer, subject string) (Session, error) {
 	now := s.now()
 	sess := Session{ID: randomID(), Issuer: issuer, Subject: subject, IssuedAt: now, LastSeen: now}

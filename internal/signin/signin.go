@@ -1,15 +1,17 @@
 // Package signin is browser sign-in at an OIDC issuer, once for every part
 // of connectd that has one (the end users' /login and the operators'
 // /admin/login): start (a login state bound to this browser, then the
-// issuer), finish (the callback, a new session, back to a safe path) and
-// sign-out (CSRF-checked, ended on the server). A Flow is parameterised by
-// its session store, issuer, return-path rule and what to do around a
-// sign-in (admit, audit, log); the refusals — codes, statuses, pages — are
-// the same everywhere.
+// issuer), finish (the callback, the browser's previous session ended, a
+// new one started, back to a safe path) and sign-out (CSRF-checked, ended
+// on the server). A Flow is parameterised by its session store, issuer,
+// return-path rule and what to do around a sign-in (admit, audit, log); the
+// refusals — codes, statuses, pages — are the same everywhere.
 //
 // It must never redirect to a target its Config's rule did not accept, never
-// start a session for a login the Config did not admit, and never put a
-// code, state, cookie or token into a log line, a page or a URL.
+// start a session for a login the Config did not admit, never leave the
+// session a browser held before a finished login live (a copy of its cookie
+// would outlive the login), and never put a code, state, cookie or token
+// into a log line, a page or a URL.
 package signin
 
 import (
@@ -46,7 +48,8 @@ type Config struct {
 	// FormLimit caps the sign-out form's body in bytes.
 	FormLimit int64
 	// Admit, when set, decides on a finished login before a session starts:
-	// an error is the answer (and the login binding is cleared).
+	// an error is the answer (and the browser's session cookie is cleared;
+	// its session has ended on the server already).
 	Admit func(r *http.Request, res mcpauth.LoginResult) error
 	// SignedIn and SignedOut, when set, record a new session and an ended one
 	// (log lines, audit rows); they cannot fail the request.
@@ -103,9 +106,10 @@ func (f *Flow) Start(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// Finish handles GET <login>/callback: it completes the login, starts a
-// session with a new id for an identity Admit lets in, and redirects to the
-// login's return_to.
+// Finish handles GET <login>/callback: it completes the login, ends the
+// session the browser's cookie carried (on the server, everywhere, as
+// Logout does), starts a session with a new id for an identity Admit lets
+// in, and redirects to the login's return_to.
 func (f *Flow) Finish(w http.ResponseWriter, r *http.Request) error {
 	if f.cfg.Login == nil || f.cfg.Sessions == nil {
 		return f.cfg.Disabled
@@ -119,6 +123,15 @@ func (f *Flow) Finish(w http.ResponseWriter, r *http.Request) error {
 	res, err := f.cfg.Login.Finish(r.Context(), cb)
 	if err != nil {
 		return Error(err)
+	}
+	// Whoever signed in, the browser's previous session ends on the server,
+	// as at sign-out: a copy of its cookie (another user's on a shared
+	// computer, or this user's own) must not outlive this login, on any
+	// replica. Done before Admit, because a refused login clears the
+	// cookie too, and a session no cookie in this browser names any more
+	// could never be signed out of.
+	if err := f.cfg.Sessions.EndCarried(r.Context(), r); err != nil {
+		return err
 	}
 	if f.cfg.Admit != nil {
 		if err := f.cfg.Admit(r, res); err != nil {

@@ -209,6 +209,37 @@ func TestListFiltersAreByteExact(t *testing.T) {
 	}
 }
 
+// TestListFiltersAreByteExactOverHTTP: user= and issuer= on the listing,
+// API and page, reach the Filter byte for byte: "alice " lists hers only,
+// never alice's.
+func TestListFiltersAreByteExactOverHTTP(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	ids := map[string]string{}
+	for _, sub := range []string{"alice", "alice ", " alice"} {
+		ids[sub] = e.put(e.vault, sub, "fake")
+	}
+	_, key := e.newAdminKey("scripts")
+	b := e.adminBrowser()
+	for sub, id := range ids {
+		q := "?" + url.Values{"user": {sub}, "issuer": {e.idp.Issuer()}}.Encode()
+		st, out := e.adminAPI(key, http.MethodGet, "/admin/api/connections"+q, nil)
+		list, _ := out["connections"].([]any)
+		if st != http.StatusOK || len(list) != 1 || list[0].(map[string]any)["id"] != id {
+			t.Errorf("API user=%q: %d %v, want only %s", sub, st, out, id)
+		}
+		page := b.get(e.srv.URL + "/admin/connections" + q)
+		if page.status != http.StatusOK || !strings.Contains(page.body, id) {
+			t.Errorf("page user=%q: %d, lacks %s", sub, page.status, id)
+		}
+		for other, otherID := range ids {
+			if other != sub && strings.Contains(page.body, otherID) {
+				t.Errorf("page user=%q lists the connection of %q", sub, other)
+			}
+		}
+	}
+}
+
 func TestListPagesInHTML(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})

@@ -20,7 +20,9 @@ import (
 // listQuery reads the listing's filter, cursor and page size.
 func listQuery(r *http.Request) (Filter, *Cursor, int, error) {
 	q := r.URL.Query()
-	f := Filter{Subject: strings.TrimSpace(q.Get("user")), Issuer: strings.TrimSpace(q.Get("issuer")),
+	// user and issuer byte for byte (Filter.Validate): trimmed, "alice "
+	// would list alice.
+	f := Filter{Subject: q.Get("user"), Issuer: q.Get("issuer"),
 		Provider: strings.TrimSpace(q.Get("provider")), Status: q.Get("status"), Client: strings.TrimSpace(q.Get("client"))}
 	if err := f.Validate(); err != nil {
 		return f, nil, 0, err

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+
+	"github.com/connectd/connectd/internal/reqid"
 )
 
 // RequestIDHeader is the header that carries a request id in and out.
@@ -15,9 +17,10 @@ const RequestIDHeader = "X-Request-Id"
 type ctxKey struct{}
 
 // requestInfo is what RequestContext records about a request, in one context
-// value (one allocation instead of one per field on every request).
+// value (one allocation instead of one per field on every request); the
+// request id rides beside it in package reqid's value, for the packages
+// below web.
 type requestInfo struct {
-	id     string
 	addr   string // "" when unknown
 	kind   Kind   // the route's, recorded by Routing
 	class  RouteClass
@@ -29,13 +32,9 @@ func infoOf(ctx context.Context) *requestInfo {
 	return ri
 }
 
-// RequestID returns the request id stored in ctx, or "".
-func RequestID(ctx context.Context) string {
-	if ri := infoOf(ctx); ri != nil {
-		return ri.id
-	}
-	return ""
-}
+// RequestID returns the request id stored in ctx, or "" (package reqid,
+// which packages below web read directly).
+func RequestID(ctx context.Context) string { return reqid.From(ctx) }
 
 // NewRequestID returns a fresh random request id (128 bits, hex).
 func NewRequestID() string {
@@ -78,11 +77,12 @@ func RequestContext(trusted []netip.Prefix) func(http.Handler) http.Handler {
 				id = NewRequestID()
 			}
 			w.Header()[RequestIDHeader] = []string{id}
-			ri := &requestInfo{id: id}
+			ri := &requestInfo{}
 			if a := clientAddr(r, trusted); a.IsValid() {
 				ri.addr = a.String()
 			}
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, ri)))
+			ctx := reqid.With(context.WithValue(r.Context(), ctxKey{}, ri), id)
+			next.ServeHTTP(w, r.WithContext(ctx))
 		})
 	}
 }

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/internal/webhook"
@@ -66,7 +68,7 @@ func (st *Store) DeleteWebhook(ctx context.Context, id string, by Actor) (webhoo
 	if err != nil {
 		return webhook.Endpoint{}, err
 	}
-	ep, err := wh.Endpoint(ctx, id)
+	ep, err := endpoint(ctx, wh, id)
 	if err != nil {
 		return webhook.Endpoint{}, err
 	}
@@ -87,7 +89,7 @@ func (st *Store) Redeliver(ctx context.Context, id string, by Actor) (webhook.De
 	if err != nil {
 		return webhook.Delivery{}, err
 	}
-	d, err := wh.Delivery(ctx, id)
+	d, err := delivery(ctx, wh, id)
 	if err != nil {
 		return webhook.Delivery{}, err
 	}
@@ -103,6 +105,31 @@ func (st *Store) Redeliver(ctx context.Context, id string, by Actor) (webhook.De
 	st.logger.InfoContext(ctx, "webhook redelivery requested by an admin", slog.String("delivery", d.ID),
 		slog.String("endpoint", ep.ID), slog.String("actor", by.Name))
 	return d, nil
+}
+
+// The ids package webhook mints (its newID: a prefix and 128 random bits in
+// lower-case base32), loosely: an id of any other shape names no row, so it
+// is answered as an unknown id is, without a query (Postgres would refuse
+// NUL or invalid UTF-8 in it with an error, a 500).
+var (
+	endpointIDPattern = regexp.MustCompile(`^we_[a-z0-9]{1,64}$`)
+	deliveryIDPattern = regexp.MustCompile(`^msg_[a-z0-9]{1,64}$`)
+)
+
+// endpoint reads the endpoint id of a request, or webhook.ErrNotFound.
+func endpoint(ctx context.Context, wh *webhook.Service, id string) (webhook.Endpoint, error) {
+	if !endpointIDPattern.MatchString(id) {
+		return webhook.Endpoint{}, webhook.ErrNotFound
+	}
+	return wh.Endpoint(ctx, id)
+}
+
+// delivery reads the delivery id of a request, or webhook.ErrNotFound.
+func delivery(ctx context.Context, wh *webhook.Service, id string) (webhook.Delivery, error) {
+	if !deliveryIDPattern.MatchString(id) {
+		return webhook.Delivery{}, webhook.ErrNotFound
+	}
+	return wh.Delivery(ctx, id)
 }
 
 // auditAfter records ev for a change already committed; a failure is logged.
@@ -153,10 +180,20 @@ func deliveryLimit(r *http.Request) (int, error) {
 // clientOf answers 404 for a client that does not exist.
 func (s *Server) clientOf(r *http.Request) (string, error) {
 	id := r.PathValue("id")
-	if _, err := s.clients.Get(r.Context(), id); err != nil {
+	if _, err := s.client(r.Context(), id); err != nil {
 		return "", clientError(err)
 	}
 	return id, nil
+}
+
+// client reads the MCP server (client) id of a request, or
+// mcpauth.ErrClientNotFound: at once, without a query, for an id that is not
+// the shape of one (names.ValidClientID).
+func (s *Server) client(ctx context.Context, id string) (mcpauth.Client, error) {
+	if !names.ValidClientID(id) {
+		return mcpauth.Client{}, fmt.Errorf("%w: not a client id", mcpauth.ErrClientNotFound)
+	}
+	return s.clients.Get(ctx, id)
 }
 
 func clientError(err error) error {
@@ -284,7 +321,7 @@ func (s *Server) apiDeliveries(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ep, err := wh.Endpoint(r.Context(), r.PathValue("id"))
+	ep, err := endpoint(r.Context(), wh, r.PathValue("id"))
 	if err != nil {
 		return webhookError(err, "endpoint")
 	}
@@ -310,7 +347,7 @@ func (s *Server) apiDelivery(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return webhookError(err, "delivery")
 	}
-	d, err := wh.Delivery(r.Context(), r.PathValue("id"))
+	d, err := delivery(r.Context(), wh, r.PathValue("id"))
 	if err != nil {
 		return webhookError(err, "delivery")
 	}
@@ -378,7 +415,7 @@ func (s *Server) clientPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return webhookError(err, "endpoint")
 	}
-	c, err := s.clients.Get(r.Context(), r.PathValue("id"))
+	c, err := s.client(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return clientError(err)
 	}
@@ -404,7 +441,7 @@ func (s *Server) createWebhookPage(w http.ResponseWriter, r *http.Request) error
 	if err := s.checkForm(w, r); err != nil {
 		return err
 	}
-	c, err := s.clients.Get(r.Context(), r.PathValue("id"))
+	c, err := s.client(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return clientError(err)
 	}
@@ -443,7 +480,7 @@ func (s *Server) webhookPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ep, err := wh.Endpoint(r.Context(), r.PathValue("id"))
+	ep, err := endpoint(r.Context(), wh, r.PathValue("id"))
 	if err != nil {
 		return webhookError(err, "endpoint")
 	}
@@ -479,7 +516,7 @@ func (s *Server) deliveryPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return webhookError(err, "delivery")
 	}
-	d, err := wh.Delivery(r.Context(), r.PathValue("id"))
+	d, err := delivery(r.Context(), wh, r.PathValue("id"))
 	if err != nil {
 		return webhookError(err, "delivery")
 	}

@@ -231,7 +231,7 @@ func (s *Server) internalHandler() http.Handler {
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	return web.Chain(mux, web.RequestIDs)
+	return web.Chain(mux, web.RequestIDs, web.TextOnly(s.cfg.Logger))
 }
 
 // Run runs the process's background work until ctx ends, and returns when

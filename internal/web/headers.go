@@ -123,11 +123,13 @@ func origin(raw string) string {
 
 // Static serves the files of fsys (the stylesheet and other assets), never a
 // directory listing. They carry no state, so unlike every other response they
-// may be cached for a while.
+// may be cached for a while. A name no file can have (not fs.ValidPath, not
+// text) is a 404 like any missing file: http.FileServerFS would answer 500.
 func Static(fsys fs.FS) http.Handler {
 	files := http.FileServerFS(fsys)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "" || strings.HasSuffix(r.URL.Path, "/") {
+		name := r.URL.Path
+		if name == "" || strings.HasSuffix(name, "/") || !IsText(name) || !fs.ValidPath(strings.TrimPrefix(name, "/")) {
 			http.NotFound(w, r)
 			return
 		}

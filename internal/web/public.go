@@ -25,26 +25,42 @@ type PublicConfig struct {
 
 // Public wraps the public listener's route table in everything every response
 // needs, outermost first: request ids, the access log, panic recovery, the
-// security headers (so that even a refusal below carries them), cross-origin
-// protection for state-changing requests, the rate limits, and the database
-// deadlines of package db on every request's context. Every route
-// registered on the public mux, by any package, gets all of it.
+// security headers (so that even a refusal below carries them), the refusal
+// of paths and queries that are not text (TextOnly: a malformed request is
+// refused before any policy looks at it, as net/http refuses a malformed
+// request line), cross-origin protection for state-changing requests, the
+// rate limits, and the database deadlines of package db on every request's
+// context. Every route registered on the public mux, by any package, gets all
+// of it.
+//
+// The handler also lists m's routes: it has a Routes() []Route method, for
+// tests that must reach every route the listener serves.
 func Public(m *Mux, c PublicConfig) (http.Handler, error) {
 	cross, err := CrossOrigin(c.Logger, c.TrustedOrigins...)
 	if err != nil {
 		return nil, err
 	}
-	return Chain(m,
+	return public{Handler: Chain(m,
 		RequestContext(c.Limits.TrustedProxies),
 		Routing(m),
 		AccessLog(c.Logger, c.Observe),
 		Recover(c.Logger),
 		SecurityHeaders(c.HSTS),
+		TextOnly(c.Logger),
 		cross,
 		RateLimit(c.Limits, c.Logger),
 		DatabaseDeadlines(c.DB),
-	), nil
+	), mux: m}, nil
 }
+
+// public is the handler Public returns: the chain, and the table under it.
+type public struct {
+	http.Handler
+	mux *Mux
+}
+
+// Routes lists the route table under the chain (Mux.Routes).
+func (p public) Routes() []Route { return p.mux.Routes() }
 
 // DatabaseDeadlines puts d on every request's context (db.WithDeadlines):
 // no request waits longer than d for a pooled connection or a statement, and

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 )
 
 // Kind says what a route answers, so that middleware knows it from the
@@ -63,6 +65,16 @@ func (m *Mux) Handle(rt Route) {
 	}
 	m.mux.Handle(rt.Pattern, rt.Handler)
 	m.routes[rt.Pattern] = rt
+}
+
+// Routes lists the registered routes, ordered by pattern.
+func (m *Mux) Routes() []Route {
+	out := make([]Route, 0, len(m.routes))
+	for _, rt := range m.routes {
+		out = append(out, rt)
+	}
+	slices.SortFunc(out, func(a, b Route) int { return strings.Compare(a.Pattern, b.Pattern) })
+	return out
 }
 
 // ServeHTTP dispatches to the matching route.

@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO    ?= go
 PG    := scripts/pg run --
 
-.PHONY: all build generate check-generated fmt-check vet ts test demo pg clean bench
+.PHONY: all build generate check-generated fmt-check vet ts test demo pg clean bench faults
 
 all: build
 
@@ -66,3 +66,10 @@ clean:
 ## BENCH_FLAGS=-profile=DIR keeps pprof profiles of replica 0; see go run ./cmd/connectd-bench -h.
 bench: build
 	$(PG) $(GO) run ./cmd/connectd-bench -connectd bin/connectd $(BENCH_FLAGS)
+
+## faults: the fault study of issue 22 (not in make test; about 6 minutes): two replicas on the private Postgres
+## through a restart, an outage, a frozen database, an exhausted pool, late and garbage provider answers and a
+## replica killed mid-refresh; prints the table and writes it into docs/faults.md. FAULTS_FLAGS go to
+## connectd-faults (e.g. FAULTS_FLAGS="-only a,c -logs /tmp/faults"); see go run ./cmd/connectd-faults -h.
+faults: build
+	$(PG) $(GO) run ./cmd/connectd-faults -connectd bin/connectd $(FAULTS_FLAGS)

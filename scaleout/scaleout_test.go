@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,8 +48,14 @@ var (
 	buildErr  error
 )
 
+// connectdBinary builds connectd once, or returns CONNECTD_SCALEOUT_BINARY
+// when set: a binary built elsewhere, e.g. from an older commit, to see
+// which of these tests it fails.
 func connectdBinary(t *testing.T) string {
 	t.Helper()
+	if b := os.Getenv("CONNECTD_SCALEOUT_BINARY"); b != "" {
+		return b
+	}
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "connectd-scaleout-")
 		if err != nil {
@@ -85,10 +93,13 @@ type cluster struct {
 	dbURL    string
 	pool     *pgxpool.Pool
 	idp      *devidp.Provider
-	provider *providertest.Server
-	lb       *httptest.Server
-	env      []string
-	replicas []*replica
+	provider *providertest.Server // "fake"
+	// providers are every fake provider by name, "fake" and those of
+	// clusterOptions.providers.
+	providers map[string]*providertest.Server
+	lb        *httptest.Server
+	env       []string
+	replicas  []*replica
 
 	// route picks the replica for a request through the balancer; nil:
 	// round robin.
@@ -132,9 +143,28 @@ func serve(t *testing.T, make func(base string) http.Handler) *httptest.Server {
 	return srv
 }
 
+// clusterOptions adjust a cluster before its replicas start; the zero value
+// is TestScaleOut's cluster.
+type clusterOptions struct {
+	// providers are fake providers besides "fake", by name, each served by
+	// the test and registered for the cluster's client.
+	providers map[string]providertest.Options
+	// wrap, when set, stands between each provider and its requests: a
+	// fault the test switches on and off.
+	wrap func(name string, h http.Handler) http.Handler
+	// env is set on every replica after the cluster's own variables, which
+	// it overrides.
+	env []string
+}
+
 func newCluster(t *testing.T, n int) *cluster {
 	t.Helper()
-	c := &cluster{t: t, dbURL: pgtest.EmptyURL(t)} // replicas migrate it themselves
+	return newClusterWith(t, n, clusterOptions{})
+}
+
+func newClusterWith(t *testing.T, n int, opts clusterOptions) *cluster {
+	t.Helper()
+	c := &cluster{t: t, dbURL: pgtest.EmptyURL(t), providers: map[string]*providertest.Server{}} // replicas migrate it themselves
 	bin := connectdBinary(t)
 
 	// The load balancer: one public origin for every replica.
@@ -160,15 +190,34 @@ func newCluster(t *testing.T, n int) *cluster {
 		c.idp = p
 		return p.Handler()
 	})
-	provSrv := serve(t, func(base string) http.Handler {
-		p, h := providertest.NewHandler(base, providertest.Options{RequirePKCE: true, RotateRefreshTokens: true,
-			ClientSecret: "scaleout-provider-secret", RedirectURIs: []string{c.lb.URL + "/oauth/callback"}})
-		c.provider = p
-		return h
-	})
-	entry := c.provider.ProviderConfig("fake", "SCALEOUT_PROVIDER_SECRET")
-	entry["refresh_idle_lifetime"] = "48h" // the health job renews connections idle for a day
-	providers, _ := json.Marshal(map[string]any{"providers": []any{entry}})
+	provOpts := map[string]providertest.Options{"fake": {RequirePKCE: true, RotateRefreshTokens: true}}
+	for name, o := range opts.providers {
+		provOpts[name] = o
+	}
+	var (
+		entries  []any
+		names    []string
+		provHost []string
+	)
+	for _, name := range slices.Sorted(maps.Keys(provOpts)) {
+		o := provOpts[name]
+		o.ClientSecret = "scaleout-provider-secret" // every provider's, in SCALEOUT_PROVIDER_SECRET
+		o.RedirectURIs = []string{c.lb.URL + "/oauth/callback"}
+		srv := serve(t, func(base string) http.Handler {
+			p, h := providertest.NewHandler(base, o)
+			c.providers[name] = p
+			if opts.wrap != nil {
+				h = opts.wrap(name, h)
+			}
+			return h
+		})
+		entry := c.providers[name].ProviderConfig(name, "SCALEOUT_PROVIDER_SECRET")
+		entry["refresh_idle_lifetime"] = "48h" // the health job renews connections idle for a day
+		entries, names = append(entries, entry), append(names, name)
+		provHost = append(provHost, strings.TrimPrefix(srv.URL, "http://"))
+	}
+	c.provider = c.providers["fake"]
+	providers, _ := json.Marshal(map[string]any{"providers": entries})
 	provFile := filepath.Join(t.TempDir(), "providers.json")
 	if err := os.WriteFile(provFile, providers, 0o600); err != nil {
 		t.Fatal(err)
@@ -194,7 +243,7 @@ func newCluster(t *testing.T, n int) *cluster {
 		"SCALEOUT_IDP_SECRET=" + idpSecret,
 		"CONNECTD_PROVIDERS_FILE=" + provFile,
 		"SCALEOUT_PROVIDER_SECRET=scaleout-provider-secret",
-		"CONNECTD_EGRESS_ALLOW_HOSTS=" + host(idpSrv.URL) + "," + host(provSrv.URL) + "," + host(c.hooks.srv.URL),
+		"CONNECTD_EGRESS_ALLOW_HOSTS=" + strings.Join(append(provHost, host(idpSrv.URL), host(c.hooks.srv.URL)), ","),
 		// A job whose replica died is taken over after 3 s; retries come
 		// after 1 s.
 		"CONNECTD_JOBS_RESCUE_AFTER=3s", "CONNECTD_WEBHOOK_BACKOFF=1s,1s,1s,1s,1s",
@@ -205,6 +254,7 @@ func newCluster(t *testing.T, n int) *cluster {
 		"CONNECTD_RATE_API=" + unlimited, "CONNECTD_RATE_API_PER_IP=" + unlimited,
 		"CONNECTD_RATE_BROWSER=" + unlimited, "CONNECTD_RATE_LOGIN=" + unlimited, "CONNECTD_RATE_MINT=" + unlimited,
 	}
+	c.env = append(c.env, opts.env...)
 	for i := range n {
 		c.replicas = append(c.replicas, &replica{name: string(rune('A' + i)), addr: freeAddr(t), internal: freeAddr(t)})
 	}
@@ -230,7 +280,7 @@ func newCluster(t *testing.T, n int) *cluster {
 	c.pool = pgtest.NewPool(t, c.dbURL)
 	c.waitListening()
 	clients := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: c.pool})
-	cl, key, err := clients.Create(context.Background(), "Files", []string{resource}, []string{"fake"})
+	cl, key, err := clients.Create(context.Background(), "Files", []string{resource}, names)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,8 +32,11 @@ func TestCancelElicitation(t *testing.T) {
 	expectError(t, st, out, http.StatusNotFound, "not_found")
 	st, out = m.call(http.MethodDelete, "/v1/elicitations/"+id, "bob", nil)
 	expectError(t, st, out, http.StatusNotFound, "not_found")
-	st, out = m.call(http.MethodDelete, "/v1/elicitations/not-an-id%0A", "alice", nil)
+	st, out = m.call(http.MethodDelete, "/v1/elicitations/not-an-id", "alice", nil)
 	expectError(t, st, out, http.StatusNotFound, "not_found")
+	// A control character in the path is refused before routing (web.TextOnly).
+	st, out = m.call(http.MethodDelete, "/v1/elicitations/not-an-id%0A", "alice", nil)
+	expectError(t, st, out, http.StatusBadRequest, "invalid_request")
 
 	st, out = m.call(http.MethodDelete, "/v1/elicitations/"+id, "alice", nil)
 	if st != http.StatusOK || out["status"] != "declined" || out["reason"] != "client_declined" {

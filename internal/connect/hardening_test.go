@@ -102,7 +102,11 @@ func TestRedirectParamsCheckedBeforeUse(t *testing.T) {
 		mod(v)
 		bad := *cu
 		bad.RawQuery = v.Encode()
-		e.refused(b.get(bad.String()), http.StatusBadRequest, "invalid_state")
+		code := "invalid_state"
+		if strings.ContainsAny(v.Get("state"), "\n") {
+			code = "invalid_request" // a control character: refused before routing (web.TextOnly)
+		}
+		e.refused(b.get(bad.String()), http.StatusBadRequest, code)
 		if e.count("oauth_states") != 1 {
 			t.Fatalf("%s: the state was consumed", name)
 		}
@@ -173,7 +177,7 @@ func TestMalformedHandlesRefusedBeforeLookup(t *testing.T) {
 		status       int
 		code         string
 	}{
-		{"GET", "/v1/elicitations/" + id + "%0A", 404, "not_found"},
+		{"GET", "/v1/elicitations/" + id + "%0A", 400, "invalid_request"}, // a control character: web.TextOnly
 		{"GET", "/v1/elicitations/" + id + "=", 404, "not_found"},
 		{"GET", "/v1/elicitations/" + strings.Repeat("A", 32) + "?wait=forever", 400, "invalid_request"},
 		{"GET", "/v1/connections/..%2Fetc/token", 404, "not_connected"},
@@ -185,7 +189,8 @@ func TestMalformedHandlesRefusedBeforeLookup(t *testing.T) {
 		expectError(t, st, out, tt.status, tt.code)
 	}
 	b := e.browser()
-	e.refused(b.get(e.srv.URL+"/c/"+id+"%0A"), http.StatusNotFound, "unknown_link")
+	e.refused(b.get(e.srv.URL+"/c/"+id+"%0A"), http.StatusBadRequest, "invalid_request")
+	e.refused(b.get(e.srv.URL+"/c/"+id+"="), http.StatusNotFound, "unknown_link")
 	e.refused(b.get(e.srv.URL+"/c/"+strings.Repeat("A", 200)), http.StatusNotFound, "unknown_link")
 	// A body that is not JSON, or JSON with a mis-cased or repeated member.
 	for body, status := range map[string]int{

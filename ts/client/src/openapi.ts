@@ -53,6 +53,7 @@ export interface paths {
                 413: components["responses"]["Error"];
                 415: components["responses"]["Error"];
                 429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
             };
         };
         delete?: never;
@@ -98,6 +99,7 @@ export interface paths {
                 401: components["responses"]["Error"];
                 404: components["responses"]["Error"];
                 429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
             };
         };
         put?: never;
@@ -130,9 +132,11 @@ export interface paths {
                         "application/json": components["schemas"]["Status"];
                     };
                 };
+                400: components["responses"]["Error"];
                 401: components["responses"]["Error"];
                 404: components["responses"]["Error"];
                 429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
             };
         };
         options?: never;
@@ -184,6 +188,7 @@ export interface paths {
                 413: components["responses"]["Error"];
                 415: components["responses"]["Error"];
                 429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
             };
         };
         delete?: never;
@@ -222,8 +227,10 @@ export interface paths {
                         };
                     };
                 };
+                400: components["responses"]["Error"];
                 401: components["responses"]["Error"];
                 429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
             };
         };
         put?: never;
@@ -328,10 +335,12 @@ export interface paths {
                         };
                     };
                 };
+                400: components["responses"]["Error"];
                 401: components["responses"]["Error"];
                 403: components["responses"]["Error"];
                 404: components["responses"]["Error"];
                 429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
             };
         };
         options?: never;

@@ -51,8 +51,15 @@ var ErrOutcomeUnknown = errors.New("vault: the provider call's outcome is unknow
 
 // leaseMargin is how much longer a lease lasts than the provider calls it
 // covers: the time left to store their answer, retrying a database that
-// fails meanwhile.
-const leaseMargin = 30 * time.Second
+// fails meanwhile. It is also how long after its deadline a dead holder's
+// lease keeps others out, so it is short.
+const leaseMargin = 15 * time.Second
+
+// leaseWaitMax bounds how long a caller waits for another holder (at most
+// the provider timeout, which a live holder's call never outlasts): past
+// it, 503 provider_unavailable (retry later) rather than a request held open
+// while a slow provider, or a replica that died mid-call, keeps the lease.
+const leaseWaitMax = 10 * time.Second
 
 // leasePoll is how often a caller waiting for another holder looks again.
 const leasePoll = 100 * time.Millisecond
@@ -139,6 +146,10 @@ func (s *Store) runLeased(ctx context.Context, op leaseOp) error {
 		call, id, rt, lease, connID, err := s.planLeased(ctx, op, waited)
 		switch {
 		case errors.Is(err, errLeased):
+			if waited >= min(s.providerTimeout, leaseWaitMax) {
+				return fmt.Errorf("%w: %s: a refresh is in flight elsewhere (%s left of its lease)", ErrProviderUnavailable,
+					op.provider, lease.left.Round(time.Second))
+			}
 			wait := min(leasePoll, max(lease.left, 10*time.Millisecond))
 			waited += wait
 			select {
@@ -194,15 +205,18 @@ func (s *Store) planLeased(ctx context.Context, op leaseOp, waited time.Duration
 // callLeased is steps 2 and 3.
 func (s *Store) callLeased(ctx context.Context, op leaseOp, call providerCall, connID, id, rt string, lease leaseState) error {
 	attrs := append(op.attrs, slog.String("op", op.op), slog.String("connection_id", connID))
-	ref, err := s.callOnce(ctx, op.provider, call, rt)
+	ref, err, timedOut := s.callOnce(ctx, op.provider, call, rt)
 	retried := false
-	if errors.Is(err, ErrOutcomeUnknown) && s.reuseGrace(op.provider) > 0 {
+	if errors.Is(err, ErrOutcomeUnknown) && s.reuseGrace(op.provider) > 0 && !timedOut {
 		// The provider may have rotated the refresh token and its answer
-		// never came back; within its reuse grace the same token is good
-		// once more.
+		// never came back (a broken connection, a body that does not
+		// parse); within its reuse grace the same token is good once more.
+		// Not after a timeout: the same slow provider would only make the
+		// caller wait twice, and the next refresh, within the grace, will
+		// present the same token anyway.
 		s.logger.WarnContext(ctx, "vault: provider call's outcome unknown; retrying once within the provider's reuse grace",
 			append(attrs, slog.Any("error", err))...)
-		ref, err = s.callOnce(ctx, op.provider, call, rt)
+		ref, err, _ = s.callOnce(ctx, op.provider, call, rt)
 		retried = true
 	}
 	doubt := errors.Is(err, ErrOutcomeUnknown)
@@ -247,11 +261,13 @@ func (s *Store) callLeased(ctx context.Context, op leaseOp, call providerCall, c
 	}
 }
 
-// callOnce makes one call, bounded by the provider timeout.
-func (s *Store) callOnce(ctx context.Context, provider string, call providerCall, rt string) (*Refreshed, error) {
+// callOnce makes one call, bounded by the provider timeout; timedOut says
+// the timeout ended it.
+func (s *Store) callOnce(ctx context.Context, provider string, call providerCall, rt string) (*Refreshed, error, bool) {
 	pctx, cancel := context.WithTimeout(ctx, s.providerTimeout)
 	defer cancel()
-	return call(pctx, rt)
+	ref, err := call(pctx, rt)
+	return ref, err, err != nil && errors.Is(pctx.Err(), context.DeadlineExceeded)
 }
 
 // finishLeased is one try of step 3: with the lease still ours, store the

@@ -30,6 +30,7 @@ type slowProvider struct {
 	arrived   chan struct{} // a held request arrived
 	lateFirst atomic.Int32  // how many of the next answers come late
 	delay     time.Duration
+	garbage   atomic.Int32 // how many of the next answers are garbage (the work done all the same)
 }
 
 func newSlowProvider(t *testing.T, opts providertest.Options, delay time.Duration) (*slowProvider, *providertest.Server) {
@@ -46,6 +47,12 @@ func newSlowProvider(t *testing.T, opts providertest.Options, delay time.Duratio
 		if sp.hold.Load() {
 			sp.arrived <- struct{}{}
 			<-sp.release
+		}
+		if sp.garbage.Add(-1) >= 0 {
+			h.ServeHTTP(httptest.NewRecorder(), r) // done at the provider: the refresh token is rotated
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte("<html>not json{"))
+			return
 		}
 		if sp.lateFirst.Add(-1) >= 0 {
 			rec := httptest.NewRecorder()
@@ -145,10 +152,12 @@ func TestRefreshHoldsNoConnection(t *testing.T) {
 
 // TestLostAnswerRetriedWithinGrace (issue 22): the provider rotated the
 // refresh token but its answer came after connectd's deadline. Where the
-// provider keeps a reuse grace, the same refresh token is presented once
-// more at once and the connection lives on; the chain of refresh tokens
-// stays intact (a later refresh works, no reuse detection tripped). Before,
-// the next refresh presented the rotated-away token and killed the grant.
+// provider keeps a reuse grace, the next refresh presents the same refresh
+// token and the connection lives on; the chain of refresh tokens stays
+// intact (a later refresh works, no reuse detection tripped). The late call
+// is not retried at once: the same slow provider would only make its caller
+// wait twice. Before, the next refresh presented the rotated-away token and
+// killed the grant.
 func TestLostAnswerRetriedWithinGrace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -158,12 +167,15 @@ func TestLostAnswerRetriedWithinGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	sp.lateFirst.Store(1)
+	if _, err := s.Token(ctx, alice, "fake", nil); !errors.Is(err, vault.ErrProviderUnavailable) {
+		t.Fatalf("the late answer: %v, want provider unavailable", err)
+	}
+	if n := srv.Counts().Refresh; n != 1 {
+		t.Fatalf("%d refresh requests, want 1 (a timed-out call is not retried at once)", n)
+	}
 	got, err := s.Token(ctx, alice, "fake", nil)
 	if err != nil || !srv.Valid(got.AccessToken) {
 		t.Fatalf("token after a lost answer: %v", err)
-	}
-	if n := srv.Counts().Refresh; n != 2 {
-		t.Fatalf("%d refresh requests, want 2 (the lost one and its retry)", n)
 	}
 	// The stored refresh token is the live one: expire the access token and
 	// refresh again.
@@ -171,6 +183,59 @@ func TestLostAnswerRetriedWithinGrace(t *testing.T) {
 	again, err := s.Token(ctx, alice, "fake", nil)
 	if err != nil || again.AccessToken == got.AccessToken || !srv.Valid(again.AccessToken) {
 		t.Fatalf("refresh after the recovery: %v", err)
+	}
+}
+
+// TestGarbledAnswerRetriedAtOnce (issue 22): the provider rotated the
+// refresh token and answered garbage. Within its reuse grace the same
+// refresh token is presented once more at once, and the caller gets a token
+// from this one request.
+func TestGarbledAnswerRetriedAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sp, srv := newSlowProvider(t, providertest.Options{RotateRefreshTokens: true, ReuseGrace: time.Minute}, 0)
+	s := leaseStore(t, pool(t), keyring(t, keyLine(t, 1)), sp, 5*time.Second, time.Minute, nil)
+	if _, err := s.Put(ctx, alice, "fake", expiredCred(srv.Grant([]string{"files.read"}, time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	sp.garbage.Store(1)
+	got, err := s.Token(ctx, alice, "fake", nil)
+	if err != nil || !srv.Valid(got.AccessToken) || srv.Counts().Refresh != 2 {
+		t.Fatalf("token after a garbled answer: %v (%d refreshes)", err, srv.Counts().Refresh)
+	}
+	expireStored(t, s, ctx)
+	if again, err := s.Token(ctx, alice, "fake", nil); err != nil || !srv.Valid(again.AccessToken) {
+		t.Fatalf("refresh after the recovery: %v", err)
+	}
+}
+
+// TestDeadLeaseIsNotWaitedForLong (issue 22): a lease left by a replica that
+// died keeps others out until it lapses, but a caller does not wait that
+// long: after at most the provider timeout it is answered
+// provider_unavailable, to retry.
+func TestDeadLeaseIsNotWaitedForLong(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sp, srv := newSlowProvider(t, providertest.Options{}, 0)
+	p := pool(t)
+	s := leaseStore(t, p, keyring(t, keyLine(t, 1)), sp, time.Second, 0, nil)
+	conn, err := s.Put(ctx, alice, "fake", expiredCred(srv.Grant([]string{"files.read"}, time.Hour)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Exec(ctx, `UPDATE connections SET refresh_lease = 'dead',
+		refresh_lease_until = now() + interval '1 hour' WHERE id = $1`, conn.ID); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := s.Token(ctx, alice, "fake", nil); !errors.Is(err, vault.ErrProviderUnavailable) {
+		t.Fatalf("behind a dead lease: %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("waited %s behind a dead lease", d)
+	}
+	if srv.Counts().Refresh != 0 {
+		t.Fatal("the lease was broken")
 	}
 }
 

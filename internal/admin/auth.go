@@ -207,9 +207,8 @@ func (s *Server) newSignin() (*signin.Flow, error) {
 	return signin.New(signin.Config{
 		Login: s.login, Sessions: s.sessions, Disabled: errLoginDisabled, Issuer: s.issuerURL, Home: homePath,
 		SafePath: safeAdminPath, PathRule: "return_to must be an admin page.",
-		CSRFHelp:  "The form has expired. Reload the page and try again.",
-		FormLimit: 16 << 10,
-		Admit:     s.admit,
+		CSRFHelp: "The form has expired. Reload the page and try again.",
+		Admit:    s.admit,
 		SignedIn: func(r *http.Request, res mcpauth.LoginResult) {
 			s.auditLogged(r, Event{Kind: "admin.login", Detail: map[string]any{"issuer": res.Issuer}}, "admin:"+res.Subject)
 			s.logger.InfoContext(r.Context(), "admin signed in", slog.String("subject", res.Subject))

@@ -249,7 +249,6 @@ func (s *Server) confirmRevokePage(w http.ResponseWriter, r *http.Request) error
 // revokePage handles POST /admin/connections/{id}/revoke: only with the
 // admin session's CSRF token and the confirmation the confirmation page sends.
 func (s *Server) revokePage(w http.ResponseWriter, r *http.Request) error {
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
 		return web.Refuse(http.StatusBadRequest, "bad_form", "The form could not be read.", err)
 	}

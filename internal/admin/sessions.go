@@ -56,7 +56,6 @@ func (st *Store) EndSessions(ctx context.Context, user vault.UserRef, by Actor) 
 // endSessionsPage handles POST /admin/sessions/end (the button on a
 // connection's page): only with the admin session's CSRF token.
 func (s *Server) endSessionsPage(w http.ResponseWriter, r *http.Request) error {
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
 		return web.Refuse(http.StatusBadRequest, "bad_form", "The form could not be read.", err)
 	}

@@ -398,7 +398,6 @@ func clientName(c mcpauth.Client) string {
 
 // checkForm reads a page's form and checks its CSRF token.
 func (s *Server) checkForm(w http.ResponseWriter, r *http.Request) error {
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
 		return web.Refuse(http.StatusBadRequest, "bad_form", "The form could not be read.", err)
 	}

@@ -164,7 +164,6 @@ func (s *Server) accountForm(w http.ResponseWriter, r *http.Request) (vault.User
 		http.Redirect(w, r, accountPath, http.StatusSeeOther)
 		return vault.UserRef{}, "", false, nil
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
 		return vault.UserRef{}, "", false, web.Refuse(http.StatusBadRequest, "bad_form", "The form could not be read.", nil)
 	}

@@ -249,7 +249,6 @@ func (s *Server) consentView(ctx context.Context, fs *flowState) (templates.Cons
 
 // checkForm parses a POSTed form and its CSRF token against the session.
 func (s *Server) checkForm(w http.ResponseWriter, r *http.Request, sess session.Session) error {
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
 		return web.Refuse(http.StatusBadRequest, "bad_form", "The form could not be read.", nil)
 	}

@@ -31,8 +31,7 @@ func (s *Server) newSignin() (*signin.Flow, error) {
 	return signin.New(signin.Config{
 		Login: s.login, Sessions: s.sessions, Home: defaultReturnTo,
 		SafePath: safeReturnTo, PathRule: "return_to must be a plain path on this site.",
-		CSRFHelp:  "The form has expired. Go back, reload the page and try again.",
-		FormLimit: 64 << 10,
+		CSRFHelp: "The form has expired. Go back, reload the page and try again.",
 		SignedIn: func(r *http.Request, res mcpauth.LoginResult) {
 			s.logger.InfoContext(r.Context(), "login", slog.String("issuer", res.Issuer), slog.String("subject", res.Subject))
 		},

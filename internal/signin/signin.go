@@ -45,8 +45,6 @@ type Config struct {
 	PathRule string
 	// CSRFHelp is the csrf_failed refusal of a sign-out form.
 	CSRFHelp string
-	// FormLimit caps the sign-out form's body in bytes.
-	FormLimit int64
 	// Admit, when set, decides on a finished login before a session starts:
 	// an error is the answer (and the browser's session cookie is cleared;
 	// its session has ended on the server already).
@@ -161,7 +159,6 @@ func (f *Flow) Logout(w http.ResponseWriter, r *http.Request) error {
 	if f.cfg.Sessions == nil {
 		return f.cfg.Disabled
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, f.cfg.FormLimit)
 	if err := r.ParseForm(); err != nil {
 		return web.Refuse(http.StatusBadRequest, "bad_form", "The form could not be read.", err)
 	}

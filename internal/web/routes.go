@@ -31,7 +31,16 @@ type Route struct {
 	Kind    Kind
 	Class   RouteClass
 	Handler http.Handler
+	// MaxBody caps the request body the handler may read (0: the kind's
+	// default, MaxFormBody for pages, MaxJSONBody for APIs; none for
+	// assets, which read no body). The one place inbound sizes are set: a
+	// handler parses its form or JSON and gets 413 / bad_form past it.
+	MaxBody int64
 }
+
+// MaxFormBody is the default body cap of a page route: its forms hold a
+// CSRF token and a few short fields.
+const MaxFormBody = 16 << 10
 
 // APIRoute is a JSON route drawing from budget class.
 func APIRoute(pattern string, class RouteClass, logger *slog.Logger, h APIFunc) Route {
@@ -63,8 +72,35 @@ func (m *Mux) Handle(rt Route) {
 	if rt.Handler == nil {
 		panic("web: route " + rt.Pattern + " has no handler")
 	}
-	m.mux.Handle(rt.Pattern, rt.Handler)
+	h := rt.Handler
+	if max := rt.bodyCap(); max > 0 {
+		h = limitBody(h, max)
+	}
+	m.mux.Handle(rt.Pattern, h)
 	m.routes[rt.Pattern] = rt
+}
+
+// bodyCap is the route's MaxBody, or its kind's default.
+func (rt Route) bodyCap() int64 {
+	switch {
+	case rt.MaxBody > 0:
+		return rt.MaxBody
+	case rt.Kind == KindPage:
+		return MaxFormBody
+	case rt.Kind == KindAPI:
+		return MaxJSONBody
+	}
+	return 0
+}
+
+// limitBody caps the request body h may read at max bytes.
+func limitBody(h http.Handler, max int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(w, r.Body, max)
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Routes lists the registered routes, ordered by pattern.

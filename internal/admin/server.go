@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -189,25 +188,3 @@ func notFound(w http.ResponseWriter, r *http.Request) error {
 	return web.Errorf(http.StatusNotFound, "not_found", "no such admin resource")
 }
 
-// Run sweeps audit events past the retention until ctx ends: a minute after
-// start, then hourly. It is safe to run on every replica.
-func (s *Server) Run(ctx context.Context) {
-	t := time.NewTimer(time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			n, err := s.store.SweepAudit(ctx, s.retention)
-			switch {
-			case err != nil && ctx.Err() == nil:
-				s.logger.WarnContext(ctx, "audit sweep failed", slog.Any("error", err))
-			case n > 0:
-				s.logger.InfoContext(ctx, "audit events past retention deleted", slog.Int64("count", n),
-					slog.Duration("retention", s.retention))
-			}
-			t.Reset(time.Hour)
-		}
-	}
-}

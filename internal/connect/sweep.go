@@ -18,30 +18,40 @@ const (
 // reads and audits before the sweep deletes them.
 const finishedRetention = 7 * 24 * time.Hour
 
-// Sweep marks pending elicitations past their expiry as expired and deletes
-// expired states, used request_state ids, old finished elicitations and
-// expired browser sessions, and writes the sampled audit rows that are due
-// (the counts whose period has passed, and the rows queued for Run's writer:
-// a caller need not wait for it). It is safe to run on every replica at once.
+// Sweep is what a replica's background work does over time, at once: it
+// writes the sampled audit rows that are due (the counts whose period has
+// passed, and the rows queued for Run's writer: a caller need not wait for
+// it) and sweeps the database (SweepDatabase). Tests call it; in service the
+// database part runs on the job queue, once for all replicas.
 func (s *Server) Sweep(ctx context.Context) error {
 	s.flushSamples(ctx)
+	_, err := s.SweepDatabase(ctx)
+	return err
+}
+
+// SweepDatabase marks pending elicitations past their expiry as expired and
+// deletes expired states, used request_state ids, old finished elicitations
+// and expired browser sessions; it returns how many elicitations expired. It
+// is safe to run on every replica at once; internal/server runs it as a
+// periodic job on River, so one replica does each run.
+func (s *Server) SweepDatabase(ctx context.Context) (int64, error) {
 	now := s.now()
 	expired, err := s.expire(ctx, now)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, q := range []string{sweepOAuthStates, sweepStateUses} {
 		if _, err := s.pool.Exec(ctx, q, now); err != nil {
-			return fmt.Errorf("connect: sweep: %w", err)
+			return expired, fmt.Errorf("connect: sweep: %w", err)
 		}
 	}
 	if _, err := s.pool.Exec(ctx, deleteOldElicitations, now.Add(-finishedRetention)); err != nil {
-		return fmt.Errorf("connect: sweep old elicitations: %w", err)
+		return expired, fmt.Errorf("connect: sweep old elicitations: %w", err)
 	}
 	// browser_sessions is the session package's (end users' and admins'
 	// sessions alike); its rows past their lifetime go with the rest.
 	if _, err := s.sessions.Sweep(ctx); err != nil {
-		return err
+		return expired, err
 	}
 	if expired > 0 {
 		s.logger.InfoContext(ctx, "elicitations expired", slog.Int64("count", expired))
@@ -49,7 +59,7 @@ func (s *Server) Sweep(ctx context.Context) error {
 			s.onFlow(StatusExpired)
 		}
 	}
-	return nil
+	return expired, nil
 }
 
 // expire marks the pending elicitations past their expiry expired, a batch
@@ -90,9 +100,10 @@ func (s *Server) expire(ctx context.Context, now time.Time) (int64, error) {
 	}
 }
 
-// Run serves the background work of a Server until ctx ends: the periodic
-// sweep, the writer of the sampled audit rows (sampled.go), and at the end
-// the last write of what the samplers hold. (Long-polls are woken by the
+// Run serves this replica's background work until ctx ends: the counts of
+// the samplers written as their periods pass, the writer of the sampled
+// audit rows (sampled.go), and at the end the last write of what the
+// samplers hold. The database sweep runs on the job queue (SweepDatabase). (Long-polls are woken by the
 // process's notification hub, Config.Hub, which internal/server runs.)
 func (s *Server) Run(ctx context.Context) {
 	defer s.doneOnce.Do(func() { close(s.done) })
@@ -113,9 +124,9 @@ func (s *Server) Run(ctx context.Context) {
 			cancel()
 			return
 		case <-t.C:
-			if err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
-				s.logger.WarnContext(ctx, "sweep failed", slog.Any("error", err))
-			}
+			// This replica's counts; the database is swept by the job queue
+			// (SweepDatabase), once for all replicas.
+			s.flushSamples(ctx)
 		}
 	}
 }

@@ -37,6 +37,7 @@ func (s *Server) newJobs() error {
 	river.AddWorker(workers, webhook.NewWorker(wcfg))
 	river.AddWorker(workers, webhook.NewCleanupWorker(wcfg))
 	river.AddWorker(workers, keepalive.NewWorker(s.vault, s.catalog, cfg.Logger, cfg.Now))
+	sweeps := s.addSweeps(workers)
 	n := cfg.Jobs.Workers
 	if n <= 0 {
 		n = 8
@@ -56,12 +57,12 @@ func (s *Server) newJobs() error {
 			webhook.Queue:      {MaxWorkers: n},
 			river.QueueDefault: {MaxWorkers: 2},
 		},
-		PeriodicJobs: []*river.PeriodicJob{
+		PeriodicJobs: append([]*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
 				func() (river.JobArgs, *river.InsertOpts) { return webhook.CleanupArgs{}, nil }, nil),
 			river.NewPeriodicJob(river.PeriodicInterval(healthEvery),
 				func() (river.JobArgs, *river.InsertOpts) { return keepalive.Args{}, nil }, nil),
-		},
+		}, sweeps...),
 		RescueStuckJobsAfter: rescue,
 		// River wants the default job timeout within the rescue time; the
 		// delivery worker sets its own (webhook.Worker.Timeout).

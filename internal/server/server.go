@@ -236,9 +236,10 @@ func (s *Server) internalHandler() http.Handler {
 
 // Run runs the process's background work until ctx ends, and returns when
 // all of it has: the notification hub (cache invalidations and long-poll
-// wake-ups on every replica), the job queue (webhook deliveries, shared with
-// every replica), connect's periodic sweep and the admin audit retention
-// sweep. Its last act (writing the sampled audit counts) needs the
+// wake-ups on every replica), the job queue (webhook deliveries, the health
+// job and the database sweeps — connect's and the audit retention's —
+// shared with every replica), and connect's own background work (the
+// sampled audit rows). Its last act (writing the sampled audit counts) needs the
 // pool, so the caller closes the pool only after Run returned. Call it once.
 func (s *Server) Run(ctx context.Context) {
 	ran := false
@@ -247,11 +248,10 @@ func (s *Server) Run(ctx context.Context) {
 		panic("server: Run called twice")
 	}
 	var wg sync.WaitGroup
-	wg.Add(4)
+	wg.Add(3)
 	go func() { defer wg.Done(); s.hub.Run(ctx) }()
 	go func() { defer wg.Done(); s.jobs.run(ctx, s.cfg.Logger) }()
 	go func() { defer wg.Done(); s.conn.Run(ctx) }()
-	go func() { defer wg.Done(); s.adm.Run(ctx) }()
 	wg.Wait()
 }
 

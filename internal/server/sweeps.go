@@ -1,0 +1,73 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/connectd/connectd/internal/admin"
+)
+
+// The periodic sweeps of the database run on River, like every other
+// periodic job (DESIGN "Events and background work"): one replica does each
+// run, whichever River's leader hands it to, instead of every replica on a
+// ticker of its own. What each replica must do itself (writing the sampled
+// audit counts it holds in memory) stays in connect's Run.
+
+// connectSweepArgs: expired elicitations, states, used request_state ids
+// and browser sessions (connect.Server.SweepDatabase).
+type connectSweepArgs struct{}
+
+func (connectSweepArgs) Kind() string { return "connect_sweep" }
+
+// auditSweepArgs: audit events past CONNECTD_AUDIT_RETENTION
+// (admin.Store.SweepAudit).
+type auditSweepArgs struct{}
+
+func (auditSweepArgs) Kind() string { return "audit_retention" }
+
+// sweepWorker runs one sweep. sweep is read at each run: the services it
+// calls are built after the job queue.
+type sweepWorker[A river.JobArgs] struct {
+	river.WorkerDefaults[A]
+	sweep  func(ctx context.Context) (int64, error)
+	what   string
+	logger *slog.Logger
+}
+
+func (w *sweepWorker[A]) Timeout(*river.Job[A]) time.Duration { return 10 * time.Minute }
+
+func (w *sweepWorker[A]) Work(ctx context.Context, _ *river.Job[A]) error {
+	n, err := w.sweep(ctx)
+	if err != nil {
+		w.logger.WarnContext(ctx, "sweep failed", slog.String("sweep", w.what), slog.Any("error", err))
+		return err
+	}
+	if n > 0 {
+		w.logger.InfoContext(ctx, "sweep done", slog.String("sweep", w.what), slog.Int64("count", n))
+	}
+	return nil
+}
+
+// addSweeps registers the sweeps' workers and their periodic jobs.
+func (s *Server) addSweeps(workers *river.Workers) []*river.PeriodicJob {
+	logger := s.cfg.Logger
+	river.AddWorker(workers, &sweepWorker[connectSweepArgs]{what: "connect", logger: logger,
+		sweep: func(ctx context.Context) (int64, error) { return s.conn.SweepDatabase(ctx) }})
+	river.AddWorker(workers, &sweepWorker[auditSweepArgs]{what: "audit retention", logger: logger,
+		sweep: func(ctx context.Context) (int64, error) {
+			retention := s.cfg.Admin.AuditRetention
+			if retention <= 0 {
+				retention = admin.DefaultRetention
+			}
+			return s.store.SweepAudit(ctx, retention)
+		}})
+	return []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(time.Minute),
+			func() (river.JobArgs, *river.InsertOpts) { return connectSweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
+			func() (river.JobArgs, *river.InsertOpts) { return auditSweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
+	}
+}

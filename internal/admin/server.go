@@ -187,4 +187,3 @@ func (s *Server) RouteTable() []Route {
 func notFound(w http.ResponseWriter, r *http.Request) error {
 	return web.Errorf(http.StatusNotFound, "not_found", "no such admin resource")
 }
-

@@ -266,8 +266,11 @@ func (s *Store) callLeased(ctx context.Context, op leaseOp, call providerCall, c
 func (s *Store) callOnce(ctx context.Context, provider string, call providerCall, rt string) (*Refreshed, error, bool) {
 	pctx, cancel := context.WithTimeout(ctx, s.providerTimeout)
 	defer cancel()
+	start := time.Now()
 	ref, err := call(pctx, rt)
-	return ref, err, err != nil && errors.Is(pctx.Err(), context.DeadlineExceeded)
+	// The HTTP client's own timeout is the same budget and may fire first:
+	// a call that failed after (nearly) the whole budget timed out.
+	return ref, err, err != nil && (pctx.Err() != nil || time.Since(start) >= s.providerTimeout*9/10)
 }
 
 // finishLeased is one try of step 3: with the lease still ours, store the

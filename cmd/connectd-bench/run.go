@@ -229,7 +229,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"client_id": "connectd", "client_secret_env": "BENCH_IDP_SECRET"}})
 	env := []string{
 		"CONNECTD_DEV=true",
-		"CONNECTD_DEV_IDP=false",
 		"CONNECTD_DATABASE_URL=" + dbURL,
 		"CONNECTD_VAULT_KEYS=" + keyLine,
 		"CONNECTD_SESSION_KEYS=" + randomSecret64(),

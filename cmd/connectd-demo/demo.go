@@ -78,11 +78,12 @@ func (o demoOptions) listen(port int) string { return net.JoinHostPort(o.bind, s
 // production binary links none of the demo's fakes, test support or the MCP
 // SDK.
 //
-// The identity provider runs on its own origin rather than as connectd's
-// built-in /dev/idp (CONNECTD_DEV_IDP): an MCP client needs an OAuth client
-// registration there to get access tokens for the MCP server, and the
-// built-in one registers only connectd's own login client. connectd trusts
-// the demo's provider through CONNECTD_ISSUERS, exactly as it would trust a
+// The development identity provider is the demo's alone: connectd has none
+// built in (issue 23 §5; its deps test keeps internal/devidp out of the
+// binary), since it lets anyone sign in as anyone. The demo serves it on its
+// own origin, with connectd's login client and a public client for MCP
+// clients, and connectd trusts it through CONNECTD_ISSUERS and reaches it
+// through CONNECTD_EGRESS_ALLOW_HOSTS, exactly as it would trust and reach a
 // production authorization server.
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
 	fset := flag.NewFlagSet("connectd-demo", flag.ContinueOnError)
@@ -241,7 +242,6 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		"CONNECTD_ADDR":              o.listen(o.port),
 		"CONNECTD_INTERNAL_ADDR":     o.internalAddr,
 		"CONNECTD_AUTO_MIGRATE":      "false", // done above
-		"CONNECTD_DEV_IDP":           "false", // the demo's own provider is the issuer
 		"CONNECTD_ISSUERS":           string(issuers),
 		"CONNECTD_ISSUERS_FILE":      "",
 		"CONNECTD_DEMO_IDP_SECRET":   idpSecret,

@@ -168,7 +168,7 @@ func TestAdminCommand(t *testing.T) {
 const devPublic = "127.0.0.1:8080"
 
 // devBrowser is a browser of an instance that start runs with the development
-// IdP: it sends requests for devPublic to that instance (as a load balancer
+// IdP (withDevIdP): it sends requests for devPublic to that instance (as a load balancer
 // would), keeps its cookies by name and follows no redirect by itself.
 type devBrowser struct {
 	t       *testing.T
@@ -225,18 +225,19 @@ func (b *devBrowser) do(method, u string, form url.Values) (*http.Response, stri
 }
 
 // signIn signs in at loginPath (/login or /admin/login) as user, picking
-// the user at the development IdP, and returns the callback's answer.
+// the user at the development IdP (withDevIdP), and returns the callback's
+// answer.
 func (b *devBrowser) signIn(loginPath, user string) *http.Response {
 	b.t.Helper()
 	resp, _ := b.do("GET", loginPath, nil)
-	authz := resp.Header.Get("Location")
-	if resp.StatusCode != 302 || !strings.HasPrefix(authz, "http://"+devPublic+"/dev/idp/authorize?") {
-		b.t.Fatalf("%s: %d %q", loginPath, resp.StatusCode, authz)
+	u, err := url.Parse(resp.Header.Get("Location"))
+	if resp.StatusCode != 302 || err != nil || u.Path != "/authorize" || u.Host == devPublic {
+		b.t.Fatalf("%s: %d %q", loginPath, resp.StatusCode, resp.Header.Get("Location"))
 	}
-	u, _ := url.Parse(authz)
 	form := u.Query()
 	form.Set("user", user)
-	resp, _ = b.do("POST", "/dev/idp/authorize", form)
+	u.RawQuery = ""
+	resp, _ = b.do("POST", u.String(), form)
 	callback := resp.Header.Get("Location")
 	if resp.StatusCode != 303 || !strings.HasPrefix(callback, "http://"+devPublic+loginPath+"/callback?") {
 		b.t.Fatalf("picker answer: %d %q", resp.StatusCode, callback)
@@ -251,12 +252,11 @@ func (b *devBrowser) signIn(loginPath, user string) *http.Response {
 func TestServeAdminSignIn(t *testing.T) {
 	t.Parallel()
 	dbURL := pgtest.URL(t)
-	in := start(t, map[string]string{
+	in := start(t, withDevIdP(t, map[string]string{
 		"CONNECTD_DATABASE_URL":   dbURL,
-		"CONNECTD_DEV_IDP":        "true",
 		"CONNECTD_ADMIN_ISSUER":   "dev",
 		"CONNECTD_ADMIN_SUBJECTS": "alice",
-	})
+	}))
 	signIn := func(user string, wantCallback int) (*http.Response, map[string]string) {
 		t.Helper()
 		b := newDevBrowser(t, in)
@@ -409,13 +409,12 @@ func TestAdminEndSessions(t *testing.T) {
 // end users' /login and the admins' /admin/login.
 func TestServeSignInEndsTheCarriedSession(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{
+	env := withDevIdP(t, map[string]string{
 		"CONNECTD_DATABASE_URL":   pgtest.URL(t),
-		"CONNECTD_DEV_IDP":        "true",
 		"CONNECTD_ADMIN_ISSUER":   "dev",
 		"CONNECTD_ADMIN_SUBJECTS": "alice,bob",
 		"CONNECTD_SESSION_KEYS":   session.NewKey().Encode(),
-	}
+	})
 	one, two := start(t, env), start(t, env)
 	for _, tc := range []struct {
 		login, cookie string

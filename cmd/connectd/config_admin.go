@@ -43,7 +43,7 @@ func (c *Config) loadAdmin(e *env) {
 	case a.Issuer != "" && len(a.Subjects) == 0 && a.Claim == "":
 		e.fail("CONNECTD_ADMIN_ISSUER", "needs CONNECTD_ADMIN_SUBJECTS or CONNECTD_ADMIN_CLAIM: otherwise everyone who can sign in there would be an admin")
 	case a.Issuer != "" && !c.loginIssuer(a.Issuer):
-		e.fail("CONNECTD_ADMIN_ISSUER", "must be the id or URL of an issuer in CONNECTD_ISSUERS with \"login\": true (or dev with CONNECTD_DEV_IDP=true)")
+		e.fail("CONNECTD_ADMIN_ISSUER", "must be the id or URL of an issuer in CONNECTD_ISSUERS with \"login\": true")
 	}
 	a.SessionMaxAge = e.duration("CONNECTD_ADMIN_SESSION_MAX_AGE", 8*time.Hour, 5*time.Minute, 24*time.Hour)
 	a.AuditRetention = e.days("CONNECTD_AUDIT_RETENTION", admin.DefaultRetention, 24*time.Hour, 3650*24*time.Hour)
@@ -51,9 +51,6 @@ func (c *Config) loadAdmin(e *env) {
 
 // loginIssuer reports whether idOrURL names an issuer browsers can sign in at.
 func (c *Config) loginIssuer(idOrURL string) bool {
-	if idOrURL == "dev" && c.Identity.DevIdP {
-		return true
-	}
 	for _, is := range c.Identity.Issuers {
 		if is.Login && (is.ID == idOrURL || is.URL == idOrURL) {
 			return true

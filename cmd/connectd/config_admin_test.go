@@ -56,7 +56,7 @@ func TestAdminConfig(t *testing.T) {
 		{"issuer without who", map[string]string{"CONNECTD_ADMIN_ISSUER": "main"}, "CONNECTD_ADMIN_ISSUER"},
 		{"unknown issuer", map[string]string{"CONNECTD_ADMIN_ISSUER": "other", "CONNECTD_ADMIN_SUBJECTS": "alice"}, "CONNECTD_ADMIN_ISSUER"},
 		{"issuer without login", map[string]string{"CONNECTD_ADMIN_ISSUER": "tokens", "CONNECTD_ADMIN_SUBJECTS": "alice"}, "CONNECTD_ADMIN_ISSUER"},
-		{"dev issuer without the dev IdP", map[string]string{"CONNECTD_ADMIN_ISSUER": "dev", "CONNECTD_ADMIN_SUBJECTS": "alice"}, "CONNECTD_ADMIN_ISSUER"},
+		{"dev, the old development IdP's id", map[string]string{"CONNECTD_DEV": "true", "CONNECTD_ADMIN_ISSUER": "dev", "CONNECTD_ADMIN_SUBJECTS": "alice"}, "CONNECTD_ADMIN_ISSUER"},
 		{"empty subject", map[string]string{"CONNECTD_ADMIN_ISSUER": "main", "CONNECTD_ADMIN_SUBJECTS": "alice,,bob"}, "CONNECTD_ADMIN_SUBJECTS"},
 		{"claim without value", map[string]string{"CONNECTD_ADMIN_ISSUER": "main", "CONNECTD_ADMIN_CLAIM": "groups="}, "CONNECTD_ADMIN_CLAIM"},
 		{"claim without =", map[string]string{"CONNECTD_ADMIN_ISSUER": "main", "CONNECTD_ADMIN_CLAIM": "groups"}, "CONNECTD_ADMIN_CLAIM"},
@@ -72,10 +72,5 @@ func TestAdminConfig(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Var != tt.wantVar {
 			t.Errorf("%s: got %v, want a ConfigError for %s", tt.name, err, tt.wantVar)
 		}
-	}
-	// The dev IdP's issuer id, with the dev IdP on.
-	if _, err := loadConfig(envOf(map[string]string{"CONNECTD_DEV": "true", "CONNECTD_DEV_IDP": "true",
-		"CONNECTD_ADMIN_ISSUER": "dev", "CONNECTD_ADMIN_SUBJECTS": "alice"}), needs{}); err != nil {
-		t.Fatalf("dev admin issuer: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,9 +65,12 @@ func (c *Config) loadIdentity(e *env) {
 	ic.SessionCacheTTL = e.duration("CONNECTD_SESSION_CACHE_TTL", 30*time.Second, 0, time.Hour)
 	ic.TokenSkew = e.duration("CONNECTD_TOKEN_SKEW", 30*time.Second, 0, 5*time.Minute)
 	ic.ClientKeyOverlap = e.duration("CONNECTD_CLIENT_KEY_OVERLAP", 24*time.Hour, 0, 30*24*time.Hour)
-	ic.DevIdP = e.bool("CONNECTD_DEV_IDP", false)
-	if ic.DevIdP && !c.Dev {
-		e.fail("CONNECTD_DEV_IDP", "requires CONNECTD_DEV=true: the development identity provider lets anyone sign in as any demo user")
+	// The development identity provider left connectd (issue 23 §5). A
+	// configuration that asks for it fails rather than starting without the
+	// issuer it expects; false, the old default, still means what it meant.
+	if on, err := strconv.ParseBool(e.str("CONNECTD_DEV_IDP", "false")); on || err != nil {
+		e.fail("CONNECTD_DEV_IDP", "is no longer supported: the development identity provider moved to the demo program, connectd-demo (make demo), "+
+			"which serves it on its own port; trust any identity provider through CONNECTD_ISSUERS, and unset CONNECTD_DEV_IDP")
 	}
 }
 

@@ -52,7 +52,7 @@ func TestIdentityConfigValid(t *testing.T) {
 		t.Fatalf("issuers %+v", ic.Issuers)
 	}
 	if len(ic.SessionKeys) != 2 || string(ic.SessionKeys[0].Hash) != string(k1.Hash) || ic.SessionMaxAge != 8*time.Hour ||
-		ic.SessionIdleTimeout != 30*time.Minute || ic.TokenSkew != 10*time.Second || ic.ClientKeyOverlap != 72*time.Hour || ic.DevIdP {
+		ic.SessionIdleTimeout != 30*time.Minute || ic.TokenSkew != 10*time.Second || ic.ClientKeyOverlap != 72*time.Hour {
 		t.Fatalf("identity %+v", ic)
 	}
 
@@ -103,8 +103,9 @@ func TestIdentityConfigErrors(t *testing.T) {
 			"CONNECTD_SESSION_IDLE_TIMEOUT", "must not exceed"},
 		{"skew too large", map[string]string{"CONNECTD_TOKEN_SKEW": "1h"}, "CONNECTD_TOKEN_SKEW", "between"},
 		{"overlap not a duration", map[string]string{"CONNECTD_CLIENT_KEY_OVERLAP": "a day"}, "CONNECTD_CLIENT_KEY_OVERLAP", "duration"},
-		{"dev idp not bool", map[string]string{"CONNECTD_DEV": "true", "CONNECTD_DEV_IDP": "maybe"}, "CONNECTD_DEV_IDP", "true or false"},
-		{"dev idp outside dev mode", map[string]string{"CONNECTD_DEV_IDP": "true"}, "CONNECTD_DEV_IDP", "CONNECTD_DEV=true"},
+		{"dev idp in dev mode", map[string]string{"CONNECTD_DEV": "true", "CONNECTD_DEV_IDP": "true"}, "CONNECTD_DEV_IDP", "moved to the demo program, connectd-demo"},
+		{"dev idp outside dev mode", map[string]string{"CONNECTD_DEV_IDP": "true"}, "CONNECTD_DEV_IDP", "connectd-demo"},
+		{"dev idp not bool", map[string]string{"CONNECTD_DEV": "true", "CONNECTD_DEV_IDP": "maybe"}, "CONNECTD_DEV_IDP", "connectd-demo"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,11 +125,14 @@ func TestIdentityConfigErrors(t *testing.T) {
 	}
 }
 
-func TestDevIdPAllowedInDevMode(t *testing.T) {
+// TestDevIdPOff: CONNECTD_DEV_IDP=false, the old default, still starts
+// connectd (an operator's env file that spells it out keeps working); any
+// other value is refused above, never silently dropped.
+func TestDevIdPOff(t *testing.T) {
 	t.Parallel()
-	c, err := loadConfig(envOf(map[string]string{"CONNECTD_DEV": "true", "CONNECTD_DEV_IDP": "true",
-		"CONNECTD_ISSUERS": `[{"id":"local","issuer":"http://127.0.0.1:9999"}]`}), needs{})
-	if err != nil || !c.Identity.DevIdP || len(c.Identity.Issuers) != 1 {
-		t.Fatalf("%+v %v", c, err)
+	for _, v := range []string{"false", "0", " FALSE "} {
+		if _, err := loadConfig(envOf(map[string]string{"CONNECTD_DEV": "true", "CONNECTD_DEV_IDP": v}), needs{}); err != nil {
+			t.Errorf("CONNECTD_DEV_IDP=%q: %v", v, err)
+		}
 	}
 }

@@ -8,7 +8,8 @@ import (
 
 // TestNoTestCodeLinked: the production binary links no test code, no test
 // support package and none of the demo's parts (the MCP SDK, the example
-// server); the demo is cmd/connectd-demo. A new import that drags one in
+// server, the development identity provider, which lets anyone sign in as
+// anyone); the demo is cmd/connectd-demo. A new import that drags one in
 // fails here rather than shipping.
 func TestNoTestCodeLinked(t *testing.T) {
 	t.Parallel()
@@ -20,6 +21,7 @@ func TestNoTestCodeLinked(t *testing.T) {
 		"testing", "net/http/httptest",
 		"github.com/modelcontextprotocol/",
 		"github.com/connectd/connectd/examples/",
+		"github.com/connectd/connectd/internal/devidp", // issue 23 §5
 		"github.com/connectd/connectd/internal/testkit",
 		"github.com/connectd/connectd/internal/flowtest",
 		"github.com/connectd/connectd/internal/pgtest",

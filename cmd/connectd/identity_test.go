@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -14,6 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/connectd/connectd/internal/admin"
+	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
 )
@@ -106,79 +110,69 @@ func TestClientsCommand(t *testing.T) {
 	}
 }
 
-// TestServeDevIdPLogin runs connectd as main does, with the development IdP,
-// and logs a browser in through it: the login routes and the IdP are wired,
-// and the IdP's back channel reaches it even though the public URL's port is
-// not the listener's.
+// withDevIdP runs the development identity provider (internal/devidp) for
+// instances that start runs, as connectd-demo does: on a listener of its own,
+// trusted as the login issuer "dev" through CONNECTD_ISSUERS and reached
+// through the egress allow-list. It returns env with those variables added.
+func withDevIdP(t *testing.T, env map[string]string) map[string]string {
+	t.Helper()
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	secret := rand.Text()
+	idp, err := devidp.New(devidp.Config{Issuer: srv.URL, Clients: []devidp.Client{{ID: "connectd", Secret: secret,
+		RedirectURIs: []string{"http://" + devPublic + "/login/callback", "http://" + devPublic + admin.CallbackPath}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux.Handle("/", idp.Handler())
+	issuers, _ := json.Marshal([]map[string]any{{"id": "dev", "issuer": srv.URL, "login": true,
+		"client_id": "connectd", "client_secret_env": "CONNECTD_TEST_IDP_SECRET"}})
+	out := map[string]string{
+		"CONNECTD_ISSUERS":            string(issuers),
+		"CONNECTD_TEST_IDP_SECRET":    secret,
+		"CONNECTD_EGRESS_ALLOW_HOSTS": strings.TrimPrefix(srv.URL, "http://"),
+	}
+	for k, v := range env {
+		out[k] = v
+	}
+	return out
+}
+
+// TestServeDevIdPLogin runs connectd as main does, trusting the development
+// IdP on its own listener as connectd-demo runs it, and logs a browser in
+// through it: the login routes are wired, and connectd reaches the IdP's
+// back channel through its egress client.
 func TestServeDevIdPLogin(t *testing.T) {
 	t.Parallel()
-	in := start(t, map[string]string{
-		"CONNECTD_DATABASE_URL": pgtest.URL(t),
-		"CONNECTD_DEV_IDP":      "true",
-	})
-	public := "127.0.0.1:8080" // CONNECTD_PUBLIC_URL of start; the browser reaches it at in.base
-	actual := strings.TrimPrefix(in.base, "http://")
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if addr == public {
-			addr = actual
-		}
-		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	in := start(t, withDevIdP(t, map[string]string{"CONNECTD_DATABASE_URL": pgtest.URL(t)}))
+	b := newDevBrowser(t, in)
+	resp, _ := b.do("GET", "/login?issuer=dev&return_to=/session", nil)
+	authz, err := url.Parse(resp.Header.Get("Location"))
+	if resp.StatusCode != 302 || err != nil || authz.Path != "/authorize" || authz.Host == devPublic {
+		t.Fatalf("/login: %d %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
-	client := &http.Client{Transport: transport,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	cookies := map[string]string{}
-	do := func(method, u string, form url.Values) (*http.Response, string) {
-		t.Helper()
-		var body io.Reader
-		if form != nil {
-			body = strings.NewReader(form.Encode())
-		}
-		req, _ := http.NewRequest(method, u, body)
-		if form != nil {
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		}
-		for k, v := range cookies {
-			req.AddCookie(&http.Cookie{Name: k, Value: v})
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		for _, c := range resp.Cookies() {
-			cookies[c.Name] = c.Value
-		}
-		return resp, string(b)
-	}
-
-	resp, _ := do("GET", "http://"+public+"/login?issuer=dev&return_to=/session", nil)
-	authz := resp.Header.Get("Location")
-	if resp.StatusCode != 302 || !strings.HasPrefix(authz, "http://"+public+"/dev/idp/authorize?") {
-		t.Fatalf("/login: %d %q", resp.StatusCode, authz)
-	}
-	resp, page := do("GET", authz, nil)
-	if resp.StatusCode != 200 || !strings.Contains(page, "Sign in as Alice") || resp.Header.Get("Content-Security-Policy") == "" {
+	resp, page := b.do("GET", authz.String(), nil)
+	if resp.StatusCode != 200 || !strings.Contains(page, "Sign in as Alice") {
 		t.Fatalf("picker: %d %s", resp.StatusCode, page)
 	}
-	u, _ := url.Parse(authz)
-	form := u.Query()
+	form := authz.Query()
 	form.Set("user", "alice")
-	resp, _ = do("POST", "http://"+public+"/dev/idp/authorize", form)
+	authz.RawQuery = ""
+	resp, _ = b.do("POST", authz.String(), form)
 	callback := resp.Header.Get("Location")
-	if resp.StatusCode != 303 || !strings.HasPrefix(callback, "http://"+public+"/login/callback?") {
+	if resp.StatusCode != 303 || !strings.HasPrefix(callback, "http://"+devPublic+"/login/callback?") {
 		t.Fatalf("picker answer: %d %q", resp.StatusCode, callback)
 	}
-	resp, body := do("GET", callback, nil)
+	resp, body := b.do("GET", callback, nil)
 	if resp.StatusCode != 303 || resp.Header.Get("Location") != "/session" {
 		t.Fatalf("callback: %d %q %s\n%s", resp.StatusCode, resp.Header.Get("Location"), body, in.logs.String())
 	}
-	if _, page = do("GET", "http://"+public+"/session", nil); !strings.Contains(page, "alice") {
+	if _, page = b.do("GET", "/session", nil); !strings.Contains(page, "alice") {
 		t.Fatalf("/session: %s", page)
 	}
 	cb, _ := url.Parse(callback)
-	for _, secret := range []string{cb.Query().Get("state"), cb.Query().Get("code"), cookies["__Host-connectd_session"]} {
+	for _, secret := range []string{cb.Query().Get("state"), cb.Query().Get("code"), b.cookies["__Host-connectd_session"]} {
 		if secret == "" || strings.Contains(in.logs.String(), secret) {
 			t.Fatal("a state, code or cookie is missing or reached the log")
 		}
@@ -187,7 +181,8 @@ func TestServeDevIdPLogin(t *testing.T) {
 
 func TestServeIdentityWiring(t *testing.T) {
 	t.Parallel()
-	// Without CONNECTD_DEV_IDP the development IdP is not mounted.
+	// connectd serves no identity provider, even in dev mode: the
+	// development one is connectd-demo's.
 	in := start(t, map[string]string{"CONNECTD_DATABASE_URL": pgtest.URL(t)})
 	resp, err := http.Get(in.base + "/dev/idp/.well-known/openid-configuration")
 	if err != nil {
@@ -195,15 +190,17 @@ func TestServeIdentityWiring(t *testing.T) {
 	}
 	resp.Body.Close()
 	if resp.StatusCode != 404 {
-		t.Fatalf("dev IdP reachable without CONNECTD_DEV_IDP: %d", resp.StatusCode)
+		t.Fatalf("connectd serves the development IdP: %d", resp.StatusCode)
 	}
 
-	// Outside dev mode: no dev IdP, and session keys are required.
+	// CONNECTD_DEV_IDP=true is refused in dev mode and out of it; outside
+	// dev mode session keys are required.
 	for _, tt := range []struct {
 		env     map[string]string
 		wantVar string
 	}{
 		{map[string]string{"CONNECTD_DEV_IDP": "true"}, "CONNECTD_DEV_IDP"},
+		{map[string]string{"CONNECTD_DEV_IDP": "true", "CONNECTD_DEV": "true", "CONNECTD_PUBLIC_URL": "http://127.0.0.1:8080"}, "CONNECTD_DEV_IDP"},
 		{map[string]string{}, "CONNECTD_SESSION_KEYS"},
 	} {
 		full := map[string]string{

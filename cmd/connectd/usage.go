@@ -25,8 +25,9 @@ commands:
   help [COMMAND]                 print this help, or a command's
 
 Every command takes -h (or --help). Configuration comes from CONNECTD_*
-environment variables; see docs/configuration.md. The dev-mode demo is a
-program of its own: make demo (cmd/connectd-demo).
+environment variables; see docs/configuration.md. The dev-mode demo, with
+the development identity provider (users alice, bob and admin, no password),
+is a program of its own: make demo (cmd/connectd-demo).
 `
 
 // usageError is a mistake in the command line; it exits with status 2.

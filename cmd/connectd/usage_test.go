@@ -17,6 +17,7 @@ func TestHelp(t *testing.T) {
 		want string // in stdout
 	}{
 		{[]string{"help"}, "commands:"},
+		{[]string{"help"}, "the development identity provider (users alice, bob and admin, no password),\nis a program of its own: make demo (cmd/connectd-demo)"},
 		{[]string{"--help"}, "commands:"},
 		{[]string{"-h"}, "commands:"},
 		{[]string{"help", "admin"}, "connectd admin connections list"},

@@ -79,7 +79,6 @@ type IdentityConfig struct {
 	SessionCacheTTL    time.Duration // CONNECTD_SESSION_CACHE_TTL: "this session is live" answered from memory
 	TokenSkew          time.Duration // CONNECTD_TOKEN_SKEW
 	ClientKeyOverlap   time.Duration // CONNECTD_CLIENT_KEY_OVERLAP: default for clients rotate-key
-	DevIdP             bool          // CONNECTD_DEV_IDP: mount the development IdP (dev mode only)
 }
 
 // VaultConfig configures credential encryption and the provider catalog.

@@ -2,24 +2,16 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"log/slog"
-	"net/http"
-	"slices"
 
-	"github.com/connectd/connectd/internal/admin"
-	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/web"
 )
 
-// devIdPPath is where the development identity provider is mounted.
-const devIdPPath = "/dev/idp"
-
 // identity wires who-is-calling: user-token verification, browser login,
-// sessions and, in dev mode, the development identity provider.
+// sessions and MCP-server client keys. Every issuer, a development one
+// included, comes from Identity.Issuers: the development identity provider
+// is the demo's (cmd/connectd-demo), never part of connectd (issue 23 §5).
 type identity struct {
 	verifier    *mcpauth.Verifier
 	sessions    *session.Store
@@ -27,42 +19,17 @@ type identity struct {
 	login       *mcpauth.Login
 	clients     *mcpauth.Clients
 	auth        *mcpauth.Authenticator
-	devIdP      *devidp.Provider
 }
 
 // newIdentity builds the identity services.
 func newIdentity(ctx context.Context, cfg Config) (*identity, error) {
 	ic, logger := cfg.Identity, cfg.Logger
-	issuers := slices.Clone(ic.Issuers)
-	self := "" // the dev IdP is fetched from connectd's own listener
-	if ic.DevIdP {
-		self = cfg.ListenAddr
-	}
-	client, err := outboundClient(cfg, self)
+	client, err := outboundClient(cfg, "")
 	if err != nil {
 		return nil, err
 	}
 	id := &identity{}
-	if ic.DevIdP {
-		issuerURL := cfg.PublicURL.String() + devIdPPath
-		var b [32]byte
-		_, _ = rand.Read(b[:])
-		secret := base64.RawURLEncoding.EncodeToString(b[:])
-		p, err := devidp.New(devidp.Config{
-			Issuer: issuerURL,
-			Clients: []devidp.Client{{ID: "connectd", Secret: secret,
-				RedirectURIs: []string{cfg.PublicURL.String() + "/login/callback", cfg.PublicURL.String() + admin.CallbackPath}}},
-			Logger: logger,
-		})
-		if err != nil {
-			return nil, err
-		}
-		id.devIdP = p
-		issuers = append(issuers, mcpauth.Issuer{ID: "dev", URL: issuerURL, Login: true, ClientID: "connectd", ClientSecret: secret})
-		logger.WarnContext(ctx, "development identity provider enabled: anyone can sign in as a demo user",
-			slog.String("issuer", issuerURL))
-	}
-	if len(issuers) == 0 {
+	if len(ic.Issuers) == 0 {
 		logger.WarnContext(ctx, "no trusted issuers configured (CONNECTD_ISSUERS): user tokens and logins will be refused")
 	}
 
@@ -82,7 +49,7 @@ func newIdentity(ctx context.Context, cfg Config) (*identity, error) {
 		return nil, err
 	}
 	id.verifier, err = mcpauth.NewVerifier(mcpauth.VerifierConfig{
-		Issuers:    issuers,
+		Issuers:    ic.Issuers,
 		HTTPClient: client,
 		AllowHTTP:  cfg.Dev,
 		Skew:       ic.TokenSkew,
@@ -109,13 +76,10 @@ func newIdentity(ctx context.Context, cfg Config) (*identity, error) {
 	return id, nil
 }
 
-// routes registers the development identity provider, when enabled.
-func (id *identity) routes(mux *web.Mux) {
-	if id.devIdP != nil {
-		mux.Handle(web.Route{Pattern: devIdPPath + "/", Kind: web.KindPage, Class: web.ClassLogin,
-			Handler: http.StripPrefix(devIdPPath, id.devIdP.Handler())})
-	}
-}
+// routes registers identity's own routes: none. It held the development
+// identity provider's, which moved to connectd-demo; the sign-in pages are
+// internal/signin's.
+func (id *identity) routes(*web.Mux) {}
 
 // Close stops background JWKS refreshes.
 func (id *identity) Close() { id.verifier.Close() }

@@ -6,7 +6,8 @@
 // rotate on demand; tests mint tokens directly with Sign and AccessToken.
 //
 // It authenticates nobody: whoever reaches it can become any demo user. It
-// must therefore never be reachable in production — connectd mounts it only
-// when CONNECTD_DEV=true and CONNECTD_DEV_IDP=true, and refuses the latter
-// without the former. It holds no state beyond the process.
+// must therefore never be reachable in production: the connectd binary does
+// not link it (cmd/connectd's TestNoTestCodeLinked); only the demo program
+// (cmd/connectd-demo) and tests serve it, on listeners of their own. It holds
+// no state beyond the process.
 package devidp

@@ -5,7 +5,6 @@ import (
 
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/session"
-	"github.com/connectd/connectd/internal/web"
 )
 
 // identity wires who-is-calling: user-token verification, browser login,
@@ -75,11 +74,6 @@ func newIdentity(ctx context.Context, cfg Config) (*identity, error) {
 	id.auth = mcpauth.NewAuthenticator(id.clients, id.verifier)
 	return id, nil
 }
-
-// routes registers identity's own routes: none. It held the development
-// identity provider's, which moved to connectd-demo; the sign-in pages are
-// internal/signin's.
-func (id *identity) routes(*web.Mux) {}
 
 // Close stops background JWKS refreshes.
 func (id *identity) Close() { id.verifier.Close() }

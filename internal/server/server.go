@@ -204,9 +204,8 @@ func (s *Server) publicHandler() (http.Handler, error) {
 	mux := web.NewMux()
 	mux.Handle(web.AssetRoute("GET /healthz", http.HandlerFunc(s.checker.Healthz)))
 	mux.Handle(web.AssetRoute("GET /readyz", http.HandlerFunc(s.checker.Readyz)))
-	s.conn.Routes(mux)  // /v1/..., /c/{id}, /oauth/callback, /login, /login/callback, /session, /logout
-	s.ident.routes(mux) // /dev/idp/ in dev mode
-	s.adm.Routes(mux)   // /admin/..., /admin/api/...
+	s.conn.Routes(mux) // /v1/..., /c/{id}, /oauth/callback, /login, /login/callback, /session, /logout
+	s.adm.Routes(mux)  // /admin/..., /admin/api/...
 	static, _ := fs.Sub(templates.Static, "static")
 	mux.Handle(web.AssetRoute("GET /static/", http.StripPrefix("/static/", web.Static(static))))
 	mux.Handle(web.Route{Pattern: "/", Kind: web.KindPage, Class: web.ClassBrowser, Handler: web.Fallback(s.cfg.Logger)})

@@ -170,7 +170,7 @@ type RateLimits struct {
 	// Browser is per client IP on the browser pages: /c/..., /oauth/callback,
 	// /session, /logout, the admin pages and anything else not listed here.
 	Browser Rate
-	// Login is per client IP on /login, /login/callback and /dev/idp/.
+	// Login is per client IP on /login and /login/callback.
 	Login Rate
 	// TrustedProxies are the load balancers whose X-Forwarded-For is
 	// believed (see ClientIP).

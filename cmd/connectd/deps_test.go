@@ -40,3 +40,22 @@ func TestNoTestCodeLinked(t *testing.T) {
 		}
 	}
 }
+
+// TestLeavesStayLeaves (issue 23 §5): the packages below the HTTP layer do
+// not import it. The vault, consent and the request-id context link neither
+// internal/web nor the page templates, so a leaf can never pick a status or
+// render a page.
+func TestLeavesStayLeaves(t *testing.T) {
+	t.Parallel()
+	for _, leaf := range []string{"internal/vault", "internal/consent", "internal/reqid", "internal/db", "internal/audit"} {
+		out, err := exec.Command("go", "list", "-deps", "../../"+leaf).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps ./%s: %v\n%s", leaf, err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if dep == "github.com/connectd/connectd/internal/web" || dep == "github.com/connectd/connectd/web/templates" {
+				t.Errorf("%s links %s", leaf, dep)
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -136,6 +137,17 @@ var codeErrors = map[string][]error{
 	"provider_unavailable":       {ErrUnavailable},
 	"jwks_unavailable":           {ErrUnavailable},
 	"database_unavailable":       {ErrUnavailable},
+}
+
+// KnownCodes lists the error codes this client maps to its sentinels,
+// sorted: docs/openapi.yaml lists each of them (TestErrorCodesMatchTheSpec).
+func KnownCodes() []string {
+	out := make([]string, 0, len(codeErrors))
+	for c := range codeErrors {
+		out = append(out, c)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Is reports whether target is one of the sentinels e's code (or, for an

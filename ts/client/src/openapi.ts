@@ -354,8 +354,11 @@ export interface components {
     schemas: {
         /** @description The error envelope; docs/api.md lists every code and when it is given. */
         Error: {
-            /** @description stable error code */
-            error: string;
+            /**
+             * @description stable error code; docs/api.md says when each is given. The Go and TypeScript clients map every one of them to an error family (client.TestErrorCodesMatchTheSpec, the TypeScript unit tests), except the three that need no action of their own (internal_error, unsupported_media_type, cross_origin_request).
+             * @enum {string}
+             */
+            error: "consent_required" | "cross_origin_request" | "database_unavailable" | "insufficient_scope" | "internal_error" | "invalid_client" | "invalid_request" | "invalid_scope" | "invalid_token" | "jwks_unavailable" | "missing_user_token" | "not_connected" | "not_found" | "provider_not_allowed" | "provider_unavailable" | "rate_limited" | "reauthorization_required" | "request_digest_mismatch" | "request_state_expired" | "request_state_invalid" | "request_state_replayed" | "request_state_wrong_client" | "request_state_wrong_user" | "request_too_large" | "token_expired" | "token_not_yet_valid" | "unknown_provider" | "unsupported_media_type" | "untrusted_issuer" | "wrong_audience";
             /** @description for people; never a secret */
             error_description?: string;
             /** @description the X-Request-Id of this answer */

@@ -262,3 +262,20 @@ test("cancel ends a pending elicitation with DELETE", async () => {
   assert.equal(calls[0]!.url, "https://connect.example.com/v1/elicitations/e1");
   await assert.rejects(c.cancel(userToken, ""), TypeError);
 });
+
+test("every error code docs/openapi.yaml lists maps to a family (or is generic)", async () => {
+  const { readFileSync } = await import("node:fs");
+  const { fileURLToPath } = await import("node:url");
+  const spec = readFileSync(fileURLToPath(new URL("../../../../docs/openapi.yaml", import.meta.url)), "utf8");
+  const m = /error:\n\s+type: string\n[\s\S]*?enum: \[([^\]]+)\]/.exec(spec);
+  assert.ok(m, "no error enum in docs/openapi.yaml");
+  const codes = (m[1] ?? "").split(",").map((s) => s.trim());
+  assert.ok(codes.length >= 20, `only ${codes.length} codes`);
+  const generic = ["internal_error", "unsupported_media_type", "cross_origin_request"];
+  for (const code of codes) {
+    // A 400 status matches no family by itself: only the code can.
+    const err = new ConnectdError({ status: 400, code });
+    const mapped = Object.values(ErrorFamily).some((f) => err.is(f));
+    assert.equal(mapped, !generic.includes(code), `code ${code}`);
+  }
+});

@@ -64,7 +64,8 @@ func webhooksCmd(ctx context.Context, args []string, getenv func(string) string,
 	switch sub {
 	case "add":
 		fset.StringVar(&client, "client", "", "the MCP server (client id) the endpoint belongs to")
-		fset.StringVar(&rawURL, "url", "", "the endpoint's https URL")
+		fset.StringVar(&rawURL, "url", "", "the endpoint's https URL, on a public host (http:// only in dev mode, "+
+			"to a host:port of CONNECTD_EGRESS_ALLOW_HOSTS)")
 		fset.StringVar(&events, "events", "", "comma-separated event types it receives (default: every type)")
 		required = []flagRef{{"--client", &client}, {"--url", &rawURL}}
 	case "list":

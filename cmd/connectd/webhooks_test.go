@@ -70,6 +70,15 @@ func TestClientsWebhooksCommand(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(rcv.Close)
+	// The receiver is on loopback, so it is reached only in dev mode, with
+	// its host:port allow-listed, as a development setup would.
+	rcvHost := strings.TrimPrefix(rcv.URL, "https://")
+	devEnv := func(user string) func(string) string {
+		return envOf(map[string]string{"CONNECTD_DATABASE_URL": dbURL, "CONNECTD_VAULT_KEYS": keyLine, "USER": user,
+			"CONNECTD_DEV": "true", "CONNECTD_EGRESS_ALLOW_HOSTS": rcvHost + ",hooks.dev.test:8080"})
+	}
+	dev := devEnv("ops")
+	devOther := devEnv("dev") // another operator, so that the audit counts below stay ops's
 
 	for _, tt := range []struct {
 		name string
@@ -85,8 +94,17 @@ func TestClientsWebhooksCommand(t *testing.T) {
 		{"http outside dev mode", env, []string{"add", "--client", client.ID, "--url", "http://hooks.example.com/"}, "must use https"},
 		{"user info", env, []string{"add", "--client", client.ID, "--url", "https://u:p@hooks.example.com/"}, "user info"},
 		{"javascript URL", env, []string{"add", "--client", client.ID, "--url", "javascript:alert(1)"}, "not allowed"},
-		{"unknown event type", env, []string{"add", "--client", client.ID, "--url", rcv.URL, "--events", "connection.revoked,nope"}, `"nope"`},
-		{"unknown client", env, []string{"add", "--client", "cli_nope", "--url", rcv.URL}, "no such client"},
+		{"private address", env, []string{"add", "--client", client.ID, "--url", "https://10.0.0.1/"}, "never connects to"},
+		{"cloud metadata", env, []string{"add", "--client", client.ID, "--url", "https://169.254.169.254/latest/meta-data/"}, "never connects to"},
+		{"loopback outside dev mode", env, []string{"add", "--client", client.ID, "--url", rcv.URL + "/hooks"}, "never connects to"},
+		{"IPv4-mapped loopback", dev, []string{"add", "--client", client.ID, "--url",
+			"https://[::ffff:127.0.0.1]:" + rcvHost[strings.LastIndex(rcvHost, ":")+1:] + "/"}, "never connects to"},
+		{"unique-local IPv6", env, []string{"add", "--client", client.ID, "--url", "https://[fd00::1]/"}, "never connects to"},
+		{"an address in another spelling", env, []string{"add", "--client", client.ID, "--url", "https://2130706433/"}, "neither an IP address"},
+		{"dev-mode http outside the allow-list", dev, []string{"add", "--client", client.ID, "--url", "http://hooks.example.com/"}, "dev allow-list"},
+		{"dev-mode http to a private address", dev, []string{"add", "--client", client.ID, "--url", "http://10.0.0.1/"}, "dev allow-list"},
+		{"unknown event type", env, []string{"add", "--client", client.ID, "--url", "https://hooks.example.com/", "--events", "connection.revoked,nope"}, `"nope"`},
+		{"unknown client", env, []string{"add", "--client", "cli_nope", "--url", "https://hooks.example.com/"}, "no such client"},
 		{"list of an unknown client", env, []string{"list", "--client", "cli_nope"}, "no such client"},
 		{"no vault keys", noKeys, []string{"add", "--client", client.ID, "--url", rcv.URL}, "CONNECTD_VAULT_KEYS"},
 		{"bad limit", env, []string{"deliveries", "--endpoint", "we_x", "--limit", "0"}, "--limit"},
@@ -106,7 +124,15 @@ func TestClientsWebhooksCommand(t *testing.T) {
 		t.Fatalf("refused commands left %d endpoints", n)
 	}
 
-	out, errOut, err := wh(env, "add", "--client", client.ID, "--url", rcv.URL+"/hooks", "--events", " connection.revoked , approval.withdrawn")
+	// An allow-listed dev-mode http endpoint is accepted.
+	if out, _, err := wh(devOther, "add", "--client", client.ID, "--url", "http://hooks.dev.test:8080/hooks"); err != nil ||
+		!strings.HasPrefix(out, "id: we_") {
+		t.Fatalf("allow-listed http endpoint in dev mode: %q %v", out, err)
+	} else if _, _, err := wh(devOther, "remove", "--id", strings.Fields(out)[1]); err != nil {
+		t.Fatal(err)
+	}
+
+	out, errOut, err := wh(dev, "add", "--client", client.ID, "--url", rcv.URL+"/hooks", "--events", " connection.revoked , approval.withdrawn")
 	m := regexp.MustCompile(`(?m)\Aid: (we_[a-z0-9]+)\nsecret: (whsec_[A-Za-z0-9+/]{43}=)\n\z`).FindStringSubmatch(out)
 	if err != nil || m == nil || !strings.Contains(errOut, "shown only now") {
 		t.Fatalf("add: %q %q %v", out, errOut, err)
@@ -114,7 +140,7 @@ func TestClientsWebhooksCommand(t *testing.T) {
 	epID := m[1]
 	secret = m[2]
 	outputs = outputs[:len(outputs)-2] // the one output that holds the secret
-	if _, _, err := wh(env, "add", "--client", client.ID, "--url", rcv.URL+"/hooks"); exitCode(err) != 2 ||
+	if _, _, err := wh(dev, "add", "--client", client.ID, "--url", rcv.URL+"/hooks"); exitCode(err) != 2 ||
 		!strings.Contains(err.Error(), "already has an endpoint") {
 		t.Fatalf("the same URL again: %v", err)
 	}

@@ -3,10 +3,12 @@
 // servers (OpenID/RFC 8414 discovery, JWKS, token, refresh and revocation
 // calls, API-key verification); Bound, which holds any other client (a
 // test's) to the same timeout, redirect and size rules; CheckURL, the one
-// rule for a URL connectd is configured with or discovers; and Discover, the
-// one authorization-server metadata lookup (RFC 8414, then OpenID Connect,
-// the document naming exactly the issuer asked for), used by provider and
-// mcpauth alike.
+// rule for a URL connectd is configured with or discovers; CheckDestination,
+// what that client refuses of a URL without asking DNS, asked of the
+// dialer's own guard, for a URL kept to be called later (webhook
+// endpoints); and Discover, the one authorization-server metadata lookup
+// (RFC 8414, then OpenID Connect, the document naming exactly the issuer
+// asked for), used by provider and mcpauth alike.
 //
 // The guard is code.dny.dev/ssrf, installed as the net.Dialer's Control
 // function, so the policy is applied to the address actually being connected
@@ -23,7 +25,8 @@
 //
 // It must never:
 //   - decide whether an address is safe with its own IP parsing (that is the
-//     ssrf library's job, on the resolved address);
+//     ssrf library's job, on the resolved address, or on an IP-literal host
+//     in CheckDestination);
 //   - honour HTTP(S)_PROXY or any proxy (a proxy would dial on our behalf,
 //     past the guard);
 //   - follow a redirect, read an unbounded body or wait without a timeout;

@@ -209,17 +209,29 @@ type dialer struct {
 }
 
 func (d *dialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	k, err := hostPortKey(addr)
+	nd, addr, err := d.route(addr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBlockedAddress, err)
 	}
+	return nd.DialContext(ctx, network, addr)
+}
+
+// route is the dialer, and the address it dials, for a requested
+// host:port: the public guard's, or for an allow-listed host:port the
+// loopback guard's and its DialOverride target. CheckDestination asks the
+// same question.
+func (d *dialer) route(addr string) (*net.Dialer, string, error) {
+	k, err := hostPortKey(addr)
+	if err != nil {
+		return nil, "", err
+	}
 	if !d.allow[k] {
-		return d.public.DialContext(ctx, network, addr)
+		return d.public, addr, nil
 	}
 	if to, ok := d.override[k]; ok {
 		addr = to
 	}
-	return d.loopback.DialContext(ctx, network, addr)
+	return d.loopback, addr, nil
 }
 
 // transport enforces the scheme rule before anything is dialed, then the

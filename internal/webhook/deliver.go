@@ -3,13 +3,17 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,6 +21,7 @@ import (
 	"github.com/riverqueue/river"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/connectd/connectd/internal/egress"
 	"github.com/connectd/connectd/internal/vault"
 )
 
@@ -95,14 +100,14 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
 	if err != nil {
 		// Retrying cannot help: the delivery fails, on record and visible to
 		// admins, who can redeliver once the key is back.
-		w.giveUp(ctx, id, endpointID, "the endpoint's secret does not open with the configured vault keys "+
-			"(was a key removed before `connectd vault rewrap`?)")
+		w.giveUp(ctx, id, endpointID, classSecretDoesNotOpen, "the endpoint's secret does not open with the configured "+
+			"vault keys (was a key removed before `connectd vault rewrap`?)")
 		return river.JobCancel(fmt.Errorf("webhook: endpoint %s: secret does not open: %w", endpointID, err))
 	}
 	wh, err := standardwebhooks.NewWebhook(string(secret))
 	clear(secret)
 	if err != nil {
-		w.giveUp(ctx, id, endpointID, "the endpoint's secret is not usable")
+		w.giveUp(ctx, id, endpointID, classSecretUnusable, "the endpoint's secret is not usable")
 		return river.JobCancel(fmt.Errorf("webhook: endpoint %s: %w", endpointID, err))
 	}
 
@@ -115,60 +120,63 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
 		t := w.NextRetry(job)
 		next = &t
 	}
-	errText := ""
-	if sendErr != nil {
-		errText = sendErr.Error()
-	}
+	class := attemptClass(code, sendErr)
 	var codeArg any
 	if code != 0 {
 		codeArg = code
 	}
 	dur := int(time.Since(start) / time.Millisecond)
 	if _, err := w.pool.Exec(context.WithoutCancel(ctx), recordAttempt, id, start.UTC(), delivered, !delivered && last, next,
-		codeArg, errText, dur); err != nil {
+		codeArg, class, dur); err != nil {
 		w.cfg.Logger.ErrorContext(ctx, "webhook: attempt not recorded", slog.String("delivery", id), slog.Any("error", err))
 	}
 	attrs := []any{slog.String("delivery", id), slog.String("endpoint", endpointID), slog.Int("attempt", job.Attempt)}
-	switch {
-	case delivered:
+	if delivered {
 		w.cfg.OnAttempt("delivered")
 		w.cfg.Logger.InfoContext(ctx, "webhook delivered", attrs...)
 		return nil
-	case last:
-		w.cfg.OnAttempt("gave_up")
-		w.cfg.Logger.WarnContext(ctx, "webhook delivery failed for good; an admin can redeliver it",
-			append(attrs, slog.String("error", errText))...)
-	default:
-		w.cfg.OnAttempt("failed")
-		w.cfg.Logger.InfoContext(ctx, "webhook attempt failed; will retry",
-			append(attrs, slog.String("error", errText), slog.Time("next", *next))...)
 	}
-	return sendErr
+	// The log, for operators, has the details too (the resolved address a
+	// dial was refused, say), but never the URL, which may carry the
+	// receiver's token.
+	attrs = append(attrs, slog.String("error", class), slog.String("detail", withoutURL(sendErr)))
+	if last {
+		w.cfg.OnAttempt("gave_up")
+		w.cfg.Logger.WarnContext(ctx, "webhook delivery failed for good; an admin can redeliver it", attrs...)
+	} else {
+		w.cfg.OnAttempt("failed")
+		w.cfg.Logger.InfoContext(ctx, "webhook attempt failed; will retry", append(attrs, slog.Time("next", *next))...)
+	}
+	// River keeps this error in its job row: the class only, like the
+	// attempt's.
+	return fmt.Errorf("webhook attempt failed: %s", class)
 }
 
-// giveUp records an attempt that could not be made and fails the delivery.
-func (w *Worker) giveUp(ctx context.Context, id, endpointID, why string) {
-	if _, err := w.pool.Exec(context.WithoutCancel(ctx), recordAttempt, id, time.Now().UTC(), false, true, nil, nil, why, 0); err != nil {
+// giveUp records an attempt that could not be made, as class, and fails the
+// delivery; why is for the log.
+func (w *Worker) giveUp(ctx context.Context, id, endpointID, class, why string) {
+	if _, err := w.pool.Exec(context.WithoutCancel(ctx), recordAttempt, id, time.Now().UTC(), false, true, nil, nil, class, 0); err != nil {
 		w.cfg.Logger.ErrorContext(ctx, "webhook: attempt not recorded", slog.String("delivery", id), slog.Any("error", err))
 	}
 	w.cfg.OnAttempt("gave_up")
 	w.cfg.Logger.ErrorContext(ctx, "webhook delivery failed for good", slog.String("delivery", id),
-		slog.String("endpoint", endpointID), slog.String("error", why))
+		slog.String("endpoint", endpointID), slog.String("error", class), slog.String("detail", why))
 }
 
 // send POSTs body to url, signed, and returns the answer's status code (0
-// when there was none). The error says what went wrong without a secret,
-// the URL or the answer's body.
+// when there was none) and what went wrong, for attemptClass: an error of
+// net/http or egress (which names the URL and resolved addresses: it is
+// never stored), or errStatus.
 func (w *Worker) send(ctx context.Context, wh *standardwebhooks.Webhook, id, url string, body []byte, at time.Time) (int, error) {
 	sig, err := wh.Sign(id, at, body)
 	if err != nil {
-		return 0, fmt.Errorf("sign: %w", err)
+		return 0, fmt.Errorf("%w: %w", errSign, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, deliveryTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return 0, errors.New("the endpoint URL is not usable")
+		return 0, errURL
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "connectd-webhooks")
@@ -177,33 +185,114 @@ func (w *Worker) send(ctx context.Context, wh *standardwebhooks.Webhook, id, url
 	req.Header.Set("webhook-signature", sig)
 	resp, err := w.cfg.HTTPClient.Do(req)
 	if err != nil {
-		return 0, transportError(err)
+		return 0, err
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseRead))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, fmt.Errorf("HTTP %d", resp.StatusCode)
+		return resp.StatusCode, errStatus
 	}
 	return resp.StatusCode, nil
 }
 
-// transportError names what kind of failure err is, without the URL
-// net/http puts into its errors.
-func transportError(err error) error {
-	var ne net.Error
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return errors.New("timed out")
-	case errors.Is(err, context.Canceled):
-		return errors.New("cancelled (connectd stopping)")
+var (
+	errStatus = errors.New("the answer's status is not 2xx")
+	errSign   = errors.New("sign")
+	errURL    = errors.New("the endpoint URL is not usable")
+)
+
+// The classes an attempt's error is recorded as (docs/webhooks.md lists
+// them): what admins see on the delivery's page and in the API, stable for
+// tooling. A class never carries an address, a port, a URL or the answer's
+// body.
+const (
+	classBlockedAddress    = "blocked_address"    // the egress guard refused the (resolved) address
+	classInsecureScheme    = "insecure_scheme"    // http:// no longer in the dev allow-list
+	classDNS               = "dns"                // the name did not resolve
+	classConnectionRefused = "connection_refused" // nothing listening
+	classUnreachable       = "unreachable"        // no route to the network or host
+	classConnectionReset   = "connection_reset"   // the receiver closed or reset the connection
+	classTimeout           = "timeout"            // no answer within 10 s (connecting, TLS or the answer)
+	classTLS               = "tls"                // the TLS handshake failed (certificate, protocol)
+	classRedirect          = "redirect"           // a 3xx answer: redirects are not followed
+	classTooLarge          = "too_large"          // the answer declared a body over the egress cap
+	classCancelled         = "cancelled"          // connectd stopped during the attempt
+	classInvalidURL        = "invalid_url"        // the stored URL does not make a request
+	classSigning           = "signing_failed"     // the request could not be signed
+	classNotReached        = "not_reached"        // any other failure before an answer
+	classSecretDoesNotOpen = "secret_does_not_open"
+	classSecretUnusable    = "secret_unusable"
+)
+
+// attemptClass names what went wrong with an attempt, "" when it was
+// delivered: http_4xx, http_5xx (or http_status for a code outside 100-599)
+// for an answer, redirect for a 3xx, otherwise what kept the answer from
+// arriving. Typed errors and sentinels decide it, never an error's text.
+func attemptClass(code int, err error) string {
+	if err == nil {
+		return ""
 	}
-	var ue interface{ Unwrap() error }
-	if errors.As(err, &ue) {
-		if inner := ue.Unwrap(); inner != nil {
-			return fmt.Errorf("not reached: %v", inner)
+	if code != 0 {
+		switch {
+		case code >= 300 && code <= 399:
+			return classRedirect
+		case code >= 100 && code <= 599:
+			return "http_" + strconv.Itoa(code/100) + "xx"
 		}
+		return "http_status"
 	}
-	return errors.New("not reached")
+	var dnsErr *net.DNSError
+	var netErr net.Error
+	var certErr *tls.CertificateVerificationError
+	var recordErr tls.RecordHeaderError
+	var alertErr tls.AlertError
+	var unknownCA x509.UnknownAuthorityError
+	var badHost x509.HostnameError
+	var badCert x509.CertificateInvalidError
+	switch {
+	case errors.Is(err, egress.ErrBlockedAddress):
+		return classBlockedAddress
+	case errors.Is(err, egress.ErrInsecureScheme):
+		return classInsecureScheme
+	case errors.Is(err, egress.ErrRedirect):
+		return classRedirect
+	case errors.Is(err, egress.ErrTooLarge):
+		return classTooLarge
+	case errors.Is(err, errSign):
+		return classSigning
+	case errors.Is(err, errURL):
+		return classInvalidURL
+	case errors.Is(err, context.Canceled):
+		return classCancelled
+	case errors.As(err, &dnsErr): // before timeouts: a DNS timeout is a DNS failure
+		return classDNS
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return classTimeout
+	case errors.As(err, &certErr), errors.As(err, &recordErr), errors.As(err, &alertErr),
+		errors.As(err, &unknownCA), errors.As(err, &badHost), errors.As(err, &badCert):
+		return classTLS
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return classConnectionRefused
+	case errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.EHOSTUNREACH):
+		return classUnreachable
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF):
+		return classConnectionReset
+	}
+	return classNotReached
+}
+
+// withoutURL is err's text without the URL net/http puts into its errors
+// (the receiver may have put a token in it), for the log.
+func withoutURL(err error) string {
+	var ue *url.Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &ue):
+		return ue.Err.Error()
+	}
+	return err.Error()
 }
 
 // CleanupArgs is the periodic job that deletes deliveries past the

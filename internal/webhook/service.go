@@ -63,14 +63,20 @@ const (
 )
 
 // checkEndpointURL is the rule for an endpoint URL: the egress rule for any
-// URL connectd fetches (https, a host, no user info or fragment), and at
-// most 2048 bytes. The egress client checks the address again at every dial.
+// URL connectd fetches (https, a host, no user info or fragment), at most
+// 2048 bytes, and nothing the delivery client would refuse without a DNS
+// answer (egress.CheckDestination: http outside its allow-list, an IP
+// address its guard refuses) — refused now rather than at every delivery.
+// A name is checked at every dial, as the address it resolves to then.
 func (s *Service) checkEndpointURL(raw string) error {
 	if len(raw) > 2048 {
 		return fmt.Errorf("%w: url must be at most 2048 bytes", ErrInvalid)
 	}
 	if err := egress.CheckURL(raw, s.cfg.AllowHTTP); err != nil {
 		return fmt.Errorf("%w: url %v", ErrInvalid, err)
+	}
+	if err := egress.CheckDestination(s.cfg.HTTPClient, raw); err != nil {
+		return fmt.Errorf("%w: url %w", ErrInvalid, err)
 	}
 	return nil
 }
@@ -288,7 +294,7 @@ type Attempt struct {
 	N          int       `json:"attempt"`
 	At         time.Time `json:"at"`
 	StatusCode int       `json:"status_code,omitempty"` // 0: no HTTP answer
-	Error      string    `json:"error,omitempty"`
+	Error      string    `json:"error,omitempty"`       // a class (deliver.go), never an address or the answer's body
 	DurationMS int       `json:"duration_ms"`
 }
 

@@ -13,7 +13,10 @@
 // webhook-timestamp, webhook-signature: HMAC-SHA256 with the endpoint's
 // "whsec_" secret), with its reference library, so receivers verify it with
 // any of the published libraries. Deliveries go out through the egress client
-// (SSRF guard, https only, no redirects).
+// (SSRF guard, https only, no redirects), and an endpoint URL that client
+// would refuse without a DNS answer is refused at registration. Each
+// attempt records an error class (blocked_address, timeout, http_5xx, …),
+// never the error's text, which names resolved addresses.
 //
 // It must never put a credential into a payload, an attempt's error or a log
 // line, and never import the packages that emit (connect, admin, server).
@@ -76,7 +79,9 @@ type Config struct {
 	// its webhook-secret purpose key.
 	Keyring *vault.Keyring
 	// HTTPClient delivers: the egress client (SSRF guard, https only outside
-	// the dev allow-list, no redirects).
+	// the dev allow-list, no redirects). Registration refuses a URL this
+	// client would refuse without resolving a name
+	// (egress.CheckDestination); a test's own client refuses nothing.
 	HTTPClient *http.Client
 	// AllowHTTP admits http:// endpoint URLs (dev mode: the egress client
 	// still reaches only its allow-listed hosts over http).

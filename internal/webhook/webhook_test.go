@@ -2,10 +2,12 @@ package webhook_test
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/connectd/connectd/internal/egress"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/vault"
@@ -32,6 +35,7 @@ type hooks struct {
 	svc    *webhook.Service
 	client string
 	rcv    *scripted
+	addr   string // the receiver's 127.0.0.1:port
 }
 
 // scripted is a receiver: it verifies each request with the Standard
@@ -71,16 +75,34 @@ func (s *scripted) seen() []request {
 
 func newHooks(t *testing.T, backoff ...time.Duration) *hooks {
 	t.Helper()
+	return newHooksWith(t, func(cfg *webhook.Config, _ *egress.Config) { cfg.Backoff = backoff })
+}
+
+// newHooksWith is newHooks with its configuration adjusted by update before
+// anything is built: the webhook Config, and the egress Config of its
+// delivery client (the production client, allow-listing the receiver's
+// 127.0.0.1:port and trusting its certificate).
+func newHooksWith(t *testing.T, update func(*webhook.Config, *egress.Config)) *hooks {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &hooks{t: t, pool: pgtest.Pool(t), rcv: &scripted{}}
 	srv := httptest.NewTLSServer(h.rcv)
 	t.Cleanup(srv.Close)
+	h.addr = srv.Listener.Addr().String()
 	line, _ := vault.GenerateKey(1)
 	keys, err := vault.ParseKeyring(line)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := webhook.Config{Pool: h.pool, Keyring: keys, HTTPClient: srv.Client(), Backoff: backoff}
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	ec := egress.Config{AllowHosts: []string{h.addr}, RootCAs: roots}
+	cfg := webhook.Config{Pool: h.pool, Keyring: keys}
+	update(&cfg, &ec)
+	if cfg.HTTPClient, err = egress.New(ec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cfg.HTTPClient.CloseIdleConnections)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, webhook.NewWorker(cfg))
 	rc, err := river.NewClient(riverpgxv5.New(h.pool), &river.Config{Workers: workers,
@@ -197,7 +219,7 @@ func TestRetriedWithBackoff(t *testing.T) {
 			t.Fatalf("attempt %d: %+v", i+1, d.Tries[i])
 		}
 	}
-	if d.Tries[0].Error != "HTTP 500" || d.Tries[2].Error != "" {
+	if d.Tries[0].Error != "http_5xx" || d.Tries[2].Error != "" {
 		t.Fatalf("attempt errors: %+v", d.Tries)
 	}
 }
@@ -288,6 +310,168 @@ func TestEndpointRules(t *testing.T) {
 	}
 }
 
+// TestHostileEndpointsRefused: an endpoint URL is refused at registration
+// when its delivery would be refused without a DNS answer — an IP address in
+// a range the egress guard refuses (whatever its spelling), a host that is
+// an IP address in another spelling, a port no dial accepts — with
+// ErrInvalid, as every other URL rule, and the egress error it comes from.
+// A name is accepted (its address is checked at every dial), and so is the
+// allow-listed receiver and a public address.
+func TestHostileEndpointsRefused(t *testing.T) {
+	t.Parallel()
+	h := newHooks(t)
+	ctx := context.Background()
+	_, port, _ := strings.Cut(h.addr, ":")
+	for _, bad := range []string{
+		"https://10.0.0.1/",
+		"https://169.254.169.254/latest/meta-data/",
+		"https://172.16.0.1/x",
+		"https://192.168.1.1:8443/x",
+		"https://100.64.0.1/x",         // CGNAT
+		"https://224.0.0.1/x",          // multicast
+		"https://255.255.255.255/x",    // broadcast
+		"https://0.0.0.0/x",            // unspecified
+		"https://[::]/x",               // unspecified
+		"https://127.0.0.1/x",          // loopback, not the allow-listed port
+		"https://127.0.0.2:" + port,    // loopback, not the allow-listed address
+		"https://[::1]:" + port + "/x", // loopback
+		"https://[::ffff:127.0.0.1]:" + port + "/x",
+		"https://[::ffff:10.0.0.1]/x",
+		"https://[::ffff:8.8.8.8]/x", // IPv4-mapped: refused as such, whatever it maps
+		"https://[fe80::1]/x",
+		"https://[fe80::1%25eth0]/x",
+		"https://[fd00::1]/x",
+		"https://[64:ff9b::7f00:1]/x", // NAT64 of loopback
+		"https://[2002:7f00:1::1]/x",  // 6to4 of loopback
+		"https://10.0.0.1./x",         // a trailing dot
+		"https://2130706433/x",        // 127.0.0.1 to inet_aton
+		"https://0x7f000001/x",
+		"https://0x7f.1/x",
+		"https://0177.0.0.1/x",
+		"https://127.1/x",
+		"https://hooks.example:0/x",
+		"https://hooks.example:65536/x",
+	} {
+		t.Run(bad, func(t *testing.T) {
+			_, _, err := h.svc.Create(ctx, h.client, bad, nil)
+			if !errors.Is(err, webhook.ErrInvalid) || !errors.Is(err, egress.ErrBlockedAddress) {
+				t.Fatalf("%v, want ErrInvalid from egress.ErrBlockedAddress", err)
+			}
+			if !strings.HasPrefix(err.Error(), "webhook: invalid: url ") {
+				t.Fatalf("message %q does not say what is wrong with the url", err)
+			}
+		})
+	}
+	for _, good := range []string{"https://127.0.0.1:" + port + "/other", "https://localhost/x", "https://hooks.example:8443/x",
+		"https://93.184.215.14/x", "https://[2606:4700:4700::1111]/x", "https://hooks.example./x", "https://1.example/x"} {
+		if _, _, err := h.svc.Create(ctx, h.client, good, nil); err != nil {
+			t.Errorf("%s: %v", good, err)
+		}
+	}
+}
+
+// TestDevModeEndpoints: in dev mode http:// endpoints are accepted only for
+// the host:port pairs of the egress allow-list — the rule the delivery
+// client applies — and an allow-listed private address is still refused.
+func TestDevModeEndpoints(t *testing.T) {
+	t.Parallel()
+	h := newHooksWith(t, func(cfg *webhook.Config, ec *egress.Config) {
+		cfg.AllowHTTP = true
+		ec.AllowHosts = append(ec.AllowHosts, "hooks.dev.test:8080", "10.0.0.5:80")
+	})
+	ctx := context.Background()
+	for _, tt := range []struct {
+		url  string
+		want error // nil: accepted
+	}{
+		{"http://hooks.dev.test:8080/x", nil},
+		{"http://HOOKS.dev.test:8080/y", nil},
+		{"http://" + h.addr + "/x", nil},
+		{"https://hooks.other.test/x", nil},
+		{"http://hooks.other.test/x", egress.ErrInsecureScheme},
+		{"http://hooks.dev.test/x", egress.ErrInsecureScheme},
+		{"http://hooks.dev.test:8081/x", egress.ErrInsecureScheme},
+		{"http://10.0.0.1/x", egress.ErrInsecureScheme},
+		{"http://10.0.0.5/x", egress.ErrBlockedAddress},
+	} {
+		t.Run(tt.url, func(t *testing.T) {
+			_, _, err := h.svc.Create(ctx, h.client, tt.url, nil)
+			if tt.want == nil && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if tt.want != nil && (!errors.Is(err, webhook.ErrInvalid) || !errors.Is(err, tt.want)) {
+				t.Fatalf("%v, want ErrInvalid from %v", err, tt.want)
+			}
+		})
+	}
+}
+
+// addressPattern finds an IPv4 address, an IPv6 one or a port in a text.
+var addressPattern = regexp.MustCompile(`\d+\.\d+\.\d+\.\d+|[0-9a-f]*::[0-9a-f]*|:\d+|localhost|\[`)
+
+// TestBlockedAttemptRecordsClass: a delivery the egress guard refuses (a
+// name resolving to loopback, or an endpoint registered before the
+// registration rule, on a private or metadata address) is recorded as
+// blocked_address — never the dial error with the resolved address and
+// port — and retried like any failure.
+func TestBlockedAttemptRecordsClass(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name     string
+		register bool // through Create; otherwise written as an older row
+		url      func(port string) string
+	}{
+		{"a name resolving to loopback", true, func(port string) string { return "https://localhost:" + port + "/hooks" }},
+		{"cloud metadata, registered earlier", false, func(string) string { return "https://169.254.169.254/latest" }},
+		{"private address, registered earlier", false, func(string) string { return "https://10.0.0.1:8443/hooks" }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHooks(t, 50*time.Millisecond)
+			ctx := context.Background()
+			_, port, _ := strings.Cut(h.addr, ":")
+			u := tt.url(port)
+			if tt.register {
+				old, err := h.svc.Endpoints(ctx, h.client)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, _, err := h.svc.Create(ctx, h.client, u, nil); err != nil {
+					t.Fatal(err)
+				}
+				if err := h.svc.Delete(ctx, old[0].ID); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := h.pool.Exec(ctx, `UPDATE webhook_endpoints SET url = $1`, u); err != nil {
+				t.Fatal(err)
+			}
+			h.emit(true)
+			d := h.deliveryOf("failed")
+			if len(d.Tries) != 2 || len(h.rcv.seen()) != 0 {
+				t.Fatalf("delivery %+v, %d requests", d, len(h.rcv.seen()))
+			}
+			for _, a := range d.Tries {
+				if a.Error != "blocked_address" || a.StatusCode != 0 {
+					t.Errorf("attempt %d: %+v, want error blocked_address", a.N, a)
+				}
+				if m := addressPattern.FindString(a.Error); m != "" {
+					t.Errorf("attempt %d's error %q names an address or port (%q)", a.N, a.Error, m)
+				}
+			}
+			var stored string
+			if err := h.pool.QueryRow(ctx, `SELECT string_agg(error, ' ') FROM webhook_attempts`).Scan(&stored); err != nil ||
+				strings.Contains(stored, port) || strings.Contains(stored, "127.0.0.1") || addressPattern.MatchString(stored) {
+				t.Fatalf("stored attempt errors %q (%v)", stored, err)
+			}
+			var jobErrors string
+			if err := h.pool.QueryRow(ctx, `SELECT coalesce(errors::text, '') FROM river_job`).Scan(&jobErrors); err != nil ||
+				strings.Contains(jobErrors, "127.0.0.1") || strings.Contains(jobErrors, "10.0.0.1") || strings.Contains(jobErrors, "169.254") {
+				t.Fatalf("River's record of the job names the address: %q (%v)", jobErrors, err)
+			}
+		})
+	}
+}
+
 // TestSecretThatDoesNotOpenFailsOnRecord: a secret the configured keys no
 // longer open (a key removed before `vault rewrap`) fails the delivery at
 // once, with an attempt that says why, instead of leaving it pending.
@@ -308,7 +492,7 @@ func TestSecretThatDoesNotOpenFailsOnRecord(t *testing.T) {
 	}
 	h.emit(true)
 	d := h.deliveryOf("failed")
-	if len(d.Tries) != 1 || !strings.Contains(d.Tries[0].Error, "does not open") || len(h.rcv.seen()) != 0 {
+	if len(d.Tries) != 1 || d.Tries[0].Error != "secret_does_not_open" || len(h.rcv.seen()) != 0 {
 		t.Fatalf("delivery %+v, %d requests", d, len(h.rcv.seen()))
 	}
 }

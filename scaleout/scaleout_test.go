@@ -661,8 +661,11 @@ func TestScaleOut(t *testing.T) {
 	})
 
 	t.Run("a webhook survives the replica killed while delivering it", func(t *testing.T) {
-		wh, err := server.NewWebhooks(server.Config{Dev: true, Logger: slog.New(slog.DiscardHandler)}, c.pool,
-			keyringOf(t, c.env))
+		// The receiver's loopback host:port is allow-listed, as the replicas'
+		// CONNECTD_EGRESS_ALLOW_HOSTS does: registration refuses what delivery would.
+		hooksURL, _ := url.Parse(c.hooks.srv.URL)
+		wh, err := server.NewWebhooks(server.Config{Dev: true, Logger: slog.New(slog.DiscardHandler),
+			Egress: server.EgressConfig{AllowHosts: []string{hooksURL.Host}}}, c.pool, keyringOf(t, c.env))
 		if err != nil {
 			t.Fatal(err)
 		}

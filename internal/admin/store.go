@@ -7,11 +7,10 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/audit"
-	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/lifecycle"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/webhook"
 )
@@ -111,49 +110,18 @@ func (st *Store) Revoke(ctx context.Context, id string, by Actor) (*Revocation, 
 		return nil, err
 	}
 	rev := &Revocation{Connection: *c}
-	d, err := st.vault.DeleteWith(ctx, c.User, c.Provider, func(ctx context.Context, tx pgx.Tx, gone vault.Connection) error {
-		if gone.ID != id {
-			// Replaced since we looked (the user connected again): not ours to cut.
-			return fmt.Errorf("%w: connection %s was replaced", ErrNotFound, id)
-		}
-		approvals, err := consent.HolderApprovals(ctx, tx, c.User, c.Provider)
-		if err != nil {
-			return err
-		}
-		withdrawn, err := consent.Withdraw(ctx, tx, c.User, c.Provider)
-		if err != nil {
-			return err
-		}
-		rev.Withdrawn = withdrawn
-		for _, client := range rev.Withdrawn {
-			if err := writeAudit(ctx, tx, Event{Kind: "consent.withdrawn", Issuer: c.User.Issuer, Subject: c.User.Subject,
-				ClientID: client, Provider: c.Provider, Target: id}, by); err != nil {
-				return err
-			}
-		}
-		if err := writeAudit(ctx, tx, Event{Kind: "connection.revoked", Issuer: c.User.Issuer, Subject: c.User.Subject,
-			Provider: c.Provider, Target: id, Detail: map[string]any{"consents_withdrawn": nonNil(rev.Withdrawn)}}, by); err != nil {
-			return err
-		}
-		if st.webhooks == nil {
-			return nil
-		}
-		gone.Status = vault.StatusRevoked
-		return st.webhooks.EmitAll(ctx, tx, webhook.ConnectionEvents(webhook.ConnectionRevoked, gone, approvals, nil,
-			map[string]any{"by": "admin"}))
-	})
-	if errors.Is(err, vault.ErrNotConnected) {
+	// The one owner of a connection's end: approvals withdrawn, audit rows
+	// and events in the deleting transaction, the provider's answer after.
+	owner := &lifecycle.Owner{Pool: st.pool, Vault: st.vault, Webhooks: st.webhooks, Logger: st.logger}
+	ended, err := owner.Delete(ctx, c.User, c.Provider, id,
+		lifecycle.Actor{Audit: by.Name, By: "admin", RequestID: by.RequestID, IP: by.IP})
+	if errors.Is(err, vault.ErrNotConnected) || errors.Is(err, lifecycle.ErrReplaced) {
 		return nil, fmt.Errorf("%w: connection %s", ErrNotFound, id)
 	}
 	if err != nil {
 		return nil, err
 	}
-	rev.AtProvider = string(d.Revocation)
-	if err := writeAudit(ctx, st.pool, Event{Kind: "connection.provider_revocation", Issuer: c.User.Issuer,
-		Subject: c.User.Subject, Provider: c.Provider, Target: id,
-		Detail: map[string]any{"outcome": rev.AtProvider}}, by); err != nil {
-		st.logger.ErrorContext(ctx, "audit event not written", slog.Any("error", err))
-	}
+	rev.Withdrawn, rev.AtProvider = nonNil(ended.Withdrawn), string(ended.Deletion.Revocation)
 	st.logger.InfoContext(ctx, "connection revoked by an admin", slog.String("connection_id", id),
 		slog.String("provider", c.Provider), slog.String("actor", by.Name), slog.String("at_provider", rev.AtProvider),
 		slog.Int("consents_withdrawn", len(rev.Withdrawn)))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/lifecycle"
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/session"
@@ -219,7 +220,7 @@ func (s *Server) disconnect(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return err
 	}
-	d, clients, err := s.deleteConnection(r.Context(), u, p, "user")
+	d, _, err := s.deleteConnection(r, u, p, lifecycle.Actor{Audit: "user", By: "user"})
 	if errors.Is(err, vault.ErrNotConnected) {
 		http.Redirect(w, r, accountPath+"?done=gone", http.StatusSeeOther)
 		return nil
@@ -227,9 +228,6 @@ func (s *Server) disconnect(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.audit(r, audit.Event{Kind: "connection.unlinked", Actor: "user", Issuer: u.Issuer, Subject: u.Subject,
-		Provider: p, Target: d.Connection.ID,
-		Detail: map[string]any{"revocation": string(d.Revocation), "by": "user", "clients": clients}})
 	done := "disconnected"
 	if d.Revocation != vault.Revoked {
 		done = "disconnected_here"
@@ -238,32 +236,19 @@ func (s *Server) disconnect(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// deleteConnection deletes the user's connection to provider together with
-// every client's approval of it (one transaction), then revokes it at the
-// provider; it returns the clients that lost their approval. Unlinking
-// (/v1) and disconnecting (the account page) both go through it.
-// by ("user", "client") goes into the clients' connection.revoked events,
-// enqueued in the deleting transaction.
-func (s *Server) deleteConnection(ctx context.Context, u vault.UserRef, p, by string) (*vault.Deletion, []string, error) {
-	var clients []string
-	d, err := s.vault.DeleteWith(ctx, u, p, func(ctx context.Context, tx pgx.Tx, c vault.Connection) error {
-		approvals, err := consent.HolderApprovals(ctx, tx, u, p)
-		if err != nil {
-			return err
-		}
-		if clients, err = consent.Withdraw(ctx, tx, u, p); err != nil {
-			return err
-		}
-		c.Status = vault.StatusRevoked
-		return s.emitRevoked(ctx, tx, c, approvals, by)
-	})
+// deleteConnection ends the user's connection to provider through the one
+// owner of a connection's end (package lifecycle: approvals withdrawn,
+// audit rows and the clients' events in the deleting transaction, then the
+// revocation at the provider, audited) and returns the clients that lost
+// their approval. Unlinking (/v1) and disconnecting (the account page) both
+// go through it, as an admin's revocation does.
+func (s *Server) deleteConnection(r *http.Request, u vault.UserRef, p string, by lifecycle.Actor) (*vault.Deletion, []string, error) {
+	by.RequestID, by.IP = web.RequestID(r.Context()), clientIP(r)
+	ended, err := s.lifecycle.Delete(context.WithoutCancel(r.Context()), u, p, "", by)
 	if err != nil {
 		return nil, nil, err
 	}
-	if clients == nil {
-		clients = []string{}
-	}
-	return d, clients, nil
+	return ended.Deletion, nonNil(ended.Withdrawn), nil
 }
 
 // when formats a time for the account page.

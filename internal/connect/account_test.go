@@ -111,10 +111,18 @@ func TestAccountPage(t *testing.T) {
 	}
 	st, out = a.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
 	expectError(t, st, out, http.StatusNotFound, "not_connected")
-	var actor string
+	// One shape for every end of a connection (package lifecycle), in the
+	// deleting transaction: connection.revoked by the user, one
+	// consent.withdrawn per client, then the provider's answer.
+	var actor, by string
 	if err := e.pool.QueryRow(context.Background(),
-		`SELECT actor FROM audit_events WHERE kind = 'connection.unlinked' AND subject = 'alice'`).Scan(&actor); err != nil || actor != "user" {
-		t.Fatalf("disconnect audit: %q %v", actor, err)
+		`SELECT actor, detail->>'by' FROM audit_events WHERE kind = 'connection.revoked' AND subject = 'alice'`).Scan(&actor, &by); err != nil ||
+		actor != "user" || by != "user" {
+		t.Fatalf("disconnect audit: %q %q %v", actor, by, err)
+	}
+	if e.auditCount("connection.provider_revocation") != 1 || e.auditCount("consent.withdrawn") < 2 {
+		t.Fatalf("disconnect audit rows: %d provider_revocation, %d consent.withdrawn",
+			e.auditCount("connection.provider_revocation"), e.auditCount("consent.withdrawn"))
 	}
 	if e.count("consents") != 0 {
 		t.Fatal("approvals outlived the connection")
@@ -187,7 +195,7 @@ func TestAccountActionsRefused(t *testing.T) {
 	}
 
 	tokenOf(t, a, "alice") // untouched by all of it
-	if e.auditCount("consent.withdrawn") != 0 || e.auditCount("connection.unlinked") != 0 {
+	if e.auditCount("consent.withdrawn") != 0 || e.auditCount("connection.revoked") != 0 {
 		t.Fatal("a refused action was audited as done")
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/lifecycle"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/provider"
@@ -788,16 +789,14 @@ func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 		return consentRequired(name, d)
 	}
 	// Credentials and every client's consent go in one transaction.
-	d, _, err := s.deleteConnection(r.Context(), c.user, name, "client")
+	d, _, err := s.deleteConnection(r, c.user, name,
+		lifecycle.Actor{Audit: "client:" + c.client.ID, By: "client", ClientID: c.client.ID})
 	if errors.Is(err, vault.ErrNotConnected) {
 		return notConnected(name)
 	}
 	if err != nil {
 		return err
 	}
-	s.audit(r, audit.Event{Kind: "connection.unlinked", Issuer: c.user.Issuer, Subject: c.user.Subject,
-		ClientID: c.client.ID, Provider: name, Target: d.Connection.ID,
-		Detail: map[string]any{"revocation": string(d.Revocation)}})
 	web.WriteJSON(w, http.StatusOK, map[string]any{"provider": name, "revoked_at_provider": d.Revocation == vault.Revoked,
 		"revocation": string(d.Revocation)})
 	return nil

@@ -102,3 +102,36 @@ func TestAccountPageSaysWhatEachClientReceives(t *testing.T) {
 	}
 	_ = context.Background()
 }
+
+// TestEveryEndOfAConnectionHasOneShape (issue 23 §3): unlink by an MCP
+// server, Disconnect by the user and an admin's revocation all go through
+// package lifecycle: the connection.revoked row and one consent.withdrawn
+// row per client that lost its approval are written in the deleting
+// transaction (one xmin), then connection.provider_revocation. Before,
+// unlink wrote one connection.unlinked row after the commit and no
+// consent.withdrawn rows.
+func TestEveryEndOfAConnectionHasOneShape(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	a := e.newMCPServer("alpha", "fake")
+	b := e.newMCPServer("beta", "fake")
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	e.consentAgain(b, "alice")
+	if st, out := b.call(http.MethodDelete, "/v1/connections/fake", "alice", nil); st != http.StatusOK {
+		t.Fatalf("unlink: %d %v", st, out)
+	}
+	var rows, xmins int
+	var by, actor string
+	if err := e.pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT xmin::text),
+		max(detail->>'by') FILTER (WHERE kind = 'connection.revoked'), max(actor)
+		FROM audit_events WHERE subject = 'alice' AND kind IN ('connection.revoked', 'consent.withdrawn')`).
+		Scan(&rows, &xmins, &by, &actor); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 3 || xmins != 1 || by != "client" || actor != "client:"+b.client.ID {
+		t.Fatalf("unlink audit: %d rows in %d transactions, by %q, actor %q", rows, xmins, by, actor)
+	}
+	if n := e.auditCount("connection.provider_revocation"); n != 1 {
+		t.Fatalf("%d provider_revocation rows", n)
+	}
+}

@@ -47,11 +47,6 @@ func (s *Server) emitStored(ctx context.Context, tx pgx.Tx, c vault.Connection, 
 	return s.emitAll(ctx, tx, webhook.ConnectionEvents(typ, c, approvals, old, extra))
 }
 
-// emitRevoked reports a deleted connection to the clients that lost it
-// (their approvals as they were before the deletion withdrew them).
-func (s *Server) emitRevoked(ctx context.Context, tx pgx.Tx, c vault.Connection, approvals map[string]consent.Approval, by string) error {
-	return s.emitAll(ctx, tx, webhook.ConnectionEvents(webhook.ConnectionRevoked, c, approvals, nil, map[string]any{"by": by}))
-}
 
 // emitAll enqueues evs within tx.
 func (s *Server) emitAll(ctx context.Context, tx pgx.Tx, evs []webhook.Event) error {

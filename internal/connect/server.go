@@ -12,6 +12,7 @@ import (
 
 	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/lifecycle"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/session"
@@ -112,8 +113,9 @@ type Server struct {
 	signin          *signin.Flow // GET /login, /login/callback, POST /logout
 	onFlow          func(Status)
 	webhooks        *webhook.Service
-	reads, refusals *sampler      // sampled audit of token reads and refused /v1 calls
-	done            chan struct{} // closed when Run ends: long-polls answer at once
+	lifecycle       *lifecycle.Owner // the end of a connection (unlink, Disconnect)
+	reads, refusals *sampler         // sampled audit of token reads and refused /v1 calls
+	done            chan struct{}    // closed when Run ends: long-polls answer at once
 	doneOnce        sync.Once
 	// Config.OnAuditWriteError and OnAuditLost (nil: not counted).
 	onAuditWriteError func()
@@ -146,6 +148,7 @@ func New(cfg Config) (*Server, error) {
 		s.now = time.Now
 	}
 	s.webhooks = cfg.Webhooks
+	s.lifecycle = &lifecycle.Owner{Pool: cfg.Pool, Vault: cfg.Vault, Webhooks: cfg.Webhooks, Logger: s.logger}
 	s.onFlow = cfg.OnFlow
 	if s.onFlow == nil {
 		s.onFlow = func(Status) {}

@@ -1,0 +1,121 @@
+// Package lifecycle owns the end of a connection: deleting it — by the MCP
+// server (unlink), by the user (Disconnect on the account page) or by an
+// admin (revoke) — with everything that goes with it in the deleting
+// transaction: every client's approval withdrawn, one consent.withdrawn audit
+// row per client and one connection.revoked row, the clients' webhook events
+// (each told only what it may see); then the revocation at the provider,
+// whose outcome is audited (connection.provider_revocation). One shape for
+// every deletion, whoever asks.
+//
+// It must never be imported by the leaf packages it joins (vault, consent,
+// webhook, audit), and never hold a credential beyond the vault's call.
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/connectd/connectd/internal/audit"
+	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/webhook"
+)
+
+// ErrReplaced: the connection asked for by id was replaced (the user
+// connected again) since the caller looked; nothing was deleted.
+var ErrReplaced = errors.New("lifecycle: the connection was replaced")
+
+// Owner ends connections. Webhooks may be nil (no events).
+type Owner struct {
+	Pool     *pgxpool.Pool
+	Vault    *vault.Store
+	Webhooks *webhook.Service
+	Logger   *slog.Logger
+}
+
+// Actor is who ends a connection, as the audit trail and the events name
+// them.
+type Actor struct {
+	// Audit is the audit rows' actor: "user", "client:<id>", "admin:<sub>",
+	// "admin_key:<id>", "cli:<user>".
+	Audit string
+	// By is the events' "by": "user", "client" or "admin".
+	By        string
+	ClientID  string // the client that asked (unlink), for the audit rows
+	RequestID string
+	IP        string
+}
+
+// Ended is what Delete did.
+type Ended struct {
+	Deletion  *vault.Deletion
+	Withdrawn []string // the clients whose approval went, sorted
+}
+
+// Delete deletes the user's connection to provider — the one with id
+// wantID when it is not "" (ErrReplaced otherwise) — with everything that
+// goes with it in one transaction, then revokes it at the provider and
+// audits the outcome. vault.ErrNotConnected when there is none.
+func (o *Owner) Delete(ctx context.Context, user vault.UserRef, provider, wantID string, a Actor) (*Ended, error) {
+	var withdrawn []string
+	d, err := o.Vault.DeleteWith(ctx, user, provider, func(ctx context.Context, tx pgx.Tx, gone vault.Connection) error {
+		if wantID != "" && gone.ID != wantID {
+			return fmt.Errorf("%w: connection %s", ErrReplaced, wantID)
+		}
+		approvals, err := consent.HolderApprovals(ctx, tx, user, provider)
+		if err != nil {
+			return err
+		}
+		if withdrawn, err = consent.Withdraw(ctx, tx, user, provider); err != nil {
+			return err
+		}
+		for _, client := range withdrawn {
+			if err := o.audit(ctx, tx, a, "consent.withdrawn", gone, client, nil); err != nil {
+				return err
+			}
+		}
+		if err := o.audit(ctx, tx, a, "connection.revoked", gone, a.ClientID,
+			map[string]any{"by": a.By, "consents_withdrawn": nonNil(withdrawn)}); err != nil {
+			return err
+		}
+		if o.Webhooks == nil {
+			return nil
+		}
+		gone.Status = vault.StatusRevoked
+		return o.Webhooks.EmitAll(ctx, tx, webhook.ConnectionEvents(webhook.ConnectionRevoked, gone, approvals, nil,
+			map[string]any{"by": a.By}))
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The provider's answer comes after the commit: its own row.
+	if err := o.audit(ctx, nil, a, "connection.provider_revocation", d.Connection, a.ClientID,
+		map[string]any{"outcome": string(d.Revocation)}); err != nil && o.Logger != nil {
+		o.Logger.ErrorContext(ctx, "audit event not written", slog.String("kind", "connection.provider_revocation"),
+			slog.Any("error", err))
+	}
+	return &Ended{Deletion: d, Withdrawn: withdrawn}, nil
+}
+
+// audit writes one row of a connection's end, in tx (nil: on its own).
+func (o *Owner) audit(ctx context.Context, tx pgx.Tx, a Actor, kind string, c vault.Connection, client string,
+	detail map[string]any) error {
+	ev := audit.Event{Kind: kind, Actor: a.Audit, Issuer: c.User.Issuer, Subject: c.User.Subject, ClientID: client,
+		Provider: c.Provider, Target: c.ID, RequestID: a.RequestID, IP: a.IP, Detail: detail}
+	if tx != nil {
+		return audit.Write(ctx, tx, ev)
+	}
+	return audit.Write(ctx, o.Pool, ev)
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

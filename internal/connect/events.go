@@ -47,7 +47,6 @@ func (s *Server) emitStored(ctx context.Context, tx pgx.Tx, c vault.Connection, 
 	return s.emitAll(ctx, tx, webhook.ConnectionEvents(typ, c, approvals, old, extra))
 }
 
-
 // emitAll enqueues evs within tx.
 func (s *Server) emitAll(ctx context.Context, tx pgx.Tx, evs []webhook.Event) error {
 	if s.webhooks == nil {

@@ -10,8 +10,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/keepalive"
+	"github.com/connectd/connectd/internal/lifecycle"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/webhook"
 )
@@ -148,17 +148,5 @@ func (j *jobs) run(ctx context.Context, logger *slog.Logger) {
 // reauthHook is vault.Config.OnReauth.
 type reauthHook = func(ctx context.Context, tx pgx.Tx, c vault.Connection, reason string) error
 
-// reauthEvents reports a connection the provider stopped honouring to the
-// clients approved for it, in the vault's marking transaction
-// (vault.Config.OnReauth). w is read at each call: the vault is built before
-// the job queue that delivers.
-func reauthEvents(w func() *webhook.Service) reauthHook {
-	return func(ctx context.Context, tx pgx.Tx, c vault.Connection, reason string) error {
-		approvals, err := consent.HolderApprovals(ctx, tx, c.User, c.Provider)
-		if err != nil {
-			return err
-		}
-		return w().EmitAll(ctx, tx, webhook.ConnectionEvents(webhook.ConnectionReauthRequired, c, approvals, nil,
-			map[string]any{"reason": reason}))
-	}
-}
+// reauthEvents is the one owner's OnReauth (package lifecycle).
+func reauthEvents(w func() *webhook.Service) reauthHook { return lifecycle.ReauthEvents(w) }

@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/connectd/connectd/internal/jsontext"
 )
 
 // MaxJSONBody is the default cap on JSON request bodies.
@@ -53,6 +55,10 @@ func DecodeJSONBytes(body []byte, v any) error {
 	}
 	if !utf8.Valid(body) || !json.Valid(body) {
 		return Errorf(http.StatusBadRequest, "invalid_request", "the body is not valid JSON, or holds more than one value")
+	}
+	if jsontext.LoneSurrogate(body) {
+		// \udc00 would decode to U+FFFD: another string than the one sent.
+		return Errorf(http.StatusBadRequest, "invalid_request", "the body holds an escaped lone surrogate (\\uD800-\\uDFFF), which is not text")
 	}
 	if err := checkMembers(body, fieldNames(v)); err != nil {
 		return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Description: err.Error()}

@@ -63,6 +63,10 @@ func TestDecodeJSONStrict(t *testing.T) {
 		{"wrong type", `{"scopes":"repo"}`, "application/json", 400},
 		{"deep nesting", `{"scopes":` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`, "application/json", 400},
 		{"invalid UTF-8", "{\"provider\":\"\xff\"}", "application/json", 400},
+		{"lone low surrogate", `{"provider":"alice\udc00"}`, "application/json", 400}, // would decode to U+FFFD
+		{"lone high surrogate", `{"provider":"alice\ud800x"}`, "application/json", 400},
+		{"a surrogate pair is text", `{"provider":"\ud83d\ude00"}`, "application/json", 0},
+		{"an escaped backslash before u", `{"provider":"\\udc00"}`, "application/json", 0},
 		{"too large", `{"message":"` + strings.Repeat("x", 2000) + `"}`, "application/json", 413},
 	}
 	for _, tt := range tests {

@@ -113,7 +113,9 @@ func (st *Store) Revoke(ctx context.Context, id string, by Actor) (*Revocation, 
 	// The one owner of a connection's end: approvals withdrawn, audit rows
 	// and events in the deleting transaction, the provider's answer after.
 	owner := &lifecycle.Owner{Pool: st.pool, Vault: st.vault, Webhooks: st.webhooks, Logger: st.logger}
-	ended, err := owner.Delete(ctx, c.User, c.Provider, id,
+	// The admin's browser going away after the commit must not cost the
+	// provider's revocation or its audit row.
+	ended, err := owner.Delete(context.WithoutCancel(ctx), c.User, c.Provider, id,
 		lifecycle.Actor{Audit: by.Name, By: "admin", RequestID: by.RequestID, IP: by.IP})
 	if errors.Is(err, vault.ErrNotConnected) || errors.Is(err, lifecycle.ErrReplaced) {
 		return nil, fmt.Errorf("%w: connection %s", ErrNotFound, id)

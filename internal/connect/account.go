@@ -220,7 +220,7 @@ func (s *Server) disconnect(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return err
 	}
-	d, _, err := s.deleteConnection(r, u, p, lifecycle.Actor{Audit: "user", By: "user"})
+	d, _, err := s.deleteConnection(r, u, p, "", lifecycle.Actor{Audit: "user", By: "user"})
 	if errors.Is(err, vault.ErrNotConnected) {
 		http.Redirect(w, r, accountPath+"?done=gone", http.StatusSeeOther)
 		return nil
@@ -242,9 +242,12 @@ func (s *Server) disconnect(w http.ResponseWriter, r *http.Request) error {
 // revocation at the provider, audited) and returns the clients that lost
 // their approval. Unlinking (/v1) and disconnecting (the account page) both
 // go through it, as an admin's revocation does.
-func (s *Server) deleteConnection(r *http.Request, u vault.UserRef, p string, by lifecycle.Actor) (*vault.Deletion, []string, error) {
+//
+// wantID, when not "", is the connection the caller decided on: a
+// reconnect since is not deleted on that decision (lifecycle.ErrReplaced).
+func (s *Server) deleteConnection(r *http.Request, u vault.UserRef, p, wantID string, by lifecycle.Actor) (*vault.Deletion, []string, error) {
 	by.RequestID, by.IP = web.RequestID(r.Context()), clientIP(r)
-	ended, err := s.lifecycle.Delete(context.WithoutCancel(r.Context()), u, p, "", by)
+	ended, err := s.lifecycle.Delete(context.WithoutCancel(r.Context()), u, p, wantID, by)
 	if err != nil {
 		return nil, nil, err
 	}

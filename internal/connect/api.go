@@ -555,7 +555,10 @@ func (s *Server) listConnections(w http.ResponseWriter, r *http.Request) error {
 		// provider that cannot narrow, or now another provider account — is
 		// marked; its token answers consent_required. Only the scopes it may
 		// see are listed.
-		h := s.held(r.Context(), c.user, cn)
+		h, err := s.held(r.Context(), c.user, cn)
+		if err != nil {
+			return err
+		}
 		dec := consent.Decide(h, &a, s.narrows(cn.Provider))
 		d := connectionDoc{Provider: cn.Provider, Status: string(cn.Status), Scopes: dec.Visible(h, &a),
 			CreatedAt: cn.CreatedAt.UTC(), UpdatedAt: cn.UpdatedAt.UTC(), ConsentRequired: dec.Release == consent.Nothing}
@@ -709,14 +712,18 @@ func providerAllowed(c *caller, name string) error {
 
 // held is what connection cn holds, for the decision: from the row, or,
 // for a row from before account hashes were kept, its credential.
-func (s *Server) held(ctx context.Context, u vault.UserRef, cn vault.Connection) consent.Held {
+func (s *Server) held(ctx context.Context, u vault.UserRef, cn vault.Connection) (consent.Held, error) {
 	if cn.AccountHash != nil {
-		return consent.Held{Scopes: cn.Scopes, Account: cn.AccountHash}
+		return consent.Held{Scopes: cn.Scopes, Account: cn.AccountHash}, nil
 	}
-	if _, cred, err := s.vault.Get(ctx, u, cn.Provider); err == nil {
-		return consent.HeldBy(cred)
+	_, cred, err := s.vault.Get(ctx, u, cn.Provider)
+	switch {
+	case err == nil:
+		return consent.HeldBy(cred), nil
+	case errors.Is(err, vault.ErrDecrypt), errors.Is(err, vault.ErrNotConnected):
+		return consent.Held{Scopes: cn.Scopes}, nil // names no account: no approval covers it
 	}
-	return consent.Held{Scopes: cn.Scopes} // names no account: no approval covers it
+	return consent.Held{}, err // the database: 503, not a false consent_required
 }
 
 // narrows reports whether provider narrows tokens on refresh.
@@ -785,14 +792,22 @@ func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if d := consent.Decide(s.held(r.Context(), c.user, *conn), &appr, false); d.AccountChanged {
+	h, err := s.held(r.Context(), c.user, *conn)
+	if err != nil {
+		return err
+	}
+	if d := consent.Decide(h, &appr, false); d.AccountChanged {
 		return consentRequired(name, d)
 	}
 	// Credentials and every client's consent go in one transaction.
-	d, _, err := s.deleteConnection(r, c.user, name,
+	d, _, err := s.deleteConnection(r, c.user, name, conn.ID,
 		lifecycle.Actor{Audit: "client:" + c.client.ID, By: "client", ClientID: c.client.ID})
 	if errors.Is(err, vault.ErrNotConnected) {
 		return notConnected(name)
+	}
+	if errors.Is(err, lifecycle.ErrReplaced) {
+		// Reconnected since the approval was checked: that check is void.
+		return consentRequired(name, consent.Decision{AccountChanged: true, Unapproved: []string{}})
 	}
 	if err != nil {
 		return err

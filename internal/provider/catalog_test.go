@@ -289,6 +289,9 @@ func TestQuirkClasses(t *testing.T) {
 				if tpl.Revocation != provider.RevokeNone {
 					entry["revocation_url"] = srv.RevocationURL()
 				}
+				if tpl.AccountURL != "" { // the fake's own "who am I"
+					entry["account_url"], entry["account_url_id_field"] = srv.URL()+"/api/me", "id"
+				}
 			}
 			if tc.entry != nil {
 				for k, v := range tc.entry(srv) {

@@ -107,7 +107,9 @@ func (p *oauthProvider) Exchange(ctx context.Context, code, verifier, redirectUR
 	if err != nil {
 		return nil, err
 	}
-	p.nameAccount(ctx, tok, t)
+	if err := p.nameAccount(ctx, tok, t); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 
@@ -117,26 +119,33 @@ func (p *oauthProvider) Exchange(ctx context.Context, code, verifier, redirectUR
 // endpoint over TLS (iss, aud, exp; the signature may be left to TLS), or
 // from the provider's "who am I" endpoint (AccountURL). When neither says,
 // the account stays unnamed: the caller must not take it for the one it
-// had before.
-func (p *oauthProvider) nameAccount(ctx context.Context, tok *oauth2.Token, t *Token) {
+// had before. A "who am I" endpoint that could not be reached (a timeout, a
+// 5xx) fails the exchange with ErrUnavailable rather than leave the account
+// unnamed, which would cost every other client its approval for a blip.
+func (p *oauthProvider) nameAccount(ctx context.Context, tok *oauth2.Token, t *Token) error {
 	if t.AccountID != "" {
-		return
+		return nil
 	}
 	if raw, ok := tok.Extra("id_token").(string); ok && raw != "" && p.spec.Issuer != "" {
 		if sub := p.idTokenSubject(raw); sub != "" {
 			t.AccountID = sub
-			return
+			return nil
 		}
 	}
 	if p.spec.AccountURL == "" {
-		return
+		return nil
 	}
-	if id, label, err := p.whoAmI(ctx, t.AccessToken); err == nil {
+	id, label, err := p.whoAmI(ctx, t.AccessToken)
+	if errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	if err == nil {
 		t.AccountID = id
 		if t.AccountLabel == "" {
 			t.AccountLabel = label
 		}
 	}
+	return nil
 }
 
 // maxAccountID bounds an account id or label taken from a provider.
@@ -177,6 +186,9 @@ func (p *oauthProvider) whoAmI(ctx context.Context, accessToken string) (id, lab
 		return fail(ErrUnavailable, 0)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
+		return fail(ErrUnavailable, resp.StatusCode)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return fail(ErrRejected, resp.StatusCode)
 	}

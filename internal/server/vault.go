@@ -201,15 +201,16 @@ func RefreshScopedFunc(oauthOf OAuthOf) vault.RefreshScopedFunc {
 		switch {
 		case errors.Is(err, provider.ErrInvalidGrant), errors.Is(err, provider.ErrNotSupported):
 			return nil, fmt.Errorf("%w: %w", vault.ErrReauthorizationRequired, err)
-		case errors.Is(err, provider.ErrUnavailable) && outcomeUnknown(err):
+		case err != nil && outcomeUnknown(err):
+			// Sent, and no usable answer (a garbled body included): the
+			// provider may have rotated the refresh token, as for a refresh.
 			return nil, fmt.Errorf("%w: %w: %w", vault.ErrProviderUnavailable, vault.ErrOutcomeUnknown, err)
 		case errors.Is(err, provider.ErrUnavailable):
 			return nil, fmt.Errorf("%w: %w", vault.ErrProviderUnavailable, err)
-		case errors.As(err, &pe) && pe.Code == "invalid_scope",
-			errors.Is(err, provider.ErrRejected), errors.Is(err, provider.ErrBadResponse):
-			// The provider will not narrow this grant (or answers the
-			// scoped refresh with nonsense): the client must be approved for
-			// the whole connection, which consent_required tells it.
+		case errors.As(err, &pe) && pe.Code == "invalid_scope", errors.Is(err, provider.ErrRejected):
+			// The provider will not narrow this grant: the client must be
+			// approved for the whole connection, which consent_required
+			// tells it.
 			return nil, fmt.Errorf("%w: %w", vault.ErrCannotNarrow, err)
 		case err != nil:
 			return nil, fmt.Errorf("%w: %w", vault.ErrProviderUnavailable, err)

@@ -106,12 +106,15 @@ type leaseOp struct {
 }
 
 const (
-	selectLease = `SELECT refresh_lease <> '' AND refresh_lease_until > now(),
-		coalesce(extract(epoch FROM refresh_lease_until - now()), 0)::float8,
-		(refresh_lease <> '' AND refresh_lease_until <= now()) OR refresh_doubt_at IS NOT NULL
+	// clock_timestamp(), not now() (the transaction's start): time spent
+	// waiting for the row lock must not shorten a lease or lengthen one
+	// another holder left.
+	selectLease = `SELECT refresh_lease <> '' AND refresh_lease_until > clock_timestamp(),
+		coalesce(extract(epoch FROM refresh_lease_until - clock_timestamp()), 0)::float8,
+		(refresh_lease <> '' AND refresh_lease_until <= clock_timestamp()) OR refresh_doubt_at IS NOT NULL
 		FROM connections WHERE id = $1`
 	takeLease = `UPDATE connections SET refresh_lease = $2,
-		refresh_lease_until = now() + $3 * interval '1 millisecond' WHERE id = $1`
+		refresh_lease_until = clock_timestamp() + $3 * interval '1 millisecond' WHERE id = $1`
 	leaseHeld = `SELECT EXISTS (SELECT 1 FROM connections WHERE id = $1 AND refresh_lease = $2)`
 	// endLease gives the lease back; doubt ($3) records an unknown
 	// outcome, a success ($4) clears the record.
@@ -141,8 +144,9 @@ func (s *Store) leaseFor(provider string) time.Duration {
 // Renew); it still carries the request's database deadlines, so each short
 // transaction is bounded.
 func (s *Store) runLeased(ctx context.Context, op leaseOp) error {
-	var waited time.Duration
+	start := time.Now()
 	for {
+		waited := time.Since(start)
 		call, id, rt, lease, connID, err := s.planLeased(ctx, op, waited)
 		switch {
 		case errors.Is(err, errLeased):
@@ -151,7 +155,6 @@ func (s *Store) runLeased(ctx context.Context, op leaseOp) error {
 					op.provider, lease.left.Round(time.Second))
 			}
 			wait := min(leasePoll, max(lease.left, 10*time.Millisecond))
-			waited += wait
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("%w: %s: waiting for a refresh in flight: %w", ErrProviderUnavailable, op.provider, ctx.Err())
@@ -163,7 +166,11 @@ func (s *Store) runLeased(ctx context.Context, op leaseOp) error {
 		case call == nil:
 			return nil
 		}
-		return s.callLeased(ctx, op, call, connID, id, rt, lease)
+		// The lease is ours from now: the call and the store get the whole
+		// of it, whatever waiting for another holder took.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.leaseFor(op.provider))
+		defer cancel()
+		return s.callLeased(cctx, op, call, connID, id, rt, lease)
 	}
 }
 
@@ -277,9 +284,12 @@ func (s *Store) callOnce(ctx context.Context, provider string, call providerCall
 // answer (or the failure) and give the lease back.
 func (s *Store) finishLeased(ctx context.Context, op leaseOp, connID, id string, ref *Refreshed, callErr error,
 	reason string, doubt bool) error {
+	deleted := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		deleted = false
 		r, err := s.load(ctx, tx, op.user, op.provider, true)
 		if errors.Is(err, ErrNotConnected) {
+			deleted = true
 			return nil // deleted meanwhile: nothing to store
 		}
 		if err != nil {
@@ -323,5 +333,16 @@ func (s *Store) finishLeased(ctx context.Context, op leaseOp, connID, id string,
 		return nil
 	})
 	s.forget(op.user, op.provider)
+	if err == nil && deleted && callErr == nil && ref != nil && s.revoke != nil {
+		// The tokens the provider just issued belong to a connection that
+		// was deleted (and revoked) during the call: nobody will ever use
+		// them, so they go too. (Not for a connection replaced by a
+		// reconnect: at some providers revoking any token of the app
+		// revokes the user's new grant with it.)
+		if rerr := s.revoke(ctx, op.provider, &Credential{AccessToken: ref.AccessToken, RefreshToken: ref.RefreshToken}); rerr != nil &&
+			!errors.Is(rerr, ErrRevocationNotSupported) {
+			s.logger.WarnContext(ctx, "vault: revoking the dropped answer's tokens failed", append(op.attrs, slog.Any("error", rerr))...)
+		}
+	}
 	return err
 }

@@ -2,7 +2,6 @@ package connect
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -388,8 +387,8 @@ func (s *Server) sampleRead(r *http.Request, c *caller, provider string) {
 // sampleRefusal records a /v1 call refused for a bad client key or user
 // token; client is the authenticated client when only the user token failed.
 func (s *Server) sampleRefusal(r *http.Request, client mcpauth.Client, err error) {
-	var we *web.Error
-	if !errors.As(err, &we) || we.Status != http.StatusUnauthorized {
+	we := web.AsError(err) // the answer the caller gets (the one error table)
+	if we.Status != http.StatusUnauthorized {
 		return // 503 jwks_unavailable and the like are outages, not refusals
 	}
 	k := sampleKey{kind: "security.invalid_user_token", client: client.ID, reason: we.Code}

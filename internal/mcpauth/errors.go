@@ -8,7 +8,7 @@ import (
 
 // User-token errors. Every one of them wraps ErrInvalidToken, so callers that
 // only care whether a token was acceptable test for that; the specific ones give
-// a stable error code (see APIError).
+// a stable error code (internal/web's error table: web/codes.go).
 var (
 	// ErrInvalidToken means the user token (or ID token) was refused.
 	ErrInvalidToken = errors.New("mcpauth: invalid token")
@@ -47,7 +47,7 @@ var (
 )
 
 // unavailableError is an ErrIssuerUnavailable that knows when trying again
-// can help: the Retry-After of its 503 (see APIError).
+// can help: the Retry-After of its 503 (RetryAfter; internal/web's error table).
 type unavailableError struct {
 	err   error
 	retry time.Duration

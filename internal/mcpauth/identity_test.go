@@ -165,9 +165,9 @@ func TestVerifyHostileIdentity(t *testing.T) {
 			}
 			if tc.wantErr != nil {
 				var we *web.Error
-				if !errors.As(mcpauth.APIError(atErr), &we) || we.Status != http.StatusUnauthorized || we.Code != "invalid_token" &&
+				if !errors.As(web.AsError(atErr), &we) || we.Status != http.StatusUnauthorized || we.Code != "invalid_token" &&
 					!(errors.Is(tc.wantErr, mcpauth.ErrUntrustedIssuer) && we.Code == "untrusted_issuer") {
-					t.Errorf("APIError = %v", mcpauth.APIError(atErr))
+					t.Errorf("APIError = %v", web.AsError(atErr))
 				}
 			}
 		})

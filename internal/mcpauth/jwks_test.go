@@ -41,7 +41,7 @@ func verifyNew(t *testing.T, a *idp, v *mcpauth.Verifier) error {
 func retryAfter(t *testing.T, err error) (int, string) {
 	t.Helper()
 	var we *web.Error
-	if !errors.As(mcpauth.APIError(err), &we) {
+	if !errors.As(web.AsError(err), &we) {
 		t.Fatalf("%v is no *web.Error", err)
 	}
 	return we.Status, we.Header.Get("Retry-After")

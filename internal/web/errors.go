@@ -70,6 +70,9 @@ func asError(err error) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
+	if e, ok := fromTable(err); ok {
+		return e
+	}
 	if errors.Is(err, context.Canceled) {
 		// The client went away; 499 is nginx's code for it and is never seen by anyone.
 		return &Error{Status: 499, Code: "client_closed_request", Description: "client closed request"}

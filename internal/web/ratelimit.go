@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/go-chi/httprate"
+
+	"github.com/connectd/connectd/internal/mcpauth"
 )
 
 // Rate is a request budget: at most Requests per Window (a sliding window).
@@ -205,7 +207,7 @@ func RateLimit(c RateLimits, logger *slog.Logger) func(http.Handler) http.Handle
 				err = apiIP.Allow(w, r, "ip:"+ip)
 				if err == nil {
 					key := "ip:" + ip
-					if cred, ok := Bearer(r.Header.Get("Authorization")); ok {
+					if cred, ok := mcpauth.Bearer(r.Header.Get("Authorization")); ok {
 						key = "key:" + KeyOf(cred)
 					}
 					err = api.Allow(w, r, key)
@@ -222,14 +224,4 @@ func RateLimit(c RateLimits, logger *slog.Logger) func(http.Handler) http.Handle
 			next.ServeHTTP(w, r)
 		})
 	}
-}
-
-// Bearer extracts the credential of an "Authorization: Bearer ..." header.
-func Bearer(h string) (string, bool) {
-	scheme, cred, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	cred = strings.TrimSpace(cred)
-	return cred, cred != ""
 }

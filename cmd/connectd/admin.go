@@ -193,7 +193,7 @@ func adminStore(ctx context.Context, cfg *Config, pool *pgxpool.Pool, revoke boo
 		return nil, &ConfigError{Var: "CONNECTD_VAULT_KEYS", Problem: "is required to revoke (or CONNECTD_VAULT_KEYS_FILE)"}
 	case revoke:
 		logger := web.NewLogger(io.Discard, cfg.LogLevel, cfg.LogFormat)
-		sc := cfg.server(pool, logger, "")
+		sc := cfg.server(pool, logger)
 		cat, err := server.NewCatalog(ctx, sc)
 		if err != nil {
 			return nil, err

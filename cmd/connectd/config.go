@@ -77,12 +77,11 @@ type HTTPConfig struct {
 type ConfigError = server.ConfigError
 
 // server is the part of c that internal/server takes: the settings, with the
-// process's pool and logger. listenAddr is the public listener's address (for
-// the development IdP's back channel).
-func (c *Config) server(pool *pgxpool.Pool, logger *slog.Logger, listenAddr string) server.Config {
+// process's pool and logger.
+func (c *Config) server(pool *pgxpool.Pool, logger *slog.Logger) server.Config {
 	return server.Config{
 		Dev: c.Dev, PublicURL: c.PublicURL, Pool: pool, ListenURL: c.DatabaseListenURL, Logger: logger,
-		ListenAddr: listenAddr, Identity: c.Identity, Vault: c.Vault, Egress: c.Egress, Connect: c.Connect,
+		Identity: c.Identity, Vault: c.Vault, Egress: c.Egress, Connect: c.Connect,
 		Admin: c.Admin, RateLimit: c.RateLimit, Cache: c.Cache, Jobs: c.Jobs, DB: c.DB.Deadlines,
 	}
 }

@@ -77,7 +77,7 @@ func TestCatalogUsesEgress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cat, err := server.NewCatalog(ctx, cfg.server(nil, slog.New(slog.DiscardHandler), ""))
+		cat, err := server.NewCatalog(ctx, cfg.server(nil, slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +128,7 @@ func TestIdentityUsesEgress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv, err := server.New(ctx, cfg.server(pgtest.Pool(t), slog.New(slog.DiscardHandler), ""))
+		srv, err := server.New(ctx, cfg.server(pgtest.Pool(t), slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Fatal(err)
 		}

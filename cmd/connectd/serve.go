@@ -61,7 +61,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("listen on CONNECTD_INTERNAL_ADDR %s: %w", cfg.InternalAddr, err)
 	}
 	// Built after listening: the dev IdP's back channel needs the real address.
-	srv, err := server.New(ctx, cfg.server(pool, logger, ln.Addr().String()))
+	srv, err := server.New(ctx, cfg.server(pool, logger))
 	if err != nil {
 		ln.Close()
 		iln.Close()

@@ -158,11 +158,11 @@ func TestVaultProviderWiring(t *testing.T) {
 	}
 	logger := slog.New(slog.DiscardHandler)
 	pool := pgtest.Pool(t)
-	cat, err := server.NewCatalog(ctx, cfg.server(pool, logger, ""))
+	cat, err := server.NewCatalog(ctx, cfg.server(pool, logger))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.NewVaultStore(cfg.server(pool, logger, ""), pool, cfg.Vault.Keyring, cat, nil)
+	s, err := server.NewVaultStore(cfg.server(pool, logger), pool, cfg.Vault.Keyring, cat, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,7 +108,7 @@ func webhooksCmd(ctx context.Context, args []string, getenv func(string) string,
 		return &ConfigError{Var: "CONNECTD_VAULT_KEYS",
 			Problem: "is required for webhooks: endpoint secrets are sealed with it (or CONNECTD_VAULT_KEYS_FILE)"}
 	}
-	wh, err := server.NewWebhooks(cfg.server(pool, logger, ""), pool, cfg.Vault.Keyring)
+	wh, err := server.NewWebhooks(cfg.server(pool, logger), pool, cfg.Vault.Keyring)
 	if err != nil {
 		return err
 	}

@@ -30,10 +30,7 @@ type Config struct {
 	// sign-in: every page refuses, the API still takes keys.
 	Login  *mcpauth.Login
 	Policy Policy
-	// Retention: audit events older than this are deleted by Run (default
-	// DefaultRetention).
-	Retention time.Duration
-	Now       func() time.Time // default time.Now
+	Now    func() time.Time // default time.Now
 }
 
 // Server serves the admin pages and the admin JSON API.
@@ -47,7 +44,6 @@ type Server struct {
 	signin    *signin.Flow
 	policy    Policy
 	issuerURL string // the admin issuer's URL, as sessions record it
-	retention time.Duration
 	now       func() time.Time
 }
 
@@ -57,10 +53,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("admin: Logger, Store, Keys and Clients are required")
 	}
 	s := &Server{logger: cfg.Logger, store: cfg.Store, keys: cfg.Keys, clients: cfg.Clients, sessions: cfg.Sessions,
-		login: cfg.Login, policy: cfg.Policy, retention: cfg.Retention, now: cfg.Now}
-	if s.retention <= 0 {
-		s.retention = DefaultRetention
-	}
+		login: cfg.Login, policy: cfg.Policy, now: cfg.Now}
 	if s.now == nil {
 		s.now = time.Now
 	}

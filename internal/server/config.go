@@ -36,10 +36,6 @@ type Config struct {
 	ListenURL string
 	// Logger receives every log line. Required.
 	Logger *slog.Logger
-	// ListenAddr is the public listener's actual address. Only the
-	// development IdP (Identity.DevIdP) needs it: connectd fetches its
-	// discovery document and JWKS from its own listener.
-	ListenAddr string
 
 	Identity  IdentityConfig
 	Vault     VaultConfig

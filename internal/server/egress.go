@@ -1,29 +1,19 @@
 package server
 
 import (
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/connectd/connectd/internal/egress"
 )
 
 // outboundClient returns the client for everything connectd fetches from
-// other servers: discovery, JWKS, token, refresh, revocation, API-key checks.
-//
-// self is "" except in dev mode with the development IdP, where connectd
-// fetches its own discovery document and JWKS: pass the public listener's
-// address, and the public URL's host:port is allow-listed and dialed there
-// (an unspecified listen address becomes 127.0.0.1).
-//
+// other servers: discovery, JWKS, webhooks (provider calls: providerClient).
 // cfg.HTTPClient, when set, is returned instead (tests' TLS fakes).
-func outboundClient(cfg Config, self string) (*http.Client, error) {
-	return outboundClientWith(cfg, self, egress.Config{})
+func outboundClient(cfg Config) (*http.Client, error) {
+	return outboundClientWith(cfg, egress.Config{})
 }
 
 // providerClient is the outbound client of provider calls (token, refresh,
@@ -41,7 +31,7 @@ func providerClient(cfg Config) (*http.Client, error) {
 		}
 		return &c, nil
 	}
-	return outboundClientWith(cfg, "", egress.Config{Timeout: d, ResponseHeaderTimeout: d})
+	return outboundClientWith(cfg, egress.Config{Timeout: d, ResponseHeaderTimeout: d})
 }
 
 // providerTimeout is the one budget of a provider call (see
@@ -53,48 +43,14 @@ func providerTimeout(cfg Config) time.Duration {
 	return 30 * time.Second
 }
 
-func outboundClientWith(cfg Config, self string, ec egress.Config) (*http.Client, error) {
+func outboundClientWith(cfg Config, ec egress.Config) (*http.Client, error) {
 	if cfg.HTTPClient != nil {
 		return cfg.HTTPClient, nil
 	}
 	ec.AllowHosts = slices.Clone(cfg.Egress.AllowHosts)
-	if self != "" {
-		if !cfg.Dev || cfg.PublicURL == nil {
-			return nil, errors.New("outbound HTTP: reaching connectd's own listener needs dev mode and CONNECTD_PUBLIC_URL")
-		}
-		pub := publicHostPort(cfg.PublicURL.Scheme, cfg.PublicURL.Host)
-		ec.AllowHosts = append(ec.AllowHosts, pub)
-		ec.DialOverride = map[string]string{pub: loopbackAddr(self)}
-	}
 	c, err := egress.New(ec)
 	if err != nil {
 		return nil, fmt.Errorf("outbound HTTP: %w", err)
 	}
 	return c, nil
-}
-
-// publicHostPort is host with the scheme's default port when it has none.
-func publicHostPort(scheme, host string) string {
-	if _, _, err := net.SplitHostPort(host); err == nil {
-		return host
-	}
-	port := "443"
-	if scheme == "http" {
-		port = "80"
-	}
-	return net.JoinHostPort(strings.Trim(host, "[]"), port)
-}
-
-// loopbackAddr turns a listener address into one to dial: a wildcard host
-// (":8080", "0.0.0.0:8080", "[::]:8080") is reached on 127.0.0.1, which
-// connectd's dual-stack listener accepts.
-func loopbackAddr(listen string) string {
-	host, port, err := net.SplitHostPort(listen)
-	if err != nil {
-		return listen
-	}
-	if a, err := netip.ParseAddr(host); host == "" || (err == nil && a.IsUnspecified()) {
-		return net.JoinHostPort("127.0.0.1", port)
-	}
-	return listen
 }

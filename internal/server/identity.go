@@ -23,7 +23,7 @@ type identity struct {
 // newIdentity builds the identity services.
 func newIdentity(ctx context.Context, cfg Config) (*identity, error) {
 	ic, logger := cfg.Identity, cfg.Logger
-	client, err := outboundClient(cfg, "")
+	client, err := outboundClient(cfg)
 	if err != nil {
 		return nil, err
 	}

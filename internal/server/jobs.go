@@ -82,7 +82,7 @@ func (s *Server) newJobs() error {
 // webhookConfig is the webhook package's configuration from cfg: deliveries
 // through the egress client (or cfg.HTTPClient in tests).
 func webhookConfig(cfg Config, pool *pgxpool.Pool, keys *vault.Keyring) (webhook.Config, error) {
-	client, err := outboundClient(cfg, "")
+	client, err := outboundClient(cfg)
 	if err != nil {
 		return webhook.Config{}, err
 	}

@@ -164,8 +164,7 @@ func (s *Server) newAdmin(ctx context.Context) error {
 		return err
 	}
 	s.keys = admin.NewKeys(cfg.Pool, cfg.Now, cfg.Logger)
-	ac := admin.Config{Logger: cfg.Logger, Store: s.store, Keys: s.keys, Clients: s.ident.clients,
-		Retention: cfg.Admin.AuditRetention, Now: cfg.Now}
+	ac := admin.Config{Logger: cfg.Logger, Store: s.store, Keys: s.keys, Clients: s.ident.clients, Now: cfg.Now}
 	if cfg.Admin.Issuer == "" {
 		cfg.Logger.InfoContext(ctx, "admin sign-in disabled (CONNECTD_ADMIN_ISSUER not set); the admin API takes admin keys")
 	} else {

@@ -4,77 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/connectd/connectd/internal/egress"
 	"github.com/connectd/connectd/internal/vault"
 )
-
-// TestEgressClientSelf: in dev mode connectd reaches its own listener (the
-// dev IdP) at the public URL's host:port, whatever port it listens on.
-func TestEgressClientSelf(t *testing.T) {
-	t.Parallel()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.Host) }))
-	t.Cleanup(srv.Close)
-	cfg := Config{Dev: true, PublicURL: &url.URL{Scheme: "http", Host: "localhost:8080"}}
-	c, err := outboundClient(cfg, srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseIdleConnections()
-	resp, err := c.Get("http://localhost:8080/dev/idp/.well-known/openid-configuration")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if string(body) != "localhost:8080" {
-		t.Fatalf("reached %q", body)
-	}
-	// Only that host:port: another loopback port stays refused.
-	if _, err := c.Get("http://localhost:9999/"); !errors.Is(err, egress.ErrInsecureScheme) {
-		t.Fatalf("other port: %v", err)
-	}
-	if _, err := c.Get("https://127.0.0.1:9999/"); !errors.Is(err, egress.ErrBlockedAddress) {
-		t.Fatalf("other port over https: %v", err)
-	}
-
-	prod := Config{PublicURL: &url.URL{Scheme: "https", Host: "connect.example.com"}}
-	if _, err := outboundClient(prod, "127.0.0.1:8080"); err == nil {
-		t.Fatal("reaching its own listener outside dev mode was allowed")
-	}
-}
-
-func TestLoopbackAddr(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]string{
-		":8080":          "127.0.0.1:8080",
-		"0.0.0.0:8080":   "127.0.0.1:8080",
-		"[::]:8080":      "127.0.0.1:8080",
-		"127.0.0.1:8080": "127.0.0.1:8080",
-		"[::1]:8080":     "[::1]:8080",
-	} {
-		if got := loopbackAddr(in); got != want {
-			t.Errorf("loopbackAddr(%q) = %q, want %q", in, got, want)
-		}
-	}
-	for _, tt := range [][3]string{
-		{"http", "localhost", "localhost:80"},
-		{"https", "connect.example.com", "connect.example.com:443"},
-		{"http", "127.0.0.1:8080", "127.0.0.1:8080"},
-		{"http", "[::1]", "[::1]:80"},
-	} {
-		if got := publicHostPort(tt[0], tt[1]); got != tt[2] {
-			t.Errorf("publicHostPort(%q, %q) = %q, want %q", tt[0], tt[1], got, tt[2])
-		}
-	}
-}
 
 func TestServeKeyringRequirement(t *testing.T) {
 	t.Parallel()

@@ -25,6 +25,7 @@ import (
 	"github.com/connectd/connectd/examples/mcp-server/devtoken"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/flowtest"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/openapitest"
 	"github.com/connectd/connectd/internal/pgtest"
@@ -32,7 +33,6 @@ import (
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/session"
-	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
 )
 
@@ -106,8 +106,8 @@ func newWorld(t *testing.T, legacy mcpserver.LegacyStyle) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, _ := vault.GenerateKey(1)
-	keys, err := vault.ParseKeyring(k)
+	k, _ := keyring.GenerateKey(1)
+	keys, err := keyring.Parse(k)
 	if err != nil {
 		t.Fatal(err)
 	}

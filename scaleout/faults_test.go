@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/vault"
@@ -112,7 +113,7 @@ func TestSlowProvider(t *testing.T) {
 	}
 	connect := func(user, provider string, tok providertest.Tokens, expiry time.Time) {
 		t.Helper()
-		u := vault.UserRef{Issuer: c.idp.Issuer(), Subject: user}
+		u := identity.User{Issuer: c.idp.Issuer(), Subject: user}
 		if _, err := store.Put(ctx, u, provider, vault.Credential{AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken,
 			TokenType: "Bearer", Expiry: expiry, Scopes: tok.Scopes, AccountID: "user-1"}); err != nil {
 			t.Fatal(err)

@@ -32,7 +32,9 @@ import (
 	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/flowtest"
+	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/keepalive"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider/providertest"
@@ -224,7 +226,7 @@ func newClusterWith(t *testing.T, n int, opts clusterOptions) *cluster {
 	}
 	issuers, _ := json.Marshal([]map[string]any{{"id": "test", "issuer": c.idp.Issuer(), "login": true,
 		"client_id": "connectd", "client_secret_env": "SCALEOUT_IDP_SECRET"}})
-	vaultKey, err := vault.GenerateKey(1)
+	vaultKey, err := keyring.GenerateKey(1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -526,7 +528,7 @@ func TestScaleOut(t *testing.T) {
 			t.Fatal(err)
 		}
 		tok := c.provider.Grant([]string{"files.read"}, time.Minute)
-		alice := vault.UserRef{Issuer: c.idp.Issuer(), Subject: "alice"}
+		alice := identity.User{Issuer: c.idp.Issuer(), Subject: "alice"}
 		if _, err := store.Put(ctx, alice, "fake", vault.Credential{AccessToken: tok.AccessToken,
 			RefreshToken: tok.RefreshToken, TokenType: "Bearer", Expiry: tok.Expiry, Scopes: tok.Scopes}); err != nil {
 			t.Fatal(err)
@@ -720,7 +722,7 @@ func TestScaleOut(t *testing.T) {
 			t.Fatal(err)
 		}
 		tok := c.provider.Grant([]string{"files.read"}, 72*time.Hour)
-		alice := vault.UserRef{Issuer: c.idp.Issuer(), Subject: "alice"}
+		alice := identity.User{Issuer: c.idp.Issuer(), Subject: "alice"}
 		conn, err := store.Put(ctx, alice, "fake", vault.Credential{AccessToken: tok.AccessToken,
 			RefreshToken: tok.RefreshToken, TokenType: "Bearer", Expiry: tok.Expiry, Scopes: tok.Scopes})
 		if err != nil {
@@ -924,11 +926,11 @@ func resumeLogin(b *flowtest.Browser, authorizeURL, user string) error {
 }
 
 // keyringOf is the vault keyring the replicas run with.
-func keyringOf(t *testing.T, env []string) *vault.Keyring {
+func keyringOf(t *testing.T, env []string) *keyring.Keyring {
 	t.Helper()
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "CONNECTD_VAULT_KEYS="); ok {
-			k, err := vault.ParseKeyring(v)
+			k, err := keyring.Parse(v)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -27,6 +27,8 @@ import (
 
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/devidp"
+	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/vault"
@@ -181,7 +183,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if out, err := exec.CommandContext(ctx, o.binary, "migrate", "up").CombinedOutput(); err != nil {
 		return fmt.Errorf("migrate: %v: %s", err, out)
 	}
-	keyLine, err := vault.GenerateKey(1)
+	keyLine, err := keyring.GenerateKey(1)
 	if err != nil {
 		return err
 	}
@@ -448,7 +450,7 @@ var benchProvider = map[string]any{"name": "bench", "kind": "oauth2", "display_n
 // seed registers the bench client and gives every user a connection the
 // client holds consent for. It returns the client key.
 func seed(ctx context.Context, pool *pgxpool.Pool, keyLine, issuer string, users int) (string, error) {
-	keys, err := vault.ParseKeyring(keyLine)
+	keys, err := keyring.Parse(keyLine)
 	if err != nil {
 		return "", err
 	}
@@ -470,7 +472,7 @@ func seed(ctx context.Context, pool *pgxpool.Pool, keyLine, issuer string, users
 			for i := w; i < users; i += 8 {
 				cred := vault.Credential{AccessToken: fmt.Sprintf("bench-access-%d-%032x", i, i), RefreshToken: "bench-refresh",
 					TokenType: "Bearer", Expiry: time.Now().Add(30 * 24 * time.Hour), Scopes: []string{"read"}}
-				if _, err := store.Put(ctx, vault.UserRef{Issuer: issuer, Subject: userName(i)}, "bench", cred); err != nil {
+				if _, err := store.Put(ctx, identity.User{Issuer: issuer, Subject: userName(i)}, "bench", cred); err != nil {
 					errc <- err
 					return
 				}

@@ -27,9 +27,9 @@ import (
 	"github.com/connectd/connectd/examples/mcp-server/devtoken"
 	"github.com/connectd/connectd/internal/admin"
 	"github.com/connectd/connectd/internal/devidp"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider/providertest"
-	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
 )
 
@@ -262,7 +262,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	// "reauthorization required", which the MCP server answers with a new
 	// connect link.
 	if env.get("CONNECTD_VAULT_KEYS") == "" && env.get("CONNECTD_VAULT_KEYS_FILE") == "" {
-		k, err := vault.GenerateKey(1)
+		k, err := keyring.GenerateKey(1)
 		if err != nil {
 			return err
 		}

@@ -25,6 +25,8 @@ import (
 
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/devidp"
+	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/vault"
@@ -253,7 +255,7 @@ func (s *study) setup(ctx context.Context, adminURL, dir, logDir string) error {
 	}
 	issuers, _ := json.Marshal([]map[string]any{{"id": "faults", "issuer": s.idp.Issuer(), "login": true,
 		"client_id": "connectd", "client_secret_env": "FAULTS_IDP_SECRET"}})
-	keyLine, err := vault.GenerateKey(1)
+	keyLine, err := keyring.GenerateKey(1)
 	if err != nil {
 		return err
 	}
@@ -287,7 +289,7 @@ func (s *study) setup(ctx context.Context, adminURL, dir, logDir string) error {
 	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return err
 	}
-	keys, err := vault.ParseKeyring(keyLine)
+	keys, err := keyring.Parse(keyLine)
 	if err != nil {
 		return err
 	}
@@ -336,7 +338,7 @@ func (s *study) startReplicas(ctx context.Context, extra ...string) error {
 // connect stores a connection for user at provider, approved for the
 // client.
 func (s *study) connect(ctx context.Context, user, provider string, tok providertest.Tokens, expiry time.Time) error {
-	u := vault.UserRef{Issuer: s.idp.Issuer(), Subject: user}
+	u := identity.User{Issuer: s.idp.Issuer(), Subject: user}
 	if _, err := s.store.Put(ctx, u, provider, vault.Credential{AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken,
 		TokenType: "Bearer", Expiry: expiry, Scopes: tok.Scopes, AccountID: "user-1"}); err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/admin"
+	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
@@ -160,7 +161,7 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 	case "connections show":
 		return adminShow(ctx, st, pos[0], stdout)
 	case "sessions end":
-		user := vault.UserRef{Issuer: f.Issuer, Subject: f.Subject}
+		user := identity.User{Issuer: f.Issuer, Subject: f.Subject}
 		n, err := st.EndSessions(ctx, user, by)
 		if err != nil {
 			return adminErr(err)

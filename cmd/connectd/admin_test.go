@@ -16,6 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/session"
@@ -41,7 +43,7 @@ func TestAdminCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	keys, err := vault.ParseKeyring(keyLine)
+	keys, err := keyring.Parse(keyLine)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +51,7 @@ func TestAdminCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	user := vault.UserRef{Issuer: "https://auth.example.com", Subject: "alice"}
+	user := identity.User{Issuer: "https://auth.example.com", Subject: "alice"}
 	conn, err := vs.Put(ctx, user, "github", vault.Credential{AccessToken: "gho_SECRET_access_token_1234", RefreshToken: "ghr_SECRET_refresh_5678",
 		Scopes: []string{"repo"}, AccountLabel: "octocat"})
 	if err != nil {
@@ -487,7 +489,7 @@ func TestAdminListIsByteExact(t *testing.T) {
 		return out.String(), err
 	}
 	pool := pgtest.NewPool(t, dbURL)
-	keys, err := vault.ParseKeyring(keyLine)
+	keys, err := keyring.Parse(keyLine)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -498,7 +500,7 @@ func TestAdminListIsByteExact(t *testing.T) {
 	const issuer = "https://auth.example.com"
 	ids := map[string]string{}
 	for _, sub := range []string{"alice", "alice ", " alice"} {
-		c, err := vs.Put(ctx, vault.UserRef{Issuer: issuer, Subject: sub}, "github", vault.Credential{AccessToken: "at"})
+		c, err := vs.Put(ctx, identity.User{Issuer: issuer, Subject: sub}, "github", vault.Credential{AccessToken: "at"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/provider"
-	"github.com/connectd/connectd/internal/vault"
 )
 
 // loadVault reads the vault and provider variables (see docs/vault.md and
@@ -46,10 +46,10 @@ func (c *Config) loadVault(e *env) {
 	c.Vault.ProviderConcurrency = int(e.int32("CONNECTD_PROVIDER_MAX_CONCURRENCY", 16, 1, 10_000))
 }
 
-func parseKeyring(e *env, name, spec string) *vault.Keyring {
-	k, err := vault.ParseKeyring(spec)
+func parseKeyring(e *env, name, spec string) *keyring.Keyring {
+	k, err := keyring.Parse(spec)
 	if err != nil {
-		e.fail(name, "%s", strings.TrimPrefix(err.Error(), vault.ErrKeyring.Error()+": "))
+		e.fail(name, "%s", strings.TrimPrefix(err.Error(), keyring.ErrKeyring.Error()+": "))
 		return nil
 	}
 	return k

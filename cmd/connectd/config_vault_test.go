@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/keyring"
 )
 
 func genKey(t *testing.T, v uint32) string {
 	t.Helper()
-	l, err := vault.GenerateKey(v)
+	l, err := keyring.GenerateKey(v)
 	if err != nil {
 		t.Fatal(err)
 	}

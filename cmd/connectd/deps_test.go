@@ -47,7 +47,7 @@ func TestNoTestCodeLinked(t *testing.T) {
 // render a page.
 func TestLeavesStayLeaves(t *testing.T) {
 	t.Parallel()
-	for _, leaf := range []string{"internal/vault", "internal/consent", "internal/mcpauth", "internal/reqid", "internal/db", "internal/audit", "internal/jsontext"} {
+	for _, leaf := range []string{"internal/vault", "internal/consent", "internal/mcpauth", "internal/reqid", "internal/db", "internal/audit", "internal/jsontext", "internal/keyring", "internal/identity"} {
 		out, err := exec.Command("go", "list", "-deps", "../../"+leaf).CombinedOutput()
 		if err != nil {
 			t.Fatalf("go list -deps ./%s: %v\n%s", leaf, err, out)
@@ -56,6 +56,33 @@ func TestLeavesStayLeaves(t *testing.T) {
 			if dep == "github.com/connectd/connectd/internal/web" || dep == "github.com/connectd/connectd/web/templates" {
 				t.Errorf("%s links %s", leaf, dep)
 			}
+		}
+	}
+}
+
+// TestTrueLeaves: the keyring, the user type, the request-id context and the
+// one-rule packages import nothing of connectd's, so anything may use them
+// without pulling in a store; and the vault links no provider templates.
+func TestTrueLeaves(t *testing.T) {
+	t.Parallel()
+	deps := func(pkg string) []string {
+		out, err := exec.Command("go", "list", "-deps", "../../"+pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps ./%s: %v\n%s", pkg, err, out)
+		}
+		return strings.Fields(string(out))
+	}
+	const mod = "github.com/connectd/connectd/"
+	for _, leaf := range []string{"internal/keyring", "internal/identity", "internal/reqid", "internal/jsontext", "internal/names", "internal/scope"} {
+		for _, dep := range deps(leaf) {
+			if strings.HasPrefix(dep, mod) && dep != mod+leaf {
+				t.Errorf("%s imports %s", leaf, dep)
+			}
+		}
+	}
+	for _, dep := range deps("internal/vault") {
+		if strings.HasPrefix(dep, mod+"internal/provider") {
+			t.Errorf("internal/vault links %s", dep)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/webhook"
 )
@@ -51,8 +52,8 @@ func vaultGenKey(args []string, getenv func(string) string, stdout, stderr io.Wr
 		return &usageError{vaultUsage}
 	}
 	v := uint32(*version)
-	if *version > vault.MaxKeyVersion {
-		return &usageError{fmt.Sprintf("-version must be 1-%d", vault.MaxKeyVersion)}
+	if *version > keyring.MaxKeyVersion {
+		return &usageError{fmt.Sprintf("-version must be 1-%d", keyring.MaxKeyVersion)}
 	}
 	if v == 0 {
 		v = 1
@@ -64,7 +65,7 @@ func vaultGenKey(args []string, getenv func(string) string, stdout, stderr io.Wr
 			v = slices.Max(k.Versions()) + 1
 		}
 	}
-	line, err := vault.GenerateKey(v)
+	line, err := keyring.GenerateKey(v)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider"
@@ -32,7 +34,7 @@ func TestVaultGenKey(t *testing.T) {
 	if !regexp.MustCompile(`^1:[A-Za-z0-9+/]{43}=$`).MatchString(line) {
 		t.Fatalf("gen-key printed %q", line)
 	}
-	if _, err := vault.ParseKeyring(line); err != nil {
+	if _, err := keyring.Parse(line); err != nil {
 		t.Fatal(err)
 	}
 	// With keys configured, the next version is proposed.
@@ -64,7 +66,7 @@ func TestVaultStatusAndRewrap(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 7 {
-		u := vault.UserRef{Issuer: "https://idp.example", Subject: fmt.Sprint("u", i)}
+		u := identity.User{Issuer: "https://idp.example", Subject: fmt.Sprint("u", i)}
 		if _, err := s.Put(ctx, u, "github", vault.Credential{AccessToken: fmt.Sprint("gho_", i)}); err != nil {
 			t.Fatal(err)
 		}
@@ -129,9 +131,9 @@ func TestVaultStatusAndRewrap(t *testing.T) {
 	}
 }
 
-func mustKeyring(t *testing.T, spec string) *vault.Keyring {
+func mustKeyring(t *testing.T, spec string) *keyring.Keyring {
 	t.Helper()
-	k, err := vault.ParseKeyring(spec)
+	k, err := keyring.Parse(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +168,7 @@ func TestVaultProviderWiring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	user := vault.UserRef{Issuer: "https://idp.example", Subject: "alice"}
+	user := identity.User{Issuer: "https://idp.example", Subject: "alice"}
 	tok := srv.Grant([]string{"files.read"}, 10*time.Second)
 	if _, err := s.Put(ctx, user, "fake", vault.Credential{AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken,
 		Expiry: tok.Expiry, Scopes: tok.Scopes}); err != nil {

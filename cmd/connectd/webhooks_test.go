@@ -18,10 +18,10 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/server"
-	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/webhook"
 )
 
@@ -152,7 +152,7 @@ func TestClientsWebhooksCommand(t *testing.T) {
 
 	// A real delivery: an event enqueued as the services do, sent by the
 	// delivery worker with the sealed secret.
-	keys, err := vault.ParseKeyring(keyLine)
+	keys, err := keyring.Parse(keyLine)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,8 @@ import (
 	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/flowtest"
+	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider"
@@ -95,11 +97,11 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		t.Fatal(err)
 	}
 	idpMux.Handle("/", e.idp.Handler())
-	k, err := vault.GenerateKey(1)
+	k, err := keyring.GenerateKey(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyring, err := vault.ParseKeyring(k)
+	keyring, err := keyring.Parse(k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,8 +405,8 @@ func (e *env) connectFully(m *mcpServer, user string, scopes ...string) string {
 	return e.connectionID(user, "fake")
 }
 
-func (e *env) user(subject string) vault.UserRef {
-	return vault.UserRef{Issuer: e.idp.Issuer(), Subject: subject}
+func (e *env) user(subject string) identity.User {
+	return identity.User{Issuer: e.idp.Issuer(), Subject: subject}
 }
 
 func (e *env) connectionID(user, provider string) string {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/vault"
@@ -68,7 +70,7 @@ const (
 // credential.
 type Connection struct {
 	ID          string
-	User        vault.UserRef
+	User        identity.User
 	Provider    string
 	Status      string // active, reauthorization_required, revoked
 	Scopes      []string
@@ -346,7 +348,7 @@ func (st *Store) Detail(ctx context.Context, id string) (*Detail, error) {
 		switch {
 		case err == nil:
 			d.Account = acct
-		case errors.Is(err, vault.ErrDecrypt):
+		case errors.Is(err, keyring.ErrDecrypt):
 			d.AccountProblem = "the credential cannot be opened with the configured keys"
 		case errors.Is(err, vault.ErrNotConnected):
 			return nil, fmt.Errorf("%w: connection %s", ErrNotFound, id)

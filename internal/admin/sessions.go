@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/session"
-	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/web/templates"
 )
@@ -29,7 +29,7 @@ import (
 // ended. Callers pass what they were given, never a cleaned-up copy; a
 // subject or issuer that mcpauth.CheckSubject/CheckIssuer refuses (no stored
 // identity can have it) is ErrInvalid and ends nothing.
-func (st *Store) EndSessions(ctx context.Context, user vault.UserRef, by Actor) (int, error) {
+func (st *Store) EndSessions(ctx context.Context, user identity.User, by Actor) (int, error) {
 	if err := (Filter{Issuer: user.Issuer, Subject: user.Subject}).Validate(); err != nil {
 		return 0, err
 	}
@@ -64,7 +64,7 @@ func (s *Server) endSessionsPage(w http.ResponseWriter, r *http.Request) error {
 	}
 	// Byte for byte, as everywhere (EndSessions): trimming would make
 	// "alice " alice.
-	user := vault.UserRef{Issuer: r.PostForm.Get("issuer"), Subject: r.PostForm.Get("subject")}
+	user := identity.User{Issuer: r.PostForm.Get("issuer"), Subject: r.PostForm.Get("subject")}
 	n, err := s.store.EndSessions(r.Context(), user, actorOf(r))
 	if err != nil {
 		return storeError(err)
@@ -86,7 +86,7 @@ func (s *Server) apiEndSessions(w http.ResponseWriter, r *http.Request) error {
 	if err := web.DecodeJSON(w, r, &req, 8<<10); err != nil {
 		return err
 	}
-	user := vault.UserRef{Issuer: req.Issuer, Subject: req.Subject} // byte for byte (EndSessions)
+	user := identity.User{Issuer: req.Issuer, Subject: req.Subject} // byte for byte (EndSessions)
 	n, err := s.store.EndSessions(r.Context(), user, actorOf(r))
 	if err != nil {
 		return storeError(err)

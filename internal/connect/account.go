@@ -14,6 +14,8 @@ import (
 
 	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/lifecycle"
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/provider"
@@ -68,7 +70,7 @@ func (s *Server) accountPage(w http.ResponseWriter, r *http.Request) error {
 // accountView gathers the page: the user's connections, each with the
 // approvals given for it and when each client last read it.
 func (s *Server) accountView(ctx context.Context, sess session.Session) (templates.AccountView, error) {
-	u := vault.UserRef{Issuer: sess.Issuer, Subject: sess.Subject}
+	u := identity.User{Issuer: sess.Issuer, Subject: sess.Subject}
 	v := templates.AccountView{UserLabel: sess.Subject, Issuer: sess.Issuer, CSRF: s.sessions.CSRFToken(sess)}
 	conns, err := s.vault.List(ctx, u)
 	if err != nil {
@@ -111,7 +113,7 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 			ac.Account = accountName(cred)
 		case errors.Is(err, vault.ErrNotConnected):
 			continue // deleted meanwhile
-		case errors.Is(err, vault.ErrDecrypt):
+		case errors.Is(err, keyring.ErrDecrypt):
 			cred = nil // shown, but no approval covers it
 		default:
 			return v, err
@@ -159,24 +161,24 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 // accountForm is the start of both account actions: a signed-in session,
 // the form's CSRF token and a well-formed provider. Without a session the
 // browser goes back to the page, which signs in again.
-func (s *Server) accountForm(w http.ResponseWriter, r *http.Request) (vault.UserRef, string, bool, error) {
+func (s *Server) accountForm(w http.ResponseWriter, r *http.Request) (identity.User, string, bool, error) {
 	sess, err := s.sessions.Load(w, r)
 	if err != nil {
 		http.Redirect(w, r, accountPath, http.StatusSeeOther)
-		return vault.UserRef{}, "", false, nil
+		return identity.User{}, "", false, nil
 	}
 	if err := r.ParseForm(); err != nil {
-		return vault.UserRef{}, "", false, web.Refuse(http.StatusBadRequest, "bad_form", "The form could not be read.", nil)
+		return identity.User{}, "", false, web.Refuse(http.StatusBadRequest, "bad_form", "The form could not be read.", nil)
 	}
 	if err := s.sessions.CheckCSRF(sess, r.PostForm.Get(session.CSRFField)); err != nil {
-		return vault.UserRef{}, "", false, &web.Error{Status: http.StatusForbidden, Code: "csrf_failed", Err: err,
+		return identity.User{}, "", false, &web.Error{Status: http.StatusForbidden, Code: "csrf_failed", Err: err,
 			Description: "The form has expired. Open your account page again and retry."}
 	}
 	p := r.PostForm.Get("provider")
 	if !names.ValidProvider(p) {
-		return vault.UserRef{}, "", false, web.Refuse(http.StatusBadRequest, "bad_form", "The form names no account.", nil)
+		return identity.User{}, "", false, web.Refuse(http.StatusBadRequest, "bad_form", "The form names no account.", nil)
 	}
-	return vault.UserRef{Issuer: sess.Issuer, Subject: sess.Subject}, p, true, nil
+	return identity.User{Issuer: sess.Issuer, Subject: sess.Subject}, p, true, nil
 }
 
 // withdraw handles POST /account/withdraw: one MCP server loses the user's
@@ -245,7 +247,7 @@ func (s *Server) disconnect(w http.ResponseWriter, r *http.Request) error {
 //
 // wantID, when not "", is the connection the caller decided on: a
 // reconnect since is not deleted on that decision (lifecycle.ErrReplaced).
-func (s *Server) deleteConnection(r *http.Request, u vault.UserRef, p, wantID string, by lifecycle.Actor) (*vault.Deletion, []string, error) {
+func (s *Server) deleteConnection(r *http.Request, u identity.User, p, wantID string, by lifecycle.Actor) (*vault.Deletion, []string, error) {
 	by.RequestID, by.IP = web.RequestID(r.Context()), clientIP(r)
 	ended, err := s.lifecycle.Delete(context.WithoutCancel(r.Context()), u, p, wantID, by)
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/lifecycle"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/names"
@@ -26,7 +28,7 @@ import (
 type caller struct {
 	client mcpauth.Client
 	id     mcpauth.Identity
-	user   vault.UserRef
+	user   identity.User
 }
 
 func (s *Server) authenticate(r *http.Request) (caller, error) {
@@ -35,7 +37,7 @@ func (s *Server) authenticate(r *http.Request) (caller, error) {
 		s.sampleRefusal(r, c, err)
 		return caller{}, err
 	}
-	return caller{client: c, id: id, user: vault.UserRef{Issuer: id.Issuer, Subject: id.Subject}}, nil
+	return caller{client: c, id: id, user: identity.User{Issuer: id.Issuer, Subject: id.Subject}}, nil
 }
 
 // Limits on mint input.
@@ -679,7 +681,7 @@ func (s *Server) narrowed(r *http.Request, c *caller, name string, appr consent.
 // provider: not_connected when there is no connection at all, else
 // consent_required, so the MCP server knows which of the two to fix. The
 // credential is never read for it.
-func (s *Server) withoutConsent(ctx context.Context, u vault.UserRef, name string) error {
+func (s *Server) withoutConsent(ctx context.Context, u identity.User, name string) error {
 	ok, err := s.vault.Exists(ctx, u, name)
 	if err != nil {
 		return err
@@ -712,7 +714,7 @@ func providerAllowed(c *caller, name string) error {
 
 // held is what connection cn holds, for the decision: from the row, or,
 // for a row from before account hashes were kept, its credential.
-func (s *Server) held(ctx context.Context, u vault.UserRef, cn vault.Connection) (consent.Held, error) {
+func (s *Server) held(ctx context.Context, u identity.User, cn vault.Connection) (consent.Held, error) {
 	if cn.AccountHash != nil {
 		return consent.Held{Scopes: cn.Scopes, Account: cn.AccountHash}, nil
 	}
@@ -720,7 +722,7 @@ func (s *Server) held(ctx context.Context, u vault.UserRef, cn vault.Connection)
 	switch {
 	case err == nil:
 		return consent.HeldBy(cred), nil
-	case errors.Is(err, vault.ErrDecrypt), errors.Is(err, vault.ErrNotConnected):
+	case errors.Is(err, keyring.ErrDecrypt), errors.Is(err, vault.ErrNotConnected):
 		return consent.Held{Scopes: cn.Scopes}, nil // names no account: no approval covers it
 	}
 	return consent.Held{}, err // the database: 503, not a false consent_required
@@ -756,7 +758,7 @@ func (s *Server) tokenError(r *http.Request, c *caller, name string, err error) 
 		return &web.Error{Status: http.StatusServiceUnavailable, Code: "provider_unavailable", Err: err,
 			Description: fmt.Sprintf("%s could not be reached to refresh the token; retry later", name),
 			Header:      http.Header{"Retry-After": {"5"}}}
-	case errors.Is(err, vault.ErrDecrypt):
+	case errors.Is(err, keyring.ErrDecrypt):
 		return &web.Error{Status: http.StatusConflict, Code: "reauthorization_required", Err: err,
 			Description: fmt.Sprintf("the stored %s credential cannot be used; mint an elicitation", name)}
 	}

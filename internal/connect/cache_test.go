@@ -13,6 +13,7 @@ import (
 
 	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/vault"
@@ -113,7 +114,7 @@ func TestRevokeReachesEveryReplicaWithinASecond(t *testing.T) {
 	r1, r2 := e.cachingReplica(), e.cachingReplica()
 	m := e.newMCPServer("files", "fake")
 	ctx := context.Background()
-	alice := vault.UserRef{Issuer: e.idps[0].Issuer(), Subject: "alice"}
+	alice := identity.User{Issuer: e.idps[0].Issuer(), Subject: "alice"}
 
 	t.Run("unlink through the API on one replica", func(t *testing.T) {
 		e.connectFully(m, "alice", map[string]any{"provider": "fake"})
@@ -220,7 +221,7 @@ func TestNoCacheWithoutListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	alice := vault.UserRef{Issuer: "https://idp.example", Subject: "alice"}
+	alice := identity.User{Issuer: "https://idp.example", Subject: "alice"}
 	if _, err := st.Put(context.Background(), alice, "fake", vault.Credential{AccessToken: "at"}); err != nil {
 		t.Fatal(err)
 	}

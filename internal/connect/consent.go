@@ -5,7 +5,7 @@ import (
 
 	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/consent"
-	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/web"
 )
 
@@ -19,7 +19,7 @@ import (
 // it was.
 func (s *Server) grantConsent(r *http.Request, q querier, e *Elicitation, scopes []string, accountID string) error {
 	ctx := r.Context()
-	return consent.Record(ctx, q, consent.Grant{User: vault.UserRef{Issuer: e.Issuer, Subject: e.Subject},
+	return consent.Record(ctx, q, consent.Grant{User: identity.User{Issuer: e.Issuer, Subject: e.Subject},
 		ClientID: e.ClientID, Provider: e.Provider, Scopes: scopes, Requested: e.Scopes, AccountID: accountID,
 		Elicitation: e.ID, At: s.now(), RequestID: web.RequestID(ctx), IP: clientIP(r)})
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/webhook"
 )
@@ -21,7 +22,7 @@ func (s *Server) emit(ctx context.Context, tx pgx.Tx, ev webhook.Event) error {
 // emitEnded reports an elicitation that ended to the client that minted it.
 func (s *Server) emitEnded(ctx context.Context, tx pgx.Tx, e *Elicitation, st Status, reason string) error {
 	return s.emit(ctx, tx, webhook.ElicitationEvent(string(st), e.ID, e.ClientID,
-		vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}, e.Provider, e.Scopes, reason))
+		identity.User{Issuer: e.Issuer, Subject: e.Subject}, e.Provider, e.Scopes, reason))
 }
 
 // emitStored reports what a put did to the connection — created, or its

@@ -20,6 +20,8 @@ import (
 
 	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/scope"
 	"github.com/connectd/connectd/internal/session"
@@ -108,8 +110,8 @@ func (s *Server) outcome(w http.ResponseWriter, r *http.Request, status int, v t
 // existing returns the user's active connection to the elicitation's
 // provider when it already has every requested scope (the consent-only path).
 func (s *Server) existing(ctx context.Context, e *Elicitation) (*vault.Connection, *vault.Credential, error) {
-	conn, cred, err := s.vault.Get(ctx, vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}, e.Provider)
-	if errors.Is(err, vault.ErrNotConnected) || errors.Is(err, vault.ErrDecrypt) {
+	conn, cred, err := s.vault.Get(ctx, identity.User{Issuer: e.Issuer, Subject: e.Subject}, e.Provider)
+	if errors.Is(err, vault.ErrNotConnected) || errors.Is(err, keyring.ErrDecrypt) {
 		return nil, nil, nil
 	}
 	if err != nil {
@@ -183,7 +185,7 @@ func (s *Server) offerFor(ctx context.Context, e *Elicitation, info provider.Inf
 		return o, err
 	}
 	if o.narrow {
-		user := vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}
+		user := identity.User{Issuer: e.Issuer, Subject: e.Subject}
 		a, err := s.consents.Get(ctx, user, e.ClientID, e.Provider)
 		switch {
 		case err == nil && a.SameAccount(cred):
@@ -352,7 +354,7 @@ const insertOAuthState = `INSERT INTO oauth_states
 
 // verifierAAD binds a sealed PKCE verifier to its state.
 func verifierAAD(stateHash []byte) []byte {
-	return vault.Binding("connectd/pkce_verifier/v1", string(stateHash))
+	return keyring.Binding("connectd/pkce_verifier/v1", string(stateHash))
 }
 
 func sessionHash(sess session.Session) []byte {
@@ -534,7 +536,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 // success page.
 func (s *Server) store(w http.ResponseWriter, r *http.Request, e *Elicitation, how string, cred vault.Credential, scopes []string) error {
 	var ok bool
-	user := vault.UserRef{Issuer: e.Issuer, Subject: e.Subject}
+	user := identity.User{Issuer: e.Issuer, Subject: e.Subject}
 	_, err := s.vault.PutWith(r.Context(), user, e.Provider, cred, func(ctx context.Context, tx pgx.Tx, c vault.Connection, ch vault.Change) error {
 		var err error
 		if ok, err = s.completeIn(r, tx, e, scopes, ch.AccountID); err != nil {

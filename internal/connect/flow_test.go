@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/vault"
@@ -334,7 +335,7 @@ func TestConnectFlowEndToEnd(t *testing.T) {
 // stored in the vault (opened through the store).
 func (e *env) fakeTokens() []string {
 	e.t.Helper()
-	_, cred, err := e.vault.Get(context.Background(), vault.UserRef{Issuer: e.idps[0].Issuer(), Subject: "alice"}, "fake")
+	_, cred, err := e.vault.Get(context.Background(), identity.User{Issuer: e.idps[0].Issuer(), Subject: "alice"}, "fake")
 	if err != nil {
 		return nil
 	}
@@ -807,7 +808,7 @@ func TestMintValidation(t *testing.T) {
 func TestDeclineGrantsNoConsent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	alice := func(e *env) vault.UserRef { return vault.UserRef{Issuer: e.idps[0].Issuer(), Subject: "alice"} }
+	alice := func(e *env) identity.User { return identity.User{Issuer: e.idps[0].Issuer(), Subject: "alice"} }
 	// connectedThroughB stores alice's credential and B's consent, as B's
 	// completed flow would have.
 	connectedThroughB := func(e *env, prov, token string, scopes []string) {

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/scope"
-	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
 )
 
@@ -27,9 +27,9 @@ import (
 // fuzzKeyring is fixed (not random) so that request_states sealed by one fuzz
 // worker still open in another: the properties below must then hold for them
 // too.
-func fuzzKeyring(t testing.TB) *vault.Keyring {
+func fuzzKeyring(t testing.TB) *keyring.Keyring {
 	t.Helper()
-	k, err := vault.ParseKeyring("1:" + base64.StdEncoding.EncodeToString([]byte("connectd fuzz key, not a secret!")))
+	k, err := keyring.Parse("1:" + base64.StdEncoding.EncodeToString([]byte("connectd fuzz key, not a secret!")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func FuzzOpenRequestState(f *testing.F) {
 	last := []byte(orig)
 	last[len(last)-1] = "AQgw"[strings.IndexByte("AQgw", last[len(last)-1])%4] // may only change padding bits
 	pkce, _ := s.keys.Seal([]byte("verifier"), verifierAAD([]byte("state-hash")))
-	other, _ := vault.ParseKeyring("1:" + base64.StdEncoding.EncodeToString([]byte("another key, 32 bytes long......")))
+	other, _ := keyring.Parse("1:" + base64.StdEncoding.EncodeToString([]byte("another key, 32 bytes long......")))
 	foreign, _ := (&Server{keys: other, now: time.Now, requestStateTTL: time.Hour}).sealRequestState(fuzzElicitation)
 	for _, seed := range []string{
 		orig, string(flip), string(last), orig[:len(orig)-1], orig + "A", orig + "\n",

@@ -18,6 +18,7 @@ import (
 	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/flowtest"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/openapitest"
 	"github.com/connectd/connectd/internal/pgtest"
@@ -60,7 +61,7 @@ type env struct {
 	rp       *mcpauth.Login
 	verifier *mcpauth.Verifier
 	clients  *mcpauth.Clients
-	keyring  *vault.Keyring
+	keyring  *keyring.Keyring
 	vault    *vault.Store
 	catalog  *provider.Catalog
 	connect  *connect.Server
@@ -119,11 +120,11 @@ func newEnv(t *testing.T, opts envOptions) *env {
 			ClientID: "connectd", ClientSecret: clientSecret})
 	}
 	e.keys = []session.Key{session.NewKey()}
-	k, err := vault.GenerateKey(1)
+	k, err := keyring.GenerateKey(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyring, err := vault.ParseKeyring(k)
+	keyring, err := keyring.Parse(k)
 	if err != nil {
 		t.Fatal(err)
 	}

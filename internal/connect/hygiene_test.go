@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
-	"github.com/connectd/connectd/internal/vault"
 )
 
 // secrets collects every secret a flow handled, by kind.
@@ -134,7 +135,7 @@ func TestNoSecretsInLogsPagesOrRedirects(t *testing.T) {
 	if err := e.pool.QueryRow(context.Background(), "SELECT verifier_sealed FROM oauth_states WHERE state_hash = $1", sh[:]).Scan(&sealed); err != nil {
 		t.Fatal(err)
 	}
-	verifierAAD := vault.Binding("connectd/pkce_verifier/v1", string(sh[:]))
+	verifierAAD := keyring.Binding("connectd/pkce_verifier/v1", string(sh[:]))
 	verifier, err := e.keyring.Purpose("connectd/connect/pkce-verifier/v1").Open(sealed, verifierAAD)
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +153,7 @@ func TestNoSecretsInLogsPagesOrRedirects(t *testing.T) {
 	get(callback) // replayed: refused
 
 	// The credential, used and then refreshed with rotation.
-	user := vault.UserRef{Issuer: e.idps[0].Issuer(), Subject: "alice"}
+	user := identity.User{Issuer: e.idps[0].Issuer(), Subject: "alice"}
 	_, cred, err := e.vault.Get(context.Background(), user, "fake")
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/keyring"
 )
 
 // A request_state is what an MCP server hands its client as the MCP
@@ -48,13 +49,13 @@ var (
 
 // requestStateAAD names the purpose of these ciphertexts, so a sealed
 // credential or PKCE verifier can never be passed off as a request_state.
-var requestStateAAD = vault.Binding("connectd/request_state/v1")
+var requestStateAAD = keyring.Binding("connectd/request_state/v1")
 
 // stateKeys is the keyring that seals request_states: a purpose of its own
 // (derived once, then a lookup), so the request_states MCP servers hold spend
 // no other purpose's nonce budget. What an older release sealed under the
-// configured keys still opens (vault.Keyring.Purpose).
-func (s *Server) stateKeys() *vault.Keyring { return s.keys.Purpose(requestStatePurpose) }
+// configured keys still opens (keyring.Keyring.Purpose).
+func (s *Server) stateKeys() *keyring.Keyring { return s.keys.Purpose(requestStatePurpose) }
 
 func (s *Server) sealRequestState(e *Elicitation) (string, error) {
 	id := make([]byte, 16)
@@ -108,7 +109,7 @@ func (s *Server) openRequestState(raw string) (*requestState, error) {
 
 // checkRequestState applies the bindings in order: who may present it first,
 // so another client or user learns nothing else and cannot burn it.
-func (s *Server) checkRequestState(rs *requestState, clientID string, u vault.UserRef, digest string) error {
+func (s *Server) checkRequestState(rs *requestState, clientID string, u identity.User, digest string) error {
 	switch {
 	case rs.ClientID != clientID:
 		return errStateWrongClient

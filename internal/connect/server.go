@@ -12,6 +12,7 @@ import (
 
 	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/lifecycle"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider"
@@ -35,7 +36,7 @@ type Config struct {
 	Vault   *vault.Store // its credential cache is kept fresh by the process hub
 	// Keyring is the vault keyring as configured; request_state and PKCE
 	// verifiers are each sealed under their own Purpose of it.
-	Keyring *vault.Keyring
+	Keyring *keyring.Keyring
 	Catalog *provider.Catalog
 	// PublicURL is the browser-facing origin (no trailing slash); connect
 	// URLs and the provider redirect URI are built from it.
@@ -79,7 +80,7 @@ type Config struct {
 	OnAuditLost       func(kind string, rows int)
 }
 
-// The vault.Keyring.Purpose labels of what this package seals (DESIGN
+// The keyring.Keyring.Purpose labels of what this package seals (DESIGN
 // invariant 13: one key per purpose, derived from every configured key, so
 // rotation covers them). A label is never changed or reused: what was sealed
 // under it would no longer open.
@@ -98,8 +99,8 @@ type Server struct {
 	auth            *mcpauth.Authenticator
 	clients         *mcpauth.Clients
 	vault           *vault.Store
-	keys            *vault.Keyring // as configured: request_state is sealed under keys.Purpose(requestStatePurpose)
-	verifierKeys    *vault.Keyring // keys.Purpose(verifierPurpose): seals PKCE verifiers
+	keys            *keyring.Keyring // as configured: request_state is sealed under keys.Purpose(requestStatePurpose)
+	verifierKeys    *keyring.Keyring // keys.Purpose(verifierPurpose): seals PKCE verifiers
 	catalog         *provider.Catalog
 	publicURL       string
 	elicitationTTL  time.Duration

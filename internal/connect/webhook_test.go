@@ -15,8 +15,8 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/server"
-	"github.com/connectd/connectd/internal/vault"
 )
 
 // received is one verified webhook request.
@@ -196,7 +196,7 @@ func TestWebhookEvents(t *testing.T) {
 
 	// The provider stops honouring the grant: the next token read refreshes,
 	// is refused, and every approved client hears it once.
-	alice := vault.UserRef{Issuer: e.idps[0].Issuer(), Subject: "alice"}
+	alice := identity.User{Issuer: e.idps[0].Issuer(), Subject: "alice"}
 	_, cred, err := e.vault.Get(ctx, alice, "fake")
 	if err != nil {
 		t.Fatal(err)

@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/connectd/connectd/internal/audit"
+	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/scope"
 	"github.com/connectd/connectd/internal/vault"
 )
@@ -80,7 +81,7 @@ const (
 // Grant is an approval being recorded: what the consent page listed, for
 // the provider account now connected, by the elicitation that completed.
 type Grant struct {
-	User        vault.UserRef
+	User        identity.User
 	ClientID    string
 	Provider    string
 	Scopes      []string // the scopes the page listed
@@ -109,7 +110,7 @@ func Record(ctx context.Context, q audit.Execer, g Grant) error {
 // (sorted). Every replica's consent cache learns of it on commit. Unlinking
 // and an admin revocation run it inside the vault's deleting transaction, so
 // consents and credentials go together.
-func Withdraw(ctx context.Context, tx pgx.Tx, u vault.UserRef, provider string) ([]string, error) {
+func Withdraw(ctx context.Context, tx pgx.Tx, u identity.User, provider string) ([]string, error) {
 	rows, err := tx.Query(ctx, withdrawConsents, u.Issuer, u.Subject, provider, key(u, provider).Payload())
 	if err != nil {
 		return nil, fmt.Errorf("consent: withdraw: %w", err)
@@ -135,7 +136,7 @@ const withdrawOne = `WITH gone AS (DELETE FROM consents
 // Withdrawal is one client's approval being taken back, by whom (the audit
 // actor: "user", "admin:<sub>", …).
 type Withdrawal struct {
-	User      vault.UserRef
+	User      identity.User
 	ClientID  string
 	Provider  string
 	Actor     string

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/connectd/connectd/internal/audit"
+	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/scope"
 	"github.com/connectd/connectd/internal/vault"
 )
@@ -108,7 +109,7 @@ const selectHolderApprovals = `SELECT client_id, scopes, account_hash FROM conse
 // own writes), every client's approval of the user's connection to provider:
 // those a change of the connection concerns, each to be told only what its
 // Decision lets it see.
-func HolderApprovals(ctx context.Context, q audit.Querier, u vault.UserRef, provider string) (map[string]Approval, error) {
+func HolderApprovals(ctx context.Context, q audit.Querier, u identity.User, provider string) (map[string]Approval, error) {
 	rows, err := q.Query(ctx, selectHolderApprovals, u.Issuer, u.Subject, provider)
 	if err != nil {
 		return nil, fmt.Errorf("consent: holders: %w", err)

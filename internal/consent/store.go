@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/cache"
-	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/identity"
 )
 
 // Consents are cached per (user, provider): the list of clients the user
@@ -43,7 +43,7 @@ type clientApproval struct {
 	Approval
 }
 
-func key(u vault.UserRef, provider string) cache.Digest {
+func key(u identity.User, provider string) cache.Digest {
 	return cache.Key(u.Issuer, u.Subject, provider)
 }
 
@@ -61,7 +61,7 @@ func NewStore(pool *pgxpool.Pool, ttl time.Duration, size int, now func() time.T
 
 // Get returns what the user approved for client and provider, or
 // ErrNotGiven.
-func (s *Store) Get(ctx context.Context, u vault.UserRef, clientID, provider string) (Approval, error) {
+func (s *Store) Get(ctx context.Context, u identity.User, clientID, provider string) (Approval, error) {
 	if s.cache != nil {
 		return s.cached(ctx, u, clientID, provider)
 	}
@@ -78,7 +78,7 @@ func (s *Store) Get(ctx context.Context, u vault.UserRef, clientID, provider str
 
 // OfClient maps each provider the user approved clientID for to the
 // approval.
-func (s *Store) OfClient(ctx context.Context, u vault.UserRef, clientID string) (map[string]Approval, error) {
+func (s *Store) OfClient(ctx context.Context, u identity.User, clientID string) (map[string]Approval, error) {
 	rows, err := s.pool.Query(ctx, selectConsentedProviders, u.Issuer, u.Subject, clientID)
 	if err != nil {
 		return nil, fmt.Errorf("consent: list: %w", err)
@@ -101,7 +101,7 @@ func (s *Store) OfClient(ctx context.Context, u vault.UserRef, clientID string) 
 }
 
 // cached is Get served from the cache, filling it on a miss.
-func (s *Store) cached(ctx context.Context, u vault.UserRef, clientID, provider string) (Approval, error) {
+func (s *Store) cached(ctx context.Context, u identity.User, clientID, provider string) (Approval, error) {
 	k := key(u, provider)
 	set, ok := s.cache.Get(k)
 	if !ok {
@@ -152,7 +152,7 @@ type Listed struct {
 
 // OfUser returns every approval the user has given, by provider, oldest
 // first, from the database (never the cache: the page must show what is).
-func (s *Store) OfUser(ctx context.Context, u vault.UserRef) ([]Listed, error) {
+func (s *Store) OfUser(ctx context.Context, u identity.User) ([]Listed, error) {
 	rows, err := s.pool.Query(ctx, selectConsentsOfUser, u.Issuer, u.Subject)
 	if err != nil {
 		return nil, fmt.Errorf("consent: list: %w", err)

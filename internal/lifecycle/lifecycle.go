@@ -22,6 +22,7 @@ import (
 
 	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/webhook"
 )
@@ -61,7 +62,7 @@ type Ended struct {
 // wantID when it is not "" (ErrReplaced otherwise) — with everything that
 // goes with it in one transaction, then revokes it at the provider and
 // audits the outcome. vault.ErrNotConnected when there is none.
-func (o *Owner) Delete(ctx context.Context, user vault.UserRef, provider, wantID string, a Actor) (*Ended, error) {
+func (o *Owner) Delete(ctx context.Context, user identity.User, provider, wantID string, a Actor) (*Ended, error) {
 	var withdrawn []string
 	d, err := o.Vault.DeleteWith(ctx, user, provider, func(ctx context.Context, tx pgx.Tx, gone vault.Connection) error {
 		if wantID != "" && gone.ID != wantID {

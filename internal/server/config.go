@@ -9,10 +9,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/db"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/session"
-	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
 )
 
@@ -81,7 +81,7 @@ type IdentityConfig struct {
 type VaultConfig struct {
 	// Keyring holds the vault keys from CONNECTD_VAULT_KEYS or
 	// CONNECTD_VAULT_KEYS_FILE; nil when neither is set (in dev mode New then generates an ephemeral key).
-	Keyring *vault.Keyring
+	Keyring *keyring.Keyring
 	// Providers is the parsed CONNECTD_PROVIDERS_FILE (client secrets
 	// resolved); empty when the variable is not set.
 	Providers *provider.Config

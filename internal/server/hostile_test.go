@@ -21,12 +21,12 @@ import (
 	"github.com/connectd/connectd/internal/admin"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/flowtest"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/testkit"
-	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/internal/webhook"
 )
@@ -117,11 +117,11 @@ func newHostileEnv(t *testing.T) *hostileEnv {
 		t.Fatal(err)
 	}
 	idpMux.Handle("/", idp.Handler())
-	k, err := vault.GenerateKey(1)
+	k, err := keyring.GenerateKey(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyring, err := vault.ParseKeyring(k)
+	keyring, err := keyring.Parse(k)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/connectd/connectd/internal/keepalive"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/lifecycle"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/webhook"
@@ -81,7 +82,7 @@ func (s *Server) newJobs() error {
 
 // webhookConfig is the webhook package's configuration from cfg: deliveries
 // through the egress client (or cfg.HTTPClient in tests).
-func webhookConfig(cfg Config, pool *pgxpool.Pool, keys *vault.Keyring) (webhook.Config, error) {
+func webhookConfig(cfg Config, pool *pgxpool.Pool, keys *keyring.Keyring) (webhook.Config, error) {
 	client, err := outboundClient(cfg)
 	if err != nil {
 		return webhook.Config{}, err
@@ -93,7 +94,7 @@ func webhookConfig(cfg Config, pool *pgxpool.Pool, keys *vault.Keyring) (webhook
 // NewWebhooks is the webhook service on pool for the CLI (registering
 // endpoints, listing and redelivering deliveries, the events of an admin
 // revocation): its River client only enqueues; the replicas deliver.
-func NewWebhooks(cfg Config, pool *pgxpool.Pool, keys *vault.Keyring) (*webhook.Service, error) {
+func NewWebhooks(cfg Config, pool *pgxpool.Pool, keys *keyring.Keyring) (*webhook.Service, error) {
 	wcfg, err := webhookConfig(cfg, pool, keys)
 	if err != nil {
 		return nil, err

@@ -38,6 +38,7 @@ import (
 	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/health"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/metrics"
 	"github.com/connectd/connectd/internal/provider"
@@ -52,7 +53,7 @@ import (
 type Server struct {
 	cfg      Config
 	ident    *identity
-	keyring  *vault.Keyring
+	keyring  *keyring.Keyring
 	catalog  *provider.Catalog
 	vault    *vault.Store
 	conn     *connect.Server
@@ -106,7 +107,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 func (s *Server) build(ctx context.Context) error {
 	cfg := s.cfg
 	var err error
-	if s.keyring, err = keyring(ctx, cfg); err != nil {
+	if s.keyring, err = loadKeyring(ctx, cfg); err != nil {
 		return err
 	}
 	if s.catalog, err = catalog(ctx, cfg, s.metrics); err != nil {
@@ -279,7 +280,7 @@ func (s *Server) AdminKeys() *admin.Keys { return s.keys }
 func (s *Server) Vault() *vault.Store { return s.vault }
 
 // Keyring is the vault keyring in use (in dev mode, possibly ephemeral).
-func (s *Server) Keyring() *vault.Keyring { return s.keyring }
+func (s *Server) Keyring() *keyring.Keyring { return s.keyring }
 
 // Catalog is the provider catalog.
 func (s *Server) Catalog() *provider.Catalog { return s.catalog }

@@ -9,16 +9,17 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/metrics"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/webhook"
 )
 
-// keyring returns the keyring to run with. Vault keys are required; only in
+// loadKeyring returns the keyring to run with. Vault keys are required; only in
 // dev mode, when none are configured, an ephemeral key is generated with a
 // loud warning: what it seals cannot be opened after a restart.
-func keyring(ctx context.Context, cfg Config) (*vault.Keyring, error) {
+func loadKeyring(ctx context.Context, cfg Config) (*keyring.Keyring, error) {
 	if cfg.Vault.Keyring != nil {
 		return cfg.Vault.Keyring, nil
 	}
@@ -26,11 +27,11 @@ func keyring(ctx context.Context, cfg Config) (*vault.Keyring, error) {
 		return nil, &ConfigError{Var: "CONNECTD_VAULT_KEYS",
 			Problem: "is required (or CONNECTD_VAULT_KEYS_FILE): make a key with `connectd vault gen-key`"}
 	}
-	line, err := vault.GenerateKey(1)
+	line, err := keyring.GenerateKey(1)
 	if err != nil {
 		return nil, err
 	}
-	k, err := vault.ParseKeyring(line)
+	k, err := keyring.Parse(line)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +80,7 @@ func catalog(ctx context.Context, cfg Config, m *metrics.Metrics) (*provider.Cat
 // commands: refreshes and revocations go through cat's OAuth providers.
 // Given webhooks, a connection marked reauthorization_required (a refresh
 // the provider refused) is reported to its clients; nil: not.
-func NewVaultStore(cfg Config, pool *pgxpool.Pool, keys *vault.Keyring, cat *provider.Catalog, webhooks *webhook.Service) (*vault.Store, error) {
+func NewVaultStore(cfg Config, pool *pgxpool.Pool, keys *keyring.Keyring, cat *provider.Catalog, webhooks *webhook.Service) (*vault.Store, error) {
 	var onReauth reauthHook
 	if webhooks != nil {
 		onReauth = reauthEvents(func() *webhook.Service { return webhooks })
@@ -90,7 +91,7 @@ func NewVaultStore(cfg Config, pool *pgxpool.Pool, keys *vault.Keyring, cat *pro
 // vaultStore is NewVaultStore with refreshes counted by m (nil: none). Its
 // credential cache (Cache.CredentialTTL) stays empty until the hub keeps it
 // fresh (Run).
-func vaultStore(cfg Config, pool *pgxpool.Pool, keys *vault.Keyring, cat *provider.Catalog, m *metrics.Metrics,
+func vaultStore(cfg Config, pool *pgxpool.Pool, keys *keyring.Keyring, cat *provider.Catalog, m *metrics.Metrics,
 	onReauth reauthHook) (*vault.Store, error) {
 	vc := vault.Config{
 		Pool: pool, Keyring: keys, Logger: cfg.Logger, Skew: cfg.Vault.RefreshSkew, Now: cfg.Now,

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/connectd/connectd/internal/egress"
-	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/keyring"
 )
 
 func TestServeKeyringRequirement(t *testing.T) {
@@ -20,22 +20,22 @@ func TestServeKeyringRequirement(t *testing.T) {
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
 	ctx := context.Background()
 
-	if _, err := keyring(ctx, Config{Logger: logger}); err == nil || !strings.Contains(err.Error(), "CONNECTD_VAULT_KEYS: is required") {
+	if _, err := loadKeyring(ctx, Config{Logger: logger}); err == nil || !strings.Contains(err.Error(), "CONNECTD_VAULT_KEYS: is required") {
 		t.Fatalf("outside dev without keys: %v", err)
 	}
-	k, err := keyring(ctx, Config{Dev: true, Logger: logger})
+	k, err := loadKeyring(ctx, Config{Dev: true, Logger: logger})
 	if err != nil || k == nil || !strings.Contains(logs.String(), "EPHEMERAL") {
 		t.Fatalf("dev without keys: %v, logs %s", err, logs.String())
 	}
-	line, err := vault.GenerateKey(4)
+	line, err := keyring.GenerateKey(4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	configured, err := vault.ParseKeyring(line)
+	configured, err := keyring.Parse(line)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k, err := keyring(ctx, Config{Logger: logger, Vault: VaultConfig{Keyring: configured}}); err != nil || k.Primary() != 4 {
+	if k, err := loadKeyring(ctx, Config{Logger: logger, Vault: VaultConfig{Keyring: configured}}); err != nil || k.Primary() != 4 {
 		t.Fatalf("configured: %v", err)
 	}
 }

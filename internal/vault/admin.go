@@ -3,6 +3,7 @@ package vault
 import (
 	"context"
 
+	"github.com/connectd/connectd/internal/identity"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -21,7 +22,7 @@ type Account struct {
 // Account opens the user's connection to provider and returns only its
 // account id and label, so admin views can name the account without holding a
 // token. Errors are those of Get (ErrNotConnected, ErrDecrypt, ErrInvalid).
-func (s *Store) Account(ctx context.Context, user UserRef, provider string) (Account, error) {
+func (s *Store) Account(ctx context.Context, user identity.User, provider string) (Account, error) {
 	_, c, err := s.Get(ctx, user, provider)
 	if err != nil {
 		return Account{}, err

@@ -21,7 +21,7 @@ func TestRefreshOutcomesAreAudited(t *testing.T) {
 	ctx := context.Background()
 	db := pool(t)
 	srv, p := fakeProvider(t, providertest.Options{RotateRefreshTokens: true})
-	keys := keyring(t, keyLine(t, 1))
+	keys := mustParse(t, keyLine(t, 1))
 	s := newStore(t, db, keys, p, time.Minute)
 
 	tok := srv.Grant([]string{"files.read"}, 30*time.Second) // within the skew: refreshed on read
@@ -88,7 +88,7 @@ func TestDeleteWithHook(t *testing.T) {
 	ctx := context.Background()
 	db := pool(t)
 	srv, p := fakeProvider(t, providertest.Options{})
-	s := newStore(t, db, keyring(t, keyLine(t, 1)), p, time.Minute)
+	s := newStore(t, db, mustParse(t, keyLine(t, 1)), p, time.Minute)
 	tok := srv.Grant([]string{"files.read"}, time.Hour)
 	cred := credOf(tok)
 	cred.AccountID, cred.AccountLabel = "u-1", "Alice's workspace"

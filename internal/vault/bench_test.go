@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/keyring"
 )
 
 // benchCredential encodes to about 1 KB, the size of a large real credential
@@ -21,14 +24,14 @@ func benchCredential() *Credential {
 }
 
 func benchStore(b *testing.B) *Store {
-	k, err := ParseKeyring("1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=")
+	k, err := keyring.Parse("1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=")
 	if err != nil {
 		b.Fatal(err)
 	}
 	return &Store{keys: k}
 }
 
-var benchUser = UserRef{Issuer: "https://idp.example", Subject: "alice"}
+var benchUser = identity.User{Issuer: "https://idp.example", Subject: "alice"}
 
 func BenchmarkSealCredential1KB(b *testing.B) {
 	s, c := benchStore(b), benchCredential()

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/identity"
 )
 
 // The vault caches what Token reads — a connection's row with its *sealed*
@@ -37,13 +38,13 @@ const (
 
 // connKey is a connection's cache key and, as its Payload, the notification
 // of a change to it.
-func connKey(user UserRef, provider string) cache.Digest {
+func connKey(user identity.User, provider string) cache.Digest {
 	return cache.Key(user.Issuer, user.Subject, provider)
 }
 
 // forget drops this replica's cached copy after a committed (or failed)
 // write; the others learn of it from the notification.
-func (s *Store) forget(user UserRef, provider string) {
+func (s *Store) forget(user identity.User, provider string) {
 	if s.cache != nil {
 		s.cache.Delete(connKey(user, provider))
 	}
@@ -67,7 +68,7 @@ type tokenRow struct {
 }
 
 // loadForToken is load for Token, from the cache when it holds the row.
-func (s *Store) loadForToken(ctx context.Context, user UserRef, provider string) (tokenRow, error) {
+func (s *Store) loadForToken(ctx context.Context, user identity.User, provider string) (tokenRow, error) {
 	if s.cache == nil {
 		return s.loadTokenRow(ctx, user, provider)
 	}
@@ -84,7 +85,7 @@ func (s *Store) loadForToken(ctx context.Context, user UserRef, provider string)
 	return r, nil
 }
 
-func (s *Store) loadTokenRow(ctx context.Context, user UserRef, provider string) (tokenRow, error) {
+func (s *Store) loadTokenRow(ctx context.Context, user identity.User, provider string) (tokenRow, error) {
 	var r tokenRow
 	var status string
 	var refreshedAt *time.Time

@@ -9,13 +9,14 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/testkit"
 	"github.com/connectd/connectd/internal/vault"
 )
 
-func cachedStore(t testing.TB, pool *pgxpool.Pool, keys *vault.Keyring, srv *providertest.Server, clock func() time.Time) *vault.Store {
+func cachedStore(t testing.TB, pool *pgxpool.Pool, keys *keyring.Keyring, srv *providertest.Server, clock func() time.Time) *vault.Store {
 	t.Helper()
 	cfg := vault.Config{Pool: pool, Keyring: keys, Skew: time.Minute, CacheTTL: 30 * time.Second, Now: clock}
 	if srv != nil {
@@ -58,7 +59,7 @@ func TestCredentialCacheAcrossReplicas(t *testing.T) {
 	srv := providertest.New(t, providertest.Options{RotateRefreshTokens: true})
 	dbURL := pgtest.URL(t)
 	k1, k2 := keyLine(t, 1), keyLine(t, 2)
-	keys := keyring(t, k1)
+	keys := mustParse(t, k1)
 	a := cachedStore(t, pgtest.NewPool(t, dbURL), keys, srv, clock.Now)
 	bPool := pgtest.NewPool(t, dbURL)
 	b := cachedStore(t, bPool, keys, srv, clock.Now)
@@ -135,7 +136,7 @@ func TestCredentialCacheAcrossReplicas(t *testing.T) {
 		if _, err := b.Token(ctx, alice, "fake", nil); err != nil {
 			t.Fatal(err)
 		}
-		rw, err := vault.New(vault.Config{Pool: bPool, Keyring: keyring(t, k1+",*"+k2)})
+		rw, err := vault.New(vault.Config{Pool: bPool, Keyring: mustParse(t, k1+",*"+k2)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,13 +146,13 @@ func TestCredentialCacheAcrossReplicas(t *testing.T) {
 		// b's keyring lacks key 2: once its cached row (under key 1) is
 		// dropped, it reads the rewrapped one and cannot open it.
 		eventually(t, "b drops the rewrapped row", func() error {
-			if _, err := b.Token(ctx, alice, "fake", nil); errors.Is(err, vault.ErrDecrypt) {
+			if _, err := b.Token(ctx, alice, "fake", nil); errors.Is(err, keyring.ErrDecrypt) {
 				return nil
 			}
 			return errors.New("b still opens its cached copy")
 		})
 		// Back under key 1 for the rest.
-		back, _ := vault.New(vault.Config{Pool: bPool, Keyring: keyring(t, "*"+k1+","+k2)})
+		back, _ := vault.New(vault.Config{Pool: bPool, Keyring: mustParse(t, "*"+k1+","+k2)})
 		if _, err := back.Rewrap(ctx, vault.RewrapOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +244,7 @@ func TestCredentialCacheAcrossReplicas(t *testing.T) {
 // cache: no database round trip, one AES-GCM open.
 func BenchmarkTokenCached(b *testing.B) {
 	ctx := context.Background()
-	s, err := vault.New(vault.Config{Pool: pool(b), Keyring: keyring(b, keyLine(b, 1)), CacheTTL: time.Hour})
+	s, err := vault.New(vault.Config{Pool: pool(b), Keyring: mustParse(b, keyLine(b, 1)), CacheTTL: time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}

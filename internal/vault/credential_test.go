@@ -3,6 +3,7 @@ package vault
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -54,5 +55,17 @@ func TestCredentialDecodingRefusesGarbage(t *testing.T) {
 	}
 	if _, err := decodeCredential(append(bytes.Clone(good), 0)); !errors.Is(err, errCorrupt) {
 		t.Fatal("trailing bytes accepted")
+	}
+}
+
+func TestCredentialDoesNotFormat(t *testing.T) {
+	t.Parallel()
+	cred := Credential{AccessToken: "at-SECRET", RefreshToken: "rt-SECRET", TokenType: "Bearer", Scopes: []string{"repo"}}
+	out := fmt.Sprintf("%v %+v %#v %s %q", cred, cred, &cred, cred, cred)
+	if strings.Contains(out, "SECRET") {
+		t.Fatalf("a secret was formatted: %s", out)
+	}
+	if !strings.Contains(out, "repo") {
+		t.Fatalf("non-secret fields should show: %s", out)
 	}
 }

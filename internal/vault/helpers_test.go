@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/provider/providertest"
@@ -15,7 +17,25 @@ import (
 	"github.com/connectd/connectd/internal/vault"
 )
 
-var alice = vault.UserRef{Issuer: "https://idp.example", Subject: "alice"}
+func keyLine(t testing.TB, version uint32) string {
+	t.Helper()
+	l, err := keyring.GenerateKey(version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func mustParse(t testing.TB, spec string) *keyring.Keyring {
+	t.Helper()
+	k, err := keyring.Parse(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+var alice = identity.User{Issuer: "https://idp.example", Subject: "alice"}
 
 // fakeProvider starts a fake OAuth provider and returns it with the
 // provider-package client for it (over real HTTP).
@@ -60,7 +80,7 @@ func only(p provider.OAuth) server.OAuthOf {
 	return func(string) (provider.OAuth, error) { return p, nil }
 }
 
-func newStore(t testing.TB, pool *pgxpool.Pool, keys *vault.Keyring, p provider.OAuth, skew time.Duration) *vault.Store {
+func newStore(t testing.TB, pool *pgxpool.Pool, keys *keyring.Keyring, p provider.OAuth, skew time.Duration) *vault.Store {
 	t.Helper()
 	cfg := vault.Config{Pool: pool, Keyring: keys, Skew: skew}
 	if p != nil {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/connectd/connectd/internal/identity"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -91,7 +92,7 @@ type leaseState struct {
 type leaseOp struct {
 	op       string // "refresh", "narrow": logs and audit
 	provider string
-	user     UserRef
+	user     identity.User
 	attrs    []any
 	// plan runs under the row lock in step 1. It returns the call to make
 	// with the refresh token cred holds, or nil when none is needed (it

@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/db"
+	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/vault"
@@ -84,7 +86,7 @@ func newSlowProvider(t *testing.T, opts providertest.Options, delay time.Duratio
 
 // leaseStore is a Store on pool for the slow provider, with the given
 // provider timeout and reuse grace; reasons records what OnReauth is told.
-func leaseStore(t *testing.T, pool *pgxpool.Pool, keys *vault.Keyring, sp *slowProvider, timeout, grace time.Duration,
+func leaseStore(t *testing.T, pool *pgxpool.Pool, keys *keyring.Keyring, sp *slowProvider, timeout, grace time.Duration,
 	reasons *sync.Map) *vault.Store {
 	t.Helper()
 	p := oauthFromEntry(t, sp.Server, sp.ProviderConfig("fake", "FAKE_SECRET"))
@@ -113,8 +115,8 @@ func TestRefreshHoldsNoConnection(t *testing.T) {
 	ctx := context.Background()
 	sp, _ := newSlowProvider(t, providertest.Options{}, 0)
 	p := pgtest.NewPoolWith(t, pgtest.URL(t), func(pc *pgxpool.Config) { pc.MaxConns = 2 })
-	s := leaseStore(t, p, keyring(t, keyLine(t, 1)), sp, 30*time.Second, 0, nil)
-	users := []vault.UserRef{{Issuer: alice.Issuer, Subject: "u1"}, {Issuer: alice.Issuer, Subject: "u2"},
+	s := leaseStore(t, p, mustParse(t, keyLine(t, 1)), sp, 30*time.Second, 0, nil)
+	users := []identity.User{{Issuer: alice.Issuer, Subject: "u1"}, {Issuer: alice.Issuer, Subject: "u2"},
 		{Issuer: alice.Issuer, Subject: "u3"}}
 	for _, u := range users {
 		if _, err := s.Put(ctx, u, "fake", expiredCred(sp.Grant([]string{"files.read"}, time.Hour))); err != nil {
@@ -162,7 +164,7 @@ func TestLostAnswerRetriedWithinGrace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	sp, srv := newSlowProvider(t, providertest.Options{RotateRefreshTokens: true, ReuseGrace: time.Minute}, 1500*time.Millisecond)
-	s := leaseStore(t, pool(t), keyring(t, keyLine(t, 1)), sp, 500*time.Millisecond, time.Minute, nil)
+	s := leaseStore(t, pool(t), mustParse(t, keyLine(t, 1)), sp, 500*time.Millisecond, time.Minute, nil)
 	if _, err := s.Put(ctx, alice, "fake", expiredCred(srv.Grant([]string{"files.read"}, time.Hour))); err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +196,7 @@ func TestGarbledAnswerRetriedAtOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	sp, srv := newSlowProvider(t, providertest.Options{RotateRefreshTokens: true, ReuseGrace: time.Minute}, 0)
-	s := leaseStore(t, pool(t), keyring(t, keyLine(t, 1)), sp, 5*time.Second, time.Minute, nil)
+	s := leaseStore(t, pool(t), mustParse(t, keyLine(t, 1)), sp, 5*time.Second, time.Minute, nil)
 	if _, err := s.Put(ctx, alice, "fake", expiredCred(srv.Grant([]string{"files.read"}, time.Hour))); err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +220,7 @@ func TestDeadLeaseIsNotWaitedForLong(t *testing.T) {
 	ctx := context.Background()
 	sp, srv := newSlowProvider(t, providertest.Options{}, 0)
 	p := pool(t)
-	s := leaseStore(t, p, keyring(t, keyLine(t, 1)), sp, time.Second, 0, nil)
+	s := leaseStore(t, p, mustParse(t, keyLine(t, 1)), sp, time.Second, 0, nil)
 	conn, err := s.Put(ctx, alice, "fake", expiredCred(srv.Grant([]string{"files.read"}, time.Hour)))
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +250,7 @@ func TestLostAnswerWithoutGrace(t *testing.T) {
 	ctx := context.Background()
 	sp, srv := newSlowProvider(t, providertest.Options{RotateRefreshTokens: true}, 1500*time.Millisecond)
 	var reasons sync.Map
-	s := leaseStore(t, pool(t), keyring(t, keyLine(t, 1)), sp, 500*time.Millisecond, 0, &reasons)
+	s := leaseStore(t, pool(t), mustParse(t, keyLine(t, 1)), sp, 500*time.Millisecond, 0, &reasons)
 	conn, err := s.Put(ctx, alice, "fake", expiredCred(srv.Grant([]string{"files.read"}, time.Hour)))
 	if err != nil {
 		t.Fatal(err)
@@ -282,7 +284,7 @@ func TestDeadHolderTakenOver(t *testing.T) {
 			sp, srv := newSlowProvider(t, providertest.Options{RotateRefreshTokens: true, ReuseGrace: grace}, 0)
 			var reasons sync.Map
 			p := pool(t)
-			s := leaseStore(t, p, keyring(t, keyLine(t, 1)), sp, 5*time.Second, grace, &reasons)
+			s := leaseStore(t, p, mustParse(t, keyLine(t, 1)), sp, 5*time.Second, grace, &reasons)
 			tok := srv.Grant([]string{"files.read"}, time.Hour)
 			conn, err := s.Put(ctx, alice, "fake", expiredCred(tok))
 			if err != nil {
@@ -323,7 +325,7 @@ func TestLeaseInForceWaits(t *testing.T) {
 	ctx := context.Background()
 	sp, srv := newSlowProvider(t, providertest.Options{RotateRefreshTokens: true}, 0)
 	dbURL := pgtest.URL(t)
-	keys := keyring(t, keyLine(t, 1))
+	keys := mustParse(t, keyLine(t, 1))
 	a := leaseStore(t, pgtest.NewPool(t, dbURL), keys, sp, 10*time.Second, 0, nil)
 	b := leaseStore(t, pgtest.NewPool(t, dbURL), keys, sp, 10*time.Second, 0, nil)
 	if _, err := a.Put(ctx, alice, "fake", expiredCred(srv.Grant([]string{"files.read"}, time.Hour))); err != nil {
@@ -363,7 +365,7 @@ func TestReconnectDuringRefresh(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	sp, srv := newSlowProvider(t, providertest.Options{}, 0)
-	s := leaseStore(t, pool(t), keyring(t, keyLine(t, 1)), sp, 10*time.Second, 0, nil)
+	s := leaseStore(t, pool(t), mustParse(t, keyLine(t, 1)), sp, 10*time.Second, 0, nil)
 	if _, err := s.Put(ctx, alice, "fake", expiredCred(srv.Grant([]string{"files.read"}, time.Hour))); err != nil {
 		t.Fatal(err)
 	}

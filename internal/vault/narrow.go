@@ -13,6 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/scope"
 )
 
@@ -74,7 +76,7 @@ func scopeSet(scopes []string) ([]string, string) {
 	return set, hex.EncodeToString(h[:])
 }
 
-func narrowedBinding(connID, key string) []byte { return Binding(narrowedKeys, connID, key) }
+func narrowedBinding(connID, key string) []byte { return keyring.Binding(narrowedKeys, connID, key) }
 
 // loadNarrowed reads and opens the narrowed token of (connID, key): nil when
 // there is none or it does not open (a key since removed; it is fetched
@@ -124,7 +126,7 @@ func (s *Store) loadNarrowed(ctx context.Context, q querier, connID, key string)
 // (invalid_grant: the connection is marked); ErrProviderUnavailable;
 // *MissingScopesError (the connection lacks some of scopes); ErrCannotNarrow;
 // ErrAccountChanged.
-func (s *Store) Narrowed(ctx context.Context, user UserRef, provider string, scopes []string, account string) (*Credential, error) {
+func (s *Store) Narrowed(ctx context.Context, user identity.User, provider string, scopes []string, account string) (*Credential, error) {
 	if err := validate(user, provider); err != nil {
 		return nil, err
 	}
@@ -171,7 +173,7 @@ func (s *Store) Narrowed(ctx context.Context, user UserRef, provider string, sco
 // connection row's refresh lease (lease.go): the scoped refresh presents the
 // connection's refresh token like any refresh. seen is when the narrowed
 // token the caller found stale was stored (zero: none).
-func (s *Store) narrowLeased(ctx context.Context, user UserRef, provider string, set []string, key string, seen time.Time) (*Credential, error) {
+func (s *Store) narrowLeased(ctx context.Context, user identity.User, provider string, set []string, key string, seen time.Time) (*Credential, error) {
 	var (
 		out    *Credential
 		outErr error

@@ -34,7 +34,7 @@ func TestNarrowedOnceAcrossReplicas(t *testing.T) {
 	ctx := context.Background()
 	srv, p := fakeProvider(t, providertest.Options{RotateRefreshTokens: true, TokenDelay: 50 * time.Millisecond})
 	dbURL := pgtest.URL(t)
-	keys := keyring(t, keyLine(t, 1))
+	keys := mustParse(t, keyLine(t, 1))
 	db := pgtest.NewPool(t, dbURL)
 	replicas := []*vault.Store{newStore(t, db, keys, p, time.Minute), newStore(t, pgtest.NewPool(t, dbURL), keys, p, time.Minute)}
 	full := srv.Grant([]string{"read", "write", "admin"}, 20*time.Second) // within the skew: the main token refreshes too
@@ -106,7 +106,7 @@ func TestNarrowedGoesWithTheConnection(t *testing.T) {
 	ctx := context.Background()
 	srv, p := fakeProvider(t, providertest.Options{})
 	db := pool(t)
-	s := newStore(t, db, keyring(t, keyLine(t, 1)), p, time.Minute)
+	s := newStore(t, db, mustParse(t, keyLine(t, 1)), p, time.Minute)
 	put := func() {
 		t.Helper()
 		if _, err := s.Put(ctx, alice, "fake", credOf(srv.Grant([]string{"read", "write"}, 0))); err != nil {
@@ -179,7 +179,7 @@ func TestNarrowedRefusals(t *testing.T) {
 	ctx := context.Background()
 	srv, p := fakeProvider(t, providertest.Options{RotateRefreshTokens: true})
 	db := pool(t)
-	s := newStore(t, db, keyring(t, keyLine(t, 1)), p, time.Minute)
+	s := newStore(t, db, mustParse(t, keyLine(t, 1)), p, time.Minute)
 	tok := srv.Grant([]string{"read", "write"}, 0)
 	cred := credOf(tok)
 	cred.Scopes = []string{"read", "write", "ghost"} // the stored set claims one the grant lacks

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/vault"
 )
@@ -35,8 +37,8 @@ const (
 func TestPurposeKeys(t *testing.T) {
 	t.Parallel()
 	l1, l2 := keyLine(t, 1), keyLine(t, 2)
-	root := keyring(t, l1+",*"+l2)
-	aad := vault.Binding("test", "row-1")
+	root := mustParse(t, l1+",*"+l2)
+	aad := keyring.Binding("test", "row-1")
 	creds, verifiers, states := root.Purpose(credentialLabel), root.Purpose(verifierLabel), root.Purpose(stateLabel)
 	sealed, err := creds.Seal([]byte("gho_secret"), aad)
 	if err != nil {
@@ -46,12 +48,12 @@ func TestPurposeKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameConfig := keyring(t, l1+",*"+l2).Purpose(credentialLabel) // another replica
-	oldConfig := keyring(t, "*"+l1).Purpose(credentialLabel)      // lacks the primary
-	otherBytes := keyring(t, l1+",*"+keyLine(t, 2)).Purpose(credentialLabel)
+	sameConfig := mustParse(t, l1+",*"+l2).Purpose(credentialLabel) // another replica
+	oldConfig := mustParse(t, "*"+l1).Purpose(credentialLabel)      // lacks the primary
+	otherBytes := mustParse(t, l1+",*"+keyLine(t, 2)).Purpose(credentialLabel)
 	tests := []struct {
 		name string
-		keys *vault.Keyring
+		keys *keyring.Keyring
 		ct   []byte
 		ok   bool
 	}{
@@ -73,7 +75,7 @@ func TestPurposeKeys(t *testing.T) {
 			switch {
 			case tt.ok && (err != nil || string(pt) != "gho_secret"):
 				t.Fatalf("got %q, %v; want it to open", pt, err)
-			case !tt.ok && (!errors.Is(err, vault.ErrDecrypt) || pt != nil):
+			case !tt.ok && (!errors.Is(err, keyring.ErrDecrypt) || pt != nil):
 				t.Fatalf("got %q, %v; want ErrDecrypt", pt, err)
 			}
 		})
@@ -87,7 +89,7 @@ func TestPurposeKeys(t *testing.T) {
 		if root.Purpose(credentialLabel) != creds {
 			t.Fatal("Purpose derived the same label twice")
 		}
-		if v, err := vault.KeyVersion(sealed); err != nil || v != 2 {
+		if v, err := keyring.KeyVersion(sealed); err != nil || v != 2 {
 			t.Fatalf("key version %d %v", v, err)
 		}
 		if sealed[0] != 2 || legacy[0] != 1 {
@@ -155,17 +157,17 @@ func TestLegacyCredentialsOpenAndRewrap(t *testing.T) {
 	dbURL := pgtest.URL(t)
 	p := pgtest.NewPool(t, dbURL)
 	l1, l2 := keyLine(t, 1), keyLine(t, 2)
-	root := keyring(t, l1+",*"+l2)
+	root := mustParse(t, l1+",*"+l2)
 	s := newStore(t, p, root, nil, 0)
-	under1 := newStore(t, pgtest.NewPool(t, dbURL), keyring(t, l1), nil, 0)
+	under1 := newStore(t, pgtest.NewPool(t, dbURL), mustParse(t, l1), nil, 0)
 
 	type conn struct {
-		user vault.UserRef
+		user identity.User
 		id   string
 	}
 	var conns []conn
 	put := func(st *vault.Store, name string) conn {
-		u := vault.UserRef{Issuer: alice.Issuer, Subject: name}
+		u := identity.User{Issuer: alice.Issuer, Subject: name}
 		c, err := st.Put(ctx, u, "github", vault.Credential{AccessToken: "token-" + name, Expiry: time.Now().Add(time.Hour)})
 		if err != nil {
 			t.Fatal(err)
@@ -175,8 +177,8 @@ func TestLegacyCredentialsOpenAndRewrap(t *testing.T) {
 	}
 	// makeLegacy re-seals a row's credential as connectd did before
 	// per-purpose keys: directly under the configured key of the version.
-	makeLegacy := func(c conn, keys *vault.Keyring) {
-		aad := vault.Binding("connectd/vault/connection-credential/v1", c.id, c.user.Issuer, c.user.Subject, "github")
+	makeLegacy := func(c conn, keys *keyring.Keyring) {
+		aad := keyring.Binding("connectd/vault/connection-credential/v1", c.id, c.user.Issuer, c.user.Subject, "github")
 		pt, err := keys.Purpose(credentialLabel).Open(storedCiphertext(t, p, c.id), aad)
 		if err != nil {
 			t.Fatal(err)
@@ -191,7 +193,7 @@ func TestLegacyCredentialsOpenAndRewrap(t *testing.T) {
 		}
 	}
 	for i := range 3 {
-		makeLegacy(put(under1, fmt.Sprint("old-", i)), keyring(t, l1)) // legacy, key 1
+		makeLegacy(put(under1, fmt.Sprint("old-", i)), mustParse(t, l1)) // legacy, key 1
 	}
 	for i := range 3 {
 		makeLegacy(put(s, fmt.Sprint("primary-", i)), root) // legacy, key 2 (the primary)
@@ -224,15 +226,15 @@ func TestLegacyCredentialsOpenAndRewrap(t *testing.T) {
 	}
 	for _, c := range conns {
 		ct := storedCiphertext(t, p, c.id)
-		if v, err := vault.KeyVersion(ct); err != nil || v != 2 || ct[0] != 2 {
+		if v, err := keyring.KeyVersion(ct); err != nil || v != 2 || ct[0] != 2 {
 			t.Fatalf("%s after rewrap: format %d, key version %d, %v", c.user.Subject, ct[0], v, err)
 		}
 		if _, cred, err := s.Get(ctx, c.user, "github"); err != nil || cred.AccessToken != "token-"+c.user.Subject {
 			t.Fatalf("%s after rewrap: %v", c.user.Subject, err)
 		}
 		// The configured key no longer opens it: it is under the credential key.
-		aad := vault.Binding("connectd/vault/connection-credential/v1", c.id, c.user.Issuer, c.user.Subject, "github")
-		if _, err := root.Open(ct, aad); !errors.Is(err, vault.ErrDecrypt) {
+		aad := keyring.Binding("connectd/vault/connection-credential/v1", c.id, c.user.Issuer, c.user.Subject, "github")
+		if _, err := root.Open(ct, aad); !errors.Is(err, keyring.ErrDecrypt) {
 			t.Fatalf("%s after rewrap opens under the configured key: %v", c.user.Subject, err)
 		}
 	}

@@ -24,7 +24,7 @@ func TestRenewIdle(t *testing.T) {
 	ctx := context.Background()
 	db := pool(t)
 	srv, p := fakeProvider(t, providertest.Options{})
-	keys := keyring(t, keyLine(t, 1))
+	keys := mustParse(t, keyLine(t, 1))
 	var told atomic.Int32
 	var reasons sync.Map
 	store := func(now func() time.Time) *vault.Store {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -104,7 +105,7 @@ const (
 )
 
 // sealedFormat is the format byte of what the store seals, as a query argument.
-var sealedFormat = []byte{formatPurpose}
+var sealedFormat = []byte{keyring.PurposeFormat}
 
 // Rewrap re-encrypts every connection not sealed under the primary key — the
 // credential key derived from the primary version (Keyring.Purpose); rows

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/vault"
@@ -27,11 +28,11 @@ func TestRotationRewrapUnderLoad(t *testing.T) {
 	const skew = 800 * time.Millisecond
 
 	// Before the rotation: key 1 only.
-	old := newStore(t, pgtest.NewPool(t, dbURL), keyring(t, l1), p, skew)
+	old := newStore(t, pgtest.NewPool(t, dbURL), mustParse(t, l1), p, skew)
 	const n = 60
-	users := make([]vault.UserRef, n)
+	users := make([]identity.User, n)
 	for i := range users {
-		users[i] = vault.UserRef{Issuer: alice.Issuer, Subject: fmt.Sprint("user-", i)}
+		users[i] = identity.User{Issuer: alice.Issuer, Subject: fmt.Sprint("user-", i)}
 		lifetime := time.Hour
 		if i%2 == 0 {
 			// Falls due between 0.1s and 1s from now, so first refreshes
@@ -47,8 +48,8 @@ func TestRotationRewrapUnderLoad(t *testing.T) {
 	// Rotation step 2: every replica runs with key 2 as primary (key 1 still known).
 	rotated := l1 + ",*" + l2
 	replicas := []*vault.Store{
-		newStore(t, pgtest.NewPool(t, dbURL), keyring(t, rotated), p, skew),
-		newStore(t, pgtest.NewPool(t, dbURL), keyring(t, rotated), p, skew),
+		newStore(t, pgtest.NewPool(t, dbURL), mustParse(t, rotated), p, skew),
+		newStore(t, pgtest.NewPool(t, dbURL), mustParse(t, rotated), p, skew),
 	}
 	var (
 		stop  = make(chan struct{})
@@ -84,7 +85,7 @@ func TestRotationRewrapUnderLoad(t *testing.T) {
 	refreshesBefore := srv.Counts().Refresh
 
 	// Step 3: rewrap, in small batches spread out so that it overlaps the load.
-	rewrapper := newStore(t, pgtest.NewPool(t, dbURL), keyring(t, rotated), nil, 0)
+	rewrapper := newStore(t, pgtest.NewPool(t, dbURL), mustParse(t, rotated), nil, 0)
 	batches := 0
 	res, err := rewrapper.Rewrap(ctx, vault.RewrapOptions{Batch: 5, Progress: func(vault.RewrapResult) {
 		batches++
@@ -117,7 +118,7 @@ func TestRotationRewrapUnderLoad(t *testing.T) {
 		t.Fatalf("key status %+v", st)
 	}
 	// Step 5: key 1 can go.
-	onlyKey2 := newStore(t, pgtest.NewPool(t, dbURL), keyring(t, l2), nil, 0)
+	onlyKey2 := newStore(t, pgtest.NewPool(t, dbURL), mustParse(t, l2), nil, 0)
 	for _, u := range users {
 		if _, _, err := onlyKey2.Get(ctx, u, "fake"); err != nil {
 			t.Fatalf("%s without key 1: %v", u.Subject, err)
@@ -130,21 +131,21 @@ func TestRewrapResumesAndReportsFailures(t *testing.T) {
 	ctx := context.Background()
 	dbURL := pgtest.URL(t)
 	l1, l2, l3 := keyLine(t, 1), keyLine(t, 2), keyLine(t, 3)
-	under1 := newStore(t, pgtest.NewPool(t, dbURL), keyring(t, l1), nil, 0)
-	under3 := newStore(t, pgtest.NewPool(t, dbURL), keyring(t, l3), nil, 0)
+	under1 := newStore(t, pgtest.NewPool(t, dbURL), mustParse(t, l1), nil, 0)
+	under3 := newStore(t, pgtest.NewPool(t, dbURL), mustParse(t, l3), nil, 0)
 	for i := range 12 {
-		u := vault.UserRef{Issuer: alice.Issuer, Subject: fmt.Sprint("u", i)}
+		u := identity.User{Issuer: alice.Issuer, Subject: fmt.Sprint("u", i)}
 		if _, err := under1.Put(ctx, u, "github", vault.Credential{AccessToken: fmt.Sprint("t", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range 2 {
-		u := vault.UserRef{Issuer: alice.Issuer, Subject: fmt.Sprint("lost", i)}
+		u := identity.User{Issuer: alice.Issuer, Subject: fmt.Sprint("lost", i)}
 		if _, err := under3.Put(ctx, u, "github", vault.Credential{AccessToken: "x"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s := newStore(t, pgtest.NewPool(t, dbURL), keyring(t, l1+",*"+l2), nil, 0)
+	s := newStore(t, pgtest.NewPool(t, dbURL), mustParse(t, l1+",*"+l2), nil, 0)
 
 	// Interrupted after the first batch…
 	cctx, cancel := context.WithCancel(ctx)

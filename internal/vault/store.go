@@ -17,6 +17,8 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/scope"
 )
@@ -52,12 +54,6 @@ func (e *MissingScopesError) Error() string {
 	return fmt.Sprintf("vault: connection to %s lacks scopes %s", e.Provider, strings.Join(e.Missing, " "))
 }
 
-// UserRef names a user: the subject is unique only within its issuer.
-type UserRef struct {
-	Issuer  string
-	Subject string
-}
-
 // Status is a connection's state.
 type Status string
 
@@ -71,7 +67,7 @@ const (
 // Connection describes a stored connection without its secrets.
 type Connection struct {
 	ID          string
-	User        UserRef
+	User        identity.User
 	Provider    string
 	Status      Status
 	KeyVersion  uint32
@@ -115,7 +111,7 @@ type RevokeFunc func(ctx context.Context, provider string, cred *Credential) err
 // Config holds a Store's dependencies. Pool and Keyring are required.
 type Config struct {
 	Pool    *pgxpool.Pool
-	Keyring *Keyring
+	Keyring *keyring.Keyring
 	// Refresh refreshes expiring tokens; nil disables refreshing (Token then
 	// fails for an expiring token instead of refreshing it).
 	Refresh RefreshFunc
@@ -158,11 +154,11 @@ type Config struct {
 // replica) may share a database.
 type Store struct {
 	pool            *pgxpool.Pool
-	root            *Keyring // as configured
-	keys            *Keyring // root.Purpose(credentialKeys): seals and opens credentials
+	root            *keyring.Keyring // as configured
+	keys            *keyring.Keyring // root.Purpose(credentialKeys): seals and opens credentials
 	refresh         RefreshFunc
 	refreshScoped   RefreshScopedFunc
-	narrowKeys      *Keyring // root.Purpose(narrowedKeys): seals narrowed tokens
+	narrowKeys      *keyring.Keyring // root.Purpose(narrowedKeys): seals narrowed tokens
 	revoke          RevokeFunc
 	grace           func(provider string) time.Duration
 	skew            time.Duration
@@ -214,7 +210,7 @@ func (s *Store) reuseGrace(provider string) time.Duration {
 
 // Keyring returns the store's keyring as configured (credentials are sealed
 // under its Purpose for credentials, with the same versions).
-func (s *Store) Keyring() *Keyring { return s.root }
+func (s *Store) Keyring() *keyring.Keyring { return s.root }
 
 const connCols = `id, issuer, subject, provider, status, key_version, ciphertext, scopes, expires_at,
 	created_at, updated_at, refreshed_at, health_checked_at, last_error, account_hash`
@@ -299,7 +295,7 @@ func scanRow(r pgx.Row) (*row, error) {
 }
 
 // load reads the connection of user at provider, locking it when forUpdate.
-func (s *Store) load(ctx context.Context, q querier, user UserRef, provider string, forUpdate bool) (*row, error) {
+func (s *Store) load(ctx context.Context, q querier, user identity.User, provider string, forUpdate bool) (*row, error) {
 	query := selectConnection
 	if forUpdate {
 		query = selectConnectionForUpdate
@@ -323,8 +319,8 @@ const credentialPurpose = "connectd/vault/connection-credential/v1"
 const credentialKeys = "connectd/vault/credential/v1"
 
 // binding is the associated data of a connection's credential.
-func binding(id string, user UserRef, provider string) []byte {
-	return Binding(credentialPurpose, id, user.Issuer, user.Subject, provider)
+func binding(id string, user identity.User, provider string) []byte {
+	return keyring.Binding(credentialPurpose, id, user.Issuer, user.Subject, provider)
 }
 
 // open decrypts the credential of r.
@@ -336,14 +332,10 @@ func (s *Store) open(r *row) (*Credential, error) {
 // (id, user, provider). The associated data and the plaintext are built in
 // pooled buffers, the plaintext zeroed before it goes back: opening
 // allocates only the credential itself.
-func (s *Store) openCredential(id string, user UserRef, provider string, ct []byte) (*Credential, error) {
-	if len(ct) < headerSize {
-		_, err := s.keys.openWith(nil, ct, nil) // reports the short ciphertext
-		return nil, fmt.Errorf("connection %s: %w", id, err)
-	}
+func (s *Store) openCredential(id string, user identity.User, provider string, ct []byte) (*Credential, error) {
 	b := openBuffers.Get().(*openBuffer)
-	b.ad = appendBinding(append(b.ad[:0], ct[:headerSize]...), credentialPurpose, id, user.Issuer, user.Subject, provider)
-	pt, err := s.keys.openWith(b.pt[:0], ct, b.ad)
+	b.ad = keyring.AppendAD(b.ad[:0], ct, credentialPurpose, id, user.Issuer, user.Subject, provider)
+	pt, err := s.keys.OpenAppend(b.pt[:0], ct, b.ad)
 	if err != nil {
 		openBuffers.Put(b)
 		return nil, fmt.Errorf("connection %s: %w", id, err)
@@ -355,7 +347,7 @@ func (s *Store) openCredential(id string, user UserRef, provider string, ct []by
 		openBuffers.Put(b)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("connection %s: %w: %v", id, ErrDecrypt, err)
+		return nil, fmt.Errorf("connection %s: %w: %v", id, keyring.ErrDecrypt, err)
 	}
 	return c, nil
 }
@@ -370,13 +362,13 @@ var openBuffers = sync.Pool{New: func() any { return &openBuffer{ad: make([]byte
 const maxPooledPlaintext = 64 << 10
 
 // seal encrypts c for the row (id, user, provider) under the primary key.
-func (s *Store) seal(id string, user UserRef, provider string, c *Credential) ([]byte, error) {
+func (s *Store) seal(id string, user identity.User, provider string, c *Credential) ([]byte, error) {
 	pt := c.encode()
 	defer clear(pt)
 	return s.keys.Seal(pt, binding(id, user, provider))
 }
 
-func validate(user UserRef, name string) error {
+func validate(user identity.User, name string) error {
 	switch {
 	case user.Issuer == "" || len(user.Issuer) > 2048:
 		return fmt.Errorf("%w: issuer must be 1-2048 bytes", ErrInvalid)
@@ -424,7 +416,7 @@ var errPutConflict = errors.New("vault: concurrent insert")
 // a new credential naming no account keeps the stored account id and label.
 // A stored credential that no longer opens (its key is gone) is replaced
 // without merging.
-func (s *Store) Put(ctx context.Context, user UserRef, provider string, cred Credential) (*Connection, error) {
+func (s *Store) Put(ctx context.Context, user identity.User, provider string, cred Credential) (*Connection, error) {
 	return s.PutWith(ctx, user, provider, cred, nil)
 }
 
@@ -448,7 +440,7 @@ type Change struct {
 type PutHook func(ctx context.Context, tx pgx.Tx, c Connection, ch Change) error
 
 // PutWith is Put with hook (if not nil) run inside the storing transaction.
-func (s *Store) PutWith(ctx context.Context, user UserRef, provider string, cred Credential, hook PutHook) (*Connection, error) {
+func (s *Store) PutWith(ctx context.Context, user identity.User, provider string, cred Credential, hook PutHook) (*Connection, error) {
 	if err := validate(user, provider); err != nil {
 		return nil, err
 	}
@@ -489,7 +481,7 @@ func (s *Store) PutWith(ctx context.Context, user UserRef, provider string, cred
 // putIn stores cred within tx: a new connection, or — when the user has one
 // — an update of the locked row that merges what the provider did not
 // repeat.
-func (s *Store) putIn(ctx context.Context, tx pgx.Tx, user UserRef, provider string, cred Credential) (*Connection, Change, error) {
+func (s *Store) putIn(ctx context.Context, tx pgx.Tx, user identity.User, provider string, cred Credential) (*Connection, Change, error) {
 	conn, err := s.insert(ctx, tx, user, provider, cred)
 	if err == nil {
 		return conn, Change{Created: true, Scopes: conn.Scopes, AccountID: cred.AccountID}, nil
@@ -545,7 +537,7 @@ func (s *Store) putIn(ctx context.Context, tx pgx.Tx, user UserRef, provider str
 
 // insert stores cred as a new connection with q; errPutConflict when the user
 // already has one to provider.
-func (s *Store) insert(ctx context.Context, q querier, user UserRef, provider string, cred Credential) (*Connection, error) {
+func (s *Store) insert(ctx context.Context, q querier, user identity.User, provider string, cred Credential) (*Connection, error) {
 	now := s.now().UTC()
 	id, err := newID()
 	if err != nil {
@@ -572,7 +564,7 @@ func (s *Store) insert(ctx context.Context, q querier, user UserRef, provider st
 // Get returns the user's connection to provider and its opened credential,
 // whatever the connection's status. ErrNotConnected when there is none;
 // ErrDecrypt when the credential does not open.
-func (s *Store) Get(ctx context.Context, user UserRef, provider string) (*Connection, *Credential, error) {
+func (s *Store) Get(ctx context.Context, user identity.User, provider string) (*Connection, *Credential, error) {
 	if err := validate(user, provider); err != nil {
 		return nil, nil, err
 	}
@@ -589,7 +581,7 @@ func (s *Store) Get(ctx context.Context, user UserRef, provider string) (*Connec
 
 // Lookup returns the user's connection to provider without reading or
 // opening its credential; ErrNotConnected when there is none.
-func (s *Store) Lookup(ctx context.Context, user UserRef, provider string) (*Connection, error) {
+func (s *Store) Lookup(ctx context.Context, user identity.User, provider string) (*Connection, error) {
 	if err := validate(user, provider); err != nil {
 		return nil, err
 	}
@@ -602,7 +594,7 @@ func (s *Store) Lookup(ctx context.Context, user UserRef, provider string) (*Con
 
 // Exists reports whether the user has a connection to provider, without
 // reading or opening its credential.
-func (s *Store) Exists(ctx context.Context, user UserRef, provider string) (bool, error) {
+func (s *Store) Exists(ctx context.Context, user identity.User, provider string) (bool, error) {
 	if err := validate(user, provider); err != nil {
 		return false, err
 	}
@@ -616,7 +608,7 @@ func (s *Store) Exists(ctx context.Context, user UserRef, provider string) (bool
 const connectionExists = `SELECT EXISTS (SELECT 1 FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3)`
 
 // List returns the user's connections, by provider, without opening them.
-func (s *Store) List(ctx context.Context, user UserRef) ([]Connection, error) {
+func (s *Store) List(ctx context.Context, user identity.User) ([]Connection, error) {
 	rows, err := s.pool.Query(ctx, listConnections, user.Issuer, user.Subject)
 	if err != nil {
 		return nil, fmt.Errorf("vault: list connections: %w", err)
@@ -659,7 +651,7 @@ type Deletion struct {
 // whatever the provider says: a failed revocation is logged and reported in
 // Deletion, not as Delete's error. Delete returns an error only when nothing
 // was deleted (ErrNotConnected, a database failure).
-func (s *Store) Delete(ctx context.Context, user UserRef, provider string) (*Deletion, error) {
+func (s *Store) Delete(ctx context.Context, user identity.User, provider string) (*Deletion, error) {
 	return s.DeleteWith(ctx, user, provider, nil)
 }
 
@@ -667,7 +659,7 @@ func (s *Store) Delete(ctx context.Context, user UserRef, provider string) (*Del
 // transaction, after the row is gone and before the commit: what the hook
 // writes commits or rolls back with the deletion, and a hook error leaves
 // the connection untouched and is returned.
-func (s *Store) DeleteWith(ctx context.Context, user UserRef, provider string, hook DeleteHook) (*Deletion, error) {
+func (s *Store) DeleteWith(ctx context.Context, user identity.User, provider string, hook DeleteHook) (*Deletion, error) {
 	if err := validate(user, provider); err != nil {
 		return nil, err
 	}

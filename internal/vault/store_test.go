@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/vault"
@@ -18,7 +20,7 @@ import (
 func TestPutGetListDelete(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := newStore(t, pool(t), keyring(t, keyLine(t, 1)), nil, 0)
+	s := newStore(t, pool(t), mustParse(t, keyLine(t, 1)), nil, 0)
 	exp := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
 	cred := vault.Credential{AccessToken: "gho_1", RefreshToken: "ghr_1", TokenType: "bearer", Expiry: exp,
 		Scopes: []string{"repo"}, AccountID: "42", AccountLabel: "octocat"}
@@ -40,12 +42,12 @@ func TestPutGetListDelete(t *testing.T) {
 	if _, err := s.Put(ctx, alice, "slack", vault.Credential{AccessToken: "xoxp"}); err != nil {
 		t.Fatal(err)
 	}
-	bob := vault.UserRef{Issuer: alice.Issuer, Subject: "bob"}
+	bob := identity.User{Issuer: alice.Issuer, Subject: "bob"}
 	if _, err := s.Put(ctx, bob, "github", vault.Credential{AccessToken: "gho_bob"}); err != nil {
 		t.Fatal(err)
 	}
 	// Same subject at another issuer is another user.
-	aliceElsewhere := vault.UserRef{Issuer: "https://other-idp.example", Subject: "alice"}
+	aliceElsewhere := identity.User{Issuer: "https://other-idp.example", Subject: "alice"}
 	if _, _, err := s.Get(ctx, aliceElsewhere, "github"); !errors.Is(err, vault.ErrNotConnected) {
 		t.Fatalf("another issuer's alice: %v", err)
 	}
@@ -71,15 +73,15 @@ func TestPutGetListDelete(t *testing.T) {
 
 func TestInvalidArguments(t *testing.T) {
 	t.Parallel()
-	s := newStore(t, pool(t), keyring(t, keyLine(t, 1)), nil, 0)
+	s := newStore(t, pool(t), mustParse(t, keyLine(t, 1)), nil, 0)
 	ctx := context.Background()
 	for _, tt := range []struct {
-		user     vault.UserRef
+		user     identity.User
 		provider string
 		cred     vault.Credential
 	}{
-		{vault.UserRef{Subject: "a"}, "github", vault.Credential{AccessToken: "x"}},
-		{vault.UserRef{Issuer: "i"}, "github", vault.Credential{AccessToken: "x"}},
+		{identity.User{Subject: "a"}, "github", vault.Credential{AccessToken: "x"}},
+		{identity.User{Issuer: "i"}, "github", vault.Credential{AccessToken: "x"}},
 		{alice, "", vault.Credential{AccessToken: "x"}},
 		{alice, "Git Hub", vault.Credential{AccessToken: "x"}},
 		{alice, "github", vault.Credential{}},
@@ -96,9 +98,9 @@ func TestStoredCiphertextRefusals(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	p := pool(t)
-	keys := keyring(t, keyLine(t, 1))
+	keys := mustParse(t, keyLine(t, 1))
 	s := newStore(t, p, keys, nil, 0)
-	bob := vault.UserRef{Issuer: alice.Issuer, Subject: "bob"}
+	bob := identity.User{Issuer: alice.Issuer, Subject: "bob"}
 	a, err := s.Put(ctx, alice, "github", vault.Credential{AccessToken: "alice-token"})
 	if err != nil {
 		t.Fatal(err)
@@ -116,10 +118,10 @@ func TestStoredCiphertextRefusals(t *testing.T) {
 	if _, err := p.Exec(ctx, `UPDATE connections SET ciphertext = $1 WHERE id = $2`, aliceCT, b.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, c, err := s.Get(ctx, bob, "github"); !errors.Is(err, vault.ErrDecrypt) {
+	if _, c, err := s.Get(ctx, bob, "github"); !errors.Is(err, keyring.ErrDecrypt) {
 		t.Fatalf("swapped ciphertext opened: %v %v", c, err)
 	}
-	if _, err := s.Token(ctx, bob, "github", nil); !errors.Is(err, vault.ErrDecrypt) {
+	if _, err := s.Token(ctx, bob, "github", nil); !errors.Is(err, keyring.ErrDecrypt) {
 		t.Fatalf("Token on a swapped ciphertext: %v", err)
 	}
 	// Copy it into alice's gitlab row (same user, other provider).
@@ -127,7 +129,7 @@ func TestStoredCiphertextRefusals(t *testing.T) {
 		aliceCT, alice.Issuer, alice.Subject); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Get(ctx, alice, "gitlab"); !errors.Is(err, vault.ErrDecrypt) {
+	if _, _, err := s.Get(ctx, alice, "gitlab"); !errors.Is(err, keyring.ErrDecrypt) {
 		t.Fatalf("ciphertext moved to another provider opened: %v", err)
 	}
 	// Tamper with alice's own ciphertext.
@@ -136,7 +138,7 @@ func TestStoredCiphertextRefusals(t *testing.T) {
 	if _, err := p.Exec(ctx, `UPDATE connections SET ciphertext = $1 WHERE id = $2`, tampered, a.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Get(ctx, alice, "github"); !errors.Is(err, vault.ErrDecrypt) {
+	if _, _, err := s.Get(ctx, alice, "github"); !errors.Is(err, keyring.ErrDecrypt) {
 		t.Fatalf("tampered ciphertext opened: %v", err)
 	}
 	// Restore it: it opens again, but not with a different key of the same version.
@@ -146,8 +148,8 @@ func TestStoredCiphertextRefusals(t *testing.T) {
 	if _, c, err := s.Get(ctx, alice, "github"); err != nil || c.AccessToken != "alice-token" {
 		t.Fatalf("restored: %v", err)
 	}
-	wrong := newStore(t, p, keyring(t, keyLine(t, 1)), nil, 0)
-	if _, _, err := wrong.Get(ctx, alice, "github"); !errors.Is(err, vault.ErrDecrypt) {
+	wrong := newStore(t, p, mustParse(t, keyLine(t, 1)), nil, 0)
+	if _, _, err := wrong.Get(ctx, alice, "github"); !errors.Is(err, keyring.ErrDecrypt) {
 		t.Fatalf("wrong key opened: %v", err)
 	}
 	// A Put over a credential that no longer opens replaces it.
@@ -162,7 +164,7 @@ func TestStoredCiphertextRefusals(t *testing.T) {
 func TestPutMergesScopes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := newStore(t, pool(t), keyring(t, keyLine(t, 1)), nil, 0)
+	s := newStore(t, pool(t), mustParse(t, keyLine(t, 1)), nil, 0)
 	put := func(cred vault.Credential) []string {
 		t.Helper()
 		conn, err := s.Put(ctx, alice, "google", cred)
@@ -195,7 +197,7 @@ func TestConcurrentPutsMakeOneConnection(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	p := pool(t)
-	s := newStore(t, p, keyring(t, keyLine(t, 1)), nil, 0)
+	s := newStore(t, p, mustParse(t, keyLine(t, 1)), nil, 0)
 	var wg sync.WaitGroup
 	errs := make(chan error, 10)
 	for i := range 10 {
@@ -317,7 +319,7 @@ func TestToken(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			srv, p := fakeProvider(t, tt.opts)
-			s := newStore(t, pool(t), keyring(t, keyLine(t, 1)), p, time.Minute)
+			s := newStore(t, pool(t), mustParse(t, keyLine(t, 1)), p, time.Minute)
 			srv.SetQuirks(providertest.Quirks{NoExpiresIn: tt.quirks.NoExpiresIn})
 			tok := srv.Grant([]string{"files.read"}, tt.lifetime)
 			if tt.lifetime < 0 {
@@ -349,7 +351,7 @@ func TestReauthorizationStatusSticksUntilReconnect(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	srv, p := fakeProvider(t, providertest.Options{})
-	s := newStore(t, pool(t), keyring(t, keyLine(t, 1)), p, time.Minute)
+	s := newStore(t, pool(t), mustParse(t, keyLine(t, 1)), p, time.Minute)
 	if _, err := s.Put(ctx, alice, "fake", vault.Credential{AccessToken: "x", RefreshToken: "rt_unknown",
 		Expiry: time.Now().Add(time.Second)}); err != nil {
 		t.Fatal(err)
@@ -379,7 +381,7 @@ func TestRefreshRace(t *testing.T) {
 	ctx := context.Background()
 	srv, p := fakeProvider(t, providertest.Options{RotateRefreshTokens: true, TokenDelay: 50 * time.Millisecond})
 	dbURL := pgtest.URL(t)
-	keys := keyring(t, keyLine(t, 1))
+	keys := mustParse(t, keyLine(t, 1))
 	replicas := []*vault.Store{
 		newStore(t, pgtest.NewPool(t, dbURL), keys, p, time.Minute),
 		newStore(t, pgtest.NewPool(t, dbURL), keys, p, time.Minute),
@@ -458,7 +460,7 @@ func TestDeleteRevokesAtProvider(t *testing.T) {
 				delete(entry, "revocation_url")
 			}
 			p := oauthFromEntry(t, srv, entry)
-			s := newStore(t, pool(t), keyring(t, keyLine(t, 1)), p, time.Minute)
+			s := newStore(t, pool(t), mustParse(t, keyLine(t, 1)), p, time.Minute)
 			tok := srv.Grant([]string{"files.read"}, time.Hour)
 			if _, err := s.Put(ctx, alice, "fake", credOf(tok)); err != nil {
 				t.Fatal(err)
@@ -495,7 +497,7 @@ func TestDeleteRevokesAtProvider(t *testing.T) {
 // indexed SELECT and one open.
 func BenchmarkToken(b *testing.B) {
 	ctx := context.Background()
-	s := newStore(b, pool(b), keyring(b, keyLine(b, 1)), nil, time.Minute)
+	s := newStore(b, pool(b), mustParse(b, keyLine(b, 1)), nil, time.Minute)
 	cred := vault.Credential{AccessToken: "gho_" + fmt.Sprint(time.Now().UnixNano()), RefreshToken: "ghr_x",
 		Expiry: time.Now().Add(24 * time.Hour), Scopes: []string{"repo"}}
 	if _, err := s.Put(ctx, alice, "github", cred); err != nil {
@@ -512,7 +514,7 @@ func BenchmarkToken(b *testing.B) {
 // BenchmarkTokenParallel is Token from many goroutines on one pool.
 func BenchmarkTokenParallel(b *testing.B) {
 	ctx := context.Background()
-	s := newStore(b, pool(b), keyring(b, keyLine(b, 1)), nil, time.Minute)
+	s := newStore(b, pool(b), mustParse(b, keyLine(b, 1)), nil, time.Minute)
 	if _, err := s.Put(ctx, alice, "github", vault.Credential{AccessToken: "gho_x", Expiry: time.Now().Add(24 * time.Hour)}); err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/scope"
 )
 
@@ -30,7 +31,7 @@ import (
 // Errors: ErrNotConnected; ErrReauthorizationRequired (the provider refused the
 // grant; the row is marked reauthorization_required); ErrProviderUnavailable
 // (retryable; the row is untouched); *MissingScopesError; ErrDecrypt.
-func (s *Store) Token(ctx context.Context, user UserRef, provider string, required []string) (*Credential, error) {
+func (s *Store) Token(ctx context.Context, user identity.User, provider string, required []string) (*Credential, error) {
 	if err := validate(user, provider); err != nil {
 		return nil, err
 	}
@@ -79,7 +80,7 @@ func (s *Store) Token(ctx context.Context, user UserRef, provider string, requir
 // usable reads the user's connection to provider (from the cache when it can)
 // and opens its credential, refusing a connection that is not active or
 // lacks a required scope: what Token and Narrowed both start from.
-func (s *Store) usable(ctx context.Context, user UserRef, provider string, required []string) (tokenRow, *Credential, error) {
+func (s *Store) usable(ctx context.Context, user identity.User, provider string, required []string) (tokenRow, *Credential, error) {
 	r, err := s.loadForToken(ctx, user, provider)
 	if err != nil {
 		return r, nil, err
@@ -129,7 +130,7 @@ func clone(c *Credential) *Credential {
 // refreshShared refreshes the user's connection to provider when due (read
 // under the row lock) says it still needs one, through the row's refresh
 // lease (lease.go).
-func (s *Store) refreshShared(ctx context.Context, user UserRef, provider string, due func(*row, *Credential) bool) (*Credential, error) {
+func (s *Store) refreshShared(ctx context.Context, user identity.User, provider string, due func(*row, *Credential) bool) (*Credential, error) {
 	var (
 		out    *Credential
 		outErr error
@@ -264,7 +265,7 @@ func errorClass(err error) string {
 // and a provider refusing the grant marks the connection
 // reauthorization_required (OnReauth is told, once). It returns nil when
 // there was nothing to do.
-func (s *Store) Renew(ctx context.Context, user UserRef, provider string, idleSince time.Time) error {
+func (s *Store) Renew(ctx context.Context, user identity.User, provider string, idleSince time.Time) error {
 	if err := validate(user, provider); err != nil {
 		return err
 	}
@@ -287,13 +288,13 @@ const selectIdle = `SELECT issuer, subject FROM connections
 
 // Idle lists (at most limit) users whose active connection to provider has
 // not been refreshed or stored since idleSince, the longest idle first.
-func (s *Store) Idle(ctx context.Context, provider string, idleSince time.Time, limit int) ([]UserRef, error) {
+func (s *Store) Idle(ctx context.Context, provider string, idleSince time.Time, limit int) ([]identity.User, error) {
 	rows, err := s.pool.Query(ctx, selectIdle, provider, idleSince, limit)
 	if err != nil {
 		return nil, fmt.Errorf("vault: idle connections: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (UserRef, error) {
-		var u UserRef
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (identity.User, error) {
+		var u identity.User
 		err := r.Scan(&u.Issuer, &u.Subject)
 		return u, err
 	})

@@ -22,7 +22,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/connectd/connectd/internal/egress"
-	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/keyring"
 )
 
 // DeliverArgs is the River job that sends one delivery.
@@ -39,7 +39,7 @@ type Worker struct {
 	river.WorkerDefaults[DeliverArgs]
 	cfg  Config
 	pool *pgxpool.Pool
-	keys *vault.Keyring
+	keys *keyring.Keyring
 }
 
 // NewWorker returns the delivery worker over cfg.

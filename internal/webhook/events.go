@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/scope"
 	"github.com/connectd/connectd/internal/vault"
 )
@@ -12,14 +13,14 @@ import (
 // The payload data of each event type: one builder per kind, so every
 // emitter writes the same shape (docs/webhooks.md). Ids and names only.
 
-func user(u vault.UserRef) map[string]any {
+func user(u identity.User) map[string]any {
 	return map[string]any{"issuer": u.Issuer, "subject": u.Subject}
 }
 
 // ElicitationEvent reports an elicitation that ended (status completed,
 // declined, expired or failed, with reason when given) to the client that
 // minted it.
-func ElicitationEvent(status, id, clientID string, u vault.UserRef, provider string, scopes []string, reason string) Event {
+func ElicitationEvent(status, id, clientID string, u identity.User, provider string, scopes []string, reason string) Event {
 	data := map[string]any{"elicitation_id": id, "user": user(u), "provider": provider, "scopes": nonNil(scopes),
 		"status": status}
 	if reason != "" {
@@ -59,7 +60,7 @@ func ConnectionEvents(typ string, c vault.Connection, approvals map[string]conse
 
 // ApprovalEvent reports to a client that its approval for the user's
 // connection to provider was withdrawn, by whom ("user", "admin").
-func ApprovalEvent(clientID string, u vault.UserRef, provider, by string) Event {
+func ApprovalEvent(clientID string, u identity.User, provider, by string) Event {
 	return Event{Type: ApprovalWithdrawn, Clients: []string{clientID},
 		Data: map[string]any{"user": user(u), "provider": provider, "by": by}}
 }

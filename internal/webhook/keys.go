@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/connectd/connectd/internal/vault"
 )
 
 // Endpoint secrets are sealed under the vault keyring's webhook-secret
@@ -27,7 +26,7 @@ type SecretKeyCount struct {
 const countSecretsByKey = `SELECT key_version, count(*) FROM webhook_endpoints GROUP BY 1 ORDER BY 1`
 
 // SecretKeyStatus counts endpoint secrets per key version.
-func SecretKeyStatus(ctx context.Context, pool *pgxpool.Pool, keyring *vault.Keyring) ([]SecretKeyCount, error) {
+func SecretKeyStatus(ctx context.Context, pool *pgxpool.Pool, keyring *keyring.Keyring) ([]SecretKeyCount, error) {
 	keys := keyring.Purpose(secretPurpose)
 	rows, err := pool.Query(ctx, countSecretsByKey)
 	if err != nil {
@@ -56,7 +55,7 @@ const (
 // one transaction (endpoints are few), and returns how many it moved and
 // the ids of those that did not open (their key is missing), left as they
 // are.
-func RewrapSecrets(ctx context.Context, pool *pgxpool.Pool, keyring *vault.Keyring) (int, []string, error) {
+func RewrapSecrets(ctx context.Context, pool *pgxpool.Pool, keyring *keyring.Keyring) (int, []string, error) {
 	keys := keyring.Purpose(secretPurpose)
 	done, failed := 0, []string{}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {

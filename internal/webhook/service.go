@@ -16,8 +16,8 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/connectd/connectd/internal/egress"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/names"
-	"github.com/connectd/connectd/internal/vault"
 )
 
 // Service registers endpoints, emits events and answers what was delivered.
@@ -26,7 +26,7 @@ import (
 type Service struct {
 	cfg   Config
 	pool  *pgxpool.Pool
-	keys  *vault.Keyring // cfg.Keyring.Purpose(secretPurpose)
+	keys  *keyring.Keyring // cfg.Keyring.Purpose(secretPurpose)
 	queue *river.Client[pgx.Tx]
 }
 

@@ -31,9 +31,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/connectd/connectd/internal/vault"
 )
 
 // Event types.
@@ -77,7 +76,7 @@ type Config struct {
 	Pool *pgxpool.Pool
 	// Keyring is the vault keyring as configured; secrets are sealed under
 	// its webhook-secret purpose key.
-	Keyring *vault.Keyring
+	Keyring *keyring.Keyring
 	// HTTPClient delivers: the egress client (SSRF guard, https only outside
 	// the dev allow-list, no redirects). Registration refuses a URL this
 	// client would refuse without resolving a name

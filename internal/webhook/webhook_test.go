@@ -20,9 +20,10 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/connectd/connectd/internal/egress"
+	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
-	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/webhook"
 )
 
@@ -89,8 +90,8 @@ func newHooksWith(t *testing.T, update func(*webhook.Config, *egress.Config)) *h
 	srv := httptest.NewTLSServer(h.rcv)
 	t.Cleanup(srv.Close)
 	h.addr = srv.Listener.Addr().String()
-	line, _ := vault.GenerateKey(1)
-	keys, err := vault.ParseKeyring(line)
+	line, _ := keyring.GenerateKey(1)
+	keys, err := keyring.Parse(line)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func (h *hooks) emit(commit bool) {
 		h.t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	u := vault.UserRef{Issuer: "https://idp.example", Subject: "alice"}
+	u := identity.User{Issuer: "https://idp.example", Subject: "alice"}
 	if err := h.svc.Emit(ctx, tx, webhook.ApprovalEvent(h.client, u, "github", "user")); err != nil {
 		h.t.Fatal(err)
 	}
@@ -478,8 +479,8 @@ func TestBlockedAttemptRecordsClass(t *testing.T) {
 func TestSecretThatDoesNotOpenFailsOnRecord(t *testing.T) {
 	t.Parallel()
 	h := newHooks(t)
-	other, _ := vault.GenerateKey(7)
-	keys, err := vault.ParseKeyring(other)
+	other, _ := keyring.GenerateKey(7)
+	keys, err := keyring.Parse(other)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,11 @@
-package vault
+// Package keyring owns connectd's encryption keys: the versioned keys an
+// operator configures (CONNECTD_VAULT_KEYS), one primary that seals, the
+// per-purpose keys derived from them (DESIGN invariant 13), and the sealed
+// format (AES-256-GCM with the header and the caller's binding
+// authenticated). The vault store, connect's sealed PKCE verifiers and
+// request states, and webhook secrets each seal under their own Purpose of the
+// one configured keyring; none of them owns the keys.
+package keyring
 
 import (
 	"crypto/aes"
@@ -21,17 +28,22 @@ import (
 // under a key the keyring does not hold (or holds with different bytes), or
 // moved to another row or purpose than the one it was sealed for. The error
 // text never says more than which key version was involved.
-var ErrDecrypt = errors.New("vault: cannot decrypt")
+var ErrDecrypt = errors.New("keyring: cannot decrypt")
 
 // ErrKeyring reports an invalid key specification. Its text names the entry at
 // fault, never key material.
-var ErrKeyring = errors.New("vault: invalid keyring")
+var ErrKeyring = errors.New("keyring: invalid keyring")
 
 const (
-	// KeySize is the length of a vault key: AES-256.
+	// KeySize is the length of a key: AES-256.
 	KeySize = 32
 	// MaxKeyVersion is the largest key version (it is stored in a Postgres integer).
 	MaxKeyVersion = 1<<31 - 1
+	// HeaderSize is the length of a ciphertext's header: format, key version, nonce.
+	HeaderSize = 1 + 4 + 12
+	// PurposeFormat is the first byte of everything a Purpose keyring seals
+	// (what a rewrap looks for: anything else was sealed the old way).
+	PurposeFormat = formatPurpose
 
 	// formatRaw marks a ciphertext sealed directly under a configured key:
 	// everything connectd sealed before per-purpose keys, and what the
@@ -41,13 +53,13 @@ const (
 	// purpose (Keyring.Purpose).
 	formatPurpose byte = 2
 	nonceSize          = 12
-	headerSize         = 1 + 4 + nonceSize // format, key version, nonce
+	headerSize         = HeaderSize
 	tagSize            = 16
 )
 
 // Keyring holds the versioned keys that open ciphertexts and the one primary
-// key that seals new ones. The keyring made from configuration (NewKeyring,
-// ParseKeyring) holds the configured keys; Purpose derives from it a keyring
+// key that seals new ones. The keyring made from configuration (New,
+// Parse) holds the configured keys; Purpose derives from it a keyring
 // for one purpose, with a key per version, and that is what seals anything
 // (DESIGN invariant 13). It is safe for concurrent use and never exposes key
 // bytes; formatting a Keyring prints only its versions (and purpose).
@@ -67,10 +79,10 @@ type Keyring struct {
 	purposes sync.Map // label → *Keyring, derived once
 }
 
-// NewKeyring builds a keyring from raw 32-byte keys by version; primary must be
+// New builds a keyring from raw 32-byte keys by version; primary must be
 // one of them. The caller's key slices are zeroed once the ciphers are built
 // (the keyring keeps its own copy, to derive purpose keys from).
-func NewKeyring(keys map[uint32][]byte, primary uint32) (*Keyring, error) {
+func New(keys map[uint32][]byte, primary uint32) (*Keyring, error) {
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: no keys", ErrKeyring)
 	}
@@ -129,7 +141,7 @@ func newKeyring(keys map[uint32][]byte, primary uint32, label string, format byt
 // Purpose panics on an empty label, a programming error.
 func (k *Keyring) Purpose(label string) *Keyring {
 	if label == "" {
-		panic("vault: Keyring.Purpose needs a label")
+		panic("keyring: Keyring.Purpose needs a label")
 	}
 	if p, ok := k.purposes.Load(label); ok {
 		return p.(*Keyring)
@@ -147,7 +159,7 @@ func (k *Keyring) Purpose(label string) *Keyring {
 	for v, raw := range k.keys {
 		d, err := hkdf.Key(sha256.New, raw, nil, name, KeySize)
 		if err != nil { // only for lengths HKDF-SHA256 cannot make; KeySize is not one
-			panic("vault: derive purpose key: " + err.Error())
+			panic("keyring: derive purpose key: " + err.Error())
 		}
 		derived[v] = d
 	}
@@ -157,18 +169,18 @@ func (k *Keyring) Purpose(label string) *Keyring {
 	}
 	p, err := newKeyring(derived, k.primary, name, formatPurpose, legacy)
 	if err != nil { // the derived keys are valid AES-256 keys
-		panic("vault: purpose keyring: " + err.Error())
+		panic("keyring: purpose keyring: " + err.Error())
 	}
 	got, _ := k.purposes.LoadOrStore(label, p)
 	return got.(*Keyring)
 }
 
-// ParseKeyring reads a key specification: entries "VERSION:BASE64KEY"
+// Parse reads a key specification: entries "VERSION:BASE64KEY"
 // separated by commas or newlines, where exactly one entry is marked primary
 // with a leading "*" ("*2:..."). A single unmarked entry is the primary. Blank
 // entries and lines starting with "#" are ignored, so a key file may carry
 // comments. Errors name the entry (1-based) and never echo key material.
-func ParseKeyring(spec string) (*Keyring, error) {
+func Parse(spec string) (*Keyring, error) {
 	keys := map[uint32][]byte{}
 	defer func() {
 		for _, raw := range keys {
@@ -227,7 +239,7 @@ func ParseKeyring(spec string) (*Keyring, error) {
 			primary = v
 		}
 	}
-	return NewKeyring(keys, primary)
+	return New(keys, primary)
 }
 
 // decodeKey accepts standard or URL-safe base64, padded or not.
@@ -252,7 +264,7 @@ func GenerateKey(version uint32) (string, error) {
 	raw := make([]byte, KeySize)
 	defer clear(raw)
 	if _, err := io.ReadFull(rand.Reader, raw); err != nil {
-		return "", fmt.Errorf("vault: generate key: %w", err)
+		return "", fmt.Errorf("keyring: generate key: %w", err)
 	}
 	return strconv.FormatUint(uint64(version), 10) + ":" + base64.StdEncoding.EncodeToString(raw), nil
 }
@@ -276,7 +288,7 @@ func (k *Keyring) Has(v uint32) bool { _, ok := k.aeads[v]; return ok }
 // String describes the keyring by versions (and purpose) only.
 func (k *Keyring) String() string {
 	var b strings.Builder
-	b.WriteString("vault.Keyring")
+	b.WriteString("keyring.Keyring")
 	if k.label != "" {
 		b.WriteString("(" + strconv.Quote(k.label) + ")")
 	}
@@ -313,7 +325,7 @@ func (k *Keyring) sealWith(version uint32, plaintext, aad []byte) ([]byte, error
 	out[0] = k.format
 	binary.BigEndian.PutUint32(out[1:5], version)
 	if _, err := io.ReadFull(rand.Reader, out[5:headerSize]); err != nil {
-		return nil, fmt.Errorf("vault: nonce: %w", err)
+		return nil, fmt.Errorf("keyring: nonce: %w", err)
 	}
 	return aead.Seal(out, out[5:headerSize], plaintext, additional(out[:headerSize], aad)), nil
 }
@@ -328,9 +340,27 @@ func (k *Keyring) Open(ciphertext, aad []byte) ([]byte, error) {
 	return k.openWith(nil, ciphertext, additional(ciphertext[:headerSize], aad))
 }
 
+// OpenAppend is Open for a caller that builds the associated data itself,
+// in its own (pooled) buffer: ad is what AppendAD made for this ciphertext,
+// and the plaintext is appended to dst. A hot path opening many ciphertexts
+// allocates nothing here.
+func (k *Keyring) OpenAppend(dst, ciphertext, ad []byte) ([]byte, error) {
+	return k.openWith(dst, ciphertext, ad)
+}
+
+// AppendAD appends to b the complete associated data under which ciphertext
+// was sealed with Binding(purpose, values...) as its aad, for OpenAppend. A
+// ciphertext shorter than a header gets no header; OpenAppend then reports
+// it.
+func AppendAD(b, ciphertext []byte, purpose string, values ...string) []byte {
+	if len(ciphertext) >= HeaderSize {
+		b = append(b, ciphertext[:HeaderSize]...)
+	}
+	return appendBinding(b, purpose, values...)
+}
+
 // openWith is Open given the complete associated data, ad =
-// additional(header, aad) (a caller opening the same ciphertext again and
-// again computes it once), appending the plaintext to dst.
+// additional(header, aad), appending the plaintext to dst.
 func (k *Keyring) openWith(dst, ciphertext, ad []byte) ([]byte, error) {
 	v, err := KeyVersion(ciphertext)
 	if err != nil {

@@ -1,4 +1,4 @@
-package vault_test
+package keyring_test
 
 import (
 	"bytes"
@@ -8,21 +8,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/keyring"
 )
 
 func keyLine(t testing.TB, version uint32) string {
 	t.Helper()
-	l, err := vault.GenerateKey(version)
+	l, err := keyring.GenerateKey(version)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l
 }
 
-func keyring(t testing.TB, spec string) *vault.Keyring {
+func mustParse(t testing.TB, spec string) *keyring.Keyring {
 	t.Helper()
-	k, err := vault.ParseKeyring(spec)
+	k, err := keyring.Parse(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,13 +31,13 @@ func keyring(t testing.TB, spec string) *vault.Keyring {
 
 func TestSealOpen(t *testing.T) {
 	t.Parallel()
-	k := keyring(t, keyLine(t, 7))
-	aad := vault.Binding("test", "row-1", "github")
+	k := mustParse(t, keyLine(t, 7))
+	aad := keyring.Binding("test", "row-1", "github")
 	ct, err := k.Seal([]byte("hello"), aad)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, err := vault.KeyVersion(ct); err != nil || v != 7 {
+	if v, err := keyring.KeyVersion(ct); err != nil || v != 7 {
 		t.Fatalf("key version %d %v", v, err)
 	}
 	if bytes.Contains(ct, []byte("hello")) {
@@ -56,8 +56,8 @@ func TestSealOpen(t *testing.T) {
 func TestOpenRefusals(t *testing.T) {
 	t.Parallel()
 	line := keyLine(t, 1)
-	k := keyring(t, line)
-	aad := vault.Binding("connectd/vault/connection-credential/v1", "cn_1", "https://idp", "alice", "github")
+	k := mustParse(t, line)
+	aad := keyring.Binding("connectd/vault/connection-credential/v1", "cn_1", "https://idp", "alice", "github")
 	ct, err := k.Seal([]byte(`{"access_token":"gho_secret"}`), aad)
 	if err != nil {
 		t.Fatal(err)
@@ -67,10 +67,10 @@ func TestOpenRefusals(t *testing.T) {
 		c[i] ^= 0x01
 		return c
 	}
-	otherSameVersion := keyring(t, keyLine(t, 1))
+	otherSameVersion := mustParse(t, keyLine(t, 1))
 	tests := []struct {
 		name string
-		keys *vault.Keyring
+		keys *keyring.Keyring
 		ct   []byte
 		aad  []byte
 	}{
@@ -83,18 +83,18 @@ func TestOpenRefusals(t *testing.T) {
 		{"header only", k, ct[:17], aad},
 		{"empty", k, nil, aad},
 		{"wrong key (same version, other bytes)", otherSameVersion, ct, aad},
-		{"unknown key version", keyring(t, keyLine(t, 2)), ct, aad},
-		{"other row", k, ct, vault.Binding("connectd/vault/connection-credential/v1", "cn_2", "https://idp", "alice", "github")},
-		{"other user", k, ct, vault.Binding("connectd/vault/connection-credential/v1", "cn_1", "https://idp", "mallory", "github")},
-		{"other provider", k, ct, vault.Binding("connectd/vault/connection-credential/v1", "cn_1", "https://idp", "alice", "gitlab")},
-		{"other purpose", k, ct, vault.Binding("something-else", "cn_1", "https://idp", "alice", "github")},
-		{"shifted boundaries", k, ct, vault.Binding("connectd/vault/connection-credential/v1", "cn_1https://idp", "", "alice", "github")},
+		{"unknown key version", mustParse(t, keyLine(t, 2)), ct, aad},
+		{"other row", k, ct, keyring.Binding("connectd/vault/connection-credential/v1", "cn_2", "https://idp", "alice", "github")},
+		{"other user", k, ct, keyring.Binding("connectd/vault/connection-credential/v1", "cn_1", "https://idp", "mallory", "github")},
+		{"other provider", k, ct, keyring.Binding("connectd/vault/connection-credential/v1", "cn_1", "https://idp", "alice", "gitlab")},
+		{"other purpose", k, ct, keyring.Binding("something-else", "cn_1", "https://idp", "alice", "github")},
+		{"shifted boundaries", k, ct, keyring.Binding("connectd/vault/connection-credential/v1", "cn_1https://idp", "", "alice", "github")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			pt, err := tt.keys.Open(tt.ct, tt.aad)
-			if !errors.Is(err, vault.ErrDecrypt) || pt != nil {
+			if !errors.Is(err, keyring.ErrDecrypt) || pt != nil {
 				t.Fatalf("got %q, %v; want ErrDecrypt", pt, err)
 			}
 			if strings.Contains(err.Error(), "gho_secret") {
@@ -122,7 +122,7 @@ func TestParseKeyring(t *testing.T) {
 		{"spaces and url-safe base64", " " + l1 + " , * " + urlSafe + " ", 2},
 	}
 	for _, tt := range good {
-		k, err := vault.ParseKeyring(tt.spec)
+		k, err := keyring.Parse(tt.spec)
 		if err != nil || k.Primary() != tt.primary {
 			t.Errorf("%s: %v, primary %v", tt.name, err, k)
 		}
@@ -141,8 +141,8 @@ func TestParseKeyring(t *testing.T) {
 		{"duplicate version", l1 + ",*1:" + b64, "version 1 appears twice"},
 	}
 	for _, tt := range bad {
-		_, err := vault.ParseKeyring(tt.spec)
-		if !errors.Is(err, vault.ErrKeyring) || !strings.Contains(err.Error(), tt.want) {
+		_, err := keyring.Parse(tt.spec)
+		if !errors.Is(err, keyring.ErrKeyring) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: got %v, want %q", tt.name, err, tt.want)
 			continue
 		}
@@ -152,17 +152,17 @@ func TestParseKeyring(t *testing.T) {
 	}
 }
 
-func TestSecretsDoNotFormat(t *testing.T) {
+func TestKeysDoNotFormat(t *testing.T) {
 	t.Parallel()
 	line := keyLine(t, 1)
 	_, b64, _ := strings.Cut(line, ":")
-	k := keyring(t, line)
-	cred := vault.Credential{AccessToken: "at-SECRET", RefreshToken: "rt-SECRET", TokenType: "Bearer", Scopes: []string{"repo"}}
-	out := fmt.Sprintf("%v %+v %#v %s %q %v %+v", cred, cred, &cred, cred, cred, k, k)
-	if strings.Contains(out, "SECRET") || strings.Contains(out, b64[:12]) {
-		t.Fatalf("a secret was formatted: %s", out)
+	k := mustParse(t, line)
+	p := k.Purpose("connectd/test/v1")
+	out := fmt.Sprintf("%v %+v %#v %s %q %v %+v", k, k, k, k, k, p, p)
+	if strings.Contains(out, b64[:12]) {
+		t.Fatalf("key material was formatted: %s", out)
 	}
-	if !strings.Contains(out, "repo") || !strings.Contains(out, "*1") {
-		t.Fatalf("non-secret fields should show: %s", out)
+	if !strings.Contains(out, "*1") {
+		t.Fatalf("versions should show: %s", out)
 	}
 }

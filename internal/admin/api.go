@@ -83,11 +83,11 @@ func eventDocs(evs []Event) []eventDoc {
 func (s *Server) apiConnections(w http.ResponseWriter, r *http.Request) error {
 	f, after, limit, err := listQuery(r)
 	if err != nil {
-		return storeError(err)
+		return err
 	}
 	p, err := s.store.Connections(r.Context(), f, after, limit)
 	if err != nil {
-		return storeError(err)
+		return err
 	}
 	out := struct {
 		Connections []connectionDoc `json:"connections"`
@@ -107,7 +107,7 @@ func (s *Server) apiConnections(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) apiConnection(w http.ResponseWriter, r *http.Request) error {
 	d, err := s.store.Detail(r.Context(), r.PathValue("id"))
 	if err != nil {
-		return storeError(err)
+		return err
 	}
 	out := struct {
 		connectionDoc
@@ -146,7 +146,7 @@ func (s *Server) apiRevoke(w http.ResponseWriter, r *http.Request) error {
 	}
 	rev, err := s.store.Revoke(r.Context(), id, actorOf(r))
 	if err != nil {
-		return storeError(err)
+		return err
 	}
 	web.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "provider": rev.Connection.Provider,
 		"issuer": rev.Connection.User.Issuer, "subject": rev.Connection.User.Subject,
@@ -196,15 +196,15 @@ type countDoc struct {
 func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) error {
 	eq, window, err := s.eventQuery(r)
 	if err != nil {
-		return storeError(err)
+		return err
 	}
 	counts, err := s.store.EventCounts(r.Context(), SecurityPrefix, eq.Since)
 	if err != nil {
-		return storeError(err)
+		return err
 	}
 	evs, next, err := s.store.Events(r.Context(), eq)
 	if err != nil {
-		return storeError(err)
+		return err
 	}
 	out := struct {
 		Window     string     `json:"window"`

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/problem"
 )
 
 // KeyPrefix starts every admin API key, so a leaked one is recognisable (secret
@@ -107,10 +108,10 @@ func scanKey(r pgx.Row, hash *[]byte) (Key, error) {
 func (ks *Keys) Create(ctx context.Context, name string, ttl time.Duration, by Actor) (Key, string, error) {
 	name = strings.TrimSpace(name)
 	if name == "" || len(name) > 200 || strings.IndexFunc(name, unicode.IsControl) >= 0 {
-		return Key{}, "", fmt.Errorf("%w: a key name of 1-200 characters is required", ErrInvalid)
+		return Key{}, "", problem.Detail(ErrInvalid, "a key name of 1-200 characters is required")
 	}
 	if ttl < 0 {
-		return Key{}, "", fmt.Errorf("%w: negative lifetime", ErrInvalid)
+		return Key{}, "", problem.Detail(ErrInvalid, "negative lifetime")
 	}
 	now := ks.now().UTC().Truncate(time.Microsecond)
 	k := Key{ID: newKeyID(), Name: name, CreatedBy: by.Name, CreatedAt: now}
@@ -153,7 +154,7 @@ func (ks *Keys) Revoke(ctx context.Context, id string, by Actor) error {
 		var name string
 		err := tx.QueryRow(ctx, revokeKey, id, ks.now().UTC()).Scan(&name)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: no active admin key %q", ErrNotFound, id)
+			return problem.Detail(ErrNotFound, "no active admin key %q", id)
 		}
 		if err != nil {
 			return err

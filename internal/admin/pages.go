@@ -2,7 +2,6 @@ package admin
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/web/templates"
@@ -39,7 +39,7 @@ func listQuery(r *http.Request) (Filter, *Cursor, int, error) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxPageSize {
-			return f, nil, 0, errors.Join(ErrInvalid, errors.New("limit must be 1-"+strconv.Itoa(MaxPageSize)))
+			return f, nil, 0, problem.Detail(ErrInvalid, "limit must be 1-%d", MaxPageSize)
 		}
 		limit = n
 	}
@@ -75,7 +75,7 @@ func parseWindow(v string) (time.Duration, string, error) {
 		v = "24h"
 	}
 	if !contains(windows, v) {
-		return 0, "", errors.Join(ErrInvalid, errors.New("window must be one of "+strings.Join(windows, ", ")))
+		return 0, "", problem.Detail(ErrInvalid, "window must be one of %s", strings.Join(windows, ", "))
 	}
 	if n, ok := strings.CutSuffix(v, "d"); ok {
 		days, _ := strconv.Atoi(n)
@@ -100,37 +100,18 @@ func (s *Server) eventQuery(r *http.Request) (EventQuery, string, error) {
 	if v := q.Get("before"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 {
-			return EventQuery{}, "", errors.Join(ErrInvalid, errors.New("before must be an event id"))
+			return EventQuery{}, "", problem.Detail(ErrInvalid, "before must be an event id")
 		}
 		eq.Before = n
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxPageSize {
-			return EventQuery{}, "", errors.Join(ErrInvalid, errors.New("limit must be 1-"+strconv.Itoa(MaxPageSize)))
+			return EventQuery{}, "", problem.Detail(ErrInvalid, "limit must be 1-%d", MaxPageSize)
 		}
 		eq.Limit = n
 	}
 	return eq, window, nil
-}
-
-// storeError maps a Store error onto the answer; the descriptions carry no
-// secret (at most an id or filter value the caller sent).
-func storeError(err error) error {
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return &web.Error{Status: http.StatusNotFound, Code: "not_found", Description: "no such connection", Err: err}
-	case errors.Is(err, ErrInvalid):
-		desc := err.Error()
-		if i := strings.LastIndex(desc, ErrInvalid.Error()); i >= 0 {
-			desc = strings.TrimLeft(desc[i+len(ErrInvalid.Error()):], ":\n ")
-		}
-		return &web.Error{Status: http.StatusBadRequest, Code: "invalid_request", Description: desc, Err: err}
-	case errors.Is(err, ErrNoVault):
-		return &web.Error{Status: http.StatusServiceUnavailable, Code: "vault_unavailable",
-			Description: "this connectd has no vault keys, so it cannot revoke", Err: err}
-	}
-	return err
 }
 
 func fmtTime(t time.Time) string {
@@ -172,11 +153,11 @@ func (s *Server) home(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) connectionsPage(w http.ResponseWriter, r *http.Request) error {
 	f, after, limit, err := listQuery(r)
 	if err != nil {
-		return storeError(err)
+		return err
 	}
 	p, err := s.store.Connections(r.Context(), f, after, limit)
 	if err != nil {
-		return storeError(err)
+		return err
 	}
 	v := templates.AdminConnectionsView{Nav: s.nav(r, "connections"),
 		Filter: templates.AdminFilterView{User: f.Subject, Issuer: f.Issuer, Provider: f.Provider, Status: f.Status,
@@ -200,7 +181,7 @@ func (s *Server) connectionsPage(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) connectionPage(w http.ResponseWriter, r *http.Request) error {
 	d, err := s.store.Detail(r.Context(), r.PathValue("id"))
 	if err != nil {
-		return storeError(err)
+		return err
 	}
 	v := templates.AdminConnectionView{Nav: s.nav(r, "connections"), ID: d.ID, Subject: d.User.Subject,
 		Issuer: d.User.Issuer, Provider: d.Provider, Account: d.Account.Label, AccountProblem: d.AccountProblem,
@@ -231,7 +212,7 @@ func (s *Server) connectionPage(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) confirmRevokePage(w http.ResponseWriter, r *http.Request) error {
 	d, err := s.store.Detail(r.Context(), r.PathValue("id"))
 	if err != nil {
-		return storeError(err)
+		return err
 	}
 	v := templates.AdminRevokeView{Nav: s.nav(r, "connections"), ID: d.ID, Subject: d.User.Subject,
 		Issuer: d.User.Issuer, Provider: d.Provider, Action: "/admin/connections/" + d.ID + "/revoke",
@@ -262,7 +243,7 @@ func (s *Server) revokePage(w http.ResponseWriter, r *http.Request) error {
 	}
 	rev, err := s.store.Revoke(r.Context(), id, actorOf(r))
 	if err != nil {
-		return storeError(err)
+		return err
 	}
 	return web.Render(w, r, http.StatusOK, templates.AdminRevoked(templates.AdminRevokedView{Nav: s.nav(r, "connections"),
 		ID: id, Subject: rev.Connection.User.Subject, Provider: rev.Connection.Provider, AtProvider: rev.AtProvider,
@@ -297,15 +278,15 @@ func clientRow(c mcpauth.Client) templates.AdminClientRow {
 func (s *Server) eventsPage(w http.ResponseWriter, r *http.Request) error {
 	eq, window, err := s.eventQuery(r)
 	if err != nil {
-		return storeError(err)
+		return err
 	}
 	counts, err := s.store.EventCounts(r.Context(), SecurityPrefix, eq.Since)
 	if err != nil {
-		return storeError(err)
+		return err
 	}
 	evs, next, err := s.store.Events(r.Context(), eq)
 	if err != nil {
-		return storeError(err)
+		return err
 	}
 	v := templates.AdminEventsView{Nav: s.nav(r, "events"), Window: window, Windows: windows, Kind: eq.Kind,
 		Events: eventRows(evs)}

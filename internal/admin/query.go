@@ -16,6 +16,7 @@ import (
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/names"
+	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/vault"
 )
 
@@ -130,17 +131,15 @@ var (
 func (f Filter) Validate() error {
 	switch {
 	case f.Issuer != "" && mcpauth.CheckIssuer(f.Issuer) != nil:
-		return fmt.Errorf("%w: issuer must be an issuer URL of 1-%d bytes of UTF-8 text without control characters",
-			ErrInvalid, mcpauth.MaxIssuerBytes)
+		return problem.Detail(ErrInvalid, "issuer must be an issuer URL of 1-%d bytes of UTF-8 text without control characters", mcpauth.MaxIssuerBytes)
 	case f.Subject != "" && mcpauth.CheckSubject(f.Subject) != nil:
-		return fmt.Errorf("%w: user must be a subject of 1-%d bytes of UTF-8 text without control characters",
-			ErrInvalid, mcpauth.MaxSubjectBytes)
+		return problem.Detail(ErrInvalid, "user must be a subject of 1-%d bytes of UTF-8 text without control characters", mcpauth.MaxSubjectBytes)
 	case f.Provider != "" && !names.ValidProvider(f.Provider):
-		return fmt.Errorf("%w: provider must be a provider id such as github", ErrInvalid)
+		return problem.Detail(ErrInvalid, "provider must be a provider id such as github")
 	case f.Status != "" && !contains(statuses, f.Status):
-		return fmt.Errorf("%w: status must be one of %s", ErrInvalid, strings.Join(statuses, ", "))
+		return problem.Detail(ErrInvalid, "status must be one of %s", strings.Join(statuses, ", "))
 	case f.Client != "" && !names.ValidClientID(f.Client):
-		return fmt.Errorf("%w: client must be a client id such as cli_k3j5", ErrInvalid)
+		return problem.Detail(ErrInvalid, "client must be a client id such as cli_k3j5")
 	}
 	return nil
 }
@@ -176,7 +175,7 @@ func (c Cursor) String() string {
 
 // ParseCursor decodes a token made by Cursor.String.
 func ParseCursor(s string) (Cursor, error) {
-	bad := fmt.Errorf("%w: after is not a cursor this listing returned", ErrInvalid)
+	bad := problem.Detail(ErrInvalid, "after is not a cursor this listing returned")
 	if len(s) > 200 {
 		return Cursor{}, bad
 	}
@@ -275,11 +274,11 @@ func (st *Store) Connections(ctx context.Context, f Filter, after *Cursor, limit
 // connection reads one connection, or ErrNotFound.
 func (st *Store) connection(ctx context.Context, id string) (*Connection, error) {
 	if !ValidConnectionID(id) {
-		return nil, fmt.Errorf("%w: connection %q", ErrNotFound, id)
+		return nil, fmt.Errorf("connection %s: %w", id, problem.Detail(ErrNotFound, "no such connection"))
 	}
 	c, err := scanConnection(st.pool.QueryRow(ctx, selectConnection, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: connection %s", ErrNotFound, id)
+		return nil, fmt.Errorf("connection %s: %w", id, problem.Detail(ErrNotFound, "no such connection"))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("admin: read connection: %w", err)
@@ -351,7 +350,7 @@ func (st *Store) Detail(ctx context.Context, id string) (*Detail, error) {
 		case errors.Is(err, keyring.ErrDecrypt):
 			d.AccountProblem = "the credential cannot be opened with the configured keys"
 		case errors.Is(err, vault.ErrNotConnected):
-			return nil, fmt.Errorf("%w: connection %s", ErrNotFound, id)
+			return nil, fmt.Errorf("connection %s: %w", id, problem.Detail(ErrNotFound, "no such connection"))
 		default:
 			return nil, err
 		}
@@ -391,10 +390,10 @@ type EventQuery struct {
 // the last page).
 func (st *Store) Events(ctx context.Context, q EventQuery) ([]Event, int64, error) {
 	if q.Kind != "" && !kindPattern.MatchString(q.Kind) {
-		return nil, 0, fmt.Errorf("%w: kind must be an event kind such as security.identity_mismatch", ErrInvalid)
+		return nil, 0, problem.Detail(ErrInvalid, "kind must be an event kind such as security.identity_mismatch")
 	}
 	if q.Prefix != "" && !kindPattern.MatchString(q.Prefix) || q.Before < 0 {
-		return nil, 0, fmt.Errorf("%w: bad event query", ErrInvalid)
+		return nil, 0, problem.Detail(ErrInvalid, "bad event query")
 	}
 	switch {
 	case q.Limit <= 0:
@@ -450,7 +449,7 @@ type KindCount struct {
 // time, per kind.
 func (st *Store) EventCounts(ctx context.Context, prefix string, since time.Time) ([]KindCount, error) {
 	if prefix != "" && !kindPattern.MatchString(prefix) {
-		return nil, fmt.Errorf("%w: bad event kind prefix", ErrInvalid)
+		return nil, problem.Detail(ErrInvalid, "bad event kind prefix")
 	}
 	query, args := countEvents, []any{since}
 	switch prefix {

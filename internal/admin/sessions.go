@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/web/templates"
@@ -34,7 +35,7 @@ func (st *Store) EndSessions(ctx context.Context, user identity.User, by Actor) 
 		return 0, err
 	}
 	if user.Issuer == "" || user.Subject == "" {
-		return 0, fmt.Errorf("%w: a user is an issuer and a subject; both are required", ErrInvalid)
+		return 0, problem.Detail(ErrInvalid, "a user is an issuer and a subject; both are required")
 	}
 	var n int
 	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
@@ -67,7 +68,7 @@ func (s *Server) endSessionsPage(w http.ResponseWriter, r *http.Request) error {
 	user := identity.User{Issuer: r.PostForm.Get("issuer"), Subject: r.PostForm.Get("subject")}
 	n, err := s.store.EndSessions(r.Context(), user, actorOf(r))
 	if err != nil {
-		return storeError(err)
+		return err
 	}
 	return web.Render(w, r, http.StatusOK, templates.AdminSessionsEnded(templates.AdminSessionsEndedView{
 		Nav: s.nav(r, "connections"), Subject: user.Subject, Issuer: user.Issuer, Sessions: strconv.Itoa(n),
@@ -89,7 +90,7 @@ func (s *Server) apiEndSessions(w http.ResponseWriter, r *http.Request) error {
 	user := identity.User{Issuer: req.Issuer, Subject: req.Subject} // byte for byte (EndSessions)
 	n, err := s.store.EndSessions(r.Context(), user, actorOf(r))
 	if err != nil {
-		return storeError(err)
+		return err
 	}
 	web.WriteJSON(w, http.StatusOK, map[string]any{"issuer": user.Issuer, "subject": user.Subject, "sessions_ended": n})
 	return nil

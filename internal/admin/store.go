@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/lifecycle"
+	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/internal/webhook"
 )
 
@@ -19,11 +22,12 @@ import (
 var (
 	// ErrNotFound: no such connection (or key); also when a connection was
 	// replaced by a new one while it was being revoked.
-	ErrNotFound = errors.New("admin: not found")
+	ErrNotFound = fmt.Errorf("admin: %w", problem.ErrNotFound)
 	// ErrInvalid: a malformed filter, cursor, id or argument.
-	ErrInvalid = errors.New("admin: invalid argument")
+	ErrInvalid = fmt.Errorf("admin: %w", problem.ErrInvalid)
 	// ErrNoVault: the Store has no vault, so it cannot revoke.
-	ErrNoVault = errors.New("admin: no vault configured (CONNECTD_VAULT_KEYS)")
+	ErrNoVault error = &web.Error{Status: http.StatusServiceUnavailable, Code: "vault_unavailable",
+		Description: "this connectd has no vault keys (CONNECTD_VAULT_KEYS), so it cannot revoke"}
 )
 
 // StoreConfig holds a Store's dependencies.
@@ -118,7 +122,7 @@ func (st *Store) Revoke(ctx context.Context, id string, by Actor) (*Revocation, 
 	ended, err := owner.Delete(context.WithoutCancel(ctx), c.User, c.Provider, id,
 		lifecycle.Actor{Audit: by.Name, By: "admin", RequestID: by.RequestID, IP: by.IP})
 	if errors.Is(err, vault.ErrNotConnected) || errors.Is(err, lifecycle.ErrReplaced) {
-		return nil, fmt.Errorf("%w: connection %s", ErrNotFound, id)
+		return nil, fmt.Errorf("connection %s: %w", id, problem.Detail(ErrNotFound, "no such connection"))
 	}
 	if err != nil {
 		return nil, err
@@ -133,7 +137,7 @@ func (st *Store) Revoke(ctx context.Context, id string, by Actor) (*Revocation, 
 // SweepAudit deletes audit events older than retention and returns how many.
 func (st *Store) SweepAudit(ctx context.Context, retention time.Duration) (int64, error) {
 	if retention <= 0 {
-		return 0, fmt.Errorf("%w: retention must be positive", ErrInvalid)
+		return 0, problem.Detail(ErrInvalid, "retention must be positive")
 	}
 	return audit.Sweep(ctx, st.pool, st.now().Add(-retention))
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/names"
+	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/internal/webhook"
@@ -30,7 +31,8 @@ import (
 // logged).
 
 // ErrNoWebhooks: the Store has no webhook service.
-var ErrNoWebhooks = errors.New("admin: no webhook service configured")
+var ErrNoWebhooks error = &web.Error{Status: http.StatusServiceUnavailable, Code: "webhooks_unavailable",
+	Description: "this connectd has no webhook service"}
 
 // Webhooks is the webhook service the Store changes endpoints through, or
 // ErrNoWebhooks.
@@ -119,7 +121,7 @@ var (
 // endpoint reads the endpoint id of a request, or webhook.ErrNotFound.
 func endpoint(ctx context.Context, wh *webhook.Service, id string) (webhook.Endpoint, error) {
 	if !endpointIDPattern.MatchString(id) {
-		return webhook.Endpoint{}, webhook.ErrNotFound
+		return webhook.Endpoint{}, problem.Detail(webhook.ErrNotFound, "no such endpoint")
 	}
 	return wh.Endpoint(ctx, id)
 }
@@ -127,7 +129,7 @@ func endpoint(ctx context.Context, wh *webhook.Service, id string) (webhook.Endp
 // delivery reads the delivery id of a request, or webhook.ErrNotFound.
 func delivery(ctx context.Context, wh *webhook.Service, id string) (webhook.Delivery, error) {
 	if !deliveryIDPattern.MatchString(id) {
-		return webhook.Delivery{}, webhook.ErrNotFound
+		return webhook.Delivery{}, problem.Detail(webhook.ErrNotFound, "no such delivery")
 	}
 	return wh.Delivery(ctx, id)
 }
@@ -137,30 +139,6 @@ func (st *Store) auditAfter(ctx context.Context, ev Event, by Actor) {
 	if err := writeAudit(ctx, st.pool, ev, by); err != nil {
 		st.logger.ErrorContext(ctx, "audit event not written", slog.String("kind", ev.Kind), slog.Any("error", err))
 	}
-}
-
-// webhookError maps an error of package webhook (or ErrNoWebhooks) onto the
-// answer. Its texts name at most an id, a URL rule or an event type the
-// caller sent.
-func webhookError(err error, what string) error {
-	switch {
-	case errors.Is(err, webhook.ErrNotFound):
-		desc := "no such " + what
-		if msg := strings.TrimPrefix(err.Error(), webhook.ErrNotFound.Error()+": "); msg != err.Error() {
-			desc = msg
-		}
-		return &web.Error{Status: http.StatusNotFound, Code: "not_found", Description: desc, Err: err}
-	case errors.Is(err, webhook.ErrInvalid):
-		desc := strings.TrimPrefix(err.Error(), webhook.ErrInvalid.Error()+": ")
-		return &web.Error{Status: http.StatusBadRequest, Code: "invalid_request", Description: desc, Err: err}
-	case errors.Is(err, webhook.ErrExists):
-		return &web.Error{Status: http.StatusConflict, Code: "conflict",
-			Description: "this MCP server already has an endpoint at that URL", Err: err}
-	case errors.Is(err, ErrNoWebhooks):
-		return &web.Error{Status: http.StatusServiceUnavailable, Code: "webhooks_unavailable",
-			Description: "this connectd has no webhook service", Err: err}
-	}
-	return err
 }
 
 // deliveryLimit reads ?limit= of a deliveries listing (default
@@ -255,7 +233,7 @@ func deliveryDocOf(d webhook.Delivery) deliveryDoc {
 func (s *Server) apiWebhooks(w http.ResponseWriter, r *http.Request) error {
 	wh, err := s.store.Webhooks()
 	if err != nil {
-		return webhookError(err, "endpoint")
+		return err
 	}
 	id, err := s.clientOf(r)
 	if err != nil {
@@ -294,7 +272,7 @@ func (s *Server) apiCreateWebhook(w http.ResponseWriter, r *http.Request) error 
 	}
 	ep, secret, err := s.store.CreateWebhook(r.Context(), id, strings.TrimSpace(req.URL), req.Events, actorOf(r))
 	if err != nil {
-		return webhookError(err, "MCP server (client)")
+		return err
 	}
 	web.WriteJSON(w, http.StatusCreated, map[string]any{"endpoint": endpointDocOf(ep), "secret": secret})
 	return nil
@@ -304,7 +282,7 @@ func (s *Server) apiCreateWebhook(w http.ResponseWriter, r *http.Request) error 
 func (s *Server) apiDeleteWebhook(w http.ResponseWriter, r *http.Request) error {
 	ep, err := s.store.DeleteWebhook(r.Context(), r.PathValue("id"), actorOf(r))
 	if err != nil {
-		return webhookError(err, "endpoint")
+		return err
 	}
 	web.WriteJSON(w, http.StatusOK, map[string]any{"deleted": endpointDocOf(ep)})
 	return nil
@@ -315,7 +293,7 @@ func (s *Server) apiDeleteWebhook(w http.ResponseWriter, r *http.Request) error 
 func (s *Server) apiDeliveries(w http.ResponseWriter, r *http.Request) error {
 	wh, err := s.store.Webhooks()
 	if err != nil {
-		return webhookError(err, "endpoint")
+		return err
 	}
 	limit, err := deliveryLimit(r)
 	if err != nil {
@@ -323,7 +301,7 @@ func (s *Server) apiDeliveries(w http.ResponseWriter, r *http.Request) error {
 	}
 	ep, err := endpoint(r.Context(), wh, r.PathValue("id"))
 	if err != nil {
-		return webhookError(err, "endpoint")
+		return err
 	}
 	ds, err := wh.Deliveries(r.Context(), ep.ID, limit)
 	if err != nil {
@@ -345,11 +323,11 @@ func (s *Server) apiDeliveries(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) apiDelivery(w http.ResponseWriter, r *http.Request) error {
 	wh, err := s.store.Webhooks()
 	if err != nil {
-		return webhookError(err, "delivery")
+		return err
 	}
 	d, err := delivery(r.Context(), wh, r.PathValue("id"))
 	if err != nil {
-		return webhookError(err, "delivery")
+		return err
 	}
 	doc := deliveryDocOf(d)
 	doc.Payload = d.Payload
@@ -371,7 +349,7 @@ func (s *Server) apiDelivery(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) apiRedeliver(w http.ResponseWriter, r *http.Request) error {
 	d, err := s.store.Redeliver(r.Context(), r.PathValue("id"), actorOf(r))
 	if err != nil {
-		return webhookError(err, "delivery")
+		return err
 	}
 	web.WriteJSON(w, http.StatusAccepted, map[string]any{"id": d.ID, "endpoint_id": d.EndpointID, "status": "pending"})
 	return nil
@@ -412,7 +390,7 @@ func (s *Server) checkForm(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) clientPage(w http.ResponseWriter, r *http.Request) error {
 	wh, err := s.store.Webhooks()
 	if err != nil {
-		return webhookError(err, "endpoint")
+		return err
 	}
 	c, err := s.client(r.Context(), r.PathValue("id"))
 	if err != nil {
@@ -447,7 +425,7 @@ func (s *Server) createWebhookPage(w http.ResponseWriter, r *http.Request) error
 	ep, secret, err := s.store.CreateWebhook(r.Context(), c.ID, strings.TrimSpace(r.PostForm.Get("url")),
 		r.PostForm["events"], actorOf(r))
 	if err != nil {
-		return webhookError(err, "MCP server (client)")
+		return err
 	}
 	return web.Render(w, r, http.StatusOK, templates.AdminWebhookCreated(templates.AdminWebhookCreatedView{
 		Nav: s.nav(r, "clients"), ID: ep.ID, URL: ep.URL, Events: eventsText(ep.Events), ClientName: clientName(c),
@@ -462,7 +440,7 @@ func (s *Server) deleteWebhookPage(w http.ResponseWriter, r *http.Request) error
 	}
 	ep, err := s.store.DeleteWebhook(r.Context(), r.PathValue("id"), actorOf(r))
 	if err != nil {
-		return webhookError(err, "endpoint")
+		return err
 	}
 	http.Redirect(w, r, "/admin/clients/"+ep.ClientID, http.StatusSeeOther)
 	return nil
@@ -473,7 +451,7 @@ func (s *Server) deleteWebhookPage(w http.ResponseWriter, r *http.Request) error
 func (s *Server) webhookPage(w http.ResponseWriter, r *http.Request) error {
 	wh, err := s.store.Webhooks()
 	if err != nil {
-		return webhookError(err, "endpoint")
+		return err
 	}
 	limit, err := deliveryLimit(r)
 	if err != nil {
@@ -481,7 +459,7 @@ func (s *Server) webhookPage(w http.ResponseWriter, r *http.Request) error {
 	}
 	ep, err := endpoint(r.Context(), wh, r.PathValue("id"))
 	if err != nil {
-		return webhookError(err, "endpoint")
+		return err
 	}
 	ds, err := wh.Deliveries(r.Context(), ep.ID, limit)
 	if err != nil {
@@ -513,15 +491,15 @@ func fmtOptTime(t *time.Time) string {
 func (s *Server) deliveryPage(w http.ResponseWriter, r *http.Request) error {
 	wh, err := s.store.Webhooks()
 	if err != nil {
-		return webhookError(err, "delivery")
+		return err
 	}
 	d, err := delivery(r.Context(), wh, r.PathValue("id"))
 	if err != nil {
-		return webhookError(err, "delivery")
+		return err
 	}
 	ep, err := wh.Endpoint(r.Context(), d.EndpointID)
 	if err != nil {
-		return webhookError(err, "delivery")
+		return err
 	}
 	payload := d.Payload
 	var buf bytes.Buffer
@@ -551,7 +529,7 @@ func (s *Server) redeliverPage(w http.ResponseWriter, r *http.Request) error {
 	}
 	d, err := s.store.Redeliver(r.Context(), r.PathValue("id"), actorOf(r))
 	if err != nil {
-		return webhookError(err, "delivery")
+		return err
 	}
 	http.Redirect(w, r, "/admin/deliveries/"+d.ID, http.StatusSeeOther)
 	return nil

@@ -18,6 +18,7 @@ import (
 	"github.com/connectd/connectd/internal/lifecycle"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/names"
+	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/scope"
 	"github.com/connectd/connectd/internal/vault"
@@ -620,7 +621,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	// unless the provider can narrow it to what the client was approved for.
 	cred, err := s.vault.Token(r.Context(), c.user, name, required)
 	if err != nil {
-		return s.tokenError(r, &c, name, err)
+		return problem.About(name, err) // the error table answers
 	}
 	switch d := consent.Decide(consent.HeldBy(cred), &appr, p.Info().NarrowOnRefresh); d.Release {
 	case consent.Whole:
@@ -661,18 +662,13 @@ func (s *Server) narrowed(r *http.Request, c *caller, name string, appr consent.
 			Fields: map[string]any{"unapproved_scopes": unapproved, "account_changed": false}}
 	}
 	n, err := s.vault.Narrowed(r.Context(), c.user, name, d.Scopes, cred.AccountID)
-	if errors.Is(err, vault.ErrAccountChanged) {
-		return nil, &web.Error{Status: http.StatusForbidden, Code: "consent_required", Err: err,
-			Description: fmt.Sprintf("the %s connection is now to another provider account; mint an elicitation", name),
-			Fields:      map[string]any{"unapproved_scopes": []string{}, "account_changed": true}}
-	}
 	if errors.Is(err, vault.ErrCannotNarrow) {
 		s.logger.WarnContext(r.Context(), "token could not be narrowed; the client must be approved for the whole connection",
 			slog.String("provider", name), slog.Any("error", err))
 		return nil, refused
 	}
 	if err != nil {
-		return nil, s.tokenError(r, c, name, err)
+		return nil, problem.About(name, err)
 	}
 	return n, nil
 }
@@ -734,36 +730,9 @@ func (s *Server) narrows(provider string) bool {
 	return err == nil && p.Info().NarrowOnRefresh
 }
 
-func notConnected(name string) error {
-	return web.Errorf(http.StatusNotFound, "not_connected", "no %s connection for this user", name)
-}
-
-func insufficientScope(name string, missing []string) error {
-	return &web.Error{Status: http.StatusForbidden, Code: "insufficient_scope",
-		Description: fmt.Sprintf("the %s connection lacks required scopes; mint an elicitation with them", name),
-		Fields:      map[string]any{"missing_scopes": missing}}
-}
-
-func (s *Server) tokenError(r *http.Request, c *caller, name string, err error) error {
-	var ms *vault.MissingScopesError
-	switch {
-	case errors.Is(err, vault.ErrNotConnected):
-		return notConnected(name)
-	case errors.As(err, &ms):
-		return insufficientScope(name, ms.Missing)
-	case errors.Is(err, vault.ErrReauthorizationRequired):
-		return &web.Error{Status: http.StatusConflict, Code: "reauthorization_required", Err: err,
-			Description: fmt.Sprintf("the %s connection must be authorized again; mint an elicitation", name)}
-	case errors.Is(err, vault.ErrProviderUnavailable):
-		return &web.Error{Status: http.StatusServiceUnavailable, Code: "provider_unavailable", Err: err,
-			Description: fmt.Sprintf("%s could not be reached to refresh the token; retry later", name),
-			Header:      http.Header{"Retry-After": {"5"}}}
-	case errors.Is(err, keyring.ErrDecrypt):
-		return &web.Error{Status: http.StatusConflict, Code: "reauthorization_required", Err: err,
-			Description: fmt.Sprintf("the stored %s credential cannot be used; mint an elicitation", name)}
-	}
-	return err
-}
+// notConnected is the answer for a provider the user has no connection
+// at (or that is no provider): the error table's not_connected.
+func notConnected(name string) error { return problem.About(name, vault.ErrNotConnected) }
 
 // unlink handles DELETE /v1/connections/{provider}.
 func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {

@@ -18,6 +18,7 @@ import (
 	"github.com/connectd/connectd/internal/egress"
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/names"
+	"github.com/connectd/connectd/internal/problem"
 )
 
 // Service registers endpoints, emits events and answers what was delivered.
@@ -70,13 +71,13 @@ const (
 // A name is checked at every dial, as the address it resolves to then.
 func (s *Service) checkEndpointURL(raw string) error {
 	if len(raw) > 2048 {
-		return fmt.Errorf("%w: url must be at most 2048 bytes", ErrInvalid)
+		return problem.Detail(ErrInvalid, "url must be at most 2048 bytes")
 	}
 	if err := egress.CheckURL(raw, s.cfg.AllowHTTP); err != nil {
-		return fmt.Errorf("%w: url %v", ErrInvalid, err)
+		return problem.Detail(ErrInvalid, "url %v", err)
 	}
 	if err := egress.CheckDestination(s.cfg.HTTPClient, raw); err != nil {
-		return fmt.Errorf("%w: url %w", ErrInvalid, err)
+		return problem.Detail(ErrInvalid, "url %v", err)
 	}
 	return nil
 }
@@ -86,7 +87,7 @@ func (s *Service) checkEndpointURL(raw string) error {
 // base64), which is shown this once: only the sealed copy is kept.
 func (s *Service) Create(ctx context.Context, clientID, rawURL string, events []string) (Endpoint, string, error) {
 	if !names.ValidClientID(clientID) {
-		return Endpoint{}, "", fmt.Errorf("%w: client must be a client id such as cli_k3j5", ErrInvalid)
+		return Endpoint{}, "", problem.Detail(ErrInvalid, "client must be a client id such as cli_k3j5")
 	}
 	if err := s.checkEndpointURL(rawURL); err != nil {
 		return Endpoint{}, "", err
@@ -94,7 +95,7 @@ func (s *Service) Create(ctx context.Context, clientID, rawURL string, events []
 	events = slices.Compact(slices.Sorted(slices.Values(events)))
 	for _, t := range events {
 		if !slices.Contains(Types, t) {
-			return Endpoint{}, "", fmt.Errorf("%w: unknown event type %q (known: %v)", ErrInvalid, t, Types)
+			return Endpoint{}, "", problem.Detail(ErrInvalid, "unknown event type %q (known: %v)", t, Types)
 		}
 	}
 	raw := make([]byte, 32)
@@ -111,7 +112,7 @@ func (s *Service) Create(ctx context.Context, clientID, rawURL string, events []
 			return err
 		}
 		if n >= defaultMaxEndpointsClient {
-			return fmt.Errorf("%w: a client has at most %d endpoints", ErrInvalid, defaultMaxEndpointsClient)
+			return problem.Detail(ErrInvalid, "a client has at most %d endpoints", defaultMaxEndpointsClient)
 		}
 		_, err := tx.Exec(ctx, insertEndpoint, ep.ID, clientID, rawURL, int32(s.keys.Primary()), sealed, ep.Events, ep.CreatedAt)
 		return err
@@ -121,7 +122,7 @@ func (s *Service) Create(ctx context.Context, clientID, rawURL string, events []
 	case errors.As(err, &pe) && pe.Code == "23505":
 		return Endpoint{}, "", ErrExists
 	case errors.As(err, &pe) && pe.Code == "23503":
-		return Endpoint{}, "", fmt.Errorf("%w: no such client %s", ErrNotFound, clientID)
+		return Endpoint{}, "", problem.Detail(ErrNotFound, "no such client %s", clientID)
 	case errors.Is(err, ErrInvalid):
 		return Endpoint{}, "", err
 	case err != nil:
@@ -155,7 +156,7 @@ func (s *Service) Endpoint(ctx context.Context, id string) (Endpoint, error) {
 	}
 	ep, err := pgx.CollectExactlyOneRow(rows, scanEndpoint)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Endpoint{}, ErrNotFound
+		return Endpoint{}, problem.Detail(ErrNotFound, "no such endpoint")
 	}
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("webhook: endpoint: %w", err)
@@ -171,7 +172,7 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 		return fmt.Errorf("webhook: delete endpoint: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return ErrNotFound
+		return problem.Detail(ErrNotFound, "no such endpoint")
 	}
 	return nil
 }
@@ -339,7 +340,7 @@ func (s *Service) Delivery(ctx context.Context, id string) (Delivery, error) {
 	}
 	d, err := pgx.CollectExactlyOneRow(rows, scanDelivery)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Delivery{}, ErrNotFound
+		return Delivery{}, problem.Detail(ErrNotFound, "no such delivery")
 	}
 	if err != nil {
 		return Delivery{}, fmt.Errorf("webhook: delivery: %w", err)
@@ -365,7 +366,7 @@ func (s *Service) Redeliver(ctx context.Context, id string) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var st string
 		if err := tx.QueryRow(ctx, resetDelivery, id, time.Now().UTC()).Scan(&st); errors.Is(err, pgx.ErrNoRows) {
-			return ErrNotFound
+			return problem.Detail(ErrNotFound, "no such delivery")
 		} else if err != nil {
 			return fmt.Errorf("webhook: redeliver: %w", err)
 		}

@@ -25,13 +25,14 @@ package webhook
 import (
 	"crypto/rand"
 	"encoding/base32"
-	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/connectd/connectd/internal/keyring"
+	"github.com/connectd/connectd/internal/problem"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -66,9 +67,9 @@ var DefaultBackoff = []time.Duration{30 * time.Second, 2 * time.Minute, 10 * tim
 
 // Errors.
 var (
-	ErrNotFound = errors.New("webhook: not found")
-	ErrInvalid  = errors.New("webhook: invalid")
-	ErrExists   = errors.New("webhook: this client already has an endpoint at that URL")
+	ErrNotFound = fmt.Errorf("webhook: %w", problem.ErrNotFound)
+	ErrInvalid  = fmt.Errorf("webhook: %w", problem.ErrInvalid)
+	ErrExists   = problem.Detail(problem.ErrConflict, "this MCP server already has an endpoint at that URL")
 )
 
 // Config holds what the package needs.

@@ -24,6 +24,7 @@ import (
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
+	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/webhook"
 )
 
@@ -358,8 +359,8 @@ func TestHostileEndpointsRefused(t *testing.T) {
 			if !errors.Is(err, webhook.ErrInvalid) || !errors.Is(err, egress.ErrBlockedAddress) {
 				t.Fatalf("%v, want ErrInvalid from egress.ErrBlockedAddress", err)
 			}
-			if !strings.HasPrefix(err.Error(), "webhook: invalid: url ") {
-				t.Fatalf("message %q does not say what is wrong with the url", err)
+			if d, _ := problem.Description(err); !strings.HasPrefix(d, "url ") {
+				t.Fatalf("description %q does not say what is wrong with the url", d)
 			}
 		})
 	}

@@ -188,7 +188,7 @@ func (s *Server) offerFor(ctx context.Context, e *Elicitation, info provider.Inf
 		user := identity.User{Issuer: e.Issuer, Subject: e.Subject}
 		a, err := s.consents.Get(ctx, user, e.ClientID, e.Provider)
 		switch {
-		case err == nil && a.SameAccount(cred):
+		case err == nil && !consent.Decide(consent.HeldBy(cred), &a, true).AccountChanged: // approved for this account
 			o.scopes = scope.Union(a.Scopes, e.Scopes)
 		case err != nil && !errors.Is(err, consent.ErrNotGiven):
 			return o, err

@@ -19,7 +19,6 @@ package consent
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"slices"
@@ -46,12 +45,6 @@ type Approval struct {
 // in clear: vault.AccountHash, the one rule, which the connections table
 // keeps too.
 func AccountHash(accountID string) []byte { return vault.AccountHash(accountID) }
-
-// SameAccount reports whether the approval was given for cred's provider
-// account.
-func (a Approval) SameAccount(cred *vault.Credential) bool {
-	return a.Account != nil && subtle.ConstantTimeCompare(a.Account, AccountHash(cred.AccountID)) == 1
-}
 
 const (
 	// Every replica's consent cache learns of the grant on commit ($8 is the

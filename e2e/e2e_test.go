@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -25,14 +24,9 @@ import (
 	"github.com/connectd/connectd/examples/mcp-server/devtoken"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/flowtest"
-	"github.com/connectd/connectd/internal/keyring"
-	"github.com/connectd/connectd/internal/mcpauth"
-	"github.com/connectd/connectd/internal/openapitest"
-	"github.com/connectd/connectd/internal/pgtest"
-	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/server"
-	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/servertest"
 	"github.com/connectd/connectd/internal/web"
 )
 
@@ -48,96 +42,52 @@ const (
 // the example MCP server, each behind its own TLS listener on 127.0.0.1.
 type world struct {
 	t        *testing.T
+	env      *servertest.Env
 	tls      *http.Client // trusts the test certificate (shared by every httptest TLS server)
 	connectd *httptest.Server
 	idp      *httptest.Server
 	files    *providertest.Server
-	mcpURL   string           // the MCP server's endpoint and resource URI
-	cd       *client.Client   // connectd API client with the MCP server's key
-	clients  *mcpauth.Clients // connectd's client registry, to register more MCP servers
+	mcpURL   string         // the MCP server's endpoint and resource URI
+	cd       *client.Client // connectd API client with the MCP server's key
 }
 
 func newWorld(t *testing.T, legacy mcpserver.LegacyStyle) *world {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	pool := pgtest.Pool(t)
+	ctx := t.Context()
 	logger := slog.New(slog.DiscardHandler)
 	if testing.Verbose() {
 		logger = web.NewLogger(tWriter{t}, slog.LevelDebug, "text")
 	}
 
-	// connectd's address is known before it starts: the IdP's and the
-	// provider's redirect URIs, and its public URL, name it.
-	cdSrv := httptest.NewUnstartedServer(nil)
-	t.Cleanup(cdSrv.Close)
-	base := "https://" + cdSrv.Listener.Addr().String()
-
-	// The MCP authorization server: connectd's login client, and a public
-	// client for MCP clients (devtoken).
-	idpMux := http.NewServeMux()
-	idpSrv := httptest.NewTLSServer(idpMux)
-	t.Cleanup(idpSrv.Close)
-	// Trusts the test certificate, which every httptest TLS server shares.
-	w := &world{t: t, tls: idpSrv.Client(), connectd: cdSrv, idp: idpSrv}
-	idp, err := devidp.New(devidp.Config{Issuer: w.idp.URL, Clients: []devidp.Client{
-		{ID: "connectd", Secret: "idp-secret", RedirectURIs: []string{base + "/login/callback"}},
-		{ID: devtoken.ClientID, RedirectURIs: []string{devtoken.RedirectURI}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	idpMux.Handle("/", idp.Handler())
-
-	// The third-party provider whose file API needs its token.
-	w.files = providertest.New(t, providertest.Options{TLS: true, RequirePKCE: true, APIScope: scope,
-		RedirectURIs: []string{base + "/oauth/callback"}, ClientSecret: "files-secret",
-		Subject: "demo-account", Quirks: providertest.Quirks{IssParameter: true}})
-
-	// connectd, wired by server.New as `connectd serve` wires it.
-	entry := w.files.ProviderConfig(providerName, "FILES_SECRET")
-	entry["scopes"] = []string{scope}
-	pcJSON, _ := json.Marshal(map[string]any{"providers": []any{entry}})
-	pc, err := provider.ParseConfig(pcJSON, provider.ParseOptions{Getenv: func(k string) string {
-		if k == "FILES_SECRET" {
-			return "files-secret"
-		}
-		return ""
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, _ := keyring.GenerateKey(1)
-	keys, err := keyring.Parse(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	publicURL, _ := url.Parse(base)
-	cd, err := server.New(ctx, server.Config{PublicURL: publicURL, Pool: pool, Logger: logger, HTTPClient: w.tls,
-		Identity: server.IdentityConfig{SessionKeys: []session.Key{session.NewKey()},
-			Issuers: []mcpauth.Issuer{{ID: "idp", URL: w.idp.URL, Login: true, ClientID: "connectd", ClientSecret: "idp-secret"}}},
-		Vault: server.VaultConfig{Keyring: keys, Providers: pc}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cd.Close)
-	cdSrv.Config.Handler = openapitest.Handler(t, cd.Public())
-	cdSrv.StartTLS()
-	clients := cd.Clients()
-	w.clients = clients
-	ran := make(chan struct{})
-	go func() { cd.Run(ctx); close(ran) }() // long-poll wake-ups (LISTEN/NOTIFY), sweeps
-	t.Cleanup(func() { cancel(); <-ran })
+	// connectd, wired by server.New as `connectd serve` wires it; the MCP
+	// authorization server with connectd's login client and a public client
+	// for MCP clients (devtoken); the third-party provider whose file API
+	// needs its token.
+	env := servertest.New(t, servertest.Options{
+		IdP: func(_ int, c *devidp.Config) {
+			c.Clients = append(c.Clients, devidp.Client{ID: devtoken.ClientID, RedirectURIs: []string{devtoken.RedirectURI}})
+		},
+		Fake: providertest.Options{APIScope: scope, Subject: "demo-account",
+			Quirks: providertest.Quirks{IssParameter: true}},
+		FakeName:  providerName,
+		FakeEntry: func(entry map[string]any) { entry["scopes"] = []string{scope} },
+		Config: func(c *server.Config) {
+			// The wall clock: the MCP servers, the MCP clients and the
+			// browser all wait on it.
+			c.Now, c.Logger = time.Now, logger
+		},
+	})
+	env.Run(env.Server) // long-poll wake-ups (LISTEN/NOTIFY), sweeps
+	w := &world{t: t, env: env, tls: env.Config.HTTPClient, connectd: env.Public, idp: env.IdPs[0].Server, files: env.Fake}
 
 	// The example MCP server, registered at connectd.
 	mcpMux := http.NewServeMux()
 	mcpSrv := httptest.NewTLSServer(mcpMux)
 	t.Cleanup(mcpSrv.Close)
 	w.mcpURL = mcpSrv.URL + "/mcp"
-	_, key, err := clients.Create(ctx, "Files Assistant", []string{w.mcpURL}, []string{providerName})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w.cd, err = client.New(client.Config{BaseURL: cdSrv.URL, Key: key, HTTPClient: w.tls, RetryWait: retryWait}); err != nil {
+	_, key := env.NewClient("Files Assistant", []string{w.mcpURL}, []string{providerName})
+	var err error
+	if w.cd, err = client.New(client.Config{BaseURL: w.connectd.URL, Key: key, HTTPClient: w.tls, RetryWait: retryWait}); err != nil {
 		t.Fatal(err)
 	}
 	srv, err := mcpserver.New(ctx, mcpserver.Config{Resource: w.mcpURL, Issuer: w.idp.URL, Connectd: w.cd,
@@ -284,17 +234,14 @@ func (b *browser) open(connectURL, user string) (int, string, error) {
 	if err != nil {
 		return 0, "", err
 	}
-	picker, err := url.Parse(r.URL)
-	if err != nil {
-		return 0, "", err
-	}
 	if !strings.HasPrefix(r.URL, b.w.idp.URL+"/authorize?") || !strings.Contains(r.Body, `value="alice"`) {
 		return 0, "", fmt.Errorf("opening the link did not lead to the sign-in picker: %d %s", r.Status, r.URL)
 	}
-	form := picker.Query() // the picker's hidden fields carry exactly these
-	form.Set("user", user)
-	picker.RawQuery = ""
-	r, err = b.b.Follow(http.MethodPost, picker.String(), form)
+	action, form, err := servertest.PickerAnswer(r.URL, user)
+	if err != nil {
+		return 0, "", err
+	}
+	r, err = b.b.Follow(http.MethodPost, action, form)
 	if err != nil {
 		return 0, "", err
 	}

@@ -147,10 +147,7 @@ func (w *world) startTSServer(style string) {
 		w.t.Fatal(err)
 	}
 	resource := fmt.Sprintf("https://127.0.0.1:%d/mcp", ports[0])
-	_, key, err := w.clients.Create(context.Background(), "Files Assistant (TypeScript)", []string{resource}, []string{providerName})
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	_, key := w.env.NewClient("Files Assistant (TypeScript)", []string{resource}, []string{providerName})
 	certFile, keyFile := w.tlsFiles()
 	out, exited, exitErr := w.node(filepath.Join(tsDir, "example-mcp-server"),
 		[]string{"NODE_EXTRA_CA_CERTS=" + certFile, "CONNECTD_CLIENT_KEY=" + key},
@@ -329,14 +326,10 @@ func TestTypeScriptClientIntegration(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, mcpserver.LegacyElicit)
 	needTS(t)
-	ctx := context.Background()
 	env := []string{"CONNECTD_URL=" + w.connectd.URL, "CONNECTD_PROVIDER=" + providerName, "CONNECTD_SCOPE=" + scope}
 	for _, c := range []string{"A", "B"} {
 		resource := "https://ts-client-" + strings.ToLower(c) + ".example/mcp"
-		_, key, err := w.clients.Create(ctx, "Files Assistant "+c, []string{resource}, []string{providerName})
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, key := w.env.NewClient("Files Assistant "+c, []string{resource}, []string{providerName})
 		env = append(env, "CONNECTD_KEY_"+c+"="+key,
 			"ALICE_TOKEN_"+c+"="+w.token("alice", resource), "BOB_TOKEN_"+c+"="+w.token("bob", resource))
 	}

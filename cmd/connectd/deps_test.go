@@ -25,6 +25,7 @@ func TestNoTestCodeLinked(t *testing.T) {
 		"github.com/connectd/connectd/internal/testkit",
 		"github.com/connectd/connectd/internal/flowtest",
 		"github.com/connectd/connectd/internal/pgtest",
+		"github.com/connectd/connectd/internal/servertest",
 		"github.com/connectd/connectd/internal/openapitest",
 		"github.com/connectd/connectd/internal/provider/providertest",
 	}

@@ -5,11 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -22,29 +20,27 @@ import (
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/flowtest"
 	"github.com/connectd/connectd/internal/identity"
-	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
-	"github.com/connectd/connectd/internal/pgtest"
-	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/server"
-	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/servertest"
 	"github.com/connectd/connectd/internal/testkit"
 	"github.com/connectd/connectd/internal/vault"
-	"github.com/connectd/connectd/internal/web"
 )
 
-const idpSecret = "connectd-test-secret"
+// idpSecret is connectd's client secret at the IdP.
+const idpSecret = servertest.IdPSecret
 
 // adminGroup is the claim value the claim-based policies require.
 const adminGroup = "connectd-admins"
 
-// env is one connectd (server.New over TLS, real Postgres: the connect flow,
-// the /v1 API and the admin pages and API behind the production middleware),
-// the development IdP as the real OIDC peer for users and admins, and a fake
-// OAuth provider. The fields below server are its parts, for tests that
-// look inside.
+// env is one connectd (servertest: server.New over TLS, real Postgres: the
+// connect flow, the /v1 API and the admin pages and API behind the
+// production middleware), the development IdP as the real OIDC peer for
+// users and admins, and a fake OAuth provider. The fields below server are
+// its parts, for tests that look inside.
 type env struct {
+	*servertest.Env
 	t      *testing.T
 	pool   *pgxpool.Pool
 	srv    *httptest.Server
@@ -71,104 +67,47 @@ type envOptions struct {
 
 func newEnv(t *testing.T, opts envOptions) *env {
 	t.Helper()
-	e := &env{t: t, pool: pgtest.Pool(t), clock: testkit.NewClock(time.Now()), logs: &testkit.LogBuffer{}}
-	// connectd's address is known before it starts: redirect URIs at the IdP
-	// and the provider, and its public URL, name it.
-	e.srv = httptest.NewUnstartedServer(nil)
-	t.Cleanup(e.srv.Close)
-	base := "https://" + e.srv.Listener.Addr().String()
-
-	// The IdP: alice and bob; only alice's ID tokens carry the admin group.
-	idpMux := http.NewServeMux()
-	idpSrv := httptest.NewTLSServer(idpMux)
-	t.Cleanup(idpSrv.Close)
-	var err error
-	e.idp, err = devidp.New(devidp.Config{
-		Issuer: idpSrv.URL,
-		Clients: []devidp.Client{{ID: "connectd", Secret: idpSecret,
-			RedirectURIs: []string{base + "/login/callback", base + admin.CallbackPath}}},
-		IDTokenClaims: func(c jwt.MapClaims) {
-			if c["sub"] == "alice" {
-				c["groups"] = []string{"staff", adminGroup}
+	s := servertest.New(t, servertest.Options{
+		// The IdP: alice and bob; only alice's ID tokens carry the admin group.
+		IdP: func(_ int, c *devidp.Config) {
+			c.IDTokenClaims = func(c jwt.MapClaims) {
+				if c["sub"] == "alice" {
+					c["groups"] = []string{"staff", adminGroup}
+				}
 			}
 		},
+		Fake:         providertest.Options{RotateRefreshTokens: true},
+		DevProviders: true,
+		// servertest's one session keyring serves end users and admins, as
+		// in production: the cookie name alone keeps an end user's session
+		// from opening as an admin's.
+		Config: func(cfg *server.Config) {
+			if opts.noAdminLogin {
+				return
+			}
+			policy := admin.Policy{Issuer: "idp0", Subjects: []string{"alice"}}
+			if opts.policy != nil {
+				policy = *opts.policy
+			}
+			cfg.Admin = server.AdminConfig{Issuer: policy.Issuer, Subjects: policy.Subjects, Claim: policy.Claim,
+				ClaimValue: policy.ClaimValue, SessionMaxAge: 4 * time.Hour}
+		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	idpMux.Handle("/", e.idp.Handler())
-	k, err := keyring.GenerateKey(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyring, err := keyring.Parse(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, _ := url.Parse(base)
-	cfg := server.Config{
-		PublicURL: u, Pool: e.pool, Logger: web.NewLogger(e.logs, slog.LevelDebug, "json"), Now: e.clock.Now,
-		// One session keyring for end users and admins, as in production:
-		// the cookie name alone keeps an end user's session from opening as
-		// an admin's.
-		Identity: server.IdentityConfig{SessionKeys: []session.Key{session.NewKey()},
-			Issuers: []mcpauth.Issuer{{ID: "idp0", URL: idpSrv.URL, Login: true, ClientID: "connectd", ClientSecret: idpSecret}}},
-		Vault: server.VaultConfig{Keyring: keyring, Providers: e.providers(base)},
-		// Trusts the test certificate, which every httptest TLS server shares.
-		HTTPClient: idpSrv.Client(),
-	}
-	if !opts.noAdminLogin {
-		policy := admin.Policy{Issuer: "idp0", Subjects: []string{"alice"}}
-		if opts.policy != nil {
-			policy = *opts.policy
-		}
-		cfg.Admin = server.AdminConfig{Issuer: policy.Issuer, Subjects: policy.Subjects, Claim: policy.Claim,
-			ClaimValue: policy.ClaimValue, SessionMaxAge: 4 * time.Hour}
-	}
-	if e.server, err = server.New(context.Background(), cfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.server.Close)
-	e.srv.Config.Handler = e.server.Public()
-	e.srv.StartTLS()
-	s := e.server
-	e.clients, e.vault, e.connect = s.Clients(), s.Vault(), s.Connect()
-	e.store, e.keys, e.admin = s.AdminStore(), s.AdminKeys(), s.Admin()
+	e := &env{Env: s, t: t, pool: s.Pool, srv: s.Public, clock: s.Clock, logs: s.Logs, idp: s.IdPs[0].Provider,
+		fake: s.Fake, server: s.Server}
+	e.clients, e.vault, e.connect = s.Server.Clients(), s.Server.Vault(), s.Server.Connect()
+	e.store, e.keys, e.admin = s.Server.AdminStore(), s.Server.AdminKeys(), s.Server.Admin()
 	return e
 }
 
-// providers starts the fake OAuth provider ("fake") and returns the
-// providers file naming it.
-func (e *env) providers(base string) *provider.Config {
-	t := e.t
-	e.fake = providertest.New(t, providertest.Options{TLS: true, RequirePKCE: true, RotateRefreshTokens: true,
-		RedirectURIs: []string{base + "/oauth/callback"}, ClientSecret: "fake-client-secret"})
-	cfgJSON, err := json.Marshal(map[string]any{"providers": []any{e.fake.ProviderConfig("fake", "FAKE_SECRET")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := provider.ParseConfig(cfgJSON, provider.ParseOptions{Dev: true, Getenv: func(k string) string {
-		if k == "FAKE_SECRET" {
-			return "fake-client-secret"
-		}
-		return ""
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pc
-}
-
-// browser is flowtest's scripted browser, failing the test on a transport
+// browser is servertest's scripted browser, failing the test on a transport
 // error.
 type browser struct {
-	*flowtest.Browser
+	*servertest.Browser
 	t *testing.T
 }
 
-func (e *env) browser() *browser {
-	return &browser{Browser: flowtest.New(e.srv.Client()), t: e.t}
-}
+func (e *env) browser() *browser { return &browser{Browser: e.Env.Browser(), t: e.t} }
 
 type response struct {
 	status   int
@@ -181,14 +120,11 @@ type response struct {
 
 func (b *browser) do(method, u string, form url.Values) response {
 	b.t.Helper()
-	r, err := b.Do(method, u, form)
-	if err != nil {
-		b.t.Fatal(err)
-	}
+	r := b.Request(method, u, form)
 	return response{status: r.Status, location: r.Location, body: r.Body, header: r.Header, setCookies: r.SetCookies}
 }
 
-func (b *browser) get(u string) response { return b.do(http.MethodGet, u, nil) }
+func (b *browser) get(u string) response { b.t.Helper(); return b.do(http.MethodGet, u, nil) }
 
 // setsAdminSession reports whether r gives the browser an admin session
 // (clearing one does not count).
@@ -205,28 +141,13 @@ func (r response) setCookie(name string) string {
 // IdP sends the browser back to.
 func (e *env) pick(b *browser, authorizeURL, user, callbackPath string) string {
 	e.t.Helper()
-	if r := b.get(authorizeURL); r.status != http.StatusOK {
-		e.t.Fatalf("picker: %d %s", r.status, r.body)
-	}
-	u, _ := url.Parse(authorizeURL)
-	form := u.Query()
-	form.Set("user", user)
-	u.RawQuery = ""
-	r := b.do(http.MethodPost, u.String(), form)
-	if r.status != http.StatusSeeOther || !strings.HasPrefix(r.location, e.srv.URL+callbackPath+"?") {
-		e.t.Fatalf("picker answer: %d %s %s", r.status, r.location, r.body)
-	}
-	return r.location
+	return e.Pick(b.Browser, authorizeURL, user, callbackPath)
 }
 
 // adminLogin signs b in at /admin/login as user and returns the callback's answer.
 func (e *env) adminLogin(b *browser, user string) response {
 	e.t.Helper()
-	r := b.get(e.srv.URL + admin.LoginPath)
-	if r.status != http.StatusFound {
-		e.t.Fatalf("/admin/login: %d %s", r.status, r.body)
-	}
-	return b.get(e.pick(b, r.location, user, admin.CallbackPath))
+	return b.get(e.pick(b, e.StartLogin(b.Browser, admin.LoginPath), user, admin.CallbackPath))
 }
 
 // admin returns a browser signed in as the admin alice.
@@ -242,38 +163,15 @@ func (e *env) adminBrowser() *browser {
 // userLogin signs b in as an end user at the connect pages' /login.
 func (e *env) userLogin(b *browser, user string) {
 	e.t.Helper()
-	r := b.get(e.srv.URL + "/login?issuer=idp0")
-	if r.status != http.StatusFound {
-		e.t.Fatalf("/login: %d %s", r.status, r.body)
-	}
-	if r := b.get(e.pick(b, r.location, user, "/login/callback")); r.status != http.StatusSeeOther {
+	if r := b.get(e.pick(b, e.StartLogin(b.Browser, "/login?issuer=idp0"), user, "/login/callback")); r.status != http.StatusSeeOther {
 		e.t.Fatalf("user login: %d %s", r.status, r.body)
 	}
 }
 
 // code returns the error code connectd logged for the request of r.
-func (e *env) code(r response) string {
-	e.t.Helper()
-	id := r.header.Get("X-Request-Id")
-	for _, line := range strings.Split(e.logs.String(), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(line), &m) == nil && m["request_id"] == id && m["code"] != nil {
-			return m["code"].(string)
-		}
-	}
-	return ""
-}
+func (e *env) code(r response) string { return e.Code(r.header) }
 
-var csrfField = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)
-
-func csrfOf(t *testing.T, body string) string {
-	t.Helper()
-	m := csrfField.FindStringSubmatch(body)
-	if m == nil {
-		t.Fatalf("no CSRF token in page: %s", body)
-	}
-	return m[1]
-}
+func csrfOf(t *testing.T, body string) string { t.Helper(); return servertest.CSRF(t, body) }
 
 // mcpServer is an MCP server registered as a connectd client.
 type mcpServer struct {
@@ -284,10 +182,7 @@ type mcpServer struct {
 
 func (e *env) newMCPServer(name string, providers ...string) *mcpServer {
 	e.t.Helper()
-	c, key, err := e.clients.Create(context.Background(), name, []string{"https://" + name + ".mcp.example/"}, providers)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	c, key := e.NewClient(name, []string{"https://" + name + ".mcp.example/"}, providers)
 	return &mcpServer{e: e, client: c, key: key}
 }
 

@@ -1,16 +1,11 @@
 package connect_test
 
 import (
-	"context"
-	"encoding/json"
-	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -20,19 +15,15 @@ import (
 	"github.com/connectd/connectd/internal/flowtest"
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
-	"github.com/connectd/connectd/internal/openapitest"
-	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/server"
+	"github.com/connectd/connectd/internal/servertest"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/testkit"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
-	"github.com/connectd/connectd/web/templates"
 )
-
-const clientSecret = "connectd-test-secret"
 
 // idp is a development identity provider behind its own TLS server.
 type idp struct {
@@ -40,11 +31,12 @@ type idp struct {
 	srv *httptest.Server
 }
 
-// env is one connectd (server.New over TLS, real Postgres) with its identity
-// providers and a fake third-party provider, as a browser and an MCP server
-// see them. The fields below server are its parts, for tests that look
-// inside.
+// env is one connectd (servertest: server.New over TLS, real Postgres) with
+// its identity providers, a fake third-party provider and an API-key
+// provider, as a browser and an MCP server see them. The fields below server
+// are its parts, for tests that look inside.
 type env struct {
+	*servertest.Env
 	t      *testing.T
 	pool   *pgxpool.Pool
 	srv    *httptest.Server // connectd's public listener
@@ -88,149 +80,65 @@ type envOptions struct {
 
 func newEnv(t *testing.T, opts envOptions) *env {
 	t.Helper()
-	if opts.issuers == 0 {
-		opts.issuers = 1
+	keyAPI := keyedVerifier(t)
+	s := servertest.New(t, servertest.Options{
+		Issuers: opts.issuers,
+		IdP: func(n int, c *devidp.Config) {
+			if n == 0 {
+				c.IDTokenClaims = opts.idTokenClaims
+			}
+		},
+		Fake:      providertest.Options{Quirks: opts.quirks, RotateRefreshTokens: opts.rotate},
+		FakeEntry: opts.fakeEntry,
+		Providers: []map[string]any{{"name": "keyed", "kind": "api_key", "display_name": "Keyed",
+			"verify": map[string]any{"method": "GET", "url": keyAPI.URL + "/check", "header": "Authorization",
+				"value": "Bearer {key}", "expect_status": 200}}},
+		DevProviders: true,
+		Config: func(c *server.Config) {
+			c.RateLimit = server.RateLimitConfig{Public: opts.limits, Mint: opts.mintLimit, MintUser: opts.mintUserLimit,
+				MaxWaiters: opts.maxWaiters}
+		},
+	})
+	e := &env{Env: s, t: t, pool: s.Pool, srv: s.Public, cfg: s.Config, server: s.Server,
+		keys: s.Config.Identity.SessionKeys, clock: s.Clock, logs: s.Logs, fake: s.Fake, keyAPI: keyAPI}
+	for _, p := range s.IdPs {
+		e.idps = append(e.idps, &idp{Provider: p.Provider, srv: p.Server})
 	}
-	e := &env{t: t, pool: pgtest.Pool(t), clock: testkit.NewClock(time.Now()), logs: &testkit.LogBuffer{}}
-	// connectd's address is known before it starts: redirect URIs at the
-	// IdPs and the provider, and its public URL, name it.
-	e.srv = httptest.NewUnstartedServer(nil)
-	t.Cleanup(e.srv.Close)
-	base := "https://" + e.srv.Listener.Addr().String()
-	var issuers []mcpauth.Issuer
-	for n := range opts.issuers {
-		mux := http.NewServeMux()
-		srv := httptest.NewTLSServer(mux)
-		t.Cleanup(srv.Close)
-		cfg := devidp.Config{
-			Issuer:  srv.URL,
-			Clients: []devidp.Client{{ID: "connectd", Secret: clientSecret, RedirectURIs: []string{base + "/login/callback"}}},
-		}
-		if n == 0 {
-			cfg.IDTokenClaims = opts.idTokenClaims
-		}
-		p, err := devidp.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mux.Handle("/", p.Handler())
-		mux.Handle("GET /static/", staticFiles()) // the picker page's stylesheet
-		e.idps = append(e.idps, &idp{Provider: p, srv: srv})
-		issuers = append(issuers, mcpauth.Issuer{ID: "idp" + string(rune('0'+n)), URL: srv.URL, Login: true,
-			ClientID: "connectd", ClientSecret: clientSecret})
-	}
-	e.keys = []session.Key{session.NewKey()}
-	k, err := keyring.GenerateKey(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyring, err := keyring.Parse(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, _ := url.Parse(base)
-	e.cfg = server.Config{
-		PublicURL: u, Pool: e.pool, Logger: web.NewLogger(e.logs, slog.LevelDebug, "json"),
-		Identity: server.IdentityConfig{Issuers: issuers, SessionKeys: e.keys},
-		Vault:    server.VaultConfig{Keyring: keyring, Providers: e.providers(base, opts)},
-		RateLimit: server.RateLimitConfig{Public: opts.limits, Mint: opts.mintLimit, MintUser: opts.mintUserLimit,
-			MaxWaiters: opts.maxWaiters},
-		Now: e.clock.Now,
-		// Trusts the test certificate, which every httptest TLS server shares.
-		HTTPClient: e.idps[0].srv.Client(),
-	}
-	e.server = e.build(e.cfg)
-	// Every /v1 answer is held to docs/openapi.yaml.
-	e.srv.Config.Handler = openapitest.Handler(t, e.server.Public())
-	e.srv.StartTLS()
-	s := e.server
-	e.sessions, e.rp, e.verifier, e.clients = s.Sessions(), s.Login(), s.Verifier(), s.Clients()
-	e.keyring, e.vault, e.catalog, e.connect = s.Keyring(), s.Vault(), s.Catalog(), s.Connect()
+	e.sessions, e.rp, e.verifier, e.clients = s.Server.Sessions(), s.Server.Login(), s.Server.Verifier(), s.Server.Clients()
+	e.keyring, e.vault, e.catalog, e.connect = s.Server.Keyring(), s.Server.Vault(), s.Server.Catalog(), s.Server.Connect()
 	return e
 }
 
 // build is server.New, failing the test on an error.
-func (e *env) build(cfg server.Config) *server.Server {
-	e.t.Helper()
-	s, err := server.New(context.Background(), cfg)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(s.Close)
-	return s
-}
+func (e *env) build(cfg server.Config) *server.Server { e.t.Helper(); return e.Build(cfg) }
 
 // run runs s's background work (the notification hub, the sweeps) until the
 // test ends.
-func (e *env) run(s *server.Server) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
-	e.t.Cleanup(func() { cancel(); <-done })
-}
+func (e *env) run(s *server.Server) { e.Run(s) }
 
 // replica builds another connectd from cfg (e's configuration, edited: its
 // own pool on the same database, other keys, caches) behind its own TLS
 // server, and returns it with its base URL.
 func (e *env) replica(cfg server.Config) (*server.Server, string) {
 	e.t.Helper()
-	s := e.build(cfg)
-	srv := httptest.NewTLSServer(s.Public())
-	e.t.Cleanup(srv.Close)
-	return s, srv.URL
+	return e.Replica(cfg)
 }
 
-// staticFiles serves the stylesheet as connectd does.
-func staticFiles() http.Handler {
-	static, err := fs.Sub(templates.Static, "static")
-	if err != nil {
-		panic(err)
-	}
-	return http.StripPrefix("/static/", web.Static(static))
-}
+// goodAPIKey is the only key the "keyed" provider's verification accepts.
+const goodAPIKey = "sk-test-good-key-123"
 
-// providers starts the fake OAuth provider and an API-key verification
-// endpoint, and returns the providers file naming them.
-func (e *env) providers(base string, opts envOptions) *provider.Config {
-	t := e.t
-	e.fake = providertest.New(t, providertest.Options{TLS: true, RequirePKCE: true, Quirks: opts.quirks,
-		RotateRefreshTokens: opts.rotate, RedirectURIs: []string{base + "/oauth/callback"},
-		ClientSecret: "fake-client-secret"})
-	e.keyAPI = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// keyedVerifier is the API-key verification endpoint of provider "keyed".
+func keyedVerifier(t *testing.T) *httptest.Server {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+goodAPIKey {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
 		w.WriteHeader(http.StatusOK)
 	}))
-	t.Cleanup(e.keyAPI.Close)
-	fakeEntry := e.fake.ProviderConfig("fake", "FAKE_SECRET")
-	if opts.fakeEntry != nil {
-		opts.fakeEntry(fakeEntry)
-	}
-	cfgJSON, err := json.Marshal(map[string]any{"providers": []any{
-		fakeEntry,
-		map[string]any{"name": "keyed", "kind": "api_key", "display_name": "Keyed",
-			"verify": map[string]any{"method": "GET", "url": e.keyAPI.URL + "/check", "header": "Authorization",
-				"value": "Bearer {key}", "expect_status": 200}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := provider.ParseConfig(cfgJSON, provider.ParseOptions{Dev: true, Getenv: func(k string) string {
-		if k == "FAKE_SECRET" {
-			return "fake-client-secret"
-		}
-		return ""
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pc
+	t.Cleanup(srv.Close)
+	return srv
 }
-
-// goodAPIKey is the only key the "keyed" provider's verification accepts.
-const goodAPIKey = "sk-test-good-key-123"
 
 // withKeys returns the base URL of a second connectd on the same database and
 // issuers whose session keyring is keys (a replica after a key rotation).
@@ -242,16 +150,14 @@ func (e *env) withKeys(keys ...session.Key) string {
 	return base
 }
 
-// browser is flowtest's scripted browser, failing the test on a transport
+// browser is servertest's scripted browser, failing the test on a transport
 // error.
 type browser struct {
-	*flowtest.Browser
+	*servertest.Browser
 	t *testing.T
 }
 
-func (e *env) browser() *browser {
-	return &browser{Browser: flowtest.New(e.srv.Client()), t: e.t}
-}
+func (e *env) browser() *browser { return &browser{Browser: e.Env.Browser(), t: e.t} }
 
 type response struct {
 	status   int
@@ -264,14 +170,11 @@ type response struct {
 
 func (b *browser) do(method, u string, form url.Values) response {
 	b.t.Helper()
-	r, err := b.Do(method, u, form)
-	if err != nil {
-		b.t.Fatal(err)
-	}
+	r := b.Request(method, u, form)
 	return response{status: r.Status, location: r.Location, body: r.Body, header: r.Header, setCookies: r.SetCookies}
 }
 
-func (b *browser) get(u string) response { return b.do(http.MethodGet, u, nil) }
+func (b *browser) get(u string) response { b.t.Helper(); return b.do(http.MethodGet, u, nil) }
 
 // setCookie returns the raw Set-Cookie header for name, or "".
 func (r response) setCookie(name string) string {
@@ -281,29 +184,14 @@ func (r response) setCookie(name string) string {
 // startLogin opens /login and returns the IdP authorization URL it redirects to.
 func (e *env) startLogin(b *browser, query string) string {
 	e.t.Helper()
-	r := b.get(e.srv.URL + "/login?" + query)
-	if r.status != http.StatusFound {
-		e.t.Fatalf("/login?%s: %d %s", query, r.status, r.body)
-	}
-	return r.location
+	return e.StartLogin(b.Browser, "/login?"+query)
 }
 
 // pick answers the IdP's user picker as user ("" cancels) and returns the
 // callback URL the IdP redirects the browser to.
 func (e *env) pick(b *browser, authorizeURL, user string) string {
 	e.t.Helper()
-	if r := b.get(authorizeURL); r.status != http.StatusOK || !strings.Contains(r.body, `value="alice"`) {
-		e.t.Fatalf("picker: %d %s", r.status, r.body)
-	}
-	u, _ := url.Parse(authorizeURL)
-	form := u.Query() // the picker's hidden fields carry exactly these
-	form.Set("user", user)
-	u.RawQuery = ""
-	r := b.do(http.MethodPost, u.String(), form)
-	if r.status != http.StatusSeeOther || !strings.HasPrefix(r.location, e.srv.URL+"/login/callback?") {
-		e.t.Fatalf("picker answer: %d %s %s", r.status, r.location, r.body)
-	}
-	return r.location
+	return e.Pick(b.Browser, authorizeURL, user, "/login/callback")
 }
 
 // login runs a whole login at the first IdP and returns the callback response.
@@ -325,19 +213,8 @@ func (e *env) session(b *browser) (session.Session, error) {
 	return e.sessions.Get(r)
 }
 
-// code returns the error code connectd logged for the request of r (error
-// pages show a description, not the code; the log line has both).
-func (e *env) code(r response) string {
-	e.t.Helper()
-	id := r.header.Get("X-Request-Id")
-	for _, line := range strings.Split(e.logs.String(), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(line), &m) == nil && m["request_id"] == id && m["code"] != nil {
-			return m["code"].(string)
-		}
-	}
-	return ""
-}
+// code returns the error code connectd logged for the request of r.
+func (e *env) code(r response) string { return e.Code(r.header) }
 
 // refused checks that r is an error page with status and code, and that it
 // neither signed the browser in nor redirected it anywhere.

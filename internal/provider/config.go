@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/connectd/connectd/internal/egress"
 	"github.com/connectd/connectd/internal/names"
@@ -120,6 +121,17 @@ type Spec struct {
 	// killed mid-call) is retried with the same token instead of costing
 	// the user the connection.
 	RefreshReuseGrace time.Duration
+	// SelectAccountParams are the authorize parameters that ask the
+	// provider to let the user choose (or add) an account instead of
+	// continuing with the one signed in: prompt=select_account (OpenID
+	// Connect Core 1.0 §3.1.2.1) or the provider's own. connect sends them
+	// only when a client asks to connect another account, each replacing
+	// the authorize parameter of the same name, so a value that must keep
+	// an AuthorizeParams one says so itself (Google: prompt=consent
+	// select_account). nil: the provider has none. An entry with
+	// discovery gets prompt=select_account unless it gives its own
+	// (discoveredSelectAccount).
+	SelectAccountParams map[string]string
 
 	// api_key
 	Verify *VerifySpec
@@ -146,6 +158,7 @@ func (s Spec) clone() Spec {
 	s.AlwaysScopes = slices.Clone(s.AlwaysScopes)
 	s.AccountScopes = slices.Clone(s.AccountScopes)
 	s.AuthorizeParams = maps.Clone(s.AuthorizeParams)
+	s.SelectAccountParams = maps.Clone(s.SelectAccountParams)
 	s.InvalidGrantErrors = slices.Clone(s.InvalidGrantErrors)
 	s.BaseURLHosts = slices.Clone(s.BaseURLHosts)
 	if s.Verify != nil {
@@ -247,6 +260,7 @@ type fileEntry struct {
 	PKCE                  *bool             `json:"pkce"`
 	AuthStyle             AuthStyle         `json:"auth_style"`
 	AuthorizeParams       map[string]string `json:"authorize_params"`
+	SelectAccountParams   map[string]string `json:"select_account_params"` // merged over the template's; a "" value removes one
 	AcceptJSON            *bool             `json:"accept_json"`
 	TokenResponse         *string           `json:"token_response"`
 	IssParameterSupported *bool             `json:"iss_parameter_supported"`
@@ -394,7 +408,7 @@ func resolveAPIKey(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Sp
 		"token_url": e.TokenURL != "", "revocation_url": e.RevocationURL != "", "revocation": e.Revocation != nil,
 		"scopes": e.Scopes != nil, "always_scopes": e.AlwaysScopes != nil, "scope_separator": e.ScopeSeparator != nil, "scope_param": e.ScopeParam != "",
 		"pkce": e.PKCE != nil, "auth_style": e.AuthStyle != "", "authorize_params": e.AuthorizeParams != nil,
-		"accept_json": e.AcceptJSON != nil, "token_response": e.TokenResponse != nil,
+		"select_account_params": e.SelectAccountParams != nil, "accept_json": e.AcceptJSON != nil, "token_response": e.TokenResponse != nil,
 		"iss_parameter_supported": e.IssParameterSupported != nil, "invalid_grant_errors": e.InvalidGrantErrors != nil,
 		"account_id_field": e.AccountIDField != nil, "account_label_field": e.AccountLabelField != nil,
 		"account_url": e.AccountURL != nil, "account_url_id_field": e.AccountURLIDField != nil,
@@ -635,6 +649,27 @@ func resolveOAuth(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Spe
 		}
 		maps.Copy(s.AuthorizeParams, e.AuthorizeParams)
 	}
+	// Merged like authorize_params; a parameter given as "" removes the
+	// template's (or, with discovery, the default), so that a provider
+	// that refuses it can be configured without.
+	switch {
+	case e.SelectAccountParams != nil:
+		if s.SelectAccountParams == nil {
+			s.SelectAccountParams = map[string]string{}
+		}
+		for k, v := range e.SelectAccountParams {
+			if v == "" {
+				delete(s.SelectAccountParams, k)
+			} else {
+				s.SelectAccountParams[k] = v
+			}
+		}
+	case s.Discovery && s.SelectAccountParams == nil:
+		s.SelectAccountParams = discoveredSelectAccount()
+	}
+	if len(s.SelectAccountParams) == 0 {
+		s.SelectAccountParams = nil // {} or all removed: none
+	}
 	if e.AcceptJSON != nil {
 		s.AcceptJSON = *e.AcceptJSON
 	}
@@ -748,9 +783,12 @@ func checkOAuth(s *Spec, dev bool, fail failFunc) error {
 	default:
 		return fail("revocation", "must be rfc7009 or bearer")
 	}
-	for k := range s.AuthorizeParams {
-		if slices.Contains(reservedParams, k) {
-			return fail("authorize_params", "%s is set by connectd and cannot be overridden", k)
+	for _, f := range []struct {
+		field  string
+		params map[string]string
+	}{{"authorize_params", s.AuthorizeParams}, {"select_account_params", s.SelectAccountParams}} {
+		if err := checkParams(f.params); err != nil {
+			return fail(f.field, "%s", err)
 		}
 	}
 	for _, c := range s.InvalidGrantErrors {
@@ -794,6 +832,39 @@ func checkOAuth(s *Spec, dev bool, fail failFunc) error {
 		return fail("authorize_url", "%s", err)
 	}
 	return nil
+}
+
+// checkParams validates extra authorize parameters (authorize_params,
+// select_account_params): none that connectd sets itself (the browser would
+// arrive with two states or two redirect URIs), names as RFC 6749 Appendix A
+// spells a parameter name, and values of one line. A value is never
+// repeated in the message.
+func checkParams(params map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		switch {
+		case slices.Contains(reservedParams, k):
+			return fmt.Errorf("%s is set by connectd and cannot be overridden", k)
+		case !validParamName(k):
+			return fmt.Errorf("%q is not a parameter name (1-128 of A-Z a-z 0-9 - . _)", k)
+		case strings.ContainsFunc(params[k], unicode.IsControl):
+			return fmt.Errorf("%s: the value must be one line without control characters", k)
+		}
+	}
+	return nil
+}
+
+// validParamName: RFC 6749 Appendix A, param-name = 1*name-char,
+// name-char = "-" / "." / "_" / DIGIT / ALPHA; bounded.
+func validParamName(k string) bool {
+	if k == "" || len(k) > 128 {
+		return false
+	}
+	for _, r := range k {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // checkAuthorizeQuery refuses an authorize endpoint whose own query already

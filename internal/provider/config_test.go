@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -66,6 +67,18 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"bad separator", `{"providers":[{"name":"gh","template":"github","client_id":"x","client_secret_env":"GH_SECRET","scope_separator":";"}]}`, false, "scope_separator", "must be"},
 		{"bad scope", `{"providers":[{"name":"gh","template":"github","client_id":"x","client_secret_env":"GH_SECRET","scopes":["a b"]}]}`, false, "scopes", "without spaces"},
 		{"reserved authorize param", `{"providers":[{"name":"gh","template":"github","client_id":"x","client_secret_env":"GH_SECRET","authorize_params":{"redirect_uri":"https://evil.example"}}]}`, false, "authorize_params", "redirect_uri is set by connectd"},
+		{"authorize param name", `{"providers":[{"name":"gh","template":"github","client_id":"x","client_secret_env":"GH_SECRET","authorize_params":{"a&b":"c"}}]}`, false, "authorize_params", `"a&b" is not a parameter name`},
+		{"reserved select-account param", `{"providers":[{"name":"gh","template":"github","client_id":"x","client_secret_env":"GH_SECRET","select_account_params":{"state":"fixed"}}]}`, false, "select_account_params", "state is set by connectd"},
+		{"select-account redirect_uri", `{"providers":[{"name":"gh","template":"github","client_id":"x","client_secret_env":"GH_SECRET","select_account_params":{"redirect_uri":"https://evil.example"}}]}`, false, "select_account_params", "redirect_uri is set by connectd"},
+		{"select-account PKCE", `{"providers":[{"name":"gh","template":"github","client_id":"x","client_secret_env":"GH_SECRET","select_account_params":{"code_challenge_method":"plain"}}]}`, false, "select_account_params", "code_challenge_method is set by connectd"},
+		{"select-account scope", `{"providers":[{"name":"ms","template":"microsoft","client_id":"x","client_secret_env":"GH_SECRET","select_account_params":{"scope":"admin"}}]}`, false, "select_account_params", "scope is set by connectd"},
+		{"select-account scope param", `{"providers":[{"name":"sl","template":"slack","client_id":"x","client_secret_env":"GH_SECRET","select_account_params":{"user_scope":"admin"}}]}`, false, "select_account_params", "user_scope is set by connectd"},
+		{"select-account client_id", `{"providers":[{"name":"x","kind":"oauth2","client_id":"x","client_secret_env":"GH_SECRET","authorize_url":"https://a.example/a","token_url":"https://a.example/t","select_account_params":{"client_id":"other"}}]}`, false, "select_account_params", "client_id is set by connectd"},
+		{"select-account response_type", `{"providers":[{"name":"x","kind":"oauth2","client_id":"x","client_secret_env":"GH_SECRET","issuer":"https://idp.example","discovery":true,"select_account_params":{"response_type":"token"}}]}`, false, "select_account_params", "response_type is set by connectd"},
+		{"select-account param name", `{"providers":[{"name":"gh","template":"github","client_id":"x","client_secret_env":"GH_SECRET","select_account_params":{"pro mpt":"select_account"}}]}`, false, "select_account_params", `"pro mpt" is not a parameter name`},
+		{"select-account param value", `{"providers":[{"name":"gh","template":"github","client_id":"x","client_secret_env":"GH_SECRET","select_account_params":{"prompt":"select_account\r\nX-Evil: 1"}}]}`, false, "select_account_params", "prompt: the value must be one line"},
+		{"select-account params not an object", `{"providers":[{"name":"gh","template":"github","client_id":"x","client_secret_env":"GH_SECRET","select_account_params":"prompt=select_account"}]}`, false, "", "select_account_params"},
+		{"api_key with select_account_params", `{"providers":[{"name":"k","kind":"api_key","select_account_params":{"prompt":"select_account"}}]}`, false, "select_account_params", "does not apply to an api_key"},
 		{"bad token_response", `{"providers":[{"name":"gh","template":"github","client_id":"x","client_secret_env":"GH_SECRET","token_response":"xml"}]}`, false, "token_response", "standard or slack_user"},
 		{"bad revocation", `{"providers":[{"name":"gh","template":"github","client_id":"x","client_secret_env":"GH_SECRET","revocation":"carrier-pigeon"}]}`, false, "revocation", "rfc7009 or bearer"},
 		{"revocation without URL", `{"providers":[{"name":"gh","template":"github","client_id":"x","client_secret_env":"GH_SECRET","revocation":"rfc7009"}]}`, false, "revocation_url", "is required"},
@@ -133,6 +146,64 @@ func TestConfigResolvesTemplatesAndReferences(t *testing.T) {
 	}
 	if k := byName["openai"]; k.Kind != provider.KindAPIKey || k.Verify.Method != "GET" || k.Verify.ExpectStatus != 200 {
 		t.Fatalf("openai %+v", k)
+	}
+}
+
+// TestSelectAccountParams: select_account_params comes from the template,
+// is merged over it like authorize_params ("" removes one), and defaults to
+// OIDC's prompt=select_account for a discovered provider unless the entry
+// gives its own; a provider without any has nil.
+func TestSelectAccountParams(t *testing.T) {
+	t.Parallel()
+	const cred = `"client_id":"x","client_secret_env":"S"`
+	const generic = `"kind":"oauth2",` + cred + `,"authorize_url":"https://a.example/auth","token_url":"https://a.example/token"`
+	const discovered = `"kind":"oauth2",` + cred + `,"issuer":"https://idp.example","discovery":true`
+	selectAccount := map[string]string{"prompt": "select_account"}
+	tests := []struct {
+		name  string
+		entry string // the fields after "name"
+		want  map[string]string
+	}{
+		{"google template", `"template":"google",` + cred, map[string]string{"prompt": "consent select_account"}},
+		{"gmail template", `"template":"gmail",` + cred, map[string]string{"prompt": "consent select_account"}},
+		{"microsoft template", `"template":"microsoft",` + cred, selectAccount},
+		{"github template", `"template":"github",` + cred, selectAccount},
+		{"OIDC template left unset", `"template":"okta","base_url":"https://acme.okta.com",` + cred, nil},
+		{"template without", `"template":"slack",` + cred, nil},
+		{"entry overrides the template's value", `"template":"github",` + cred + `,"select_account_params":{"prompt":"login"}`, map[string]string{"prompt": "login"}},
+		{"entry merges over the template", `"template":"google",` + cred + `,"select_account_params":{"hd":"example.com"}`,
+			map[string]string{"prompt": "consent select_account", "hd": "example.com"}},
+		{"entry removes the template's", `"template":"microsoft",` + cred + `,"select_account_params":{"prompt":""}`, nil},
+		{"entry adds to a template without", `"template":"slack",` + cred + `,"select_account_params":{"prompt":"select_account"}`, selectAccount},
+		{"generic without", generic, nil},
+		{"generic with", generic + `,"select_account_params":{"prompt":"select_account"}`, selectAccount},
+		{"generic with {}", generic + `,"select_account_params":{}`, nil},
+		{"discovered: OIDC's by default", discovered, selectAccount},
+		{"discovered, entry's own", discovered + `,"select_account_params":{"prompt":"login"}`, map[string]string{"prompt": "login"}},
+		{"discovered, {}: none", discovered + `,"select_account_params":{}`, nil},
+		{"discovered, removed", discovered + `,"select_account_params":{"prompt":""}`, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := parse(`{"providers":[{"name":"p",`+tt.entry+`}]}`, false, map[string]string{"S": "s"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := cfg.Providers[0].SelectAccountParams
+			if !maps.Equal(got, tt.want) || (got == nil) != (tt.want == nil) {
+				t.Fatalf("SelectAccountParams %#v, want %#v", got, tt.want)
+			}
+		})
+	}
+	// The template itself is not changed by an entry's merge (parallel
+	// subtests run after this, so the merge is done here too).
+	if _, err := parse(`{"providers":[{"name":"p","template":"github",`+cred+`,"select_account_params":{"prompt":"","login":"octocat"}}]}`,
+		false, map[string]string{"S": "s"}); err != nil {
+		t.Fatal(err)
+	}
+	if tpl, _ := provider.Template("github"); !maps.Equal(tpl.SelectAccountParams, selectAccount) {
+		t.Fatalf("github template now %v", tpl.SelectAccountParams)
 	}
 }
 

@@ -39,6 +39,16 @@ func discover(ctx context.Context, client *http.Client, issuer string, dev bool)
 	return md, nil
 }
 
+// discoveredSelectAccount is what a discovered provider is sent to let the
+// user choose another account, unless its entry says otherwise: OpenID
+// Connect Core 1.0 §3.1.2.1 prompt=select_account ("the Authorization
+// Server SHOULD prompt the End-User to select a user account"). A plain
+// OAuth server that does not know it ignores it (RFC 6749 §3.1); one that
+// refuses it is configured with select_account_params {"prompt": ""}.
+func discoveredSelectAccount() map[string]string {
+	return map[string]string{"prompt": "select_account"}
+}
+
 // applyMetadata fills what the providers file left open: endpoints, client
 // authentication (Basic unless only post is offered;
 // RFC 8414's default is Basic) and the RFC 9207 flag.

@@ -54,15 +54,15 @@ func TestProvidersDoc(t *testing.T) {
 func templateTable() string {
 	var b strings.Builder
 	b.WriteString("\n### OAuth templates\n\n")
-	b.WriteString("| template | kind | authorize / token host | per-customer | scopes | client auth | extra authorize params | token answer | refresh | narrows | PKCE | revocation | account | source |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| template | kind | authorize / token host | per-customer | scopes | client auth | extra authorize params | another account | token answer | refresh | narrows | PKCE | revocation | account | source |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, name := range provider.Templates() {
 		s, _ := provider.Template(name)
 		if s.Kind != provider.KindOAuth2 {
 			continue
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | [docs](%s) |\n",
-			name, s.Kind, hosts(s), perCustomer(s), scopes(s), s.AuthStyle, params(s.AuthorizeParams), answer(s),
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | [docs](%s) |\n",
+			name, s.Kind, hosts(s), perCustomer(s), scopes(s), s.AuthStyle, params(s.AuthorizeParams), params(s.SelectAccountParams), answer(s),
 			refresh(s), yesNo(s.NarrowOnRefresh), s.PKCESupport, revocation(s), account(s), s.Docs)
 	}
 	b.WriteString("\n### API-key templates\n\n")

@@ -16,7 +16,8 @@ import (
 // and never hands out a secret in its error; and what it accepts (outside dev
 // mode) can only send browsers and back-channel calls to absolute https URLs
 // with a host, no user info and no fragment, and builds authorize URLs where
-// state, redirect_uri and the PKCE challenge are connectd's own, once each.
+// state, redirect_uri and the PKCE challenge are connectd's own, once each,
+// whichever select-account parameters are set over them.
 // Run longer with
 //
 //	go test -run '^$' -fuzz FuzzParseConfig -fuzztime 1m ./internal/provider
@@ -27,6 +28,8 @@ func FuzzParseConfig(f *testing.F) {
 		`{"providers":[{"name":"gl","template":"gitlab","base_url":"https://git.example.com",` + sec + `}]}`,
 		`{"providers":[{"name":"ms","template":"microsoft","tenant":"contoso",` + sec + `}]}`,
 		`{"providers":[{"name":"x","kind":"oauth2",` + sec + `,"authorize_url":"https://a.example/auth","token_url":"https://a.example/token","authorize_params":{"prompt":"consent"}}]}`,
+		`{"providers":[{"name":"x","kind":"oauth2",` + sec + `,"authorize_url":"https://a.example/auth","token_url":"https://a.example/token","select_account_params":{"prompt":"select_account"}}]}`,
+		`{"providers":[{"name":"g","template":"google",` + sec + `,"select_account_params":{"prompt":"","state":"evil"}}]}`,
 		`{"providers":[{"name":"x","kind":"oauth2",` + sec + `,"authorize_url":"https://a.example/auth?state=evil&redirect_uri=https://evil.example/","token_url":"https://a.example/token"}]}`,
 		`{"providers":[{"name":"x","kind":"oauth2",` + sec + `,"authorize_url":"javascript:alert(1)//","token_url":"https://a.example/token"}]}`,
 		`{"providers":[{"name":"x","kind":"oauth2",` + sec + `,"authorize_url":"https://a.example@evil.example/","token_url":"https://a.example/token"}]}`,
@@ -85,6 +88,9 @@ func FuzzParseConfig(f *testing.F) {
 				t.Fatalf("%s: authorize URL %q", s.Name, raw)
 			}
 			q := u.Query()
+			for k, v := range p.Info().SelectAccount { // as connect adds them for another account
+				q.Set(k, v)
+			}
 			for name, want := range map[string]string{"state": state, "redirect_uri": redirect} {
 				if !slices.Equal(q[name], []string{want}) {
 					t.Fatalf("%s: %s is %q in %q", s.Name, name, q[name], raw)

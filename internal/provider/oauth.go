@@ -48,7 +48,7 @@ func (p *oauthProvider) Info() Info {
 		DefaultScopes: slices.Clone(p.spec.Scopes), PKCE: p.spec.PKCE, Issuer: p.spec.Issuer,
 		IssParameterSupported: p.spec.IssParameterSupported, Revocation: p.spec.Revocation,
 		NarrowOnRefresh: p.spec.NarrowOnRefresh, RefreshIdleLifetime: p.spec.RefreshIdleLifetime,
-		RefreshReuseGrace: p.spec.RefreshReuseGrace,
+		RefreshReuseGrace: p.spec.RefreshReuseGrace, SelectAccount: maps.Clone(p.spec.SelectAccountParams),
 	}
 }
 

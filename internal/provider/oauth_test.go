@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -426,6 +427,109 @@ func TestDiscovery(t *testing.T) {
 	tok := connect(t, srv, p, []string{"files.read"}) // PKCE required, Basic only, iss checked
 	if err := provider.RevokeGrant(context.Background(), p, tok.AccessToken, tok.RefreshToken); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestInfoSelectAccount: Info().SelectAccount carries the template's
+// select-account parameters (or, discovered, OIDC's prompt=select_account),
+// as a copy; nil where there are none. Set over an AuthCodeURL answer as
+// Info documents (each replacing its namesake), they reach the provider
+// once each.
+func TestInfoSelectAccount(t *testing.T) {
+	t.Parallel()
+	selectAccount := map[string]string{"prompt": "select_account"}
+	google := map[string]string{"prompt": "consent select_account"}
+	for _, tt := range []struct {
+		entry string
+		want  map[string]string
+	}{
+		{`"template":"google"`, google},
+		{`"template":"gmail"`, google},
+		{`"template":"google-calendar"`, google},
+		{`"template":"google-drive"`, google},
+		{`"template":"microsoft"`, selectAccount},
+		{`"template":"github"`, selectAccount},
+		{`"template":"notion"`, nil},
+		{`"kind":"oauth2","authorize_url":"https://a.example/auth","token_url":"https://a.example/token"`, nil},
+	} {
+		cfg, err := parse(`{"providers":[{"name":"p",`+tt.entry+`,"client_id":"cid","client_secret_env":"S"}]}`,
+			false, map[string]string{"S": "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := provider.NewProvider(context.Background(), cfg.Providers[0], false, provider.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := p.(provider.OAuth)
+		got := o.Info().SelectAccount
+		if !maps.Equal(got, tt.want) || (got == nil) != (tt.want == nil) {
+			t.Fatalf("%s: SelectAccount %#v, want %#v", tt.entry, got, tt.want)
+		}
+		if got == nil {
+			continue
+		}
+		got["prompt"] = "none"
+		if o.Info().SelectAccount["prompt"] == "none" {
+			t.Fatalf("%s: Info hands out the provider's own map", tt.entry)
+		}
+		u, err := url.Parse(o.AuthCodeURL("st", "ch", redirectURI, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := u.Query()
+		for k, v := range o.Info().SelectAccount {
+			q.Set(k, v)
+		}
+		for k, v := range tt.want {
+			if !slices.Equal(q[k], []string{v}) {
+				t.Fatalf("%s: %s is %q", tt.entry, k, q[k])
+			}
+		}
+		if q.Get("state") != "st" || q.Get("redirect_uri") != redirectURI || q.Get("code_challenge") != "ch" {
+			t.Fatalf("%s: select-account parameters displaced connectd's own: %v", tt.entry, q)
+		}
+		if tt.entry == `"template":"google"` && q.Get("access_type") != "offline" {
+			t.Fatalf("google: access_type %q", q.Get("access_type"))
+		}
+	}
+
+	// A discovered OpenID Connect provider (the fake's metadata): OIDC's
+	// prompt=select_account, which the fake hears when it is added.
+	srv := providertest.New(t, providertest.Options{})
+	entry := map[string]any{"name": "oidc", "kind": "oauth2", "issuer": srv.Issuer(), "discovery": true,
+		"client_id": srv.ClientID, "client_secret_env": "S"}
+	p, err := catalog(t, map[string]string{"S": srv.ClientSecret}, srv, entry).OAuth("oidc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Info().SelectAccount; !maps.Equal(got, selectAccount) {
+		t.Fatalf("discovered: SelectAccount %#v", got)
+	}
+	authorize(t, srv, p, nil) // an ordinary connection: no prompt
+	u, err := url.Parse(p.AuthCodeURL("st", "ch", redirectURI, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	for k, v := range p.Info().SelectAccount {
+		q.Set(k, v)
+	}
+	u.RawQuery = q.Encode()
+	if back, err := srv.Approve(u.String()); err != nil || back.Query().Get("code") == "" {
+		t.Fatalf("approve with select_account: %v %v", back, err)
+	}
+	if got := srv.Prompts(); !slices.Equal(got, []string{"", "select_account"}) {
+		t.Fatalf("prompts the fake heard: %q", got)
+	}
+
+	// The fake's own entry asks like an OIDC provider; without the field,
+	// a generic entry has none.
+	if _, p := fake(t, providertest.Options{}, nil); !maps.Equal(p.Info().SelectAccount, selectAccount) {
+		t.Fatalf("fake: SelectAccount %#v", p.Info().SelectAccount)
+	}
+	if _, p := fake(t, providertest.Options{}, map[string]any{"select_account_params": nil}); p.Info().SelectAccount != nil {
+		t.Fatalf("fake without select_account_params: %#v", p.Info().SelectAccount)
 	}
 }
 

@@ -48,6 +48,15 @@ type Info struct {
 	// token it rotated away (oauth2; 0: not at all). See
 	// Spec.RefreshReuseGrace.
 	RefreshReuseGrace time.Duration
+	// SelectAccount are the authorize parameters that ask the provider to
+	// let the user choose (or add) an account rather than continue with the
+	// one signed in (oauth2; e.g. prompt=select_account), sent when a
+	// client asks to connect another account; nil where the provider has
+	// none. Each replaces the parameter of the same name in the
+	// AuthCodeURL answer (url.Values.Set, never a second copy): Google's
+	// "consent select_account" keeps the prompt=consent its template sends
+	// on every authorization. A copy. See Spec.SelectAccountParams.
+	SelectAccount map[string]string
 }
 
 // Provider is any catalog entry. Use a type assertion (or Catalog.OAuth /

@@ -15,12 +15,16 @@ import (
 //
 // The comment above each template covers, in this order where they apply:
 // endpoints; per-customer URL parameters; scopes (separator, defaults);
-// extra authorize parameters; client authentication; token-response quirks;
+// extra authorize parameters, and those that let the user choose another
+// account (SelectAccountParams); client authentication; token-response quirks;
 // refresh behaviour (rotation, lifetime, idle lapse, narrowing); PKCE; RFC
 // 9207 iss; how the provider account is identified.
 var builtins = map[string]Spec{
 	// Endpoints: github.com/login/oauth/{authorize,access_token}; userinfo
-	// GET https://api.github.com/user. OAuth-app tokens do not expire and
+	// GET https://api.github.com/user. prompt=select_account forces the
+	// account picker ("Authorizing OAuth apps", the prompt parameter; GitHub
+	// changelog 2024-06-07), which otherwise shows only with several
+	// accounts signed in. OAuth-app tokens do not expire and
 	// come without a refresh token (GitHub Apps' user tokens expire after 8
 	// h, with a refresh token good for 6 months: override for those). The
 	// token endpoint answers form-encoded unless asked for JSON, reports
@@ -35,8 +39,9 @@ var builtins = map[string]Spec{
 		AuthorizeURL: "https://github.com/login/oauth/authorize",
 		TokenURL:     "https://github.com/login/oauth/access_token",
 		AcceptJSON:   true, AuthStyle: AuthParams, ScopeSeparator: " ",
-		InvalidGrantErrors: []string{"invalid_grant", "bad_verification_code", "bad_refresh_token"},
-		PKCESupport:        "supported",
+		SelectAccountParams: map[string]string{"prompt": "select_account"},
+		InvalidGrantErrors:  []string{"invalid_grant", "bad_verification_code", "bad_refresh_token"},
+		PKCESupport:         "supported",
 	},
 	// Endpoints: {base_url}/oauth/{authorize,token,revoke,userinfo}
 	// (Doorkeeper). base_url: gitlab.com, or a self-managed instance: the one
@@ -106,7 +111,11 @@ var builtins = map[string]Spec{
 	// https://openidconnect.googleapis.com/v1/userinfo. Scopes space-
 	// separated (full URLs). Without access_type=offline and prompt=consent
 	// no refresh token is issued (or only at the very first consent);
-	// include_granted_scopes makes a new grant cover earlier ones. Refresh
+	// include_granted_scopes makes a new grant cover earlier ones. Another
+	// account: "prompt" is a space-delimited list whose select_account asks
+	// the user to pick an account (the "prompt" parameter of the page
+	// above), sent as "consent select_account" so that the consent, and
+	// with it the refresh token, is kept. Refresh
 	// tokens do not rotate and lapse after six months unused (7 days for
 	// apps in "testing"). A refresh with "scope" returns an access token for
 	// that subset of the grant ("Refreshing an access token"), so narrowing
@@ -121,7 +130,10 @@ var builtins = map[string]Spec{
 	// login.microsoftonline.com/{tenant}/oauth2/v2.0/{authorize,token};
 	// tenant: a GUID, a verified domain, or common / organizations /
 	// consumers (validTenant: hostname labels only). offline_access for a
-	// refresh token. Refresh tokens replace themselves on every use
+	// refresh token. Another account: prompt=select_account "interrupts
+	// single sign-on providing account selection experience" (the prompt
+	// parameter of the authorization request, page above). Refresh tokens
+	// replace themselves on every use
 	// (rotating), last 90 days (24 h for SPA redirect URIs) and lapse after
 	// 90 days inactive (AADSTS700082). The refresh-token grant takes "scope"
 	// and returns a token for that subset, so narrowing is on. PKCE
@@ -134,8 +146,9 @@ var builtins = map[string]Spec{
 		AuthorizeURL: "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/authorize",
 		TokenURL:     "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/token",
 		AuthStyle:    AuthParams, ScopeSeparator: " ",
-		AlwaysScopes:    []string{"offline_access"},
-		NarrowOnRefresh: true, RefreshRotates: true, RefreshIdleLifetime: days(90),
+		AlwaysScopes:        []string{"offline_access"},
+		SelectAccountParams: map[string]string{"prompt": "select_account"},
+		NarrowOnRefresh:     true, RefreshRotates: true, RefreshIdleLifetime: days(90),
 		PKCESupport: "supported",
 	},
 	// Slack OAuth v2, user-token flow: scopes go comma-separated in
@@ -339,7 +352,11 @@ var builtins = map[string]Spec{
 	// test.salesforce.com (sandboxes) or a My Domain
 	// (acme.my.salesforce.com, acme--dev.sandbox.my.salesforce.com):
 	// BaseURLHosts, no port, no path. The "refresh_token" scope is needed
-	// for a refresh token. Token answers carry no expires_in; refreshes
+	// for a refresh token. Another account: prompt=select_account (the
+	// page's "prompt" values) shows the account chooser only when more than
+	// one session hint exists; with one session signed in it goes straight
+	// to approval, so override with {"prompt": "login"} to make the user
+	// sign in again. Token answers carry no expires_in; refreshes
 	// return no new refresh token; refresh tokens live as the connected
 	// app's policy says (default: until revoked). The answer's instance_url
 	// is where the API lives; id is the identity URL. PKCE supported.
@@ -351,8 +368,9 @@ var builtins = map[string]Spec{
 		TokenURL:      "{base_url}/services/oauth2/token",
 		RevocationURL: "{base_url}/services/oauth2/revoke", Revocation: RevokeRFC7009,
 		AuthStyle: AuthParams, ScopeSeparator: " ",
-		AlwaysScopes:   []string{"refresh_token"},
-		AccountIDField: "id", AccountLabelField: "instance_url",
+		AlwaysScopes:        []string{"refresh_token"},
+		SelectAccountParams: map[string]string{"prompt": "select_account"},
+		AccountIDField:      "id", AccountLabelField: "instance_url",
 		PKCESupport: "supported",
 	},
 	// Zendesk: https://{subdomain}.zendesk.com/oauth/authorizations/new and
@@ -538,8 +556,10 @@ var builtins = map[string]Spec{
 	// acme.okta-emea.com); a custom domain or the org authorization server
 	// (/oauth2/v1/…) needs the URLs overridden, or a generic entry with
 	// discovery. offline_access for a refresh token; rotation and lifetime
-	// are set per app (rotation with a 30 s leeway by default). PKCE
-	// supported. Account: OIDC sub.
+	// are set per app (rotation with a 30 s leeway by default). Another
+	// account: unverified whether Okta honours OIDC's prompt=select_account,
+	// so none is set (select_account_params adds it). PKCE supported.
+	// Account: OIDC sub.
 	"okta": {
 		Kind: KindOAuth2, DisplayName: "Okta",
 		// openid: the ID token's sub names the account (OIDC sub, above).
@@ -559,7 +579,9 @@ var builtins = map[string]Spec{
 	// /userinfo; issuer "{base_url}/" (with the slash). base_url: the
 	// tenant domain (acme.auth0.com or acme.us.auth0.com, .eu, .au, .jp); a
 	// custom domain needs the URLs overridden. offline_access for a refresh
-	// token; rotation and idle lifetime are tenant settings. PKCE supported.
+	// token. Another account: unverified whether Auth0 honours OIDC's
+	// prompt=select_account, so none is set (select_account_params adds
+	// it). Rotation and idle lifetime are tenant settings. PKCE supported.
 	// Account: OIDC sub.
 	"auth0": {
 		Kind: KindOAuth2, DisplayName: "Auth0",
@@ -796,6 +818,8 @@ func google(display string, scopes ...string) Spec {
 		AuthStyle: AuthParams, ScopeSeparator: " ",
 		Scopes:          scopes,
 		AuthorizeParams: map[string]string{"access_type": "offline", "prompt": "consent", "include_granted_scopes": "true"},
+		// Replaces the prompt above when a client connects another account.
+		SelectAccountParams: map[string]string{"prompt": "consent select_account"},
 		// openid makes the token answer carry an ID token whose sub names
 		// the Google account (OpenID Connect on Google); it is connectd's,
 		// not a client's, and is taken out of the granted scopes.

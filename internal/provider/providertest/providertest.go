@@ -225,6 +225,7 @@ type Server struct {
 	counts      Counts
 	revocations []Revocation
 	tokenReqs   []TokenRequest
+	prompts     []string // the prompt of each authorization request
 }
 
 // New starts a fake provider, closed when the test ends.
@@ -384,6 +385,15 @@ func (s *Server) TokenRequests() []TokenRequest {
 	return slices.Clone(s.tokenReqs)
 }
 
+// Prompts returns the "prompt" parameter of each authorization request
+// received, in order ("" where there was none): whether connectd asked the
+// provider to let the user choose another account.
+func (s *Server) Prompts() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.prompts)
+}
+
 // ProviderConfig returns a providers-file entry (see docs/providers.md) for
 // this server under name, with the client secret referenced as the
 // environment variable secretEnv (set it to s.ClientSecret) and the fields its
@@ -395,6 +405,8 @@ func (s *Server) ProviderConfig(name, secretEnv string) map[string]any {
 		"issuer": s.Issuer(), "authorize_url": s.AuthorizeURL(), "token_url": s.TokenURL(),
 		"revocation_url": s.RevocationURL(), "client_id": s.ClientID, "client_secret_env": secretEnv,
 		"pkce": true, "iss_parameter_supported": q.IssParameter,
+		// Like an OpenID Connect provider (Core 1.0 §3.1.2.1); see Prompts.
+		"select_account_params": map[string]string{"prompt": "select_account"},
 	}
 	if q.BasicAuthOnly {
 		e["auth_style"] = "basic"
@@ -521,6 +533,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	s.counts.Authorize++
 	q := r.URL.Query()
+	s.prompts = append(s.prompts, q.Get("prompt"))
 	redirect, err := url.Parse(q.Get("redirect_uri"))
 	switch {
 	case q.Get("client_id") != s.opts.ClientID:

@@ -489,10 +489,11 @@ func seed(ctx context.Context, pool *pgxpool.Pool, keyLine, issuer string, users
 	// hash of a credential that names no account (consent.AccountHash of
 	// ""; a mismatch would answer every lookup with consent_required, which
 	// the run reports as errors).
-	_, err = pool.Exec(ctx, `INSERT INTO consents (issuer, subject, client_id, provider, scopes, account_hash, granted_at, updated_at)
-		SELECT $1, format('user-%s', lpad(g::text, 5, '0')), $2, 'bench', '{read}',
-			$4, now(), now()
-		FROM generate_series(0, $3 - 1) AS g ON CONFLICT DO NOTHING`, issuer, c.ID, users, consent.AccountHash(""))
+	_, err = pool.Exec(ctx, `INSERT INTO consents (issuer, subject, client_id, provider, scopes, account_hash, granted_at, updated_at,
+			connection_id)
+		SELECT $1, cn.subject, $2, 'bench', '{read}', $3, now(), now(), cn.id
+		FROM connections cn WHERE cn.issuer = $1 AND cn.provider = 'bench' AND cn.subject LIKE 'user-%'
+		ON CONFLICT DO NOTHING`, issuer, c.ID, consent.AccountHash(""))
 	return key, err
 }
 

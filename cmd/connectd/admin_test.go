@@ -62,8 +62,8 @@ func TestAdminCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `INSERT INTO consents (issuer, subject, client_id, provider, scopes, granted_at, updated_at)
-		VALUES ($1, $2, $3, 'github', '{repo}', now(), now())`, user.Issuer, user.Subject, client.ID); err != nil {
+	if _, err := pool.Exec(ctx, `INSERT INTO consents (issuer, subject, client_id, provider, scopes, granted_at, updated_at, connection_id)
+		VALUES ($1, $2, $3, 'github', '{repo}', now(), now(), $4)`, user.Issuer, user.Subject, client.ID, conn.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `INSERT INTO audit_events (kind, actor) VALUES ('security.identity_mismatch', 'user')`); err != nil {
@@ -113,11 +113,11 @@ func TestAdminCommand(t *testing.T) {
 	if _, err := adminRun(noKeys, "connections", "revoke", conn.ID, "--yes"); exitCode(err) != 2 {
 		t.Fatalf("revoke without vault keys: %v", err)
 	}
-	if _, _, err := vs.Get(ctx, user, "github"); err != nil {
+	if _, _, err := vs.Get(ctx, user, "github", ""); err != nil {
 		t.Fatal("a refused revoke deleted the connection")
 	}
 	check(withKeys, []string{"revoked " + conn.ID, "at the provider: not_supported", client.ID}, "connections", "revoke", conn.ID, "--yes")
-	if _, _, err := vs.Get(ctx, user, "github"); err == nil {
+	if _, _, err := vs.Get(ctx, user, "github", ""); err == nil {
 		t.Fatal("the connection is still there")
 	}
 	var actor string

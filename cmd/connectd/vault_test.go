@@ -174,7 +174,7 @@ func TestVaultProviderWiring(t *testing.T) {
 		Expiry: tok.Expiry, Scopes: tok.Scopes}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Token(ctx, user, "fake", []string{"files.read"})
+	got, err := s.Token(ctx, user, "fake", "", []string{"files.read"})
 	if err != nil || got.AccessToken == tok.AccessToken || !srv.Valid(got.AccessToken) {
 		t.Fatalf("refresh through the catalog: %v", err)
 	}
@@ -185,18 +185,18 @@ func TestVaultProviderWiring(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.SetQuirks(providertest.Quirks{ServerError: true})
-	if _, err := s.Token(ctx, user, "fake", nil); !errors.Is(err, vault.ErrProviderUnavailable) || !errors.Is(err, provider.ErrUnavailable) {
+	if _, err := s.Token(ctx, user, "fake", "", nil); !errors.Is(err, vault.ErrProviderUnavailable) || !errors.Is(err, provider.ErrUnavailable) {
 		t.Fatalf("outage: %v", err)
 	}
 	srv.SetQuirks(providertest.Quirks{})
-	d, err := s.Delete(ctx, user, "fake")
+	d, err := s.Delete(ctx, user, "fake", "")
 	if err != nil || d.Revocation != vault.Revoked || srv.Valid(got.AccessToken) {
 		t.Fatalf("delete: %+v %v", d, err)
 	}
 	if _, err := s.Put(ctx, user, "openai", vault.Credential{AccessToken: "sk-x", TokenType: "api_key"}); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := s.Delete(ctx, user, "openai"); err != nil || d.Revocation != vault.RevocationNoSupport {
+	if d, err := s.Delete(ctx, user, "openai", ""); err != nil || d.Revocation != vault.RevocationNoSupport {
 		t.Fatalf("api_key delete: %+v %v", d, err)
 	}
 }

@@ -27,18 +27,16 @@ const (
 	// and how many clients hold consent (package consent's table) to each.
 	connectionColumns = `c.id, c.issuer, c.subject, c.provider, c.status, c.scopes, c.key_version,
 		c.expires_at, c.created_at, c.updated_at, c.refreshed_at, c.health_checked_at, c.last_error,
-		(SELECT count(*) FROM consents k
-		 WHERE k.issuer = c.issuer AND k.subject = c.subject AND k.provider = c.provider)`
+		(SELECT count(*) FROM consents k WHERE k.connection_id = c.id)`
 	selectConnections = `SELECT ` + connectionColumns + ` FROM connections c`
 	selectConnection  = selectConnections + ` WHERE c.id = $1`
 	// consentedBy narrows a listing to connections a client holds consent to.
-	consentedBy = `EXISTS (SELECT 1 FROM consents k WHERE k.issuer = c.issuer AND k.subject = c.subject
-		AND k.provider = c.provider AND k.client_id = $%d)`
+	consentedBy = `EXISTS (SELECT 1 FROM consents k WHERE k.connection_id = c.id AND k.client_id = $%d)`
 	// selectConsents lists who holds consent to one connection (connect's
 	// consents, names from mcpauth's clients).
 	selectConsents = `SELECT k.client_id, coalesce(cl.name, ''), k.scopes, k.granted_at, k.updated_at
 		FROM consents k LEFT JOIN clients cl ON cl.id = k.client_id
-		WHERE k.issuer = $1 AND k.subject = $2 AND k.provider = $3
+		WHERE k.issuer = $1 AND k.subject = $2 AND k.provider = $3 AND k.connection_id = $4
 		ORDER BY k.granted_at, k.client_id`
 	eventColumns = `id, occurred_at, kind, actor, issuer, subject, client_id, provider, target, request_id, ip, detail`
 	// selectTrail is a connection's audit trail: everything recorded about
@@ -343,7 +341,7 @@ func (st *Store) Detail(ctx context.Context, id string) (*Detail, error) {
 	case st.vault == nil:
 		d.AccountProblem = "vault keys not configured"
 	default:
-		acct, err := st.vault.Account(ctx, c.User, c.Provider)
+		acct, err := st.vault.Account(ctx, c.User, c.Provider, c.ID)
 		switch {
 		case err == nil:
 			d.Account = acct
@@ -355,7 +353,7 @@ func (st *Store) Detail(ctx context.Context, id string) (*Detail, error) {
 			return nil, err
 		}
 	}
-	rows, err := st.pool.Query(ctx, selectConsents, c.User.Issuer, c.User.Subject, c.Provider)
+	rows, err := st.pool.Query(ctx, selectConsents, c.User.Issuer, c.User.Subject, c.Provider, c.ID)
 	if err != nil {
 		return nil, fmt.Errorf("admin: list consents: %w", err)
 	}

@@ -27,7 +27,7 @@ func TestNoSecretInAnyAdminView(t *testing.T) {
 
 	secrets := map[string]string{}
 	collect := func(label string) {
-		_, cred, err := e.vault.Get(ctx, e.user("alice"), "fake")
+		_, cred, err := e.vault.Get(ctx, e.user("alice"), "fake", "")
 		if err != nil || cred.AccessToken == "" || cred.RefreshToken == "" {
 			t.Fatalf("alice's credential: %v", err)
 		}
@@ -54,8 +54,8 @@ func TestNoSecretInAnyAdminView(t *testing.T) {
 	}
 	secrets["bob access token"], secrets["bob refresh token"] = "bob-access-PLAINTEXT-5f2c07", "bob-refresh-PLAINTEXT-9a1e55"
 	// Test fixture: bob's consent, as the consent page would record it.
-	if _, err := e.pool.Exec(ctx, `INSERT INTO consents (issuer, subject, client_id, provider, scopes, granted_at, updated_at)
-		VALUES ($1, 'bob', $2, 'fake', '{files.read}', now(), now())`, e.idp.Issuer(), m.client.ID); err != nil {
+	if _, err := e.pool.Exec(ctx, `INSERT INTO consents (issuer, subject, client_id, provider, scopes, granted_at, updated_at, connection_id)
+		VALUES ($1, 'bob', $2, 'fake', '{files.read}', now(), now(), $3)`, e.idp.Issuer(), m.client.ID, bobConn.ID); err != nil {
 		t.Fatal(err)
 	}
 	// A refused /v1 call carrying a (bogus) user token: a security event.

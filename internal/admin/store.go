@@ -119,7 +119,7 @@ func (st *Store) Revoke(ctx context.Context, id string, by Actor) (*Revocation, 
 	owner := &lifecycle.Owner{Pool: st.pool, Vault: st.vault, Webhooks: st.webhooks, Logger: st.logger}
 	// The admin's browser going away after the commit must not cost the
 	// provider's revocation or its audit row.
-	ended, err := owner.Delete(context.WithoutCancel(ctx), c.User, c.Provider, id,
+	ended, err := owner.Delete(context.WithoutCancel(ctx), c.User, c.Provider, id, nil,
 		lifecycle.Actor{Audit: by.Name, By: "admin", RequestID: by.RequestID, IP: by.IP})
 	if errors.Is(err, vault.ErrNotConnected) || errors.Is(err, lifecycle.ErrReplaced) {
 		return nil, fmt.Errorf("connection %s: %w", id, problem.Detail(ErrNotFound, "no such connection"))

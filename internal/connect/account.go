@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -38,7 +40,8 @@ var notices = map[string]string{
 	"disconnected": "Disconnected. The stored access was deleted and revoked at the provider; no application receives it any more.",
 	"disconnected_here": "Disconnected here: the stored access was deleted and no application receives it any more. " +
 		"The provider did not confirm the revocation, so you may also remove the access in your account settings there.",
-	"gone": "Nothing to do: that access had already been removed.",
+	"gone":     "Nothing to do: that access had already been removed.",
+	"labelled": "Label saved.",
 }
 
 // accountPage handles GET /account. Without a session it sends the browser
@@ -88,7 +91,7 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 		if c.Status == vault.StatusRevoked {
 			continue
 		}
-		ac := templates.AccountConnection{Provider: c.Provider, ProviderName: c.Provider, Kind: "OAuth",
+		ac := templates.AccountConnection{ID: c.ID, Label: c.Label, Provider: c.Provider, ProviderName: c.Provider, Kind: "OAuth",
 			Healthy: c.Status == vault.StatusActive, Health: "Working", Scopes: c.Scopes, ConnectedAt: when(c.CreatedAt)}
 		switch {
 		case !ac.Healthy:
@@ -107,7 +110,7 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 		}
 		// The sealed credential names the account; an approval covers the
 		// connection only for that account and every scope it grants.
-		_, cred, err := s.vault.Get(ctx, u, c.Provider)
+		_, cred, err := s.vault.Get(ctx, u, c.Provider, c.ID)
 		switch {
 		case err == nil:
 			ac.Account = accountName(cred)
@@ -120,7 +123,7 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 		}
 		var last time.Time
 		for _, a := range approvals {
-			if a.Provider != c.Provider {
+			if a.Provider != c.Provider || a.ConnectionID != c.ID {
 				continue
 			}
 			// What it receives now: the one release decision.
@@ -158,34 +161,38 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 	return v, nil
 }
 
-// accountForm is the start of both account actions: a signed-in session,
-// the form's CSRF token and a well-formed provider. Without a session the
-// browser goes back to the page, which signs in again.
-func (s *Server) accountForm(w http.ResponseWriter, r *http.Request) (identity.User, string, bool, error) {
+// accountForm is the start of the account actions: a signed-in session,
+// the form's CSRF token, a well-formed provider and connection id. Without
+// a session the browser goes back to the page, which signs in again.
+func (s *Server) accountForm(w http.ResponseWriter, r *http.Request) (identity.User, string, string, bool, error) {
 	sess, err := s.sessions.Load(w, r)
 	if err != nil {
 		http.Redirect(w, r, accountPath, http.StatusSeeOther)
-		return identity.User{}, "", false, nil
+		return identity.User{}, "", "", false, nil
 	}
 	if err := r.ParseForm(); err != nil {
-		return identity.User{}, "", false, web.Refuse(http.StatusBadRequest, "bad_form", "The form could not be read.", nil)
+		return identity.User{}, "", "", false, web.Refuse(http.StatusBadRequest, "bad_form", "The form could not be read.", nil)
 	}
 	if err := s.sessions.CheckCSRF(sess, r.PostForm.Get(session.CSRFField)); err != nil {
-		return identity.User{}, "", false, &web.Error{Status: http.StatusForbidden, Code: "csrf_failed", Err: err,
+		return identity.User{}, "", "", false, &web.Error{Status: http.StatusForbidden, Code: "csrf_failed", Err: err,
 			Description: "The form has expired. Open your account page again and retry."}
 	}
 	p := r.PostForm.Get("provider")
 	if !names.ValidProvider(p) {
-		return identity.User{}, "", false, web.Refuse(http.StatusBadRequest, "bad_form", "The form names no account.", nil)
+		return identity.User{}, "", "", false, web.Refuse(http.StatusBadRequest, "bad_form", "The form names no account.", nil)
 	}
-	return identity.User{Issuer: sess.Issuer, Subject: sess.Subject}, p, true, nil
+	id := r.PostForm.Get("connection")
+	if !vault.ValidID(id) {
+		return identity.User{}, "", "", false, web.Refuse(http.StatusBadRequest, "bad_form", "The form names no account.", nil)
+	}
+	return identity.User{Issuer: sess.Issuer, Subject: sess.Subject}, p, id, true, nil
 }
 
 // withdraw handles POST /account/withdraw: one MCP server loses the user's
 // approval of one connection (it gets consent_required until the user
 // allows it again); the connection and the other approvals stay.
 func (s *Server) withdraw(w http.ResponseWriter, r *http.Request) error {
-	u, p, ok, err := s.accountForm(w, r)
+	u, p, id, ok, err := s.accountForm(w, r)
 	if !ok {
 		return err
 	}
@@ -195,7 +202,7 @@ func (s *Server) withdraw(w http.ResponseWriter, r *http.Request) error {
 	}
 	err = pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
 		if err := consent.WithdrawClient(r.Context(), tx, consent.Withdrawal{User: u, ClientID: client, Provider: p,
-			Actor: "user", RequestID: web.RequestID(r.Context()), IP: clientIP(r)}); err != nil {
+			ConnectionID: id, Actor: "user", RequestID: web.RequestID(r.Context()), IP: clientIP(r)}); err != nil {
 			return err
 		}
 		return s.emit(r.Context(), tx, webhook.ApprovalEvent(client, u, p, "user"))
@@ -218,11 +225,11 @@ func (s *Server) withdraw(w http.ResponseWriter, r *http.Request) error {
 // every approval of it, then revoked at the provider (RFC 7009) where it can
 // be.
 func (s *Server) disconnect(w http.ResponseWriter, r *http.Request) error {
-	u, p, ok, err := s.accountForm(w, r)
+	u, p, id, ok, err := s.accountForm(w, r)
 	if !ok {
 		return err
 	}
-	d, _, err := s.deleteConnection(r, u, p, "", lifecycle.Actor{Audit: "user", By: "user"})
+	d, _, err := s.deleteConnection(r, u, p, id, nil, lifecycle.Actor{Audit: "user", By: "user"})
 	if errors.Is(err, vault.ErrNotConnected) {
 		http.Redirect(w, r, accountPath+"?done=gone", http.StatusSeeOther)
 		return nil
@@ -238,6 +245,29 @@ func (s *Server) disconnect(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// relabel handles POST /account/label: the user's own name for one of their
+// connections ("work"), shown to them and to the clients that may use it;
+// an empty label removes it.
+func (s *Server) relabel(w http.ResponseWriter, r *http.Request) error {
+	u, p, id, ok, err := s.accountForm(w, r)
+	if !ok {
+		return err
+	}
+	label := strings.TrimSpace(r.PostForm.Get("label"))
+	if utf8.RuneCountInString(label) > vault.MaxLabel || !utf8.ValidString(label) || hasControl(label) {
+		return web.Refuse(http.StatusBadRequest, "bad_form",
+			fmt.Sprintf("A label is at most %d characters of text.", vault.MaxLabel), nil)
+	}
+	done := "labelled"
+	if err := s.vault.SetLabel(r.Context(), u, p, id, label); errors.Is(err, vault.ErrNotConnected) {
+		done = "gone"
+	} else if err != nil {
+		return err
+	}
+	http.Redirect(w, r, accountPath+"?done="+done, http.StatusSeeOther)
+	return nil
+}
+
 // deleteConnection ends the user's connection to provider through the one
 // owner of a connection's end (package lifecycle: approvals withdrawn,
 // audit rows and the clients' events in the deleting transaction, then the
@@ -245,11 +275,12 @@ func (s *Server) disconnect(w http.ResponseWriter, r *http.Request) error {
 // their approval. Unlinking (/v1) and disconnecting (the account page) both
 // go through it, as an admin's revocation does.
 //
-// wantID, when not "", is the connection the caller decided on: a
-// reconnect since is not deleted on that decision (lifecycle.ErrReplaced).
-func (s *Server) deleteConnection(r *http.Request, u identity.User, p, wantID string, by lifecycle.Actor) (*vault.Deletion, []string, error) {
+// account, when not nil, is the provider account the caller decided on: a
+// connection holding another's credential since is not deleted on that
+// decision (lifecycle.ErrReplaced).
+func (s *Server) deleteConnection(r *http.Request, u identity.User, p, id string, account []byte, by lifecycle.Actor) (*vault.Deletion, []string, error) {
 	by.RequestID, by.IP = web.RequestID(r.Context()), clientIP(r)
-	ended, err := s.lifecycle.Delete(context.WithoutCancel(r.Context()), u, p, wantID, by)
+	ended, err := s.lifecycle.Delete(context.WithoutCancel(r.Context()), u, p, id, account, by)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -31,7 +31,21 @@ func (e *env) accountPage(b *browser, user string) response {
 func (e *env) accountPost(b *browser, page response, action string, form url.Values) response {
 	e.t.Helper()
 	form.Set("csrf_token", csrfOf(e.t, page.body))
+	if !form.Has("connection") {
+		form.Set("connection", connectionOf(page.body))
+	}
 	return b.do(http.MethodPost, e.srv.URL+action, form)
+}
+
+// connectionOf is the first connection id an account page's forms post
+// ("" for none).
+func connectionOf(body string) string {
+	_, rest, ok := strings.Cut(body, `name="connection" value="`)
+	if !ok {
+		return ""
+	}
+	id, _, _ := strings.Cut(rest, `"`)
+	return id
 }
 
 // TestAccountPage: alice sees each connection with its account, scopes and
@@ -143,7 +157,8 @@ func TestAccountActionsRefused(t *testing.T) {
 	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
 	alice := e.browser()
 	page := e.accountPage(alice, "alice")
-	good := url.Values{"provider": {"fake"}, "client": {a.client.ID}, "csrf_token": {csrfOf(t, page.body)}}
+	good := url.Values{"provider": {"fake"}, "client": {a.client.ID}, "csrf_token": {csrfOf(t, page.body)},
+		"connection": {connectionOf(page.body)}}
 	with := func(k, v string) url.Values {
 		f := url.Values{}
 		for key, vals := range good {
@@ -158,15 +173,19 @@ func TestAccountActionsRefused(t *testing.T) {
 		e.refused(alice.do(http.MethodPost, e.srv.URL+action, with("csrf_token", "forged")), http.StatusForbidden, "csrf_failed")
 		e.refused(alice.do(http.MethodPost, e.srv.URL+action, with("provider", "../fake")), http.StatusBadRequest, "bad_form")
 		e.refused(alice.do(http.MethodPost, e.srv.URL+action, with("provider", "")), http.StatusBadRequest, "bad_form")
+		e.refused(alice.do(http.MethodPost, e.srv.URL+action, with("connection", "")), http.StatusBadRequest, "bad_form")
+		e.refused(alice.do(http.MethodPost, e.srv.URL+action, with("connection", "cn_x'--")), http.StatusBadRequest, "bad_form")
 	}
 	e.refused(alice.do(http.MethodPost, e.srv.URL+"/account/withdraw", with("client", "cli_X'--")), http.StatusBadRequest, "bad_form")
 
-	// Bob, signed in with his own session, posts alice's form values with his
-	// own CSRF token: it acts on bob's (empty) account only.
+	// Bob, signed in with his own session, posts alice's form values (her
+	// connection's id too) with his own CSRF token: it acts on bob's
+	// (empty) account only.
 	bob := e.browser()
 	bobPage := e.accountPage(bob, "bob")
-	for _, action := range []string{"/account/withdraw", "/account/disconnect"} {
-		r := e.accountPost(bob, bobPage, action, url.Values{"provider": {"fake"}, "client": {a.client.ID}})
+	for _, action := range []string{"/account/withdraw", "/account/disconnect", "/account/label"} {
+		r := e.accountPost(bob, bobPage, action, url.Values{"provider": {"fake"}, "client": {a.client.ID},
+			"connection": {good.Get("connection")}, "label": {"mine now"}})
 		if r.status != http.StatusSeeOther || r.location != e.srv.URL+"/account?done=gone" {
 			t.Fatalf("bob %s: %d %s", action, r.status, r.location)
 		}

@@ -3,8 +3,10 @@ package connect_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"testing"
 
+	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/provider/providertest"
 )
 
@@ -19,13 +21,50 @@ func (e *env) needsReauth(user string) {
 	}
 }
 
+// connID is the id of user's one connection at the fake provider.
+func (e *env) connID(user string) string {
+	e.t.Helper()
+	c, err := e.vault.Lookup(context.Background(), identity.User{Issuer: e.idps[0].Issuer(), Subject: user}, "fake", "")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c.ID
+}
+
+// connIDs are the ids of user's connections at the fake provider, oldest
+// first.
+func (e *env) connIDs(user string) []string {
+	e.t.Helper()
+	all, err := e.vault.List(context.Background(), identity.User{Issuer: e.idps[0].Issuer(), Subject: user})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range all {
+		if c.Provider == "fake" {
+			ids = append(ids, c.ID)
+		}
+	}
+	return ids
+}
+
+// tokenAt is m's token read of user's connection id.
+func tokenAt(t *testing.T, m *mcpServer, user, id string) map[string]any {
+	t.Helper()
+	st, out := m.call(http.MethodGet, "/v1/connections/fake/token?account="+id, user, nil)
+	if st != http.StatusOK {
+		t.Fatalf("%s token of %s: %d %v", m.client.Name, id, st, out)
+	}
+	return out
+}
+
 // TestAccountChangeAtProviderThatNamesNone (issue 23 N1, DESIGN invariant
 // 15): A connects alice to a github-shaped provider whose token answer names
 // no account; B is approved; the connection needs reauthorization and A
-// connects it again — alice signs in at the provider as another user. B
-// must not receive that account's token. Before, an account nobody named
-// counted as the same account and B got it with 200; the same at a
-// provider that narrows tokens.
+// connects it again (mint with account=<that connection>) — alice signs in
+// at the provider as another user. B must not receive that account's token:
+// a round trip whose account cannot be named replaces the connection as
+// another account. The same at a provider that narrows tokens.
 func TestAccountChangeAtProviderThatNamesNone(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -44,9 +83,13 @@ func TestAccountChangeAtProviderThatNamesNone(t *testing.T) {
 			e.consentAgainWith(b, "alice", []string{"read"})
 			tokenOf(t, b, "alice")
 
+			id := e.connID("alice")
 			e.needsReauth("alice")
 			e.fake.SetSubject("user-2") // alice signs in at the provider as someone else
-			e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+			e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}, "account": id})
+			if ids := e.connIDs("alice"); len(ids) != 1 || ids[0] != id {
+				t.Fatalf("the reauthorization made connections %v, want %s again", ids, id)
+			}
 			tokenOf(t, a, "alice")
 			st, out := b.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
 			expectError(t, st, out, http.StatusForbidden, "consent_required")
@@ -57,10 +100,44 @@ func TestAccountChangeAtProviderThatNamesNone(t *testing.T) {
 	}
 }
 
+// reconnectAsAnother: alice's connection needs reauthorization; A asks for
+// it again (account=<it>) and she signs in at the provider as user-2. At a
+// provider that names its accounts that is another connection: the first
+// stays as it was (reauthorization_required), and B, approved for the
+// first, never receives user-2's token.
+func reconnectAsAnother(t *testing.T, e *env, a, b *mcpServer, scopes []string) {
+	t.Helper()
+	first := e.connID("alice")
+	e.needsReauth("alice")
+	e.fake.SetSubject("user-2")
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": scopes, "account": first})
+	ids := e.connIDs("alice")
+	if len(ids) != 2 || !slices.Contains(ids, first) {
+		t.Fatalf("connections %v, want %s and a new one", ids, first)
+	}
+	if ids[1] == first { // the same instant on the test clock: any order
+		ids[0], ids[1] = ids[1], ids[0]
+	}
+	st, out := b.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
+	expectError(t, st, out, http.StatusConflict, "reauthorization_required") // its own account, still to reauthorize
+	second := tokenAt(t, a, "alice", ids[1])
+	if acct := second["account"].(map[string]any); acct["id"] != ids[1] {
+		t.Fatalf("A's token of the second account names %v", acct)
+	}
+	st, out = b.call(http.MethodGet, "/v1/connections/fake/token?account="+ids[1], "alice", nil)
+	expectError(t, st, out, http.StatusForbidden, "consent_required")
+	// A is approved for both: it must say which.
+	st, out = a.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
+	expectError(t, st, out, http.StatusConflict, "account_required")
+	if accts, _ := out["accounts"].([]any); len(accts) != 2 {
+		t.Fatalf("account_required lists %v", out["accounts"])
+	}
+}
+
 // TestAccountNamedByWhoAmI: at a github-shaped provider with a "who am I"
 // endpoint (GitHub's GET /user), the account is what the provider says: a
 // reconnect with the same provider user keeps B's approval, one with
-// another user does not.
+// another user is another connection B is not approved for.
 func TestAccountNamedByWhoAmI(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{quirks: providertest.Quirks{FormEncoded: true, WhoAmI: true}})
@@ -73,14 +150,7 @@ func TestAccountNamedByWhoAmI(t *testing.T) {
 	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
 	tokenOf(t, b, "alice") // the same provider account: still approved
 
-	e.needsReauth("alice")
-	e.fake.SetSubject("user-2")
-	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
-	st, out := b.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
-	expectError(t, st, out, http.StatusForbidden, "consent_required")
-	if out["account_changed"] != true {
-		t.Fatalf("consent_required without account_changed: %v", out)
-	}
+	reconnectAsAnother(t, e, a, b, []string{"read"})
 }
 
 // TestAccountNamedByIDToken: at an OpenID Connect provider whose token
@@ -99,12 +169,5 @@ func TestAccountNamedByIDToken(t *testing.T) {
 	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": scopes})
 	tokenOf(t, b, "alice")
 
-	e.needsReauth("alice")
-	e.fake.SetSubject("user-2")
-	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": scopes})
-	st, out := b.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
-	expectError(t, st, out, http.StatusForbidden, "consent_required")
-	if out["account_changed"] != true {
-		t.Fatalf("consent_required without account_changed: %v", out)
-	}
+	reconnectAsAnother(t, e, a, b, scopes)
 }

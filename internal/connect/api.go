@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,6 +71,9 @@ type mintRequest struct {
 	Scopes        []string `json:"scopes"`
 	Message       string   `json:"message"`
 	RequestDigest string   `json:"request_digest"`
+	// Account: a connection id (reauthorize or step up that account),
+	// "new" (connect another account), or "" (the user chooses).
+	Account string `json:"account"`
 }
 
 // urlElicitation is the MCP 2025-11-25 elicitation/create params (mode url).
@@ -192,10 +196,13 @@ func (s *Server) mint(w http.ResponseWriter, r *http.Request) error {
 	if len(req.RequestDigest) > maxDigest || !printableASCII(req.RequestDigest) {
 		return web.Errorf(http.StatusBadRequest, "invalid_request", "request_digest must be at most %d printable characters", maxDigest)
 	}
+	if err := s.checkMintAccount(r.Context(), c.user, req.Provider, req.Account); err != nil {
+		return err
+	}
 	now := s.now().Truncate(time.Microsecond) // as Postgres keeps it: an answer again shows the same expiry
 	e := &Elicitation{
 		ID: newElicitationID(), ClientID: c.client.ID, Issuer: c.user.Issuer, Subject: c.user.Subject,
-		Provider: req.Provider, Scopes: scopes, Message: msg, RequestDigest: req.RequestDigest,
+		Provider: req.Provider, Scopes: scopes, Message: msg, RequestDigest: req.RequestDigest, Account: req.Account,
 		Status: StatusPending, CreatedAt: now, ExpiresAt: now.Add(s.elicitationTTL),
 	}
 	// Idempotent: while an elicitation for the same request (client, user,
@@ -517,7 +524,12 @@ func requestStateError(err error) error {
 }
 
 type connectionDoc struct {
-	Provider     string     `json:"provider"`
+	Provider string `json:"provider"`
+	// ID, DisplayName, Label: which of the user's accounts at the provider
+	// this is (account=<id> names it).
+	ID           string     `json:"id"`
+	DisplayName  string     `json:"display_name"`
+	Label        string     `json:"label,omitempty"`
 	Status       string     `json:"status"`
 	Scopes       []string   `json:"scopes"`
 	AccountLabel string     `json:"account_label,omitempty"`
@@ -549,10 +561,11 @@ func (s *Server) listConnections(w http.ResponseWriter, r *http.Request) error {
 		Connections []connectionDoc `json:"connections"`
 	}{Connections: []connectionDoc{}}
 	for _, cn := range conns {
-		a, ok := consented[cn.Provider]
-		if !ok || cn.Status == vault.StatusRevoked {
+		i := slices.IndexFunc(consented[cn.Provider], func(a consent.Approval) bool { return a.ConnectionID == cn.ID })
+		if i < 0 || cn.Status == vault.StatusRevoked {
 			continue
 		}
+		a := consented[cn.Provider][i]
 		// What this client would receive (the one release decision): a
 		// connection it would get nothing of — grown past its approval at a
 		// provider that cannot narrow, or now another provider account — is
@@ -563,7 +576,8 @@ func (s *Server) listConnections(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		dec := consent.Decide(h, &a, s.narrows(cn.Provider))
-		d := connectionDoc{Provider: cn.Provider, Status: string(cn.Status), Scopes: dec.Visible(h, &a),
+		d := connectionDoc{Provider: cn.Provider, ID: cn.ID, DisplayName: cn.DisplayName, Label: cn.Label,
+			Status: string(cn.Status), Scopes: dec.Visible(h, &a),
 			CreatedAt: cn.CreatedAt.UTC(), UpdatedAt: cn.UpdatedAt.UTC(), ConsentRequired: dec.Release == consent.Nothing}
 		if !cn.Expiry.IsZero() {
 			t := cn.Expiry.UTC()
@@ -577,6 +591,7 @@ func (s *Server) listConnections(w http.ResponseWriter, r *http.Request) error {
 
 type tokenDoc struct {
 	Provider    string     `json:"provider"`
+	Account     accountDoc `json:"account"`
 	Kind        string     `json:"kind"`
 	TokenType   string     `json:"token_type"`
 	AccessToken string     `json:"access_token"`
@@ -584,7 +599,7 @@ type tokenDoc struct {
 	Scopes      []string   `json:"scopes"`
 }
 
-// token handles GET /v1/connections/{provider}/token[?scopes=a,b].
+// token handles GET /v1/connections/{provider}/token[?scopes=a,b][&account=<id>].
 func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("provider")
 	var required []string
@@ -608,18 +623,23 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	if err := providerAllowed(&c, name); err != nil {
 		return err
 	}
-	appr, err := s.consents.Get(r.Context(), c.user, c.client.ID, name)
+	approvals, err := s.consents.For(r.Context(), c.user, c.client.ID, name)
 	if errors.Is(err, consent.ErrNotGiven) {
-		return s.withoutConsent(r.Context(), c.user, name)
+		return s.withoutConsent(r.Context(), c.user, name, r.URL.Query().Get("account"))
 	}
 	if err != nil {
 		return err
 	}
+	ap, err := s.chosen(r.Context(), c.user, name, r.URL.Query().Get("account"), approvals)
+	if err != nil {
+		return err
+	}
+	appr := *ap
 	// The connection must hold what the caller requires (insufficient_scope),
 	// and this client's approval must cover everything the credential carries,
 	// for its account (consent_required): the credential is handed over whole,
 	// unless the provider can narrow it to what the client was approved for.
-	cred, err := s.vault.Token(r.Context(), c.user, name, required)
+	cred, err := s.vault.Token(r.Context(), c.user, name, appr.ConnectionID, required)
 	if err != nil {
 		return problem.About(name, err) // the error table answers
 	}
@@ -633,7 +653,8 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 		return consentRequired(name, d)
 	}
 	s.sampleRead(r, &c, name)
-	doc := tokenDoc{Provider: name, Kind: string(p.Info().Kind), TokenType: cred.TokenType,
+	doc := tokenDoc{Provider: name, Account: accountDoc{ID: appr.ConnectionID, DisplayName: cred.AccountLabel},
+		Kind: string(p.Info().Kind), TokenType: cred.TokenType,
 		AccessToken: cred.AccessToken, Scopes: nonNil(cred.Scopes)}
 	if doc.TokenType == "" {
 		doc.TokenType = "Bearer"
@@ -661,7 +682,7 @@ func (s *Server) narrowed(r *http.Request, c *caller, name string, appr consent.
 				"mint an elicitation with them", name),
 			Fields: map[string]any{"unapproved_scopes": unapproved, "account_changed": false}}
 	}
-	n, err := s.vault.Narrowed(r.Context(), c.user, name, d.Scopes, cred.AccountID)
+	n, err := s.vault.Narrowed(r.Context(), c.user, name, appr.ConnectionID, d.Scopes, cred.AccountID)
 	if errors.Is(err, vault.ErrCannotNarrow) {
 		s.logger.WarnContext(r.Context(), "token could not be narrowed; the client must be approved for the whole connection",
 			slog.String("provider", name), slog.Any("error", err))
@@ -677,7 +698,12 @@ func (s *Server) narrowed(r *http.Request, c *caller, name string, appr consent.
 // provider: not_connected when there is no connection at all, else
 // consent_required, so the MCP server knows which of the two to fix. The
 // credential is never read for it.
-func (s *Server) withoutConsent(ctx context.Context, u identity.User, name string) error {
+func (s *Server) withoutConsent(ctx context.Context, u identity.User, name, account string) error {
+	if account != "" && account != AccountAll {
+		if _, err := s.chosen(ctx, u, name, account, nil); err != nil {
+			return err // not_found for an id that is not the user's connection here
+		}
+	}
 	ok, err := s.vault.Exists(ctx, u, name)
 	if err != nil {
 		return err
@@ -714,7 +740,7 @@ func (s *Server) held(ctx context.Context, u identity.User, cn vault.Connection)
 	if cn.AccountHash != nil {
 		return consent.Held{Scopes: cn.Scopes, Account: cn.AccountHash}, nil
 	}
-	_, cred, err := s.vault.Get(ctx, u, cn.Provider)
+	_, cred, err := s.vault.Get(ctx, u, cn.Provider, cn.ID)
 	switch {
 	case err == nil:
 		return consent.HeldBy(cred), nil
@@ -734,9 +760,20 @@ func (s *Server) narrows(provider string) bool {
 // at (or that is no provider): the error table's not_connected.
 func notConnected(name string) error { return problem.About(name, vault.ErrNotConnected) }
 
-// unlink handles DELETE /v1/connections/{provider}.
+// unlinkDoc is one connection an unlink ended.
+type unlinkDoc struct {
+	ID                string `json:"id"`
+	RevokedAtProvider bool   `json:"revoked_at_provider"`
+	Revocation        string `json:"revocation"`
+}
+
+// unlink handles DELETE /v1/connections/{provider}[?account=<id>|all]: the
+// connection the client names (or its only one there), or with account=all
+// every one it is approved for. Each needs an approval that covers its
+// account now.
 func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("provider")
+	account := r.URL.Query().Get("account")
 	c, err := s.authenticate(r)
 	if err != nil {
 		return err
@@ -747,43 +784,69 @@ func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 	if err := providerAllowed(&c, name); err != nil {
 		return err
 	}
-	appr, err := s.consents.Get(r.Context(), c.user, c.client.ID, name)
+	approvals, err := s.consents.For(r.Context(), c.user, c.client.ID, name)
 	if errors.Is(err, consent.ErrNotGiven) {
-		return s.withoutConsent(r.Context(), c.user, name)
+		return s.withoutConsent(r.Context(), c.user, name, account)
 	} else if err != nil {
 		return err
+	}
+	chosen := approvals
+	if account != AccountAll {
+		ap, err := s.chosen(r.Context(), c.user, name, account, approvals)
+		if err != nil {
+			return err
+		}
+		chosen = []consent.Approval{*ap}
 	}
 	// Unlinking revokes the credential at the provider for every client: a
 	// client may do it only while its approval is for the account connected
 	// now (a stale approval of another account is no say over this one).
-	conn, err := s.vault.Lookup(r.Context(), c.user, name)
-	if errors.Is(err, vault.ErrNotConnected) {
+	type target struct {
+		conn *vault.Connection
+	}
+	var targets []target
+	for _, appr := range chosen {
+		conn, err := s.vault.Lookup(r.Context(), c.user, name, appr.ConnectionID)
+		if errors.Is(err, vault.ErrNotConnected) {
+			continue // gone meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		h, err := s.held(r.Context(), c.user, *conn)
+		if err != nil {
+			return err
+		}
+		if d := consent.Decide(h, &appr, false); d.AccountChanged {
+			return consentRequired(name, d)
+		}
+		targets = append(targets, target{conn})
+	}
+	if len(targets) == 0 {
 		return notConnected(name)
 	}
-	if err != nil {
-		return err
+	out := []unlinkDoc{}
+	for _, t := range targets {
+		// Credentials and every client's consent go in one transaction.
+		d, _, err := s.deleteConnection(r, c.user, name, t.conn.ID, t.conn.AccountHash,
+			lifecycle.Actor{Audit: "client:" + c.client.ID, By: "client", ClientID: c.client.ID})
+		switch {
+		case errors.Is(err, vault.ErrNotConnected):
+			continue
+		case errors.Is(err, lifecycle.ErrReplaced):
+			// Another account's credential since the approval was checked:
+			// that check is void.
+			return consentRequired(name, consent.Decision{AccountChanged: true, Unapproved: []string{}})
+		case err != nil:
+			return err
+		}
+		out = append(out, unlinkDoc{ID: t.conn.ID, RevokedAtProvider: d.Revocation == vault.Revoked,
+			Revocation: string(d.Revocation)})
 	}
-	h, err := s.held(r.Context(), c.user, *conn)
-	if err != nil {
-		return err
-	}
-	if d := consent.Decide(h, &appr, false); d.AccountChanged {
-		return consentRequired(name, d)
-	}
-	// Credentials and every client's consent go in one transaction.
-	d, _, err := s.deleteConnection(r, c.user, name, conn.ID,
-		lifecycle.Actor{Audit: "client:" + c.client.ID, By: "client", ClientID: c.client.ID})
-	if errors.Is(err, vault.ErrNotConnected) {
+	if len(out) == 0 {
 		return notConnected(name)
 	}
-	if errors.Is(err, lifecycle.ErrReplaced) {
-		// Reconnected since the approval was checked: that check is void.
-		return consentRequired(name, consent.Decision{AccountChanged: true, Unapproved: []string{}})
-	}
-	if err != nil {
-		return err
-	}
-	web.WriteJSON(w, http.StatusOK, map[string]any{"provider": name, "revoked_at_provider": d.Revocation == vault.Revoked,
-		"revocation": string(d.Revocation)})
+	web.WriteJSON(w, http.StatusOK, map[string]any{"provider": name, "revoked_at_provider": out[0].RevokedAtProvider,
+		"revocation": out[0].Revocation, "connections": out})
 	return nil
 }

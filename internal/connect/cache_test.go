@@ -131,8 +131,8 @@ func TestRevokeReachesEveryReplicaWithinASecond(t *testing.T) {
 		waitCached(t, m, r2)
 		// As internal/admin revokes: the vault deletes, consents go in the
 		// same transaction.
-		if _, err := e.vault.DeleteWith(ctx, alice, "fake", func(ctx context.Context, tx pgx.Tx, _ vault.Connection) error {
-			_, err := consent.Withdraw(ctx, tx, alice, "fake")
+		if _, err := e.vault.DeleteWith(ctx, alice, "fake", "", func(ctx context.Context, tx pgx.Tx, gone vault.Connection) error {
+			_, err := consent.Withdraw(ctx, tx, alice, "fake", gone.ID)
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -143,8 +143,12 @@ func TestRevokeReachesEveryReplicaWithinASecond(t *testing.T) {
 	t.Run("consent withdrawn, connection kept", func(t *testing.T) {
 		e.connectFully(m, "alice", map[string]any{"provider": "fake"})
 		waitCached(t, m, r2)
+		conn, err := e.vault.Lookup(ctx, alice, "fake", "")
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-			_, err := consent.Withdraw(ctx, tx, alice, "fake")
+			_, err := consent.Withdraw(ctx, tx, alice, "fake", conn.ID)
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -158,7 +162,12 @@ func TestRevokeReachesEveryReplicaWithinASecond(t *testing.T) {
 		// A Put on r1's store (as a refresh or reconnect writes) replaces the
 		// credential; r2 must hand out the new one.
 		// Same scopes and account: the approval still covers it.
-		cred := vault.Credential{AccessToken: "at_replaced", TokenType: "Bearer", Expiry: time.Now().Add(time.Hour)}
+		_, old, err := r1.vault.Get(ctx, alice, "fake", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cred := vault.Credential{AccessToken: "at_replaced", TokenType: "Bearer", Expiry: time.Now().Add(time.Hour),
+			AccountID: old.AccountID}
 		if _, err := r1.vault.Put(ctx, alice, "fake", cred); err != nil {
 			t.Fatal(err)
 		}
@@ -226,7 +235,7 @@ func TestNoCacheWithoutListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if _, err := st.Token(context.Background(), alice, "fake", nil); err != nil {
+		if _, err := st.Token(context.Background(), alice, "fake", "", nil); err != nil {
 			t.Fatal(err)
 		}
 	}

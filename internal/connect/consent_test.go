@@ -1,12 +1,14 @@
 package connect_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/provider/providertest"
 )
 
@@ -133,27 +135,40 @@ func TestConsentBoundsTheCredential(t *testing.T) {
 	tokenOf(t, a, "alice")
 	tokenOf(t, b, "alice")
 
-	// A reconnects with another provider account: B's approval was for the
-	// first one.
+	// A connects another provider account: a second connection. B's
+	// approval is for the first one and it receives that one's token,
+	// never the second's; A, approved for both, must say which.
+	first := e.connID("alice")
 	e.fake.SetSubject("user-2")
-	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read", "other"}})
-	tokenOf(t, a, "alice")
-	st, out = b.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
-	expectError(t, st, out, http.StatusForbidden, "consent_required")
-	if out["account_changed"] != true {
-		t.Fatalf("consent_required after an account change: %v", out)
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read", "other"}, "account": "new"})
+	ids := e.connIDs("alice")
+	if len(ids) != 2 {
+		t.Fatalf("connections %v", ids)
 	}
-	e.consentAgain(b, "alice")
-	tokenOf(t, b, "alice")
+	second := ids[0]
+	if second == first {
+		second = ids[1]
+	}
+	st, out = a.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
+	expectError(t, st, out, http.StatusConflict, "account_required")
+	if got := tokenOf(t, b, "alice"); got["account"].(map[string]any)["id"] != first {
+		t.Fatalf("B received %v", got["account"])
+	}
+	st, out = b.call(http.MethodGet, "/v1/connections/fake/token?account="+second, "alice", nil)
+	expectError(t, st, out, http.StatusForbidden, "consent_required")
+	tokenAt(t, a, "alice", second)
 
-	// Unlink through B: every client loses it.
+	// Unlink through B: its account goes for every client; the other stays.
 	if st, out := b.call(http.MethodDelete, "/v1/connections/fake", "alice", nil); st != http.StatusOK {
 		t.Fatalf("unlink: %d %v", st, out)
 	}
-	for _, m := range []*mcpServer{a, b} {
-		st, out := m.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
-		expectError(t, st, out, http.StatusNotFound, "not_connected")
+	st, out = b.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
+	expectError(t, st, out, http.StatusForbidden, "consent_required") // alice's other account is there
+	if got := tokenOf(t, a, "alice"); got["account"].(map[string]any)["id"] != second {
+		t.Fatalf("A after B's unlink: %v", got["account"])
 	}
+	st, out = a.call(http.MethodGet, "/v1/connections/fake/token?account="+first, "alice", nil)
+	expectError(t, st, out, http.StatusNotFound, "not_found")
 }
 
 // TestAllowApprovesWhatThePageListed: the connection widens between the
@@ -194,17 +209,23 @@ func TestAllowApprovesWhatThePageListed(t *testing.T) {
 	}
 }
 
-// TestAPIKeyReplacedIsAnotherAccount: a key typed through one client replaces
-// the credential for every client; the others are not handed the new key
-// until the user approves them again, since connectd cannot tell whose it is.
+// TestAPIKeyReplacedIsAnotherAccount: a key typed for a new connection is
+// another account (connectd cannot tell whose a key is); a key typed to
+// reauthorize a connection (account=<it>) replaces its credential for every
+// client, and the others are not handed the new key until the user
+// approves them again.
 func TestAPIKeyReplacedIsAnotherAccount(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	a := e.newMCPServer("alpha", "keyed")
 	b := e.newMCPServer("beta", "keyed")
-	typeKey := func(m *mcpServer) {
+	typeKey := func(m *mcpServer, account string) {
 		t.Helper()
-		u := m.mint("alice", map[string]any{"provider": "keyed"})["url"].(string)
+		body := map[string]any{"provider": "keyed"}
+		if account != "" {
+			body["account"] = account
+		}
+		u := m.mint("alice", body)["url"].(string)
 		br := e.browser()
 		form := e.allow(br, u, e.openAs(br, u, "alice"))
 		r := br.do(http.MethodPost, u+"/key", url.Values{"csrf_token": {csrfOf(t, form.body)}, "decision": {"save"},
@@ -216,10 +237,24 @@ func TestAPIKeyReplacedIsAnotherAccount(t *testing.T) {
 	token := func(m *mcpServer) (int, map[string]any) {
 		return m.call(http.MethodGet, "/v1/connections/keyed/token", "alice", nil)
 	}
-	typeKey(a)
-	typeKey(b)
-	if st, out := token(b); st != http.StatusOK {
-		t.Fatalf("B: %d %v", st, out)
+	typeKey(a, "")
+	all, err := e.vault.List(context.Background(), identity.User{Issuer: e.idps[0].Issuer(), Subject: "alice"})
+	if err != nil || len(all) != 1 {
+		t.Fatalf("%v %v", all, err)
+	}
+	first := all[0].ID
+	typeKey(b, "") // another key: another account
+	if all, _ = e.vault.List(context.Background(), identity.User{Issuer: e.idps[0].Issuer(), Subject: "alice"}); len(all) != 2 {
+		t.Fatalf("a second key made %d connections", len(all))
+	}
+	for _, m := range []*mcpServer{a, b} {
+		if st, out := token(m); st != http.StatusOK {
+			t.Fatalf("%s: %d %v", m.client.Name, st, out)
+		}
+	}
+	typeKey(b, first) // B's flow replaces the key of A's connection
+	if st, out := token(b); st != http.StatusConflict || out["error"] != "account_required" {
+		t.Fatalf("B, approved for both now: %d %v", st, out)
 	}
 	st, out := token(a)
 	expectError(t, st, out, http.StatusForbidden, "consent_required")
@@ -260,12 +295,16 @@ func TestListingFlagsAccountChange(t *testing.T) {
 	t.Parallel()
 	// A provider that narrows tokens: beta's approval of read stays enough
 	// when the connection grows, so only the account can make it short.
-	e := newEnv(t, envOptions{fakeEntry: func(m map[string]any) { m["narrow_on_refresh"] = true }})
+	// It names no accounts either: a reauthorization is then the same
+	// connection with another account in it.
+	e := newEnv(t, envOptions{fakeEntry: func(m map[string]any) { m["narrow_on_refresh"] = true },
+		quirks: providertest.Quirks{FormEncoded: true}})
 	a := e.newMCPServer("alpha", "fake")
 	b := e.newMCPServer("beta", "fake")
 	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
 	e.consentAgainWith(b, "alice", []string{"read"})
 	tokenOf(t, b, "alice") // what the listing must agree with
+	id := e.connID("alice")
 	listed := func(m *mcpServer) map[string]any {
 		t.Helper()
 		st, out := m.call(http.MethodGet, "/v1/connections", "alice", nil)
@@ -278,10 +317,10 @@ func TestListingFlagsAccountChange(t *testing.T) {
 	if c := listed(b); c["consent_required"] == true {
 		t.Fatalf("before: %v", c)
 	}
-	// alpha reconnects alice with another account (asking for more, so the
-	// provider is visited).
+	// alpha reauthorizes alice's connection, asking for more (so the
+	// provider is visited); she signs in as another user.
 	e.fake.SetSubject("user-2")
-	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read", "write"}})
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read", "write"}, "account": id})
 	if c := listed(b); c["consent_required"] != true {
 		t.Fatalf("beta's listing after the account change: %v", c)
 	}

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/connectd/connectd/internal/provider/providertest"
 )
 
 // TestPayloadCarriesOnlyWhatTheClientMaySee (issue 23 N5): A widens alice's
@@ -33,29 +35,57 @@ func TestPayloadCarriesOnlyWhatTheClientMaySee(t *testing.T) {
 }
 
 // TestUnlinkNeedsTheCurrentAccount (issue 23 N6): B's approval is for the
-// account alice connected first; A reconnects her with another provider
-// account. B may not unlink (and revoke at the provider) the connection it
-// has no say over: 403 consent_required, the connection untouched. Before,
-// B's stale approval unlinked it.
+// account alice connected first; A reauthorizes that connection at a
+// provider that cannot name accounts, so it now holds another account's
+// credential. B may not unlink (and revoke at the provider) what it has no
+// say over: 403 consent_required, the connection untouched. Before, B's
+// stale approval unlinked it. At a provider that names accounts, another
+// account is another connection, and B's unlink ends only its own.
 func TestUnlinkNeedsTheCurrentAccount(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	a := e.newMCPServer("alpha", "fake")
-	b := e.newMCPServer("beta", "fake")
-	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
-	e.consentAgain(b, "alice")
-	e.needsReauth("alice")
-	e.fake.SetSubject("user-2")
-	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
-	st, out := b.call(http.MethodDelete, "/v1/connections/fake", "alice", nil)
-	expectError(t, st, out, http.StatusForbidden, "consent_required")
-	if out["account_changed"] != true {
-		t.Fatalf("unlink refusal: %v", out)
-	}
-	tokenOf(t, a, "alice") // still connected
-	if n := len(e.fake.Revocations()); n != 0 {
-		t.Fatalf("%d revocations at the provider", n)
-	}
+	t.Run("replaced in place", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, envOptions{quirks: providertest.Quirks{FormEncoded: true}})
+		a := e.newMCPServer("alpha", "fake")
+		b := e.newMCPServer("beta", "fake")
+		e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+		e.consentAgain(b, "alice")
+		id := e.connID("alice")
+		e.needsReauth("alice")
+		e.fake.SetSubject("user-2")
+		e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}, "account": id})
+		for _, q := range []string{"", "?account=" + id, "?account=all"} {
+			st, out := b.call(http.MethodDelete, "/v1/connections/fake"+q, "alice", nil)
+			expectError(t, st, out, http.StatusForbidden, "consent_required")
+			if out["account_changed"] != true {
+				t.Fatalf("unlink%s refusal: %v", q, out)
+			}
+		}
+		tokenOf(t, a, "alice") // still connected
+		if n := len(e.fake.Revocations()); n != 0 {
+			t.Fatalf("%d revocations at the provider", n)
+		}
+	})
+	t.Run("another connection", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, envOptions{})
+		a := e.newMCPServer("alpha", "fake")
+		b := e.newMCPServer("beta", "fake")
+		e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+		e.consentAgain(b, "alice")
+		first := e.connID("alice")
+		e.fake.SetSubject("user-2")
+		e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}, "account": "new"})
+		st, out := b.call(http.MethodDelete, "/v1/connections/fake?account=all", "alice", nil)
+		if st != http.StatusOK || len(out["connections"].([]any)) != 1 ||
+			out["connections"].([]any)[0].(map[string]any)["id"] != first {
+			t.Fatalf("B's unlink: %d %v", st, out)
+		}
+		if ids := e.connIDs("alice"); len(ids) != 1 || ids[0] == first {
+			t.Fatalf("left %v", ids)
+		}
+		tokenOf(t, a, "alice") // the other account, A's only one now
+	})
 }
 
 // TestProviderNotAllowedBeforeAnyLookup (issue 23 N7): a client registered

@@ -41,11 +41,14 @@ type Elicitation struct {
 	Scopes        []string
 	Message       string
 	RequestDigest string
-	Status        Status
-	Reason        string
-	CreatedAt     time.Time
-	ExpiresAt     time.Time
-	CompletedAt   time.Time
+	// Account is which of the user's accounts at the provider the request
+	// is for: a connection id, AccountNew, or "" (the user's choice).
+	Account     string
+	Status      Status
+	Reason      string
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+	CompletedAt time.Time
 }
 
 // ErrNotFound: no such elicitation, or it is not the caller's to see.
@@ -88,14 +91,14 @@ const (
 	// has the same request key ($13): the caller answers that one instead.
 	insertMintedElicitation = `WITH minted AS (INSERT INTO elicitations
 		(id, client_id, issuer, subject, provider, scopes, message, request_digest, status, created_at, expires_at,
-		 request_key)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $13)
+		 request_key, account)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $13, $14)
 		ON CONFLICT (request_key) WHERE status = 'pending' DO NOTHING
 		RETURNING id, client_id, issuer, subject, provider)
 		` + audit.Insert + `
 		SELECT 'elicitation.minted', 'user', issuer, subject, client_id, provider, id, $11, $12, '{}'::jsonb FROM minted`
 	selectElicitation = `SELECT id, client_id, issuer, subject, provider, scopes, message, request_digest,
-		status, reason, created_at, expires_at, completed_at FROM elicitations WHERE id = $1`
+		status, reason, created_at, expires_at, completed_at, account FROM elicitations WHERE id = $1`
 	selectPendingByKey = `SELECT id FROM elicitations WHERE request_key = $1 AND status = 'pending'`
 	// detachElicitation takes a pending elicitation out of idempotent
 	// minting (it stays usable until it expires).
@@ -125,7 +128,7 @@ const (
 func (s *Server) insertMinted(r *http.Request, e *Elicitation, key []byte) (bool, error) {
 	ctx := r.Context()
 	tag, err := s.pool.Exec(ctx, insertMintedElicitation, e.ID, e.ClientID, e.Issuer, e.Subject, e.Provider,
-		nonNil(e.Scopes), e.Message, e.RequestDigest, e.CreatedAt, e.ExpiresAt, web.RequestID(ctx), clientIP(r), key)
+		nonNil(e.Scopes), e.Message, e.RequestDigest, e.CreatedAt, e.ExpiresAt, web.RequestID(ctx), clientIP(r), key, e.Account)
 	if err != nil {
 		return false, fmt.Errorf("connect: insert elicitation: %w", err)
 	}
@@ -137,8 +140,8 @@ func (s *Server) insertMinted(r *http.Request, e *Elicitation, key []byte) (bool
 func requestKey(e *Elicitation) []byte {
 	set := slices.Sorted(slices.Values(e.Scopes))
 	h := sha256.New()
-	for _, part := range append([]string{"connectd/mint/v1", e.ClientID, e.Issuer, e.Subject, e.Provider,
-		e.RequestDigest}, set...) {
+	for _, part := range append([]string{"connectd/mint/v2", e.ClientID, e.Issuer, e.Subject, e.Provider,
+		e.RequestDigest, e.Account}, set...) {
 		fmt.Fprintf(h, "%d:%s\x00", len(part), part)
 	}
 	return h.Sum(nil)
@@ -162,7 +165,7 @@ func (s *Server) elicitation(ctx context.Context, q pgxQueryer, id string) (*Eli
 	var e Elicitation
 	var completed *time.Time
 	err := q.QueryRow(ctx, selectElicitation, id).Scan(&e.ID, &e.ClientID, &e.Issuer, &e.Subject, &e.Provider,
-		&e.Scopes, &e.Message, &e.RequestDigest, &e.Status, &e.Reason, &e.CreatedAt, &e.ExpiresAt, &completed)
+		&e.Scopes, &e.Message, &e.RequestDigest, &e.Status, &e.Reason, &e.CreatedAt, &e.ExpiresAt, &completed, &e.Account)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}

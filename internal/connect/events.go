@@ -41,7 +41,7 @@ func (s *Server) emitStored(ctx context.Context, tx pgx.Tx, c vault.Connection, 
 	default:
 		return nil // the same grant again (a re-authorization that changed nothing)
 	}
-	approvals, err := consent.HolderApprovals(ctx, tx, c.User, c.Provider)
+	approvals, err := consent.HolderApprovals(ctx, tx, c.User, c.Provider, c.ID)
 	if err != nil {
 		return err
 	}

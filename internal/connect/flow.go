@@ -107,11 +107,18 @@ func (s *Server) outcome(w http.ResponseWriter, r *http.Request, status int, v t
 	return web.Render(w, r, status, templates.Outcome(v))
 }
 
-// existing returns the user's active connection to the elicitation's
-// provider when it already has every requested scope (the consent-only path).
+// existing returns the user's connection the elicitation is about, whose
+// scopes decide what the consent page offers (and whether it is the
+// consent-only path): the one the request names, else the user's only one
+// at the provider. None for a request for another account (AccountNew), or
+// when the user has several and the request named none: the provider then
+// says which account the user connects.
 func (s *Server) existing(ctx context.Context, e *Elicitation) (*vault.Connection, *vault.Credential, error) {
-	conn, cred, err := s.vault.Get(ctx, identity.User{Issuer: e.Issuer, Subject: e.Subject}, e.Provider)
-	if errors.Is(err, vault.ErrNotConnected) || errors.Is(err, keyring.ErrDecrypt) {
+	if e.Account == AccountNew {
+		return nil, nil, nil
+	}
+	conn, cred, err := s.vault.Get(ctx, identity.User{Issuer: e.Issuer, Subject: e.Subject}, e.Provider, e.Account)
+	if errors.Is(err, vault.ErrNotConnected) || errors.Is(err, keyring.ErrDecrypt) || errors.Is(err, vault.ErrAccountRequired) {
 		return nil, nil, nil
 	}
 	if err != nil {
@@ -168,6 +175,7 @@ type offer struct {
 	shared       bool
 	accountID    string
 	accountLabel string
+	connID       string // the shared connection
 }
 
 // offerFor works out what Allow would give e's client now. The consent page
@@ -186,7 +194,7 @@ func (s *Server) offerFor(ctx context.Context, e *Elicitation, info provider.Inf
 	}
 	if o.narrow {
 		user := identity.User{Issuer: e.Issuer, Subject: e.Subject}
-		a, err := s.consents.Get(ctx, user, e.ClientID, e.Provider)
+		a, err := s.consents.Get(ctx, user, e.ClientID, e.Provider, conn.ID)
 		switch {
 		case err == nil && !consent.Decide(consent.HeldBy(cred), &a, true).AccountChanged: // approved for this account
 			o.scopes = scope.Union(a.Scopes, e.Scopes)
@@ -200,7 +208,7 @@ func (s *Server) offerFor(ctx context.Context, e *Elicitation, info provider.Inf
 		o.authorize = o.scopes
 	}
 	if conn.Status == vault.StatusActive && len(scope.Missing(e.Scopes, conn.Scopes)) == 0 {
-		o.shared, o.accountID, o.accountLabel = true, cred.AccountID, cred.AccountLabel
+		o.shared, o.accountID, o.accountLabel, o.connID = true, cred.AccountID, cred.AccountLabel, conn.ID
 	}
 	return o, nil
 }
@@ -211,6 +219,7 @@ func (o offer) digest() string {
 	fmt.Fprintf(h, "connectd/offer/v1\x00%t\x00%q\x00", o.shared, o.scopes)
 	if o.shared {
 		h.Write(consent.AccountHash(o.accountID))
+		h.Write([]byte("\x00" + o.connID))
 	}
 	if o.narrow {
 		fmt.Fprintf(h, "\x00narrow\x00%q", o.authorize)
@@ -326,7 +335,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
 			// Consent-only: the connection already has what was asked; the
 			// approval is for what the page listed (everything the
 			// connection grants, unless the provider narrows tokens).
-			return s.complete(w, r, e, "consent_only", o.scopes, o.accountID)
+			return s.complete(w, r, e, "consent_only", o.scopes, o.accountID, o.connID)
 		}
 		oa, ok := p.(provider.OAuth)
 		if !ok {
@@ -386,7 +395,11 @@ func (s *Server) startAuthorization(ctx context.Context, fs *flowState, p provid
 	}
 	// PKCE S256 on every authorization (the catalog has it on for every
 	// OAuth provider).
-	return p.AuthCodeURL(state, oauth2.S256ChallengeFromVerifier(verifier), s.redirectURI(), scopes), nil
+	u := p.AuthCodeURL(state, oauth2.S256ChallengeFromVerifier(verifier), s.redirectURI(), scopes)
+	if fs.e.Account == AccountNew {
+		u = withParams(u, p.Info().SelectAccount)
+	}
+	return u, nil
 }
 
 // consumeOAuthState takes the state only for the browser session it was
@@ -537,13 +550,27 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) store(w http.ResponseWriter, r *http.Request, e *Elicitation, how string, cred vault.Credential, scopes []string) error {
 	var ok bool
 	user := identity.User{Issuer: e.Issuer, Subject: e.Subject}
-	_, err := s.vault.PutWith(r.Context(), user, e.Provider, cred, func(ctx context.Context, tx pgx.Tx, c vault.Connection, ch vault.Change) error {
+	// A credential whose account the provider did not name replaces the
+	// connection the request was for (reauthorizing it), not a new one.
+	target := ""
+	if vault.ValidID(e.Account) && madeUpAccount(cred.AccountID) {
+		target = e.Account
+	}
+	_, err := s.vault.PutWith(r.Context(), user, e.Provider, target, cred, func(ctx context.Context, tx pgx.Tx, c vault.Connection, ch vault.Change) error {
 		var err error
-		if ok, err = s.completeIn(r, tx, e, scopes, ch.AccountID); err != nil {
+		if ok, err = s.completeIn(r, tx, e, scopes, ch.AccountID, c.ID); err != nil {
 			return err
 		}
 		return s.emitStored(ctx, tx, c, ch)
 	})
+	if errors.Is(err, vault.ErrTooManyAccounts) {
+		if _, ferr := s.settle(r, e, StatusFailed, "too_many_accounts"); ferr != nil {
+			return ferr
+		}
+		return web.Refuse(http.StatusConflict, "too_many_accounts",
+			"You have connected as many accounts at this provider as connectd allows. "+
+				"Disconnect one on your account page (/account), then try again.", nil)
+	}
 	if err != nil {
 		return err
 	}
@@ -613,21 +640,27 @@ func accountName(c *vault.Credential) string {
 	if c.AccountLabel != "" {
 		return c.AccountLabel
 	}
-	if strings.HasPrefix(c.AccountID, keyAccount) || strings.HasPrefix(c.AccountID, unnamedAccount) {
+	if madeUpAccount(c.AccountID) {
 		return ""
 	}
 	return c.AccountID
+}
+
+// madeUpAccount: the account id is connectd's own (newAccountID), not the
+// provider's.
+func madeUpAccount(id string) bool {
+	return strings.HasPrefix(id, keyAccount) || strings.HasPrefix(id, unnamedAccount)
 }
 
 // complete marks e completed (waking waiters) and records the user's
 // approval of scopes on accountID's connection for e's client — the
 // consent-only path, where the connection is already stored — and shows the
 // success page.
-func (s *Server) complete(w http.ResponseWriter, r *http.Request, e *Elicitation, how string, scopes []string, accountID string) error {
+func (s *Server) complete(w http.ResponseWriter, r *http.Request, e *Elicitation, how string, scopes []string, accountID, connID string) error {
 	var ok bool
 	err := pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
 		var err error
-		ok, err = s.completeIn(r, tx, e, scopes, accountID)
+		ok, err = s.completeIn(r, tx, e, scopes, accountID, connID)
 		return err
 	})
 	if err != nil {
@@ -639,12 +672,12 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, e *Elicitation
 // completeIn marks e completed within tx, with the approval and the
 // client's webhook event: consent exists exactly when the user finished the
 // flow. It reports false, writing nothing, when e was no longer pending.
-func (s *Server) completeIn(r *http.Request, tx pgx.Tx, e *Elicitation, scopes []string, accountID string) (bool, error) {
+func (s *Server) completeIn(r *http.Request, tx pgx.Tx, e *Elicitation, scopes []string, accountID, connID string) (bool, error) {
 	ok, err := s.settleWith(r, tx, e, StatusCompleted, "")
 	if err != nil || !ok {
 		return false, err
 	}
-	if err := s.grantConsent(r, tx, e, scopes, accountID); err != nil {
+	if err := s.grantConsent(r, tx, e, scopes, accountID, connID); err != nil {
 		return false, err
 	}
 	return true, s.emitEnded(r.Context(), tx, e, StatusCompleted, "")
@@ -670,4 +703,24 @@ func (s *Server) decline(w http.ResponseWriter, r *http.Request, e *Elicitation,
 	}
 	return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "Request declined",
 		Message: "You declined. Nothing was shared with the application."})
+}
+
+// withParams sets params in the query of the authorize URL u (built by the
+// provider, so it parses), replacing a parameter of the same name: a
+// template's select-account value already combines what the provider needs
+// (Google's "consent select_account").
+func withParams(u string, params map[string]string) string {
+	if len(params) == 0 {
+		return u
+	}
+	parsed, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	q := parsed.Query()
+	for k, v := range params {
+		q.Set(k, v)
+	}
+	parsed.RawQuery = q.Encode()
+	return parsed.String()
 }

@@ -335,7 +335,7 @@ func TestConnectFlowEndToEnd(t *testing.T) {
 // stored in the vault (opened through the store).
 func (e *env) fakeTokens() []string {
 	e.t.Helper()
-	_, cred, err := e.vault.Get(context.Background(), identity.User{Issuer: e.idps[0].Issuer(), Subject: "alice"}, "fake")
+	_, cred, err := e.vault.Get(context.Background(), identity.User{Issuer: e.idps[0].Issuer(), Subject: "alice"}, "fake", "")
 	if err != nil {
 		return nil
 	}
@@ -814,12 +814,13 @@ func TestDeclineGrantsNoConsent(t *testing.T) {
 	connectedThroughB := func(e *env, prov, token string, scopes []string) {
 		t.Helper()
 		b := e.newMCPServer("files-b", prov)
-		if _, err := e.vault.Put(ctx, alice(e), prov, vault.Credential{AccessToken: token, TokenType: "Bearer",
-			Scopes: scopes}); err != nil {
+		conn, err := e.vault.Put(ctx, alice(e), prov, vault.Credential{AccessToken: token, TokenType: "Bearer",
+			Scopes: scopes})
+		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.pool.Exec(ctx, `INSERT INTO consents (issuer, subject, client_id, provider, scopes, granted_at, updated_at)
-			VALUES ($1, 'alice', $2, $3, $4, now(), now())`, alice(e).Issuer, b.client.ID, prov, scopes); err != nil {
+		if _, err := e.pool.Exec(ctx, `INSERT INTO consents (issuer, subject, client_id, provider, scopes, granted_at, updated_at, connection_id)
+			VALUES ($1, 'alice', $2, $3, $4, now(), now(), $5)`, alice(e).Issuer, b.client.ID, prov, scopes, conn.ID); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -154,7 +154,7 @@ func TestNoSecretsInLogsPagesOrRedirects(t *testing.T) {
 
 	// The credential, used and then refreshed with rotation.
 	user := identity.User{Issuer: e.idps[0].Issuer(), Subject: "alice"}
-	_, cred, err := e.vault.Get(context.Background(), user, "fake")
+	_, cred, err := e.vault.Get(context.Background(), user, "fake", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestNoSecretsInLogsPagesOrRedirects(t *testing.T) {
 	if st, _ := api(http.MethodGet, "/v1/connections/fake/token", m.key, userToken, nil); st != 200 {
 		t.Fatalf("token after refresh: %d", st)
 	}
-	_, cred2, err := e.vault.Get(context.Background(), user, "fake")
+	_, cred2, err := e.vault.Get(context.Background(), user, "fake", "")
 	if err != nil || cred2.RefreshToken == cred.RefreshToken {
 		t.Fatalf("the refresh did not rotate: %v", err)
 	}

@@ -187,6 +187,7 @@ func (s *Server) routes() []web.Route {
 		// The user's account page (account.go).
 		page("GET /account", web.ClassBrowser, s.accountPage),
 		page("POST /account/withdraw", web.ClassBrowser, s.withdraw),
+		page("POST /account/label", web.ClassBrowser, s.relabel),
 		page("POST /account/disconnect", web.ClassBrowser, s.disconnect),
 
 		// The connect flow (flow.go).

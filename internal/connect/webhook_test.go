@@ -197,7 +197,7 @@ func TestWebhookEvents(t *testing.T) {
 	// The provider stops honouring the grant: the next token read refreshes,
 	// is refused, and every approved client hears it once.
 	alice := identity.User{Issuer: e.idps[0].Issuer(), Subject: "alice"}
-	_, cred, err := e.vault.Get(ctx, alice, "fake")
+	_, cred, err := e.vault.Get(ctx, alice, "fake", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,9 @@ var ErrNotGiven = errors.New("consent: not given")
 type Approval struct {
 	Scopes  []string // exactly the scopes the consent page listed
 	Account []byte   // AccountHash of the provider account; nil for approvals from before accounts were kept
+	// ConnectionID is the connection approved: one of the user's accounts
+	// at the provider.
+	ConnectionID string
 }
 
 // AccountHash names a provider account in an approval without keeping its id
@@ -54,9 +57,9 @@ const (
 	// grant does. A new approval replaces the client's earlier one: it is
 	// what the page listed last.
 	upsertConsent = `WITH changed AS (INSERT INTO consents (issuer, subject, client_id, provider, scopes, account_hash,
-			granted_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
-		ON CONFLICT (issuer, subject, provider, client_id) DO UPDATE
+			granted_at, updated_at, connection_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $13)
+		ON CONFLICT (issuer, subject, provider, client_id, connection_id) DO UPDATE
 		SET scopes = EXCLUDED.scopes, account_hash = EXCLUDED.account_hash, updated_at = EXCLUDED.updated_at
 		RETURNING 1),
 	audited AS (` + audit.Insert + `
@@ -66,6 +69,7 @@ const (
 	// cache key): notified runs once if any row went, and is evaluated
 	// through the count, as Postgres skips a SELECT CTE nobody reads.
 	withdrawConsents = `WITH gone AS (DELETE FROM consents WHERE issuer = $1 AND subject = $2 AND provider = $3
+		AND connection_id = $5
 	RETURNING client_id),
 	notified AS (SELECT pg_notify('` + Channel + `', $4) FROM (SELECT 1 FROM gone LIMIT 1) AS one)
 	SELECT client_id FROM gone, (SELECT count(*) FROM notified) AS n`
@@ -74,16 +78,17 @@ const (
 // Grant is an approval being recorded: what the consent page listed, for
 // the provider account now connected, by the elicitation that completed.
 type Grant struct {
-	User        identity.User
-	ClientID    string
-	Provider    string
-	Scopes      []string // the scopes the page listed
-	Requested   []string // the scopes the elicitation asked for (audit detail)
-	AccountID   string
-	Elicitation string // the audit row's target
-	At          time.Time
-	RequestID   string
-	IP          string
+	User         identity.User
+	ClientID     string
+	Provider     string
+	Scopes       []string // the scopes the page listed
+	Requested    []string // the scopes the elicitation asked for (audit detail)
+	AccountID    string
+	ConnectionID string // the connection approved
+	Elicitation  string // the audit row's target
+	At           time.Time
+	RequestID    string
+	IP           string
 }
 
 // Record stores g with q (the caller's transaction), replacing the client's
@@ -92,19 +97,20 @@ func Record(ctx context.Context, q audit.Execer, g Grant) error {
 	scopes := scope.Union(nil, g.Scopes) // never nil
 	if _, err := q.Exec(ctx, upsertConsent, g.User.Issuer, g.User.Subject, g.ClientID, g.Provider, scopes,
 		AccountHash(g.AccountID), g.At, key(g.User, g.Provider).Payload(), g.Elicitation, g.RequestID, g.IP,
-		map[string]any{"scopes": scopes, "requested": append([]string{}, g.Requested...)}); err != nil {
+		map[string]any{"scopes": scopes, "requested": append([]string{}, g.Requested...), "connection_id": g.ConnectionID},
+		g.ConnectionID); err != nil {
 		return fmt.Errorf("consent: record: %w", err)
 	}
 	return nil
 }
 
 // Withdraw deletes, within tx, every client's consent to the user's
-// connection to provider and returns the ids of the clients that held one
+// connection connID at provider and returns the ids of the clients that held one
 // (sorted). Every replica's consent cache learns of it on commit. Unlinking
 // and an admin revocation run it inside the vault's deleting transaction, so
 // consents and credentials go together.
-func Withdraw(ctx context.Context, tx pgx.Tx, u identity.User, provider string) ([]string, error) {
-	rows, err := tx.Query(ctx, withdrawConsents, u.Issuer, u.Subject, provider, key(u, provider).Payload())
+func Withdraw(ctx context.Context, tx pgx.Tx, u identity.User, provider, connID string) ([]string, error) {
+	rows, err := tx.Query(ctx, withdrawConsents, u.Issuer, u.Subject, provider, key(u, provider).Payload(), connID)
 	if err != nil {
 		return nil, fmt.Errorf("consent: withdraw: %w", err)
 	}
@@ -121,20 +127,24 @@ func Withdraw(ctx context.Context, tx pgx.Tx, u identity.User, provider string) 
 // actor, $7 request id, $8 address, $9 detail). It returns a row only when
 // an approval went.
 const withdrawOne = `WITH gone AS (DELETE FROM consents
-		WHERE issuer = $1 AND subject = $2 AND provider = $3 AND client_id = $4 RETURNING scopes),
+		WHERE issuer = $1 AND subject = $2 AND provider = $3 AND client_id = $4 AND ($10 = '' OR connection_id = $10)
+		RETURNING connection_id),
 	audited AS (` + audit.Insert + `
-		SELECT 'consent.withdrawn', $6, $1, $2, $4, $3, '', $7, $8, $9 FROM gone)
+		SELECT 'consent.withdrawn', $6, $1, $2, $4, $3, gone.connection_id, $7, $8, $9 FROM gone)
 	SELECT pg_notify('` + Channel + `', $5) FROM gone`
 
 // Withdrawal is one client's approval being taken back, by whom (the audit
 // actor: "user", "admin:<sub>", …).
 type Withdrawal struct {
-	User      identity.User
-	ClientID  string
-	Provider  string
-	Actor     string
-	RequestID string
-	IP        string
+	User     identity.User
+	ClientID string
+	Provider string
+	// ConnectionID is the connection whose approval goes; "" takes every
+	// approval of the client at the provider.
+	ConnectionID string
+	Actor        string
+	RequestID    string
+	IP           string
 }
 
 // WithdrawClient deletes one client's approval of the user's connection to
@@ -143,7 +153,7 @@ type Withdrawal struct {
 // learns of it on commit. It returns ErrNotGiven when there was none.
 func WithdrawClient(ctx context.Context, q audit.Querier, w Withdrawal) error {
 	rows, err := q.Query(ctx, withdrawOne, w.User.Issuer, w.User.Subject, w.Provider, w.ClientID,
-		key(w.User, w.Provider).Payload(), w.Actor, w.RequestID, w.IP, map[string]any{"by": w.Actor})
+		key(w.User, w.Provider).Payload(), w.Actor, w.RequestID, w.IP, map[string]any{"by": w.Actor}, w.ConnectionID)
 	if err != nil {
 		return fmt.Errorf("consent: withdraw: %w", err)
 	}

@@ -2,7 +2,6 @@ package consent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -29,12 +28,12 @@ import (
 const Channel = "connectd_consents"
 
 const (
-	selectConsent = `SELECT scopes, account_hash FROM consents
-		WHERE issuer = $1 AND subject = $2 AND provider = $3 AND client_id = $4`
-	selectConsentedProviders = `SELECT provider, scopes, account_hash FROM consents
-		WHERE issuer = $1 AND subject = $2 AND client_id = $3`
-	selectConsentsOf = `SELECT client_id, scopes, account_hash FROM consents
-		WHERE issuer = $1 AND subject = $2 AND provider = $3`
+	selectConsents = `SELECT scopes, account_hash, connection_id FROM consents
+		WHERE issuer = $1 AND subject = $2 AND provider = $3 AND client_id = $4 ORDER BY granted_at, connection_id`
+	selectConsentedProviders = `SELECT provider, scopes, account_hash, connection_id FROM consents
+		WHERE issuer = $1 AND subject = $2 AND client_id = $3 ORDER BY provider, granted_at, connection_id`
+	selectConsentsOf = `SELECT client_id, scopes, account_hash, connection_id FROM consents
+		WHERE issuer = $1 AND subject = $2 AND provider = $3 ORDER BY granted_at, connection_id`
 )
 
 // clientApproval is one client's approval, as cached.
@@ -59,39 +58,71 @@ func NewStore(pool *pgxpool.Pool, ttl time.Duration, size int, now func() time.T
 	return &Store{pool: pool, cache: cache.New[cache.Digest, []clientApproval](ttl, size, now)}
 }
 
-// Get returns what the user approved for client and provider, or
-// ErrNotGiven.
-func (s *Store) Get(ctx context.Context, u identity.User, clientID, provider string) (Approval, error) {
+// For returns what the user approved client for at provider: one approval
+// per connection (provider account), the oldest first; ErrNotGiven when
+// there is none.
+func (s *Store) For(ctx context.Context, u identity.User, clientID, provider string) ([]Approval, error) {
+	var out []Approval
 	if s.cache != nil {
-		return s.cached(ctx, u, clientID, provider)
+		set, err := s.cached(ctx, u, provider)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range set {
+			if c.client == clientID {
+				out = append(out, c.Approval)
+			}
+		}
+	} else {
+		rows, err := s.pool.Query(ctx, selectConsents, u.Issuer, u.Subject, provider, clientID)
+		if err != nil {
+			return nil, fmt.Errorf("consent: load: %w", err)
+		}
+		if out, err = pgx.CollectRows(rows, scanApproval); err != nil {
+			return nil, fmt.Errorf("consent: load: %w", err)
+		}
 	}
-	var a Approval
-	err := s.pool.QueryRow(ctx, selectConsent, u.Issuer, u.Subject, provider, clientID).Scan(&a.Scopes, &a.Account)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Approval{}, ErrNotGiven
+	if len(out) == 0 {
+		return nil, ErrNotGiven
 	}
+	return out, nil
+}
+
+// Get returns what the user approved client for at provider for connection
+// connID, or ErrNotGiven.
+func (s *Store) Get(ctx context.Context, u identity.User, clientID, provider, connID string) (Approval, error) {
+	all, err := s.For(ctx, u, clientID, provider)
 	if err != nil {
-		return Approval{}, fmt.Errorf("consent: load: %w", err)
+		return Approval{}, err
 	}
-	return a, nil
+	if i := slices.IndexFunc(all, func(a Approval) bool { return a.ConnectionID == connID }); i >= 0 {
+		return all[i], nil
+	}
+	return Approval{}, ErrNotGiven
+}
+
+func scanApproval(r pgx.CollectableRow) (Approval, error) {
+	var a Approval
+	err := r.Scan(&a.Scopes, &a.Account, &a.ConnectionID)
+	return a, err
 }
 
 // OfClient maps each provider the user approved clientID for to the
-// approval.
-func (s *Store) OfClient(ctx context.Context, u identity.User, clientID string) (map[string]Approval, error) {
+// approvals there (one per connection).
+func (s *Store) OfClient(ctx context.Context, u identity.User, clientID string) (map[string][]Approval, error) {
 	rows, err := s.pool.Query(ctx, selectConsentedProviders, u.Issuer, u.Subject, clientID)
 	if err != nil {
 		return nil, fmt.Errorf("consent: list: %w", err)
 	}
-	out := map[string]Approval{}
+	out := map[string][]Approval{}
 	for rows.Next() {
 		var p string
 		var a Approval
-		if err := rows.Scan(&p, &a.Scopes, &a.Account); err != nil {
+		if err := rows.Scan(&p, &a.Scopes, &a.Account, &a.ConnectionID); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("consent: list: %w", err)
 		}
-		out[p] = a
+		out[p] = append(out[p], a)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -100,33 +131,30 @@ func (s *Store) OfClient(ctx context.Context, u identity.User, clientID string) 
 	return out, nil
 }
 
-// cached is Get served from the cache, filling it on a miss.
-func (s *Store) cached(ctx context.Context, u identity.User, clientID, provider string) (Approval, error) {
+// cached is every client's approvals of the user at provider, from the
+// cache, filling it on a miss.
+func (s *Store) cached(ctx context.Context, u identity.User, provider string) ([]clientApproval, error) {
 	k := key(u, provider)
-	set, ok := s.cache.Get(k)
-	if !ok {
-		gen := s.cache.Gen()
-		rows, err := s.pool.Query(ctx, selectConsentsOf, u.Issuer, u.Subject, provider)
-		if err != nil {
-			return Approval{}, fmt.Errorf("consent: load: %w", err)
-		}
-		set, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (clientApproval, error) {
-			var c clientApproval
-			err := r.Scan(&c.client, &c.Scopes, &c.Account)
-			return c, err
-		})
-		if err != nil {
-			return Approval{}, fmt.Errorf("consent: load: %w", err)
-		}
-		if len(set) > 0 {
-			s.cache.Put(k, set, gen, time.Time{})
-		}
+	if set, ok := s.cache.Get(k); ok {
+		return set, nil
 	}
-	i := slices.IndexFunc(set, func(c clientApproval) bool { return c.client == clientID })
-	if i < 0 {
-		return Approval{}, ErrNotGiven
+	gen := s.cache.Gen()
+	rows, err := s.pool.Query(ctx, selectConsentsOf, u.Issuer, u.Subject, provider)
+	if err != nil {
+		return nil, fmt.Errorf("consent: load: %w", err)
 	}
-	return set[i].Approval, nil
+	set, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (clientApproval, error) {
+		var c clientApproval
+		err := r.Scan(&c.client, &c.Scopes, &c.Account, &c.ConnectionID)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consent: load: %w", err)
+	}
+	if len(set) > 0 {
+		s.cache.Put(k, set, gen, time.Time{})
+	}
+	return set, nil
 }
 
 // CacheSubscriber is what keeps the cache fresh: hand it to the process's
@@ -138,15 +166,15 @@ func (s *Store) CacheSubscriber() cache.Subscriber {
 // CacheStats reports the cache's counters (zero when disabled).
 func (s *Store) CacheStats() cache.Stats { return s.cache.Stats() }
 
-const selectConsentsOfUser = `SELECT provider, client_id, scopes, account_hash, granted_at, updated_at FROM consents
-	WHERE issuer = $1 AND subject = $2 ORDER BY provider, granted_at, client_id`
+const selectConsentsOfUser = `SELECT provider, client_id, scopes, account_hash, connection_id, granted_at, updated_at FROM consents
+	WHERE issuer = $1 AND subject = $2 ORDER BY provider, granted_at, client_id, connection_id`
 
 // Listed is one approval as the user's account page shows it.
 type Listed struct {
 	Provider string
 	ClientID string
 	Approval
-	GrantedAt time.Time // first approval of this client for the provider
+	GrantedAt time.Time // first approval of this client for the connection
 	UpdatedAt time.Time // the latest one (what the page listed then)
 }
 
@@ -159,7 +187,7 @@ func (s *Store) OfUser(ctx context.Context, u identity.User) ([]Listed, error) {
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Listed, error) {
 		var l Listed
-		err := r.Scan(&l.Provider, &l.ClientID, &l.Scopes, &l.Account, &l.GrantedAt, &l.UpdatedAt)
+		err := r.Scan(&l.Provider, &l.ClientID, &l.Scopes, &l.Account, &l.ConnectionID, &l.GrantedAt, &l.UpdatedAt)
 		return l, err
 	})
 	if err != nil {

@@ -67,16 +67,16 @@ func (w *Worker) Work(ctx context.Context, _ *river.Job[Args]) error {
 			continue
 		}
 		idleSince := w.now().Add(-life / 2)
-		users, err := w.vault.Idle(ctx, name, idleSince, w.Batch)
+		idle, err := w.vault.Idle(ctx, name, idleSince, w.Batch)
 		if err != nil {
 			return fmt.Errorf("keepalive: %w", err)
 		}
 		var renewed, refused, failed int
-		for _, u := range users {
+		for _, c := range idle {
 			if ctx.Err() != nil {
 				return ctx.Err() // stopping: the rest waits for the next run
 			}
-			switch err := w.vault.Renew(ctx, u, name, idleSince); {
+			switch err := w.vault.Renew(ctx, c.User, name, c.ID, idleSince); {
 			case err == nil:
 				renewed++
 			case errors.Is(err, vault.ErrReauthorizationRequired):
@@ -85,9 +85,9 @@ func (w *Worker) Work(ctx context.Context, _ *river.Job[Args]) error {
 				failed++ // provider_unavailable and the like: on record, tried again next run
 			}
 		}
-		if len(users) > 0 {
+		if len(idle) > 0 {
 			w.logger.InfoContext(ctx, "connection health: idle connections renewed", slog.String("provider", name),
-				slog.Int("idle", len(users)), slog.Int("renewed", renewed), slog.Int("refused", refused),
+				slog.Int("idle", len(idle)), slog.Int("renewed", renewed), slog.Int("refused", refused),
 				slog.Int("failed", failed))
 		}
 	}

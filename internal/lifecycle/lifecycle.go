@@ -12,6 +12,7 @@
 package lifecycle
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -58,21 +59,23 @@ type Ended struct {
 	Withdrawn []string // the clients whose approval went, sorted
 }
 
-// Delete deletes the user's connection to provider — the one with id
-// wantID when it is not "" (ErrReplaced otherwise) — with everything that
-// goes with it in one transaction, then revokes it at the provider and
-// audits the outcome. vault.ErrNotConnected when there is none.
-func (o *Owner) Delete(ctx context.Context, user identity.User, provider, wantID string, a Actor) (*Ended, error) {
+// Delete deletes the user's connection id at provider — only while it is
+// for the provider account account names when that is not nil (ErrReplaced
+// otherwise: another account's credential replaced it since the caller
+// decided) — with everything that goes with it in one transaction, then
+// revokes it at the provider and audits the outcome. vault.ErrNotConnected
+// when there is none.
+func (o *Owner) Delete(ctx context.Context, user identity.User, provider, id string, account []byte, a Actor) (*Ended, error) {
 	var withdrawn []string
-	d, err := o.Vault.DeleteWith(ctx, user, provider, func(ctx context.Context, tx pgx.Tx, gone vault.Connection) error {
-		if wantID != "" && gone.ID != wantID {
-			return fmt.Errorf("%w: connection %s", ErrReplaced, wantID)
+	d, err := o.Vault.DeleteWith(ctx, user, provider, id, func(ctx context.Context, tx pgx.Tx, gone vault.Connection) error {
+		if account != nil && !bytes.Equal(gone.AccountHash, account) {
+			return fmt.Errorf("%w: connection %s", ErrReplaced, gone.ID)
 		}
-		approvals, err := consent.HolderApprovals(ctx, tx, user, provider)
+		approvals, err := consent.HolderApprovals(ctx, tx, user, provider, gone.ID)
 		if err != nil {
 			return err
 		}
-		if withdrawn, err = consent.Withdraw(ctx, tx, user, provider); err != nil {
+		if withdrawn, err = consent.Withdraw(ctx, tx, user, provider, gone.ID); err != nil {
 			return err
 		}
 		for _, client := range withdrawn {
@@ -133,7 +136,7 @@ func ReauthEvents(webhooks func() *webhook.Service) func(ctx context.Context, tx
 		if w == nil {
 			return nil
 		}
-		approvals, err := consent.HolderApprovals(ctx, tx, c.User, c.Provider)
+		approvals, err := consent.HolderApprovals(ctx, tx, c.User, c.Provider, c.ID)
 		if err != nil {
 			return err
 		}

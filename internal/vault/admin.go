@@ -19,11 +19,11 @@ type Account struct {
 	Label string // login, workspace or team name; "" when unknown
 }
 
-// Account opens the user's connection to provider and returns only its
+// Account opens the user's connection id at provider and returns only its
 // account id and label, so admin views can name the account without holding a
 // token. Errors are those of Get (ErrNotConnected, ErrDecrypt, ErrInvalid).
-func (s *Store) Account(ctx context.Context, user identity.User, provider string) (Account, error) {
-	_, c, err := s.Get(ctx, user, provider)
+func (s *Store) Account(ctx context.Context, user identity.User, provider, id string) (Account, error) {
+	_, c, err := s.Get(ctx, user, provider, id)
 	if err != nil {
 		return Account{}, err
 	}

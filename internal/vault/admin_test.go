@@ -29,7 +29,7 @@ func TestRefreshOutcomesAreAudited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Token(ctx, alice, "fake", nil)
+	got, err := s.Token(ctx, alice, "fake", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestRefreshOutcomesAreAudited(t *testing.T) {
 	// The grant dies at the provider: the next refresh (by a store whose skew
 	// makes the fresh token due) marks the connection and says why.
 	revokeAtProvider(t, srv, got)
-	if _, err := newStore(t, db, keys, p, 2*time.Hour).Token(ctx, alice, "fake", nil); !errors.Is(err, vault.ErrReauthorizationRequired) {
+	if _, err := newStore(t, db, keys, p, 2*time.Hour).Token(ctx, alice, "fake", "", nil); !errors.Is(err, vault.ErrReauthorizationRequired) {
 		t.Fatalf("after the grant died: %v", err)
 	}
 	rs = rows()
@@ -96,14 +96,14 @@ func TestDeleteWithHook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acct, err := s.Account(ctx, alice, "fake")
+	acct, err := s.Account(ctx, alice, "fake", "")
 	if err != nil || acct != (vault.Account{ID: "u-1", Label: "Alice's workspace"}) {
 		t.Fatalf("account: %+v %v", acct, err)
 	}
 
 	// A failing hook rolls the deletion back and nothing reaches the provider.
 	boom := errors.New("boom")
-	if _, err := s.DeleteWith(ctx, alice, "fake", func(ctx context.Context, tx pgx.Tx, c vault.Connection) error {
+	if _, err := s.DeleteWith(ctx, alice, "fake", "", func(ctx context.Context, tx pgx.Tx, c vault.Connection) error {
 		if c.ID != conn.ID {
 			t.Errorf("hook got %s", c.ID)
 		}
@@ -111,15 +111,16 @@ func TestDeleteWithHook(t *testing.T) {
 	}); !errors.Is(err, boom) {
 		t.Fatalf("failing hook: %v", err)
 	}
-	if _, _, err := s.Get(ctx, alice, "fake"); err != nil || srv.Counts().Revoke != 0 {
+	if _, _, err := s.Get(ctx, alice, "fake", ""); err != nil || srv.Counts().Revoke != 0 {
 		t.Fatalf("after a failing hook: %v, %d revocations", err, srv.Counts().Revoke)
 	}
 
 	// A hook's writes commit with the deletion.
-	d, err := s.DeleteWith(ctx, alice, "fake", func(ctx context.Context, tx pgx.Tx, c vault.Connection) error {
+	d, err := s.DeleteWith(ctx, alice, "fake", "", func(ctx context.Context, tx pgx.Tx, c vault.Connection) error {
 		_, err := tx.Exec(ctx, `INSERT INTO audit_events (kind, target) VALUES ('test.deleted', $1)`, c.ID)
 		return err
 	})
+
 	if err != nil || d.Revocation != vault.Revoked || srv.Valid(tok.AccessToken) {
 		t.Fatalf("delete: %+v %v", d, err)
 	}
@@ -127,7 +128,7 @@ func TestDeleteWithHook(t *testing.T) {
 	if err := db.QueryRow(ctx, `SELECT count(*) FROM audit_events WHERE kind = 'test.deleted' AND target = $1`, conn.ID).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("hook write: %d %v", n, err)
 	}
-	if _, err := s.Account(ctx, alice, "fake"); !errors.Is(err, vault.ErrNotConnected) {
+	if _, err := s.Account(ctx, alice, "fake", ""); !errors.Is(err, vault.ErrNotConnected) {
 		t.Fatalf("account after delete: %v", err)
 	}
 }

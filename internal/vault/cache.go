@@ -24,7 +24,7 @@ import (
 // a Store nobody subscribes for never caches.
 
 // InvalidationChannel is the NOTIFY channel of connection changes. A payload
-// is the connection's cache.Key(issuer, subject, provider) in hex, or
+// is the connection's cache.Key(issuer, subject, provider, id) in hex, or
 // cache.Flush.
 const InvalidationChannel = "connectd_vault"
 
@@ -37,16 +37,18 @@ const (
 )
 
 // connKey is a connection's cache key and, as its Payload, the notification
-// of a change to it.
-func connKey(user identity.User, provider string) cache.Digest {
-	return cache.Key(user.Issuer, user.Subject, provider)
+// of a change to it: its id, under its user and provider (a lookup names
+// all three, so an id of another user's connection never finds its row).
+func connKey(user identity.User, provider, id string) cache.Digest {
+	return cache.Key(user.Issuer, user.Subject, provider, id)
 }
 
-// forget drops this replica's cached copy after a committed (or failed)
-// write; the others learn of it from the notification.
-func (s *Store) forget(user identity.User, provider string) {
-	if s.cache != nil {
-		s.cache.Delete(connKey(user, provider))
+// forget drops this replica's cached copy of connection id after a
+// committed (or failed) write; the others learn of it from the
+// notification.
+func (s *Store) forget(user identity.User, provider, id string) {
+	if s.cache != nil && id != "" {
+		s.cache.Delete(connKey(user, provider, id))
 	}
 }
 
@@ -54,7 +56,7 @@ func (s *Store) forget(user identity.User, provider string) {
 // the sealed credential is authoritative for scopes and expiry, and issuer,
 // subject and provider are the key.
 const selectTokenRow = `SELECT id, status, ciphertext, refreshed_at FROM connections
-	WHERE issuer = $1 AND subject = $2 AND provider = $3`
+	WHERE issuer = $1 AND subject = $2 AND provider = $3 AND id = $4`
 
 // tokenRow is what Token needs of a connection, and what the credential
 // cache keeps of it: the sealed credential, never the plaintext. It is held
@@ -67,17 +69,24 @@ type tokenRow struct {
 	ciphertext  []byte // shared by every reader: never modified
 }
 
-// loadForToken is load for Token, from the cache when it holds the row.
-func (s *Store) loadForToken(ctx context.Context, user identity.User, provider string) (tokenRow, error) {
-	if s.cache == nil {
-		return s.loadTokenRow(ctx, user, provider)
+// loadForToken is load for Token, from the cache when it holds the row. An
+// empty id is the user's only connection at provider.
+func (s *Store) loadForToken(ctx context.Context, user identity.User, provider, id string) (tokenRow, error) {
+	if id == "" {
+		var err error
+		if id, err = s.onlyID(ctx, s.pool, user, provider); err != nil {
+			return tokenRow{}, err
+		}
 	}
-	k := connKey(user, provider)
+	if s.cache == nil {
+		return s.loadTokenRow(ctx, user, provider, id)
+	}
+	k := connKey(user, provider, id)
 	if r, ok := s.cache.Get(k); ok {
 		return r, nil
 	}
 	gen := s.cache.Gen()
-	r, err := s.loadTokenRow(ctx, user, provider)
+	r, err := s.loadTokenRow(ctx, user, provider, id)
 	if err != nil {
 		return tokenRow{}, err // "not connected" is not cached: a Put needs no invalidation to be seen
 	}
@@ -85,11 +94,11 @@ func (s *Store) loadForToken(ctx context.Context, user identity.User, provider s
 	return r, nil
 }
 
-func (s *Store) loadTokenRow(ctx context.Context, user identity.User, provider string) (tokenRow, error) {
+func (s *Store) loadTokenRow(ctx context.Context, user identity.User, provider, id string) (tokenRow, error) {
 	var r tokenRow
 	var status string
 	var refreshedAt *time.Time
-	err := s.pool.QueryRow(ctx, selectTokenRow, user.Issuer, user.Subject, provider).Scan(&r.id, &status, &r.ciphertext, &refreshedAt)
+	err := s.pool.QueryRow(ctx, selectTokenRow, user.Issuer, user.Subject, provider, id).Scan(&r.id, &status, &r.ciphertext, &refreshedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return tokenRow{}, fmt.Errorf("%w to %s", ErrNotConnected, provider)
 	}

@@ -65,12 +65,15 @@ func TestCredentialCacheAcrossReplicas(t *testing.T) {
 	b := cachedStore(t, bPool, keys, srv, clock.Now)
 
 	tok := srv.Grant([]string{"files.read"}, time.Hour)
-	if _, err := a.Put(ctx, alice, "fake", credOf(tok)); err != nil {
+	var connID string // the connection of the last Put
+	if conn, err := a.Put(ctx, alice, "fake", credOf(tok)); err != nil {
 		t.Fatal(err)
+	} else {
+		connID = conn.ID
 	}
 	accessOnB := func(want string) func() error {
 		return func() error {
-			c, err := b.Token(ctx, alice, "fake", nil)
+			c, err := b.Token(ctx, alice, "fake", connID, nil)
 			if err != nil {
 				return err
 			}
@@ -107,22 +110,26 @@ func TestCredentialCacheAcrossReplicas(t *testing.T) {
 
 	t.Run("put", func(t *testing.T) {
 		tok = srv.Grant([]string{"files.read"}, time.Hour)
-		if _, err := a.Put(ctx, alice, "fake", credOf(tok)); err != nil {
+		if conn, err := a.Put(ctx, alice, "fake", credOf(tok)); err != nil {
 			t.Fatal(err)
+		} else {
+			connID = conn.ID
 		}
 		eventually(t, "b sees the new credential", accessOnB(tok.AccessToken))
 	})
 	t.Run("refresh", func(t *testing.T) {
 		tok = srv.Grant([]string{"files.read"}, 90*time.Second)
-		if _, err := a.Put(ctx, alice, "fake", credOf(tok)); err != nil {
+		if conn, err := a.Put(ctx, alice, "fake", credOf(tok)); err != nil {
 			t.Fatal(err)
+		} else {
+			connID = conn.ID
 		}
 		eventually(t, "b caches the new credential", cachedOnB(tok.AccessToken))
 		// 59 s before the token's expiry, within the one-minute skew: due for
 		// a refresh on both (measured from the expiry, not from when the
 		// clock was made: a slow run must not leave it short of the skew).
 		clock.Advance(tok.Expiry.Add(-59 * time.Second).Sub(clock.Now()))
-		c, err := a.Token(ctx, alice, "fake", nil)
+		c, err := a.Token(ctx, alice, "fake", connID, nil)
 		if err != nil || c.AccessToken == tok.AccessToken {
 			t.Fatalf("refresh on a: %v", err)
 		}
@@ -133,7 +140,7 @@ func TestCredentialCacheAcrossReplicas(t *testing.T) {
 		tok.AccessToken = c.AccessToken
 	})
 	t.Run("rewrap", func(t *testing.T) {
-		if _, err := b.Token(ctx, alice, "fake", nil); err != nil {
+		if _, err := b.Token(ctx, alice, "fake", connID, nil); err != nil {
 			t.Fatal(err)
 		}
 		rw, err := vault.New(vault.Config{Pool: bPool, Keyring: mustParse(t, k1+",*"+k2)})
@@ -146,7 +153,7 @@ func TestCredentialCacheAcrossReplicas(t *testing.T) {
 		// b's keyring lacks key 2: once its cached row (under key 1) is
 		// dropped, it reads the rewrapped one and cannot open it.
 		eventually(t, "b drops the rewrapped row", func() error {
-			if _, err := b.Token(ctx, alice, "fake", nil); errors.Is(err, keyring.ErrDecrypt) {
+			if _, err := b.Token(ctx, alice, "fake", connID, nil); errors.Is(err, keyring.ErrDecrypt) {
 				return nil
 			}
 			return errors.New("b still opens its cached copy")
@@ -159,14 +166,14 @@ func TestCredentialCacheAcrossReplicas(t *testing.T) {
 		eventually(t, "b opens the row again", accessOnB(tok.AccessToken))
 	})
 	t.Run("delete", func(t *testing.T) {
-		if _, err := b.Token(ctx, alice, "fake", nil); err != nil {
+		if _, err := b.Token(ctx, alice, "fake", connID, nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.Delete(ctx, alice, "fake"); err != nil {
+		if _, err := a.Delete(ctx, alice, "fake", ""); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, "b answers not connected", func() error {
-			if _, err := b.Token(ctx, alice, "fake", nil); !errors.Is(err, vault.ErrNotConnected) {
+			if _, err := b.Token(ctx, alice, "fake", connID, nil); !errors.Is(err, vault.ErrNotConnected) {
 				return errors.New("b still serves the deleted credential")
 			}
 			return nil
@@ -174,22 +181,26 @@ func TestCredentialCacheAcrossReplicas(t *testing.T) {
 	})
 	t.Run("reauthorization required", func(t *testing.T) {
 		tok = srv.Grant([]string{"files.read"}, time.Minute) // within the skew: every read refreshes
-		if _, err := a.Put(ctx, alice, "fake", credOf(tok)); err != nil {
+		if conn, err := a.Put(ctx, alice, "fake", credOf(tok)); err != nil {
 			t.Fatal(err)
+		} else {
+			connID = conn.ID
 		}
 		// Kill the grant at the provider: the next refresh gets invalid_grant.
-		if _, err := a.Delete(ctx, alice, "fake"); err != nil { // revokes tok's grant
+		if _, err := a.Delete(ctx, alice, "fake", ""); err != nil { // revokes tok's grant
 			t.Fatal(err)
 		}
-		if _, err := a.Put(ctx, alice, "fake", credOf(tok)); err != nil {
+		if conn, err := a.Put(ctx, alice, "fake", credOf(tok)); err != nil {
 			t.Fatal(err)
+		} else {
+			connID = conn.ID
 		}
 		clock.Advance(2 * time.Minute)
-		if _, err := a.Token(ctx, alice, "fake", nil); !errors.Is(err, vault.ErrReauthorizationRequired) {
+		if _, err := a.Token(ctx, alice, "fake", connID, nil); !errors.Is(err, vault.ErrReauthorizationRequired) {
 			t.Fatalf("a: %v, want reauthorization required", err)
 		}
 		eventually(t, "b sees reauthorization_required", func() error {
-			if _, err := b.Token(ctx, alice, "fake", nil); !errors.Is(err, vault.ErrReauthorizationRequired) {
+			if _, err := b.Token(ctx, alice, "fake", connID, nil); !errors.Is(err, vault.ErrReauthorizationRequired) {
 				return errors.New("b did not see the status change")
 			}
 			return nil
@@ -197,8 +208,10 @@ func TestCredentialCacheAcrossReplicas(t *testing.T) {
 	})
 	t.Run("a change without a notification lives until the TTL", func(t *testing.T) {
 		tok = srv.Grant([]string{"files.read"}, 24*time.Hour)
-		if _, err := a.Put(ctx, alice, "fake", credOf(tok)); err != nil {
+		if conn, err := a.Put(ctx, alice, "fake", credOf(tok)); err != nil {
 			t.Fatal(err)
+		} else {
+			connID = conn.ID
 		}
 		eventually(t, "b caches the connection", cachedOnB(tok.AccessToken))
 		if _, err := bPool.Exec(ctx, `DELETE FROM connections`); err != nil { // behind the vault's back
@@ -208,14 +221,16 @@ func TestCredentialCacheAcrossReplicas(t *testing.T) {
 			t.Fatalf("b should still serve its cached copy until the TTL: %v", err)
 		}
 		clock.Advance(30 * time.Second)
-		if _, err := b.Token(ctx, alice, "fake", nil); !errors.Is(err, vault.ErrNotConnected) {
+		if _, err := b.Token(ctx, alice, "fake", connID, nil); !errors.Is(err, vault.ErrNotConnected) {
 			t.Fatalf("after the TTL: %v, want not connected", err)
 		}
 	})
 	t.Run("feed down: served until the TTL, nothing new cached; back up: flushed", func(t *testing.T) {
 		tok = srv.Grant([]string{"files.read"}, 24*time.Hour)
-		if _, err := a.Put(ctx, alice, "fake", credOf(tok)); err != nil {
+		if conn, err := a.Put(ctx, alice, "fake", credOf(tok)); err != nil {
 			t.Fatal(err)
+		} else {
+			connID = conn.ID
 		}
 		eventually(t, "b caches the connection", cachedOnB(tok.AccessToken))
 		b.CacheSubscriber().SetLive(false)
@@ -257,7 +272,7 @@ func BenchmarkTokenCached(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := s.Token(ctx, alice, "github", []string{"repo"}); err != nil {
+			if _, err := s.Token(ctx, alice, "github", "", []string{"repo"}); err != nil {
 				b.Error(err)
 				return
 			}

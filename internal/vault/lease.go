@@ -93,6 +93,7 @@ type leaseOp struct {
 	op       string // "refresh", "narrow": logs and audit
 	provider string
 	user     identity.User
+	id       string // the connection ("": the user's only one at provider)
 	attrs    []any
 	// plan runs under the row lock in step 1. It returns the call to make
 	// with the refresh token cred holds, or nil when none is needed (it
@@ -179,7 +180,7 @@ func (s *Store) runLeased(ctx context.Context, op leaseOp) error {
 func (s *Store) planLeased(ctx context.Context, op leaseOp, waited time.Duration) (call providerCall, id, rt string, lease leaseState, connID string, err error) {
 	lease.waited = waited
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		r, err := s.load(ctx, tx, op.user, op.provider, true)
+		r, err := s.load(ctx, tx, op.user, op.provider, op.id, true)
 		if err != nil {
 			return err
 		}
@@ -206,7 +207,7 @@ func (s *Store) planLeased(ctx context.Context, op leaseOp, waited time.Duration
 		}
 		return nil
 	})
-	s.forget(op.user, op.provider)
+	s.forget(op.user, op.provider, connID)
 	return call, id, rt, lease, connID, err
 }
 
@@ -288,7 +289,7 @@ func (s *Store) finishLeased(ctx context.Context, op leaseOp, connID, id string,
 	deleted := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		deleted = false
-		r, err := s.load(ctx, tx, op.user, op.provider, true)
+		r, err := s.load(ctx, tx, op.user, op.provider, connID, true)
 		if errors.Is(err, ErrNotConnected) {
 			deleted = true
 			return nil // deleted meanwhile: nothing to store
@@ -333,7 +334,7 @@ func (s *Store) finishLeased(ctx context.Context, op leaseOp, connID, id string,
 		}
 		return nil
 	})
-	s.forget(op.user, op.provider)
+	s.forget(op.user, op.provider, connID)
 	if err == nil && deleted && callErr == nil && ref != nil && s.revoke != nil {
 		// The tokens the provider just issued belong to a connection that
 		// was deleted (and revoked) during the call: nobody will ever use

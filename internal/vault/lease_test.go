@@ -129,7 +129,7 @@ func TestRefreshHoldsNoConnection(t *testing.T) {
 	sp.hold.Store(true)
 	errs := make(chan error, len(users))
 	for _, u := range users {
-		go func() { _, err := s.Token(ctx, u, "fake", nil); errs <- err }()
+		go func() { _, err := s.Token(ctx, u, "fake", "", nil); errs <- err }()
 	}
 	for range users {
 		<-sp.arrived // every refresh is at the provider now
@@ -137,7 +137,7 @@ func TestRefreshHoldsNoConnection(t *testing.T) {
 	// A request's database work, bounded as a request's is.
 	req, cancel := context.WithTimeout(db.WithDeadlines(ctx, db.Deadlines{Acquire: time.Second}), 3*time.Second)
 	defer cancel()
-	if _, err := s.Token(req, alice, "fake", nil); err != nil {
+	if _, err := s.Token(req, alice, "fake", "", nil); err != nil {
 		t.Fatalf("a token read while refreshes hang: %v", err)
 	}
 	if _, err := s.List(req, alice); err != nil {
@@ -169,20 +169,20 @@ func TestLostAnswerRetriedWithinGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	sp.lateFirst.Store(1)
-	if _, err := s.Token(ctx, alice, "fake", nil); !errors.Is(err, vault.ErrProviderUnavailable) {
+	if _, err := s.Token(ctx, alice, "fake", "", nil); !errors.Is(err, vault.ErrProviderUnavailable) {
 		t.Fatalf("the late answer: %v, want provider unavailable", err)
 	}
 	if n := srv.Counts().Refresh; n != 1 {
 		t.Fatalf("%d refresh requests, want 1 (a timed-out call is not retried at once)", n)
 	}
-	got, err := s.Token(ctx, alice, "fake", nil)
+	got, err := s.Token(ctx, alice, "fake", "", nil)
 	if err != nil || !srv.Valid(got.AccessToken) {
 		t.Fatalf("token after a lost answer: %v", err)
 	}
 	// The stored refresh token is the live one: expire the access token and
 	// refresh again.
 	expireStored(t, s, ctx)
-	again, err := s.Token(ctx, alice, "fake", nil)
+	again, err := s.Token(ctx, alice, "fake", "", nil)
 	if err != nil || again.AccessToken == got.AccessToken || !srv.Valid(again.AccessToken) {
 		t.Fatalf("refresh after the recovery: %v", err)
 	}
@@ -201,12 +201,12 @@ func TestGarbledAnswerRetriedAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	sp.garbage.Store(1)
-	got, err := s.Token(ctx, alice, "fake", nil)
+	got, err := s.Token(ctx, alice, "fake", "", nil)
 	if err != nil || !srv.Valid(got.AccessToken) || srv.Counts().Refresh != 2 {
 		t.Fatalf("token after a garbled answer: %v (%d refreshes)", err, srv.Counts().Refresh)
 	}
 	expireStored(t, s, ctx)
-	if again, err := s.Token(ctx, alice, "fake", nil); err != nil || !srv.Valid(again.AccessToken) {
+	if again, err := s.Token(ctx, alice, "fake", "", nil); err != nil || !srv.Valid(again.AccessToken) {
 		t.Fatalf("refresh after the recovery: %v", err)
 	}
 }
@@ -230,7 +230,7 @@ func TestDeadLeaseIsNotWaitedForLong(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if _, err := s.Token(ctx, alice, "fake", nil); !errors.Is(err, vault.ErrProviderUnavailable) {
+	if _, err := s.Token(ctx, alice, "fake", "", nil); !errors.Is(err, vault.ErrProviderUnavailable) {
 		t.Fatalf("behind a dead lease: %v", err)
 	}
 	if d := time.Since(start); d > 10*time.Second {
@@ -256,13 +256,13 @@ func TestLostAnswerWithoutGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	sp.lateFirst.Store(1)
-	if _, err := s.Token(ctx, alice, "fake", nil); !errors.Is(err, vault.ErrProviderUnavailable) {
+	if _, err := s.Token(ctx, alice, "fake", "", nil); !errors.Is(err, vault.ErrProviderUnavailable) {
 		t.Fatalf("lost answer: %v, want provider unavailable", err)
 	}
-	if c, _, _ := s.Get(ctx, alice, "fake"); c.Status != vault.StatusActive || c.LastError != "provider_unavailable" {
+	if c, _, _ := s.Get(ctx, alice, "fake", ""); c.Status != vault.StatusActive || c.LastError != "provider_unavailable" {
 		t.Fatalf("after the lost answer: %+v", c)
 	}
-	if _, err := s.Token(ctx, alice, "fake", nil); !errors.Is(err, vault.ErrReauthorizationRequired) {
+	if _, err := s.Token(ctx, alice, "fake", "", nil); !errors.Is(err, vault.ErrReauthorizationRequired) {
 		t.Fatalf("next refresh: %v, want reauthorization required", err)
 	}
 	if r, _ := reasons.Load(conn.ID); r != "refresh_answer_lost" {
@@ -300,7 +300,7 @@ func TestDeadHolderTakenOver(t *testing.T) {
 			if _, err := oauth.Refresh(ctx, tok.RefreshToken); err != nil {
 				t.Fatal(err)
 			}
-			got, err := s.Token(ctx, alice, "fake", nil)
+			got, err := s.Token(ctx, alice, "fake", "", nil)
 			if grace > 0 {
 				if err != nil || !srv.Valid(got.AccessToken) {
 					t.Fatalf("take-over within the grace: %v", err)
@@ -334,7 +334,7 @@ func TestLeaseInForceWaits(t *testing.T) {
 	sp.hold.Store(true)
 	first := make(chan *vault.Credential, 1)
 	go func() {
-		c, err := a.Token(ctx, alice, "fake", nil)
+		c, err := a.Token(ctx, alice, "fake", "", nil)
 		if err != nil {
 			t.Errorf("holder: %v", err)
 		}
@@ -343,7 +343,7 @@ func TestLeaseInForceWaits(t *testing.T) {
 	<-sp.arrived // a holds the lease and is at the provider
 	second := make(chan *vault.Credential, 1)
 	go func() {
-		c, err := b.Token(ctx, alice, "fake", nil)
+		c, err := b.Token(ctx, alice, "fake", "", nil)
 		if err != nil {
 			t.Errorf("waiter: %v", err)
 		}
@@ -371,7 +371,7 @@ func TestReconnectDuringRefresh(t *testing.T) {
 	}
 	sp.hold.Store(true)
 	done := make(chan error, 1)
-	go func() { _, err := s.Token(ctx, alice, "fake", nil); done <- err }()
+	go func() { _, err := s.Token(ctx, alice, "fake", "", nil); done <- err }()
 	<-sp.arrived
 	fresh := srv.Grant([]string{"files.read", "files.write"}, time.Hour)
 	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -382,7 +382,7 @@ func TestReconnectDuringRefresh(t *testing.T) {
 	sp.hold.Store(false)
 	close(sp.release)
 	<-done
-	_, stored, err := s.Get(ctx, alice, "fake")
+	_, stored, err := s.Get(ctx, alice, "fake", "")
 	if err != nil || stored.AccessToken != fresh.AccessToken {
 		t.Fatalf("the reconnect's credential was overwritten: %v", err)
 	}
@@ -392,7 +392,7 @@ func TestReconnectDuringRefresh(t *testing.T) {
 // by storing it again with a past expiry.
 func expireStored(t *testing.T, s *vault.Store, ctx context.Context) {
 	t.Helper()
-	_, c, err := s.Get(ctx, alice, "fake")
+	_, c, err := s.Get(ctx, alice, "fake", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -126,7 +126,7 @@ func (s *Store) loadNarrowed(ctx context.Context, q querier, connID, key string)
 // (invalid_grant: the connection is marked); ErrProviderUnavailable;
 // *MissingScopesError (the connection lacks some of scopes); ErrCannotNarrow;
 // ErrAccountChanged.
-func (s *Store) Narrowed(ctx context.Context, user identity.User, provider string, scopes []string, account string) (*Credential, error) {
+func (s *Store) Narrowed(ctx context.Context, user identity.User, provider, id string, scopes []string, account string) (*Credential, error) {
 	if err := validate(user, provider); err != nil {
 		return nil, err
 	}
@@ -134,7 +134,7 @@ func (s *Store) Narrowed(ctx context.Context, user identity.User, provider strin
 	if len(set) == 0 {
 		return nil, fmt.Errorf("%w: a narrowed token needs scopes", ErrInvalid)
 	}
-	r, _, err := s.usable(ctx, user, provider, set)
+	r, _, err := s.usable(ctx, user, provider, id, set)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func (s *Store) Narrowed(ctx context.Context, user identity.User, provider strin
 	ch := s.flight.DoChan("narrow\x00"+r.id+"\x00"+key, func() (any, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.leaseFor(provider)+time.Second)
 		defer cancel()
-		return s.narrowLeased(rctx, user, provider, set, key, seen)
+		return s.narrowLeased(rctx, user, provider, r.id, set, key, seen)
 	})
 	// The flight is shared by callers that may expect different accounts:
 	// each checks what it got.
@@ -173,13 +173,13 @@ func (s *Store) Narrowed(ctx context.Context, user identity.User, provider strin
 // connection row's refresh lease (lease.go): the scoped refresh presents the
 // connection's refresh token like any refresh. seen is when the narrowed
 // token the caller found stale was stored (zero: none).
-func (s *Store) narrowLeased(ctx context.Context, user identity.User, provider string, set []string, key string, seen time.Time) (*Credential, error) {
+func (s *Store) narrowLeased(ctx context.Context, user identity.User, provider, id string, set []string, key string, seen time.Time) (*Credential, error) {
 	var (
 		out    *Credential
 		outErr error
 	)
 	attrs := []any{slog.String("provider", provider), slog.Any("scopes", set)}
-	op := leaseOp{op: "narrow", provider: provider, user: user, attrs: attrs, failed: func(err error) { outErr = err }}
+	op := leaseOp{op: "narrow", provider: provider, user: user, id: id, attrs: attrs, failed: func(err error) { outErr = err }}
 	op.plan = func(ctx context.Context, tx pgx.Tx, r *row, cred *Credential, lease leaseState) (providerCall, error) {
 		out, outErr = nil, nil
 		if err := usable(r); err != nil {
@@ -229,7 +229,7 @@ func (s *Store) narrowLeased(ctx context.Context, user identity.User, provider s
 				return err
 			}
 			if _, err := tx.Exec(ctx, updateRotated, r.ID, int32(s.keys.Primary()), ct, now,
-				connKey(user, provider).Payload()); err != nil {
+				connKey(user, provider, r.ID).Payload()); err != nil {
 				return fmt.Errorf("vault: store rotated refresh token: %w", err)
 			}
 			rotated = true

@@ -50,7 +50,7 @@ func TestNarrowedOnceAcrossReplicas(t *testing.T) {
 	for i := range callers {
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = replicas[i%2].Narrowed(ctx, alice, "fake", []string{"read"}, "")
+			results[i], errs[i] = replicas[i%2].Narrowed(ctx, alice, "fake", "", []string{"read"}, "")
 		})
 	}
 	close(start)
@@ -72,20 +72,20 @@ func TestNarrowedOnceAcrossReplicas(t *testing.T) {
 	if got, _ := srv.TokenScopes(narrow); narrow == full.AccessToken || !slices.Equal(got, []string{"read"}) {
 		t.Fatalf("the narrowed token carries %v at the provider", got)
 	}
-	_, stored, err := replicas[1].Get(ctx, alice, "fake")
+	_, stored, err := replicas[1].Get(ctx, alice, "fake", "")
 	if err != nil || stored.RefreshToken == full.RefreshToken || stored.AccessToken != full.AccessToken ||
 		len(stored.Scopes) != 3 {
 		t.Fatalf("connection after narrowing: %v %v", stored, err)
 	}
 	// Kept: no second request while it is valid.
-	if again, err := replicas[1].Narrowed(ctx, alice, "fake", []string{"read", "read"}, ""); err != nil || again.AccessToken != narrow {
+	if again, err := replicas[1].Narrowed(ctx, alice, "fake", "", []string{"read", "read"}, ""); err != nil || again.AccessToken != narrow {
 		t.Fatalf("second read: %v %v", again, err)
 	}
 	if n := srv.Counts().Refresh; n != 1 {
 		t.Fatalf("a kept narrowed token was fetched again (%d refreshes)", n)
 	}
 	// The connection's own refresh uses the rotated refresh token: no reuse.
-	main, err := replicas[0].Token(ctx, alice, "fake", nil)
+	main, err := replicas[0].Token(ctx, alice, "fake", "", nil)
 	if err != nil || main.AccessToken == full.AccessToken || srv.Revoked(main.RefreshToken) {
 		t.Fatalf("the connection's refresh after narrowing: %v %v", main, err)
 	}
@@ -114,11 +114,11 @@ func TestNarrowedGoesWithTheConnection(t *testing.T) {
 		}
 	}
 	put()
-	first, err := s.Narrowed(ctx, alice, "fake", []string{"read"}, "")
+	first, err := s.Narrowed(ctx, alice, "fake", "", []string{"read"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Narrowed(ctx, alice, "fake", []string{"write"}, ""); err != nil {
+	if _, err := s.Narrowed(ctx, alice, "fake", "", []string{"write"}, ""); err != nil {
 		t.Fatal(err)
 	}
 	// A ciphertext moved to another scope set does not open there: it is
@@ -128,24 +128,24 @@ func TestNarrowedGoesWithTheConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := srv.Counts().Refresh
-	w, err := s.Narrowed(ctx, alice, "fake", []string{"write"}, "")
+	w, err := s.Narrowed(ctx, alice, "fake", "", []string{"write"}, "")
 	if err != nil || w.AccessToken == first.AccessToken || srv.Counts().Refresh != before+1 {
 		t.Fatalf("a moved ciphertext: %v %v", w, err)
 	}
-	if _, err := s.Narrowed(ctx, alice, "fake", []string{"delete"}, ""); !errors.As(err, new(*vault.MissingScopesError)) {
+	if _, err := s.Narrowed(ctx, alice, "fake", "", []string{"delete"}, ""); !errors.As(err, new(*vault.MissingScopesError)) {
 		t.Fatalf("a scope the connection lacks: %v", err)
 	}
 	put() // reconnect: a new grant
 	if n := countNarrowed(t, db); n != 0 {
 		t.Fatalf("%d narrowed tokens outlived the credential they came from", n)
 	}
-	if again, err := s.Narrowed(ctx, alice, "fake", []string{"read"}, ""); err != nil || again.AccessToken == first.AccessToken {
+	if again, err := s.Narrowed(ctx, alice, "fake", "", []string{"read"}, ""); err != nil || again.AccessToken == first.AccessToken {
 		t.Fatalf("after a reconnect: %v %v", again, err)
 	}
 	// A caller approved for another provider account gets none, whether the
 	// token is stored or fetched under the lock; so does one whose account
 	// was replaced by a reconnect racing the call.
-	if _, err := s.Narrowed(ctx, alice, "fake", []string{"read"}, "someone-else"); !errors.Is(err, vault.ErrAccountChanged) {
+	if _, err := s.Narrowed(ctx, alice, "fake", "", []string{"read"}, "someone-else"); !errors.Is(err, vault.ErrAccountChanged) {
 		t.Fatalf("a stored token for another account: %v", err)
 	}
 	other := credOf(srv.Grant([]string{"read", "write"}, 0))
@@ -153,19 +153,19 @@ func TestNarrowedGoesWithTheConnection(t *testing.T) {
 	if _, err := s.Put(ctx, alice, "fake", other); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.Narrowed(ctx, alice, "fake", []string{"read"}, ""); !errors.Is(err, vault.ErrAccountChanged) {
+	if n, err := s.Narrowed(ctx, alice, "fake", "", []string{"read"}, ""); !errors.Is(err, vault.ErrAccountChanged) {
 		t.Fatalf("a token cut from account-b for a caller approved for the first account: %v %v", n, err)
 	}
-	if n, err := s.Narrowed(ctx, alice, "fake", []string{"read"}, "account-b"); err != nil || n.AccountID != "account-b" {
+	if n, err := s.Narrowed(ctx, alice, "fake", "", []string{"read"}, "account-b"); err != nil || n.AccountID != "account-b" {
 		t.Fatalf("account-b's own narrowed token: %v %v", n, err)
 	}
-	if _, err := s.Delete(ctx, alice, "fake"); err != nil {
+	if _, err := s.Delete(ctx, alice, "fake", ""); err != nil {
 		t.Fatal(err)
 	}
 	if n := countNarrowed(t, db); n != 0 {
 		t.Fatalf("%d narrowed tokens outlived their connection", n)
 	}
-	if _, err := s.Narrowed(ctx, alice, "fake", []string{"read"}, ""); !errors.Is(err, vault.ErrNotConnected) {
+	if _, err := s.Narrowed(ctx, alice, "fake", "", []string{"read"}, ""); !errors.Is(err, vault.ErrNotConnected) {
 		t.Fatalf("after delete: %v", err)
 	}
 }
@@ -186,32 +186,32 @@ func TestNarrowedRefusals(t *testing.T) {
 	if _, err := s.Put(ctx, alice, "fake", cred); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Narrowed(ctx, alice, "fake", []string{"ghost"}, ""); !errors.Is(err, vault.ErrCannotNarrow) {
+	if _, err := s.Narrowed(ctx, alice, "fake", "", []string{"ghost"}, ""); !errors.Is(err, vault.ErrCannotNarrow) {
 		t.Fatalf("invalid_scope: %v", err)
 	}
 	srv.SetQuirks(providertest.Quirks{IgnoreRefreshScope: true})
-	if _, err := s.Narrowed(ctx, alice, "fake", []string{"read"}, ""); !errors.Is(err, vault.ErrCannotNarrow) {
+	if _, err := s.Narrowed(ctx, alice, "fake", "", []string{"read"}, ""); !errors.Is(err, vault.ErrCannotNarrow) {
 		t.Fatalf("a provider that ignores scope: %v", err)
 	}
 	if n := countNarrowed(t, db); n != 0 {
 		t.Fatal("a token wider than asked was stored")
 	}
-	_, stored, err := s.Get(ctx, alice, "fake")
+	_, stored, err := s.Get(ctx, alice, "fake", "")
 	if err != nil || stored.RefreshToken == tok.RefreshToken || srv.Revoked(stored.RefreshToken) {
 		t.Fatalf("the rotated refresh token was not kept: %v %v", stored, err)
 	}
 	srv.SetQuirks(providertest.Quirks{})
-	if _, err := s.Narrowed(ctx, alice, "fake", nil, ""); !errors.Is(err, vault.ErrInvalid) {
+	if _, err := s.Narrowed(ctx, alice, "fake", "", nil, ""); !errors.Is(err, vault.ErrInvalid) {
 		t.Fatalf("no scopes: %v", err)
 	}
 	// Revoke the grant at the provider: invalid_grant.
 	if err := p.Revoke(ctx, stored.RefreshToken, "refresh_token"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Narrowed(ctx, alice, "fake", []string{"read"}, ""); !errors.Is(err, vault.ErrReauthorizationRequired) {
+	if _, err := s.Narrowed(ctx, alice, "fake", "", []string{"read"}, ""); !errors.Is(err, vault.ErrReauthorizationRequired) {
 		t.Fatalf("dead grant: %v", err)
 	}
-	if conn, _, err := s.Get(ctx, alice, "fake"); err != nil || conn.Status != vault.StatusReauthorizationRequired {
+	if conn, _, err := s.Get(ctx, alice, "fake", ""); err != nil || conn.Status != vault.StatusReauthorizationRequired {
 		t.Fatalf("after invalid_grant: %v %v", conn, err)
 	}
 }

@@ -202,7 +202,7 @@ func TestLegacyCredentialsOpenAndRewrap(t *testing.T) {
 	put(s, "derived-2")      // per-purpose, key 2: nothing to do
 
 	for _, c := range conns {
-		if tok, err := s.Token(ctx, c.user, "github", nil); err != nil || tok.AccessToken != "token-"+c.user.Subject {
+		if tok, err := s.Token(ctx, c.user, "github", "", nil); err != nil || tok.AccessToken != "token-"+c.user.Subject {
 			t.Fatalf("%s before rewrap: %v", c.user.Subject, err)
 		}
 	}
@@ -229,7 +229,7 @@ func TestLegacyCredentialsOpenAndRewrap(t *testing.T) {
 		if v, err := keyring.KeyVersion(ct); err != nil || v != 2 || ct[0] != 2 {
 			t.Fatalf("%s after rewrap: format %d, key version %d, %v", c.user.Subject, ct[0], v, err)
 		}
-		if _, cred, err := s.Get(ctx, c.user, "github"); err != nil || cred.AccessToken != "token-"+c.user.Subject {
+		if _, cred, err := s.Get(ctx, c.user, "github", ""); err != nil || cred.AccessToken != "token-"+c.user.Subject {
 			t.Fatalf("%s after rewrap: %v", c.user.Subject, err)
 		}
 		// The configured key no longer opens it: it is under the credential key.

@@ -50,11 +50,11 @@ func TestRenewIdle(t *testing.T) {
 	}
 	idleSince := time.Now().Add(-24 * time.Hour)
 	users, err := s.Idle(ctx, "fake", idleSince, 10)
-	if err != nil || len(users) != 1 || users[0] != alice {
+	if err != nil || len(users) != 1 || users[0].User != alice || users[0].ID != conn.ID {
 		t.Fatalf("idle: %+v %v", users, err)
 	}
 	refreshes := srv.Counts().Refresh
-	if err := s.Renew(ctx, alice, "fake", idleSince); err != nil {
+	if err := s.Renew(ctx, alice, "fake", "", idleSince); err != nil {
 		t.Fatal(err)
 	}
 	if n := srv.Counts().Refresh - refreshes; n != 1 {
@@ -64,22 +64,22 @@ func TestRenewIdle(t *testing.T) {
 	if users, _ := s.Idle(ctx, "fake", idleSince, 10); len(users) != 0 {
 		t.Fatalf("still idle after renewal: %+v", users)
 	}
-	if err := s.Renew(ctx, alice, "fake", idleSince); err != nil || srv.Counts().Refresh-refreshes != 1 {
+	if err := s.Renew(ctx, alice, "fake", "", idleSince); err != nil || srv.Counts().Refresh-refreshes != 1 {
 		t.Fatalf("renewed a connection used since the cut-off: %v", err)
 	}
-	got, _, err := s.Get(ctx, alice, "fake")
+	got, _, err := s.Get(ctx, alice, "fake", "")
 	if err != nil || got.HealthCheckedAt.IsZero() || got.LastError != "" {
 		t.Fatalf("health after a renewal: %+v %v", got, err)
 	}
 
 	// The grant dies at the provider; eight renewals race for it.
-	_, cred, _ := s.Get(ctx, alice, "fake")
+	_, cred, _ := s.Get(ctx, alice, "fake", "")
 	revokeAtProvider(t, srv, cred)
 	later := time.Now().Add(time.Hour) // everything is idle again
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for range 8 {
-		wg.Go(func() { errs <- store(nil).Renew(ctx, alice, "fake", later) })
+		wg.Go(func() { errs <- store(nil).Renew(ctx, alice, "fake", "", later) })
 	}
 	wg.Wait()
 	close(errs)
@@ -88,7 +88,7 @@ func TestRenewIdle(t *testing.T) {
 			t.Fatalf("renewal: %v", err)
 		}
 	}
-	got, _, err = s.Get(ctx, alice, "fake")
+	got, _, err = s.Get(ctx, alice, "fake", "")
 	if err != nil || got.Status != vault.StatusReauthorizationRequired || got.LastError != "invalid_grant" {
 		t.Fatalf("after the refusal: %+v %v", got, err)
 	}

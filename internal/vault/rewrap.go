@@ -227,7 +227,7 @@ func (s *Store) rewrapBatch(ctx context.Context, primary int32, after string, n 
 			if _, err := tx.Exec(ctx, updateRewrapped, r.ID, primary, ct); err != nil {
 				return fmt.Errorf("vault: rewrap update: %w", err)
 			}
-			changed = append(changed, connKey(r.User, r.Provider).Payload())
+			changed = append(changed, connKey(r.User, r.Provider, r.ID).Payload())
 			done++
 		}
 		if len(changed) > 0 {

@@ -67,7 +67,7 @@ func TestRotationRewrapUnderLoad(t *testing.T) {
 				default:
 				}
 				u := users[k%n]
-				cred, err := replicas[g%2].Token(ctx, u, "fake", []string{"files.read"})
+				cred, err := replicas[g%2].Token(ctx, u, "fake", "", []string{"files.read"})
 				if err == nil && !srv.Valid(cred.AccessToken) {
 					err = fmt.Errorf("%s got a token the provider does not accept", u.Subject)
 				}
@@ -120,7 +120,7 @@ func TestRotationRewrapUnderLoad(t *testing.T) {
 	// Step 5: key 1 can go.
 	onlyKey2 := newStore(t, pgtest.NewPool(t, dbURL), mustParse(t, l2), nil, 0)
 	for _, u := range users {
-		if _, _, err := onlyKey2.Get(ctx, u, "fake"); err != nil {
+		if _, _, err := onlyKey2.Get(ctx, u, "fake", ""); err != nil {
 			t.Fatalf("%s without key 1: %v", u.Subject, err)
 		}
 	}

@@ -3,7 +3,9 @@ package vault
 import (
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/base32"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,7 +43,17 @@ var (
 	// ErrInvalid: an argument is malformed (empty issuer, bad provider name,
 	// empty access token).
 	ErrInvalid = errors.New("vault: invalid argument")
+	// ErrAccountRequired: the user has several connections at the provider
+	// and the caller named none (an empty connection id).
+	ErrAccountRequired = errors.New("vault: several connections at the provider; name one")
+	// ErrTooManyAccounts: a new provider account would pass the limit of
+	// connections per user and provider (Config.MaxAccounts).
+	ErrTooManyAccounts = errors.New("vault: too many accounts at the provider")
 )
+
+// DefaultMaxAccounts is the default limit of a user's connections at one
+// provider.
+const DefaultMaxAccounts = 10
 
 // MissingScopesError says the connection lacks scopes the caller requires; the
 // caller asks the user to connect again with them (incremental authorization).
@@ -86,6 +98,11 @@ type Connection struct {
 	// for; nil on a row not stored or refreshed since it was kept (open the
 	// credential to know).
 	AccountHash []byte
+	// DisplayName is what the provider calls the account (login, email,
+	// workspace; "" when it said nothing); Label is the user's own name for
+	// the connection ("work"), "" when none. Neither is a secret.
+	DisplayName string
+	Label       string
 }
 
 // RefreshFunc asks the provider for a new access token. It returns an error
@@ -142,6 +159,10 @@ type Config struct {
 	CacheTTL time.Duration
 	// CacheSize caps the cached rows (default 50,000 when CacheTTL is set).
 	CacheSize int
+	// MaxAccounts limits a user's connections at one provider; a new
+	// provider account past it is ErrTooManyAccounts. Default
+	// DefaultMaxAccounts.
+	MaxAccounts int
 	// OnReauth, when set, is called inside the transaction that marks a
 	// connection reauthorization_required (the provider refused its refresh
 	// token, or it expired without one), with why; what it writes (webhook
@@ -168,6 +189,7 @@ type Store struct {
 	flight          singleflight.Group
 	cache           *cache.Map[cache.Digest, tokenRow] // nil: disabled; see cache.go
 	onReauth        func(ctx context.Context, tx pgx.Tx, c Connection, reason string) error
+	maxAccounts     int
 }
 
 // New returns a Store.
@@ -179,7 +201,10 @@ func New(cfg Config) (*Store, error) {
 		pool: cfg.Pool, root: cfg.Keyring, keys: cfg.Keyring.Purpose(credentialKeys), refresh: cfg.Refresh, revoke: cfg.Revoke,
 		refreshScoped: cfg.RefreshScoped, narrowKeys: cfg.Keyring.Purpose(narrowedKeys),
 		skew: cfg.Skew, providerTimeout: cfg.ProviderTimeout, now: cfg.Now, logger: cfg.Logger, onReauth: cfg.OnReauth,
-		grace: cfg.ReuseGrace,
+		grace: cfg.ReuseGrace, maxAccounts: cfg.MaxAccounts,
+	}
+	if s.maxAccounts <= 0 {
+		s.maxAccounts = DefaultMaxAccounts
 	}
 	if s.skew <= 0 {
 		s.skew = time.Minute
@@ -213,34 +238,42 @@ func (s *Store) reuseGrace(provider string) time.Duration {
 func (s *Store) Keyring() *keyring.Keyring { return s.root }
 
 const connCols = `id, issuer, subject, provider, status, key_version, ciphertext, scopes, expires_at,
-	created_at, updated_at, refreshed_at, health_checked_at, last_error, account_hash`
+	created_at, updated_at, refreshed_at, health_checked_at, last_error, account_hash, coalesce(display_name, ''), label`
 
 const (
 	selectConnection = `SELECT ` + connCols + ` FROM connections
-		WHERE issuer = $1 AND subject = $2 AND provider = $3`
+		WHERE issuer = $1 AND subject = $2 AND provider = $3 AND id = $4`
 	selectConnectionForUpdate = selectConnection + ` FOR UPDATE`
-	listConnections           = `SELECT ` + connCols + ` FROM connections
-		WHERE issuer = $1 AND subject = $2 ORDER BY provider`
+	// selectIDs: the user's connections at a provider, the oldest first.
+	selectIDs         = `SELECT id FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3 ORDER BY created_at, id LIMIT $4`
+	selectAtForUpdate = `SELECT ` + connCols + ` FROM connections
+		WHERE issuer = $1 AND subject = $2 AND provider = $3 ORDER BY created_at, id FOR UPDATE`
+	// lockAccounts serializes the Puts of one user at one provider (the
+	// account limit, a legacy row's first account).
+	lockAccounts    = `SELECT pg_advisory_xact_lock($1)`
+	listConnections = `SELECT ` + connCols + ` FROM connections
+		WHERE issuer = $1 AND subject = $2 ORDER BY provider, created_at, id`
 	// Every write announces itself to every replica's cache in the same
 	// statement (see cache.go): the last parameter is the connection's
 	// cache key. A statement that changed no row notifies nobody and
 	// reports 0 rows.
 	insertConnection = `WITH changed AS (INSERT INTO connections
-		(id, issuer, subject, provider, status, key_version, ciphertext, scopes, expires_at, created_at, updated_at, account_hash)
-		VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8, $9, $9, $11)
-		ON CONFLICT (issuer, subject, provider) DO NOTHING RETURNING 1)
+		(id, issuer, subject, provider, status, key_version, ciphertext, scopes, expires_at, created_at, updated_at, account_hash,
+		 display_name)
+		VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8, $9, $9, $11, $12)
+		ON CONFLICT DO NOTHING RETURNING 1)
 		` + notifyChangedSQL + `$10) FROM changed`
 	// A new grant has no health on record yet, and ends any refresh lease:
 	// an answer to a call made with the replaced grant is dropped.
 	updateCredential = `WITH changed AS (UPDATE connections
 		SET status = 'active', key_version = $2, ciphertext = $3, scopes = $4, expires_at = $5, updated_at = $6,
 		    health_checked_at = NULL, last_error = '',
-		    refresh_lease = '', refresh_lease_until = NULL, refresh_doubt_at = NULL, account_hash = $8
+		    refresh_lease = '', refresh_lease_until = NULL, refresh_doubt_at = NULL, account_hash = $8, display_name = $9
 		WHERE id = $1 RETURNING 1)
 		` + notifyChangedSQL + `$7) FROM changed`
 	updateRefreshed = `WITH changed AS (UPDATE connections
 		SET status = 'active', key_version = $2, ciphertext = $3, scopes = $4, expires_at = $5,
-		    updated_at = $6, refreshed_at = $6, account_hash = $8
+		    updated_at = $6, refreshed_at = $6, account_hash = $8, display_name = $9
 		WHERE id = $1 RETURNING 1)
 		` + notifyChangedSQL + `$7) FROM changed`
 	updateStatus = `WITH changed AS (UPDATE connections SET status = $2, updated_at = $3 WHERE id = $1 RETURNING 1)
@@ -249,7 +282,7 @@ const (
 	// returns the row as it was (its credential is revoked at the provider
 	// after the commit): no separate locking read. notified is evaluated
 	// through the count, as Postgres skips a SELECT CTE nobody reads.
-	deleteConnection = `WITH changed AS (DELETE FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3
+	deleteConnection = `WITH changed AS (DELETE FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3 AND id = $5
 		RETURNING ` + connCols + `),
 	notified AS (` + notifyChangedSQL + `$4) FROM changed)
 		SELECT changed.* FROM changed, (SELECT count(*) FROM notified) AS n`
@@ -276,7 +309,8 @@ func scanRow(r pgx.Row) (*row, error) {
 		checkedAt            *time.Time
 	)
 	err := r.Scan(&x.ID, &x.User.Issuer, &x.User.Subject, &x.Provider, &status, &version, &x.ciphertext,
-		&x.Scopes, &expires, &x.CreatedAt, &x.UpdatedAt, &refreshedAt, &checkedAt, &x.LastError, &x.AccountHash)
+		&x.Scopes, &expires, &x.CreatedAt, &x.UpdatedAt, &refreshedAt, &checkedAt, &x.LastError, &x.AccountHash,
+		&x.DisplayName, &x.Label)
 	if err != nil {
 		return nil, err
 	}
@@ -294,13 +328,21 @@ func scanRow(r pgx.Row) (*row, error) {
 	return &x, nil
 }
 
-// load reads the connection of user at provider, locking it when forUpdate.
-func (s *Store) load(ctx context.Context, q querier, user identity.User, provider string, forUpdate bool) (*row, error) {
+// load reads connection id of user at provider, locking it when forUpdate.
+// An empty id is the user's only connection there (ErrAccountRequired when
+// there are several).
+func (s *Store) load(ctx context.Context, q querier, user identity.User, provider, id string, forUpdate bool) (*row, error) {
+	if id == "" {
+		var err error
+		if id, err = s.onlyID(ctx, q, user, provider); err != nil {
+			return nil, err
+		}
+	}
 	query := selectConnection
 	if forUpdate {
 		query = selectConnectionForUpdate
 	}
-	r, err := scanRow(q.QueryRow(ctx, query, user.Issuer, user.Subject, provider))
+	r, err := scanRow(q.QueryRow(ctx, query, user.Issuer, user.Subject, provider, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("%w to %s", ErrNotConnected, provider)
 	}
@@ -308,6 +350,35 @@ func (s *Store) load(ctx context.Context, q querier, user identity.User, provide
 		return nil, fmt.Errorf("vault: read connection: %w", err)
 	}
 	return r, nil
+}
+
+// onlyID is the id of the user's one connection at provider:
+// ErrNotConnected when there is none, ErrAccountRequired when there are
+// several.
+func (s *Store) onlyID(ctx context.Context, q querier, user identity.User, provider string) (string, error) {
+	ids, err := s.ids(ctx, q, user, provider, 2)
+	switch {
+	case err != nil:
+		return "", err
+	case len(ids) == 0:
+		return "", fmt.Errorf("%w to %s", ErrNotConnected, provider)
+	case len(ids) > 1:
+		return "", fmt.Errorf("%w: %s", ErrAccountRequired, provider)
+	}
+	return ids[0], nil
+}
+
+// ids lists (at most limit of) the user's connection ids at provider.
+func (s *Store) ids(ctx context.Context, q querier, user identity.User, provider string, limit int) ([]string, error) {
+	rows, err := q.Query(ctx, selectIDs, user.Issuer, user.Subject, provider, limit)
+	if err != nil {
+		return nil, fmt.Errorf("vault: read connections: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("vault: read connections: %w", err)
+	}
+	return ids, nil
 }
 
 // credentialPurpose starts the associated data of every connection credential.
@@ -380,6 +451,46 @@ func validate(user identity.User, name string) error {
 	return nil
 }
 
+// MaxLabel is the longest label (in characters) a user may give a
+// connection.
+const MaxLabel = 40
+
+const setLabel = `WITH changed AS (UPDATE connections SET label = $5
+		WHERE issuer = $1 AND subject = $2 AND provider = $3 AND id = $4 RETURNING 1)
+		` + notifyChangedSQL + `$6) FROM changed`
+
+// SetLabel sets the user's own name for their connection id at provider
+// ("" removes it); ErrNotConnected when there is no such connection. The
+// caller checks the text (MaxLabel).
+func (s *Store) SetLabel(ctx context.Context, user identity.User, provider, id, label string) error {
+	if err := validate(user, provider); err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, setLabel, user.Issuer, user.Subject, provider, id, label, connKey(user, provider, id).Payload())
+	s.forget(user, provider, id)
+	if err != nil {
+		return fmt.Errorf("vault: set label: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: connection %s", ErrNotConnected, id)
+	}
+	return nil
+}
+
+// ValidID reports whether id has the shape of a connection id, to be
+// checked before it touches a query.
+func ValidID(id string) bool {
+	if len(id) != len("cn_")+26 || !strings.HasPrefix(id, "cn_") {
+		return false
+	}
+	for _, c := range id[3:] {
+		if !('a' <= c && c <= 'z' || '2' <= c && c <= '7') {
+			return false
+		}
+	}
+	return true
+}
+
 func newID() (string, error) {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
@@ -402,34 +513,47 @@ func nonNil(s []string) []string {
 	return s
 }
 
+// accountsLock is the advisory lock key of a user's connections at a
+// provider.
+func accountsLock(user identity.User, provider string) int64 {
+	d := cache.Key("connectd/vault/accounts", user.Issuer, user.Subject, provider)
+	return int64(binary.BigEndian.Uint64(d[:8]))
+}
+
+// unnamedHash is the account hash of a credential from before accounts
+// were named ("" as its account id): like a row without a hash, it is the
+// user's one account at its provider from then.
+var unnamedHash = AccountHash("")
+
 // errPutConflict: another Put inserted the same connection concurrently.
 var errPutConflict = errors.New("vault: concurrent insert")
 
-// Put stores cred as the user's connection to provider, creating it or
-// replacing the stored credential (the connection keeps its id), and marks it
-// active. Granted scopes are merged: the stored set becomes the union of the
-// scopes already granted and cred.Scopes, because the connect flow asks the
-// provider for the union of granted and requested scopes (incremental
-// authorization) and not every provider repeats earlier grants in its
-// response. The merge is skipped when both the stored and the new credential
-// name a provider account and they differ (the user linked another account);
-// a new credential naming no account keeps the stored account id and label.
-// A stored credential that no longer opens (its key is gone) is replaced
-// without merging.
+// Put stores cred as the user's connection to provider for the provider
+// account cred names, creating it or replacing that connection's stored
+// credential (the connection keeps its id), and marks it active. A user has
+// one connection per provider account (AccountHash of cred.AccountID), up to
+// Config.MaxAccounts at a provider. Granted scopes are merged: the stored set
+// becomes the union of the scopes already granted and cred.Scopes, because
+// the connect flow asks the provider for the union of granted and requested
+// scopes (incremental authorization) and not every provider repeats earlier
+// grants in its response. A stored credential that no longer opens (its key
+// is gone) is replaced without merging.
 func (s *Store) Put(ctx context.Context, user identity.User, provider string, cred Credential) (*Connection, error) {
-	return s.PutWith(ctx, user, provider, cred, nil)
+	return s.PutWith(ctx, user, provider, "", cred, nil)
 }
 
 // Change is what a Put did to the user's connection.
 type Change struct {
-	// Created: there was no connection; otherwise one was updated.
+	// Created: there was no connection for the account; otherwise one was
+	// updated.
 	Created bool
 	// Scopes are the connection's scopes now; OldScopes those before an
 	// update.
 	Scopes, OldScopes []string
-	// AccountID is the provider account the stored credential names now
-	// (merged: a new credential that names none keeps the stored one);
-	// AccountChanged reports an update that linked another account.
+	// AccountID is the provider account the stored credential names now;
+	// AccountChanged reports an update that put another account's
+	// credential in the connection (a target replaced, or a credential that
+	// did not open).
 	AccountID      string
 	AccountChanged bool
 }
@@ -440,27 +564,24 @@ type Change struct {
 type PutHook func(ctx context.Context, tx pgx.Tx, c Connection, ch Change) error
 
 // PutWith is Put with hook (if not nil) run inside the storing transaction.
-func (s *Store) PutWith(ctx context.Context, user identity.User, provider string, cred Credential, hook PutHook) (*Connection, error) {
+// target, when not empty, is the connection the caller means to replace
+// when cred names an account that has no connection yet: a credential whose
+// account the provider could not name (a typed API key, an unnamed
+// account) replaces the connection the user asked to reauthorize instead
+// of adding one. A target of another user or provider is ignored.
+func (s *Store) PutWith(ctx context.Context, user identity.User, provider, target string, cred Credential, hook PutHook) (*Connection, error) {
 	if err := validate(user, provider); err != nil {
 		return nil, err
 	}
 	if cred.AccessToken == "" {
 		return nil, fmt.Errorf("%w: credential has no access token", ErrInvalid)
 	}
-	defer s.forget(user, provider)
-	if hook == nil {
-		// A first connection, the common case, is one statement on its own.
-		conn, err := s.insert(ctx, s.pool, user, provider, cred)
-		if !errors.Is(err, errPutConflict) {
-			return conn, err
-		}
-	}
 	for attempt := 0; ; attempt++ {
 		var conn *Connection
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			var ch Change
 			var err error
-			if conn, ch, err = s.putIn(ctx, tx, user, provider, cred); err != nil {
+			if conn, ch, err = s.putIn(ctx, tx, user, provider, target, cred); err != nil {
 				return err
 			}
 			if hook != nil {
@@ -468,6 +589,9 @@ func (s *Store) PutWith(ctx context.Context, user identity.User, provider string
 			}
 			return nil
 		})
+		if conn != nil {
+			s.forget(user, provider, conn.ID)
+		}
 		switch {
 		case errors.Is(err, errPutConflict) && attempt < 3:
 			continue
@@ -478,42 +602,79 @@ func (s *Store) PutWith(ctx context.Context, user identity.User, provider string
 	}
 }
 
-// putIn stores cred within tx: a new connection, or — when the user has one
-// — an update of the locked row that merges what the provider did not
-// repeat.
-func (s *Store) putIn(ctx context.Context, tx pgx.Tx, user identity.User, provider string, cred Credential) (*Connection, Change, error) {
-	conn, err := s.insert(ctx, tx, user, provider, cred)
-	if err == nil {
-		return conn, Change{Created: true, Scopes: conn.Scopes, AccountID: cred.AccountID}, nil
+// putIn stores cred within tx: an update of the user's connection for
+// cred's account (or of target, or of the row from before accounts were
+// told apart), locked, merging what the provider did not repeat; else a new
+// connection.
+func (s *Store) putIn(ctx context.Context, tx pgx.Tx, user identity.User, provider, target string, cred Credential) (*Connection, Change, error) {
+	if _, err := tx.Exec(ctx, lockAccounts, accountsLock(user, provider)); err != nil {
+		return nil, Change{}, fmt.Errorf("vault: lock accounts: %w", err)
 	}
-	if !errors.Is(err, errPutConflict) {
-		return nil, Change{}, err
+	rows, err := tx.Query(ctx, selectAtForUpdate, user.Issuer, user.Subject, provider)
+	if err != nil {
+		return nil, Change{}, fmt.Errorf("vault: read connections: %w", err)
 	}
-	now := s.now().UTC()
-	r, err := s.load(ctx, tx, user, provider, true)
-	if errors.Is(err, ErrNotConnected) { // deleted since the insert was refused
-		if conn, err = s.insert(ctx, tx, user, provider, cred); err != nil {
-			return nil, Change{}, err // errPutConflict again: PutWith starts over
+	existing, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*row, error) { return scanRow(r) })
+	if err != nil {
+		return nil, Change{}, fmt.Errorf("vault: read connections: %w", err)
+	}
+	hash := AccountHash(cred.AccountID)
+	var r *row
+	var old *Credential
+	for _, x := range existing {
+		if x.AccountHash != nil && subtle.ConstantTimeCompare(x.AccountHash, hash) == 1 {
+			r = x
+		}
+	}
+	if r == nil {
+		// A row from before account hashes were kept (or accounts named)
+		// is the user's one account there: this one if its credential
+		// says so, or names none.
+		for _, x := range existing {
+			if x.AccountHash != nil && subtle.ConstantTimeCompare(x.AccountHash, unnamedHash) != 1 {
+				continue
+			}
+			if c, err := s.open(x); err == nil && (c.AccountID == cred.AccountID || c.AccountID == "") {
+				r, old = x, c
+			}
+		}
+	}
+	if r == nil && target != "" {
+		for _, x := range existing {
+			if x.ID == target {
+				r = x
+			}
+		}
+	}
+	if r == nil {
+		if len(existing) >= s.maxAccounts {
+			return nil, Change{}, fmt.Errorf("%w: %s: %d connections", ErrTooManyAccounts, provider, len(existing))
+		}
+		conn, err := s.insert(ctx, tx, user, provider, cred)
+		if err != nil {
+			return nil, Change{}, err // errPutConflict: PutWith starts over
 		}
 		return conn, Change{Created: true, Scopes: conn.Scopes, AccountID: cred.AccountID}, nil
 	}
-	if err != nil {
-		return nil, Change{}, err
-	}
+	now := s.now().UTC()
 	ch := Change{OldScopes: r.Scopes}
-	if old, err := s.open(r); err != nil {
+	if old == nil {
+		old, err = s.open(r)
+	}
+	switch {
+	case err != nil:
 		s.logger.WarnContext(ctx, "vault: replacing a stored credential that does not open",
 			slog.String("connection_id", r.ID), slog.String("provider", provider), slog.Any("error", err))
 		cred.Scopes = scope.Union(nil, cred.Scopes)
 		ch.AccountChanged = true
-	} else if old.AccountID != "" && cred.AccountID != "" && old.AccountID != cred.AccountID {
+	case old.AccountID != "" && old.AccountID != cred.AccountID: // the target, now another account
 		cred.Scopes = scope.Union(nil, cred.Scopes)
 		ch.AccountChanged = true
-	} else {
-		// Same account as far as anyone can tell: keep what we knew.
+	default:
+		// Same account: keep what we knew.
 		cred.Scopes = scope.Union(old.Scopes, cred.Scopes)
-		if cred.AccountID == "" && cred.AccountLabel == "" {
-			cred.AccountID, cred.AccountLabel = old.AccountID, old.AccountLabel
+		if cred.AccountLabel == "" {
+			cred.AccountLabel = old.AccountLabel
 		}
 	}
 	ct, err := s.seal(r.ID, user, provider, &cred)
@@ -521,22 +682,22 @@ func (s *Store) putIn(ctx context.Context, tx pgx.Tx, user identity.User, provid
 		return nil, Change{}, err
 	}
 	if _, err := tx.Exec(ctx, updateCredential, r.ID, int32(s.keys.Primary()), ct, nonNil(cred.Scopes),
-		nullTime(cred.Expiry), now, connKey(user, provider).Payload(), AccountHash(cred.AccountID)); err != nil {
+		nullTime(cred.Expiry), now, connKey(user, provider, r.ID).Payload(), hash, cred.AccountLabel); err != nil {
 		return nil, Change{}, fmt.Errorf("vault: update connection: %w", err)
 	}
 	// Tokens narrowed from the replaced grant go with it.
 	if _, err := tx.Exec(ctx, deleteNarrowedOf, r.ID); err != nil {
 		return nil, Change{}, fmt.Errorf("vault: drop narrowed tokens: %w", err)
 	}
-	conn = &r.Connection
-	conn.Status, conn.KeyVersion, conn.Scopes, conn.Expiry, conn.UpdatedAt, conn.AccountHash =
-		StatusActive, s.keys.Primary(), cred.Scopes, cred.Expiry, now, AccountHash(cred.AccountID)
+	conn := &r.Connection
+	conn.Status, conn.KeyVersion, conn.Scopes, conn.Expiry, conn.UpdatedAt, conn.AccountHash, conn.DisplayName =
+		StatusActive, s.keys.Primary(), cred.Scopes, cred.Expiry, now, hash, cred.AccountLabel
 	ch.Scopes, ch.AccountID = cred.Scopes, cred.AccountID
 	return conn, ch, nil
 }
 
 // insert stores cred as a new connection with q; errPutConflict when the user
-// already has one to provider.
+// already has one for its account (a concurrent Put).
 func (s *Store) insert(ctx context.Context, q querier, user identity.User, provider string, cred Credential) (*Connection, error) {
 	now := s.now().UTC()
 	id, err := newID()
@@ -548,9 +709,10 @@ func (s *Store) insert(ctx context.Context, q querier, user identity.User, provi
 	if err != nil {
 		return nil, err
 	}
+	hash := AccountHash(cred.AccountID)
 	tag, err := q.Exec(ctx, insertConnection, id, user.Issuer, user.Subject, provider,
-		int32(s.keys.Primary()), ct, nonNil(cred.Scopes), nullTime(cred.Expiry), now, connKey(user, provider).Payload(),
-		AccountHash(cred.AccountID))
+		int32(s.keys.Primary()), ct, nonNil(cred.Scopes), nullTime(cred.Expiry), now, connKey(user, provider, id).Payload(),
+		hash, cred.AccountLabel)
 	if err != nil {
 		return nil, fmt.Errorf("vault: insert connection: %w", err)
 	}
@@ -558,17 +720,20 @@ func (s *Store) insert(ctx context.Context, q querier, user identity.User, provi
 		return nil, errPutConflict
 	}
 	return &Connection{ID: id, User: user, Provider: provider, Status: StatusActive, KeyVersion: s.keys.Primary(),
-		Scopes: cred.Scopes, Expiry: cred.Expiry, CreatedAt: now, UpdatedAt: now, AccountHash: AccountHash(cred.AccountID)}, nil
+		Scopes: cred.Scopes, Expiry: cred.Expiry, CreatedAt: now, UpdatedAt: now, AccountHash: hash,
+		DisplayName: cred.AccountLabel}, nil
 }
 
-// Get returns the user's connection to provider and its opened credential,
-// whatever the connection's status. ErrNotConnected when there is none;
-// ErrDecrypt when the credential does not open.
-func (s *Store) Get(ctx context.Context, user identity.User, provider string) (*Connection, *Credential, error) {
+// Get returns the user's connection id at provider (empty: the only one)
+// and its opened credential, whatever the connection's status.
+// ErrNotConnected when there is none (or id is another user's or
+// provider's); ErrAccountRequired for an empty id and several connections;
+// keyring.ErrDecrypt when the credential does not open.
+func (s *Store) Get(ctx context.Context, user identity.User, provider, id string) (*Connection, *Credential, error) {
 	if err := validate(user, provider); err != nil {
 		return nil, nil, err
 	}
-	r, err := s.load(ctx, s.pool, user, provider, false)
+	r, err := s.load(ctx, s.pool, user, provider, id, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -579,13 +744,13 @@ func (s *Store) Get(ctx context.Context, user identity.User, provider string) (*
 	return &r.Connection, c, nil
 }
 
-// Lookup returns the user's connection to provider without reading or
-// opening its credential; ErrNotConnected when there is none.
-func (s *Store) Lookup(ctx context.Context, user identity.User, provider string) (*Connection, error) {
+// Lookup returns the user's connection id at provider (empty: the only
+// one) without reading or opening its credential; errors as Get's.
+func (s *Store) Lookup(ctx context.Context, user identity.User, provider, id string) (*Connection, error) {
 	if err := validate(user, provider); err != nil {
 		return nil, err
 	}
-	r, err := s.load(ctx, s.pool, user, provider, false)
+	r, err := s.load(ctx, s.pool, user, provider, id, false)
 	if err != nil {
 		return nil, err
 	}
@@ -607,7 +772,8 @@ func (s *Store) Exists(ctx context.Context, user identity.User, provider string)
 
 const connectionExists = `SELECT EXISTS (SELECT 1 FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3)`
 
-// List returns the user's connections, by provider, without opening them.
+// List returns the user's connections, by provider and then the oldest
+// first, without opening them.
 func (s *Store) List(ctx context.Context, user identity.User) ([]Connection, error) {
 	rows, err := s.pool.Query(ctx, listConnections, user.Issuer, user.Subject)
 	if err != nil {
@@ -651,15 +817,16 @@ type Deletion struct {
 // whatever the provider says: a failed revocation is logged and reported in
 // Deletion, not as Delete's error. Delete returns an error only when nothing
 // was deleted (ErrNotConnected, a database failure).
-func (s *Store) Delete(ctx context.Context, user identity.User, provider string) (*Deletion, error) {
-	return s.DeleteWith(ctx, user, provider, nil)
+func (s *Store) Delete(ctx context.Context, user identity.User, provider, id string) (*Deletion, error) {
+	return s.DeleteWith(ctx, user, provider, id, nil)
 }
 
 // DeleteWith is Delete with hook (if not nil) run inside the deleting
 // transaction, after the row is gone and before the commit: what the hook
 // writes commits or rolls back with the deletion, and a hook error leaves
 // the connection untouched and is returned.
-func (s *Store) DeleteWith(ctx context.Context, user identity.User, provider string, hook DeleteHook) (*Deletion, error) {
+// An empty id is the user's only connection at provider.
+func (s *Store) DeleteWith(ctx context.Context, user identity.User, provider, id string, hook DeleteHook) (*Deletion, error) {
 	if err := validate(user, provider); err != nil {
 		return nil, err
 	}
@@ -668,8 +835,14 @@ func (s *Store) DeleteWith(ctx context.Context, user identity.User, provider str
 		cred *Credential
 	)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if id == "" {
+			var err error
+			if id, err = s.onlyID(ctx, tx, user, provider); err != nil {
+				return err
+			}
+		}
 		r, err := scanRow(tx.QueryRow(ctx, deleteConnection, user.Issuer, user.Subject, provider,
-			connKey(user, provider).Payload()))
+			connKey(user, provider, id).Payload(), id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w to %s", ErrNotConnected, provider)
 		}
@@ -685,7 +858,7 @@ func (s *Store) DeleteWith(ctx context.Context, user identity.User, provider str
 		}
 		return nil
 	})
-	s.forget(user, provider)
+	s.forget(user, provider, id)
 	if err != nil {
 		return nil, err
 	}

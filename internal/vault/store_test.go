@@ -15,6 +15,7 @@ import (
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/vault"
+	"github.com/jackc/pgx/v5"
 )
 
 func TestPutGetListDelete(t *testing.T) {
@@ -31,7 +32,7 @@ func TestPutGetListDelete(t *testing.T) {
 	if conn.ID == "" || conn.Status != vault.StatusActive || conn.KeyVersion != 1 {
 		t.Fatalf("put: %+v", conn)
 	}
-	got, gotCred, err := s.Get(ctx, alice, "github")
+	got, gotCred, err := s.Get(ctx, alice, "github", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func TestPutGetListDelete(t *testing.T) {
 	}
 	// Same subject at another issuer is another user.
 	aliceElsewhere := identity.User{Issuer: "https://other-idp.example", Subject: "alice"}
-	if _, _, err := s.Get(ctx, aliceElsewhere, "github"); !errors.Is(err, vault.ErrNotConnected) {
+	if _, _, err := s.Get(ctx, aliceElsewhere, "github", ""); !errors.Is(err, vault.ErrNotConnected) {
 		t.Fatalf("another issuer's alice: %v", err)
 	}
 	list, err := s.List(ctx, alice)
@@ -56,17 +57,17 @@ func TestPutGetListDelete(t *testing.T) {
 		!slices.Equal(list[0].Scopes, []string{"repo"}) {
 		t.Fatalf("list: %+v %v", list, err)
 	}
-	d, err := s.Delete(ctx, alice, "github")
+	d, err := s.Delete(ctx, alice, "github", "")
 	if err != nil || d.Connection.ID != conn.ID || d.Revocation != vault.RevocationSkipped {
 		t.Fatalf("delete: %+v %v", d, err)
 	}
-	if _, _, err := s.Get(ctx, alice, "github"); !errors.Is(err, vault.ErrNotConnected) {
+	if _, _, err := s.Get(ctx, alice, "github", ""); !errors.Is(err, vault.ErrNotConnected) {
 		t.Fatalf("after delete: %v", err)
 	}
-	if _, err := s.Delete(ctx, alice, "github"); !errors.Is(err, vault.ErrNotConnected) {
+	if _, err := s.Delete(ctx, alice, "github", ""); !errors.Is(err, vault.ErrNotConnected) {
 		t.Fatalf("second delete: %v", err)
 	}
-	if _, _, err := s.Get(ctx, bob, "github"); err != nil {
+	if _, _, err := s.Get(ctx, bob, "github", ""); err != nil {
 		t.Fatalf("bob's connection went too: %v", err)
 	}
 }
@@ -118,10 +119,10 @@ func TestStoredCiphertextRefusals(t *testing.T) {
 	if _, err := p.Exec(ctx, `UPDATE connections SET ciphertext = $1 WHERE id = $2`, aliceCT, b.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, c, err := s.Get(ctx, bob, "github"); !errors.Is(err, keyring.ErrDecrypt) {
+	if _, c, err := s.Get(ctx, bob, "github", ""); !errors.Is(err, keyring.ErrDecrypt) {
 		t.Fatalf("swapped ciphertext opened: %v %v", c, err)
 	}
-	if _, err := s.Token(ctx, bob, "github", nil); !errors.Is(err, keyring.ErrDecrypt) {
+	if _, err := s.Token(ctx, bob, "github", "", nil); !errors.Is(err, keyring.ErrDecrypt) {
 		t.Fatalf("Token on a swapped ciphertext: %v", err)
 	}
 	// Copy it into alice's gitlab row (same user, other provider).
@@ -129,7 +130,7 @@ func TestStoredCiphertextRefusals(t *testing.T) {
 		aliceCT, alice.Issuer, alice.Subject); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Get(ctx, alice, "gitlab"); !errors.Is(err, keyring.ErrDecrypt) {
+	if _, _, err := s.Get(ctx, alice, "gitlab", ""); !errors.Is(err, keyring.ErrDecrypt) {
 		t.Fatalf("ciphertext moved to another provider opened: %v", err)
 	}
 	// Tamper with alice's own ciphertext.
@@ -138,25 +139,25 @@ func TestStoredCiphertextRefusals(t *testing.T) {
 	if _, err := p.Exec(ctx, `UPDATE connections SET ciphertext = $1 WHERE id = $2`, tampered, a.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Get(ctx, alice, "github"); !errors.Is(err, keyring.ErrDecrypt) {
+	if _, _, err := s.Get(ctx, alice, "github", ""); !errors.Is(err, keyring.ErrDecrypt) {
 		t.Fatalf("tampered ciphertext opened: %v", err)
 	}
 	// Restore it: it opens again, but not with a different key of the same version.
 	if _, err := p.Exec(ctx, `UPDATE connections SET ciphertext = $1 WHERE id = $2`, aliceCT, a.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, c, err := s.Get(ctx, alice, "github"); err != nil || c.AccessToken != "alice-token" {
+	if _, c, err := s.Get(ctx, alice, "github", ""); err != nil || c.AccessToken != "alice-token" {
 		t.Fatalf("restored: %v", err)
 	}
 	wrong := newStore(t, p, mustParse(t, keyLine(t, 1)), nil, 0)
-	if _, _, err := wrong.Get(ctx, alice, "github"); !errors.Is(err, keyring.ErrDecrypt) {
+	if _, _, err := wrong.Get(ctx, alice, "github", ""); !errors.Is(err, keyring.ErrDecrypt) {
 		t.Fatalf("wrong key opened: %v", err)
 	}
 	// A Put over a credential that no longer opens replaces it.
 	if _, err := wrong.Put(ctx, alice, "github", vault.Credential{AccessToken: "fresh"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, c, err := wrong.Get(ctx, alice, "github"); err != nil || c.AccessToken != "fresh" {
+	if _, c, err := wrong.Get(ctx, alice, "github", ""); err != nil || c.AccessToken != "fresh" {
 		t.Fatalf("replaced: %v", err)
 	}
 }
@@ -165,31 +166,93 @@ func TestPutMergesScopes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newStore(t, pool(t), mustParse(t, keyLine(t, 1)), nil, 0)
-	put := func(cred vault.Credential) []string {
+	put := func(cred vault.Credential) *vault.Connection {
 		t.Helper()
 		conn, err := s.Put(ctx, alice, "google", cred)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, c, err := s.Get(ctx, alice, "google")
+		_, c, err := s.Get(ctx, alice, "google", conn.ID)
 		if err != nil || !slices.Equal(c.Scopes, conn.Scopes) {
 			t.Fatalf("get %v, %v vs %v", err, c.Scopes, conn.Scopes)
 		}
-		return c.Scopes
+		return conn
 	}
-	first, _ := s.Put(ctx, alice, "google", vault.Credential{AccessToken: "t1", Scopes: []string{"email"}, AccountID: "g-1"})
-	if got := put(vault.Credential{AccessToken: "t2", Scopes: []string{"drive", "email"}, AccountID: "g-1"}); !slices.Equal(got, []string{"email", "drive"}) {
-		t.Fatalf("incremental grant: %v", got)
+	first := put(vault.Credential{AccessToken: "t1", Scopes: []string{"email"}, AccountID: "g-1", AccountLabel: "alice@work"})
+	if got := put(vault.Credential{AccessToken: "t2", Scopes: []string{"drive", "email"}, AccountID: "g-1"}); !slices.Equal(got.Scopes, []string{"email", "drive"}) || got.ID != first.ID {
+		t.Fatalf("incremental grant: %v %s", got.Scopes, got.ID)
 	}
-	if got := put(vault.Credential{AccessToken: "t3"}); !slices.Equal(got, []string{"email", "drive"}) {
-		t.Fatalf("a response without scopes must not drop them: %v", got)
+	if got := put(vault.Credential{AccessToken: "t3", AccountID: "g-1"}); !slices.Equal(got.Scopes, []string{"email", "drive"}) || got.DisplayName != "alice@work" {
+		t.Fatalf("a response without scopes (or label) must not drop them: %v %q", got.Scopes, got.DisplayName)
 	}
-	if got := put(vault.Credential{AccessToken: "t4", Scopes: []string{"calendar"}, AccountID: "g-2"}); !slices.Equal(got, []string{"calendar"}) {
-		t.Fatalf("another account's grant must not inherit scopes: %v", got)
+	// Another account at the same provider is another connection, with
+	// only its own grant; the first keeps its own.
+	second := put(vault.Credential{AccessToken: "t4", Scopes: []string{"calendar"}, AccountID: "g-2", AccountLabel: "alice@home"})
+	if second.ID == first.ID || !slices.Equal(second.Scopes, []string{"calendar"}) || second.DisplayName != "alice@home" {
+		t.Fatalf("another account: %+v", second)
 	}
-	conn, _, _ := s.Get(ctx, alice, "google")
-	if conn.ID != first.ID {
-		t.Fatal("re-connecting changed the connection id")
+	if conn, c, err := s.Get(ctx, alice, "google", first.ID); err != nil || c.AccessToken != "t3" || !slices.Equal(conn.Scopes, []string{"email", "drive"}) {
+		t.Fatalf("the first account changed: %v %v", conn, err)
+	}
+	if _, _, err := s.Get(ctx, alice, "google", ""); !errors.Is(err, vault.ErrAccountRequired) {
+		t.Fatalf("no connection named with two there: %v", err)
+	}
+	list, err := s.List(ctx, alice)
+	if err != nil || len(list) != 2 || list[0].ID != first.ID || list[1].ID != second.ID {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+}
+
+// TestAccountLimit: past Config.MaxAccounts connections at one provider a
+// new account is refused; the same accounts again, and other providers,
+// are not.
+func TestAccountLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := vault.New(vault.Config{Pool: pool(t), Keyring: mustParse(t, keyLine(t, 1)), MaxAccounts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, acct := range []string{"a", "b", "a", "b"} {
+		if _, err := s.Put(ctx, alice, "github", vault.Credential{AccessToken: "t-" + acct, AccountID: acct}); err != nil {
+			t.Fatalf("%s: %v", acct, err)
+		}
+	}
+	if _, err := s.Put(ctx, alice, "github", vault.Credential{AccessToken: "t-c", AccountID: "c"}); !errors.Is(err, vault.ErrTooManyAccounts) {
+		t.Fatalf("a third account: %v", err)
+	}
+	if _, err := s.Put(ctx, alice, "gitlab", vault.Credential{AccessToken: "t-c", AccountID: "c"}); err != nil {
+		t.Fatalf("another provider: %v", err)
+	}
+}
+
+// TestTargetReplacedOnlyByAnUnnamedAccount: a credential naming an account
+// of its own goes to that account's connection, whatever connection the
+// caller meant; one naming an account with no connection yet replaces the
+// target (a reauthorization the provider cannot say the account of).
+func TestTargetReplacedOnlyByAnUnnamedAccount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t, pool(t), mustParse(t, keyLine(t, 1)), nil, 0)
+	a, _ := s.Put(ctx, alice, "github", vault.Credential{AccessToken: "ta", AccountID: "octocat"})
+	b, _ := s.Put(ctx, alice, "github", vault.Credential{AccessToken: "tb", AccountID: "monalisa"})
+	// Reauthorizing a, the user signs in as monalisa: b is updated, a untouched.
+	got, err := s.PutWith(ctx, alice, "github", a.ID, vault.Credential{AccessToken: "tb2", AccountID: "monalisa"}, nil)
+	if err != nil || got.ID != b.ID {
+		t.Fatalf("put: %v %v", got, err)
+	}
+	if _, c, _ := s.Get(ctx, alice, "github", a.ID); c.AccessToken != "ta" {
+		t.Fatalf("the target took another named account's credential: %s", c.AccessToken)
+	}
+	// An account with no connection yet replaces the target, as another account.
+	var ch vault.Change
+	got, err = s.PutWith(ctx, alice, "github", a.ID, vault.Credential{AccessToken: "tk", AccountID: "key-1"},
+		func(_ context.Context, _ pgx.Tx, _ vault.Connection, c vault.Change) error { ch = c; return nil })
+	if err != nil || got.ID != a.ID || !ch.AccountChanged || ch.Created {
+		t.Fatalf("replace target: %v %+v %v", got, ch, err)
+	}
+	if bytes.Equal(got.AccountHash, a.AccountHash) {
+		t.Fatal("the replaced target kept its account hash")
 	}
 }
 
@@ -217,7 +280,7 @@ func TestConcurrentPutsMakeOneConnection(t *testing.T) {
 	if err := p.QueryRow(ctx, `SELECT count(*) FROM connections`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%d rows, %v", n, err)
 	}
-	if _, c, err := s.Get(ctx, alice, "github"); err != nil || len(c.Scopes) != 10 {
+	if _, c, err := s.Get(ctx, alice, "github", ""); err != nil || len(c.Scopes) != 10 {
 		t.Fatalf("merged scopes %v %v", c, err)
 	}
 }
@@ -337,8 +400,8 @@ func TestToken(t *testing.T) {
 				t.Fatal(err)
 			}
 			srv.SetQuirks(tt.quirks)
-			got, err := s.Token(ctx, alice, "fake", append([]string{"files.read"}, tt.required...))
-			conn, stored, gerr := s.Get(ctx, alice, "fake")
+			got, err := s.Token(ctx, alice, "fake", "", append([]string{"files.read"}, tt.required...))
+			conn, stored, gerr := s.Get(ctx, alice, "fake", "")
 			if gerr != nil {
 				t.Fatal(gerr)
 			}
@@ -357,7 +420,7 @@ func TestReauthorizationStatusSticksUntilReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if _, err := s.Token(ctx, alice, "fake", nil); !errors.Is(err, vault.ErrReauthorizationRequired) {
+		if _, err := s.Token(ctx, alice, "fake", "", nil); !errors.Is(err, vault.ErrReauthorizationRequired) {
 			t.Fatalf("got %v", err)
 		}
 	}
@@ -367,7 +430,7 @@ func TestReauthorizationStatusSticksUntilReconnect(t *testing.T) {
 	if _, err := s.Put(ctx, alice, "fake", credOf(srv.Grant(nil, time.Hour))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Token(ctx, alice, "fake", nil); err != nil {
+	if _, err := s.Token(ctx, alice, "fake", "", nil); err != nil {
 		t.Fatalf("after reconnecting: %v", err)
 	}
 }
@@ -399,7 +462,7 @@ func TestRefreshRace(t *testing.T) {
 	for i := range callers {
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = replicas[i%2].Token(ctx, alice, "fake", []string{"files.read"})
+			results[i], errs[i] = replicas[i%2].Token(ctx, alice, "fake", "", []string{"files.read"})
 		})
 	}
 	close(start)
@@ -422,7 +485,7 @@ func TestRefreshRace(t *testing.T) {
 			t.Fatalf("caller %d got a different token", i)
 		}
 	}
-	_, stored, err := replicas[1].Get(ctx, alice, "fake")
+	_, stored, err := replicas[1].Get(ctx, alice, "fake", "")
 	if err != nil || stored.AccessToken != fresh || stored.RefreshToken == old.RefreshToken {
 		t.Fatalf("stored %v %v", stored, err)
 	}
@@ -466,14 +529,14 @@ func TestDeleteRevokesAtProvider(t *testing.T) {
 				t.Fatal(err)
 			}
 			srv.SetQuirks(tt.quirks)
-			d, err := s.Delete(ctx, alice, "fake")
+			d, err := s.Delete(ctx, alice, "fake", "")
 			if err != nil {
 				t.Fatal(err)
 			}
 			if d.Revocation != tt.want || (tt.want == vault.RevocationFailed) != (d.RevokeErr != nil) {
 				t.Fatalf("deletion %+v", d)
 			}
-			if _, _, err := s.Get(ctx, alice, "fake"); !errors.Is(err, vault.ErrNotConnected) {
+			if _, _, err := s.Get(ctx, alice, "fake", ""); !errors.Is(err, vault.ErrNotConnected) {
 				t.Fatalf("still stored: %v", err)
 			}
 			if tt.want != vault.Revoked {
@@ -505,7 +568,7 @@ func BenchmarkToken(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := s.Token(ctx, alice, "github", []string{"repo"}); err != nil {
+		if _, err := s.Token(ctx, alice, "github", "", []string{"repo"}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -521,7 +584,7 @@ func BenchmarkTokenParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := s.Token(ctx, alice, "github", nil); err != nil {
+			if _, err := s.Token(ctx, alice, "github", "", nil); err != nil {
 				b.Error(err)
 				return
 			}

@@ -31,11 +31,11 @@ import (
 // Errors: ErrNotConnected; ErrReauthorizationRequired (the provider refused the
 // grant; the row is marked reauthorization_required); ErrProviderUnavailable
 // (retryable; the row is untouched); *MissingScopesError; ErrDecrypt.
-func (s *Store) Token(ctx context.Context, user identity.User, provider string, required []string) (*Credential, error) {
+func (s *Store) Token(ctx context.Context, user identity.User, provider, id string, required []string) (*Credential, error) {
 	if err := validate(user, provider); err != nil {
 		return nil, err
 	}
-	r, cred, err := s.usable(ctx, user, provider, required)
+	r, cred, err := s.usable(ctx, user, provider, id, required)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +48,7 @@ func (s *Store) Token(ctx context.Context, user identity.User, provider string, 
 	ch := s.flight.DoChan(r.id, func() (any, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.leaseFor(provider)+time.Second)
 		defer cancel()
-		return s.refreshShared(rctx, user, provider, func(r *row, c *Credential) bool {
+		return s.refreshShared(rctx, user, provider, seen.id, func(r *row, c *Credential) bool {
 			// Re-check after locking: another caller may have refreshed while
 			// we waited. A token refreshed since we looked is used as long as
 			// it is not expired, even if short-lived tokens fall within the
@@ -80,8 +80,8 @@ func (s *Store) Token(ctx context.Context, user identity.User, provider string, 
 // usable reads the user's connection to provider (from the cache when it can)
 // and opens its credential, refusing a connection that is not active or
 // lacks a required scope: what Token and Narrowed both start from.
-func (s *Store) usable(ctx context.Context, user identity.User, provider string, required []string) (tokenRow, *Credential, error) {
-	r, err := s.loadForToken(ctx, user, provider)
+func (s *Store) usable(ctx context.Context, user identity.User, provider, id string, required []string) (tokenRow, *Credential, error) {
+	r, err := s.loadForToken(ctx, user, provider, id)
 	if err != nil {
 		return r, nil, err
 	}
@@ -130,12 +130,12 @@ func clone(c *Credential) *Credential {
 // refreshShared refreshes the user's connection to provider when due (read
 // under the row lock) says it still needs one, through the row's refresh
 // lease (lease.go).
-func (s *Store) refreshShared(ctx context.Context, user identity.User, provider string, due func(*row, *Credential) bool) (*Credential, error) {
+func (s *Store) refreshShared(ctx context.Context, user identity.User, provider, id string, due func(*row, *Credential) bool) (*Credential, error) {
 	var (
 		out    *Credential
 		outErr error
 	)
-	op := leaseOp{op: "refresh", provider: provider, user: user, attrs: []any{slog.String("provider", provider)},
+	op := leaseOp{op: "refresh", provider: provider, user: user, id: id, attrs: []any{slog.String("provider", provider)},
 		failed: func(err error) { outErr = err }}
 	op.plan = func(ctx context.Context, tx pgx.Tx, r *row, cred *Credential, lease leaseState) (providerCall, error) {
 		out, outErr = nil, nil
@@ -187,7 +187,7 @@ func (s *Store) refreshShared(ctx context.Context, user identity.User, provider 
 		}
 		now := s.now().UTC()
 		if _, err := tx.Exec(ctx, updateRefreshed, r.ID, int32(s.keys.Primary()), ct, nonNil(next.Scopes),
-			nullTime(next.Expiry), now, connKey(user, provider).Payload(), AccountHash(next.AccountID)); err != nil {
+			nullTime(next.Expiry), now, connKey(user, provider, r.ID).Payload(), AccountHash(next.AccountID), next.AccountLabel); err != nil {
 			return fmt.Errorf("vault: store refreshed token: %w", err)
 		}
 		s.auditIn(ctx, tx, "connection.refreshed", r, map[string]any{
@@ -220,7 +220,7 @@ func (s *Store) refreshShared(ctx context.Context, user identity.User, provider 
 
 func (s *Store) markReauth(ctx context.Context, tx pgx.Tx, r *row, reason string) error {
 	if _, err := tx.Exec(ctx, updateStatus, r.ID, string(StatusReauthorizationRequired), s.now().UTC(),
-		connKey(r.User, r.Provider).Payload()); err != nil {
+		connKey(r.User, r.Provider, r.ID).Payload()); err != nil {
 		return fmt.Errorf("vault: mark reauthorization required: %w", err)
 	}
 	if s.onReauth != nil && r.Status != StatusReauthorizationRequired {
@@ -265,7 +265,7 @@ func errorClass(err error) string {
 // and a provider refusing the grant marks the connection
 // reauthorization_required (OnReauth is told, once). It returns nil when
 // there was nothing to do.
-func (s *Store) Renew(ctx context.Context, user identity.User, provider string, idleSince time.Time) error {
+func (s *Store) Renew(ctx context.Context, user identity.User, provider, id string, idleSince time.Time) error {
 	if err := validate(user, provider); err != nil {
 		return err
 	}
@@ -274,7 +274,7 @@ func (s *Store) Renew(ctx context.Context, user identity.User, provider string, 
 	// issued must still be stored.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.leaseFor(provider)+time.Second)
 	defer cancel()
-	_, err := s.refreshShared(rctx, user, provider, func(r *row, cred *Credential) bool {
+	_, err := s.refreshShared(rctx, user, provider, id, func(r *row, cred *Credential) bool {
 		// updated_at moves with every store and every refresh: when the
 		// refresh token was last issued or used.
 		return r.UpdatedAt.Before(idleSince) && cred.RefreshToken != ""
@@ -282,21 +282,28 @@ func (s *Store) Renew(ctx context.Context, user identity.User, provider string, 
 	return err
 }
 
-const selectIdle = `SELECT issuer, subject FROM connections
+const selectIdle = `SELECT id, issuer, subject FROM connections
 	WHERE provider = $1 AND status = 'active' AND updated_at < $2
 	ORDER BY updated_at LIMIT $3`
 
-// Idle lists (at most limit) users whose active connection to provider has
-// not been refreshed or stored since idleSince, the longest idle first.
-func (s *Store) Idle(ctx context.Context, provider string, idleSince time.Time, limit int) ([]identity.User, error) {
+// Ref names one connection: its id and its user (at a provider the caller
+// knows).
+type Ref struct {
+	ID   string
+	User identity.User
+}
+
+// Idle lists (at most limit) active connections to provider not refreshed
+// or stored since idleSince, the longest idle first.
+func (s *Store) Idle(ctx context.Context, provider string, idleSince time.Time, limit int) ([]Ref, error) {
 	rows, err := s.pool.Query(ctx, selectIdle, provider, idleSince, limit)
 	if err != nil {
 		return nil, fmt.Errorf("vault: idle connections: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (identity.User, error) {
-		var u identity.User
-		err := r.Scan(&u.Issuer, &u.Subject)
-		return u, err
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Ref, error) {
+		var c Ref
+		err := r.Scan(&c.ID, &c.User.Issuer, &c.User.Subject)
+		return c, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("vault: idle connections: %w", err)

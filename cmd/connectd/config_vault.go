@@ -8,6 +8,7 @@ import (
 
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/vault"
 )
 
 // loadVault reads the vault and provider variables (see docs/vault.md and
@@ -44,6 +45,7 @@ func (c *Config) loadVault(e *env) {
 	c.Vault.RefreshSkew = e.duration("CONNECTD_REFRESH_SKEW", 2*time.Minute, time.Second, time.Hour)
 	c.Vault.ProviderTimeout = e.duration("CONNECTD_PROVIDER_TIMEOUT", 30*time.Second, time.Second, 5*time.Minute)
 	c.Vault.ProviderConcurrency = int(e.int32("CONNECTD_PROVIDER_MAX_CONCURRENCY", 16, 1, 10_000))
+	c.Vault.MaxAccounts = int(e.int32("CONNECTD_MAX_ACCOUNTS", vault.DefaultMaxAccounts, 1, 1000))
 }
 
 func parseKeyring(e *env, name, spec string) *keyring.Keyring {

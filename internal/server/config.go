@@ -98,6 +98,9 @@ type VaultConfig struct {
 	// provider that hangs costs its own callers a fast provider_unavailable
 	// and nobody else anything.
 	ProviderConcurrency int
+	// MaxAccounts (CONNECTD_MAX_ACCOUNTS, default 10) limits a user's
+	// connections (provider accounts) at one provider.
+	MaxAccounts int
 }
 
 // EgressConfig configures outbound HTTP (see docs/egress.md).

@@ -28,6 +28,13 @@ type auditSweepArgs struct{}
 
 func (auditSweepArgs) Kind() string { return "audit_retention" }
 
+// accountsBackfillArgs: connections from before several accounts per
+// provider whose display name (and account hash) the vault has not read yet
+// (vault.Store.BackfillAccounts).
+type accountsBackfillArgs struct{}
+
+func (accountsBackfillArgs) Kind() string { return "accounts_backfill" }
+
 // sweepWorker runs one sweep. sweep is read at each run: the services it
 // calls are built after the job queue.
 type sweepWorker[A river.JobArgs] struct {
@@ -64,7 +71,16 @@ func (s *Server) addSweeps(workers *river.Workers) []*river.PeriodicJob {
 			}
 			return s.store.SweepAudit(ctx, retention)
 		}})
+	river.AddWorker(workers, &sweepWorker[accountsBackfillArgs]{what: "accounts backfill", logger: logger,
+		sweep: func(ctx context.Context) (int64, error) {
+			if s.vault == nil {
+				return 0, nil
+			}
+			return s.vault.BackfillAccounts(ctx, 500)
+		}})
 	return []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(10*time.Minute),
+			func() (river.JobArgs, *river.InsertOpts) { return accountsBackfillArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
 		river.NewPeriodicJob(river.PeriodicInterval(time.Minute),
 			func() (river.JobArgs, *river.InsertOpts) { return connectSweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
 		river.NewPeriodicJob(river.PeriodicInterval(time.Hour),

@@ -243,3 +243,57 @@ func (s *Store) rewrapBatch(ctx context.Context, primary int32, after string, n 
 	*failed = append(*failed, newFailed...)
 	return done, last, examined, nil
 }
+
+const (
+	selectUnread = `SELECT ` + connCols + ` FROM connections WHERE display_name IS NULL
+		ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`
+	// setRead keeps what the credential says of its account: the display
+	// name, and the account hash of a row from before hashes were kept
+	// unless the user has a connection for that account already (a
+	// credential that did not open when it was connected).
+	setRead = `WITH changed AS (UPDATE connections c SET display_name = $2,
+		account_hash = CASE WHEN c.account_hash IS NULL AND $3::bytea IS NOT NULL AND NOT EXISTS (
+			SELECT 1 FROM connections o WHERE o.issuer = c.issuer AND o.subject = c.subject AND o.provider = c.provider
+			AND o.account_hash = $3) THEN $3 ELSE c.account_hash END
+		WHERE id = $1 RETURNING 1)
+		` + notifyChangedSQL + `$4) FROM changed`
+)
+
+// BackfillAccounts reads, for at most limit connections stored before
+// connections were per provider account (display_name NULL, migration
+// 00018), what their sealed credential says of the account — its display
+// name and, for rows from before 00017, its account hash — so listings and
+// the account page name every account without opening credentials. A row
+// whose credential does not open gets an empty name (it is not tried
+// again). It reports how many rows it read; run it until it reports 0. It
+// is safe while the service serves (rows other transactions hold are
+// skipped).
+func (s *Store) BackfillAccounts(ctx context.Context, limit int) (int64, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, selectUnread, limit)
+		if err != nil {
+			return err
+		}
+		todo, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*row, error) { return scanRow(r) })
+		if err != nil {
+			return err
+		}
+		for _, r := range todo {
+			name, hash := "", []byte(nil)
+			if c, err := s.open(r); err == nil {
+				name, hash = c.AccountLabel, AccountHash(c.AccountID)
+			}
+			if _, err := tx.Exec(ctx, setRead, r.ID, name, hash, connKey(r.User, r.Provider, r.ID).Payload()); err != nil {
+				return err
+			}
+			s.forget(r.User, r.Provider, r.ID)
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("vault: backfill accounts: %w", err)
+	}
+	return n, nil
+}

@@ -494,6 +494,78 @@ func TestRefreshRace(t *testing.T) {
 	}
 }
 
+// TestRefreshRacePerConnection (issue 24): alice's two accounts at one
+// rotating provider are refreshed by 60 racing callers on two replicas:
+// exactly one refresh per connection reaches the provider, each caller gets
+// its own account's new token, and neither refresh token is presented
+// twice.
+func TestRefreshRacePerConnection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, p := fakeProvider(t, providertest.Options{RotateRefreshTokens: true, TokenDelay: 50 * time.Millisecond})
+	dbURL := pgtest.URL(t)
+	keys := mustParse(t, keyLine(t, 1))
+	replicas := []*vault.Store{
+		newStore(t, pgtest.NewPool(t, dbURL), keys, p, time.Minute),
+		newStore(t, pgtest.NewPool(t, dbURL), keys, p, time.Minute),
+	}
+	var conns []*vault.Connection
+	var olds []string
+	for _, acct := range []string{"work", "home"} {
+		tok := srv.Grant([]string{"files.read"}, 20*time.Second)
+		cred := credOf(tok)
+		cred.AccountID = acct
+		c, err := replicas[0].Put(ctx, alice, "fake", cred)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns, olds = append(conns, c), append(olds, tok.AccessToken)
+	}
+	if conns[0].ID == conns[1].ID {
+		t.Fatal("two accounts, one connection")
+	}
+	const callers = 60
+	start := make(chan struct{})
+	results := make([]*vault.Credential, callers)
+	errs := make([]error, callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			<-start
+			results[i], errs[i] = replicas[i%2].Token(ctx, alice, "fake", conns[(i/2)%2].ID, []string{"files.read"})
+		})
+	}
+	close(start)
+	wg.Wait()
+	if n := srv.Counts().Refresh; n != 2 {
+		t.Fatalf("%d refresh requests reached the provider, want one per connection", n)
+	}
+	fresh := map[int]string{}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("caller %d: %v", i, err)
+		}
+		k := (i / 2) % 2
+		if results[i].AccountID != []string{"work", "home"}[k] || results[i].AccessToken == olds[k] {
+			t.Fatalf("caller %d got %s's token %v", i, results[i].AccountID, results[i].AccessToken == olds[k])
+		}
+		if f, ok := fresh[k]; ok && f != results[i].AccessToken {
+			t.Fatalf("caller %d got another token of the same connection", i)
+		} else {
+			fresh[k] = results[i].AccessToken
+		}
+	}
+	if fresh[0] == fresh[1] {
+		t.Fatal("the two accounts share a token")
+	}
+	for k, c := range conns {
+		_, stored, err := replicas[1].Get(ctx, alice, "fake", c.ID)
+		if err != nil || stored.AccessToken != fresh[k] || srv.Revoked(stored.RefreshToken) {
+			t.Fatalf("connection %d stored %v %v", k, stored, err)
+		}
+	}
+}
+
 func TestDeleteRevokesAtProvider(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -1,0 +1,196 @@
+package connect_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/connectd/connectd/internal/identity"
+)
+
+// accountOf is the connection id a token answer is of.
+func accountOf(out map[string]any) string {
+	a, _ := out["account"].(map[string]any)
+	id, _ := a["id"].(string)
+	return id
+}
+
+// TestSeveralAccounts (issue 24): alice connects two accounts at one
+// provider through the browser flow (the fake provider logs in two provider
+// users; "new" asks it to let her choose); the same account connected again
+// stays one connection; a client approved for one account never receives
+// the other's token; one approved for both must name one (account_required,
+// with the accounts); another user's connection id is not_found, the same
+// answer as an id that does not exist; Remove access and Disconnect of one
+// account leave the other working.
+func TestSeveralAccounts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	a := e.newMCPServer("alpha", "fake")
+	b := e.newMCPServer("beta", "fake")
+	ctx := context.Background()
+
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	work := e.connID("alice")
+	prompts := len(e.fake.Prompts())
+	e.fake.SetSubject("user-2")
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}, "account": "new"})
+	if p := e.fake.Prompts(); len(p) != prompts+1 || p[len(p)-1] != "select_account" {
+		t.Fatalf("another account was asked for without letting the user choose: %q", p)
+	}
+	ids := e.connIDs("alice")
+	if len(ids) != 2 || !slices.Contains(ids, work) {
+		t.Fatalf("connections %v", ids)
+	}
+	home := ids[0]
+	if home == work {
+		home = ids[1]
+	}
+	// The same provider account again: the same connection.
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read", "write"}, "account": "new"})
+	if got := e.connIDs("alice"); len(got) != 2 {
+		t.Fatalf("connecting user-2 again made %v", got)
+	}
+
+	// A is approved for both: it must say which; the list names both.
+	st, out := a.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
+	expectError(t, st, out, http.StatusConflict, "account_required")
+	var listed []string
+	for _, x := range out["accounts"].([]any) {
+		listed = append(listed, x.(map[string]any)["id"].(string))
+	}
+	if slices.Sort(listed); !slices.Equal(listed, sorted(work, home)) {
+		t.Fatalf("account_required lists %v", out["accounts"])
+	}
+	tw, th := tokenAt(t, a, "alice", work), tokenAt(t, a, "alice", home)
+	if tw["access_token"] == th["access_token"] || accountOf(tw) != work || accountOf(th) != home {
+		t.Fatalf("two accounts, tokens %v / %v", tw, th)
+	}
+	if !slices.Contains(scopesOf(th), "write") || slices.Contains(scopesOf(tw), "write") {
+		t.Fatalf("the step-up went to the wrong account: %v / %v", scopesOf(tw), scopesOf(th))
+	}
+	st, out = a.call(http.MethodGet, "/v1/connections", "alice", nil)
+	if conns := out["connections"].([]any); st != http.StatusOK || len(conns) != 2 {
+		t.Fatalf("A's listing: %d %v", st, out)
+	}
+
+	// B is approved for the home account only (consent page alone).
+	u := b.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"read"}, "account": home})["url"].(string)
+	br := e.browser()
+	if r := e.allow(br, u, e.openAs(br, u, "alice")); r.status != http.StatusOK || !strings.Contains(r.body, "Connected") {
+		t.Fatalf("B's consent: %d %s", r.status, r.body)
+	}
+	if got := tokenOf(t, b, "alice"); accountOf(got) != home || got["access_token"] != th["access_token"] {
+		t.Fatalf("B received %v", got)
+	}
+	st, out = b.call(http.MethodGet, "/v1/connections/fake/token?account="+work, "alice", nil)
+	expectError(t, st, out, http.StatusForbidden, "consent_required")
+	st, out = b.call(http.MethodGet, "/v1/connections", "alice", nil)
+	if conns := out["connections"].([]any); len(conns) != 1 || conns[0].(map[string]any)["id"] != home {
+		t.Fatalf("B's listing: %v", out)
+	}
+
+	// Bob: alice's connection ids are nothing to him, answered exactly as
+	// an id that does not exist.
+	e.connectFully(b, "bob", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	missing := "cn_" + strings.Repeat("a", 26)
+	for _, id := range []string{work, missing} {
+		st, out := b.call(http.MethodGet, "/v1/connections/fake/token?account="+id, "bob", nil)
+		expectError(t, st, out, http.StatusNotFound, "not_found")
+		desc := out["error_description"]
+		st, out = b.call(http.MethodDelete, "/v1/connections/fake?account="+id, "bob", nil)
+		expectError(t, st, out, http.StatusNotFound, "not_found")
+		st, out = b.call(http.MethodPost, "/v1/elicitations", "bob", map[string]any{"provider": "fake", "account": id})
+		expectError(t, st, out, http.StatusNotFound, "not_found")
+		if desc != out["error_description"] || strings.Contains(desc.(string), id) {
+			t.Fatalf("the answers for %s differ or name it: %v / %v", id, desc, out["error_description"])
+		}
+	}
+	for _, bad := range []string{"cn_X", "x", "cn_" + strings.Repeat("a", 26) + "'"} {
+		st, out := b.call(http.MethodGet, "/v1/connections/fake/token?account="+url.QueryEscape(bad), "bob", nil)
+		expectError(t, st, out, http.StatusBadRequest, "invalid_request")
+	}
+
+	// The account page: one section per account; a label; Remove access of
+	// B on home and Disconnect of work leave the other working.
+	page := e.accountPage(br, "alice")
+	if n := strings.Count(page.body, `name="connection" value="`+work+`"`); n < 2 {
+		t.Fatalf("the page's forms do not act on %s alone (%d)", work, n)
+	}
+	if r := e.accountPost(br, page, "/account/label", url.Values{"provider": {"fake"}, "connection": {home}, "label": {"home"}}); r.status != http.StatusSeeOther {
+		t.Fatalf("label: %d %s", r.status, r.body)
+	}
+	if c, err := e.vault.Lookup(ctx, identity.User{Issuer: e.idps[0].Issuer(), Subject: "alice"}, "fake", home); err != nil || c.Label != "home" {
+		t.Fatalf("label stored: %v %v", c, err)
+	}
+	page = e.accountPage(br, "alice")
+	if !strings.Contains(page.body, "(home)") {
+		t.Fatal("the page does not show the label")
+	}
+	if r := e.accountPost(br, page, "/account/withdraw", url.Values{"provider": {"fake"}, "connection": {home}, "client": {b.client.ID}}); r.status != http.StatusSeeOther {
+		t.Fatalf("withdraw: %d %s", r.status, r.body)
+	}
+	st, out = b.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
+	expectError(t, st, out, http.StatusForbidden, "consent_required")
+	tokenAt(t, a, "alice", home)
+	if r := e.accountPost(br, page, "/account/disconnect", url.Values{"provider": {"fake"}, "connection": {work}}); r.status != http.StatusSeeOther {
+		t.Fatalf("disconnect: %d %s", r.status, r.body)
+	}
+	if got := tokenOf(t, a, "alice"); accountOf(got) != home || got["access_token"] != th["access_token"] {
+		t.Fatalf("after disconnecting work, A reads %v", got)
+	}
+	if !e.fake.Valid(th["access_token"].(string)) || e.fake.Valid(tw["access_token"].(string)) {
+		t.Fatal("the wrong token was revoked at the provider")
+	}
+	st, out = a.call(http.MethodGet, "/v1/connections/fake/token?account="+work, "alice", nil)
+	expectError(t, st, out, http.StatusNotFound, "not_found")
+}
+
+func sorted(s ...string) []string { slices.Sort(s); return s }
+
+// TestApprovedForOneAcrossReplicas: B is approved for one of alice's two
+// accounts; while A reconnects the other again and again through one
+// replica, every read of B's on another, caching replica is of its own
+// account.
+func TestApprovedForOneAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	r2 := e.cachingReplica()
+	a := e.newMCPServer("alpha", "fake")
+	b := e.newMCPServer("beta", "fake")
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	mine := e.connID("alice")
+	e.consentAgain(b, "alice")
+	e.fake.SetSubject("user-2")
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}, "account": "new"})
+
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Go(func() {
+		defer close(stop)
+		for i := 0; i < 4; i++ { // user-2 again, each a new grant
+			e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read", "write"}, "account": "new"})
+		}
+	})
+	reads := 0
+	for done := false; !done; {
+		select {
+		case <-stop:
+			done = true
+		default:
+		}
+		st, out := b.callAt(r2.url, http.MethodGet, "/v1/connections/fake/token", "alice")
+		if st != http.StatusOK || accountOf(out) != mine {
+			t.Fatalf("B on r2: %d %v", st, out)
+		}
+		reads++
+	}
+	wg.Wait()
+	if reads == 0 {
+		t.Fatal("no reads")
+	}
+}

@@ -99,7 +99,7 @@ func vaultStore(cfg Config, pool *pgxpool.Pool, keys *keyring.Keyring, cat *prov
 		Refresh: observeRefresh(RefreshFunc(cat.OAuth), m), Revoke: RevokeFunc(cat.OAuth),
 		RefreshScoped: RefreshScopedFunc(cat.OAuth),
 		CacheTTL:      cfg.Cache.CredentialTTL, CacheSize: cfg.Cache.Size, OnReauth: onReauth,
-		MaxAccounts:   cfg.Vault.MaxAccounts,
+		MaxAccounts: cfg.Vault.MaxAccounts,
 	}
 	return vault.New(vc)
 }

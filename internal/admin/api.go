@@ -15,6 +15,8 @@ type connectionDoc struct {
 	Issuer      string     `json:"issuer"`
 	Subject     string     `json:"subject"`
 	Provider    string     `json:"provider"`
+	DisplayName string     `json:"display_name"`
+	Label       string     `json:"label"`
 	Status      string     `json:"status"`
 	Scopes      []string   `json:"scopes"`
 	KeyVersion  int32      `json:"key_version"`
@@ -39,6 +41,7 @@ func optTime(t time.Time) *time.Time {
 
 func connectionDocOf(c Connection) connectionDoc {
 	return connectionDoc{ID: c.ID, Issuer: c.User.Issuer, Subject: c.User.Subject, Provider: c.Provider,
+		DisplayName: c.DisplayName, Label: c.Label,
 		Status: c.Status, Scopes: nonNil(c.Scopes), KeyVersion: c.KeyVersion, Consents: c.Consents,
 		CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC(), RefreshedAt: optTime(c.RefreshedAt),
 		ExpiresAt: optTime(c.ExpiresAt), HealthCheckedAt: optTime(c.HealthCheckedAt), LastError: c.LastError}

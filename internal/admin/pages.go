@@ -164,7 +164,7 @@ func (s *Server) connectionsPage(w http.ResponseWriter, r *http.Request) error {
 			Client: f.Client, Statuses: Statuses()}}
 	for _, c := range p.Connections {
 		v.Rows = append(v.Rows, templates.AdminConnectionRow{URL: "/admin/connections/" + c.ID, ID: c.ID,
-			Subject: c.User.Subject, Issuer: c.User.Issuer, Provider: c.Provider, Status: c.Status,
+			Subject: c.User.Subject, Issuer: c.User.Issuer, Provider: c.Provider, Account: accountText(c), Status: c.Status,
 			Scopes: strings.Join(c.Scopes, " "), Consents: strconv.FormatInt(c.Consents, 10),
 			Created: fmtTime(c.CreatedAt), Refreshed: fmtTime(c.RefreshedAt), Expires: fmtTime(c.ExpiresAt)})
 	}
@@ -303,4 +303,16 @@ func (s *Server) eventsPage(w http.ResponseWriter, r *http.Request) error {
 		v.NextURL = "/admin/events?" + q.Encode()
 	}
 	return web.Render(w, r, http.StatusOK, templates.AdminEvents(v))
+}
+
+// accountText names a connection's provider account for the pages: its
+// display name and the user's label.
+func accountText(c Connection) string {
+	switch {
+	case c.Label != "" && c.DisplayName != "":
+		return c.DisplayName + " (" + c.Label + ")"
+	case c.Label != "":
+		return "(" + c.Label + ")"
+	}
+	return c.DisplayName
 }

@@ -27,6 +27,7 @@ const (
 	// and how many clients hold consent (package consent's table) to each.
 	connectionColumns = `c.id, c.issuer, c.subject, c.provider, c.status, c.scopes, c.key_version,
 		c.expires_at, c.created_at, c.updated_at, c.refreshed_at, c.health_checked_at, c.last_error,
+		coalesce(c.display_name, ''), c.label,
 		(SELECT count(*) FROM consents k WHERE k.connection_id = c.id)`
 	selectConnections = `SELECT ` + connectionColumns + ` FROM connections c`
 	selectConnection  = selectConnections + ` WHERE c.id = $1`
@@ -82,14 +83,19 @@ type Connection struct {
 	// never), LastError the error class it ended with ("" for success).
 	HealthCheckedAt time.Time
 	LastError       string
-	Consents        int64 // clients holding consent
+	// DisplayName is what the provider calls the account, Label the
+	// user's name for the connection (a user may have several at one
+	// provider).
+	DisplayName string
+	Label       string
+	Consents    int64 // clients holding consent
 }
 
 func scanConnection(r pgx.Row) (*Connection, error) {
 	var c Connection
 	var expires, refreshed, checked *time.Time
 	if err := r.Scan(&c.ID, &c.User.Issuer, &c.User.Subject, &c.Provider, &c.Status, &c.Scopes, &c.KeyVersion,
-		&expires, &c.CreatedAt, &c.UpdatedAt, &refreshed, &checked, &c.LastError, &c.Consents); err != nil {
+		&expires, &c.CreatedAt, &c.UpdatedAt, &refreshed, &checked, &c.LastError, &c.DisplayName, &c.Label, &c.Consents); err != nil {
 		return nil, err
 	}
 	if checked != nil {

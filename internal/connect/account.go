@@ -205,7 +205,7 @@ func (s *Server) withdraw(w http.ResponseWriter, r *http.Request) error {
 			ConnectionID: id, Actor: "user", RequestID: web.RequestID(r.Context()), IP: clientIP(r)}); err != nil {
 			return err
 		}
-		return s.emit(r.Context(), tx, webhook.ApprovalEvent(client, u, p, "user"))
+		return s.emit(r.Context(), tx, webhook.ApprovalEvent(client, u, p, id, "user"))
 	})
 	done := "withdrawn"
 	switch {

@@ -45,8 +45,11 @@ func ConnectionEvents(typ string, c vault.Connection, approvals map[string]conse
 	for _, id := range slices.Sorted(maps.Keys(approvals)) {
 		a := approvals[id]
 		d := consent.Decide(h, &a, false)
-		data := map[string]any{"connection_id": c.ID, "user": user(c.User), "provider": c.Provider,
-			"scopes": d.Visible(h, &a), "status": string(c.Status)}
+		data := map[string]any{"connection_id": c.ID, "display_name": c.DisplayName, "user": user(c.User),
+			"provider": c.Provider, "scopes": d.Visible(h, &a), "status": string(c.Status)}
+		if c.Label != "" {
+			data["label"] = c.Label
+		}
 		for k, v := range extra {
 			data[k] = v
 		}
@@ -59,8 +62,8 @@ func ConnectionEvents(typ string, c vault.Connection, approvals map[string]conse
 }
 
 // ApprovalEvent reports to a client that its approval for the user's
-// connection to provider was withdrawn, by whom ("user", "admin").
-func ApprovalEvent(clientID string, u identity.User, provider, by string) Event {
+// connection connID at provider was withdrawn, by whom ("user", "admin").
+func ApprovalEvent(clientID string, u identity.User, provider, connID, by string) Event {
 	return Event{Type: ApprovalWithdrawn, Clients: []string{clientID},
-		Data: map[string]any{"user": user(u), "provider": provider, "by": by}}
+		Data: map[string]any{"user": user(u), "provider": provider, "connection_id": connID, "by": by}}
 }

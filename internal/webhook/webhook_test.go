@@ -149,7 +149,7 @@ func (h *hooks) emit(commit bool) {
 	}
 	defer tx.Rollback(ctx)
 	u := identity.User{Issuer: "https://idp.example", Subject: "alice"}
-	if err := h.svc.Emit(ctx, tx, webhook.ApprovalEvent(h.client, u, "github", "user")); err != nil {
+	if err := h.svc.Emit(ctx, tx, webhook.ApprovalEvent(h.client, u, "github", "cn_"+strings.Repeat("a", 26), "user")); err != nil {
 		h.t.Fatal(err)
 	}
 	if commit {

@@ -137,6 +137,15 @@ func (s *Server) connectPage(w http.ResponseWriter, r *http.Request) error {
 	if e.effective(s.now()) != StatusPending {
 		return s.finished(w, r, e)
 	}
+	if e.Account == "" {
+		// Several accounts at the provider and the application named none:
+		// the user says which first.
+		if v, ok, err := s.accountChoice(r.Context(), fs); err != nil {
+			return err
+		} else if ok {
+			return web.Render(w, r, http.StatusOK, templates.AccountChooser(v))
+		}
+	}
 	v, err := s.consentView(r.Context(), fs)
 	if err != nil {
 		return err
@@ -175,6 +184,7 @@ type offer struct {
 	shared       bool
 	accountID    string
 	accountLabel string
+	label        string // the user's label of the shared connection
 	connID       string // the shared connection
 }
 
@@ -208,7 +218,7 @@ func (s *Server) offerFor(ctx context.Context, e *Elicitation, info provider.Inf
 		o.authorize = o.scopes
 	}
 	if conn.Status == vault.StatusActive && len(scope.Missing(e.Scopes, conn.Scopes)) == 0 {
-		o.shared, o.accountID, o.accountLabel, o.connID = true, cred.AccountID, cred.AccountLabel, conn.ID
+		o.shared, o.accountID, o.accountLabel, o.connID, o.label = true, cred.AccountID, cred.AccountLabel, conn.ID, conn.Label
 	}
 	return o, nil
 }
@@ -251,6 +261,9 @@ func (s *Server) consentView(ctx context.Context, fs *flowState) (templates.Cons
 			v.AccountLabel = o.accountLabel
 			if v.AccountLabel == "" {
 				v.AccountLabel = info.DisplayName + " account"
+			}
+			if o.label != "" {
+				v.AccountLabel += " (" + o.label + ")"
 			}
 			v.DestinationHost = ""
 		}
@@ -723,4 +736,66 @@ func withParams(u string, params map[string]string) string {
 	}
 	parsed.RawQuery = q.Encode()
 	return parsed.String()
+}
+
+// accountChoice is the account chooser for fs's request, when the user has
+// several connections at its provider (ok false otherwise).
+func (s *Server) accountChoice(ctx context.Context, fs *flowState) (templates.AccountChoiceView, bool, error) {
+	e := fs.e
+	u := identity.User{Issuer: e.Issuer, Subject: e.Subject}
+	all, err := s.vault.List(ctx, u)
+	if err != nil {
+		return templates.AccountChoiceView{}, false, err
+	}
+	var accounts []templates.AccountChoice
+	for _, c := range all {
+		if c.Provider == e.Provider && c.Status != vault.StatusRevoked {
+			accounts = append(accounts, templates.AccountChoice{ID: c.ID, Name: c.DisplayName, Label: c.Label,
+				Healthy: c.Status == vault.StatusActive})
+		}
+	}
+	if len(accounts) < 2 {
+		return templates.AccountChoiceView{}, false, nil
+	}
+	client, err := s.clients.Get(ctx, e.ClientID)
+	if err != nil {
+		return templates.AccountChoiceView{}, false, fmt.Errorf("connect: load client: %w", err)
+	}
+	name := e.Provider
+	if p, err := s.catalog.Get(e.Provider); err == nil {
+		name = p.Info().DisplayName
+	}
+	return templates.AccountChoiceView{ClientName: client.Name, ProviderName: name, Accounts: accounts,
+		Action: "/c/" + e.ID + "/account", CSRFToken: s.sessions.CSRFToken(fs.sess), UserLabel: fs.sess.Subject}, true, nil
+}
+
+const chooseAccount = `UPDATE elicitations SET account = $2 WHERE id = $1 AND status = 'pending' AND account = ''`
+
+// chooseAccountForm handles POST /c/{id}/account: the account chooser's
+// answer, one of the user's connections at the provider or "new", becomes
+// the request's account; the consent page follows.
+func (s *Server) chooseAccountForm(w http.ResponseWriter, r *http.Request) error {
+	fs, err := s.beginForm(w, r)
+	if fs == nil || err != nil {
+		return err
+	}
+	e := fs.e
+	choice := r.PostForm.Get("account")
+	switch {
+	case choice == AccountNew:
+	case vault.ValidID(choice):
+		if _, err := s.vault.Lookup(r.Context(), identity.User{Issuer: e.Issuer, Subject: e.Subject}, e.Provider, choice); errors.Is(err, vault.ErrNotConnected) {
+			return web.Refuse(http.StatusBadRequest, "bad_form", "Choose one of your accounts.", nil)
+		} else if err != nil {
+			return err
+		}
+	default:
+		return web.Refuse(http.StatusBadRequest, "bad_form", "Choose one of your accounts.", nil)
+	}
+	if _, err := s.pool.Exec(r.Context(), chooseAccount, e.ID, choice); err != nil {
+		return fmt.Errorf("connect: choose account: %w", err)
+	}
+	noStore(w)
+	http.Redirect(w, r, "/c/"+e.ID, http.StatusSeeOther)
+	return nil
 }

@@ -194,3 +194,46 @@ func TestApprovedForOneAcrossReplicas(t *testing.T) {
 		t.Fatal("no reads")
 	}
 }
+
+// TestAccountChooser: a request that names no account, from a user with
+// two at the provider, asks her which first; her choice is the account the
+// consent page offers and the approval covers. A choice that is not one of
+// her connections is refused.
+func TestAccountChooser(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	a := e.newMCPServer("alpha", "fake")
+	c := e.newMCPServer("gamma", "fake")
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	work := e.connID("alice")
+	e.fake.SetSubject("user-2")
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}, "account": "new"})
+	e.connectFully(c, "bob", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	bobs := e.connIDs("bob")
+
+	u := c.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})["url"].(string)
+	br := e.browser()
+	page := e.openAs(br, u, "alice")
+	if page.status != http.StatusOK || !strings.Contains(page.body, "Which") || strings.Count(page.body, `name="account"`) != 3 ||
+		!strings.Contains(page.body, `value="`+work+`"`) || !strings.Contains(page.body, "Another") {
+		t.Fatalf("chooser: %d %s", page.status, page.body)
+	}
+	for _, bad := range []string{bobs[0], "cn_" + strings.Repeat("b", 26), "", "all"} {
+		r := br.do(http.MethodPost, u+"/account", url.Values{"csrf_token": {csrfOf(t, page.body)}, "account": {bad}})
+		e.refused(r, http.StatusBadRequest, "bad_form")
+	}
+	r := br.do(http.MethodPost, u+"/account", url.Values{"csrf_token": {csrfOf(t, page.body)}, "account": {work}})
+	if r.status != http.StatusSeeOther || r.location != u {
+		t.Fatalf("choice: %d %s", r.status, r.location)
+	}
+	consent := br.get(u)
+	if consent.status != http.StatusOK || !strings.Contains(consent.body, "Allow") || strings.Contains(consent.body, "Which") {
+		t.Fatalf("consent after choosing: %d %s", consent.status, consent.body)
+	}
+	if done := e.allow(br, u, consent); done.status != http.StatusOK || !strings.Contains(done.body, "Connected") {
+		t.Fatalf("allow: %d %s", done.status, done.body)
+	}
+	if got := tokenOf(t, c, "alice"); accountOf(got) != work {
+		t.Fatalf("gamma received %v", got["account"])
+	}
+}

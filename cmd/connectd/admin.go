@@ -259,10 +259,14 @@ func adminList(ctx context.Context, st *admin.Store, f admin.Filter, after strin
 		return adminErr(err)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tUSER\tISSUER\tPROVIDER\tSTATUS\tSCOPES\tCONSENTS\tCREATED\tREFRESHED\tEXPIRES")
+	fmt.Fprintln(tw, "ID\tUSER\tISSUER\tPROVIDER\tACCOUNT\tSTATUS\tSCOPES\tCONSENTS\tCREATED\tREFRESHED\tEXPIRES")
 	for _, c := range p.Connections {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", c.ID, c.User.Subject, c.User.Issuer, c.Provider,
-			c.Status, orDash(strings.Join(c.Scopes, ",")), c.Consents, cliTime(c.CreatedAt), cliTime(c.RefreshedAt),
+		account := c.DisplayName
+		if c.Label != "" {
+			account = strings.TrimSpace(account + " (" + c.Label + ")")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", c.ID, c.User.Subject, c.User.Issuer, c.Provider,
+			orDash(visible(account)), c.Status, orDash(strings.Join(c.Scopes, ",")), c.Consents, cliTime(c.CreatedAt), cliTime(c.RefreshedAt),
 			cliTime(c.ExpiresAt))
 	}
 	if err := tw.Flush(); err != nil {
@@ -282,6 +286,9 @@ func adminShow(ctx context.Context, st *admin.Store, id string, stdout io.Writer
 	account := d.Account.Label
 	if account == "" {
 		account = d.Account.ID
+	}
+	if d.Label != "" {
+		account += " (" + d.Label + ")"
 	}
 	if account == "" && d.AccountProblem != "" {
 		account = "unknown: " + d.AccountProblem

@@ -28,6 +28,17 @@ import (
 	"github.com/connectd/connectd/internal/testkit"
 )
 
+// binDir holds the connectd binary the tests build; TestMain removes it.
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 // connectdBinary builds cmd/connectd once for every test of this package:
 // the demo runs the real binary.
 var connectdBinary = sync.OnceValues(func() (string, error) {
@@ -35,6 +46,7 @@ var connectdBinary = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	binDir = dir
 	bin := filepath.Join(dir, "connectd")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/connectd/connectd/cmd/connectd").CombinedOutput()
 	if err != nil {

@@ -207,13 +207,30 @@ func (c *Client) Connections(ctx context.Context, userToken string) ([]Connectio
 // about to expire. Every scope in required must have been granted, else the
 // error matches ErrInsufficientScope and lists the missing ones. When
 // NeedsConnection(err) is true, mint an elicitation.
+//
+// It reads the one connection at provider this client is approved for.
+// When the user approved it for several (work and personal GitHub), the
+// error matches ErrAccountRequired and APIError.Accounts lists them: ask
+// the user which (ChooseAccount), then call AccountToken.
 func (c *Client) Token(ctx context.Context, userToken, provider string, required ...string) (*Token, error) {
+	return c.AccountToken(ctx, userToken, provider, "", required...)
+}
+
+// AccountToken is Token for one of the user's accounts at provider:
+// account is its connection id (Account.ID, Connection.ID); empty is
+// Token's choice. An id that is not one of the user's connections at
+// provider is ErrNotFound; one of the user's this client is not approved
+// for is ErrConsentRequired (mint with MintRequest.Account set to it).
+func (c *Client) AccountToken(ctx context.Context, userToken, provider, account string, required ...string) (*Token, error) {
 	if provider == "" {
 		return nil, errors.New("connectd client: empty provider")
 	}
-	var q url.Values
+	q := url.Values{}
 	if len(required) > 0 {
-		q = url.Values{"scopes": {strings.Join(required, ",")}}
+		q.Set("scopes", strings.Join(required, ","))
+	}
+	if account != "" {
+		q.Set("account", account)
 	}
 	var out Token
 	err := c.do(ctx, http.MethodGet, "/v1/connections/"+url.PathEscape(provider)+"/token", q, userToken, nil, &out, http.StatusOK)
@@ -225,13 +242,26 @@ func (c *Client) Token(ctx context.Context, userToken, provider string, required
 
 // Unlink deletes the user's connection to provider and revokes it at the
 // provider where supported (DELETE /v1/connections/{provider}). Every
-// client's consent to it is withdrawn.
+// client's consent to it is withdrawn. It unlinks the one connection this
+// client is approved for; with several it fails with ErrAccountRequired
+// (see UnlinkAccount).
 func (c *Client) Unlink(ctx context.Context, userToken, provider string) (*Unlinked, error) {
+	return c.UnlinkAccount(ctx, userToken, provider, "")
+}
+
+// UnlinkAccount is Unlink for one of the user's accounts at provider: a
+// connection id, AccountAll for every one this client is approved for
+// there, or empty (Unlink). Unlinked.Connections lists each one unlinked.
+func (c *Client) UnlinkAccount(ctx context.Context, userToken, provider, account string) (*Unlinked, error) {
 	if provider == "" {
 		return nil, errors.New("connectd client: empty provider")
 	}
+	var q url.Values
+	if account != "" {
+		q = url.Values{"account": {account}}
+	}
 	var out Unlinked
-	if err := c.do(ctx, http.MethodDelete, "/v1/connections/"+url.PathEscape(provider), nil, userToken, nil, &out, http.StatusOK); err != nil {
+	if err := c.do(ctx, http.MethodDelete, "/v1/connections/"+url.PathEscape(provider), q, userToken, nil, &out, http.StatusOK); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -239,12 +269,13 @@ func (c *Client) Unlink(ctx context.Context, userToken, provider string) (*Unlin
 
 // errorBody is connectd's JSON error envelope.
 type errorBody struct {
-	Error            string   `json:"error"`
-	Description      string   `json:"error_description"`
-	RequestID        string   `json:"request_id"`
-	MissingScopes    []string `json:"missing_scopes"`
-	UnapprovedScopes []string `json:"unapproved_scopes"`
-	AccountChanged   bool     `json:"account_changed"`
+	Error            string    `json:"error"`
+	Description      string    `json:"error_description"`
+	RequestID        string    `json:"request_id"`
+	MissingScopes    []string  `json:"missing_scopes"`
+	UnapprovedScopes []string  `json:"unapproved_scopes"`
+	AccountChanged   bool      `json:"account_changed"`
+	Accounts         []Account `json:"accounts"`
 }
 
 // do makes one call and decodes an answer with one of the want statuses into
@@ -311,7 +342,7 @@ func apiError(resp *http.Response, raw []byte) error {
 	var b errorBody
 	if json.Unmarshal(raw, &b) == nil && b.Error != "" {
 		e.Code, e.Description, e.RequestID, e.MissingScopes = b.Error, b.Description, b.RequestID, b.MissingScopes
-		e.UnapprovedScopes, e.AccountChanged = b.UnapprovedScopes, b.AccountChanged
+		e.UnapprovedScopes, e.AccountChanged, e.Accounts = b.UnapprovedScopes, b.AccountChanged, b.Accounts
 	} else {
 		e.Description = "unexpected answer: " + http.StatusText(resp.StatusCode)
 	}

@@ -259,6 +259,8 @@ func TestErrors(t *testing.T) {
 			body:    `{"error":"insufficient_scope","error_description":"lacks scopes","missing_scopes":["write","admin"]}`,
 			missing: []string{"write", "admin"}},
 		{status: 409, code: "reauthorization_required", want: []error{client.ErrReauthorizationRequired}, needs: true},
+		{status: 409, code: "account_required", want: []error{client.ErrAccountRequired},
+			notWant: []error{client.ErrReauthorizationRequired, client.ErrNotConnected}},
 		{status: 404, code: "not_found", want: []error{client.ErrNotFound}, notWant: []error{client.ErrNotConnected}},
 		{status: 401, code: "invalid_client", want: []error{client.ErrInvalidClient}, notWant: []error{client.ErrUserToken}},
 		{status: 401, code: "wrong_audience", want: []error{client.ErrUserToken}},
@@ -448,8 +450,9 @@ func TestAnswers(t *testing.T) {
 
 	// A client that cannot open a URL-mode elicitation: an older protocol,
 	// or no "url" in its elicitation capability.
-	noURL := []client.Peer{{"2024-11-05", true}, {"2025-06-18", true}, {"", true}, {"latest", true},
-		{"2025-11-25", false}, {"2026-07-28", false}}
+	noURL := []client.Peer{{ProtocolVersion: "2024-11-05", URLElicitation: true},
+		{ProtocolVersion: "2025-06-18", URLElicitation: true}, {ProtocolVersion: "", URLElicitation: true},
+		{ProtocolVersion: "latest", URLElicitation: true}, {ProtocolVersion: "2025-11-25"}, {ProtocolVersion: "2026-07-28"}}
 	strict, err := client.New(client.Config{BaseURL: f.srv.URL, Key: testKey, HTTPClient: f.srv.Client(), NoFallback: true})
 	if err != nil {
 		t.Fatal(err)
@@ -475,7 +478,7 @@ func TestAnswers(t *testing.T) {
 		}
 	}
 
-	a, err := c.RequireConnection(ctx, testToken, client.Peer{"2025-11-25", true}, req)
+	a, err := c.RequireConnection(ctx, testToken, client.Peer{ProtocolVersion: "2025-11-25", URLElicitation: true}, req)
 	if err != nil || a.Generation != client.GenerationURLElicitation || a.Result != nil {
 		t.Fatalf("2025-11-25: %+v %v", a, err)
 	}
@@ -694,5 +697,160 @@ func TestCancel(t *testing.T) {
 	}
 	if _, err := c.Cancel(context.Background(), testToken, ""); err == nil {
 		t.Fatal("an empty id was sent")
+	}
+}
+
+// twoAccounts is an account_required answer as connectd writes it.
+var twoAccounts = map[string]any{"error": "account_required",
+	"error_description": "this client may use several of the user's github accounts; name one with account=<id>",
+	"accounts": []any{
+		map[string]any{"id": "cn_aaaaaaaaaaaaaaaaaaaaaaaaaa", "display_name": "octocat", "label": "work"},
+		map[string]any{"id": "cn_bbbbbbbbbbbbbbbbbbbbbbbbbb", "display_name": "octo-home"},
+	}}
+
+// TestAccountRequired (issue 24): a client approved for several of the
+// user's accounts at a provider that names none gets account_required with
+// the accounts; it is a choice to put to the user (a form, or a tool result
+// naming the account argument), not a connection to mint.
+func TestAccountRequired(t *testing.T) {
+	f, c := newFake(t)
+	f.answer("GET /v1/connections/github/token", http.StatusConflict, twoAccounts)
+	_, err := c.Token(context.Background(), testToken, "github")
+	var ae *client.APIError
+	if !errors.As(err, &ae) || !errors.Is(err, client.ErrAccountRequired) || client.NeedsConnection(err) || ae.Status != 409 {
+		t.Fatalf("got %#v", err)
+	}
+	want := []client.Account{{ID: "cn_aaaaaaaaaaaaaaaaaaaaaaaaaa", DisplayName: "octocat", Label: "work"},
+		{ID: "cn_bbbbbbbbbbbbbbbbbbbbbbbbbb", DisplayName: "octo-home"}}
+	if got := client.Accounts(err); fmt.Sprint(got) != fmt.Sprint(want) || fmt.Sprint(ae.Accounts) != fmt.Sprint(want) {
+		t.Fatalf("accounts %+v, want %+v", got, want)
+	}
+	if client.Accounts(&client.APIError{Status: 404, Code: "not_connected"}) != nil || client.ChooseAccount(errors.New("x"), "github") != nil {
+		t.Fatal("accounts of another error")
+	}
+
+	choice := client.ChooseAccount(err, "github")
+	b, _ := json.Marshal(choice.Form(""))
+	wantForm := `{"mode":"form","message":"You have several github accounts this app may use. Which one should it use?",` +
+		`"requestedSchema":{"type":"object","properties":{"account":{"type":"string","title":"github account","oneOf":[` +
+		`{"const":"cn_aaaaaaaaaaaaaaaaaaaaaaaaaa","title":"work (octocat)"},{"const":"cn_bbbbbbbbbbbbbbbbbbbbbbbbbb","title":"octo-home"}]}},` +
+		`"required":["account"]}}`
+	if string(b) != wantForm {
+		t.Fatalf("form:\n%s\nwant\n%s", b, wantForm)
+	}
+	fb, _ := json.Marshal(choice.Fallback("list_repos"))
+	wantFallback := `{"content":[{"type":"text","text":"You have several github accounts this app may use, and it needs to know which one. ` +
+		`Ask which, then call list_repos again with account set to its id:\n- work (octocat): cn_aaaaaaaaaaaaaaaaaaaaaaaaaa\n` +
+		`- octo-home: cn_bbbbbbbbbbbbbbbbbbbbbbbbbb"}],"isError":true}`
+	if string(fb) != wantFallback {
+		t.Fatalf("fallback:\n%s\nwant\n%s", fb, wantFallback)
+	}
+	for content, want := range map[string]string{`{"account":"cn_bbbbbbbbbbbbbbbbbbbbbbbbbb"}`: "cn_bbbbbbbbbbbbbbbbbbbbbbbbbb",
+		`{"account":""}`: "", `{"account":3}`: "", `{}`: ""} {
+		var m map[string]any
+		json.Unmarshal([]byte(content), &m)
+		if id, ok := client.ChosenAccount(m); id != want || ok != (want != "") {
+			t.Errorf("ChosenAccount(%s) = %q, %t", content, id, ok)
+		}
+	}
+
+	// Two accounts with the same title are told apart by their ids.
+	same := &client.AccountChoice{Provider: "p", Accounts: []client.Account{{ID: "cn_1", DisplayName: "me"},
+		{ID: "cn_2", DisplayName: "me"}, {ID: "cn_3"}}}
+	opts := same.Form("Which?").RequestedSchema.Properties[client.AccountField].OneOf
+	if opts[0].Title != "me [cn_1]" || opts[1].Title != "me [cn_2]" || opts[2].Title != "cn_3" {
+		t.Fatalf("titles %+v", opts)
+	}
+}
+
+// TestAccounts (issue 24): the account of a token read, an unlink and a
+// mint goes to connectd as it names it, and the answers say which account.
+func TestAccounts(t *testing.T) {
+	f, c := newFake(t)
+	ctx := context.Background()
+	const id = "cn_aaaaaaaaaaaaaaaaaaaaaaaaaa"
+
+	f.answer("GET /v1/connections/github/token", http.StatusOK, map[string]any{"provider": "github",
+		"account": map[string]any{"id": id, "display_name": "octocat"}, "kind": "oauth2", "access_token": "gho_SECRET"})
+	tok, err := c.AccountToken(ctx, testToken, "github", id, "repo")
+	if err != nil || tok.Account.ID != id || tok.Account.DisplayName != "octocat" {
+		t.Fatalf("token: %v %v", tok, err)
+	}
+	if q := f.last().query; q != "account="+id+"&scopes=repo" {
+		t.Fatalf("token query %q", q)
+	}
+	if _, err := c.Token(ctx, testToken, "github"); err != nil || f.last().query != "" {
+		t.Fatalf("token without account: query %q, %v", f.last().query, err)
+	}
+	if s := fmt.Sprint(tok); !strings.Contains(s, id) || strings.Contains(s, "gho_SECRET") {
+		t.Fatalf("token prints %s", s)
+	}
+
+	f.answer("GET /v1/connections", http.StatusOK, map[string]any{"connections": []any{
+		map[string]any{"provider": "github", "id": id, "display_name": "octocat", "label": "work", "status": "active"},
+		map[string]any{"provider": "github", "id": "cn_bbbbbbbbbbbbbbbbbbbbbbbbbb", "display_name": "octo-home",
+			"status": "reauthorization_required", "consent_required": true}}})
+	conns, err := c.Connections(ctx, testToken)
+	if err != nil || len(conns) != 2 || conns[0].Account() != (client.Account{ID: id, DisplayName: "octocat", Label: "work"}) ||
+		conns[1].ID != "cn_bbbbbbbbbbbbbbbbbbbbbbbbbb" || !conns[1].ConsentRequired || conns[0].ConsentRequired {
+		t.Fatalf("connections: %+v %v", conns, err)
+	}
+
+	f.answer("DELETE /v1/connections/github", http.StatusOK, map[string]any{"provider": "github",
+		"revoked_at_provider": true, "revocation": "revoked", "connections": []any{
+			map[string]any{"id": id, "revoked_at_provider": true, "revocation": "revoked"},
+			map[string]any{"id": "cn_bbbbbbbbbbbbbbbbbbbbbbbbbb", "revoked_at_provider": false, "revocation": "not_supported"}}})
+	un, err := c.UnlinkAccount(ctx, testToken, "github", client.AccountAll)
+	if err != nil || len(un.Connections) != 2 || un.Connections[1].Revocation != "not_supported" || !un.Connections[0].RevokedAtProvider {
+		t.Fatalf("unlink all: %+v %v", un, err)
+	}
+	if q := f.last().query; q != "account=all" {
+		t.Fatalf("unlink query %q", q)
+	}
+	if _, err := c.UnlinkAccount(ctx, testToken, "github", id); err != nil || f.last().query != "account="+id {
+		t.Fatalf("unlink one: query %q, %v", f.last().query, err)
+	}
+	if _, err := c.Unlink(ctx, testToken, "github"); err != nil || f.last().query != "" {
+		t.Fatalf("unlink: query %q, %v", f.last().query, err)
+	}
+
+	f.answer("POST /v1/elicitations", http.StatusCreated, minted(f.srv.URL))
+	for _, account := range []string{id, client.AccountNew} {
+		if _, err := c.Mint(ctx, testToken, client.MintRequest{Provider: "github", Account: account}); err != nil {
+			t.Fatal(err)
+		}
+		if b := string(f.last().body); b != `{"provider":"github","account":"`+account+`"}` {
+			t.Fatalf("mint body %s", b)
+		}
+	}
+
+	// An unknown account is not_found, as connectd answers it.
+	f.answer("GET /v1/connections/github/token", http.StatusNotFound, map[string]any{"error": "not_found"})
+	if _, err := c.AccountToken(ctx, testToken, "github", "cn_cccccccccccccccccccccccccc"); !errors.Is(err, client.ErrNotFound) ||
+		client.NeedsConnection(err) {
+		t.Fatalf("unknown account: %v", err)
+	}
+}
+
+// TestConnectKeyCarriesTheAccount: a 2026-07-28 connect request minted for
+// one account is keyed with it, so the retry knows which token to read.
+func TestConnectKeyCarriesTheAccount(t *testing.T) {
+	f, c := newFake(t)
+	f.answer("POST /v1/elicitations", http.StatusCreated, minted(f.srv.URL))
+	const id = "cn_aaaaaaaaaaaaaaaaaaaaaaaaaa"
+	peer := client.Peer{ProtocolVersion: client.ProtocolVersion20260728, URLElicitation: true}
+	for account, key := range map[string]string{id: "connect-github:" + id, client.AccountNew: "connect-github", "": "connect-github"} {
+		a, err := c.RequireConnection(context.Background(), testToken, peer, client.MintRequest{Provider: "github", Account: account})
+		if err != nil || a.InputKey != key || a.Result.InputRequests[key].Method != "elicitation/create" {
+			t.Fatalf("account %q: %+v %v", account, a, err)
+		}
+		if got, ok := client.KeyAccount("github", key); !ok || got != strings.TrimPrefix(account, client.AccountNew) {
+			t.Fatalf("KeyAccount(%q) = %q, %t", key, got, ok)
+		}
+	}
+	for _, key := range []string{"connect-gitlab:" + id, "connect-github:", "account-github", "connect-githubx"} {
+		if _, ok := client.KeyAccount("github", key); ok {
+			t.Errorf("KeyAccount(%q) ok", key)
+		}
 	}
 }

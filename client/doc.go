@@ -39,8 +39,29 @@
 // Errors from connectd are *APIError values that match the package's
 // sentinels with errors.Is (ErrNotConnected, ErrConsentRequired,
 // ErrInsufficientScope — with APIError.MissingScopes —,
-// ErrReauthorizationRequired, the ErrRequestState family, ErrUserToken,
-// ErrInvalidClient, ErrUnavailable, …).
+// ErrReauthorizationRequired, ErrAccountRequired — with APIError.Accounts —,
+// the ErrRequestState family, ErrUserToken, ErrInvalidClient,
+// ErrUnavailable, …).
+//
+// # Several accounts at one provider
+//
+// A user may connect several accounts at one provider (work and personal
+// GitHub). Each connection has a stable id (Account.ID, Connection.ID), the
+// provider's display name and the user's optional label. Token reads the one
+// this MCP server is approved for; approved for several, it fails with
+// ErrAccountRequired, whose APIError.Accounts lists them. Put the choice to
+// the user — it is no secret — with ChooseAccount: AccountChoice.Form is a
+// form-mode elicitation of the accounts (Peer.FormElicitation), and
+// AccountChoice.Fallback a tool result that lists them and asks for the
+// tool's account argument. Then read that one with AccountToken(ctx,
+// userToken, provider, id, scopes...). Token.Account says which account a
+// token is of. When a named account needs reconnecting
+// (NeedsConnection), mint with MintRequest.Account set to its id, so the
+// user reauthorizes that one (AccountNew connects another; ConnectKey keeps
+// the id in a 2026-07-28 retry's input key, KeyAccount reads it back).
+// UnlinkAccount unlinks one by id, or every one with AccountAll. A client
+// of one account at a time needs none of this: Token, Unlink and Mint work
+// as before.
 //
 // The connect URL carries only an opaque id: it is safe to show to the MCP
 // client, and only the user the elicitation was minted for can complete it.

@@ -27,10 +27,18 @@ var (
 	// asking for them.
 	ErrInsufficientScope = errors.New("connectd: insufficient scope")
 	// ErrReauthorizationRequired: the provider refused the stored grant.
-	// Mint an elicitation.
+	// Mint an elicitation (for a token read with an account, with
+	// MintRequest.Account set to it).
 	ErrReauthorizationRequired = errors.New("connectd: reauthorization required")
+	// ErrAccountRequired: this client is approved for several of the
+	// user's accounts at the provider and the call named none.
+	// APIError.Accounts lists them (see Accounts and ChooseAccount): ask the
+	// user which, then call again with that account's id. It is a choice,
+	// not a missing connection: NeedsConnection is false.
+	ErrAccountRequired = errors.New("connectd: account required")
 	// ErrNotFound: unknown elicitation, or one minted by another client or
-	// for another user (connectd does not tell them apart).
+	// for another user; or an account (connection id) that is not one of
+	// the user's at the provider (connectd does not tell them apart).
 	ErrNotFound = errors.New("connectd: not found")
 	// ErrInvalidClient: the client key is missing, wrong, expired or the
 	// client is disabled.
@@ -89,6 +97,9 @@ type APIError struct {
 	// (consent_required).
 	UnapprovedScopes []string
 	AccountChanged   bool
+	// Accounts lists the user's accounts at the provider this client may
+	// use (account_required): name one with its ID.
+	Accounts []Account
 	// RetryAfter is the Retry-After delay of a 429 or 503 answer, if any.
 	RetryAfter time.Duration
 }
@@ -114,6 +125,7 @@ var codeErrors = map[string][]error{
 	"consent_required":           {ErrConsentRequired},
 	"insufficient_scope":         {ErrInsufficientScope},
 	"reauthorization_required":   {ErrReauthorizationRequired},
+	"account_required":           {ErrAccountRequired},
 	"not_found":                  {ErrNotFound},
 	"invalid_client":             {ErrInvalidClient},
 	"missing_user_token":         {ErrUserToken},
@@ -181,6 +193,15 @@ func (e *APIError) Is(target error) bool {
 func NeedsConnection(err error) bool {
 	return errors.Is(err, ErrNotConnected) || errors.Is(err, ErrConsentRequired) ||
 		errors.Is(err, ErrInsufficientScope) || errors.Is(err, ErrReauthorizationRequired)
+}
+
+// Accounts returns the accounts an account_required refusal lists, or nil.
+func Accounts(err error) []Account {
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Code == "account_required" {
+		return ae.Accounts
+	}
+	return nil
 }
 
 // MissingScopes returns the scopes an insufficient_scope refusal lists, or nil.

@@ -124,6 +124,11 @@ type Peer struct {
 	// the request's _meta "io.modelcontextprotocol/clientCapabilities"
 	// (2026-07-28). An empty elicitation object declares form mode only.
 	URLElicitation bool
+	// FormElicitation reports that the client declared form-mode
+	// elicitation: capabilities.elicitation.form, or an elicitation object
+	// with neither form nor url (which declares form mode). It lets the
+	// server ask the user which account (AccountChoice.Form).
+	FormElicitation bool
 }
 
 // CanOpenURL reports whether connectd's link may be sent to the peer as a
@@ -213,6 +218,29 @@ func FallbackResult(e *Elicitation) *ToolResult {
 // request.
 func InputKey(provider string) string { return "connect-" + provider }
 
+// ConnectKey is the inputRequests key RequireConnection gives a connect
+// request for one of the user's accounts: InputKey(provider) and, for a
+// connection id, ":" and the id. The MCP client echoes the key with its
+// answer, so the retry knows which account the link was for (KeyAccount)
+// and reads that account's token. The id is no secret, and connectd checks
+// it is the user's.
+func ConnectKey(provider, account string) string {
+	if account == "" || account == AccountNew {
+		return InputKey(provider)
+	}
+	return InputKey(provider) + ":" + account
+}
+
+// KeyAccount reads a ConnectKey: ok reports that key is a connect request
+// for provider, and account is the connection id it was for ("" for none).
+func KeyAccount(provider, key string) (account string, ok bool) {
+	if key == InputKey(provider) {
+		return "", true
+	}
+	account, ok = strings.CutPrefix(key, InputKey(provider)+":")
+	return account, ok && account != ""
+}
+
 // AnswerFor shapes a minted elicitation as the answer for protocolVersion.
 // inputKey names its inputRequests entry (2026-07-28); empty means
 // InputKey(provider). It fails with ErrURLElicitationUnsupported before
@@ -240,7 +268,8 @@ func (e *Elicitation) AnswerFor(protocolVersion, inputKey string) (*Answer, erro
 
 // RequireConnection turns "this request needs provider X" into the MCP answer
 // for what the MCP client declared: it mints an elicitation for the user and
-// shapes it with AnswerFor, or as the Fallback tool result when the client
+// shapes it with AnswerFor (its 2026-07-28 input key is ConnectKey of the
+// request's provider and account), or as the Fallback tool result when the client
 // did not declare URL-mode elicitation (or speaks a protocol before
 // 2025-11-25). Call it when NeedsConnection(err) is true for a Token call.
 // With Config.NoFallback set, such a client gets
@@ -284,7 +313,7 @@ func (c *Client) RequireConnection(ctx context.Context, userToken string, peer P
 	if !peer.CanOpenURL() {
 		return &Answer{Generation: GenerationOf(peer.ProtocolVersion), Elicitation: e, Fallback: FallbackResult(e)}, nil
 	}
-	return e.AnswerFor(peer.ProtocolVersion, "")
+	return e.AnswerFor(peer.ProtocolVersion, ConnectKey(req.Provider, req.Account))
 }
 
 // RequestDigest returns a value for MintRequest.RequestDigest and Resolve
@@ -321,4 +350,121 @@ func (c *Client) Reissue(st *ElicitationStatus, message, inputKey string) (*Inpu
 	return &InputRequiredResult{ResultType: ResultTypeInputRequired, RequestState: st.RequestState,
 		InputRequests: map[string]InputRequest{inputKey: {Method: "elicitation/create",
 			Params: ElicitParams{Mode: "url", URL: u, Message: message}}}}, nil
+}
+
+// AccountField is the field of the account form (AccountChoice.Form) and
+// the tool argument AccountChoice.Fallback asks the model to pass: a
+// connection id.
+const AccountField = "account"
+
+// ChoiceKey is the inputRequests key of the account form for provider.
+func ChoiceKey(provider string) string { return "account-" + provider }
+
+// FormParams are the params of a form-mode elicitation/create request, with
+// the MCP field names.
+type FormParams struct {
+	Mode            string     `json:"mode"` // always "form"
+	Message         string     `json:"message"`
+	RequestedSchema FormSchema `json:"requestedSchema"`
+}
+
+// FormSchema is a form's requestedSchema: a flat object of primitive
+// fields.
+type FormSchema struct {
+	Type       string                  `json:"type"` // "object"
+	Properties map[string]FormProperty `json:"properties"`
+	Required   []string                `json:"required,omitempty"`
+}
+
+// FormProperty is one field of a form; here a single-select enum with a
+// title for each value (MCP 2025-11-25's TitledSingleSelectEnumSchema).
+type FormProperty struct {
+	Type        string       `json:"type"` // "string"
+	Title       string       `json:"title,omitempty"`
+	Description string       `json:"description,omitempty"`
+	OneOf       []FormOption `json:"oneOf,omitempty"`
+}
+
+// FormOption is one value of a titled enum: Const is sent back, Title shown.
+type FormOption struct {
+	Const string `json:"const"`
+	Title string `json:"title"`
+}
+
+// AccountChoice is an account_required refusal put to the user: which of
+// their accounts at Provider the request is for. Which accounts a user has
+// is not a secret from them, so the choice goes through the MCP client: a
+// form-mode elicitation when the client declared one (Form), else a tool
+// result that lists the accounts and asks for the tool's account argument
+// (Fallback). The answer is a connection id: read the token with
+// AccountToken(…, id, …), which connectd checks is the user's.
+type AccountChoice struct {
+	Provider string
+	Accounts []Account
+}
+
+// ChooseAccount returns the choice an account_required refusal of provider
+// asks for, or nil when err is not one (or lists no account).
+func ChooseAccount(err error, provider string) *AccountChoice {
+	accounts := Accounts(err)
+	if len(accounts) == 0 {
+		return nil
+	}
+	return &AccountChoice{Provider: provider, Accounts: accounts}
+}
+
+// titles are the accounts' Titles, made unique with the id where two agree.
+func (c *AccountChoice) titles() []string {
+	out := make([]string, len(c.Accounts))
+	seen := map[string]int{}
+	for i, a := range c.Accounts {
+		out[i] = a.Title()
+		seen[out[i]]++
+	}
+	for i, a := range c.Accounts {
+		if seen[out[i]] > 1 && out[i] != a.ID {
+			out[i] += " [" + a.ID + "]"
+		}
+	}
+	return out
+}
+
+// Form returns the params of the form-mode elicitation/create that asks
+// the user: one required field, AccountField, whose options are the
+// accounts (the value an id, the title Account.Title). message is shown
+// above it; empty asks which of the user's provider accounts to use. Send it
+// with the request (2025-11-25) or as inputRequests[ChoiceKey(provider)]
+// (2026-07-28), and read the answer with ChosenAccount.
+func (c *AccountChoice) Form(message string) *FormParams {
+	if message == "" {
+		message = fmt.Sprintf("You have several %s accounts this app may use. Which one should it use?", c.Provider)
+	}
+	opts := make([]FormOption, len(c.Accounts))
+	for i, t := range c.titles() {
+		opts[i] = FormOption{Const: c.Accounts[i].ID, Title: t}
+	}
+	return &FormParams{Mode: "form", Message: message, RequestedSchema: FormSchema{Type: "object",
+		Properties: map[string]FormProperty{AccountField: {Type: "string", Title: c.Provider + " account", OneOf: opts}},
+		Required:   []string{AccountField}}}
+}
+
+// Fallback returns the tool result for an MCP client without form-mode
+// elicitation: the accounts, each with its id, and to call tool again with
+// the argument AccountField set to one. It is an error result, since the
+// tool did not do its job yet; the model reads it and asks the user.
+func (c *AccountChoice) Fallback(tool string) *ToolResult {
+	var b strings.Builder
+	fmt.Fprintf(&b, "You have several %s accounts this app may use, and it needs to know which one. "+
+		"Ask which, then call %s again with %s set to its id:", c.Provider, tool, AccountField)
+	for i, t := range c.titles() {
+		fmt.Fprintf(&b, "\n- %s: %s", t, c.Accounts[i].ID)
+	}
+	return &ToolResult{IsError: true, Content: []TextContent{{Type: "text", Text: b.String()}}}
+}
+
+// ChosenAccount returns the connection id an accepted account form answered
+// (the elicitation result's content), and whether it holds one.
+func ChosenAccount(content map[string]any) (string, bool) {
+	id, ok := content[AccountField].(string)
+	return id, ok && id != ""
 }

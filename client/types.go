@@ -19,6 +19,53 @@ type MintRequest struct {
 	// RequestDigest, optional, binds the request_state to the original MCP
 	// request: Resolve must present the same value (see RequestDigest).
 	RequestDigest string `json:"request_digest,omitempty"`
+	// Account says which of the user's accounts at the provider: a
+	// connection id (Account.ID: reauthorize or step up that one; connectd
+	// answers ErrNotFound when it is not this user's), AccountNew (connect
+	// another account; the provider is asked to let the user choose), or
+	// empty (the user connects whichever account they sign in with).
+	Account string `json:"account,omitempty"`
+}
+
+// Values of MintRequest.Account and UnlinkAccount's account besides a
+// connection id.
+const (
+	// AccountNew, as MintRequest.Account, connects another account at the
+	// provider.
+	AccountNew = "new"
+	// AccountAll, as UnlinkAccount's account, unlinks every connection at
+	// the provider this client is approved for.
+	AccountAll = "all"
+)
+
+// Account is one of the user's accounts (connections) at a provider, as
+// connectd names it to a client: never the provider's own account id. A user
+// may have several at one provider (work and personal GitHub); pass ID as
+// the account of AccountToken, UnlinkAccount or MintRequest to name one.
+type Account struct {
+	// ID is the connection id, cn_ and 26 characters of [a-z2-7]. It is
+	// stable and not a secret.
+	ID string `json:"id"`
+	// DisplayName is what the provider calls the account (login, email,
+	// workspace); empty when it says nothing.
+	DisplayName string `json:"display_name"`
+	// Label is the user's own name for it ("work"), set on connectd's
+	// account page; often empty.
+	Label string `json:"label,omitempty"`
+}
+
+// Title is how the account is shown to its user: the label and the display
+// name, "work (octocat)", either alone, or the id when it has neither.
+func (a Account) Title() string {
+	switch {
+	case a.Label != "" && a.DisplayName != "" && a.Label != a.DisplayName:
+		return a.Label + " (" + a.DisplayName + ")"
+	case a.Label != "":
+		return a.Label
+	case a.DisplayName != "":
+		return a.DisplayName
+	}
+	return a.ID
 }
 
 // Status is the state of an elicitation.
@@ -72,15 +119,28 @@ type Elicitation struct {
 }
 
 // Connection is one of the user's connections this client may use. It
-// never carries a credential.
+// never carries a credential. A user may have several at one provider: ID
+// tells them apart, DisplayName and Label say which is which.
 type Connection struct {
 	Provider     string     `json:"provider"`
+	ID           string     `json:"id"`
+	DisplayName  string     `json:"display_name"`
+	Label        string     `json:"label,omitempty"`
 	Status       string     `json:"status"` // active or reauthorization_required
 	Scopes       []string   `json:"scopes"`
 	AccountLabel string     `json:"account_label,omitempty"`
 	CreatedAt    time.Time  `json:"created_at"`
 	UpdatedAt    time.Time  `json:"updated_at"`
 	ExpiresAt    *time.Time `json:"expires_at,omitempty"`
+	// ConsentRequired: the connection grants more than this client is
+	// approved for, so its token answers ErrConsentRequired.
+	ConsentRequired bool `json:"consent_required,omitempty"`
+}
+
+// Account returns the connection as an Account (its id, display name and
+// label).
+func (c Connection) Account() Account {
+	return Account{ID: c.ID, DisplayName: c.DisplayName, Label: c.Label}
 }
 
 // Token is a currently valid credential for a provider. Keep it in memory
@@ -88,7 +148,10 @@ type Connection struct {
 // expire, so ask again rather than caching it. It never prints its secret
 // through fmt or slog.
 type Token struct {
-	Provider    string     `json:"provider"`
+	Provider string `json:"provider"`
+	// Account is the connection the token is of (its id and display name;
+	// connectd sends no label here).
+	Account     Account    `json:"account"`
 	Kind        string     `json:"kind"`       // oauth2 or api_key
 	TokenType   string     `json:"token_type"` // usually Bearer
 	AccessToken string     `json:"access_token"`
@@ -98,7 +161,8 @@ type Token struct {
 
 // String describes the token without its secret.
 func (t Token) String() string {
-	return fmt.Sprintf("client.Token{Provider:%s Kind:%s Scopes:%v AccessToken:[redacted]}", t.Provider, t.Kind, t.Scopes)
+	return fmt.Sprintf("client.Token{Provider:%s Account:%s Kind:%s Scopes:%v AccessToken:[redacted]}", t.Provider, t.Account.ID,
+		t.Kind, t.Scopes)
 }
 
 // GoString is String, so %#v does not print the secret either.
@@ -106,16 +170,27 @@ func (t Token) GoString() string { return t.String() }
 
 // LogValue keeps the secret out of slog output.
 func (t Token) LogValue() slog.Value {
-	return slog.GroupValue(slog.String("provider", t.Provider), slog.String("kind", t.Kind),
+	return slog.GroupValue(slog.String("provider", t.Provider), slog.String("account", t.Account.ID), slog.String("kind", t.Kind),
 		slog.Any("scopes", t.Scopes))
 }
 
-// Unlinked is the answer of Unlink.
+// Unlinked is the answer of Unlink and UnlinkAccount.
 type Unlinked struct {
 	Provider string `json:"provider"`
 	// RevokedAtProvider reports whether the provider confirmed revocation
 	// (RFC 7009); Revocation says what happened (revoked, skipped,
-	// not_supported, failed).
+	// not_supported, failed). With several connections unlinked (AccountAll)
+	// they are the first one's; Connections has each.
 	RevokedAtProvider bool   `json:"revoked_at_provider"`
 	Revocation        string `json:"revocation,omitempty"`
+	// Connections lists every connection unlinked: one, or with AccountAll
+	// each the client was approved for.
+	Connections []UnlinkedConnection `json:"connections,omitempty"`
+}
+
+// UnlinkedConnection is one connection an unlink ended.
+type UnlinkedConnection struct {
+	ID                string `json:"id"`
+	RevokedAtProvider bool   `json:"revoked_at_provider"`
+	Revocation        string `json:"revocation"`
 }

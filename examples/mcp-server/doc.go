@@ -29,6 +29,23 @@
 //     "url": a tool error saying the client cannot open a connect link
 //     (servers must not send a mode the client does not support).
 //
+// # Several accounts at one provider
+//
+// A user may have several file-service accounts this server is approved
+// for (work and personal). connectd then answers the token read with
+// account_required and the accounts (client.ErrAccountRequired), and the
+// tool asks the user which: a form-mode elicitation of the accounts
+// (client.AccountChoice.Form) when the MCP client declared form mode — sent
+// as an input request, which 2026-07-28 clients answer with their retry and
+// the SDK turns into elicitation/create for older ones — else a tool error
+// that lists them with their ids and asks to call list_files again with
+// its account argument (client.AccountChoice.Fallback). The token is then
+// read for that account. When that account needs reconnecting, the link
+// is minted for it (client.MintRequest.Account), and on 2026-07-28 its input
+// key carries the id into the retry (client.ConnectKey). With LegacyError
+// the retry is a new call, which asks again. A refused token unlinks only
+// the account it was of.
+//
 // The SDK serves 2026-07-28 only on a stateless streamable HTTP handler and
 // 2025-11-25's server-to-client requests only on a stateful one, so Handler
 // runs both over the same mcp.Server and routes each HTTP request by its

@@ -3,9 +3,12 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,6 +28,21 @@ const resourcePath = "/mcp"
 // client has the fallback for clients without URL mode turned off.
 func setup(t *testing.T) (idp *devidp.Provider, mcpURL string, mints *atomic.Int32) {
 	t.Helper()
+	mints = &atomic.Int32{}
+	idp, mcpURL = setupWith(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			mints.Add(1)
+		}
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not_connected"})
+	}))
+	return idp, mcpURL, mints
+}
+
+// setupWith is setup with connectd played by cd; the example's file
+// service answers GET /files with the owner its bearer token names
+// ("Bearer tok-work" → "work").
+func setupWith(t *testing.T, cd http.Handler) (idp *devidp.Provider, mcpURL string) {
+	t.Helper()
 	idpMux := http.NewServeMux()
 	idpSrv := httptest.NewServer(idpMux)
 	t.Cleanup(idpSrv.Close)
@@ -34,17 +52,9 @@ func setup(t *testing.T) (idp *devidp.Provider, mcpURL string, mints *atomic.Int
 	}
 	idpMux.Handle("/", idp.Handler())
 
-	mints = &atomic.Int32{}
-	cdSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		if r.Method == http.MethodPost {
-			mints.Add(1)
-		}
-		w.WriteHeader(http.StatusNotFound)
-		json.NewEncoder(w).Encode(map[string]string{"error": "not_connected"})
-	}))
+	cdSrv := httptest.NewServer(cd)
 	t.Cleanup(cdSrv.Close)
-	cd, err := client.New(client.Config{BaseURL: cdSrv.URL, Key: "cks_test", NoFallback: true})
+	cdc, err := client.New(client.Config{BaseURL: cdSrv.URL, Key: "cks_test", NoFallback: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,13 +63,27 @@ func setup(t *testing.T) (idp *devidp.Provider, mcpURL string, mints *atomic.Int
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	s, err := mcpserver.New(context.Background(), mcpserver.Config{Resource: srv.URL + resourcePath, Issuer: idpSrv.URL,
-		Connectd: cd, Provider: "demo-files", FilesAPI: srv.URL + "/unused"})
+		Connectd: cdc, Provider: "demo-files", FilesAPI: srv.URL + "/files", WaitTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
+	mux.HandleFunc("GET /files", func(w http.ResponseWriter, r *http.Request) {
+		owner, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer tok-")
+		if !ok {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"owner": owner, "files": []any{map[string]any{"name": "a.txt", "size": 1}}})
+	})
 	mux.Handle("/", s.Handler())
-	return idp, srv.URL + resourcePath, mints
+	return idp, srv.URL + resourcePath
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
 }
 
 // post sends a raw tools/list with a bearer token and returns the status and
@@ -205,4 +229,224 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+string(b))
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+const (
+	workID = "cn_aaaaaaaaaaaaaaaaaaaaaaaaaa"
+	homeID = "cn_bbbbbbbbbbbbbbbbbbbbbbbbbb"
+)
+
+// accountsConnectd is a stand-in connectd for a user with two accounts at
+// demo-files this server is approved for: a token read without account
+// answers account_required, with one the account's token. home's grant is
+// dead until the user reconnects it (a mint for it, then completion).
+type accountsConnectd struct {
+	t        *testing.T
+	mu       sync.Mutex
+	reads    []string // the account of each token read
+	mints    []string // the account of each mint
+	homeDead bool
+}
+
+func (c *accountsConnectd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	base := "http://" + r.Host
+	switch r.Method + " " + r.URL.Path {
+	case "GET /v1/connections/demo-files/token":
+		account := r.URL.Query().Get("account")
+		c.reads = append(c.reads, account)
+		switch {
+		case account == "":
+			writeJSON(w, http.StatusConflict, map[string]any{"error": "account_required", "accounts": []any{
+				map[string]any{"id": workID, "display_name": "alice@work.example", "label": "work"},
+				map[string]any{"id": homeID, "display_name": "alice@home.example"}}})
+		case account == homeID && c.homeDead:
+			writeJSON(w, http.StatusConflict, map[string]any{"error": "reauthorization_required"})
+		case account == workID || account == homeID:
+			name := map[string]string{workID: "work", homeID: "home"}[account]
+			writeJSON(w, http.StatusOK, map[string]any{"provider": "demo-files", "kind": "oauth2", "access_token": "tok-" + name,
+				"account": map[string]any{"id": account, "display_name": "alice@" + name + ".example"}})
+		default:
+			writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found"})
+		}
+	case "POST /v1/elicitations":
+		var req struct {
+			Account string `json:"account"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		c.mints = append(c.mints, req.Account)
+		u := base + "/c/EID"
+		el := map[string]any{"mode": "url", "elicitationId": "EID", "url": u, "message": "Reconnect it."}
+		writeJSON(w, http.StatusCreated, map[string]any{"elicitation_id": "EID", "status": "pending", "provider": "demo-files",
+			"expires_at": time.Now().Add(10 * time.Minute).UTC().Format(time.RFC3339), "url": u, "request_state": "rs1.STATE",
+			"elicitation": el, "url_elicitation_required_error": map[string]any{"code": -32042, "message": "m",
+				"data": map[string]any{"elicitations": []any{el}}},
+			"input_request": map[string]any{"method": "elicitation/create", "params": map[string]any{"mode": "url", "message": "Reconnect it.", "url": u}}})
+	case "GET /v1/elicitations/EID", "POST /v1/elicitations/resolve":
+		c.homeDead = false // the user reconnected home in the browser
+		writeJSON(w, http.StatusOK, map[string]any{"elicitation_id": "EID", "status": "completed", "provider": "demo-files",
+			"expires_at": time.Now().Add(10 * time.Minute).UTC().Format(time.RFC3339)})
+	default:
+		c.t.Errorf("unexpected call %s %s", r.Method, r.URL)
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found"})
+	}
+}
+
+func (c *accountsConnectd) seen() (reads, mints []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.reads), slices.Clone(c.mints)
+}
+
+// callAs calls list_files as an MCP client of version with caps, whose
+// elicitation handler answers a form with pick (the option's title → its
+// value) and accepts every URL.
+func callAs(t *testing.T, idp *devidp.Provider, mcpURL, version string, caps *mcp.ClientCapabilities, pick func(*mcp.ElicitParams) *mcp.ElicitResult, args map[string]any) (*mcp.CallToolResult, []*mcp.ElicitParams) {
+	t.Helper()
+	token, err := idp.AccessToken("alice", mcpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var asked []*mcp.ElicitParams
+	c := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{Capabilities: caps,
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			mu.Lock()
+			asked = append(asked, r.Params)
+			mu.Unlock()
+			if r.Params.Mode == "form" {
+				return pick(r.Params), nil
+			}
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		}})
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: mcpURL,
+		HTTPClient: &http.Client{Transport: bearer(token)}}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_files", Arguments: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return res, asked
+}
+
+// pickTitled answers the account form with the option titled title.
+func pickTitled(t *testing.T, title string) func(*mcp.ElicitParams) *mcp.ElicitResult {
+	return func(p *mcp.ElicitParams) *mcp.ElicitResult {
+		var schema struct {
+			Properties map[string]struct {
+				OneOf []struct{ Const, Title string } `json:"oneOf"`
+			} `json:"properties"`
+		}
+		b, _ := json.Marshal(p.RequestedSchema)
+		json.Unmarshal(b, &schema)
+		for _, o := range schema.Properties[client.AccountField].OneOf {
+			if o.Title == title {
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{client.AccountField: o.Const}}
+			}
+		}
+		t.Errorf("no option %q in %s", title, b)
+		return &mcp.ElicitResult{Action: "cancel"}
+	}
+}
+
+func text(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(t.Text)
+		}
+	}
+	return b.String()
+}
+
+var (
+	formAndURL = &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{
+		Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}}}
+	urlOnly = &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}}
+)
+
+// TestSeveralAccounts (issue 24): a user with two accounts this server may
+// use is asked which, in a form when the MCP client has form mode (both
+// protocol generations), else in a tool error that lists the accounts for
+// the tool's account argument; the token read names the one chosen.
+func TestSeveralAccounts(t *testing.T) {
+	t.Parallel()
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run("form "+version, func(t *testing.T) {
+			t.Parallel()
+			cd := &accountsConnectd{t: t}
+			idp, mcpURL := setupWith(t, cd)
+			res, asked := callAs(t, idp, mcpURL, version, formAndURL, pickTitled(t, "alice@home.example"), map[string]any{})
+			if res.IsError || !strings.Contains(text(res), "files for home") {
+				t.Fatalf("result: %s", text(res))
+			}
+			if len(asked) != 1 || asked[0].Mode != "form" || !strings.Contains(fmt.Sprint(asked[0].RequestedSchema), "work (alice@work.example)") {
+				t.Fatalf("asked %+v", asked)
+			}
+			if reads, _ := cd.seen(); fmt.Sprint(reads) != fmt.Sprint([]string{"", homeID}) {
+				t.Fatalf("token reads for accounts %q", reads)
+			}
+		})
+	}
+	t.Run("no form mode", func(t *testing.T) {
+		t.Parallel()
+		cd := &accountsConnectd{t: t}
+		idp, mcpURL := setupWith(t, cd)
+		res, asked := callAs(t, idp, mcpURL, "2025-11-25", urlOnly, nil, map[string]any{})
+		if txt := text(res); !res.IsError || len(asked) != 0 || !strings.Contains(txt, "- work (alice@work.example): "+workID) ||
+			!strings.Contains(txt, "- alice@home.example: "+homeID) || !strings.Contains(txt, "list_files again with account") {
+			t.Fatalf("result %s, asked %+v", txt, asked)
+		}
+		// The model calls again with the account the user named.
+		res, _ = callAs(t, idp, mcpURL, "2025-11-25", urlOnly, nil, map[string]any{"account": workID})
+		if res.IsError || !strings.Contains(text(res), "files for work") {
+			t.Fatalf("with account: %s", text(res))
+		}
+		res, _ = callAs(t, idp, mcpURL, "2025-11-25", urlOnly, nil, map[string]any{"account": "cn_cccccccccccccccccccccccccc"})
+		if !res.IsError || !strings.Contains(text(res), "is not one of your file-service accounts") {
+			t.Fatalf("unknown account: %s", text(res))
+		}
+	})
+	t.Run("declined", func(t *testing.T) {
+		t.Parallel()
+		cd := &accountsConnectd{t: t}
+		idp, mcpURL := setupWith(t, cd)
+		decline := func(*mcp.ElicitParams) *mcp.ElicitResult { return &mcp.ElicitResult{Action: "decline"} }
+		res, _ := callAs(t, idp, mcpURL, "2026-07-28", formAndURL, decline, map[string]any{})
+		if !res.IsError || !strings.Contains(text(res), "No file-service account was chosen") {
+			t.Fatalf("result: %s", text(res))
+		}
+	})
+}
+
+// TestReconnectTheChosenAccount: when the account the user chose needs
+// reauthorizing, the link is minted for that account, and once connected
+// its token is read — on 2026-07-28 across the retry, whose input key
+// carries the account (client.ConnectKey).
+func TestReconnectTheChosenAccount(t *testing.T) {
+	t.Parallel()
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			t.Parallel()
+			cd := &accountsConnectd{t: t, homeDead: true}
+			idp, mcpURL := setupWith(t, cd)
+			res, asked := callAs(t, idp, mcpURL, version, formAndURL, pickTitled(t, "alice@home.example"), map[string]any{})
+			if res.IsError || !strings.Contains(text(res), "files for home") {
+				t.Fatalf("result: %s", text(res))
+			}
+			if len(asked) != 2 || asked[0].Mode != "form" || asked[1].Mode != "url" {
+				t.Fatalf("asked %+v", asked)
+			}
+			reads, mints := cd.seen()
+			if fmt.Sprint(mints) != fmt.Sprint([]string{homeID}) || fmt.Sprint(reads) != fmt.Sprint([]string{"", homeID, homeID}) {
+				t.Fatalf("mints for %q, token reads for %q", mints, reads)
+			}
+		})
+	}
 }

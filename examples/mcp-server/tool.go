@@ -17,8 +17,14 @@ import (
 	"github.com/connectd/connectd/client"
 )
 
-// listFilesArgs is list_files' input: nothing.
-type listFilesArgs struct{}
+// listFilesArgs is list_files' input: nothing, or which of the user's
+// accounts at the file service, when they have several and the MCP client
+// cannot ask them in a form (client.AccountChoice.Fallback names it). An
+// empty Account marshals as {}, so a call without it has the request digest
+// it always had.
+type listFilesArgs struct {
+	Account string `json:"account,omitempty" jsonschema:"which of your file-service accounts to use: its id (cn_…); leave it out unless list_files asked for it"`
+}
 
 // FileList is list_files' structured output.
 type FileList struct {
@@ -50,8 +56,10 @@ func peerOf(req *mcp.CallToolRequest) client.Peer {
 	if ip := req.Session.InitializeParams(); ip != nil {
 		p.ProtocolVersion = ip.ProtocolVersion
 	}
-	if c := req.ClientCapabilities(); c != nil && c.Elicitation != nil && c.Elicitation.URL != nil {
-		p.URLElicitation = true
+	if c := req.ClientCapabilities(); c != nil && c.Elicitation != nil {
+		p.URLElicitation = c.Elicitation.URL != nil
+		// An elicitation object with neither mode declares form mode.
+		p.FormElicitation = c.Elicitation.Form != nil || c.Elicitation.URL == nil
 	}
 	return p
 }
@@ -75,25 +83,53 @@ func (s *Server) listFiles(ctx context.Context, req *mcp.CallToolRequest, in lis
 	gen := client.GenerationOf(peer.ProtocolVersion)
 	log := s.logger.With(slog.String("tool", req.Params.Name), slog.String("protocol", peer.ProtocolVersion))
 
+	// Which of the user's accounts at the file service: named by the
+	// caller, or chosen by the user in the account form asked below (on
+	// 2026-07-28 the client retries with the answer; on older protocols the
+	// SDK asks within the call and calls this handler again with it). The
+	// id is no secret and connectd checks it is the user's. Empty: the one
+	// this server is approved for.
+	account := in.Account
+	if r, ok := req.Params.InputResponses[client.ChoiceKey(s.cfg.Provider)].(*mcp.ElicitResult); ok {
+		id, chosen := client.ChosenAccount(r.Content)
+		if r.Action != "accept" || !chosen {
+			return nil, FileList{}, stop("No file-service account was chosen, so the files cannot be listed. Call list_files again to choose one.")
+		}
+		account = id
+	}
+
 	// 2026-07-28 retry: the client echoes the requestState with its answer.
 	if gen == client.GenerationInputRequired && req.Params.RequestState != "" {
-		res, done, err := s.resume(ctx, log, req, u, digest)
+		res, keyed, done, err := s.resume(ctx, log, req, u, digest)
 		if done || err != nil {
 			return res, FileList{}, err
 		}
-		// The request_state led nowhere (replayed, expired, …): start over.
+		if keyed != "" {
+			account = keyed // the link was for that account (client.ConnectKey)
+		}
+		// Completed, or the request_state led nowhere (replayed, expired,
+		// …): look again, and start over if need be.
 	}
 
-	tok, err := s.cfg.Connectd.Token(ctx, u.token, s.cfg.Provider, s.cfg.Scopes...)
+	tok, err := s.cfg.Connectd.AccountToken(ctx, u.token, s.cfg.Provider, account, s.cfg.Scopes...)
 	if err == nil {
 		return s.files(ctx, log, u, tok)
+	}
+	if choice := client.ChooseAccount(err, s.cfg.Provider); choice != nil {
+		// Approved for several of the user's accounts: ask which.
+		return s.askAccount(ctx, log, peer, choice)
+	}
+	if account != "" && (errors.Is(err, client.ErrNotFound) || errors.Is(err, client.ErrInvalidRequest)) {
+		return nil, FileList{}, stop("%q is not one of your file-service accounts. Call list_files without account to choose one.", account)
 	}
 	if !client.NeedsConnection(err) {
 		log.WarnContext(ctx, "connectd token lookup failed", slog.Any("error", err))
 		return nil, FileList{}, stop("The file service cannot be reached through connectd right now (%s). Try again later.", errCode(err))
 	}
+	// For a named account (reauthorization, a step-up, or an account this
+	// server is not approved for yet) the link is for that one.
 	ans, err := s.cfg.Connectd.RequireConnection(ctx, u.token, peer, client.MintRequest{
-		Provider: s.cfg.Provider, Scopes: s.cfg.Scopes, RequestDigest: digest,
+		Provider: s.cfg.Provider, Scopes: s.cfg.Scopes, RequestDigest: digest, Account: account,
 		Message: "list_files needs access to your files. Open the link to connect your file-service account.",
 	})
 	if errors.Is(err, client.ErrURLElicitationUnsupported) { // the fallback is off (client.Config.NoFallback)
@@ -108,7 +144,7 @@ func (s *Server) listFiles(ctx context.Context, req *mcp.CallToolRequest, in lis
 		// A retry while the link was pending, and the user finished while
 		// RequireConnection waited: the token lookup now succeeds.
 		log.InfoContext(ctx, "connected while the retried request waited", slog.String("elicitation", ans.Elicitation.ID))
-		tok, err := s.cfg.Connectd.Token(ctx, u.token, s.cfg.Provider, s.cfg.Scopes...)
+		tok, err := s.cfg.Connectd.AccountToken(ctx, u.token, s.cfg.Provider, account, s.cfg.Scopes...)
 		if err != nil {
 			return nil, FileList{}, stop("The file service cannot be reached through connectd right now (%s). Try again later.", errCode(err))
 		}
@@ -131,48 +167,74 @@ func (s *Server) listFiles(ctx context.Context, req *mcp.CallToolRequest, in lis
 		s.notifyWhenDone(req.Session, u, ans.Elicitation)
 		return nil, FileList{}, rpcError(ans.Error)
 	default:
-		return s.elicitAndWait(ctx, log, req, u, ans)
+		return s.elicitAndWait(ctx, log, req, u, ans, account)
 	}
 }
 
+// askAccount puts an account_required answer to the user: a form-mode
+// elicitation of their accounts when the client declared form mode, else a
+// tool error that lists them and asks for list_files' account argument.
+// The form goes out as an input request: on 2026-07-28 the client answers
+// with its retry, and before that the SDK sends it as elicitation/create and
+// calls the tool again with the answer in InputResponses.
+func (s *Server) askAccount(ctx context.Context, log *slog.Logger, peer client.Peer, choice *client.AccountChoice) (*mcp.CallToolResult, FileList, error) {
+	log.InfoContext(ctx, "several accounts: asking the user which", slog.Int("accounts", len(choice.Accounts)),
+		slog.Bool("form", peer.FormElicitation))
+	if !peer.FormElicitation {
+		return nil, FileList{}, stop("%s", choice.Fallback("list_files").Text())
+	}
+	f := choice.Form("list_files can use any of these file-service accounts of yours. Which one should it list?")
+	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{
+		client.ChoiceKey(s.cfg.Provider): &mcp.ElicitParams{Mode: f.Mode, Message: f.Message, RequestedSchema: f.RequestedSchema},
+	}}, FileList{}, nil
+}
+
 // resume handles a 2026-07-28 retry. done reports that res (or err) is the
-// answer; otherwise the caller starts over.
-func (s *Server) resume(ctx context.Context, log *slog.Logger, req *mcp.CallToolRequest, u caller, digest string) (res *mcp.CallToolResult, done bool, err error) {
+// answer; otherwise the caller looks the token up, of account when the link
+// was for one (its input key says so: client.ConnectKey), and starts over if
+// need be.
+func (s *Server) resume(ctx context.Context, log *slog.Logger, req *mcp.CallToolRequest, u caller, digest string) (res *mcp.CallToolResult, account string, done bool, err error) {
 	key := client.InputKey(s.cfg.Provider)
+	for k := range req.Params.InputResponses {
+		if a, ok := client.KeyAccount(s.cfg.Provider, k); ok {
+			key, account = k, a
+		}
+	}
 	if r, ok := req.Params.InputResponses[key].(*mcp.ElicitResult); ok && r.Action != "accept" {
 		// The user refused to open the link: do not ask again in this call,
 		// and end the link, so that a later call gets a new one at once.
 		if st, err := s.cfg.Connectd.Resolve(ctx, u.token, req.Params.RequestState, digest); err == nil {
 			s.endDeclined(ctx, log, u, st.ID)
 		}
-		return nil, true, refused(r.Action)
+		return nil, "", true, refused(r.Action)
 	}
 	st, err := s.cfg.Connectd.Resume(ctx, u.token, req.Params.RequestState, digest, s.cfg.WaitTimeout)
 	switch {
 	case errors.Is(err, client.ErrRequestState):
 		log.InfoContext(ctx, "request_state refused; starting over", slog.String("code", errCode(err)))
-		return nil, false, nil
+		return nil, account, false, nil
 	case err != nil:
-		return nil, true, stop("Could not check the connection with connectd (%s).", errCode(err))
+		return nil, "", true, stop("Could not check the connection with connectd (%s).", errCode(err))
 	}
 	log.InfoContext(ctx, "request_state resolved", slog.String("elicitation", st.ID), slog.String("status", string(st.Status)))
 	switch st.Status {
 	case client.StatusCompleted:
-		return nil, false, nil // the token lookup now succeeds
+		return nil, account, false, nil // the token lookup now succeeds
 	case client.StatusPending:
 		again, err := s.cfg.Connectd.Reissue(st, "Still waiting: open the link to connect your file-service account.", key)
 		if err != nil {
-			return nil, true, err
+			return nil, "", true, err
 		}
-		return &mcp.CallToolResult{InputRequests: toSDK(again), RequestState: again.RequestState}, true, nil
+		return &mcp.CallToolResult{InputRequests: toSDK(again), RequestState: again.RequestState}, "", true, nil
 	default:
-		return nil, true, finalError(st)
+		return nil, "", true, finalError(st)
 	}
 }
 
 // elicitAndWait is the 2025-11-25 path within one tool call: ask the client
-// to open the URL, wait for connectd, notify completion, then list.
-func (s *Server) elicitAndWait(ctx context.Context, log *slog.Logger, req *mcp.CallToolRequest, u caller, ans *client.Answer) (*mcp.CallToolResult, FileList, error) {
+// to open the URL, wait for connectd, notify completion, then list (of
+// account, when the call named or chose one).
+func (s *Server) elicitAndWait(ctx context.Context, log *slog.Logger, req *mcp.CallToolRequest, u caller, ans *client.Answer, account string) (*mcp.CallToolResult, FileList, error) {
 	p := ans.ElicitRequest
 	r, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Mode: p.Mode, Message: p.Message, URL: p.URL, ElicitationID: p.ElicitationID})
 	if err != nil {
@@ -199,7 +261,7 @@ func (s *Server) elicitAndWait(ctx context.Context, log *slog.Logger, req *mcp.C
 	if st.Status != client.StatusCompleted {
 		return nil, FileList{}, finalError(st)
 	}
-	tok, err := s.cfg.Connectd.Token(ctx, u.token, s.cfg.Provider, s.cfg.Scopes...)
+	tok, err := s.cfg.Connectd.AccountToken(ctx, u.token, s.cfg.Provider, account, s.cfg.Scopes...)
 	if err != nil {
 		return nil, FileList{}, stop("Connected, but connectd gave no token (%s).", errCode(err))
 	}
@@ -262,8 +324,9 @@ func (s *Server) files(ctx context.Context, log *slog.Logger, u caller, tok *cli
 	case http.StatusOK:
 	case http.StatusUnauthorized:
 		// The provider no longer honours the stored grant (revoked there,
-		// or the service lost it). Unlink it, so the next call reconnects.
-		if _, err := s.cfg.Connectd.Unlink(ctx, u.token, s.cfg.Provider); err != nil {
+		// or the service lost it). Unlink that account, so the next call
+		// reconnects.
+		if _, err := s.cfg.Connectd.UnlinkAccount(ctx, u.token, s.cfg.Provider, tok.Account.ID); err != nil {
 			log.WarnContext(ctx, "unlink after a refused token failed", slog.Any("error", err))
 		}
 		return nil, FileList{}, stop("The file service refused the stored authorization, so it was removed. Call list_files again to reconnect.")

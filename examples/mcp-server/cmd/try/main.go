@@ -15,9 +15,15 @@
 // answers with a tool result that gives the link in plain words; try prints
 // it and calls the tool again, as a user who asks again would, until the
 // files come (each call is held by the server while the link is pending).
+//
+// A user with several file-service accounts this server may use is asked
+// which (a form-mode elicitation: try lists them and reads the number you
+// type), or, with -no-url, told them with their ids: pass one with
+// -account cn_….
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,14 +46,14 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "try:", err)
 		stop()
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("try", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	user := fs.String("user", "alice", "demo user: alice or bob")
@@ -56,6 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	protocol := fs.String("protocol", "2026-07-28", "MCP protocol version to ask for: 2026-07-28 or 2025-11-25")
 	noURL := fs.Bool("no-url", false, "declare no URL-mode elicitation (a client that gets the fallback tool result)")
 	tokenOnly := fs.Bool("token-only", false, "print the access token and exit")
+	account := fs.String("account", "", "which of the user's file-service accounts (its id, cn_…), when there are several")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -74,9 +81,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "signed in at %s as %s; MCP access token issued for %s\n", *idp, *user, *endpoint)
 
 	completed := make(chan string, 4)
+	in := bufio.NewScanner(stdin)
 	opts := &mcp.ClientOptions{
-		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{
+			URL: &mcp.URLElicitationCapabilities{}, Form: &mcp.FormElicitationCapabilities{}}},
 		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			if r.Params.Mode == "form" {
+				return chooseAccount(stdout, in, r.Params)
+			}
 			showLink(stdout, *user, r.Params.Message, r.Params.URL)
 			// accept = the user agrees to open the link; the interaction
 			// itself happens in the browser.
@@ -100,12 +112,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer cs.Close()
 	fmt.Fprintf(stderr, "MCP session: protocol %s; calling list_files (waits while you connect in the browser)\n",
 		cs.InitializeResult().ProtocolVersion)
+	arguments := map[string]any{}
+	if *account != "" {
+		arguments["account"] = *account
+	}
 	if *noURL {
-		return fallback(ctx, cs, stdout, stderr)
+		return fallback(ctx, cs, arguments, stdout, stderr)
 	}
 
 	for attempt := 0; ; attempt++ {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_files", Arguments: map[string]any{}})
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_files", Arguments: arguments})
 		var rpcErr *jsonrpc.Error
 		if errors.As(err, &rpcErr) && rpcErr.Code == mcp.CodeURLElicitationRequired && attempt == 0 {
 			// 2025-11-25 with URLElicitationRequiredError: open the link,
@@ -146,10 +162,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // is the fallback result with the link; each later call is held by the
 // server while the link is pending and answers the same text again, until
 // the user has connected and the files come.
-func fallback(ctx context.Context, cs *mcp.ClientSession, stdout, stderr io.Writer) error {
+func fallback(ctx context.Context, cs *mcp.ClientSession, arguments map[string]any, stdout, stderr io.Writer) error {
 	var last string
 	for {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_files", Arguments: map[string]any{}})
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_files", Arguments: arguments})
 		if err != nil {
 			return fmt.Errorf("list_files: %w", err)
 		}
@@ -165,6 +181,9 @@ func fallback(ctx context.Context, cs *mcp.ClientSession, stdout, stderr io.Writ
 		}
 		if !strings.Contains(text, "/c/") {
 			fmt.Fprintln(stdout, text)
+			if strings.Contains(text, "cn_") {
+				return errors.New("the tool asks which account: run try again with -account and one of the ids above")
+			}
 			return errors.New("the tool reported an error")
 		}
 		if text != last {
@@ -173,6 +192,44 @@ func fallback(ctx context.Context, cs *mcp.ClientSession, stdout, stderr io.Writ
 		}
 		fmt.Fprintln(stderr, "calling list_files again, as a user who asks again would (the server holds the call while the link is pending)")
 	}
+}
+
+// chooseAccount answers the server's form asking which account: it lists
+// the options of the form's one titled enum and reads the number typed.
+func chooseAccount(stdout io.Writer, in *bufio.Scanner, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	var schema struct {
+		Properties map[string]struct {
+			OneOf []struct {
+				Const string `json:"const"`
+				Title string `json:"title"`
+			} `json:"oneOf"`
+		} `json:"properties"`
+	}
+	b, err := json.Marshal(p.RequestedSchema)
+	if err == nil {
+		err = json.Unmarshal(b, &schema)
+	}
+	if err != nil || len(schema.Properties) != 1 {
+		return nil, fmt.Errorf("a form try cannot fill in: %v", err)
+	}
+	var field string
+	for f := range schema.Properties {
+		field = f
+	}
+	options := schema.Properties[field].OneOf
+	fmt.Fprintf(stdout, "\n  %s\n\n", strings.TrimSpace(p.Message))
+	for i, o := range options {
+		fmt.Fprintf(stdout, "    %d. %s\n", i+1, o.Title)
+	}
+	fmt.Fprintf(stdout, "\n  Type its number (anything else declines): ")
+	if !in.Scan() {
+		return &mcp.ElicitResult{Action: "cancel"}, nil
+	}
+	var n int
+	if _, err := fmt.Sscan(in.Text(), &n); err != nil || n < 1 || n > len(options) {
+		return &mcp.ElicitResult{Action: "decline"}, nil
+	}
+	return &mcp.ElicitResult{Action: "accept", Content: map[string]any{field: options[n-1].Const}}, nil
 }
 
 func indent(s string) string { return "    " + strings.ReplaceAll(s, "\n", "\n    ") }

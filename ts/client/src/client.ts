@@ -1,11 +1,12 @@
 // ConnectdClient: connectd's /v1 API for one MCP server (the Go client's
 // client.go and wait.go in TypeScript). It uses only the platform's fetch.
 import { ConnectdError, ConnectdNetworkError, ErrorFamily, URLElicitationUnsupportedError, WaitTimeoutError } from "./errors.js";
-import { answerFor, canOpenURL, fallbackResult, generationOf, inputKey as defaultInputKey } from "./mcp.js";
+import { answerFor, canOpenURL, connectKey, fallbackResult, generationOf, inputKey as defaultInputKey } from "./mcp.js";
 import type { Answer, Peer } from "./mcp.js";
 import type { components, paths } from "./openapi.js";
 import { Token, isFinal } from "./types.js";
 import type {
+  Account,
   Body,
   Connection,
   Elicitation,
@@ -67,6 +68,11 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
+export interface UnlinkOptions extends CallOptions {
+  /** Which connection: its id, AccountAll for every one this client is approved for at the provider, or left out (the only one). */
+  account?: string;
+}
+
 export interface WaitOptions extends CallOptions {
   /** Give up after this long with WaitTimeoutError (connectd ends the wait itself when the elicitation expires). */
   timeoutMs?: number;
@@ -122,11 +128,30 @@ export class ConnectdClient {
    * about to expire. Every scope in required must have been granted, else the
    * error is insufficient_scope with missingScopes. When needsConnection(err),
    * call requireConnection.
+   *
+   * It reads the one connection at provider this client is approved for.
+   * Approved for several (work and personal GitHub), it throws account_required
+   * (isAccountRequired) with the accounts: ask the user which (chooseAccount),
+   * then call accountToken.
    */
   async token(userToken: string, provider: string, ...requiredScopes: string[]): Promise<Token> {
+    return this.accountToken(userToken, provider, "", ...requiredScopes);
+  }
+
+  /**
+   * token for one of the user's accounts at provider: account is its
+   * connection id (Account.id, Connection.id); "" is token's choice. An id that
+   * is not one of the user's connections there is not_found; one this client
+   * is not approved for is consent_required (mint with that account).
+   */
+  async accountToken(userToken: string, provider: string, account: string, ...requiredScopes: string[]): Promise<Token> {
     if (!provider) throw new TypeError("connectd client: empty provider");
-    const query = requiredScopes.length ? { scopes: requiredScopes.join(",") } : undefined;
-    const { body } = await this.#call<Schemas["Token"]>("GET", `/v1/connections/${enc(provider)}/token`, userToken, { query });
+    const query: Record<string, string> = {};
+    if (requiredScopes.length) query.scopes = requiredScopes.join(",");
+    if (account) query.account = account;
+    const { body } = await this.#call<Schemas["Token"]>("GET", `/v1/connections/${enc(provider)}/token`, userToken, {
+      query: Object.keys(query).length ? query : undefined,
+    });
     return new Token(body);
   }
 
@@ -135,7 +160,15 @@ export class ConnectdClient {
     type B = Body<paths["/v1/connections"]["get"], 200>;
     const { body } = await this.#call<B>("GET", "/v1/connections", userToken, { signal: opts?.signal });
     return (body.connections ?? []).map((c) => {
-      const out: Connection = { provider: c.provider ?? "", status: c.status ?? "active", scopes: c.scopes ?? [] };
+      const out: Connection = {
+        // Defaults for an older connectd, which sent fewer fields.
+        provider: c.provider ?? "",
+        id: c.id ?? "",
+        displayName: c.display_name ?? "",
+        status: c.status ?? "active",
+        scopes: c.scopes ?? [],
+      };
+      if (c.label) out.label = c.label;
       if (c.account_label) out.accountLabel = c.account_label;
       if (c.created_at) out.createdAt = new Date(c.created_at);
       if (c.updated_at) out.updatedAt = new Date(c.updated_at);
@@ -156,6 +189,7 @@ export class ConnectdClient {
     if (req.scopes?.length) body.scopes = req.scopes;
     if (req.message) body.message = req.message;
     if (req.requestDigest) body.request_digest = req.requestDigest;
+    if (req.account) body.account = req.account;
     const r = await this.#call<Schemas["Minted"]>("POST", "/v1/elicitations", userToken, {
       body,
       want: [201, 200],
@@ -269,13 +303,21 @@ export class ConnectdClient {
   /**
    * Deletes the user's connection to provider and revokes it at the provider
    * where supported (DELETE /v1/connections/{provider}). Every client's
-   * consent to it is withdrawn.
+   * consent to it is withdrawn. Without opts.account it is the one this
+   * client is approved for (account_required when several); with an id that
+   * one; with AccountAll every one this client is approved for there.
    */
-  async unlink(userToken: string, provider: string, opts?: CallOptions): Promise<Unlinked> {
+  async unlink(userToken: string, provider: string, opts?: UnlinkOptions): Promise<Unlinked> {
     if (!provider) throw new TypeError("connectd client: empty provider");
     type B = Body<paths["/v1/connections/{provider}"]["delete"], 200>;
-    const { body } = await this.#call<B>("DELETE", `/v1/connections/${enc(provider)}`, userToken, { signal: opts?.signal });
-    return { provider: body.provider, revokedAtProvider: body.revoked_at_provider, revocation: body.revocation };
+    const query = opts?.account ? { account: opts.account } : undefined;
+    const { body } = await this.#call<B>("DELETE", `/v1/connections/${enc(provider)}`, userToken, { query, signal: opts?.signal });
+    return {
+      provider: body.provider,
+      revokedAtProvider: body.revoked_at_provider,
+      revocation: body.revocation,
+      connections: (body.connections ?? []).map((c) => ({ id: c.id, revokedAtProvider: c.revoked_at_provider, revocation: c.revocation })),
+    };
   }
 
   /**
@@ -283,7 +325,9 @@ export class ConnectdClient {
    * MCP client declared: it mints an elicitation and shapes it with
    * answerFor, or as the fallback tool result when the client did not
    * declare URL-mode elicitation (or speaks a protocol before 2025-11-25).
-   * Call it when needsConnection(err) for a token call. With fallback: false
+   * Call it when needsConnection(err) for a token call; for a token read of one
+   * account, set req.account to it (its 2026-07-28 input key is then
+   * connectKey(provider, account), so the retry knows the account). With fallback: false
    * such a client gets URLElicitationUnsupportedError and nothing is minted.
    *
    * A retry of a request whose link is still pending (connectd answers the
@@ -316,7 +360,7 @@ export class ConnectdClient {
     if (!canOpenURL(peer)) {
       return { generation: generationOf(peer.protocolVersion), elicitation: e, ready: false, fallback: fallbackResult(e) };
     }
-    return answerFor(e, peer.protocolVersion);
+    return answerFor(e, peer.protocolVersion, connectKey(req.provider, req.account));
   }
 
   /**
@@ -475,6 +519,7 @@ function apiError(resp: Response, raw: string): ConnectdError {
     if (Array.isArray(b.missing_scopes)) init.missingScopes = b.missing_scopes;
     if (Array.isArray(b.unapproved_scopes)) init.unapprovedScopes = b.unapproved_scopes;
     init.accountChanged = b.account_changed === true;
+    if (Array.isArray(b.accounts)) init.accounts = b.accounts.map(toAccount);
   } else {
     init.description = `unexpected answer: ${resp.statusText || resp.status}`;
   }
@@ -493,6 +538,12 @@ function apiError(resp: Response, raw: string): ConnectdError {
 function retryable(err: unknown): boolean {
   if (err instanceof ConnectdNetworkError) return true;
   return err instanceof ConnectdError && (err.is(ErrorFamily.Unavailable) || err.is(ErrorFamily.RateLimited));
+}
+
+function toAccount(a: Schemas["Account"]): Account {
+  const out: Account = { id: String(a.id ?? ""), displayName: String(a.display_name ?? "") };
+  if (a.label) out.label = String(a.label);
+  return out;
 }
 
 function toStatus(s: Schemas["StatusFields"]): ElicitationStatus {

@@ -4,6 +4,7 @@
 // sentinel errors do. No error ever carries the client key or a token: they
 // travel in headers, and messages are built only from status, code and
 // connectd's description (which never holds a secret).
+import type { Account } from "./types.js";
 
 /** The families of refusals, as the Go client's sentinel errors (errors.go). */
 export const ErrorFamily = {
@@ -13,9 +14,16 @@ export const ErrorFamily = {
   ConsentRequired: "consent_required",
   /** The connection lacks a required scope (missingScopes): mint an elicitation asking for them. */
   InsufficientScope: "insufficient_scope",
-  /** The provider refused the stored grant: mint an elicitation. */
+  /** The provider refused the stored grant: mint an elicitation (for a token read with an account, with that account). */
   ReauthorizationRequired: "reauthorization_required",
-  /** Unknown elicitation, or another client's or user's (connectd does not tell them apart). */
+  /**
+   * This client is approved for several of the user's accounts at the provider
+   * and the call named none; accounts lists them: ask the user which
+   * (chooseAccount), then call again with that id. A choice, not a missing
+   * connection: needsConnection is false.
+   */
+  AccountRequired: "account_required",
+  /** Unknown elicitation, or another client's or user's; or an account that is not one of the user's at the provider (connectd does not tell them apart). */
   NotFound: "not_found",
   /** The client key is missing, wrong, expired or the client is disabled. */
   InvalidClient: "invalid_client",
@@ -48,6 +56,7 @@ const codeFamilies: Readonly<Record<string, readonly ErrorFamily[]>> = {
   consent_required: [F.ConsentRequired],
   insufficient_scope: [F.InsufficientScope],
   reauthorization_required: [F.ReauthorizationRequired],
+  account_required: [F.AccountRequired],
   not_found: [F.NotFound],
   invalid_client: [F.InvalidClient],
   missing_user_token: [F.UserToken],
@@ -81,6 +90,7 @@ export interface ConnectdErrorInit {
   missingScopes?: string[];
   unapprovedScopes?: string[];
   accountChanged?: boolean;
+  accounts?: Account[];
   retryAfterMs?: number;
 }
 
@@ -101,6 +111,8 @@ export class ConnectdError extends Error {
   readonly unapprovedScopes: string[];
   /** The connection is to another provider account than the approved one (consent_required). */
   readonly accountChanged: boolean;
+  /** The user's accounts at the provider this client may use (account_required): name one with its id. */
+  readonly accounts: Account[];
   /** The Retry-After delay of a 429 or 503 answer, if any. */
   readonly retryAfterMs?: number;
 
@@ -113,6 +125,7 @@ export class ConnectdError extends Error {
     this.missingScopes = init.missingScopes ?? [];
     this.unapprovedScopes = init.unapprovedScopes ?? [];
     this.accountChanged = init.accountChanged ?? false;
+    this.accounts = init.accounts ?? [];
     if (init.retryAfterMs !== undefined) this.retryAfterMs = init.retryAfterMs;
   }
 
@@ -214,6 +227,16 @@ export function isRateLimited(err: unknown): boolean {
 /** Reports whether err is a temporary unavailability (Go: ErrUnavailable). */
 export function isUnavailable(err: unknown): boolean {
   return isFamily(err, F.Unavailable);
+}
+
+/** Reports whether err asks which of the user's accounts to use (Go: ErrAccountRequired). */
+export function isAccountRequired(err: unknown): boolean {
+  return isFamily(err, F.AccountRequired);
+}
+
+/** The accounts an account_required refusal lists, or [] (Go: client.Accounts). */
+export function accountsOf(err: unknown): Account[] {
+  return err instanceof ConnectdError && err.code === "account_required" ? err.accounts : [];
 }
 
 /** The scopes an insufficient_scope refusal lists, or []. */

@@ -1,12 +1,14 @@
 // @connectd/client: the client of connectd's /v1 API for MCP servers.
 export { ConnectdClient, UserTokenHeader } from "./client.js";
-export type { CallOptions, ConnectdClientOptions, WaitOptions } from "./client.js";
+export type { CallOptions, ConnectdClientOptions, UnlinkOptions, WaitOptions } from "./client.js";
 export {
   ConnectdError,
   ConnectdNetworkError,
   ErrorFamily,
   URLElicitationUnsupportedError,
   WaitTimeoutError,
+  accountsOf,
+  isAccountRequired,
   isFamily,
   isInvalidClient,
   isRateLimited,
@@ -18,21 +20,40 @@ export {
 } from "./errors.js";
 export type { ConnectdErrorInit } from "./errors.js";
 export {
+  AccountChoice,
+  AccountField,
   Generation,
   ProtocolVersion20251125,
   ProtocolVersion20260728,
   URLElicitationRequiredCode,
   answerFor,
   canOpenURL,
+  chooseAccount,
+  choiceKey,
+  chosenAccount,
+  connectKey,
   fallbackResult,
   generationOf,
   inputKey,
+  keyAccount,
   toolResultText,
 } from "./mcp.js";
-export type { Answer, Peer, TextContent, ToolResult } from "./mcp.js";
+export type { Answer, FormParams, Peer, TextContent, ToolResult } from "./mcp.js";
 export { requestDigest } from "./digest.js";
-export { StatusCompleted, StatusDeclined, StatusExpired, StatusFailed, StatusPending, Token, isFinal } from "./types.js";
+export {
+  AccountAll,
+  AccountNew,
+  StatusCompleted,
+  StatusDeclined,
+  StatusExpired,
+  StatusFailed,
+  StatusPending,
+  Token,
+  accountTitle,
+  isFinal,
+} from "./types.js";
 export type {
+  Account,
   Connection,
   ElicitParams,
   Elicitation,
@@ -45,6 +66,7 @@ export type {
   Status,
   URLElicitationData,
   Unlinked,
+  UnlinkedConnection,
 } from "./types.js";
 export type { components as OpenAPIComponents, paths as OpenAPIPaths } from "./openapi.js";
 export { WebhookSignatureError, WebhookToleranceSeconds, verifyWebhook } from "./webhook.js";

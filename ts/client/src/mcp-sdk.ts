@@ -7,10 +7,11 @@ import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import {
   UrlElicitationRequiredError,
   type CallToolResult,
+  type ElicitRequestFormParams,
   type ElicitRequestURLParams,
   type ElicitationCompleteNotification,
 } from "@modelcontextprotocol/sdk/types.js";
-import type { Answer, Peer } from "./mcp.js";
+import type { Answer, FormParams, Peer, ToolResult } from "./mcp.js";
 import type { InputRequiredResult } from "./types.js";
 
 export type { InputRequiredResult };
@@ -33,7 +34,9 @@ export function peerOf(server: Server | McpServer, extra?: RequestExtra, protoco
   let version = protocolVersion ?? "";
   const h = extra?.requestInfo?.headers?.["mcp-protocol-version"];
   if (!version && h) version = Array.isArray(h) ? (h[0] ?? "") : h;
-  return { protocolVersion: version, urlElicitation: s.getClientCapabilities()?.elicitation?.url !== undefined };
+  const el = s.getClientCapabilities()?.elicitation;
+  // The SDK reads an empty elicitation object as { form: {} }.
+  return { protocolVersion: version, urlElicitation: el?.url !== undefined, formElicitation: el?.form !== undefined };
 }
 
 /** The answer's -32042 error as the SDK's UrlElicitationRequiredError: throw it from a tool handler. */
@@ -48,10 +51,20 @@ export function elicitInputParams(answer: Answer): ElicitRequestURLParams {
   return toElicitParams(answer.elicitRequest);
 }
 
+/** An account form (AccountChoice.form) as the params for server.elicitInput. */
+export function accountFormParams(form: FormParams): ElicitRequestFormParams {
+  return form;
+}
+
 /** The fallback (no URL mode) as the tool call's result. */
 export function fallbackToolResult(answer: Answer): CallToolResult {
   if (!answer.fallback) throw new TypeError("connectd client: the answer is not a fallback");
-  return { isError: true, content: answer.fallback.content.map((c) => ({ type: "text" as const, text: c.text })) };
+  return callToolResult(answer.fallback);
+}
+
+/** A ToolResult (a fallback, AccountChoice.fallback) as the tool call's result. */
+export function callToolResult(r: ToolResult): CallToolResult {
+  return { isError: r.isError, content: r.content.map((c) => ({ type: "text" as const, text: c.text })) };
 }
 
 /** The 2026-07-28 InputRequiredResult of an answer, as a plain object (the SDK has no type for it). */

@@ -1,7 +1,8 @@
 // MCP protocol helpers: which shape a negotiated protocol version calls for,
 // and connectd's elicitation in that shape (the Go client's mcp.go).
-import { URLElicitationUnsupportedError } from "./errors.js";
-import type { ElicitParams, Elicitation, InputRequiredResult, RPCError } from "./types.js";
+import { URLElicitationUnsupportedError, accountsOf } from "./errors.js";
+import { AccountNew, accountTitle } from "./types.js";
+import type { Account, ElicitParams, Elicitation, InputRequiredResult, RPCError } from "./types.js";
 
 /**
  * Introduced URL-mode elicitation: the server sends elicitation/create (mode
@@ -57,6 +58,12 @@ export interface Peer {
    * empty elicitation object declares form mode only.
    */
   urlElicitation: boolean;
+  /**
+   * The client declared form-mode elicitation: capabilities.elicitation.form,
+   * or an elicitation object with neither form nor url. It lets the server
+   * ask the user which account (AccountChoice.form).
+   */
+  formElicitation?: boolean;
 }
 
 /** Whether connectd's link may be sent to the peer as a URL-mode elicitation: the spec forbids an undeclared mode. */
@@ -101,6 +108,24 @@ export interface Answer {
 /** The default inputRequests key for a provider's connect request. */
 export function inputKey(provider: string): string {
   return `connect-${provider}`;
+}
+
+/**
+ * The inputRequests key requireConnection gives a connect request for one of
+ * the user's accounts: inputKey(provider) and, for a connection id, ":" and
+ * the id. The MCP client echoes the key with its answer, so the retry knows
+ * which account the link was for (keyAccount). The id is no secret, and
+ * connectd checks it is the user's.
+ */
+export function connectKey(provider: string, account?: string): string {
+  return !account || account === AccountNew ? inputKey(provider) : `${inputKey(provider)}:${account}`;
+}
+
+/** Reads a connectKey: undefined when key is no connect request for provider, else the connection id it was for ("" for none). */
+export function keyAccount(provider: string, key: string): string | undefined {
+  if (key === inputKey(provider)) return "";
+  const prefix = `${inputKey(provider)}:`;
+  return key.startsWith(prefix) && key.length > prefix.length ? key.slice(prefix.length) : undefined;
 }
 
 /**
@@ -163,4 +188,91 @@ export function fallbackResult(e: Elicitation): ToolResult {
 /** Joins a tool result's text. */
 export function toolResultText(r: ToolResult): string {
   return r.content.map((c) => c.text).join("\n");
+}
+
+/** The field of the account form (AccountChoice.form), and the tool argument AccountChoice.fallback asks for: a connection id. */
+export const AccountField = "account";
+
+/** The inputRequests key of the account form for provider. */
+export function choiceKey(provider: string): string {
+  return `account-${provider}`;
+}
+
+/** The params of a form-mode elicitation/create request, with MCP's field names. */
+export interface FormParams {
+  mode: "form";
+  message: string;
+  requestedSchema: {
+    type: "object";
+    properties: Record<string, { type: "string"; title?: string; oneOf: { const: string; title: string }[] }>;
+    required: string[];
+  };
+}
+
+/**
+ * An account_required refusal put to the user: which of their accounts at
+ * provider the request is for. Which accounts a user has is no secret from
+ * them, so the choice goes through the MCP client: a form-mode elicitation when
+ * the client declared one (form), else a tool result that lists the accounts
+ * and asks for the tool's account argument (fallback). The answer is a
+ * connection id: read the token with accountToken, which connectd checks is the
+ * user's. The Go client's AccountChoice.
+ */
+export class AccountChoice {
+  constructor(
+    readonly provider: string,
+    readonly accounts: Account[],
+  ) {}
+
+  /** The accounts' titles, made unique with the id where two agree. */
+  #titles(): string[] {
+    const titles = this.accounts.map(accountTitle);
+    return titles.map((t, i) => {
+      const id = this.accounts[i]!.id;
+      return titles.filter((u) => u === t).length > 1 && t !== id ? `${t} [${id}]` : t;
+    });
+  }
+
+  /**
+   * The form-mode elicitation/create params that ask the user: one required
+   * field, AccountField, a titled enum of the accounts (value the id, title
+   * accountTitle). Read the answer with chosenAccount.
+   */
+  form(message?: string): FormParams {
+    const oneOf = this.#titles().map((title, i) => ({ const: this.accounts[i]!.id, title }));
+    return {
+      mode: "form",
+      message: message || `You have several ${this.provider} accounts this app may use. Which one should it use?`,
+      requestedSchema: {
+        type: "object",
+        properties: { [AccountField]: { type: "string", title: `${this.provider} account`, oneOf } },
+        required: [AccountField],
+      },
+    };
+  }
+
+  /**
+   * The tool result for an MCP client without form-mode elicitation: the
+   * accounts with their ids, and to call tool again with AccountField set to
+   * one (byte for byte the Go client's Fallback).
+   */
+  fallback(tool: string): ToolResult {
+    let text =
+      `You have several ${this.provider} accounts this app may use, and it needs to know which one. ` +
+      `Ask which, then call ${tool} again with ${AccountField} set to its id:`;
+    this.#titles().forEach((t, i) => (text += `\n- ${t}: ${this.accounts[i]!.id}`));
+    return { isError: true, content: [{ type: "text", text }] };
+  }
+}
+
+/** The choice an account_required refusal of provider asks for, or undefined when err is none (or lists no account). */
+export function chooseAccount(err: unknown, provider: string): AccountChoice | undefined {
+  const accounts = accountsOf(err);
+  return accounts.length ? new AccountChoice(provider, accounts) : undefined;
+}
+
+/** The connection id an accepted account form answered (the elicitation result's content), or undefined. */
+export function chosenAccount(content: Record<string, unknown> | undefined): string | undefined {
+  const id = content?.[AccountField];
+  return typeof id === "string" && id ? id : undefined;
 }

@@ -50,6 +50,7 @@ export interface paths {
                 400: components["responses"]["Error"];
                 401: components["responses"]["Error"];
                 403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
                 413: components["responses"]["Error"];
                 415: components["responses"]["Error"];
                 429: components["responses"]["Error"];
@@ -254,6 +255,8 @@ export interface paths {
                 query?: {
                     /** @description comma-separated required scopes */
                     scopes?: string;
+                    /** @description the connection id of the user's account to read; without it, the one this client is approved for (409 account_required, with the accounts, when it is approved for several) */
+                    account?: string;
                 };
                 header: {
                     "X-User-Token": components["parameters"]["UserToken"];
@@ -304,7 +307,10 @@ export interface paths {
         /** Unlink (delete credentials, withdraw consents, revoke at the provider) */
         delete: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description the connection id to unlink; "all" for every one this client is approved for at the provider; without it, the one this client is approved for (409 account_required when several) */
+                    account?: string;
+                };
                 header: {
                     "X-User-Token": components["parameters"]["UserToken"];
                 };
@@ -332,6 +338,13 @@ export interface paths {
                              * @enum {unknown}
                              */
                             revocation: "revoked" | "not_supported" | "failed" | "skipped";
+                            /** @description every connection unlinked (one, or with account=all each); revoked_at_provider and revocation above are the first one's */
+                            connections?: {
+                                id: string;
+                                revoked_at_provider: boolean;
+                                /** @enum {unknown} */
+                                revocation: "revoked" | "not_supported" | "failed" | "skipped";
+                            }[];
                         };
                     };
                 };
@@ -339,6 +352,7 @@ export interface paths {
                 401: components["responses"]["Error"];
                 403: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                409: components["responses"]["Error"];
                 429: components["responses"]["Error"];
                 503: components["responses"]["Error"];
             };
@@ -358,7 +372,7 @@ export interface components {
              * @description stable error code; docs/api.md says when each is given. The Go and TypeScript clients map every one of them to an error family (client.TestErrorCodesMatchTheSpec, the TypeScript unit tests), except the three that need no action of their own (internal_error, unsupported_media_type, cross_origin_request).
              * @enum {string}
              */
-            error: "consent_required" | "cross_origin_request" | "database_unavailable" | "insufficient_scope" | "internal_error" | "invalid_client" | "invalid_request" | "invalid_scope" | "invalid_token" | "jwks_unavailable" | "missing_user_token" | "not_connected" | "not_found" | "provider_not_allowed" | "provider_unavailable" | "rate_limited" | "reauthorization_required" | "request_digest_mismatch" | "request_state_expired" | "request_state_invalid" | "request_state_replayed" | "request_state_wrong_client" | "request_state_wrong_user" | "request_too_large" | "token_expired" | "token_not_yet_valid" | "unknown_provider" | "unsupported_media_type" | "untrusted_issuer" | "wrong_audience";
+            error: "account_required" | "consent_required" | "cross_origin_request" | "database_unavailable" | "insufficient_scope" | "internal_error" | "invalid_client" | "invalid_request" | "invalid_scope" | "invalid_token" | "jwks_unavailable" | "missing_user_token" | "not_connected" | "not_found" | "provider_not_allowed" | "provider_unavailable" | "rate_limited" | "reauthorization_required" | "request_digest_mismatch" | "request_state_expired" | "request_state_invalid" | "request_state_replayed" | "request_state_wrong_client" | "request_state_wrong_user" | "request_too_large" | "token_expired" | "token_not_yet_valid" | "unknown_provider" | "unsupported_media_type" | "untrusted_issuer" | "wrong_audience";
             /** @description for people; never a secret */
             error_description?: string;
             /** @description the X-Request-Id of this answer */
@@ -369,6 +383,17 @@ export interface components {
             unapproved_scopes?: string[];
             /** @description only with consent_required — the connection is now to another provider account than the one approved */
             account_changed?: boolean;
+            /** @description only with account_required — the user's accounts at the provider this client may use; name one with account=<id> */
+            accounts?: components["schemas"]["Account"][];
+        };
+        /** @description one of the user's accounts (connections) at a provider; never the provider's own account id */
+        Account: {
+            /** @description the connection id (account=<id> names it) */
+            id: string;
+            /** @description what the provider calls the account (login */
+            display_name: string;
+            /** @description the user's own name for it ("work") */
+            label?: string;
         };
         /** @description MCP 2025-11-25 elicitation/create params (mode url). */
         URLElicitationParams: {
@@ -396,6 +421,8 @@ export interface components {
             scopes?: string[];
             message?: string;
             request_digest?: string;
+            /** @description which of the user's accounts at the provider: a connection id (reauthorize or step up that one; not_found when it is not this user's), "new" (connect another account; the provider is asked to let the user choose one), or left out (the user connects whichever account they sign in with) */
+            account?: string;
         };
         /** @description Opaque, sealed and single-use; echo it back unchanged (MCP requestState). Its format may change. */
         RequestState: string;
@@ -438,9 +465,13 @@ export interface components {
             request_state: components["schemas"]["RequestState"];
         };
         Connection: {
-            provider?: string;
+            provider: string;
+            /** @description the connection id; account=<id> names it */
+            id: string;
+            display_name: string;
+            label?: string;
             /** @enum {unknown} */
-            status?: "active" | "reauthorization_required";
+            status: "active" | "reauthorization_required";
             scopes?: string[];
             account_label?: string;
             /** Format: date-time */
@@ -454,6 +485,11 @@ export interface components {
         };
         Token: {
             provider: string;
+            /** @description the connection this token is of */
+            account: {
+                id: string;
+                display_name: string;
+            };
             /** @enum {unknown} */
             kind: "oauth2" | "api_key";
             token_type?: string;

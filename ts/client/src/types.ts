@@ -25,6 +25,39 @@ export interface MintRequest {
   message?: string;
   /** Binds the request_state to the original MCP request (see requestDigest). */
   requestDigest?: string;
+  /**
+   * Which of the user's accounts at the provider: a connection id (Account.id:
+   * reauthorize or step up that one; not_found when it is not this user's),
+   * AccountNew (connect another account; the provider is asked to let the user
+   * choose), or left out (the user connects whichever account they sign in with).
+   */
+  account?: string;
+}
+
+/** MintRequest.account: connect another account at the provider. */
+export const AccountNew = "new";
+/** unlink's account: every connection at the provider this client is approved for. */
+export const AccountAll = "all";
+
+/**
+ * One of the user's accounts (connections) at a provider, as connectd names it
+ * to a client: never the provider's own account id. A user may have several at
+ * one provider (work and personal GitHub); pass id as the account of
+ * accountToken, unlink or mint to name one.
+ */
+export interface Account {
+  /** The connection id, cn_ and 26 characters of [a-z2-7]: stable, not a secret. */
+  id: string;
+  /** What the provider calls the account (login, email, workspace); "" when it says nothing. */
+  displayName: string;
+  /** The user's own name for it ("work"), set on connectd's account page. */
+  label?: string;
+}
+
+/** How an account is shown to its user: "work (octocat)", the label or display name alone, or the id (Go's Account.Title). */
+export function accountTitle(a: Account): string {
+  if (a.label && a.displayName && a.label !== a.displayName) return `${a.label} (${a.displayName})`;
+  return a.label || a.displayName || a.id;
 }
 
 /** The state of an elicitation. */
@@ -106,9 +139,16 @@ export interface Elicitation extends ElicitationStatus {
   again: boolean;
 }
 
-/** One of the user's connections this client may use. It never carries a credential. */
+/**
+ * One of the user's connections this client may use. It never carries a
+ * credential. A user may have several at one provider: id tells them apart,
+ * displayName and label say which is which.
+ */
 export interface Connection {
   provider: string;
+  id: string;
+  displayName: string;
+  label?: string;
   status: NonNullable<Schemas["Connection"]["status"]>;
   scopes: string[];
   accountLabel?: string;
@@ -122,10 +162,19 @@ export interface Connection {
 /** The answer of unlink. */
 export interface Unlinked {
   provider: string;
-  /** The provider confirmed revocation (RFC 7009). */
+  /** The provider confirmed revocation (RFC 7009); with several unlinked (AccountAll), the first one's. */
   revokedAtProvider: boolean;
-  /** What happened at the provider: revoked, not_supported, failed or skipped. */
+  /** What happened at the provider: revoked, not_supported, failed or skipped; with several, the first one's. */
   revocation: UnlinkBody["revocation"];
+  /** Every connection unlinked: one, or with AccountAll each this client was approved for. */
+  connections: UnlinkedConnection[];
+}
+
+/** One connection an unlink ended. */
+export interface UnlinkedConnection {
+  id: string;
+  revokedAtProvider: boolean;
+  revocation: NonNullable<UnlinkBody["revocation"]>;
 }
 
 const inspect = Symbol.for("nodejs.util.inspect.custom");
@@ -138,6 +187,8 @@ const inspect = Symbol.for("nodejs.util.inspect.custom");
  */
 export class Token {
   readonly provider: string;
+  /** The connection this token is of (its id and display name). */
+  readonly account: Account;
   /** oauth2 or api_key */
   readonly kind: Schemas["Token"]["kind"];
   /** usually Bearer */
@@ -148,6 +199,8 @@ export class Token {
 
   constructor(t: Schemas["Token"]) {
     this.provider = t.provider;
+    // An older connectd sends no account.
+    this.account = { id: t.account?.id ?? "", displayName: t.account?.display_name ?? "" };
     this.kind = t.kind;
     this.tokenType = t.token_type ?? "";
     if (t.expires_at) this.expiresAt = new Date(t.expires_at);
@@ -162,13 +215,14 @@ export class Token {
 
   /** Describes the token without its secret. */
   toString(): string {
-    return `Token{provider:${this.provider} kind:${this.kind} scopes:[${this.scopes.join(" ")}] accessToken:[redacted]}`;
+    return `Token{provider:${this.provider} account:${this.account.id} kind:${this.kind} scopes:[${this.scopes.join(" ")}] accessToken:[redacted]}`;
   }
 
   /** JSON without the secret, so a logged or serialised Token never leaks it. */
   toJSON(): Record<string, unknown> {
     return {
       provider: this.provider,
+      account: this.account,
       kind: this.kind,
       tokenType: this.tokenType,
       expiresAt: this.expiresAt,

@@ -146,7 +146,12 @@ export class ExampleServer {
       {
         title: "List my files",
         description: "Lists the files in the user's file-service account. The first time, the user is asked to connect that account in the browser.",
-        inputSchema: {},
+        inputSchema: {
+          account: z
+            .string()
+            .optional()
+            .describe("which of your file-service accounts to use: its id (cn_…); leave it out unless list_files asked for it"),
+        },
         outputSchema: {
           owner: z.string().describe("the account at the file service"),
           files: z.array(z.object({ name: z.string(), size: z.number() })),

@@ -5,17 +5,24 @@
 import {
   ConnectdClient,
   ConnectdError,
+  ErrorFamily,
   Generation,
   URLElicitationUnsupportedError,
   WaitTimeoutError,
+  chooseAccount,
+  chosenAccount,
+  isFamily,
   needsConnection,
   requestDigest,
+  type AccountChoice,
   type Answer,
   type Elicitation,
   type ElicitationStatus,
   type Token,
 } from "@connectd/client";
 import {
+  accountFormParams,
+  callToolResult,
   elicitInputParams,
   elicitationComplete,
   fallbackToolResult,
@@ -79,17 +86,34 @@ export async function listFiles(
   const cd = cfg.connectd;
   const peer = peerOf(server, extra);
   const digest = await requestDigest("list_files", args);
-  const lookup = () => cd.token(caller.token, cfg.provider, ...cfg.scopes);
-
-  let tok: Token;
-  try {
-    tok = await lookup();
-    return await files(cfg, log, caller, tok);
-  } catch (err) {
-    if (!needsConnection(err)) {
-      log.warn("connectd token lookup failed", { error: errCode(err) });
-      return stop(`The file service cannot be reached through connectd right now (${errCode(err)}). Try again later.`);
+  // Which of the user's accounts at the file service: named by the caller,
+  // or chosen by the user below when this server may use several. The id is
+  // no secret and connectd checks it is the user's. "": the only one.
+  let account = typeof args.account === "string" ? args.account : "";
+  const lookup = async (): Promise<{ tok: Token } | { err: unknown }> => {
+    try {
+      return { tok: await cd.accountToken(caller.token, cfg.provider, account, ...cfg.scopes) };
+    } catch (err) {
+      return { err };
     }
+  };
+
+  let got = await lookup();
+  const choice = "err" in got ? chooseAccount(got.err, cfg.provider) : undefined;
+  if (choice) {
+    const picked = await askAccount(server, log, peer.formElicitation === true, choice, extra);
+    if (typeof picked !== "string") return picked;
+    account = picked;
+    got = await lookup();
+  }
+  if ("tok" in got) return files(cfg, log, caller, got.tok);
+  const err = got.err;
+  if (account && (isFamily(err, ErrorFamily.NotFound) || isFamily(err, ErrorFamily.InvalidRequest))) {
+    return stop(`${JSON.stringify(account)} is not one of your file-service accounts. Call list_files without account to choose one.`);
+  }
+  if (!needsConnection(err)) {
+    log.warn("connectd token lookup failed", { error: errCode(err) });
+    return stop(`The file service cannot be reached through connectd right now (${errCode(err)}). Try again later.`);
   }
 
   let ans: Answer;
@@ -101,6 +125,9 @@ export async function listFiles(
         provider: cfg.provider,
         scopes: cfg.scopes,
         requestDigest: digest,
+        // For a named account (reauthorization, a step-up, one this server
+        // is not approved for yet) the link is for that one.
+        ...(account ? { account } : {}),
         message: "list_files needs access to your files. Open the link to connect your file-service account.",
       },
       { signal: extra.signal },
@@ -120,7 +147,7 @@ export async function listFiles(
     // A retry while the link was pending, and the user finished while
     // requireConnection waited: the token lookup now succeeds.
     log.info("connected while the retried request waited", { elicitation: ans.elicitation.id });
-    return lookupAndList(cfg, log, caller, "The file service cannot be reached through connectd right now (%s). Try again later.");
+    return lookupAndList(cfg, log, caller, account, "The file service cannot be reached through connectd right now (%s). Try again later.");
   }
   log.info("connection needed: elicitation minted", {
     elicitation: ans.elicitation.id,
@@ -144,7 +171,28 @@ export async function listFiles(
     // The SDK sends this error unchanged as the tool call's JSON-RPC error.
     throw toUrlElicitationRequiredError(ans);
   }
-  return elicitAndWait(cfg, server, log, caller, ans, extra);
+  return elicitAndWait(cfg, server, log, caller, ans, account, extra);
+}
+
+/**
+ * Puts an account_required answer to the user: a form-mode elicitation of
+ * their accounts within the call when the client declared form mode, else a
+ * tool error that lists them and asks for list_files' account argument.
+ * Returns the chosen connection id, or the tool result to answer with.
+ */
+async function askAccount(server: McpServer, log: Logger, form: boolean, choice: AccountChoice, extra: Extra): Promise<string | CallToolResult> {
+  log.info("several accounts: asking the user which", { accounts: choice.accounts.length, form });
+  if (!form) return callToolResult(choice.fallback("list_files"));
+  const params = accountFormParams(choice.form("list_files can use any of these file-service accounts of yours. Which one should it list?"));
+  let id: string | undefined;
+  try {
+    const r = await server.server.elicitInput(params, { relatedRequestId: extra.requestId, signal: extra.signal });
+    if (r.action === "accept") id = chosenAccount(r.content);
+  } catch (err) {
+    log.warn("elicitation/create (form) failed", { error: err instanceof Error ? err.message : String(err) });
+    return stop(`Could not ask you which file-service account to use: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  return id ?? stop("No file-service account was chosen, so the files cannot be listed. Call list_files again to choose one.");
 }
 
 /**
@@ -157,6 +205,7 @@ async function elicitAndWait(
   log: Logger,
   caller: Caller,
   ans: Answer,
+  account: string,
   extra: Extra,
 ): Promise<CallToolResult> {
   const params = elicitInputParams(ans);
@@ -190,7 +239,7 @@ async function elicitAndWait(
     log.warn("notifications/elicitation/complete failed", { error: err instanceof Error ? err.message : String(err) });
   });
   if (st.status !== "completed") return finalError(st);
-  return lookupAndList(cfg, log, caller, "Connected, but connectd gave no token (%s).");
+  return lookupAndList(cfg, log, caller, account, "Connected, but connectd gave no token (%s).");
 }
 
 /**
@@ -221,10 +270,10 @@ function notifyWhenDone(cfg: ToolConfig, server: McpServer, bg: Background, log:
   );
 }
 
-async function lookupAndList(cfg: ToolConfig, log: Logger, caller: Caller, failure: string): Promise<CallToolResult> {
+async function lookupAndList(cfg: ToolConfig, log: Logger, caller: Caller, account: string, failure: string): Promise<CallToolResult> {
   let tok: Token;
   try {
-    tok = await cfg.connectd.token(caller.token, cfg.provider, ...cfg.scopes);
+    tok = await cfg.connectd.accountToken(caller.token, cfg.provider, account, ...cfg.scopes);
   } catch (err) {
     return stop(failure.replace("%s", errCode(err)));
   }
@@ -248,8 +297,8 @@ async function files(cfg: ToolConfig, log: Logger, caller: Caller, tok: Token): 
     return stop("The file service cannot be reached right now.");
   }
   if (resp.status === 401) {
-    // The provider no longer honours the stored grant. Unlink it, so the next call reconnects.
-    await cfg.connectd.unlink(caller.token, cfg.provider).catch((err: unknown) => {
+    // The provider no longer honours the stored grant. Unlink that account, so the next call reconnects.
+    await cfg.connectd.unlink(caller.token, cfg.provider, tok.account.id ? { account: tok.account.id } : {}).catch((err: unknown) => {
       log.warn("unlink after a refused token failed", { error: errCode(err) });
     });
     return stop("The file service refused the stored authorization, so it was removed. Call list_files again to reconnect.");

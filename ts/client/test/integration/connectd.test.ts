@@ -132,6 +132,10 @@ test("connect: not connected, mint, the same link again, complete, wait, token; 
   const conns = await clientA.connections(aliceA);
   assert.equal(conns.length, 1);
   assert.equal(conns[0]?.provider, provider);
+  // The token and the listing name the same connection (issue 24).
+  assert.match(tok.account.id, /^cn_[a-z2-7]{26}$/);
+  assert.equal(conns[0]?.id, tok.account.id);
+  assert.equal((await clientA.accountToken(aliceA, provider, tok.account.id, scope)).account.id, tok.account.id);
 
   // A scope the connection lacks: insufficient_scope, typed, with the missing scopes.
   err = await code(clientA.token(aliceA, provider, scope, "files.write"));
@@ -148,6 +152,10 @@ test("connect: not connected, mint, the same link again, complete, wait, token; 
   // Unlink withdraws it.
   const u = await clientA.unlink(aliceA, provider);
   assert.equal(u.provider, provider);
+  assert.deepEqual(
+    u.connections.map((c) => c.id),
+    [tok.account.id],
+  );
   err = await code(clientA.token(aliceA, provider, scope));
   assert.equal(err.code, "not_connected");
 });

@@ -2,12 +2,19 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { inspect } from "node:util";
 import {
+  AccountAll,
+  AccountNew,
   ConnectdClient,
   ConnectdError,
   ConnectdNetworkError,
   ErrorFamily,
   URLElicitationUnsupportedError,
   WaitTimeoutError,
+  accountsOf,
+  chooseAccount,
+  chosenAccount,
+  isAccountRequired,
+  keyAccount,
   isRequestStateError,
   isUserTokenError,
   missingScopes,
@@ -87,6 +94,7 @@ test("errors carry connectd's code and map to the Go families", async () => {
     [403, "consent_required", [ErrorFamily.ConsentRequired]],
     [403, "insufficient_scope", [ErrorFamily.InsufficientScope]],
     [409, "reauthorization_required", [ErrorFamily.ReauthorizationRequired]],
+    [409, "account_required", [ErrorFamily.AccountRequired]],
     [404, "not_found", [ErrorFamily.NotFound]],
     [401, "invalid_client", [ErrorFamily.InvalidClient]],
     [401, "invalid_token", [ErrorFamily.UserToken]],
@@ -277,5 +285,133 @@ test("every error code docs/openapi.yaml lists maps to a family (or is generic)"
     const err = new ConnectdError({ status: 400, code });
     const mapped = Object.values(ErrorFamily).some((f) => err.is(f));
     assert.equal(mapped, !generic.includes(code), `code ${code}`);
+  }
+});
+
+const workId = "cn_aaaaaaaaaaaaaaaaaaaaaaaaaa";
+const homeId = "cn_bbbbbbbbbbbbbbbbbbbbbbbbbb";
+const twoAccounts = {
+  error: "account_required",
+  error_description: "this client may use several of the user's github accounts; name one with account=<id>",
+  accounts: [
+    { id: workId, display_name: "octocat", label: "work" },
+    { id: homeId, display_name: "octo-home" },
+  ],
+};
+
+test("account_required lists the accounts, and is a choice for the user, not a connection to mint", async () => {
+  const { fetch } = scriptedFetch([() => json(409, twoAccounts)]);
+  const c = new ConnectdClient({ baseUrl: "https://connect.example.com", key, fetch });
+  const err = await c.token(userToken, "github").then(
+    () => assert.fail("no error"),
+    (e: unknown) => e,
+  );
+  assert.ok(isAccountRequired(err) && !needsConnection(err), String(err));
+  const want = [
+    { id: workId, displayName: "octocat", label: "work" },
+    { id: homeId, displayName: "octo-home" },
+  ];
+  assert.deepEqual(accountsOf(err), want);
+  assert.deepEqual((err as ConnectdError).accounts, want);
+  assert.deepEqual(accountsOf(new ConnectdError({ status: 404, code: "not_connected" })), []);
+  assert.equal(chooseAccount(new Error("x"), "github"), undefined);
+
+  // The same form and the same text as the Go client's (client.TestAccountRequired).
+  const choice = chooseAccount(err, "github")!;
+  assert.equal(
+    JSON.stringify(choice.form()),
+    `{"mode":"form","message":"You have several github accounts this app may use. Which one should it use?",` +
+      `"requestedSchema":{"type":"object","properties":{"account":{"type":"string","title":"github account","oneOf":[` +
+      `{"const":"${workId}","title":"work (octocat)"},{"const":"${homeId}","title":"octo-home"}]}},` +
+      `"required":["account"]}}`,
+  );
+  assert.equal(
+    JSON.stringify(choice.fallback("list_repos")),
+    `{"isError":true,"content":[{"type":"text","text":"You have several github accounts this app may use, and it needs to know which one. ` +
+      `Ask which, then call list_repos again with account set to its id:\\n- work (octocat): ${workId}\\n` +
+      `- octo-home: ${homeId}"}]}`,
+  );
+  assert.equal(chosenAccount({ account: homeId }), homeId);
+  for (const content of [{ account: "" }, { account: 3 }, {}, undefined]) assert.equal(chosenAccount(content), undefined);
+});
+
+test("accountToken, unlink, mint and connections name the account", async () => {
+  const tokenAnswer = { provider: "github", account: { id: workId, display_name: "octocat" }, kind: "oauth2", access_token: "gho_SECRET" };
+  const { fetch, calls } = scriptedFetch([
+    () => json(200, tokenAnswer),
+    () => json(200, tokenAnswer),
+    () =>
+      json(200, {
+        connections: [
+          { provider: "github", id: workId, display_name: "octocat", label: "work", status: "active" },
+          { provider: "github", id: homeId, display_name: "octo-home", status: "reauthorization_required", consent_required: true },
+        ],
+      }),
+    () =>
+      json(200, {
+        provider: "github",
+        revoked_at_provider: true,
+        revocation: "revoked",
+        connections: [
+          { id: workId, revoked_at_provider: true, revocation: "revoked" },
+          { id: homeId, revoked_at_provider: false, revocation: "not_supported" },
+        ],
+      }),
+    () => json(200, { provider: "github", revoked_at_provider: false, revocation: "skipped" }),
+    () => json(201, minted()),
+    () => json(201, minted()),
+    () => json(404, { error: "not_found" }),
+  ]);
+  const c = new ConnectdClient({ baseUrl: "https://connect.example.com", key, fetch });
+  const tok = await c.accountToken(userToken, "github", workId, "repo");
+  assert.deepEqual(tok.account, { id: workId, displayName: "octocat" });
+  assert.equal(calls[0]!.url, `https://connect.example.com/v1/connections/github/token?scopes=repo&account=${workId}`);
+  assert.ok(String(tok).includes(workId) && !JSON.stringify(tok).includes("gho_SECRET"));
+  await c.token(userToken, "github");
+  assert.equal(calls[1]!.url, "https://connect.example.com/v1/connections/github/token");
+
+  const conns = await c.connections(userToken);
+  assert.deepEqual(
+    conns.map((x) => [x.id, x.displayName, x.label, x.consentRequired]),
+    [
+      [workId, "octocat", "work", undefined],
+      [homeId, "octo-home", undefined, true],
+    ],
+  );
+
+  const all = await c.unlink(userToken, "github", { account: AccountAll });
+  assert.equal(calls[3]!.url, "https://connect.example.com/v1/connections/github?account=all");
+  assert.deepEqual(all.connections, [
+    { id: workId, revokedAtProvider: true, revocation: "revoked" },
+    { id: homeId, revokedAtProvider: false, revocation: "not_supported" },
+  ]);
+  const one = await c.unlink(userToken, "github");
+  assert.equal(calls[4]!.url, "https://connect.example.com/v1/connections/github");
+  assert.deepEqual(one.connections, []);
+
+  await c.mint(userToken, { provider: "github", account: workId });
+  await c.mint(userToken, { provider: "github", account: AccountNew });
+  assert.deepEqual(JSON.parse(calls[5]!.body!), { provider: "github", account: workId });
+  assert.deepEqual(JSON.parse(calls[6]!.body!), { provider: "github", account: "new" });
+
+  await assert.rejects(c.accountToken(userToken, "github", "cn_cccccccccccccccccccccccccc"), (e) => e instanceof ConnectdError && e.is(ErrorFamily.NotFound) && !needsConnection(e));
+});
+
+test("a 2026-07-28 connect request minted for one account is keyed with it", async () => {
+  const peer = { protocolVersion: "2026-07-28", urlElicitation: true };
+  for (const [account, k] of [
+    [workId, `connect-demo-files:${workId}`],
+    [AccountNew, "connect-demo-files"],
+    [undefined, "connect-demo-files"],
+  ] as const) {
+    const { fetch } = scriptedFetch([() => json(201, minted())]);
+    const c = new ConnectdClient({ baseUrl: "https://connect.example.com", key, fetch });
+    const a = await c.requireConnection(userToken, peer, account ? { provider: "demo-files", account } : { provider: "demo-files" });
+    assert.equal(a.inputKey, k);
+    assert.ok(a.result!.inputRequests[k]);
+    assert.equal(keyAccount("demo-files", k), account === workId ? workId : "");
+  }
+  for (const k of [`connect-gitlab:${workId}`, "connect-demo-files:", "account-demo-files", "connect-demo-filesx"]) {
+    assert.equal(keyAccount("demo-files", k), undefined, k);
   }
 });

@@ -145,6 +145,6 @@ test("mcp-sdk helpers give the SDK's shapes", async () => {
 
   // Before initialize the SDK knows no capabilities.
   const server = new McpServer({ name: "t", version: "1" });
-  assert.deepEqual(peerOf(server, { requestInfo: { headers: { "mcp-protocol-version": "2025-11-25" } } }), { protocolVersion: "2025-11-25", urlElicitation: false });
-  assert.deepEqual(peerOf(server.server, {}, "2025-06-18"), { protocolVersion: "2025-06-18", urlElicitation: false });
+  assert.deepEqual(peerOf(server, { requestInfo: { headers: { "mcp-protocol-version": "2025-11-25" } } }), { protocolVersion: "2025-11-25", urlElicitation: false, formElicitation: false });
+  assert.deepEqual(peerOf(server.server, {}, "2025-06-18"), { protocolVersion: "2025-06-18", urlElicitation: false, formElicitation: false });
 });

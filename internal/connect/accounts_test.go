@@ -120,6 +120,9 @@ func reconnectAsAnother(t *testing.T, e *env, a, b *mcpServer, scopes []string) 
 	}
 	st, out := b.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
 	expectError(t, st, out, http.StatusConflict, "reauthorization_required") // its own account, still to reauthorize
+	if acct, _ := out["account"].(map[string]any); acct["id"] != first {
+		t.Fatalf("reauthorization_required names %v, want %s (to mint with)", out["account"], first)
+	}
 	second := tokenAt(t, a, "alice", ids[1])
 	if acct := second["account"].(map[string]any); acct["id"] != ids[1] {
 		t.Fatalf("A's token of the second account names %v", acct)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -641,7 +642,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	// unless the provider can narrow it to what the client was approved for.
 	cred, err := s.vault.Token(r.Context(), c.user, name, appr.ConnectionID, required)
 	if err != nil {
-		return problem.About(name, err) // the error table answers
+		return aboutConnection(name, appr.ConnectionID, err)
 	}
 	switch d := consent.Decide(consent.HeldBy(cred), &appr, p.Info().NarrowOnRefresh); d.Release {
 	case consent.Whole:
@@ -754,6 +755,24 @@ func (s *Server) held(ctx context.Context, u identity.User, cn vault.Connection)
 func (s *Server) narrows(provider string) bool {
 	p, err := s.catalog.Get(provider)
 	return err == nil && p.Info().NarrowOnRefresh
+}
+
+// aboutConnection is the error table's answer to err for connection id,
+// naming that connection when the answer asks the client to connect it
+// again (reauthorization_required, insufficient_scope): the mint then
+// names it (account=<id>) and the right account is asked for.
+func aboutConnection(name, id string, err error) error {
+	e := web.AsError(problem.About(name, err))
+	if e.Code == "reauthorization_required" || e.Code == "insufficient_scope" {
+		c := *e
+		c.Fields = maps.Clone(e.Fields)
+		if c.Fields == nil {
+			c.Fields = map[string]any{}
+		}
+		c.Fields["account"] = map[string]any{"id": id}
+		return &c
+	}
+	return e
 }
 
 // notConnected is the answer for a provider the user has no connection

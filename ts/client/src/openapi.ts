@@ -383,6 +383,10 @@ export interface components {
             unapproved_scopes?: string[];
             /** @description only with consent_required — the connection is now to another provider account than the one approved */
             account_changed?: boolean;
+            /** @description only with reauthorization_required and insufficient_scope on a token read — the connection concerned; mint with account=<its id> to reauthorize or step up that one */
+            account?: {
+                id: string;
+            };
             /** @description only with account_required — the user's accounts at the provider this client may use; name one with account=<id> */
             accounts?: components["schemas"]["Account"][];
         };

@@ -74,7 +74,7 @@ func TestTrueLeaves(t *testing.T) {
 		return strings.Fields(string(out))
 	}
 	const mod = "github.com/connectd/connectd/"
-	for _, leaf := range []string{"internal/keyring", "internal/identity", "internal/reqid", "internal/jsontext", "internal/names", "internal/scope"} {
+	for _, leaf := range []string{"internal/keyring", "internal/identity", "internal/problem", "internal/reqid", "internal/jsontext", "internal/names", "internal/scope"} {
 		for _, dep := range deps(leaf) {
 			if strings.HasPrefix(dep, mod) && dep != mod+leaf {
 				t.Errorf("%s imports %s", leaf, dep)

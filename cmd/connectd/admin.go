@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -228,11 +229,12 @@ func cliTime(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04Z")
 }
 
-// visible quotes an identity whose edges are white space, so that the
-// operator sees which one it is ("alice " is not alice). The admin Store
-// admitted it, so it holds no control character to quote otherwise.
+// visible quotes a value whose edges are white space, so that the operator
+// sees which one it is ("alice " is not alice), or that holds anything not
+// printable (a provider's display name is the provider's text: a newline
+// or an escape sequence must not forge lines or reach the terminal).
 func visible(s string) string {
-	if strings.TrimSpace(s) != s {
+	if strings.TrimSpace(s) != s || strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }) {
 		return strconv.Quote(s)
 	}
 	return s
@@ -296,7 +298,7 @@ func adminShow(ctx context.Context, st *admin.Store, id string, stdout io.Writer
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	for _, kv := range [][2]string{
 		{"id", d.ID}, {"user", d.User.Subject}, {"issuer", d.User.Issuer}, {"provider", d.Provider},
-		{"account", orDash(account)}, {"status", d.Status}, {"scopes", orDash(strings.Join(d.Scopes, " "))},
+		{"account", orDash(visible(account))}, {"status", d.Status}, {"scopes", orDash(strings.Join(d.Scopes, " "))},
 		{"created", cliTime(d.CreatedAt)}, {"updated", cliTime(d.UpdatedAt)}, {"refreshed", cliTime(d.RefreshedAt)},
 		{"expires", cliTime(d.ExpiresAt)}, {"key version", strconv.Itoa(int(d.KeyVersion))},
 	} {

@@ -92,10 +92,13 @@ func Sweep(ctx context.Context, q Execer, cutoff time.Time) (int64, error) {
 // Use is when a client last read a user's credential for a provider.
 type Use struct {
 	ClientID, Provider string
+	// Connection is the connection read (the row's target); "" for reads
+	// recorded before connections were told apart.
+	Connection string
 }
 
-const selectLastReads = `SELECT client_id, provider, max(occurred_at) FROM audit_events
-	WHERE issuer = $1 AND subject = $2 AND kind = 'token.read' GROUP BY client_id, provider`
+const selectLastReads = `SELECT client_id, provider, target, max(occurred_at) FROM audit_events
+	WHERE issuer = $1 AND subject = $2 AND kind = 'token.read' GROUP BY client_id, provider, target`
 
 // LastReads returns when each client last read the user's credential for
 // each provider, as the token.read rows record it: they are sampled (the
@@ -113,7 +116,7 @@ func LastReads(ctx context.Context, q Querier, issuer, subject string) (map[Use]
 	for rows.Next() {
 		var u Use
 		var at time.Time
-		if err := rows.Scan(&u.ClientID, &u.Provider, &at); err != nil {
+		if err := rows.Scan(&u.ClientID, &u.Provider, &u.Connection, &at); err != nil {
 			return nil, fmt.Errorf("audit: last reads: %w", err)
 		}
 		out[u] = at

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -139,14 +138,14 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 			if cl, err := s.clients.Get(ctx, a.ClientID); err == nil {
 				sv.Name = cl.Name
 			}
-			if at, ok := reads[audit.Use{ClientID: a.ClientID, Provider: c.Provider}]; ok {
+			if at, ok := reads[audit.Use{ClientID: a.ClientID, Provider: c.Provider, Connection: c.ID}]; ok {
 				sv.LastUsed = when(at)
 			}
 			ac.Servers = append(ac.Servers, sv)
 		}
 		// Any client's read counts, including one whose access was withdrawn.
 		for use, at := range reads {
-			if use.Provider == c.Provider && at.After(last) && !at.Before(c.CreatedAt) {
+			if use.Provider == c.Provider && use.Connection == c.ID && at.After(last) && !at.Before(c.CreatedAt) {
 				last = at
 			}
 		}
@@ -254,7 +253,7 @@ func (s *Server) relabel(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	label := strings.TrimSpace(r.PostForm.Get("label"))
-	if utf8.RuneCountInString(label) > vault.MaxLabel || !utf8.ValidString(label) || hasControl(label) {
+	if !vault.ValidLabel(label) {
 		return web.Refuse(http.StatusBadRequest, "bad_form",
 			fmt.Sprintf("A label is at most %d characters of text.", vault.MaxLabel), nil)
 	}

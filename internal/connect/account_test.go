@@ -177,6 +177,9 @@ func TestAccountActionsRefused(t *testing.T) {
 		e.refused(alice.do(http.MethodPost, e.srv.URL+action, with("connection", "cn_x'--")), http.StatusBadRequest, "bad_form")
 	}
 	e.refused(alice.do(http.MethodPost, e.srv.URL+"/account/withdraw", with("client", "cli_X'--")), http.StatusBadRequest, "bad_form")
+	for _, bad := range []string{"x\nstatus:\tactive", "a\u202ereversed", strings.Repeat("l", 41), "\x1b[31mred"} {
+		e.refused(alice.do(http.MethodPost, e.srv.URL+"/account/label", with("label", bad)), http.StatusBadRequest, "bad_form")
+	}
 
 	// Bob, signed in with his own session, posts alice's form values (her
 	// connection's id too) with his own CSRF token: it acts on bob's

@@ -98,7 +98,14 @@ func (s *Server) accountRequired(ctx context.Context, u identity.User, name stri
 	}
 	accounts := []accountDoc{}
 	for _, c := range conns {
-		if c.Provider == name && slices.ContainsFunc(approvals, func(a consent.Approval) bool { return a.ConnectionID == c.ID }) {
+		if c.Provider != name {
+			continue
+		}
+		// Only connections this client would receive something of: one
+		// that holds another account than it was approved for is not its
+		// to name (it answers consent_required when asked for).
+		i := slices.IndexFunc(approvals, func(a consent.Approval) bool { return a.ConnectionID == c.ID })
+		if i >= 0 && (c.AccountHash == nil || !consent.Decide(consent.Held{Scopes: c.Scopes, Account: c.AccountHash}, &approvals[i], true).AccountChanged) {
 			accounts = append(accounts, docOf(c))
 		}
 	}

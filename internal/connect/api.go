@@ -577,9 +577,11 @@ func (s *Server) listConnections(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		dec := consent.Decide(h, &a, s.narrows(cn.Provider))
-		d := connectionDoc{Provider: cn.Provider, ID: cn.ID, DisplayName: cn.DisplayName, Label: cn.Label,
-			Status: string(cn.Status), Scopes: dec.Visible(h, &a),
+		d := connectionDoc{Provider: cn.Provider, ID: cn.ID, Status: string(cn.Status), Scopes: dec.Visible(h, &a),
 			CreatedAt: cn.CreatedAt.UTC(), UpdatedAt: cn.UpdatedAt.UTC(), ConsentRequired: dec.Release == consent.Nothing}
+		if !dec.AccountChanged { // another account's name is not this client's to know
+			d.DisplayName, d.Label = cn.DisplayName, cn.Label
+		}
 		if !cn.Expiry.IsZero() {
 			t := cn.Expiry.UTC()
 			d.ExpiresAt = &t
@@ -653,7 +655,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return consentRequired(name, d)
 	}
-	s.sampleRead(r, &c, name)
+	s.sampleRead(r, &c, name, appr.ConnectionID)
 	doc := tokenDoc{Provider: name, Account: accountDoc{ID: appr.ConnectionID, DisplayName: cred.AccountLabel},
 		Kind: string(p.Info().Kind), TokenType: cred.TokenType,
 		AccessToken: cred.AccessToken, Scopes: nonNil(cred.Scopes)}
@@ -821,7 +823,8 @@ func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 	// client may do it only while its approval is for the account connected
 	// now (a stale approval of another account is no say over this one).
 	type target struct {
-		conn *vault.Connection
+		conn    *vault.Connection
+		account []byte // what the decision saw: the delete goes ahead only while the row still holds it
 	}
 	var targets []target
 	for _, appr := range chosen {
@@ -839,7 +842,7 @@ func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 		if d := consent.Decide(h, &appr, false); d.AccountChanged {
 			return consentRequired(name, d)
 		}
-		targets = append(targets, target{conn})
+		targets = append(targets, target{conn, h.Account})
 	}
 	if len(targets) == 0 {
 		return notConnected(name)
@@ -847,7 +850,7 @@ func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 	out := []unlinkDoc{}
 	for _, t := range targets {
 		// Credentials and every client's consent go in one transaction.
-		d, _, err := s.deleteConnection(r, c.user, name, t.conn.ID, t.conn.AccountHash,
+		d, _, err := s.deleteConnection(r, c.user, name, t.conn.ID, t.account,
 			lifecycle.Actor{Audit: "client:" + c.client.ID, By: "client", ClientID: c.client.ID})
 		switch {
 		case errors.Is(err, vault.ErrNotConnected):

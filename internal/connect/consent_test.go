@@ -209,11 +209,12 @@ func TestAllowApprovesWhatThePageListed(t *testing.T) {
 	}
 }
 
-// TestAPIKeyReplacedIsAnotherAccount: a key typed for a new connection is
-// another account (connectd cannot tell whose a key is); a key typed to
-// reauthorize a connection (account=<it>) replaces its credential for every
-// client, and the others are not handed the new key until the user
-// approves them again.
+// TestAPIKeyReplacedIsAnotherAccount: a key typed for the user's one
+// connection (a request naming no account, or naming it) replaces its
+// credential for every client, and the others are not handed the new key
+// until the user approves them again — connectd cannot tell whose a key
+// is; a key typed for another account (account "new") is a connection of
+// its own.
 func TestAPIKeyReplacedIsAnotherAccount(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
@@ -237,29 +238,43 @@ func TestAPIKeyReplacedIsAnotherAccount(t *testing.T) {
 	token := func(m *mcpServer) (int, map[string]any) {
 		return m.call(http.MethodGet, "/v1/connections/keyed/token", "alice", nil)
 	}
-	typeKey(a, "")
-	all, err := e.vault.List(context.Background(), identity.User{Issuer: e.idps[0].Issuer(), Subject: "alice"})
-	if err != nil || len(all) != 1 {
-		t.Fatalf("%v %v", all, err)
-	}
-	first := all[0].ID
-	typeKey(b, "") // another key: another account
-	if all, _ = e.vault.List(context.Background(), identity.User{Issuer: e.idps[0].Issuer(), Subject: "alice"}); len(all) != 2 {
-		t.Fatalf("a second key made %d connections", len(all))
-	}
-	for _, m := range []*mcpServer{a, b} {
-		if st, out := token(m); st != http.StatusOK {
-			t.Fatalf("%s: %d %v", m.client.Name, st, out)
+	conns := func() []string {
+		all, err := e.vault.List(context.Background(), identity.User{Issuer: e.idps[0].Issuer(), Subject: "alice"})
+		if err != nil {
+			t.Fatal(err)
 		}
+		var ids []string
+		for _, c := range all {
+			ids = append(ids, c.ID)
+		}
+		return ids
 	}
-	typeKey(b, first) // B's flow replaces the key of A's connection
-	if st, out := token(b); st != http.StatusConflict || out["error"] != "account_required" {
-		t.Fatalf("B, approved for both now: %d %v", st, out)
+	typeKey(a, "")
+	first := conns()
+	typeKey(b, "") // a new key for her one connection: it replaces the key
+	if got := conns(); len(got) != 1 || got[0] != first[0] {
+		t.Fatalf("a key typed for her one connection made %v", got)
+	}
+	if st, out := token(b); st != http.StatusOK {
+		t.Fatalf("B: %d %v", st, out)
 	}
 	st, out := token(a)
 	expectError(t, st, out, http.StatusForbidden, "consent_required")
 	if out["account_changed"] != true {
 		t.Fatalf("A after B replaced the key: %v", out)
+	}
+	typeKey(a, first[0]) // A's flow, for that connection: the key is replaced again
+	st, out = token(b)
+	expectError(t, st, out, http.StatusForbidden, "consent_required")
+	if st, out := token(a); st != http.StatusOK {
+		t.Fatalf("A: %d %v", st, out)
+	}
+	typeKey(b, "new") // another account: its own connection
+	if got := conns(); len(got) != 2 {
+		t.Fatalf("a key for another account made %v", got)
+	}
+	if st, out := token(a); st != http.StatusOK || accountOf(out) != first[0] {
+		t.Fatalf("A after B's second account: %d %v", st, out)
 	}
 }
 
@@ -321,8 +336,8 @@ func TestListingFlagsAccountChange(t *testing.T) {
 	// provider is visited); she signs in as another user.
 	e.fake.SetSubject("user-2")
 	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read", "write"}, "account": id})
-	if c := listed(b); c["consent_required"] != true {
-		t.Fatalf("beta's listing after the account change: %v", c)
+	if c := listed(b); c["consent_required"] != true || c["display_name"] != "" || c["label"] != nil {
+		t.Fatalf("beta's listing after the account change (it must not name the new account): %v", c)
 	}
 	st, out := b.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
 	expectError(t, st, out, http.StatusForbidden, "consent_required")

@@ -563,11 +563,20 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) store(w http.ResponseWriter, r *http.Request, e *Elicitation, how string, cred vault.Credential, scopes []string) error {
 	var ok bool
 	user := identity.User{Issuer: e.Issuer, Subject: e.Subject}
-	// A credential whose account the provider did not name replaces the
-	// connection the request was for (reauthorizing it), not a new one.
-	target := ""
-	if vault.ValidID(e.Account) && madeUpAccount(cred.AccountID) {
-		target = e.Account
+	// What the request was about: the connection it named, or the user's
+	// only one there (what the page offered), or another account. A
+	// credential whose account the provider did not name replaces that
+	// connection (reauthorizing it, or a new API key), not a new one.
+	target := vault.Target{New: e.Account == AccountNew, Unnamed: madeUpAccount(cred.AccountID)}
+	switch {
+	case vault.ValidID(e.Account):
+		target.ID = e.Account
+	case e.Account == "":
+		if conn, _, err := s.existing(r.Context(), e); err != nil {
+			return err
+		} else if conn != nil {
+			target.ID = conn.ID
+		}
 	}
 	_, err := s.vault.PutWith(r.Context(), user, e.Provider, target, cred, func(ctx context.Context, tx pgx.Tx, c vault.Connection, ch vault.Change) error {
 		var err error
@@ -769,7 +778,10 @@ func (s *Server) accountChoice(ctx context.Context, fs *flowState) (templates.Ac
 		Action: "/c/" + e.ID + "/account", CSRFToken: s.sessions.CSRFToken(fs.sess), UserLabel: fs.sess.Subject}, true, nil
 }
 
-const chooseAccount = `UPDATE elicitations SET account = $2 WHERE id = $1 AND status = 'pending' AND account = ''`
+// chooseAccount sets the request's account once, before the user is sent to
+// the provider (the callback's target must be what the page offered).
+const chooseAccount = `UPDATE elicitations SET account = $2 WHERE id = $1 AND status = 'pending' AND account = ''
+	AND NOT EXISTS (SELECT 1 FROM oauth_states WHERE elicitation_id = $1)`
 
 // chooseAccountForm handles POST /c/{id}/account: the account chooser's
 // answer, one of the user's connections at the provider or "new", becomes

@@ -48,6 +48,7 @@ const (
 // stands for (see event), so an entry keeps nothing twice.
 type sampleKey struct {
 	kind, issuer, subject, client, provider, reason string
+	target                                          string // the connection read (token.read)
 }
 
 // event is the audit row of k, without its count: the client is the actor
@@ -58,7 +59,7 @@ func (k sampleKey) event() audit.Event {
 		actor = "client:" + k.client
 	}
 	return audit.Event{Kind: k.kind, Actor: actor, Issuer: k.issuer, Subject: k.subject, ClientID: k.client,
-		Provider: k.provider}
+		Provider: k.provider, Target: k.target}
 }
 
 // sampleEntry is held by value in the sampler's map: about 150 bytes a key
@@ -379,9 +380,9 @@ func (s *Server) writeAll(ctx context.Context) {
 }
 
 // sampleRead records that the calling client was handed the user's token.
-func (s *Server) sampleRead(r *http.Request, c *caller, provider string) {
+func (s *Server) sampleRead(r *http.Request, c *caller, provider, connID string) {
 	s.sample(r, s.reads, sampleKey{kind: "token.read", issuer: c.user.Issuer, subject: c.user.Subject,
-		client: c.client.ID, provider: provider})
+		client: c.client.ID, provider: provider, target: connID})
 }
 
 // sampleRefusal records a /v1 call refused for a bad client key or user

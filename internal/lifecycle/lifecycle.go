@@ -68,7 +68,9 @@ type Ended struct {
 func (o *Owner) Delete(ctx context.Context, user identity.User, provider, id string, account []byte, a Actor) (*Ended, error) {
 	var withdrawn []string
 	d, err := o.Vault.DeleteWith(ctx, user, provider, id, func(ctx context.Context, tx pgx.Tx, gone vault.Connection) error {
-		if account != nil && !bytes.Equal(gone.AccountHash, account) {
+		// A row still without a hash was not stored again since the
+		// caller decided (every store writes one).
+		if account != nil && gone.AccountHash != nil && !bytes.Equal(gone.AccountHash, account) {
 			return fmt.Errorf("%w: connection %s", ErrReplaced, gone.ID)
 		}
 		approvals, err := consent.HolderApprovals(ctx, tx, user, provider, gone.ID)

@@ -35,7 +35,10 @@ func mustParse(t testing.TB, spec string) *keyring.Keyring {
 	return k
 }
 
-var alice = identity.User{Issuer: "https://idp.example", Subject: "alice"}
+var (
+	alice = identity.User{Issuer: "https://idp.example", Subject: "alice"}
+	bob   = identity.User{Issuer: "https://idp.example", Subject: "bob"}
+)
 
 // fakeProvider starts a fake OAuth provider and returns it with the
 // provider-package client for it (over real HTTP).

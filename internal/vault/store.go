@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -268,7 +270,8 @@ const (
 	updateCredential = `WITH changed AS (UPDATE connections
 		SET status = 'active', key_version = $2, ciphertext = $3, scopes = $4, expires_at = $5, updated_at = $6,
 		    health_checked_at = NULL, last_error = '',
-		    refresh_lease = '', refresh_lease_until = NULL, refresh_doubt_at = NULL, account_hash = $8, display_name = $9
+		    refresh_lease = '', refresh_lease_until = NULL, refresh_doubt_at = NULL, account_hash = $8, display_name = $9,
+		    label = CASE WHEN $10 THEN '' ELSE label END
 		WHERE id = $1 RETURNING 1)
 		` + notifyChangedSQL + `$7) FROM changed`
 	updateRefreshed = `WITH changed AS (UPDATE connections
@@ -455,6 +458,22 @@ func validate(user identity.User, name string) error {
 // connection.
 const MaxLabel = 40
 
+// ValidLabel is the rule for a connection's label: at most MaxLabel
+// characters of UTF-8 text with no control character (not even a tab or a
+// newline, which would forge lines where it is printed) and no bidi
+// override. "" (no label) is valid.
+func ValidLabel(label string) bool {
+	if !utf8.ValidString(label) || utf8.RuneCountInString(label) > MaxLabel {
+		return false
+	}
+	for _, r := range label {
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029' {
+			return false
+		}
+	}
+	return true
+}
+
 const setLabel = `WITH changed AS (UPDATE connections SET label = $5
 		WHERE issuer = $1 AND subject = $2 AND provider = $3 AND id = $4 RETURNING 1)
 		` + notifyChangedSQL + `$6) FROM changed`
@@ -539,7 +558,7 @@ var errPutConflict = errors.New("vault: concurrent insert")
 // grants in its response. A stored credential that no longer opens (its key
 // is gone) is replaced without merging.
 func (s *Store) Put(ctx context.Context, user identity.User, provider string, cred Credential) (*Connection, error) {
-	return s.PutWith(ctx, user, provider, "", cred, nil)
+	return s.PutWith(ctx, user, provider, Target{}, cred, nil)
 }
 
 // Change is what a Put did to the user's connection.
@@ -563,13 +582,29 @@ type Change struct {
 // rolls back with it, and an error it returns stores nothing.
 type PutHook func(ctx context.Context, tx pgx.Tx, c Connection, ch Change) error
 
-// PutWith is Put with hook (if not nil) run inside the storing transaction.
-// target, when not empty, is the connection the caller means to replace
-// when cred names an account that has no connection yet: a credential whose
-// account the provider could not name (a typed API key, an unnamed
-// account) replaces the connection the user asked to reauthorize instead
-// of adding one. A target of another user or provider is ignored.
-func (s *Store) PutWith(ctx context.Context, user identity.User, provider, target string, cred Credential, hook PutHook) (*Connection, error) {
+// Target is what a Put is about, as the request that led to it said.
+type Target struct {
+	// ID is the connection the request was for (reauthorize or step up
+	// that one); "" when it named none. An id of another user or provider
+	// is ignored.
+	ID string
+	// New: the request was for another account.
+	New bool
+	// Unnamed: cred's account is not one the provider named (connectd made
+	// it up: a typed API key, a round trip the provider did not say whose
+	// it was). It then replaces the connection ID as another account
+	// instead of adding one.
+	Unnamed bool
+}
+
+// PutWith is Put with hook (if not nil) run inside the storing transaction,
+// for the request t. A credential goes to the connection of its provider
+// account; failing that, to a connection from before accounts were named
+// only when the request was about that one (t.ID, or the user's only
+// connection there and the request named none) — as another account, since
+// nobody can say it is the same; failing that, an Unnamed credential
+// replaces t.ID; else it is a new connection.
+func (s *Store) PutWith(ctx context.Context, user identity.User, provider string, t Target, cred Credential, hook PutHook) (*Connection, error) {
 	if err := validate(user, provider); err != nil {
 		return nil, err
 	}
@@ -581,7 +616,7 @@ func (s *Store) PutWith(ctx context.Context, user identity.User, provider, targe
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			var ch Change
 			var err error
-			if conn, ch, err = s.putIn(ctx, tx, user, provider, target, cred); err != nil {
+			if conn, ch, err = s.putIn(ctx, tx, user, provider, t, cred); err != nil {
 				return err
 			}
 			if hook != nil {
@@ -606,7 +641,7 @@ func (s *Store) PutWith(ctx context.Context, user identity.User, provider, targe
 // cred's account (or of target, or of the row from before accounts were
 // told apart), locked, merging what the provider did not repeat; else a new
 // connection.
-func (s *Store) putIn(ctx context.Context, tx pgx.Tx, user identity.User, provider, target string, cred Credential) (*Connection, Change, error) {
+func (s *Store) putIn(ctx context.Context, tx pgx.Tx, user identity.User, provider string, t Target, cred Credential) (*Connection, Change, error) {
 	if _, err := tx.Exec(ctx, lockAccounts, accountsLock(user, provider)); err != nil {
 		return nil, Change{}, fmt.Errorf("vault: lock accounts: %w", err)
 	}
@@ -621,27 +656,36 @@ func (s *Store) putIn(ctx context.Context, tx pgx.Tx, user identity.User, provid
 	hash := AccountHash(cred.AccountID)
 	var r *row
 	var old *Credential
+	unsure := false // r's account cannot be told from cred's: nothing of it carries over
 	for _, x := range existing {
 		if x.AccountHash != nil && subtle.ConstantTimeCompare(x.AccountHash, hash) == 1 {
 			r = x
 		}
 	}
 	if r == nil {
-		// A row from before account hashes were kept (or accounts named)
-		// is the user's one account there: this one if its credential
-		// says so, or names none.
+		// A row from before account hashes were kept, or from before
+		// accounts were named: its credential says whose it is, or — when
+		// it names nobody — it is taken only by the request about it.
+		about := func(x *row) bool {
+			return !t.New && (t.ID == x.ID || t.ID == "" && len(existing) == 1)
+		}
 		for _, x := range existing {
 			if x.AccountHash != nil && subtle.ConstantTimeCompare(x.AccountHash, unnamedHash) != 1 {
 				continue
 			}
-			if c, err := s.open(x); err == nil && (c.AccountID == cred.AccountID || c.AccountID == "") {
+			c, err := s.open(x)
+			switch {
+			case err != nil:
+			case c.AccountID != "" && c.AccountID == cred.AccountID:
 				r, old = x, c
+			case c.AccountID == "" && about(x):
+				r, old, unsure = x, c, true
 			}
 		}
 	}
-	if r == nil && target != "" {
+	if r == nil && t.Unnamed && t.ID != "" && !t.New {
 		for _, x := range existing {
-			if x.ID == target {
+			if x.ID == t.ID {
 				r = x
 			}
 		}
@@ -667,7 +711,7 @@ func (s *Store) putIn(ctx context.Context, tx pgx.Tx, user identity.User, provid
 			slog.String("connection_id", r.ID), slog.String("provider", provider), slog.Any("error", err))
 		cred.Scopes = scope.Union(nil, cred.Scopes)
 		ch.AccountChanged = true
-	case old.AccountID != "" && old.AccountID != cred.AccountID: // the target, now another account
+	case unsure || old.AccountID != cred.AccountID: // the target, now another account (or nobody can say)
 		cred.Scopes = scope.Union(nil, cred.Scopes)
 		ch.AccountChanged = true
 	default:
@@ -677,12 +721,19 @@ func (s *Store) putIn(ctx context.Context, tx pgx.Tx, user identity.User, provid
 			cred.AccountLabel = old.AccountLabel
 		}
 	}
+	// The user's label named the account that was there; another account
+	// keeps it only when the user asked for this very connection.
+	dropLabel := ch.AccountChanged && t.ID != r.ID
+	if dropLabel {
+		r.Label = ""
+	}
 	ct, err := s.seal(r.ID, user, provider, &cred)
 	if err != nil {
 		return nil, Change{}, err
 	}
 	if _, err := tx.Exec(ctx, updateCredential, r.ID, int32(s.keys.Primary()), ct, nonNil(cred.Scopes),
-		nullTime(cred.Expiry), now, connKey(user, provider, r.ID).Payload(), hash, cred.AccountLabel); err != nil {
+		nullTime(cred.Expiry), now, connKey(user, provider, r.ID).Payload(), hash, cred.AccountLabel,
+		dropLabel); err != nil {
 		return nil, Change{}, fmt.Errorf("vault: update connection: %w", err)
 	}
 	// Tokens narrowed from the replaced grant go with it.

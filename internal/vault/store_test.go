@@ -237,7 +237,7 @@ func TestTargetReplacedOnlyByAnUnnamedAccount(t *testing.T) {
 	a, _ := s.Put(ctx, alice, "github", vault.Credential{AccessToken: "ta", AccountID: "octocat"})
 	b, _ := s.Put(ctx, alice, "github", vault.Credential{AccessToken: "tb", AccountID: "monalisa"})
 	// Reauthorizing a, the user signs in as monalisa: b is updated, a untouched.
-	got, err := s.PutWith(ctx, alice, "github", a.ID, vault.Credential{AccessToken: "tb2", AccountID: "monalisa"}, nil)
+	got, err := s.PutWith(ctx, alice, "github", vault.Target{ID: a.ID}, vault.Credential{AccessToken: "tb2", AccountID: "monalisa"}, nil)
 	if err != nil || got.ID != b.ID {
 		t.Fatalf("put: %v %v", got, err)
 	}
@@ -246,7 +246,7 @@ func TestTargetReplacedOnlyByAnUnnamedAccount(t *testing.T) {
 	}
 	// An account with no connection yet replaces the target, as another account.
 	var ch vault.Change
-	got, err = s.PutWith(ctx, alice, "github", a.ID, vault.Credential{AccessToken: "tk", AccountID: "key-1"},
+	got, err = s.PutWith(ctx, alice, "github", vault.Target{ID: a.ID, Unnamed: true}, vault.Credential{AccessToken: "tk", AccountID: "key-1"},
 		func(_ context.Context, _ pgx.Tx, _ vault.Connection, c vault.Change) error { ch = c; return nil })
 	if err != nil || got.ID != a.ID || !ch.AccountChanged || ch.Created {
 		t.Fatalf("replace target: %v %+v %v", got, ch, err)
@@ -662,4 +662,54 @@ func BenchmarkTokenParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestLegacyRowTakenOnlyWhenAsked: a connection from before accounts were
+// named (its credential names nobody) is not the account of whatever is
+// connected next: a request for another account, or about another
+// connection, adds one; only a request about it (by id, or naming none while
+// it is the user's only one there) puts the new credential in it — as
+// another account, nothing of the old grant or the user's label carried over.
+func TestLegacyRowTakenOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t, pool(t), mustParse(t, keyLine(t, 1)), nil, 0)
+	legacy, err := s.Put(ctx, alice, "github", vault.Credential{AccessToken: "gho-work", Scopes: []string{"repo", "admin:org"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetLabel(ctx, alice, "github", legacy.ID, "work"); err != nil {
+		t.Fatal(err)
+	}
+	personal, err := s.PutWith(ctx, alice, "github", vault.Target{New: true},
+		vault.Credential{AccessToken: "gho-personal", AccountID: "99", AccountLabel: "me-personal", Scopes: []string{"repo"}}, nil)
+	if err != nil || personal.ID == legacy.ID {
+		t.Fatalf("another account went into the old connection: %v %v", personal, err)
+	}
+	if _, c, _ := s.Get(ctx, alice, "github", legacy.ID); c.AccessToken != "gho-work" {
+		t.Fatal("the old credential was replaced")
+	}
+	third, err := s.PutWith(ctx, alice, "github", vault.Target{ID: personal.ID},
+		vault.Credential{AccessToken: "gho-7", AccountID: "7"}, nil)
+	if err != nil || third.ID == legacy.ID || third.ID == personal.ID {
+		t.Fatalf("a request about another connection: %v %v", third, err)
+	}
+	var ch vault.Change
+	got, err := s.PutWith(ctx, alice, "github", vault.Target{ID: legacy.ID},
+		vault.Credential{AccessToken: "gho-work-2", AccountID: "42", AccountLabel: "me-work", Scopes: []string{"repo"}},
+		func(_ context.Context, _ pgx.Tx, _ vault.Connection, c vault.Change) error { ch = c; return nil })
+	if err != nil || got.ID != legacy.ID || !ch.AccountChanged || !slices.Equal(got.Scopes, []string{"repo"}) {
+		t.Fatalf("the request about it: %+v %+v %v", got, ch, err)
+	}
+	if c, _ := s.Lookup(ctx, alice, "github", legacy.ID); c.Label != "work" || c.DisplayName != "me-work" {
+		t.Fatalf("asked for by id, it keeps the user's label: %+v", c)
+	}
+	// Without a request about it, and not the only one: a new connection.
+	if c, err := s.Put(ctx, bob, "github", vault.Credential{AccessToken: "b1"}); err != nil {
+		t.Fatal(err)
+	} else if err := s.SetLabel(ctx, bob, "github", c.ID, "old"); err != nil {
+		t.Fatal(err)
+	} else if got, err := s.Put(ctx, bob, "github", vault.Credential{AccessToken: "b2", AccountID: "5"}); err != nil || got.ID != c.ID || got.Label != "" {
+		t.Fatalf("bob's only connection, a request naming none: %+v %v (the label named the old account)", got, err)
+	}
 }

@@ -45,10 +45,13 @@ func ConnectionEvents(typ string, c vault.Connection, approvals map[string]conse
 	for _, id := range slices.Sorted(maps.Keys(approvals)) {
 		a := approvals[id]
 		d := consent.Decide(h, &a, false)
-		data := map[string]any{"connection_id": c.ID, "display_name": c.DisplayName, "user": user(c.User),
+		data := map[string]any{"connection_id": c.ID, "display_name": "", "user": user(c.User),
 			"provider": c.Provider, "scopes": d.Visible(h, &a), "status": string(c.Status)}
-		if c.Label != "" {
-			data["label"] = c.Label
+		if !d.AccountChanged { // another account's name is not this client's to know
+			data["display_name"] = c.DisplayName
+			if c.Label != "" {
+				data["label"] = c.Label
+			}
 		}
 		for k, v := range extra {
 			data[k] = v

@@ -42,6 +42,13 @@ const (
 	demoAdmin      = "admin" // a user of the demo's identity provider
 )
 
+// demoAccounts are the accounts at Demo Files: the first is the one a
+// connect link gets without asking.
+var demoAccounts = []providertest.Account{
+	{Subject: "work-account", Label: "Work files"},
+	{Subject: "home-account", Label: "Home files"},
+}
+
 // demoOptions are the demo's addresses.
 type demoOptions struct {
 	host         string // host in every URL the browser and the services use
@@ -182,11 +189,14 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 
 	// Demo Files: a third-party OAuth provider whose file API needs its token.
+	// The browser is signed in there to two accounts: a connect link approves
+	// as the first at once, and one for another account (connectd asks with
+	// prompt=select_account) shows Demo Files' account chooser.
 	providerSecret := rand.Text()
 	files, filesHandler := providertest.NewHandler(providerURL, providertest.Options{
 		ClientID: "connectd-demo", ClientSecret: providerSecret, RequirePKCE: true,
 		RedirectURIs: []string{connectdURL + "/oauth/callback"}, APIScope: demoScope,
-		Subject: "demo-account", AccountLabel: "Demo Files",
+		Accounts: demoAccounts, AccountLabel: "Demo Files",
 		Quirks: providertest.Quirks{IssParameter: true},
 	})
 	providersFile, err := writeDemoProviders(o.stateDir, files)
@@ -472,7 +482,8 @@ var walkthroughText = template.Must(template.New("walkthrough").Parse(`
 
     connectd             {{.Connectd}}        (probes: {{.Internal}}/readyz)
     identity provider    {{.IdP}}        users alice, bob and admin, no password
-    Demo Files           {{.Provider}}        a third-party OAuth service with a file API
+    Demo Files           {{.Provider}}        a third-party OAuth service with a file API;
+                                                  you have two accounts there, Work files and Home files
     example MCP server   {{.MCP}}    tool list_files, which needs Demo Files
 
   1. In another terminal, in this checkout, call the tool as alice:
@@ -490,12 +501,15 @@ var walkthroughText = template.Must(template.New("walkthrough").Parse(`
      as bob. connectd refuses: "This link was created for another account".
 
   3. Open the link in a normal window, sign in as alice and click Allow.
-     Demo Files approves and sends you back ("Connected"); the try command
-     prints alice's files. Run step 1 again: no link, the files at once.
+     Demo Files approves at once as the account it is signed in with, Work
+     files (a link for another account would let you choose), and sends you
+     back ("Connected"); the try command prints the files of work-account.
+     Run step 1 again: no link, the files at once.
 
   4. alice's own view: {{.Connectd}}/account lists Demo Files, the
-     account, its permissions and the applications allowed to use it, with
-     Remove access and Disconnect. (The "Connected" page links to it.)
+     account (Work files), its permissions and the applications allowed to
+     use it, with Remove access and Disconnect. (The "Connected" page links
+     to it.)
 
   5. The admin: in a private window open {{.Connectd}}/admin and sign in
      as admin. Connections lists alice's Demo Files connection; open it, see

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"html"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -20,11 +21,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/connectd/connectd/client"
 	"github.com/connectd/connectd/examples/mcp-server/devtoken"
 	"github.com/connectd/connectd/internal/flowtest"
+	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
+	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/testkit"
 )
 
@@ -116,6 +121,13 @@ func (d *demoRun) shutdown(t *testing.T, ports []int) {
 // redirects), signs in as user at the demo's identity provider, and (allow)
 // clicks Allow.
 func demoBrowser(connectURL, user string, allow bool) (int, string, error) {
+	return demoBrowserAs(connectURL, user, allow, "")
+}
+
+// demoBrowserAs is demoBrowser that, when Demo Files shows its account
+// chooser after Allow, picks account there (its subject); with account
+// empty the chooser is where it stops.
+func demoBrowserAs(connectURL, user string, allow bool, account string) (int, string, error) {
 	b := flowtest.New(&http.Client{Timeout: 10 * time.Second})
 	r, err := b.Follow(http.MethodGet, connectURL, nil)
 	if err != nil {
@@ -140,6 +152,20 @@ func demoBrowser(connectURL, user string, allow bool) (int, string, error) {
 	}
 	if r, err = b.Follow(http.MethodPost, connectURL, form); err != nil {
 		return 0, "", err
+	}
+	if account != "" {
+		form, ok := providertest.ChooserForm(r.Body, account)
+		if !ok {
+			return 0, "", fmt.Errorf("no Demo Files account chooser offering %s: %d %s\n%s", account, r.Status, r.URL, r.Body)
+		}
+		chooser, err := url.Parse(r.URL)
+		if err != nil {
+			return 0, "", err
+		}
+		chooser.RawQuery = ""
+		if r, err = b.Follow(http.MethodPost, chooser.String(), form); err != nil {
+			return 0, "", err
+		}
 	}
 	return r.Status, r.Body, nil
 }
@@ -385,5 +411,206 @@ func TestHelp(t *testing.T) {
 	}
 	if stdout.Len() != 0 || !strings.Contains(stderr.String(), "usage") {
 		t.Errorf("-x: stdout %q, stderr %q; want the usage on stderr only", stdout.String(), stderr.String())
+	}
+}
+
+// tryBinary builds the walkthrough's MCP client (examples/mcp-server/cmd/try)
+// once, next to the connectd binary.
+var tryBinary = sync.OnceValues(func() (string, error) {
+	if _, err := connectdBinary(); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(binDir, "try")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/connectd/connectd/examples/mcp-server/cmd/try").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build ./examples/mcp-server/cmd/try: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// tryRun is one run of try against the demo.
+type tryRun struct {
+	cmd   *exec.Cmd
+	out   *testkit.LogBuffer
+	stdin io.WriteCloser
+	done  chan struct{} // closed when try has exited, with err
+	err   error
+}
+
+func startTry(t *testing.T, ctx context.Context, idpURL, mcpURL string, args ...string) *tryRun {
+	t.Helper()
+	bin, err := tryBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &tryRun{cmd: exec.CommandContext(ctx, bin, append([]string{"-idp", idpURL, "-mcp", mcpURL}, args...)...),
+		out: &testkit.LogBuffer{}, done: make(chan struct{})}
+	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
+	if r.stdin, err = r.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { r.err = r.cmd.Wait(); close(r.done) }()
+	return r
+}
+
+// await waits until try's output matches re, and returns the match.
+func (r *tryRun) await(t *testing.T, ctx context.Context, re *regexp.Regexp) []string {
+	t.Helper()
+	for {
+		if m := re.FindStringSubmatch(r.out.String()); m != nil {
+			return m
+		}
+		select {
+		case <-r.done:
+			if m := re.FindStringSubmatch(r.out.String()); m != nil {
+				return m
+			}
+			t.Fatalf("try exited (%v) without printing %s:\n%s", r.err, re, r.out.String())
+		case <-ctx.Done():
+			t.Fatalf("try printed no %s in time:\n%s", re, r.out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// finish waits for try to end well with want in its output.
+func (r *tryRun) finish(t *testing.T, want string) {
+	t.Helper()
+	r.stdin.Close()
+	<-r.done // the test's context kills it at the latest
+	if r.err != nil || !strings.Contains(r.out.String(), want) {
+		t.Fatalf("try: %v, want %q in:\n%s", r.err, want, r.out.String())
+	}
+}
+
+var connectLink = regexp.MustCompile(`http://\S+/c/[A-Za-z0-9_-]+`)
+
+// TestDemoSeveralAccounts: alice has two Demo Files accounts, "Work files"
+// and "Home files". She connects the first through the example MCP server
+// (try): Demo Files approves at once as the account it is signed in with. An
+// application that asks connectd for another of her accounts (account
+// "new") gets her to Demo Files' account chooser, where she picks "Home
+// files": that application's connection list and token name it so, and
+// alice's account page shows both accounts. Once she allows the example
+// server that account too (try -account), try without -account is asked
+// which account (account_required, a form), lists both, and gets the files
+// of the one chosen.
+func TestDemoSeveralAccounts(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.EmptyURL(t)
+	ports, err := testkit.FreePorts(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := startDemo(t, dbURL, t.TempDir(), ports)
+	defer d.shutdown(t, ports)
+	cdURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	idpURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	mcpURL := fmt.Sprintf("http://127.0.0.1:%d/mcp", ports[3])
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// The first account, through try: no chooser at Demo Files.
+	try := startTry(t, ctx, idpURL, mcpURL, "-user", "alice")
+	link := try.await(t, ctx, connectLink)[0]
+	if st, body, err := demoBrowser(link, "alice", true); err != nil || st != http.StatusOK || !strings.Contains(body, "Connected") {
+		t.Fatalf("alice connecting her first account: %d %v\n%s", st, err, body)
+	}
+	try.finish(t, "files for work-account")
+
+	// Another application, registered at connectd for Demo Files, asks for
+	// another of alice's accounts.
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	otherResource := fmt.Sprintf("http://127.0.0.1:%d/other-app", ports[3])
+	_, key, err := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, AllowHTTP: true}).Create(ctx,
+		"Another application", []string{otherResource}, []string{demoProvider})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := client.New(client.Config{BaseURL: cdURL, Key: key, AllowHTTP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aliceTok, err := devtoken.Get(ctx, devtoken.Request{Issuer: idpURL, User: "alice", Resource: otherResource})
+	if err != nil {
+		t.Fatal(err)
+	}
+	el, err := other.Mint(ctx, aliceTok, client.MintRequest{Provider: demoProvider, Scopes: []string{demoScope},
+		Account: client.AccountNew})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Allow leads to Demo Files' chooser, which offers both accounts.
+	if st, body, err := demoBrowser(el.URL, "alice", true); err != nil || st != http.StatusOK ||
+		!strings.Contains(body, "Work files") || !strings.Contains(body, "Home files") {
+		t.Fatalf("no account chooser at Demo Files for another account: %d %v\n%s", st, err, body)
+	}
+	el, err = other.Mint(ctx, aliceTok, client.MintRequest{Provider: demoProvider, Scopes: []string{demoScope},
+		Account: client.AccountNew})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, body, err := demoBrowserAs(el.URL, "alice", true, "home-account"); err != nil || st != http.StatusOK ||
+		!strings.Contains(body, "Connected") {
+		t.Fatalf("alice connecting her second account: %d %v\n%s", st, err, body)
+	}
+	// As an MCP server does, hear of the completion before reading the token
+	// (connectd's consent cache learns of the new approval first).
+	if st, err := other.Wait(ctx, aliceTok, el.ID); err != nil || st.Status != client.StatusCompleted {
+		t.Fatalf("the other application's elicitation: %v %+v", err, st)
+	}
+
+	// The other application sees the one it was allowed, named by Demo
+	// Files' label; alice's account page shows both, and who may use which.
+	conns, err := other.Connections(ctx, aliceTok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(conns) != 1 || conns[0].Provider != demoProvider || conns[0].DisplayName != "Home files" {
+		t.Fatalf("the other application's connections: %+v", conns)
+	}
+	home := conns[0].ID
+	tok, err := other.AccountToken(ctx, aliceTok, demoProvider, "", demoScope)
+	if err != nil || tok.Account.ID != home || tok.Account.DisplayName != "Home files" {
+		t.Fatalf("the other application's token: %v %+v", err, tok)
+	}
+	page := signInAt(t, flowtest.New(&http.Client{Timeout: 10 * time.Second}), cdURL+"/account", "alice")
+	for _, want := range []string{"Work files", "Home files", "Files Assistant", "Another application"} {
+		if !strings.Contains(page.Body, want) {
+			t.Fatalf("alice's account page lacks %q:\n%s", want, page.Body)
+		}
+	}
+
+	// The example server may use only the first; try -account names the
+	// second, and alice allows it (no new sign-in at Demo Files).
+	try = startTry(t, ctx, idpURL, mcpURL, "-user", "alice", "-account", home)
+	link = try.await(t, ctx, connectLink)[0]
+	if st, body, err := demoBrowser(link, "alice", true); err != nil || st != http.StatusOK || !strings.Contains(body, "Connected") {
+		t.Fatalf("alice allowing her second account: %d %v\n%s", st, err, body)
+	}
+	try.finish(t, "files for home-account")
+
+	// Now try without -account is asked which, and lists both.
+	for _, pick := range []struct{ name, owner string }{{"Home files", "home-account"}, {"Work files", "work-account"}} {
+		try = startTry(t, ctx, idpURL, mcpURL, "-user", "alice")
+		try.await(t, ctx, regexp.MustCompile(`Type its number`))
+		n := try.await(t, ctx, regexp.MustCompile(`(\d)\. `+pick.name))[1]
+		if !strings.Contains(try.out.String(), "Work files") || !strings.Contains(try.out.String(), "Home files") {
+			t.Fatalf("try's account form does not list both accounts:\n%s", try.out.String())
+		}
+		if _, err := io.WriteString(try.stdin, n+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		try.finish(t, "files for "+pick.owner)
+		if connectLink.MatchString(try.out.String()) {
+			t.Fatalf("try asked to connect again:\n%s", try.out.String())
+		}
 	}
 }

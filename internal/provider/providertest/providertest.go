@@ -5,7 +5,11 @@
 // It serves
 //
 //	GET  /authorize                                 authorization endpoint: approves at once (as Options.Subject)
-//	                                                and redirects back with code, state and (Quirks.IssParameter) iss
+//	                                                and redirects back with code, state and (Quirks.IssParameter) iss;
+//	                                                with Options.Accounts and prompt=select_account it shows an
+//	                                                account chooser instead (an HTML form)
+//	POST /authorize                                 the chooser's answer (only with Options.Accounts): approves as the
+//	                                                account chosen and redirects back as GET does
 //	POST /token                                     token endpoint: authorization_code (PKCE S256 checked,
 //	                                                redirect_uri must match) and refresh_token (optional
 //	                                                rotation with reuse detection; "scope" narrows the
@@ -35,11 +39,16 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"html"
+	"html/template"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -108,6 +117,13 @@ type Quirks struct {
 	CustomerHost string
 }
 
+// Account is one of the accounts a user may sign in with at the provider
+// (Options.Accounts).
+type Account struct {
+	Subject string // the provider's account id, which token answers name (user.id)
+	Label   string // its display name (user.name), which connectd shows
+}
+
 // Options configure a Server. The zero value is usable.
 type Options struct {
 	ClientID     string // default "test-client"
@@ -122,8 +138,22 @@ type Options struct {
 	// its whole grant is revoked (reuse detection).
 	RotateRefreshTokens bool
 	TokenLifetime       time.Duration // default 1h
-	Subject             string        // the account that approves; default "user-1"
+	Subject             string        // the account that approves; default "user-1" (Accounts[0] with Accounts)
 	AccountLabel        string        // workspace / team name; default "Test Workspace"
+	// Accounts, when set, are the accounts the user has at the provider, as
+	// in a browser signed in to several (Google, Microsoft): an
+	// authorization request that asks to choose (prompt=select_account,
+	// OpenID Connect Core §3.1.2.1, which connectd sends to connect another
+	// account: ProviderConfig's select_account_params) gets a page listing
+	// them, whose form (POST /authorize) approves as the one chosen;
+	// without that prompt /authorize still approves at once as Subject.
+	// Every grant then keeps its account: token answers name its Subject
+	// (user.id, Slack's authed_user.id) and Label (user.name, Slack's
+	// team.name; ProviderConfig names the field), and /api/files its
+	// owner. Subject's label is its entry's, else AccountLabel. Unset, the
+	// server behaves exactly as before (approvals name the current
+	// Subject, SetSubject).
+	Accounts []Account
 	// APIScope, when set, is required by GET /api/files (403 insufficient_scope).
 	APIScope string
 	// TokenDelay makes the token endpoint slow, to widen race windows. The
@@ -182,12 +212,21 @@ type code struct {
 	clientID, redirectURI, challenge string
 	scopes                           []string
 	expires                          time.Time
+	account                          *Account // chosen on the account chooser; nil: the current subject
 }
 
 type grant struct {
 	scopes  []string
 	revoked bool
 	subject string // the account that approved it
+	label   string // its label (with Options.Accounts)
+}
+
+// choice is an authorization request waiting on the account chooser: the
+// query GET /authorize was given, which the chooser's answer approves.
+type choice struct {
+	query   url.Values
+	expires time.Time
 }
 
 type accessToken struct {
@@ -225,7 +264,8 @@ type Server struct {
 	counts      Counts
 	revocations []Revocation
 	tokenReqs   []TokenRequest
-	prompts     []string // the prompt of each authorization request
+	prompts     []string           // the prompt of each authorization request
+	choices     map[string]*choice // requests on the account chooser, by its form's request id
 }
 
 // New starts a fake provider, closed when the test ends.
@@ -267,6 +307,9 @@ func newServer(opts Options) (*Server, http.Handler) {
 	}
 	if opts.Subject == "" {
 		opts.Subject = "user-1"
+		if len(opts.Accounts) > 0 {
+			opts.Subject = opts.Accounts[0].Subject
+		}
 	}
 	if opts.AccountLabel == "" {
 		opts.AccountLabel = "Test Workspace"
@@ -277,10 +320,14 @@ func newServer(opts Options) (*Server, http.Handler) {
 	s := &Server{
 		ClientID: opts.ClientID, ClientSecret: opts.ClientSecret, opts: opts, quirks: opts.Quirks, subject: opts.Subject,
 		codes: map[string]*code{}, access: map[string]*accessToken{}, refresh: map[string]*refreshToken{},
+		choices: map[string]*choice{},
 	}
 	mux := http.NewServeMux()
 	s.mux = mux
 	mux.HandleFunc("GET /authorize", s.authorize)
+	if len(opts.Accounts) > 0 {
+		mux.HandleFunc("POST /authorize", s.chosen)
+	}
 	mux.HandleFunc("POST /token", s.token)
 	mux.HandleFunc("POST /revoke", s.revoke)
 	mux.HandleFunc("GET /api/files", s.api)
@@ -417,6 +464,9 @@ func (s *Server) ProviderConfig(name, secretEnv string) map[string]any {
 	}
 	if !q.FormEncoded && !q.WhoAmI {
 		e["account_id_field"] = "user.id" // the account that approved, in every JSON token answer
+		if len(s.opts.Accounts) > 0 {
+			e["account_label_field"] = "user.name" // and its label (Options.Accounts)
+		}
 	}
 	if q.WhoAmI {
 		e["account_url"], e["account_url_id_field"], e["account_url_label_field"] = s.base+"/api/me", "id", "login"
@@ -439,7 +489,7 @@ func (s *Server) Grant(scopes []string, lifetime time.Duration) Tokens {
 	if lifetime <= 0 {
 		lifetime = s.opts.TokenLifetime
 	}
-	return s.issueLocked(&grant{scopes: slices.Clone(scopes), subject: s.subject}, lifetime, true)
+	return s.issueLocked(&grant{scopes: slices.Clone(scopes), subject: s.subject, label: s.labelLocked(s.subject)}, lifetime, true)
 }
 
 // Approve performs the browser's visit to an authorization URL without
@@ -456,10 +506,71 @@ func (s *Server) Approve(authURL string) (*url.URL, error) {
 		return nil, err
 	}
 	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK && len(s.opts.Accounts) > 0 {
+		return nil, errors.New("providertest: authorize showed the account chooser (use ApproveAs)")
+	}
 	if resp.StatusCode != http.StatusFound {
 		return nil, fmt.Errorf("providertest: authorize answered %d, not a redirect", resp.StatusCode)
 	}
 	return url.Parse(resp.Header.Get("Location"))
+}
+
+// ApproveAs is Approve for an authorization request that shows the account
+// chooser (Options.Accounts and prompt=select_account): it visits authURL,
+// chooses subject on the page and submits it, and returns where the provider
+// sends the browser back. It fails when no chooser is shown.
+func (s *Server) ApproveAs(authURL, subject string) (*url.URL, error) {
+	c := *s.client
+	if s.srv != nil {
+		c = *s.HostClient()
+	}
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := c.Get(authURL)
+	if err != nil {
+		return nil, err
+	}
+	page, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	form, ok := ChooserForm(string(page), subject)
+	if resp.StatusCode != http.StatusOK || !ok {
+		return nil, fmt.Errorf("providertest: authorize answered %d without an account chooser offering %q", resp.StatusCode, subject)
+	}
+	action, err := resp.Request.URL.Parse("/authorize")
+	if err != nil {
+		return nil, err
+	}
+	if resp, err = c.PostForm(action.String(), form); err != nil {
+		return nil, err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		return nil, fmt.Errorf("providertest: the account chooser answered %d, not a redirect", resp.StatusCode)
+	}
+	return url.Parse(resp.Header.Get("Location"))
+}
+
+var (
+	chooserRequest = regexp.MustCompile(`name="request" value="([^"]+)"`)
+	chooserAccount = regexp.MustCompile(`name="account" value="([^"]+)"`)
+)
+
+// ChooserForm is the answer a browser sends (POST /authorize, a form) when
+// the user picks subject on the account chooser page: ok is false when page
+// is no chooser or does not offer subject.
+func ChooserForm(page, subject string) (form url.Values, ok bool) {
+	m := chooserRequest.FindStringSubmatch(page)
+	if m == nil {
+		return nil, false
+	}
+	for _, a := range chooserAccount.FindAllStringSubmatch(page, -1) {
+		if html.UnescapeString(a[1]) == subject {
+			return url.Values{"request": {m[1]}, "account": {subject}, "decision": {"allow"}}, true
+		}
+	}
+	return nil, false
 }
 
 // Revoked reports whether a token the server issued has been revoked (or its
@@ -534,6 +645,14 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	s.counts.Authorize++
 	q := r.URL.Query()
 	s.prompts = append(s.prompts, q.Get("prompt"))
+	s.authorizeLocked(w, r, q, nil)
+}
+
+// authorizeLocked answers the authorization request q: checks it, and
+// redirects back with a code for as (the account chosen on the chooser), or
+// with as nil for the current subject — unless the request asks to choose
+// an account (Options.Accounts), which shows the chooser.
+func (s *Server) authorizeLocked(w http.ResponseWriter, r *http.Request, q url.Values, as *Account) {
 	redirect, err := url.Parse(q.Get("redirect_uri"))
 	switch {
 	case q.Get("client_id") != s.opts.ClientID:
@@ -559,7 +678,11 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 			rq[k] = v
 		}
 		u.RawQuery = rq.Encode()
-		http.Redirect(w, r, u.String(), http.StatusFound)
+		status := http.StatusFound
+		if r.Method == http.MethodPost {
+			status = http.StatusSeeOther // the chooser's form: the browser goes on with a GET
+		}
+		http.Redirect(w, r, u.String(), status)
 	}
 	challenge, method := q.Get("code_challenge"), q.Get("code_challenge_method")
 	switch {
@@ -575,6 +698,12 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	case s.quirks.AccessDenied:
 		back(url.Values{"error": {"access_denied"}})
 		return
+	case as == nil && r.Method == http.MethodPost:
+		back(url.Values{"error": {"access_denied"}}) // the user cancelled on the chooser
+		return
+	case as == nil && len(s.opts.Accounts) > 0 && slices.Contains(strings.Fields(q.Get("prompt")), "select_account"):
+		s.showChooserLocked(w, q)
+		return
 	}
 	scopes := splitScopes(q.Get("scope"))
 	if s.quirks.SlackNested {
@@ -582,8 +711,95 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	}
 	c := "code_" + random()
 	s.codes[c] = &code{clientID: s.opts.ClientID, redirectURI: q.Get("redirect_uri"), challenge: challenge,
-		scopes: scopes, expires: s.opts.Now().Add(10 * time.Minute)}
+		scopes: scopes, expires: s.opts.Now().Add(10 * time.Minute), account: as}
 	back(url.Values{"code": {c}})
+}
+
+// chooserPage is the account chooser: the accounts as radio buttons, in a
+// form that answers POST /authorize with the request's id.
+var chooserPage = template.Must(template.New("chooser").Parse(`<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Choose an account</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:28rem;margin:3rem auto;padding:0 1rem}
+label{display:block;padding:.5rem;border:1px solid #ccc;border-radius:.4rem;margin:.4rem 0}
+.muted{color:#666}button{font:inherit;padding:.4rem 1rem;margin-right:.5rem}</style>
+</head>
+<body>
+<h1>Choose an account</h1>
+<p><strong>{{.ClientID}}</strong> asks to use one of your accounts here.</p>
+<form method="post" action="/authorize">
+<input type="hidden" name="request" value="{{.Request}}">
+<fieldset><legend>Your accounts</legend>
+{{range $i, $a := .Accounts}}<label><input type="radio" name="account" value="{{$a.Subject}}"{{if eq $i 0}} required{{end}}> {{$a.Label}} <span class="muted">({{$a.Subject}})</span></label>
+{{end}}</fieldset>
+<p><button type="submit" name="decision" value="allow">Continue</button><button type="submit" name="decision" value="deny" formnovalidate>Cancel</button></p>
+</form>
+</body>
+</html>
+`))
+
+// showChooserLocked shows the account chooser for the authorization
+// request q (already checked), which waits for its answer.
+func (s *Server) showChooserLocked(w http.ResponseWriter, q url.Values) {
+	now := s.opts.Now()
+	for id, c := range s.choices {
+		if now.After(c.expires) {
+			delete(s.choices, id)
+		}
+	}
+	id := "req_" + random()
+	s.choices[id] = &choice{query: q, expires: now.Add(10 * time.Minute)}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	w.WriteHeader(http.StatusOK)
+	_ = chooserPage.Execute(w, map[string]any{"ClientID": s.opts.ClientID, "Request": id, "Accounts": s.opts.Accounts})
+}
+
+// chosen handles POST /authorize, the account chooser's answer: the request
+// it names (single use, whatever happens next) is answered as GET
+// /authorize answers it, approved as the account chosen (decision=deny: the
+// user cancelled, access_denied). An unknown, used or expired request, or an
+// account not in Options.Accounts, is refused without a redirect.
+func (s *Server) chosen(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := r.PostForm.Get("request")
+	c, ok := s.choices[id]
+	delete(s.choices, id)
+	if !ok || s.opts.Now().After(c.expires) {
+		http.Error(w, "unknown or expired authorization request", http.StatusBadRequest)
+		return
+	}
+	if r.PostForm.Get("decision") == "deny" {
+		s.authorizeLocked(w, r, c.query, nil)
+		return
+	}
+	i := slices.IndexFunc(s.opts.Accounts, func(a Account) bool { return a.Subject == r.PostForm.Get("account") })
+	if i < 0 {
+		http.Error(w, "choose one of the accounts", http.StatusBadRequest)
+		return
+	}
+	a := s.opts.Accounts[i]
+	s.authorizeLocked(w, r, c.query, &a)
+}
+
+// labelLocked is subject's label: its entry's in Options.Accounts, else
+// Options.AccountLabel.
+func (s *Server) labelLocked(subject string) string {
+	if i := slices.IndexFunc(s.opts.Accounts, func(a Account) bool { return a.Subject == subject }); i >= 0 {
+		return s.opts.Accounts[i].Label
+	}
+	return s.opts.AccountLabel
 }
 
 // clientAuth authenticates the client of a token or revocation request.
@@ -727,7 +943,10 @@ func (s *Server) tokenLocked(w http.ResponseWriter, r *http.Request) {
 			s.tokenError(w, r, http.StatusBadRequest, "invalid_grant")
 			return
 		}
-		g = &grant{scopes: c.scopes, subject: s.subject}
+		g = &grant{scopes: c.scopes, subject: s.subject, label: s.labelLocked(s.subject)}
+		if c.account != nil {
+			g.subject, g.label = c.account.Subject, c.account.Label
+		}
 		tok = s.issueLocked(g, s.opts.TokenLifetime, true)
 		if slices.Contains(c.scopes, "openid") {
 			tok.IDToken = s.idTokenLocked(g)
@@ -743,7 +962,7 @@ func (s *Server) tokenLocked(w http.ResponseWriter, r *http.Request) {
 			// Within the grace: a new access token, the same successor.
 			tok = s.issueLocked(rt.grant, s.opts.TokenLifetime, false)
 			tok.RefreshToken = rt.successor
-			s.writeRefreshAnswer(w, r, tok)
+			s.writeRefreshAnswer(w, r, tok, rt.grant)
 			return
 		case rt.used:
 			rt.grant.revoked = true // reuse detected: the whole grant goes
@@ -775,18 +994,18 @@ func (s *Server) tokenLocked(w http.ResponseWriter, r *http.Request) {
 		} else if !s.quirks.NoRefreshTokenOnRefresh {
 			tok.RefreshToken = r.PostForm.Get("refresh_token") // same one again
 		}
-		s.writeRefreshAnswer(w, r, tok)
+		s.writeRefreshAnswer(w, r, tok, rt.grant)
 		return
 	default:
 		s.tokenError(w, r, http.StatusBadRequest, "unsupported_grant_type")
 		return
 	}
-	s.writeTokens(w, r, tok)
+	s.writeTokens(w, r, tok, g)
 }
 
 // writeRefreshAnswer answers a refresh that succeeded, as RefreshAnswer
 // says.
-func (s *Server) writeRefreshAnswer(w http.ResponseWriter, r *http.Request, tok Tokens) {
+func (s *Server) writeRefreshAnswer(w http.ResponseWriter, r *http.Request, tok Tokens, g *grant) {
 	switch s.quirks.RefreshAnswer {
 	case "garbage":
 		w.Header().Set("Content-Type", "application/json")
@@ -800,7 +1019,7 @@ func (s *Server) writeRefreshAnswer(w http.ResponseWriter, r *http.Request, tok 
 	case "redirect":
 		http.Redirect(w, r, "https://elsewhere.example/token?code=secret", http.StatusFound)
 	default:
-		s.writeTokens(w, r, tok)
+		s.writeTokens(w, r, tok, g)
 	}
 }
 
@@ -812,14 +1031,21 @@ func pkceOK(challenge, verifier string) bool {
 	return subtle.ConstantTimeCompare([]byte(base64.RawURLEncoding.EncodeToString(sum[:])), []byte(challenge)) == 1
 }
 
-func (s *Server) writeTokens(w http.ResponseWriter, r *http.Request, t Tokens) {
+// writeTokens answers a token request with t, of grant g.
+func (s *Server) writeTokens(w http.ResponseWriter, r *http.Request, t Tokens, g *grant) {
+	// The account the answer names: the current subject, as ever, or with
+	// Options.Accounts the grant's own.
+	subject, label := s.subject, s.opts.AccountLabel
+	if len(s.opts.Accounts) > 0 {
+		subject, label = g.subject, g.label
+	}
 	expiresIn := ""
 	if !t.Expiry.IsZero() {
 		expiresIn = strconv.Itoa(int(t.Expiry.Sub(s.opts.Now()).Round(time.Second) / time.Second))
 	}
 	switch {
 	case s.quirks.SlackNested:
-		user := map[string]any{"id": s.subject, "scope": strings.Join(t.Scopes, ","),
+		user := map[string]any{"id": subject, "scope": strings.Join(t.Scopes, ","),
 			"access_token": t.AccessToken, "token_type": "user"}
 		if t.RefreshToken != "" {
 			user["refresh_token"] = t.RefreshToken
@@ -828,7 +1054,7 @@ func (s *Server) writeTokens(w http.ResponseWriter, r *http.Request, t Tokens) {
 			user["expires_in"], _ = strconv.Atoi(expiresIn)
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "app_id": "A0FAKE", "authed_user": user,
-			"team": map[string]any{"id": "T0FAKE", "name": s.opts.AccountLabel}, "enterprise": nil,
+			"team": map[string]any{"id": "T0FAKE", "name": label}, "enterprise": nil,
 			"is_enterprise_install": false})
 	case s.quirks.FormEncoded && !acceptsJSON(r):
 		v := url.Values{"access_token": {t.AccessToken}, "token_type": {"bearer"}, "scope": {strings.Join(t.Scopes, ",")}}
@@ -846,7 +1072,10 @@ func (s *Server) writeTokens(w http.ResponseWriter, r *http.Request, t Tokens) {
 			sep = ","
 		}
 		m := map[string]any{"access_token": t.AccessToken, "token_type": "Bearer", "scope": strings.Join(t.Scopes, sep),
-			"user": map[string]any{"id": s.subject}}
+			"user": map[string]any{"id": subject}}
+		if len(s.opts.Accounts) > 0 {
+			m["user"] = map[string]any{"id": subject, "name": label}
+		}
 		if s.quirks.ScopeArray {
 			m["scope"] = t.Scopes
 		}
@@ -958,8 +1187,12 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusForbidden, map[string]any{"error": "insufficient_scope"})
 		return
 	}
+	owner := s.opts.Subject
+	if len(s.opts.Accounts) > 0 {
+		owner = a.grant.subject
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"owner": s.opts.Subject, "scopes": a.scopes,
+		"owner": owner, "scopes": a.scopes,
 		"files": []map[string]any{{"name": "notes.txt", "size": 42}, {"name": "plan.md", "size": 1337}},
 	})
 }

@@ -2,14 +2,20 @@ package connect_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/connectd/connectd/internal/db"
 	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/pgtest"
+	"github.com/connectd/connectd/internal/server"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // accountOf is the connection id a token answer is of.
@@ -235,5 +241,61 @@ func TestAccountChooser(t *testing.T) {
 	}
 	if got := tokenOf(t, c, "alice"); accountOf(got) != work {
 		t.Fatalf("gamma received %v", got["account"])
+	}
+}
+
+// TestAccountReadNeedsNoQuery (issue 24, performance): once a caching
+// replica holds alice's approvals and credentials, a token read naming the
+// account, and one naming none while the client is approved for one,
+// answer with the database frozen: the account parameter costs no query on
+// a cache hit.
+func TestAccountReadNeedsNoQuery(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	a := e.newMCPServer("alpha", "fake")
+	b := e.newMCPServer("beta", "fake")
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	work := e.connID("alice")
+	e.consentAgain(b, "alice") // B: work only
+	e.fake.SetSubject("user-2")
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}, "account": "new"})
+
+	proxy, url := pgtest.NewProxy(t, e.pool.Config().ConnString())
+	pool := pgtest.NewPoolWith(t, url, func(pc *pgxpool.Config) { pc.MaxConns = 4 })
+	cfg := e.cfg
+	cfg.Pool, cfg.Logger, cfg.Now = pool, slog.New(slog.DiscardHandler), nil
+	cfg.Cache = server.CacheConfig{CredentialTTL: time.Hour, ConsentTTL: time.Hour, ClientKeyTTL: time.Hour}
+	cfg.RateLimit = server.RateLimitConfig{}
+	cfg.DB = db.Deadlines{Acquire: 300 * time.Millisecond, Query: 700 * time.Millisecond, MaxWaiting: 4}
+	srv, base := e.replica(cfg)
+	e.run(srv)
+	reads := []struct {
+		m    *mcpServer
+		path string
+	}{
+		{a, "/v1/connections/fake/token?account=" + work},
+		{b, "/v1/connections/fake/token"},
+		{b, "/v1/connections/fake/token?account=" + work},
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for warm := false; !warm; {
+		before := srv.Vault().CacheStats().Hits
+		for _, rd := range reads {
+			if st, out := rd.m.callAt(base, http.MethodGet, rd.path, "alice"); st != http.StatusOK {
+				t.Fatalf("%s %s: %d %v", rd.m.client.Name, rd.path, st, out)
+			}
+		}
+		warm = srv.Vault().CacheStats().Hits >= before+uint64(len(reads))
+		if time.Now().After(deadline) {
+			t.Fatal("the replica does not answer from its caches")
+		}
+	}
+	proxy.Freeze()
+	defer proxy.Restore()
+	for _, rd := range reads {
+		st, out := rd.m.callAt(base, http.MethodGet, rd.path, "alice")
+		if st != http.StatusOK || accountOf(out) != work {
+			t.Fatalf("%s %s with the database frozen: %d %v", rd.m.client.Name, rd.path, st, out)
+		}
 	}
 }

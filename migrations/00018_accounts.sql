@@ -26,6 +26,7 @@ UPDATE consents c SET connection_id = cn.id FROM connections cn
     WHERE cn.issuer = c.issuer AND cn.subject = c.subject AND cn.provider = c.provider;
 DELETE FROM consents WHERE connection_id IS NULL;
 ALTER TABLE consents ALTER COLUMN connection_id SET NOT NULL;
+ALTER TABLE consents ADD CONSTRAINT consents_connection_id_check CHECK (connection_id <> '');
 ALTER TABLE consents DROP CONSTRAINT consents_pkey;
 ALTER TABLE consents ADD PRIMARY KEY (issuer, subject, provider, client_id, connection_id);
 CREATE INDEX consents_connection_idx ON consents (connection_id);
@@ -40,6 +41,7 @@ ALTER TABLE elicitations DROP COLUMN account;
 DROP INDEX consents_connection_idx;
 ALTER TABLE consents DROP CONSTRAINT consents_pkey;
 ALTER TABLE consents ADD PRIMARY KEY (issuer, subject, provider, client_id);
+ALTER TABLE consents DROP CONSTRAINT consents_connection_id_check;
 ALTER TABLE consents DROP COLUMN connection_id;
 DROP INDEX connections_unread_idx;
 DROP INDEX connections_legacy_key;

@@ -114,12 +114,13 @@ func TestSlowProvider(t *testing.T) {
 	connect := func(user, provider string, tok providertest.Tokens, expiry time.Time) {
 		t.Helper()
 		u := identity.User{Issuer: c.idp.Issuer(), Subject: user}
-		if _, err := store.Put(ctx, u, provider, vault.Credential{AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken,
-			TokenType: "Bearer", Expiry: expiry, Scopes: tok.Scopes, AccountID: "user-1"}); err != nil {
+		conn, err := store.Put(ctx, u, provider, vault.Credential{AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken,
+			TokenType: "Bearer", Expiry: expiry, Scopes: tok.Scopes, AccountID: "user-1"})
+		if err != nil {
 			t.Fatal(err)
 		}
 		if err := consent.Record(ctx, c.pool, consent.Grant{User: u, ClientID: c.clientID, Provider: provider,
-			Scopes: tok.Scopes, AccountID: "user-1", At: time.Now()}); err != nil {
+			Scopes: tok.Scopes, AccountID: "user-1", ConnectionID: conn.ID, At: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -529,8 +529,14 @@ func TestScaleOut(t *testing.T) {
 		}
 		tok := c.provider.Grant([]string{"files.read"}, time.Minute)
 		alice := identity.User{Issuer: c.idp.Issuer(), Subject: "alice"}
+		_, old, err := store.Get(ctx, alice, "fake", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The same provider account: the same connection, its credential replaced.
 		if _, err := store.Put(ctx, alice, "fake", vault.Credential{AccessToken: tok.AccessToken,
-			RefreshToken: tok.RefreshToken, TokenType: "Bearer", Expiry: tok.Expiry, Scopes: tok.Scopes}); err != nil {
+			RefreshToken: tok.RefreshToken, TokenType: "Bearer", Expiry: tok.Expiry, Scopes: tok.Scopes,
+			AccountID: old.AccountID}); err != nil {
 			t.Fatal(err)
 		}
 		// The Put told every replica's cache: none holds a credential now.
@@ -723,8 +729,13 @@ func TestScaleOut(t *testing.T) {
 		}
 		tok := c.provider.Grant([]string{"files.read"}, 72*time.Hour)
 		alice := identity.User{Issuer: c.idp.Issuer(), Subject: "alice"}
+		_, old, err := store.Get(ctx, alice, "fake", "")
+		if err != nil {
+			t.Fatal(err)
+		}
 		conn, err := store.Put(ctx, alice, "fake", vault.Credential{AccessToken: tok.AccessToken,
-			RefreshToken: tok.RefreshToken, TokenType: "Bearer", Expiry: tok.Expiry, Scopes: tok.Scopes})
+			RefreshToken: tok.RefreshToken, TokenType: "Bearer", Expiry: tok.Expiry, Scopes: tok.Scopes,
+			AccountID: old.AccountID}) // her account: the connection the client is approved for
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -339,12 +339,13 @@ func (s *study) startReplicas(ctx context.Context, extra ...string) error {
 // client.
 func (s *study) connect(ctx context.Context, user, provider string, tok providertest.Tokens, expiry time.Time) error {
 	u := identity.User{Issuer: s.idp.Issuer(), Subject: user}
-	if _, err := s.store.Put(ctx, u, provider, vault.Credential{AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken,
-		TokenType: "Bearer", Expiry: expiry, Scopes: tok.Scopes, AccountID: "user-1"}); err != nil {
+	conn, err := s.store.Put(ctx, u, provider, vault.Credential{AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken,
+		TokenType: "Bearer", Expiry: expiry, Scopes: tok.Scopes, AccountID: "user-1"})
+	if err != nil {
 		return err
 	}
 	return consent.Record(ctx, s.pool, consent.Grant{User: u, ClientID: s.clientID, Provider: provider,
-		Scopes: tok.Scopes, AccountID: "user-1", At: time.Now()})
+		Scopes: tok.Scopes, AccountID: "user-1", ConnectionID: conn.ID, At: time.Now()})
 }
 
 // seeded is a connection a fault refreshes: its user and the tokens it was

@@ -511,7 +511,16 @@ var walkthroughText = template.Must(template.New("walkthrough").Parse(`
      use it, with Remove access and Disconnect. (The "Connected" page links
      to it.)
 
-  5. The admin: in a private window open {{.Connectd}}/admin and sign in
+  5. A second Demo Files account: ask for another one,
+
+       go run ./examples/mcp-server/cmd/try -user alice -account new
+
+     open the link, Allow, and choose Home files at Demo Files. Now alice has
+     two; run step 1 again and list_files asks which account to list (a
+     form: type its number). /account shows both, each with its own label,
+     Remove access and Disconnect.
+
+  6. The admin: in a private window open {{.Connectd}}/admin and sign in
      as admin. Connections lists alice's Demo Files connection; open it, see
      its audit trail (Events has the whole log), and Revoke it. Run step 1
      again: the tool asks alice to connect once more.

@@ -450,3 +450,30 @@ func TestReconnectTheChosenAccount(t *testing.T) {
 		})
 	}
 }
+
+// TestConnectAnotherAccount: list_files with account "new" mints a link for
+// another account without reading a token first; once connected, the token
+// is read naming none, so the user is asked which of her accounts — on
+// 2026-07-28 across the retry too.
+func TestConnectAnotherAccount(t *testing.T) {
+	t.Parallel()
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			t.Parallel()
+			cd := &accountsConnectd{t: t}
+			idp, mcpURL := setupWith(t, cd)
+			res, asked := callAs(t, idp, mcpURL, version, formAndURL, pickTitled(t, "alice@home.example"),
+				map[string]any{"account": "new"})
+			if res.IsError || !strings.Contains(text(res), "files for home") {
+				t.Fatalf("result: %s", text(res))
+			}
+			if len(asked) < 2 || asked[0].Mode != "url" || asked[len(asked)-1].Mode != "form" {
+				t.Fatalf("asked %+v", asked)
+			}
+			reads, mints := cd.seen()
+			if fmt.Sprint(mints) != fmt.Sprint([]string{"new"}) || len(reads) == 0 || reads[0] != "" {
+				t.Fatalf("mints for %q, token reads for %q", mints, reads)
+			}
+		})
+	}
+}

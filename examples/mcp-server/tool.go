@@ -23,7 +23,7 @@ import (
 // empty Account marshals as {}, so a call without it has the request digest
 // it always had.
 type listFilesArgs struct {
-	Account string `json:"account,omitempty" jsonschema:"which of your file-service accounts to use: its id (cn_…); leave it out unless list_files asked for it"`
+	Account string `json:"account,omitempty" jsonschema:"which of your file-service accounts to use: its id (cn_…), or new to connect another one; leave it out unless list_files asked for it"`
 }
 
 // FileList is list_files' structured output.
@@ -107,29 +107,39 @@ func (s *Server) listFiles(ctx context.Context, req *mcp.CallToolRequest, in lis
 		if keyed != "" {
 			account = keyed // the link was for that account (client.ConnectKey)
 		}
+		if account == client.AccountNew {
+			account = "" // the new account is connected: read as any call does (and ask which, if need be)
+		}
 		// Completed, or the request_state led nowhere (replayed, expired,
 		// …): look again, and start over if need be.
 	}
 
-	tok, err := s.cfg.Connectd.AccountToken(ctx, u.token, s.cfg.Provider, account, s.cfg.Scopes...)
-	if err == nil {
-		return s.files(ctx, log, u, tok)
-	}
-	if choice := client.ChooseAccount(err, s.cfg.Provider); choice != nil {
-		// Approved for several of the user's accounts: ask which.
-		return s.askAccount(ctx, log, peer, choice)
-	}
-	if account != "" && (errors.Is(err, client.ErrNotFound) || errors.Is(err, client.ErrInvalidRequest)) {
-		return nil, FileList{}, stop("%q is not one of your file-service accounts. Call list_files without account to choose one.", account)
-	}
-	if !client.NeedsConnection(err) {
-		log.WarnContext(ctx, "connectd token lookup failed", slog.Any("error", err))
-		return nil, FileList{}, stop("The file service cannot be reached through connectd right now (%s). Try again later.", errCode(err))
+	// "new": connect another account, whatever is connected already; the
+	// token read after it names none (the user is asked which, if need be).
+	mintFor := account
+	if account == client.AccountNew {
+		account = ""
+	} else {
+		tok, err := s.cfg.Connectd.AccountToken(ctx, u.token, s.cfg.Provider, account, s.cfg.Scopes...)
+		if err == nil {
+			return s.files(ctx, log, u, tok)
+		}
+		if choice := client.ChooseAccount(err, s.cfg.Provider); choice != nil {
+			// Approved for several of the user's accounts: ask which.
+			return s.askAccount(ctx, log, peer, choice)
+		}
+		if account != "" && (errors.Is(err, client.ErrNotFound) || errors.Is(err, client.ErrInvalidRequest)) {
+			return nil, FileList{}, stop("%q is not one of your file-service accounts. Call list_files without account to choose one.", account)
+		}
+		if !client.NeedsConnection(err) {
+			log.WarnContext(ctx, "connectd token lookup failed", slog.Any("error", err))
+			return nil, FileList{}, stop("The file service cannot be reached through connectd right now (%s). Try again later.", errCode(err))
+		}
 	}
 	// For a named account (reauthorization, a step-up, or an account this
 	// server is not approved for yet) the link is for that one.
 	ans, err := s.cfg.Connectd.RequireConnection(ctx, u.token, peer, client.MintRequest{
-		Provider: s.cfg.Provider, Scopes: s.cfg.Scopes, RequestDigest: digest, Account: account,
+		Provider: s.cfg.Provider, Scopes: s.cfg.Scopes, RequestDigest: digest, Account: mintFor,
 		Message: "list_files needs access to your files. Open the link to connect your file-service account.",
 	})
 	if errors.Is(err, client.ErrURLElicitationUnsupported) { // the fallback is off (client.Config.NoFallback)
@@ -167,7 +177,7 @@ func (s *Server) listFiles(ctx context.Context, req *mcp.CallToolRequest, in lis
 		s.notifyWhenDone(req.Session, u, ans.Elicitation)
 		return nil, FileList{}, rpcError(ans.Error)
 	default:
-		return s.elicitAndWait(ctx, log, req, u, ans, account)
+		return s.elicitAndWait(ctx, log, req, peer, u, ans, account)
 	}
 }
 
@@ -234,7 +244,7 @@ func (s *Server) resume(ctx context.Context, log *slog.Logger, req *mcp.CallTool
 // elicitAndWait is the 2025-11-25 path within one tool call: ask the client
 // to open the URL, wait for connectd, notify completion, then list (of
 // account, when the call named or chose one).
-func (s *Server) elicitAndWait(ctx context.Context, log *slog.Logger, req *mcp.CallToolRequest, u caller, ans *client.Answer, account string) (*mcp.CallToolResult, FileList, error) {
+func (s *Server) elicitAndWait(ctx context.Context, log *slog.Logger, req *mcp.CallToolRequest, peer client.Peer, u caller, ans *client.Answer, account string) (*mcp.CallToolResult, FileList, error) {
 	p := ans.ElicitRequest
 	r, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Mode: p.Mode, Message: p.Message, URL: p.URL, ElicitationID: p.ElicitationID})
 	if err != nil {
@@ -262,6 +272,10 @@ func (s *Server) elicitAndWait(ctx context.Context, log *slog.Logger, req *mcp.C
 		return nil, FileList{}, finalError(st)
 	}
 	tok, err := s.cfg.Connectd.AccountToken(ctx, u.token, s.cfg.Provider, account, s.cfg.Scopes...)
+	if choice := client.ChooseAccount(err, s.cfg.Provider); choice != nil {
+		// Another account connected: the user says which to list.
+		return s.askAccount(ctx, log, peer, choice)
+	}
 	if err != nil {
 		return nil, FileList{}, stop("Connected, but connectd gave no token (%s).", errCode(err))
 	}

@@ -62,7 +62,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	protocol := fs.String("protocol", "2026-07-28", "MCP protocol version to ask for: 2026-07-28 or 2025-11-25")
 	noURL := fs.Bool("no-url", false, "declare no URL-mode elicitation (a client that gets the fallback tool result)")
 	tokenOnly := fs.Bool("token-only", false, "print the access token and exit")
-	account := fs.String("account", "", "which of the user's file-service accounts (its id, cn_…), when there are several")
+	account := fs.String("account", "", "which of the user's file-service accounts: its id (cn_…) when there are several, or new to connect another")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"encoding/base64"
 	"io"
 	"maps"
 	"net/http"
@@ -22,7 +21,8 @@ type apiKeyProvider struct {
 }
 
 func (p *apiKeyProvider) Info() Info {
-	return Info{Name: p.spec.Name, DisplayName: p.spec.DisplayName, Kind: KindAPIKey, Verifiable: p.spec.Verify != nil}
+	return Info{Name: p.spec.Name, DisplayName: p.spec.DisplayName, Kind: KindAPIKey, Verifiable: p.spec.Verify != nil,
+		APIBaseURL: p.spec.APIBaseURL, APIAuth: apiAuth(&p.spec)}
 }
 
 // Verify checks the key's form (and the provider's key format, when the
@@ -55,11 +55,7 @@ func (p *apiKeyProvider) Verify(ctx context.Context, key string) error {
 	for _, k := range slices.Sorted(maps.Keys(v.Headers)) {
 		req.Header.Set(k, v.Headers[k])
 	}
-	value := strings.Replace(v.Value, keyPlaceholder, key, 1)
-	if strings.Contains(v.Value, keyBase64Placeholder) {
-		value = strings.Replace(v.Value, keyBase64Placeholder, base64.StdEncoding.EncodeToString([]byte(key)), 1)
-	}
-	req.Header.Set(v.Header, value)
+	req.Header.Set(v.Header, fillSecret(v.Value, keyPlaceholder, keyBase64Placeholder, key))
 	resp, err := p.client.Do(req)
 	if err != nil {
 		return fail(ErrUnavailable, 0, err)

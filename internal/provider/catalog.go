@@ -55,7 +55,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Catalog, error) {
 		info := p.Info()
 		logger.InfoContext(ctx, "provider configured", slog.String("provider", spec.Name),
 			slog.String("kind", string(info.Kind)), slog.String("template", spec.Template),
-			slog.Bool("discovered", spec.Discovery), slog.Bool("pkce", info.PKCE))
+			slog.Bool("discovered", spec.Discovery), slog.Bool("pkce", info.PKCE), slog.String("api_base_url", info.APIBaseURL))
 	}
 	return c, nil
 }

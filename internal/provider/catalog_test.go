@@ -78,7 +78,7 @@ func TestBuiltinTemplates(t *testing.T) {
 					}
 				}
 			}
-			for _, u := range []string{spec.AuthorizeURL, spec.TokenURL, spec.RevocationURL} {
+			for _, u := range []string{spec.AuthorizeURL, spec.TokenURL, spec.RevocationURL, spec.AccountURL, spec.APIBaseURL} {
 				if strings.Contains(u, "{subdomain}") && !strings.HasPrefix(u, "https://{subdomain}.") {
 					t.Fatalf("{subdomain} must be the first label of an https host: %s", u)
 				}
@@ -92,12 +92,33 @@ func TestBuiltinTemplates(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := cfg.Providers[0]
+			checkAPI(t, spec, got, p)
 			if spec.Kind == provider.KindAPIKey {
 				checkAPIKeyTemplate(t, got, p)
 				return
 			}
 			checkOAuthTemplate(t, got, p.(provider.OAuth))
 		})
+	}
+}
+
+// checkAPI: a template's API base resolves to an https URL without a
+// placeholder, query or trailing slash, which Info repeats; the credential
+// goes in a header, at exactly one placeholder.
+func checkAPI(t *testing.T, tpl, spec provider.Spec, p provider.Provider) {
+	t.Helper()
+	info := p.Info()
+	if (tpl.APIBaseURL == "") != (spec.APIBaseURL == "") || info.APIBaseURL != spec.APIBaseURL {
+		t.Fatalf("API base %q resolved to %q, Info %q", tpl.APIBaseURL, spec.APIBaseURL, info.APIBaseURL)
+	}
+	if u := spec.APIBaseURL; u != "" {
+		if strings.ContainsAny(u, "{}?#") || strings.HasSuffix(u, "/") || egress.CheckURL(u, false) != nil {
+			t.Fatalf("API base %q", u)
+		}
+	}
+	a := info.APIAuth
+	if a.Header == "" || strings.Count(a.Value, provider.TokenPlaceholder)+strings.Count(a.Value, provider.TokenBase64Placeholder) != 1 {
+		t.Fatalf("APIAuth %+v", a)
 	}
 }
 
@@ -414,6 +435,16 @@ func TestPerCustomerHostAttacks(t *testing.T) {
 		if tc.want != "" {
 			if err != nil || cfg.Providers[0].TokenURL != tc.want {
 				t.Errorf("%s %s %q: %v, want token URL %s", tc.template, tc.field, tc.value, err, tc.want)
+				continue
+			}
+			// An API base on the per-customer host is on the very host
+			// the checked value made: the proxy goes nowhere else.
+			if tpl, _ := provider.Template(tc.template); strings.Contains(tpl.APIBaseURL, "{") {
+				api, _ := url.Parse(cfg.Providers[0].APIBaseURL)
+				tok, _ := url.Parse(tc.want)
+				if api == nil || api.Host != tok.Host || api.Scheme != "https" {
+					t.Errorf("%s %s %q: API base %q, not on %s", tc.template, tc.field, tc.value, cfg.Providers[0].APIBaseURL, tok.Host)
+				}
 			}
 			continue
 		}

@@ -65,6 +65,15 @@ type Spec struct {
 	Kind        Kind
 	Template    string // built-in template it came from, if any
 
+	// APIBaseURL is where the provider's API lives, for connectd's proxy
+	// (api.go): an https URL, a path prefix allowed, no query; filled like
+	// the template's other URLs ({base_url}, {subdomain}, {tenant}). ""
+	// when unknown: the proxy then refuses the provider.
+	APIBaseURL string
+	// APIAuth is how the proxy attaches the credential to an API request;
+	// zero: the default for the kind (see apiAuth).
+	APIAuth APIAuth
+
 	// oauth2
 	ClientID              string
 	ClientSecret          Secret
@@ -238,6 +247,10 @@ type fileEntry struct {
 	Kind        Kind   `json:"kind"`
 	DisplayName string `json:"display_name"`
 
+	APIBaseURL    *string `json:"api_base_url"` // "" removes the template's
+	APIAuthHeader string  `json:"api_auth_header"`
+	APIAuthValue  string  `json:"api_auth_value"`
+
 	ClientID         string          `json:"client_id"`
 	ClientIDEnv      string          `json:"client_id_env"`
 	ClientSecretEnv  string          `json:"client_secret_env"`
@@ -391,6 +404,28 @@ func resolve(i int, e *fileEntry, opts ParseOptions) (*Spec, error) {
 	if s.DisplayName == "" {
 		s.DisplayName = e.Name
 	}
+	if e.APIBaseURL != nil {
+		s.APIBaseURL = *e.APIBaseURL
+	}
+	// api_auth_header and api_auth_value override the template's one by
+	// one; what neither gives is the bearer default's.
+	if e.APIAuthHeader != "" {
+		s.APIAuth.Header = e.APIAuthHeader
+	}
+	if e.APIAuthValue != "" {
+		s.APIAuth.Value = e.APIAuthValue
+	}
+	if s.APIAuth != (APIAuth{}) {
+		if s.APIAuth.Header == "" {
+			s.APIAuth.Header = defaultAPIAuth.Header
+		}
+		if s.APIAuth.Value == "" {
+			s.APIAuth.Value = TokenPlaceholder
+		}
+		if field, err := checkAPIAuth(s.APIAuth); err != nil {
+			return nil, fail(field, "%s", err)
+		}
+	}
 	if s.Kind == KindAPIKey {
 		return resolveAPIKey(&s, e, opts, fail)
 	}
@@ -425,6 +460,16 @@ func resolveAPIKey(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Sp
 	}
 	if err := checkKeyPattern(s.KeyPattern); err != nil {
 		return nil, fail("key_pattern", "%s", err)
+	}
+	if s.APIBaseURL != "" {
+		if strings.Contains(s.APIBaseURL, "{") {
+			return nil, fail("api_base_url", "must not contain a placeholder (an api_key entry has no base_url, subdomain or tenant)")
+		}
+		u, err := checkAPIBaseURL(s.APIBaseURL, opts.Dev)
+		if err != nil {
+			return nil, fail("api_base_url", "%s", err)
+		}
+		s.APIBaseURL = u
 	}
 	if e.Verify == nil {
 		if s.Verify != nil {
@@ -726,13 +771,14 @@ func resolveOAuth(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Spe
 	}
 
 	// Fill template variables.
-	for _, p := range []*string{&s.Issuer, &s.AuthorizeURL, &s.TokenURL, &s.RevocationURL, &s.AccountURL} {
+	for _, p := range []*string{&s.Issuer, &s.AuthorizeURL, &s.TokenURL, &s.RevocationURL, &s.AccountURL, &s.APIBaseURL} {
 		for k, v := range vars {
 			*p = strings.ReplaceAll(*p, k, v)
 		}
 		if strings.Contains(*p, "{") {
 			field := map[*string]string{&s.Issuer: "issuer", &s.AuthorizeURL: "authorize_url",
-				&s.TokenURL: "token_url", &s.RevocationURL: "revocation_url", &s.AccountURL: "account_url"}[p]
+				&s.TokenURL: "token_url", &s.RevocationURL: "revocation_url", &s.AccountURL: "account_url",
+				&s.APIBaseURL: "api_base_url"}[p]
 			return nil, fail(field, "template %s needs %s", s.Template, missingVar(*p))
 		}
 	}
@@ -830,6 +876,13 @@ func checkOAuth(s *Spec, dev bool, fail failFunc) error {
 	}
 	if err := checkAuthorizeQuery(s.AuthorizeURL); err != nil {
 		return fail("authorize_url", "%s", err)
+	}
+	if s.APIBaseURL != "" {
+		u, err := checkAPIBaseURL(s.APIBaseURL, dev)
+		if err != nil {
+			return fail("api_base_url", "%s", err)
+		}
+		s.APIBaseURL = u
 	}
 	return nil
 }

@@ -5,7 +5,11 @@
 // endpoints a provider needs), and the
 // two provider kinds behind small capability interfaces: OAuth (authorize URL,
 // code exchange, refresh, revocation, RFC 9207 issuer check) and APIKey
-// (optional verification request).
+// (optional verification request). For connectd's proxy it says where each
+// provider's API lives (Info.APIBaseURL: a template property or the
+// providers file's api_base_url, per-customer hosts only through the host
+// rules) and how a credential is attached to its requests (Info.APIAuth);
+// it never sends those requests itself.
 //
 // Every failure of a provider call is an *Error classified by a sentinel
 // (ErrInvalidGrant, ErrUnavailable, ErrRejected, …) so that callers decide

@@ -54,20 +54,20 @@ func TestProvidersDoc(t *testing.T) {
 func templateTable() string {
 	var b strings.Builder
 	b.WriteString("\n### OAuth templates\n\n")
-	b.WriteString("| template | kind | authorize / token host | per-customer | scopes | client auth | extra authorize params | another account | token answer | refresh | narrows | PKCE | revocation | account | source |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| template | kind | authorize / token host | per-customer | scopes | client auth | extra authorize params | another account | token answer | refresh | narrows | PKCE | revocation | account | API base | source |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, name := range provider.Templates() {
 		s, _ := provider.Template(name)
 		if s.Kind != provider.KindOAuth2 {
 			continue
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | [docs](%s) |\n",
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | [docs](%s) |\n",
 			name, s.Kind, hosts(s), perCustomer(s), scopes(s), s.AuthStyle, params(s.AuthorizeParams), params(s.SelectAccountParams), answer(s),
-			refresh(s), yesNo(s.NarrowOnRefresh), s.PKCESupport, revocation(s), account(s), s.Docs)
+			refresh(s), yesNo(s.NarrowOnRefresh), s.PKCESupport, revocation(s), account(s), apiBase(s), s.Docs)
 	}
 	b.WriteString("\n### API-key templates\n\n")
-	b.WriteString("| template | kind | key format | verification | source |\n")
-	b.WriteString("|---|---|---|---|---|\n")
+	b.WriteString("| template | kind | key format | verification | API base | source |\n")
+	b.WriteString("|---|---|---|---|---|---|\n")
 	for _, name := range provider.Templates() {
 		s, _ := provider.Template(name)
 		if s.Kind != provider.KindAPIKey {
@@ -82,7 +82,7 @@ func templateTable() string {
 		for _, k := range slices.Sorted(maps.Keys(v.Headers)) {
 			verify += fmt.Sprintf(", `%s: %s`", k, v.Headers[k])
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s → %d | [docs](%s) |\n", name, s.Kind, format, verify, v.ExpectStatus, s.Docs)
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s → %d | %s | [docs](%s) |\n", name, s.Kind, format, verify, v.ExpectStatus, apiBase(s), s.Docs)
 	}
 	b.WriteString("\n")
 	return b.String()
@@ -221,6 +221,20 @@ func account(s provider.Spec) string {
 		return "— (each connection a new account)"
 	}
 	return strings.Join(out, "; ")
+}
+
+// apiBase is where the proxy forwards to, and how it attaches the
+// credential when that is not the kind's default (an API key goes where
+// its verification request puts it, shown in that column).
+func apiBase(s provider.Spec) string {
+	if s.APIBaseURL == "" {
+		return "— (no proxy)"
+	}
+	out := "`" + s.APIBaseURL + "`"
+	if s.APIAuth.Header != "" {
+		out += ", `" + s.APIAuth.Header + ": " + s.APIAuth.Value + "`"
+	}
+	return out
 }
 
 func yesNo(b bool) string {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/connectd/connectd/internal/provider"
 )
@@ -38,6 +39,9 @@ func FuzzParseConfig(f *testing.F) {
 		`{"providers":[{"name":"k","kind":"api_key","verify":{"url":"https://api.example/me?k={key}","header":"X","value":"{key}"}}]}`,
 		`{"providers":[{"name":"a","template":"github",` + sec + `},{"name":"a","template":"github",` + sec + `}]}`,
 		`{"providers":[{"name":"x","kind":"oauth2","client_id":"x","client_secret":"ghp_inline","authorize_url":"https://a","token_url":"https://a"}]}`,
+		`{"providers":[{"name":"gl","template":"gitlab","base_url":"https://git.example.com","api_base_url":"{base_url}/api/v4?x#y",` + sec + `}]}`,
+		`{"providers":[{"name":"z","template":"zendesk","subdomain":"acme","api_auth_header":"Host","api_auth_value":"{token}\r\n",` + sec + `}]}`,
+		`{"providers":[{"name":"k","kind":"api_key","api_base_url":"https://u@api.example/v1/../x","api_auth_value":"Key {token_base64}"}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -59,7 +63,7 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		for _, s := range cfg.Providers {
 			urls := map[string]string{"issuer": s.Issuer, "authorize_url": s.AuthorizeURL, "token_url": s.TokenURL,
-				"revocation_url": s.RevocationURL}
+				"revocation_url": s.RevocationURL, "api_base_url": s.APIBaseURL}
 			if s.Verify != nil {
 				urls["verify.url"] = s.Verify.URL
 			}
@@ -72,6 +76,15 @@ func FuzzParseConfig(f *testing.F) {
 					strings.Contains(raw, "#") {
 					t.Fatalf("%s: accepted %s %q", s.Name, field, raw)
 				}
+			}
+			// The proxy puts request paths under the API base and the
+			// credential in one header, at one place.
+			if strings.ContainsAny(s.APIBaseURL, "?{") {
+				t.Fatalf("%s: accepted api_base_url %q", s.Name, s.APIBaseURL)
+			}
+			if a := s.APIAuth; a != (provider.APIAuth{}) && (strings.Count(a.Value, "{token")+strings.Count(a.Value, "{key") != 1 ||
+				strings.ContainsAny(a.Header, "\r\n: ") || strings.ContainsFunc(a.Value, unicode.IsControl)) {
+				t.Fatalf("%s: accepted APIAuth %+v", s.Name, a)
 			}
 			if s.Kind != provider.KindOAuth2 || s.Discovery {
 				continue

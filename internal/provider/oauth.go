@@ -49,6 +49,7 @@ func (p *oauthProvider) Info() Info {
 		IssParameterSupported: p.spec.IssParameterSupported, Revocation: p.spec.Revocation,
 		NarrowOnRefresh: p.spec.NarrowOnRefresh, RefreshIdleLifetime: p.spec.RefreshIdleLifetime,
 		RefreshReuseGrace: p.spec.RefreshReuseGrace, SelectAccount: maps.Clone(p.spec.SelectAccountParams),
+		APIBaseURL: p.spec.APIBaseURL, APIAuth: apiAuth(&p.spec),
 	}
 }
 

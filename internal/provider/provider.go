@@ -57,6 +57,15 @@ type Info struct {
 	// "consent select_account" keeps the prompt=consent its template sends
 	// on every authorization. A copy. See Spec.SelectAccountParams.
 	SelectAccount map[string]string
+	// APIBaseURL is where the provider's API lives (Spec.APIBaseURL, its
+	// placeholders filled): connectd's proxy forwards requests only to
+	// paths under it, and refuses a provider without one ("").
+	APIBaseURL string
+	// APIAuth is how the proxy attaches the access token (oauth2) or API
+	// key to those requests: APIAuth.HeaderValue puts it where
+	// TokenPlaceholder stands. It describes the placement only, never
+	// holding the credential.
+	APIAuth APIAuth
 }
 
 // Provider is any catalog entry. Use a type assertion (or Catalog.OAuth /

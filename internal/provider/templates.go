@@ -18,7 +18,9 @@ import (
 // extra authorize parameters, and those that let the user choose another
 // account (SelectAccountParams); client authentication; token-response quirks;
 // refresh behaviour (rotation, lifetime, idle lapse, narrowing); PKCE; RFC
-// 9207 iss; how the provider account is identified.
+// 9207 iss; how the provider account is identified; and the API base
+// connectd's proxy forwards to (APIBaseURL, with its source, and APIAuth
+// where the API does not take a Bearer token), or why there is none.
 var builtins = map[string]Spec{
 	// Endpoints: github.com/login/oauth/{authorize,access_token}; userinfo
 	// GET https://api.github.com/user. prompt=select_account forces the
@@ -32,8 +34,11 @@ var builtins = map[string]Spec{
 	// comma-separated. PKCE: supported (2025). No revocation endpoint of
 	// RFC 7009 shape (the API's DELETE /applications/{client_id}/grant).
 	// Account: not in the token answer (GET /user: id, login).
+	// API base: https://api.github.com, the REST API's root endpoint
+	// (https://docs.github.com/en/rest/using-the-rest-api/getting-started-with-the-rest-api).
 	"github": {
 		Kind: KindOAuth2, DisplayName: "GitHub",
+		APIBaseURL: "https://api.github.com",
 		AccountURL: "https://api.github.com/user", AccountURLIDField: "id", AccountURLLabelField: "login",
 		Docs:         "https://docs.github.com/en/apps/oauth-apps/building-oauth-apps/authorizing-oauth-apps",
 		AuthorizeURL: "https://github.com/login/oauth/authorize",
@@ -51,8 +56,10 @@ var builtins = map[string]Spec{
 	// Scopes space-separated. Access tokens expire after 2 h; every refresh
 	// returns a new refresh token (rotating). PKCE supported. Account: GET
 	// {base_url}/oauth/userinfo (OIDC sub) or /api/v4/user.
+	// API base: {base_url}/api/v4, the REST API's prefix (https://docs.gitlab.com/api/rest/).
 	"gitlab": {
 		Kind: KindOAuth2, DisplayName: "GitLab", baseURL: "https://gitlab.com",
+		APIBaseURL: "{base_url}/api/v4",
 		AccountURL: "{base_url}/api/v4/user", AccountURLIDField: "id", AccountURLLabelField: "username",
 		Docs:          "https://docs.gitlab.com/api/oauth2/",
 		Issuer:        "{base_url}",
@@ -68,8 +75,11 @@ var builtins = map[string]Spec{
 	// Access tokens expire after 2 h and come with a refresh token.
 	// Unverified: whether refresh tokens rotate or lapse, and PKCE. Account:
 	// GET https://api.bitbucket.org/2.0/user (uuid, display_name).
+	// API base: https://api.bitbucket.org/2.0, where every Bitbucket Cloud request
+	// starts (https://developer.atlassian.com/cloud/bitbucket/rest/intro/).
 	"bitbucket": {
 		Kind: KindOAuth2, DisplayName: "Bitbucket",
+		APIBaseURL: "https://api.bitbucket.org/2.0",
 		AccountURL: "https://api.bitbucket.org/2.0/user", AccountURLIDField: "uuid", AccountURLLabelField: "display_name",
 		Docs:         "https://developer.atlassian.com/cloud/bitbucket/oauth-2/",
 		AuthorizeURL: "https://bitbucket.org/site/oauth2/authorize",
@@ -84,7 +94,10 @@ var builtins = map[string]Spec{
 	// of inactivity (unverified here; absolute lifetime 365 days).
 	// Account: the site (cloud id) comes from GET
 	// https://api.atlassian.com/oauth/token/accessible-resources; the user
-	// from GET https://api.atlassian.com/me. PKCE unverified.
+	// from GET https://api.atlassian.com/me. PKCE unverified. API base:
+	// https://api.atlassian.com, where OAuth 2.0 (3LO) requests go (a site's
+	// API under /ex/jira/{cloudid}/…, /ex/confluence/{cloudid}/…:
+	// https://developer.atlassian.com/cloud/oauth/getting-started/making-calls-to-api/).
 	"atlassian": atlassian("Atlassian"),
 	"jira":      atlassian("Jira", "read:jira-work", "read:jira-user"),
 	"confluence": atlassian("Confluence", "read:confluence-content.all",
@@ -96,8 +109,11 @@ var builtins = map[string]Spec{
 	// carries user_id_string. Unverified: Figma documents refresh at
 	// /v1/oauth/refresh on older pages; connectd refreshes at token_url,
 	// override token_url if your app uses the older endpoint. PKCE: unverified.
+	// API base: https://api.figma.com (/v1/…), an OAuth token as a Bearer token
+	// (https://developers.figma.com/docs/rest-api/authentication/).
 	"figma": {
 		Kind: KindOAuth2, DisplayName: "Figma",
+		APIBaseURL:   "https://api.figma.com",
 		Docs:         "https://developers.figma.com/docs/rest-api/authentication/",
 		AuthorizeURL: "https://www.figma.com/oauth",
 		TokenURL:     "https://api.figma.com/v1/oauth/token",
@@ -121,11 +137,21 @@ var builtins = map[string]Spec{
 	// that subset of the grant ("Refreshing an access token"), so narrowing
 	// is on. PKCE supported; issuer https://accounts.google.com, iss sent in
 	// authorization responses (RFC 9207 support is not promised, so it is
-	// checked when present). Account: OIDC sub (scope openid).
-	"google":          google("Google"),
-	"google-drive":    google("Google Drive", "https://www.googleapis.com/auth/drive.file"),
-	"gmail":           google("Gmail", "https://www.googleapis.com/auth/gmail.readonly"),
-	"google-calendar": google("Google Calendar", "https://www.googleapis.com/auth/calendar.readonly"),
+	// checked when present). Account: OIDC sub (scope openid). API base:
+	// each product's service endpoint as its REST reference names it
+	// ("Service endpoint", all URIs relative to it): Gmail
+	// https://gmail.googleapis.com
+	// (https://developers.google.com/workspace/gmail/api/reference/rest),
+	// Calendar https://www.googleapis.com/calendar/v3
+	// (https://developers.google.com/workspace/calendar/api/v3/reference),
+	// Drive https://www.googleapis.com/drive/v3
+	// (https://developers.google.com/workspace/drive/api/reference/rest/v3);
+	// the generic template https://www.googleapis.com, the endpoint those
+	// and many other Google APIs share.
+	"google":          google("Google", "https://www.googleapis.com"),
+	"google-drive":    google("Google Drive", "https://www.googleapis.com/drive/v3", "https://www.googleapis.com/auth/drive.file"),
+	"gmail":           google("Gmail", "https://gmail.googleapis.com", "https://www.googleapis.com/auth/gmail.readonly"),
+	"google-calendar": google("Google Calendar", "https://www.googleapis.com/calendar/v3", "https://www.googleapis.com/auth/calendar.readonly"),
 	// Microsoft identity platform v2.0 (Entra ID, Graph):
 	// login.microsoftonline.com/{tenant}/oauth2/v2.0/{authorize,token};
 	// tenant: a GUID, a verified domain, or common / organizations /
@@ -139,8 +165,11 @@ var builtins = map[string]Spec{
 	// and returns a token for that subset, so narrowing is on. PKCE
 	// supported. Account: OIDC sub / GET https://graph.microsoft.com/v1.0/me.
 	// No RFC 7009 revocation.
+	// API base: https://graph.microsoft.com, Microsoft Graph ({version}/{resource}:
+	// https://learn.microsoft.com/en-us/graph/use-the-api).
 	"microsoft": {
 		Kind: KindOAuth2, DisplayName: "Microsoft", tenant: "common",
+		APIBaseURL: "https://graph.microsoft.com",
 		AccountURL: "https://graph.microsoft.com/v1.0/me", AccountURLIDField: "id", AccountURLLabelField: "userPrincipalName",
 		Docs:         "https://learn.microsoft.com/en-us/entra/identity-platform/v2-oauth2-auth-code-flow",
 		AuthorizeURL: "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/authorize",
@@ -159,8 +188,12 @@ var builtins = map[string]Spec{
 	// Revocation: auth.revoke with the token as Bearer. PKCE: Slack ignores
 	// it for confidential apps (unverified). Account: authed_user.id, label
 	// team.name.
+	// API base: https://slack.com/api, every Web API method being
+	// https://slack.com/api/METHOD_FAMILY.method, the token as a Bearer token
+	// (https://docs.slack.dev/apis/web-api).
 	"slack": {
 		Kind: KindOAuth2, DisplayName: "Slack",
+		APIBaseURL:    "https://slack.com/api",
 		Docs:          "https://api.slack.com/authentication/oauth-v2",
 		AuthorizeURL:  "https://slack.com/oauth/v2/authorize",
 		TokenURL:      "https://slack.com/api/oauth.v2.access",
@@ -177,8 +210,10 @@ var builtins = map[string]Spec{
 	// expire after about 7 days (expires_in). Unverified: rotation and idle
 	// lapse of refresh tokens, PKCE. Account: GET
 	// https://discord.com/api/users/@me (id, username).
+	// API base: https://discord.com/api (https://discord.com/developers/docs/reference#api-reference-base-url).
 	"discord": {
 		Kind: KindOAuth2, DisplayName: "Discord",
+		APIBaseURL: "https://discord.com/api",
 		AccountURL: "https://discord.com/api/users/@me", AccountURLIDField: "id", AccountURLLabelField: "username",
 		Docs:          "https://discord.com/developers/docs/topics/oauth2",
 		AuthorizeURL:  "https://discord.com/oauth2/authorize",
@@ -193,8 +228,10 @@ var builtins = map[string]Spec{
 	// HTTP Basic. Access tokens last 1 h; each refresh returns a new refresh
 	// token (rotating), which lapses 90 days after issue. PKCE supported.
 	// Account: GET https://api.zoom.us/v2/users/me.
+	// API base: https://api.zoom.us/v2 (https://developers.zoom.us/docs/api/).
 	"zoom": {
 		Kind: KindOAuth2, DisplayName: "Zoom",
+		APIBaseURL: "https://api.zoom.us/v2",
 		AccountURL: "https://api.zoom.us/v2/users/me", AccountURLIDField: "id", AccountURLLabelField: "email",
 		Docs:          "https://developers.zoom.us/docs/integrations/oauth/",
 		AuthorizeURL:  "https://zoom.us/oauth/authorize",
@@ -208,8 +245,11 @@ var builtins = map[string]Spec{
 	// only as HTTP Basic; no scopes (the user picks pages); owner=user. The
 	// token answer has no expires_in. Account: owner.user.id, label
 	// workspace_name. PKCE: unverified.
+	// API base: https://api.notion.com (/v1/…; https://developers.notion.com/reference/intro);
+	// every request also needs a Notion-Version header, which the caller sends.
 	"notion": {
 		Kind: KindOAuth2, DisplayName: "Notion",
+		APIBaseURL:   "https://api.notion.com",
 		Docs:         "https://developers.notion.com/docs/authorization",
 		AuthorizeURL: "https://api.notion.com/v1/oauth/authorize",
 		TokenURL:     "https://api.notion.com/v1/oauth/token",
@@ -222,8 +262,11 @@ var builtins = map[string]Spec{
 	// Scopes comma-separated; default read. Unverified: refresh tokens
 	// (Linear added them in 2025: lifetime and rotation not confirmed).
 	// PKCE supported. Account: GraphQL viewer { id name }.
+	// API base: https://api.linear.app (the GraphQL endpoint /graphql, an OAuth token
+	// as a Bearer token: https://linear.app/developers/graphql).
 	"linear": {
 		Kind: KindOAuth2, DisplayName: "Linear",
+		APIBaseURL:    "https://api.linear.app",
 		Docs:          "https://linear.app/developers/oauth-2-0-authentication",
 		AuthorizeURL:  "https://linear.app/oauth/authorize",
 		TokenURL:      "https://api.linear.app/oauth/token",
@@ -237,8 +280,13 @@ var builtins = map[string]Spec{
 	// long-lived and not rotated (refreshes return none). Revocation: POST
 	// /2/auth/token/revoke with the token as Bearer. PKCE supported.
 	// Account: account_id in the token answer.
+	// API base: https://api.dropboxapi.com, the RPC endpoints
+	// (https://www.dropbox.com/developers/documentation/http/documentation); the content
+	// endpoints (uploads, downloads) are on content.dropboxapi.com, which this base
+	// does not reach.
 	"dropbox": {
 		Kind: KindOAuth2, DisplayName: "Dropbox",
+		APIBaseURL:    "https://api.dropboxapi.com",
 		Docs:          "https://developers.dropbox.com/oauth-guide",
 		AuthorizeURL:  "https://www.dropbox.com/oauth2/authorize",
 		TokenURL:      "https://api.dropboxapi.com/oauth2/token",
@@ -253,8 +301,11 @@ var builtins = map[string]Spec{
 	// set on the app. Access tokens last 1 h; a refresh token is single-use
 	// (rotating) and valid 60 days, so it lapses after 60 days unused.
 	// PKCE: unverified. Account: GET https://api.box.com/2.0/users/me.
+	// API base: https://api.box.com/2.0 (https://developer.box.com/reference/);
+	// uploads go to upload.box.com, which this base does not reach.
 	"box": {
 		Kind: KindOAuth2, DisplayName: "Box",
+		APIBaseURL: "https://api.box.com/2.0",
 		AccountURL: "https://api.box.com/2.0/users/me", AccountURLIDField: "id", AccountURLLabelField: "login",
 		Docs:          "https://developer.box.com/guides/authentication/tokens/refresh/",
 		AuthorizeURL:  "https://account.box.com/api/oauth2/authorize",
@@ -269,8 +320,11 @@ var builtins = map[string]Spec{
 	// space-separated. Access tokens last 60 min; refresh tokens are
 	// single-use and last 60 days (unverified here). Account: GET
 	// https://api.airtable.com/v0/meta/whoami.
+	// API base: https://api.airtable.com/v0
+	// (https://airtable.com/developers/web/api/introduction).
 	"airtable": {
 		Kind: KindOAuth2, DisplayName: "Airtable",
+		APIBaseURL: "https://api.airtable.com/v0",
 		AccountURL: "https://api.airtable.com/v0/meta/whoami", AccountURLIDField: "id", AccountURLLabelField: "email",
 		Docs:         "https://airtable.com/developers/web/api/oauth-reference",
 		AuthorizeURL: "https://airtable.com/oauth2/v1/authorize",
@@ -284,8 +338,11 @@ var builtins = map[string]Spec{
 	// Access tokens last 1 h; refresh tokens do not rotate or lapse
 	// (unverified). The token answer carries the user in data (gid, name).
 	// PKCE supported.
+	// API base: https://app.asana.com/api/1.0
+	// (https://developers.asana.com/reference/rest-api-reference).
 	"asana": {
 		Kind: KindOAuth2, DisplayName: "Asana",
+		APIBaseURL:    "https://app.asana.com/api/1.0",
 		Docs:          "https://developers.asana.com/docs/oauth",
 		AuthorizeURL:  "https://app.asana.com/-/oauth_authorize",
 		TokenURL:      "https://app.asana.com/-/oauth_token",
@@ -300,6 +357,8 @@ var builtins = map[string]Spec{
 	// Unverified: ClickUp documents client_id/client_secret/code as query
 	// parameters; the form body connectd sends is assumed to work. PKCE
 	// unverified. Account: GET https://api.clickup.com/api/v2/user.
+	// No API base: ClickUp documents its token in Authorization without a scheme for
+	// personal tokens and does not settle the form for OAuth tokens (unverified).
 	"clickup": {
 		Kind: KindOAuth2, DisplayName: "ClickUp",
 		AccountURL: "https://api.clickup.com/api/v2/user", AccountURLIDField: "user.id", AccountURLLabelField: "user.username",
@@ -312,8 +371,13 @@ var builtins = map[string]Spec{
 	// monday.com: auth.monday.com/oauth2/{authorize,token}. Scopes space-
 	// separated. Tokens do not expire; no refresh token. PKCE unverified.
 	// Account: GraphQL me { id name }.
+	// API base: https://api.monday.com/v2, the one GraphQL endpoint, the token in
+	// Authorization as it is, without a scheme
+	// (https://developer.monday.com/api-reference/docs/getting-started).
 	"monday": {
 		Kind: KindOAuth2, DisplayName: "monday.com",
+		APIBaseURL:   "https://api.monday.com/v2",
+		APIAuth:      APIAuth{Header: "Authorization", Value: TokenPlaceholder},
 		Docs:         "https://developer.monday.com/apps/docs/oauth",
 		AuthorizeURL: "https://auth.monday.com/oauth2/authorize",
 		TokenURL:     "https://auth.monday.com/oauth2/token",
@@ -324,8 +388,10 @@ var builtins = map[string]Spec{
 	// "expiring access tokens" on, access tokens last 1 h and come with a
 	// refresh token (unverified: 60-day lifetime, rotation). The answer
 	// carries user_id and team_id. PKCE unverified.
+	// API base: https://api.miro.com (/v2/…; https://developers.miro.com/reference/api-reference).
 	"miro": {
 		Kind: KindOAuth2, DisplayName: "Miro",
+		APIBaseURL:   "https://api.miro.com",
 		Docs:         "https://developers.miro.com/docs/getting-started-with-oauth",
 		AuthorizeURL: "https://miro.com/oauth/authorize",
 		TokenURL:     "https://api.miro.com/v1/oauth/token",
@@ -338,8 +404,10 @@ var builtins = map[string]Spec{
 	// refresh tokens do not rotate or lapse (they end when the app is
 	// uninstalled). Account: hub_id from GET /oauth/v1/access-tokens/{token}.
 	// PKCE unverified.
+	// API base: https://api.hubapi.com (https://developers.hubspot.com/docs/api/overview).
 	"hubspot": {
 		Kind: KindOAuth2, DisplayName: "HubSpot",
+		APIBaseURL:   "https://api.hubapi.com",
 		Docs:         "https://developers.hubspot.com/docs/api/oauth-quickstart-guide",
 		AuthorizeURL: "https://app.hubspot.com/oauth/authorize",
 		TokenURL:     "https://api.hubapi.com/oauth/v1/token",
@@ -360,6 +428,8 @@ var builtins = map[string]Spec{
 	// return no new refresh token; refresh tokens live as the connected
 	// app's policy says (default: until revoked). The answer's instance_url
 	// is where the API lives; id is the identity URL. PKCE supported.
+	// No API base: the API lives at the instance_url of each token answer, not at a
+	// URL the template can name.
 	"salesforce": {
 		Kind: KindOAuth2, DisplayName: "Salesforce", baseURL: "https://login.salesforce.com",
 		Docs:          "https://help.salesforce.com/s/articleView?id=sf.remoteaccess_oauth_web_server_flow.htm",
@@ -379,8 +449,11 @@ var builtins = map[string]Spec{
 	// …). Access tokens expire and come with a refresh token (2025);
 	// unverified: refresh rotation and idle lapse. PKCE supported.
 	// Account: GET /api/v2/users/me.
+	// API base: https://{subdomain}.zendesk.com/api/v2, an OAuth token as a Bearer
+	// token (https://developer.zendesk.com/api-reference/introduction/requests/).
 	"zendesk": {
 		Kind: KindOAuth2, DisplayName: "Zendesk",
+		APIBaseURL: "https://{subdomain}.zendesk.com/api/v2",
 		AccountURL: "https://{subdomain}.zendesk.com/api/v2/users/me", AccountURLIDField: "user.id", AccountURLLabelField: "user.email",
 		Docs:         "https://developer.zendesk.com/api-reference/ticketing/oauth/grant_type_tokens/",
 		AuthorizeURL: "https://{subdomain}.zendesk.com/oauth/authorizations/new",
@@ -396,8 +469,13 @@ var builtins = map[string]Spec{
 	// token unless the app asks for expiring tokens. Unverified: PKCE.
 	// Not handled: Shopify's hmac on the callback (connectd's own state
 	// protects the flow). Account: the shop itself.
+	// API base: https://{subdomain}.myshopify.com/admin/api ({version}/graphql.json),
+	// the token in X-Shopify-Access-Token, not Authorization
+	// (https://shopify.dev/docs/api/admin-graphql).
 	"shopify": {
 		Kind: KindOAuth2, DisplayName: "Shopify",
+		APIBaseURL:   "https://{subdomain}.myshopify.com/admin/api",
+		APIAuth:      APIAuth{Header: "X-Shopify-Access-Token", Value: TokenPlaceholder},
 		Docs:         "https://shopify.dev/docs/apps/build/authentication-authorization/access-tokens/authorization-code-grant",
 		AuthorizeURL: "https://{subdomain}.myshopify.com/admin/oauth/authorize",
 		TokenURL:     "https://{subdomain}.myshopify.com/admin/oauth/access_token",
@@ -410,8 +488,11 @@ var builtins = map[string]Spec{
 	// override both URLs). Permissions are set on the app (no scope).
 	// Tokens do not expire; no refresh token. PKCE unverified. Account: GET
 	// https://api.intercom.io/me.
+	// API base: https://api.intercom.io (EU, AU: api.eu.intercom.io, api.au.intercom.io,
+	// override api_base_url too; https://developers.intercom.com/docs/references/rest-api/api.intercom.io).
 	"intercom": {
 		Kind: KindOAuth2, DisplayName: "Intercom",
+		APIBaseURL: "https://api.intercom.io",
 		AccountURL: "https://api.intercom.io/me", AccountURLIDField: "id", AccountURLLabelField: "email",
 		Docs:         "https://developers.intercom.com/docs/build-an-integration/learn-more/authentication/setting-up-oauth",
 		AuthorizeURL: "https://app.intercom.com/oauth",
@@ -426,8 +507,11 @@ var builtins = map[string]Spec{
 	// the connected account in stripe_user_id. Revocation is
 	// /oauth/deauthorize with client_id and stripe_user_id, not RFC 7009
 	// (not configured). PKCE unverified.
+	// API base: https://api.stripe.com; the access token is a secret key for the
+	// connected account, sent as a Bearer token (https://docs.stripe.com/api/authentication).
 	"stripe-connect": {
 		Kind: KindOAuth2, DisplayName: "Stripe Connect",
+		APIBaseURL:   "https://api.stripe.com",
 		Docs:         "https://docs.stripe.com/connect/oauth-standard-accounts",
 		AuthorizeURL: "https://connect.stripe.com/oauth/authorize",
 		TokenURL:     "https://connect.stripe.com/oauth/token",
@@ -443,8 +527,12 @@ var builtins = map[string]Spec{
 	// unused ones lapse after 60 days (Xero's OAuth 2.0 FAQ). Issuer
 	// https://identity.xero.com. PKCE supported. Account: the tenant from
 	// GET https://api.xero.com/connections.
+	// API base: https://api.xero.com (api.xro/2.0/…; each request also names the
+	// organisation in xero-tenant-id, which the caller sends:
+	// https://developer.xero.com/documentation/api/accounting/overview).
 	"xero": {
 		Kind: KindOAuth2, DisplayName: "Xero",
+		APIBaseURL:    "https://api.xero.com",
 		Docs:          "https://developer.xero.com/faq/oauth2",
 		Issuer:        "https://identity.xero.com",
 		AuthorizeURL:  "https://login.xero.com/identity/connect/authorize",
@@ -462,8 +550,12 @@ var builtins = map[string]Spec{
 	// rules. The company id (realmId) arrives as a callback query
 	// parameter, which connectd does not keep. Revocation takes a JSON
 	// body (not RFC 7009): not configured. PKCE unverified.
+	// API base: https://quickbooks.api.intuit.com (sandbox companies:
+	// sandbox-quickbooks.api.intuit.com, override api_base_url;
+	// https://developer.intuit.com/app/developer/qbo/docs/develop/explore-the-quickbooks-online-api).
 	"quickbooks": {
 		Kind: KindOAuth2, DisplayName: "QuickBooks",
+		APIBaseURL:   "https://quickbooks.api.intuit.com",
 		Docs:         "https://developer.intuit.com/app/developer/qbo/docs/develop/authentication-and-authorization/oauth-2.0",
 		AuthorizeURL: "https://appcenter.intuit.com/connect/oauth2",
 		TokenURL:     "https://oauth.platform.intuit.com/oauth2/v1/tokens/bearer",
@@ -478,8 +570,10 @@ var builtins = map[string]Spec{
 	// approved partners (365 days, not rotating). PKCE: only for native
 	// apps (unverified for web). Account: OIDC userinfo
 	// https://api.linkedin.com/v2/userinfo.
+	// API base: https://api.linkedin.com (the page above, "Make authenticated requests").
 	"linkedin": {
 		Kind: KindOAuth2, DisplayName: "LinkedIn",
+		APIBaseURL: "https://api.linkedin.com",
 		AccountURL: "https://api.linkedin.com/v2/userinfo", AccountURLIDField: "sub", AccountURLLabelField: "name",
 		Docs:         "https://learn.microsoft.com/en-us/linkedin/shared/authentication/authorization-code-flow",
 		AuthorizeURL: "https://www.linkedin.com/oauth/v2/authorization",
@@ -493,8 +587,10 @@ var builtins = map[string]Spec{
 	// confidential clients use HTTP Basic. offline.access for a refresh
 	// token. Access tokens last 2 h. Unverified: refresh rotation. Account:
 	// GET https://api.x.com/2/users/me.
+	// API base: https://api.x.com (/2/…; https://docs.x.com/x-api/introduction).
 	"x": {
 		Kind: KindOAuth2, DisplayName: "X",
+		APIBaseURL: "https://api.x.com",
 		AccountURL: "https://api.x.com/2/users/me", AccountURLIDField: "data.id", AccountURLLabelField: "data.username",
 		Docs:          "https://docs.x.com/resources/fundamentals/authentication/oauth-2-0/authorization-code",
 		AuthorizeURL:  "https://x.com/i/oauth2/authorize",
@@ -510,8 +606,11 @@ var builtins = map[string]Spec{
 	// space-separated. Access tokens last 1 h. Unverified: Reddit asks for
 	// a descriptive User-Agent, which connectd does not set; refresh
 	// rotation. PKCE unverified. Account: GET https://oauth.reddit.com/api/v1/me.
+	// API base: https://oauth.reddit.com, where requests with an OAuth token go
+	// (the wiki page above).
 	"reddit": {
 		Kind: KindOAuth2, DisplayName: "Reddit",
+		APIBaseURL: "https://oauth.reddit.com",
 		AccountURL: "https://oauth.reddit.com/api/v1/me", AccountURLIDField: "id", AccountURLLabelField: "name",
 		Docs:          "https://github.com/reddit-archive/reddit/wiki/OAuth2",
 		AuthorizeURL:  "https://www.reddit.com/api/v1/authorize",
@@ -526,8 +625,10 @@ var builtins = map[string]Spec{
 	// /api/token; HTTP Basic. Access tokens last 1 h; a refresh may return a
 	// new refresh token (use it when present). PKCE supported. Account: GET
 	// https://api.spotify.com/v1/me.
+	// API base: https://api.spotify.com/v1 (https://developer.spotify.com/documentation/web-api).
 	"spotify": {
 		Kind: KindOAuth2, DisplayName: "Spotify",
+		APIBaseURL: "https://api.spotify.com/v1",
 		AccountURL: "https://api.spotify.com/v1/me", AccountURLIDField: "id", AccountURLLabelField: "display_name",
 		Docs:         "https://developer.spotify.com/documentation/web-api/tutorials/code-flow",
 		AuthorizeURL: "https://accounts.spotify.com/authorize",
@@ -541,6 +642,8 @@ var builtins = map[string]Spec{
 	// refresh rotation; revoke takes client_id and token without the secret
 	// (connectd also sends the secret). PKCE unverified. Account: GET
 	// https://id.twitch.tv/oauth2/validate (user_id, login).
+	// No API base: the Helix API also needs a Client-Id header naming connectd's
+	// client, which nothing here adds.
 	"twitch": {
 		Kind: KindOAuth2, DisplayName: "Twitch",
 		Docs:          "https://dev.twitch.tv/docs/authentication/getting-tokens-oauth/",
@@ -560,6 +663,8 @@ var builtins = map[string]Spec{
 	// account: unverified whether Okta honours OIDC's prompt=select_account,
 	// so none is set (select_account_params adds it). PKCE supported.
 	// Account: OIDC sub.
+	// No API base: a token of the default authorization server is for userinfo
+	// and the org's own APIs, not Okta's management API.
 	"okta": {
 		Kind: KindOAuth2, DisplayName: "Okta",
 		// openid: the ID token's sub names the account (OIDC sub, above).
@@ -583,6 +688,8 @@ var builtins = map[string]Spec{
 	// prompt=select_account, so none is set (select_account_params adds
 	// it). Rotation and idle lifetime are tenant settings. PKCE supported.
 	// Account: OIDC sub.
+	// No API base: a user's token is for the tenant's own APIs (its audience), not
+	// Auth0's management API.
 	"auth0": {
 		Kind: KindOAuth2, DisplayName: "Auth0",
 		// openid: the ID token's sub names the account (OIDC sub, above).
@@ -602,6 +709,7 @@ var builtins = map[string]Spec{
 	// Access tokens expire (expires_in); the answer names the company's
 	// api_domain. Unverified: refresh tokens lapse after 60 days unused;
 	// rotation. Scopes are set on the app. PKCE unverified.
+	// No API base: the API lives at the company's api_domain of each token answer.
 	"pipedrive": {
 		Kind: KindOAuth2, DisplayName: "Pipedrive",
 		Docs:         "https://pipedrive.readme.io/docs/marketplace-oauth-authorization",
@@ -614,8 +722,10 @@ var builtins = map[string]Spec{
 	// Calendly: auth.calendly.com/oauth/{authorize,token,revoke}. Access
 	// tokens expire (2 h, unverified); the answer names the user in owner (a
 	// URI). Unverified: refresh rotation. PKCE supported.
+	// API base: https://api.calendly.com (https://developer.calendly.com/api-docs).
 	"calendly": {
 		Kind: KindOAuth2, DisplayName: "Calendly",
+		APIBaseURL:    "https://api.calendly.com",
 		Docs:          "https://developer.calendly.com/create-a-developer-account",
 		AuthorizeURL:  "https://auth.calendly.com/oauth/authorize",
 		TokenURL:      "https://auth.calendly.com/oauth/token",
@@ -628,8 +738,10 @@ var builtins = map[string]Spec{
 	// space-separated (spark:people_read, …). Access tokens last 14 days;
 	// the refresh token lasts 90 days (refresh_token_expires_in).
 	// Unverified: whether a refresh extends it. PKCE unverified.
+	// API base: https://webexapis.com/v1 (https://developer.webex.com/docs/basics).
 	"webex": {
 		Kind: KindOAuth2, DisplayName: "Webex",
+		APIBaseURL:   "https://webexapis.com/v1",
 		Docs:         "https://developer.webex.com/docs/integrations",
 		AuthorizeURL: "https://webexapis.com/v1/authorize",
 		TokenURL:     "https://webexapis.com/v1/access_token",
@@ -641,8 +753,10 @@ var builtins = map[string]Spec{
 	// Todoist: todoist.com/oauth/{authorize,access_token}. Scopes
 	// comma-separated (data:read, …). Tokens do not expire; no refresh
 	// token. PKCE unverified.
+	// API base: https://api.todoist.com (/api/v1/…; https://developer.todoist.com/api/v1/).
 	"todoist": {
 		Kind: KindOAuth2, DisplayName: "Todoist",
+		APIBaseURL:   "https://api.todoist.com",
 		Docs:         "https://developer.todoist.com/guides/#oauth",
 		AuthorizeURL: "https://todoist.com/oauth/authorize",
 		TokenURL:     "https://todoist.com/oauth/access_token",
@@ -655,8 +769,10 @@ var builtins = map[string]Spec{
 	// Basic. Access tokens last about 4 h; refresh tokens are single-use
 	// (rotating). Unverified: idle lapse. Account: GET
 	// https://api.canva.com/rest/v1/users/me.
+	// API base: https://api.canva.com/rest (/v1/…; https://www.canva.dev/docs/connect/).
 	"canva": {
 		Kind: KindOAuth2, DisplayName: "Canva",
+		APIBaseURL: "https://api.canva.com/rest",
 		AccountURL: "https://api.canva.com/rest/v1/users/me", AccountURLIDField: "team_user.user_id",
 		Docs:          "https://www.canva.dev/docs/connect/authentication/",
 		AuthorizeURL:  "https://www.canva.com/api/oauth/authorize",
@@ -674,6 +790,8 @@ var builtins = map[string]Spec{
 	// refresh tokens last 30 days (unverified: extended by use with the
 	// "extended" scope). Account: userinfo (sub, accounts[].base_uri).
 	// PKCE supported.
+	// No API base: the eSignature API lives at each account's base_uri (userinfo),
+	// not at a URL the template can name.
 	"docusign": {
 		Kind: KindOAuth2, DisplayName: "DocuSign", baseURL: "https://account.docusign.com",
 		Docs:         "https://developers.docusign.com/platform/auth/authcode/",
@@ -688,20 +806,26 @@ var builtins = map[string]Spec{
 
 	// API-key providers. Each checks the key's form (KeyPattern) before it
 	// is stored or sent, then verifies it with the cheapest authenticated
-	// read the provider documents, through the egress-bound client.
+	// read the provider documents, through the egress-bound client. The
+	// proxy attaches the key to API requests as that verification request
+	// does (apiAuth).
 
 	// OpenAI: keys start sk- (project keys sk-proj-, service accounts
 	// sk-svcacct-); GET /v1/models with a Bearer key.
+	// API base: https://api.openai.com/v1 (https://platform.openai.com/docs/api-reference).
 	"openai": {
 		Kind: KindAPIKey, DisplayName: "OpenAI",
+		APIBaseURL: "https://api.openai.com/v1",
 		Docs:       "https://platform.openai.com/docs/api-reference/authentication",
 		KeyPattern: `^sk-[A-Za-z0-9_-]{20,}$`,
 		Verify:     &VerifySpec{Method: "GET", URL: "https://api.openai.com/v1/models", Header: "Authorization", Value: "Bearer {key}", ExpectStatus: 200},
 	},
 	// Anthropic: keys start sk-ant-; GET /v1/models with x-api-key and the
 	// required anthropic-version header.
+	// API base: https://api.anthropic.com (/v1/…; the caller sends anthropic-version).
 	"anthropic": {
 		Kind: KindAPIKey, DisplayName: "Anthropic",
+		APIBaseURL: "https://api.anthropic.com",
 		Docs:       "https://docs.anthropic.com/en/api/overview",
 		KeyPattern: `^sk-ant-[A-Za-z0-9_-]{20,}$`,
 		Verify: &VerifySpec{Method: "GET", URL: "https://api.anthropic.com/v1/models", Header: "x-api-key", Value: "{key}",
@@ -710,16 +834,20 @@ var builtins = map[string]Spec{
 	// Stripe secret (sk_) and restricted (rk_) keys, live or test; GET
 	// /v1/balance with a Bearer key. A restricted key without balance read
 	// access is refused (403).
+	// API base: https://api.stripe.com (https://docs.stripe.com/api).
 	"stripe": {
 		Kind: KindAPIKey, DisplayName: "Stripe",
+		APIBaseURL: "https://api.stripe.com",
 		Docs:       "https://docs.stripe.com/keys",
 		KeyPattern: `^(sk|rk)_(live|test)_[A-Za-z0-9]{10,}$`,
 		Verify:     &VerifySpec{Method: "GET", URL: "https://api.stripe.com/v1/balance", Header: "Authorization", Value: "Bearer {key}", ExpectStatus: 200},
 	},
 	// SendGrid: keys are SG.<id>.<secret>; GET /v3/scopes lists the key's
 	// own scopes.
+	// API base: https://api.sendgrid.com (/v3/…; https://www.twilio.com/docs/sendgrid/api-reference).
 	"sendgrid": {
 		Kind: KindAPIKey, DisplayName: "SendGrid",
+		APIBaseURL: "https://api.sendgrid.com",
 		Docs:       "https://www.twilio.com/docs/sendgrid/api-reference/api-key-permissions/retrieve-a-list-of-scopes-for-which-this-user-has-access",
 		KeyPattern: `^SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}$`,
 		Verify:     &VerifySpec{Method: "GET", URL: "https://api.sendgrid.com/v3/scopes", Header: "Authorization", Value: "Bearer {key}", ExpectStatus: 200},
@@ -728,8 +856,11 @@ var builtins = map[string]Spec{
 	// key SID (SK…) and secret; the user types "SID:secret". GET
 	// /2010-04-01/Accounts.json. Unverified: the secret is 32 alphanumerics
 	// for both kinds.
+	// API base: https://api.twilio.com (/2010-04-01/…; other products live on
+	// other hosts: https://www.twilio.com/docs/usage/api).
 	"twilio": {
 		Kind: KindAPIKey, DisplayName: "Twilio",
+		APIBaseURL: "https://api.twilio.com",
 		Docs:       "https://www.twilio.com/docs/iam/api-keys",
 		KeyPattern: `^(AC|SK)[0-9a-fA-F]{32}:[A-Za-z0-9]{32}$`,
 		Verify: &VerifySpec{Method: "GET", URL: "https://api.twilio.com/2010-04-01/Accounts.json", Header: "Authorization",
@@ -738,8 +869,11 @@ var builtins = map[string]Spec{
 	// Datadog: API keys are 32 hex digits; GET /api/v1/validate with
 	// DD-API-KEY. Other sites (datadoghq.eu, us3.datadoghq.com, …): override
 	// verify.url.
+	// API base: https://api.datadoghq.com (other sites: override api_base_url too;
+	// most endpoints also need DD-APPLICATION-KEY: https://docs.datadoghq.com/api/latest/).
 	"datadog": {
 		Kind: KindAPIKey, DisplayName: "Datadog",
+		APIBaseURL: "https://api.datadoghq.com",
 		Docs:       "https://docs.datadoghq.com/api/latest/authentication/",
 		KeyPattern: `^[0-9a-f]{32}$`,
 		Verify:     &VerifySpec{Method: "GET", URL: "https://api.datadoghq.com/api/v1/validate", Header: "DD-API-KEY", Value: "{key}", ExpectStatus: 200},
@@ -747,8 +881,10 @@ var builtins = map[string]Spec{
 	// PagerDuty REST API keys: "Authorization: Token token=<key>" and the v2
 	// Accept header; GET /abilities. Unverified: key length (20 characters
 	// in PagerDuty's examples), so the pattern only bounds the alphabet.
+	// API base: https://api.pagerduty.com (https://developer.pagerduty.com/api-reference/).
 	"pagerduty": {
 		Kind: KindAPIKey, DisplayName: "PagerDuty",
+		APIBaseURL: "https://api.pagerduty.com",
 		Docs:       "https://developer.pagerduty.com/docs/authentication",
 		KeyPattern: `^[A-Za-z0-9_+-]{16,64}$`,
 		Verify: &VerifySpec{Method: "GET", URL: "https://api.pagerduty.com/abilities", Header: "Authorization", Value: "Token token={key}",
@@ -756,8 +892,10 @@ var builtins = map[string]Spec{
 	},
 	// GitHub personal access tokens, classic (ghp_) or fine-grained
 	// (github_pat_); GET /user.
+	// API base: https://api.github.com, as for the github template.
 	"github-pat": {
 		Kind: KindAPIKey, DisplayName: "GitHub (personal access token)",
+		APIBaseURL: "https://api.github.com",
 		Docs:       "https://docs.github.com/en/authentication/keeping-your-account-and-data-secure/managing-your-personal-access-tokens",
 		KeyPattern: `^(ghp_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{40,255})$`,
 		Verify: &VerifySpec{Method: "GET", URL: "https://api.github.com/user", Header: "Authorization", Value: "Bearer {key}",
@@ -765,24 +903,31 @@ var builtins = map[string]Spec{
 	},
 	// Cloudflare API tokens: GET /client/v4/user/tokens/verify, the
 	// endpoint made for this. Unverified: token format (no pattern).
+	// API base: https://api.cloudflare.com/client/v4
+	// (https://developers.cloudflare.com/fundamentals/api/).
 	"cloudflare": {
 		Kind: KindAPIKey, DisplayName: "Cloudflare",
-		Docs:   "https://developers.cloudflare.com/fundamentals/api/get-started/create-token/",
-		Verify: &VerifySpec{Method: "GET", URL: "https://api.cloudflare.com/client/v4/user/tokens/verify", Header: "Authorization", Value: "Bearer {key}", ExpectStatus: 200},
+		APIBaseURL: "https://api.cloudflare.com/client/v4",
+		Docs:       "https://developers.cloudflare.com/fundamentals/api/get-started/create-token/",
+		Verify:     &VerifySpec{Method: "GET", URL: "https://api.cloudflare.com/client/v4/user/tokens/verify", Header: "Authorization", Value: "Bearer {key}", ExpectStatus: 200},
 	},
 	// Hugging Face user access tokens start hf_; GET /api/whoami-v2.
+	// API base: https://huggingface.co/api, the Hub API (https://huggingface.co/docs/hub/api).
 	"huggingface": {
 		Kind: KindAPIKey, DisplayName: "Hugging Face",
+		APIBaseURL: "https://huggingface.co/api",
 		Docs:       "https://huggingface.co/docs/hub/security-tokens",
 		KeyPattern: `^hf_[A-Za-z0-9]{30,}$`,
 		Verify:     &VerifySpec{Method: "GET", URL: "https://huggingface.co/api/whoami-v2", Header: "Authorization", Value: "Bearer {key}", ExpectStatus: 200},
 	},
 	// Vercel access tokens: GET /v2/user. Unverified: format (older tokens
 	// have no prefix), so no pattern.
+	// API base: https://api.vercel.com (https://vercel.com/docs/rest-api).
 	"vercel": {
 		Kind: KindAPIKey, DisplayName: "Vercel",
-		Docs:   "https://vercel.com/docs/rest-api#authentication",
-		Verify: &VerifySpec{Method: "GET", URL: "https://api.vercel.com/v2/user", Header: "Authorization", Value: "Bearer {key}", ExpectStatus: 200},
+		APIBaseURL: "https://api.vercel.com",
+		Docs:       "https://vercel.com/docs/rest-api#authentication",
+		Verify:     &VerifySpec{Method: "GET", URL: "https://api.vercel.com/v2/user", Header: "Authorization", Value: "Bearer {key}", ExpectStatus: 200},
 	},
 }
 
@@ -791,6 +936,7 @@ var builtins = map[string]Spec{
 func atlassian(display string, scopes ...string) Spec {
 	return Spec{
 		Kind: KindOAuth2, DisplayName: display,
+		APIBaseURL:   "https://api.atlassian.com",
 		Docs:         "https://developer.atlassian.com/cloud/jira/platform/oauth-2-3lo-apps/",
 		AuthorizeURL: "https://auth.atlassian.com/authorize",
 		TokenURL:     "https://auth.atlassian.com/oauth/token",
@@ -806,10 +952,12 @@ func atlassian(display string, scopes ...string) Spec {
 	}
 }
 
-// google is the Google template, with a product's default scopes.
-func google(display string, scopes ...string) Spec {
+// google is the Google template, with a product's API base and default
+// scopes.
+func google(display, apiBaseURL string, scopes ...string) Spec {
 	return Spec{
 		Kind: KindOAuth2, DisplayName: display,
+		APIBaseURL:    apiBaseURL,
 		Docs:          "https://developers.google.com/identity/protocols/oauth2/web-server",
 		Issuer:        "https://accounts.google.com",
 		AuthorizeURL:  "https://accounts.google.com/o/oauth2/v2/auth",

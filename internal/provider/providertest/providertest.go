@@ -16,8 +16,21 @@
 //	                                                access token to a subset of the grant, RFC 6749 §6)
 //	POST /revoke                                    RFC 7009 revocation (and the bearer variant), recorded
 //	GET  /api/files                                 a protected API that needs a valid access token
+//	GET  /api/stream?n=3&gap=100ms                  server-sent events, slowly: n events "data: i" (i = 1…n),
+//	                                                each flushed, gap apart
+//	*    /api/echo[/…]                              any method: the request as received, as JSON (EchoAnswer)
+//	GET  /api/redirect?to=URL                       302 to URL (another host, say)
+//	GET  /api/cookie                                200 with a Set-Cookie
+//	GET  /api/limited?after=N                       429 with Retry-After: N
+//	GET  /api/bytes?n=N                             a body of exactly N bytes
 //	GET  /.well-known/oauth-authorization-server    RFC 8414 metadata
 //	GET  /.well-known/openid-configuration          the same document
+//
+// The /api endpoints are the provider's API (ProviderConfig names
+// URL()+"/api" its api_base_url): each needs exactly one valid access token
+// as a Bearer token (401 with WWW-Authenticate: Bearer error="invalid_token"
+// otherwise) and, when set, Options.APIScope; all but /api/files are there
+// for tests of connectd's proxy.
 //
 // Quirks switch on the behaviour of real providers (GitHub's form-encoded
 // answers, Slack's nested user token, Notion's Basic-only client
@@ -154,7 +167,7 @@ type Options struct {
 	// server behaves exactly as before (approvals name the current
 	// Subject, SetSubject).
 	Accounts []Account
-	// APIScope, when set, is required by GET /api/files (403 insufficient_scope).
+	// APIScope, when set, is required by the /api endpoints (403 insufficient_scope).
 	APIScope string
 	// TokenDelay makes the token endpoint slow, to widen race windows. The
 	// request is given up (nothing done) when the client goes away first.
@@ -175,9 +188,34 @@ type Counts struct {
 	Exchange  int // token requests with grant_type=authorization_code
 	Refresh   int // token requests with grant_type=refresh_token
 	Revoke    int
-	API       int
+	API       int // GET /api/files
 	Discovery int
+	// The proxy-test endpoints under /api.
+	Stream, Echo, Redirect, Cookie, Limited, Bytes int
 }
+
+// EchoAnswer is what /api/echo answers: the request as it arrived.
+// Authorization values are "[redacted]" (one per value sent), so that an
+// answer passed on to a caller never carries the token; every other header
+// is as received.
+type EchoAnswer struct {
+	Method        string              `json:"method"`
+	Path          string              `json:"path"`
+	RawQuery      string              `json:"raw_query"`
+	Host          string              `json:"host"`
+	Headers       map[string][]string `json:"headers"`
+	ContentLength int64               `json:"content_length"` // as the request said (-1: unknown, chunked)
+	BodyLength    int64               `json:"body_length"`    // as read
+	BodySHA256    string              `json:"body_sha256"`    // hex
+}
+
+// Bounds of the proxy-test endpoints' parameters.
+const (
+	maxStreamEvents = 1000
+	maxStreamGap    = 10 * time.Second
+	maxEchoBody     = 64 << 20
+	maxBytes        = 1 << 30
+)
 
 // TokenRequest records a token request's grant type, how the client
 // authenticated ("basic", "post" or "none") and the scope it asked for (a
@@ -332,6 +370,13 @@ func newServer(opts Options) (*Server, http.Handler) {
 	mux.HandleFunc("POST /revoke", s.revoke)
 	mux.HandleFunc("GET /api/files", s.api)
 	mux.HandleFunc("GET /api/me", s.me)
+	mux.Handle("GET /api/stream", s.apiEndpoint(func(c *Counts) *int { return &c.Stream }, s.stream))
+	mux.Handle("/api/echo", s.apiEndpoint(func(c *Counts) *int { return &c.Echo }, s.echo))
+	mux.Handle("/api/echo/", s.apiEndpoint(func(c *Counts) *int { return &c.Echo }, s.echo))
+	mux.Handle("GET /api/redirect", s.apiEndpoint(func(c *Counts) *int { return &c.Redirect }, s.redirect))
+	mux.Handle("GET /api/cookie", s.apiEndpoint(func(c *Counts) *int { return &c.Cookie }, s.cookie))
+	mux.Handle("GET /api/limited", s.apiEndpoint(func(c *Counts) *int { return &c.Limited }, s.limited))
+	mux.Handle("GET /api/bytes", s.apiEndpoint(func(c *Counts) *int { return &c.Bytes }, s.bytes))
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.metadata)
 	mux.HandleFunc("GET /.well-known/openid-configuration", s.metadata)
 	return s, http.HandlerFunc(s.serve)
@@ -384,6 +429,10 @@ func (s *Server) RevocationURL() string { return s.base + "/revoke" }
 
 // APIURL is the protected API endpoint.
 func (s *Server) APIURL() string { return s.base + "/api/files" }
+
+// APIBaseURL is the base of the provider's API (ProviderConfig's
+// api_base_url): APIURL is APIBaseURL()+"/files".
+func (s *Server) APIBaseURL() string { return s.base + "/api" }
 
 // Client is an HTTP client that trusts the server (needed with TLS).
 func (s *Server) Client() *http.Client { return s.client }
@@ -443,14 +492,16 @@ func (s *Server) Prompts() []string {
 
 // ProviderConfig returns a providers-file entry (see docs/providers.md) for
 // this server under name, with the client secret referenced as the
-// environment variable secretEnv (set it to s.ClientSecret) and the fields its
-// current quirks need. It needs dev mode unless Options.TLS is set.
+// environment variable secretEnv (set it to s.ClientSecret), the base of its
+// API as api_base_url (APIBaseURL), and the fields its current quirks need.
+// It needs dev mode unless Options.TLS is set.
 func (s *Server) ProviderConfig(name, secretEnv string) map[string]any {
 	q := s.Quirks()
 	e := map[string]any{
 		"name": name, "kind": "oauth2", "display_name": "Fake " + name,
 		"issuer": s.Issuer(), "authorize_url": s.AuthorizeURL(), "token_url": s.TokenURL(),
-		"revocation_url": s.RevocationURL(), "client_id": s.ClientID, "client_secret_env": secretEnv,
+		"revocation_url": s.RevocationURL(), "api_base_url": s.APIBaseURL(),
+		"client_id": s.ClientID, "client_secret_env": secretEnv,
 		"pkce": true, "iss_parameter_supported": q.IssParameter,
 		// Like an OpenID Connect provider (Core 1.0 §3.1.2.1); see Prompts.
 		"select_account_params": map[string]string{"prompt": "select_account"},
@@ -1167,24 +1218,177 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"id": a.grant.subject, "login": a.grant.subject})
 }
 
-func (s *Server) api(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.counts.API++
+// checkAPILocked is what every /api endpoint checks first (but /api/me):
+// ServerError (503), exactly one Authorization value holding a valid
+// access token as a Bearer token (401 invalid_token), and Options.APIScope
+// (403 insufficient_scope). It answers a refusal itself.
+func (s *Server) checkAPILocked(w http.ResponseWriter, r *http.Request) (*accessToken, bool) {
 	if s.quirks.ServerError {
 		http.Error(w, "upstream unavailable", http.StatusServiceUnavailable)
-		return
+		return nil, false
 	}
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	// Two Authorization values (a caller's own next to the one attached
+	// for it) are refused, not resolved by taking the first.
+	auth := r.Header.Values("Authorization")
+	tok, ok := "", len(auth) == 1
+	if ok {
+		tok, ok = strings.CutPrefix(auth[0], "Bearer ")
+	}
 	a, known := s.access[tok]
 	if !ok || !known || !s.validLocked(a) {
 		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "invalid_token"})
-		return
+		return nil, false
 	}
 	if s.opts.APIScope != "" && !slices.Contains(a.scopes, s.opts.APIScope) {
 		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope=%q`, s.opts.APIScope))
 		writeJSON(w, http.StatusForbidden, map[string]any{"error": "insufficient_scope"})
+		return nil, false
+	}
+	return a, true
+}
+
+// apiEndpoint counts a request to a proxy-test endpoint (counter picks its
+// field of Counts) and runs h if checkAPILocked lets it through; h runs
+// without the lock, so a slow answer holds up nothing else.
+func (s *Server) apiEndpoint(counter func(*Counts) *int, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		*counter(&s.counts)++
+		_, ok := s.checkAPILocked(w, r)
+		s.mu.Unlock()
+		if ok {
+			h(w, r)
+		}
+	})
+}
+
+// stream answers server-sent events (text/event-stream) slowly: n events
+// (default 3, at most 1000) "data: i", i = 1…n, each flushed as it is
+// written, gap apart (a Go duration, default 100ms, at most 10s). It stops
+// when the client goes away.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
+	n, gap := 3, 100*time.Millisecond
+	if v := r.URL.Query().Get("n"); v != "" {
+		i, err := strconv.Atoi(v)
+		if err != nil || i < 0 || i > maxStreamEvents {
+			http.Error(w, "n must be 0-1000", http.StatusBadRequest)
+			return
+		}
+		n = i
+	}
+	if v := r.URL.Query().Get("gap"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > maxStreamGap {
+			http.Error(w, "gap must be a duration of 0-10s", http.StatusBadRequest)
+			return
+		}
+		gap = d
+	}
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	_ = rc.Flush()
+	for i := 1; i <= n; i++ {
+		if i > 1 {
+			select {
+			case <-time.After(gap):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if _, err := fmt.Fprintf(w, "data: %d\n\n", i); err != nil {
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+	}
+}
+
+// echo answers the request it received as JSON (EchoAnswer), reading at
+// most 64 MiB of body.
+func (s *Server) echo(w http.ResponseWriter, r *http.Request) {
+	h := sha256.New()
+	n, err := io.Copy(h, http.MaxBytesReader(w, r.Body, maxEchoBody))
+	if err != nil {
+		http.Error(w, "body too large or unreadable", http.StatusRequestEntityTooLarge)
+		return
+	}
+	headers := map[string][]string{}
+	for k, v := range r.Header {
+		if k == "Authorization" {
+			v = slices.Repeat([]string{"[redacted]"}, len(v))
+		}
+		headers[k] = slices.Clone(v)
+	}
+	writeJSON(w, http.StatusOK, EchoAnswer{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Host: r.Host,
+		Headers: headers, ContentLength: r.ContentLength, BodyLength: n, BodySHA256: hex.EncodeToString(h.Sum(nil))})
+}
+
+// redirect answers 302 to the URL in "to", wherever it points.
+func (s *Server) redirect(w http.ResponseWriter, r *http.Request) {
+	to := r.URL.Query().Get("to")
+	if to == "" {
+		http.Error(w, "to is required", http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Location", to)
+	w.WriteHeader(http.StatusFound)
+}
+
+// cookie answers 200 with a session cookie set, as an API behind a web
+// login might.
+func (s *Server) cookie(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: "provider_session", Value: random(), Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteLaxMode})
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+}
+
+// limited answers 429 Too Many Requests with Retry-After: after (seconds,
+// default 1).
+func (s *Server) limited(w http.ResponseWriter, r *http.Request) {
+	after := 1
+	if v := r.URL.Query().Get("after"); v != "" {
+		i, err := strconv.Atoi(v)
+		if err != nil || i < 0 {
+			http.Error(w, "after must be a number of seconds", http.StatusBadRequest)
+			return
+		}
+		after = i
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(after))
+	writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": "rate_limited"})
+}
+
+// bytes answers a body of exactly n bytes (at most 1 GiB) of a repeating
+// pattern, with its Content-Length.
+func (s *Server) bytes(w http.ResponseWriter, r *http.Request) {
+	n, err := strconv.ParseInt(r.URL.Query().Get("n"), 10, 64)
+	if err != nil || n < 0 || n > maxBytes {
+		http.Error(w, "n must be 0-1073741824", http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+	w.WriteHeader(http.StatusOK)
+	chunk := []byte(strings.Repeat("0123456789abcdef", 2048)) // 32 KiB
+	for n > 0 {
+		b := chunk[:min(n, int64(len(chunk)))]
+		if _, err := w.Write(b); err != nil {
+			return
+		}
+		n -= int64(len(b))
+	}
+}
+
+func (s *Server) api(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counts.API++
+	a, ok := s.checkAPILocked(w, r)
+	if !ok {
 		return
 	}
 	owner := s.opts.Subject

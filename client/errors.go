@@ -148,6 +148,14 @@ var codeErrors = map[string][]error{
 	"rate_limited":               {ErrRateLimited},
 	"provider_unavailable":       {ErrUnavailable},
 	"jwks_unavailable":           {ErrUnavailable},
+	// The provider API proxy (/v1/proxy): the provider refused the
+	// credential even refreshed (connect again), asked not to be called
+	// for now, answered more than the proxy passes on; or connectd knows no
+	// API for the provider.
+	"provider_unauthorized":       {ErrReauthorizationRequired},
+	"provider_rate_limited":       {ErrRateLimited},
+	"provider_response_too_large": {ErrInvalidRequest},
+	"proxy_not_supported":         {ErrProviderNotAllowed},
 	"database_unavailable":       {ErrUnavailable},
 }
 

@@ -46,6 +46,9 @@ func (c *Config) loadVault(e *env) {
 	c.Vault.ProviderTimeout = e.duration("CONNECTD_PROVIDER_TIMEOUT", 30*time.Second, time.Second, 5*time.Minute)
 	c.Vault.ProviderConcurrency = int(e.int32("CONNECTD_PROVIDER_MAX_CONCURRENCY", 16, 1, 10_000))
 	c.Vault.MaxAccounts = int(e.int32("CONNECTD_MAX_ACCOUNTS", vault.DefaultMaxAccounts, 1, 1000))
+	c.Vault.ProxyMaxRequestBytes = int64(e.int32("CONNECTD_PROXY_MAX_REQUEST_BYTES", 10<<20, 1<<10, 1<<30))
+	c.Vault.ProxyMaxResponseBytes = int64(e.int32("CONNECTD_PROXY_MAX_RESPONSE_BYTES", 100<<20, 1<<10, 1<<30))
+	c.Vault.ProxyTimeout = e.duration("CONNECTD_PROXY_TIMEOUT", 5*time.Minute, time.Second, time.Hour)
 }
 
 func parseKeyring(e *env, name, spec string) *keyring.Keyring {

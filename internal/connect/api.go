@@ -616,48 +616,14 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !names.ValidProvider(name) {
-		return notConnected(name)
-	}
-	p, err := s.catalog.Get(name)
-	if err != nil {
-		return notConnected(name)
-	}
-	if err := providerAllowed(&c, name); err != nil {
-		return err
-	}
-	approvals, err := s.consents.For(r.Context(), c.user, c.client.ID, name)
-	if errors.Is(err, consent.ErrNotGiven) {
-		return s.withoutConsent(r.Context(), c.user, name, r.URL.Query().Get("account"))
-	}
+	rel, err := s.release(r, &c, name, r.URL.Query().Get("account"), required)
 	if err != nil {
 		return err
 	}
-	ap, err := s.chosen(r.Context(), c.user, name, r.URL.Query().Get("account"), approvals)
-	if err != nil {
-		return err
-	}
-	appr := *ap
-	// The connection must hold what the caller requires (insufficient_scope),
-	// and this client's approval must cover everything the credential carries,
-	// for its account (consent_required): the credential is handed over whole,
-	// unless the provider can narrow it to what the client was approved for.
-	cred, err := s.vault.Token(r.Context(), c.user, name, appr.ConnectionID, required)
-	if err != nil {
-		return aboutConnection(name, appr.ConnectionID, err)
-	}
-	switch d := consent.Decide(consent.HeldBy(cred), &appr, p.Info().NarrowOnRefresh); d.Release {
-	case consent.Whole:
-	case consent.Narrowed:
-		if cred, err = s.narrowed(r, &c, name, appr, cred, required, d); err != nil {
-			return err
-		}
-	default:
-		return consentRequired(name, d)
-	}
-	s.sampleRead(r, &c, name, appr.ConnectionID)
-	doc := tokenDoc{Provider: name, Account: accountDoc{ID: appr.ConnectionID, DisplayName: cred.AccountLabel},
-		Kind: string(p.Info().Kind), TokenType: cred.TokenType,
+	cred := rel.cred
+	s.sampleRead(r, &c, name, rel.approval.ConnectionID)
+	doc := tokenDoc{Provider: name, Account: accountDoc{ID: rel.approval.ConnectionID, DisplayName: cred.AccountLabel},
+		Kind: string(rel.info.Kind), TokenType: cred.TokenType,
 		AccessToken: cred.AccessToken, Scopes: nonNil(cred.Scopes)}
 	if doc.TokenType == "" {
 		doc.TokenType = "Bearer"
@@ -668,6 +634,63 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	}
 	web.WriteJSON(w, http.StatusOK, doc)
 	return nil
+}
+
+// released is what the release decision gave an authenticated client: the
+// credential (whole or narrowed), the approval it was given under, and the
+// provider.
+type released struct {
+	cred     *vault.Credential
+	approval consent.Approval
+	info     provider.Info
+}
+
+// release is the one credential-release path, for the token read and the
+// proxy alike: the provider allowed to the client (before any lookup), the
+// connection it names or is approved for (account), the credential holding
+// what it requires, and the decision — the whole credential, a narrowed
+// one, or the refusal the API answers.
+func (s *Server) release(r *http.Request, c *caller, name, account string, required []string) (released, error) {
+	if !names.ValidProvider(name) {
+		return released{}, notConnected(name)
+	}
+	p, err := s.catalog.Get(name)
+	if err != nil {
+		return released{}, notConnected(name)
+	}
+	if err := providerAllowed(c, name); err != nil {
+		return released{}, err
+	}
+	approvals, err := s.consents.For(r.Context(), c.user, c.client.ID, name)
+	if errors.Is(err, consent.ErrNotGiven) {
+		return released{}, s.withoutConsent(r.Context(), c.user, name, account)
+	}
+	if err != nil {
+		return released{}, err
+	}
+	ap, err := s.chosen(r.Context(), c.user, name, account, approvals)
+	if err != nil {
+		return released{}, err
+	}
+	appr := *ap
+	// The connection must hold what the caller requires (insufficient_scope),
+	// and this client's approval must cover everything the credential carries,
+	// for its account (consent_required): the credential is handed over whole,
+	// unless the provider can narrow it to what the client was approved for.
+	cred, err := s.vault.Token(r.Context(), c.user, name, appr.ConnectionID, required)
+	if err != nil {
+		return released{}, aboutConnection(name, appr.ConnectionID, err)
+	}
+	switch d := consent.Decide(consent.HeldBy(cred), &appr, p.Info().NarrowOnRefresh); d.Release {
+	case consent.Whole:
+	case consent.Narrowed:
+		if cred, err = s.narrowed(r, c, name, appr, cred, required, d); err != nil {
+			return released{}, err
+		}
+	default:
+		return released{}, consentRequired(name, d)
+	}
+	return released{cred: cred, approval: appr, info: p.Info()}, nil
 }
 
 // narrowed is the token for a client whose approval does not cover the

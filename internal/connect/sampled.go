@@ -385,6 +385,14 @@ func (s *Server) sampleRead(r *http.Request, c *caller, provider, connID string)
 		client: c.client.ID, provider: provider, target: connID})
 }
 
+// sampleProxy records a proxied call of client c to the user's connection
+// connID at provider, sampled like a token read (the credential was used on
+// the client's behalf).
+func (s *Server) sampleProxy(r *http.Request, c *caller, provider, connID string) {
+	s.sample(r, s.reads, sampleKey{kind: "proxy.call", issuer: c.user.Issuer, subject: c.user.Subject,
+		client: c.client.ID, provider: provider, target: connID})
+}
+
 // sampleRefusal records a /v1 call refused for a bad client key or user
 // token; client is the authenticated client when only the user token failed.
 func (s *Server) sampleRefusal(r *http.Request, client mcpauth.Client, err error) {

@@ -16,6 +16,7 @@ import (
 	"github.com/connectd/connectd/internal/lifecycle"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/proxy"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/signin"
 	"github.com/connectd/connectd/internal/vault"
@@ -78,6 +79,12 @@ type Config struct {
 	// and retried; OnAuditLost the rows of kind given up at shutdown.
 	OnAuditWriteError func()
 	OnAuditLost       func(kind string, rows int)
+	// Proxy configures the provider API proxy (/v1/proxy): its Transport
+	// (the egress client's), body caps and deadline.
+	Proxy proxy.Config
+	// OnProxy, when set, is told of every proxied call: provider, the
+	// status answered by the provider (0: none) and how long it took.
+	OnProxy func(provider string, status int, took time.Duration)
 }
 
 // The keyring.Keyring.Purpose labels of what this package seals (DESIGN
@@ -113,6 +120,9 @@ type Server struct {
 	consents        *consent.Store
 	signin          *signin.Flow // GET /login, /login/callback, POST /logout
 	onFlow          func(Status)
+	forwarder       *proxy.Forwarder
+	onProxy         func(string, int, time.Duration)
+	proxyMaxBody    int64
 	webhooks        *webhook.Service
 	lifecycle       *lifecycle.Owner // the end of a connection (unlink, Disconnect)
 	reads, refusals *sampler         // sampled audit of token reads and refused /v1 calls
@@ -150,6 +160,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.webhooks = cfg.Webhooks
 	s.lifecycle = &lifecycle.Owner{Pool: cfg.Pool, Vault: cfg.Vault, Webhooks: cfg.Webhooks, Logger: s.logger}
+	s.forwarder, s.onProxy = proxy.New(cfg.Proxy), cfg.OnProxy
+	s.proxyMaxBody = cfg.Proxy.MaxRequestBytes
+	if s.proxyMaxBody <= 0 {
+		s.proxyMaxBody = proxy.DefaultMaxRequestBytes
+	}
+	if s.onProxy == nil {
+		s.onProxy = func(string, int, time.Duration) {}
+	}
 	s.onFlow = cfg.OnFlow
 	if s.onFlow == nil {
 		s.onFlow = func(Status) {}
@@ -205,6 +223,13 @@ func (s *Server) routes() []web.Route {
 		api("GET /v1/connections", s.listConnections),
 		api("GET /v1/connections/{provider}/token", s.token),
 		api("DELETE /v1/connections/{provider}", s.unlink),
+		// The provider API proxy (proxy.go): any method, bodies up to the
+		// proxy's cap, streamed.
+		func() web.Route {
+			rt := api("/v1/proxy/{provider}/{path...}", s.proxyCall)
+			rt.MaxBody = s.proxyMaxBody
+			return rt
+		}(),
 		api("/v1/", func(w http.ResponseWriter, r *http.Request) error {
 			return web.Errorf(http.StatusNotFound, "not_found", "no such API endpoint")
 		}),

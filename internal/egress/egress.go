@@ -57,6 +57,10 @@ type Config struct {
 	// another port. Every key must be in AllowHosts; the dialed address is
 	// checked like the allow-listed host's.
 	DialOverride map[string]string
+	// AnswerRedirects hands a redirect back as the response instead of
+	// refusing it (the provider API proxy: the caller gets the 3xx and its
+	// Location). It is never followed either way: the client refuses to.
+	AnswerRedirects bool
 
 	DialTimeout           time.Duration // TCP connect, per attempt; default DefaultDialTimeout
 	TLSHandshakeTimeout   time.Duration // default DefaultTLSHandshakeTimeout
@@ -127,7 +131,11 @@ func New(cfg Config) (*http.Client, error) {
 		MaxResponseHeaderBytes: 64 << 10,
 	}
 	return &http.Client{
-		Transport:     &transport{rules: newRules(base, cfg.MaxResponseBytes), dialer: d, allow: allow},
+		Transport: &transport{rules: func() *rules {
+			r := newRules(base, cfg.MaxResponseBytes)
+			r.answerRedirects = cfg.AnswerRedirects
+			return r
+		}(), dialer: d, allow: allow},
 		Timeout:       cfg.Timeout,
 		CheckRedirect: refuseRedirect,
 	}, nil
@@ -254,9 +262,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // rules refuses redirects and caps response bodies, over any transport.
 type rules struct {
-	base        http.RoundTripper
-	max         int64
-	errTooLarge error
+	base            http.RoundTripper
+	max             int64
+	errTooLarge     error
+	answerRedirects bool
 }
 
 func newRules(base http.RoundTripper, max int64) *rules {
@@ -268,7 +277,7 @@ func (t *rules) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if isRedirect(resp) {
+	if isRedirect(resp) && !t.answerRedirects {
 		// Refused here rather than only in CheckRedirect: net/http quotes
 		// the Location of a refused redirect in its error, and a Location
 		// may carry a code or token.

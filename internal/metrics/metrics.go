@@ -36,6 +36,7 @@ type Metrics struct {
 	refreshes *prometheus.CounterVec
 	webhooks  *prometheus.CounterVec
 	provider  *prometheus.HistogramVec
+	proxy     *prometheus.HistogramVec
 
 	mu       sync.RWMutex
 	observer map[routeCode]prometheus.Observer // requests, resolved once per (route, code)
@@ -76,11 +77,16 @@ func New(reg *prometheus.Registry) *Metrics {
 			Help:    "Back-channel calls to third-party providers (token, refresh, revocation, discovery, key checks) by host and outcome (2xx, 4xx, 5xx, error).",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"host", "outcome"}),
+		proxy: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "connectd_proxy_request_duration_seconds",
+			Help:    "Calls proxied to providers' APIs (/v1/proxy), by provider and the provider's status class (2xx, 3xx, 4xx, 5xx; none: no answer).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"provider", "class"}),
 		observer: map[routeCode]prometheus.Observer{},
 		caches:   &cacheCollector{},
 	}
 	m.audit = newAuditCounters(reg)
-	reg.MustRegister(m.requests, m.flows, m.refreshes, m.webhooks, m.provider, m.caches,
+	reg.MustRegister(m.requests, m.flows, m.refreshes, m.webhooks, m.provider, m.proxy, m.caches,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -103,6 +109,19 @@ func (m *Metrics) Webhook(outcome string) {
 	if m != nil {
 		m.webhooks.WithLabelValues(outcome).Inc()
 	}
+}
+
+// Proxy observes a proxied call to provider: the provider's status (0:
+// none) and how long it took (the count is the histogram's).
+func (m *Metrics) Proxy(provider string, status int, took time.Duration) {
+	if m == nil {
+		return
+	}
+	class := "none"
+	if status >= 100 && status < 600 {
+		class = strconv.Itoa(status/100) + "xx"
+	}
+	m.proxy.WithLabelValues(provider, class).Observe(took.Seconds())
 }
 
 // Refresh counts a refresh sent to provider.

@@ -101,6 +101,12 @@ type VaultConfig struct {
 	// MaxAccounts (CONNECTD_MAX_ACCOUNTS, default 10) limits a user's
 	// connections (provider accounts) at one provider.
 	MaxAccounts int
+	// Proxy bounds the provider API proxy (/v1/proxy): request and response
+	// bodies (CONNECTD_PROXY_MAX_REQUEST_BYTES, default 10 MiB;
+	// CONNECTD_PROXY_MAX_RESPONSE_BYTES, default 100 MiB) and one call,
+	// streaming included (CONNECTD_PROXY_TIMEOUT, default 5m).
+	ProxyMaxRequestBytes, ProxyMaxResponseBytes int64
+	ProxyTimeout                                time.Duration
 }
 
 // EgressConfig configures outbound HTTP (see docs/egress.md).

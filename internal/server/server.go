@@ -37,11 +37,13 @@ import (
 	"github.com/connectd/connectd/internal/admin"
 	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/connect"
+	"github.com/connectd/connectd/internal/egress"
 	"github.com/connectd/connectd/internal/health"
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/metrics"
 	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/proxy"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
@@ -120,6 +122,23 @@ func (s *Server) build(ctx context.Context) error {
 	if err := s.newJobs(); err != nil {
 		return err
 	}
+	// The provider API proxy's own outbound client: the egress rules, its
+	// own body cap, redirects handed back to the caller (never followed).
+	maxResp := cfg.Vault.ProxyMaxResponseBytes
+	if maxResp <= 0 {
+		maxResp = proxy.DefaultMaxResponseBytes
+	}
+	proxyClient, err := outboundClientWith(cfg, egress.Config{ResponseHeaderTimeout: providerTimeout(cfg),
+		MaxResponseBytes: maxResp, AnswerRedirects: true})
+	if err != nil {
+		return err
+	}
+	transport := proxyClient.Transport
+	if transport == nil {
+		transport = http.DefaultTransport
+	}
+	proxyConfig := proxy.Config{Transport: transport, MaxRequestBytes: cfg.Vault.ProxyMaxRequestBytes,
+		MaxResponseBytes: maxResp, Timeout: cfg.Vault.ProxyTimeout, Now: cfg.Now}
 	s.conn, err = connect.New(connect.Config{
 		Logger: cfg.Logger, Pool: cfg.Pool, Sessions: s.ident.sessions, Login: s.ident.login, Auth: s.ident.auth,
 		Clients: s.ident.clients, Vault: s.vault, Keyring: s.keyring, Catalog: s.catalog,
@@ -131,6 +150,7 @@ func (s *Server) build(ctx context.Context) error {
 		ConsentCacheTTL: cfg.Cache.ConsentTTL, ConsentCacheSize: cfg.Cache.Size,
 		OnFlow:   func(st connect.Status) { s.metrics.Flow(string(st)) },
 		Webhooks: s.jobs.webhooks,
+		Proxy:    proxyConfig, OnProxy: s.metrics.Proxy,
 	})
 	if err != nil {
 		return err

@@ -624,6 +624,17 @@ func ChooserForm(page, subject string) (form url.Values, ok bool) {
 	return nil, false
 }
 
+// RevokeAccessToken makes the API refuse one access token from now on (its
+// grant, and so its refresh token, stays good): a provider that ended a
+// token early, as a proxied call's 401 meets it.
+func (s *Server) RevokeAccessToken(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a, ok := s.access[token]; ok {
+		a.revoked = true
+	}
+}
+
 // Revoked reports whether a token the server issued has been revoked (or its
 // grant has).
 func (s *Server) Revoked(token string) bool {

@@ -79,6 +79,11 @@ const codeFamilies: Readonly<Record<string, readonly ErrorFamily[]>> = {
   rate_limited: [F.RateLimited],
   provider_unavailable: [F.Unavailable],
   jwks_unavailable: [F.Unavailable],
+  // The provider API proxy (/v1/proxy).
+  provider_unauthorized: [F.ReauthorizationRequired],
+  provider_rate_limited: [F.RateLimited],
+  provider_response_too_large: [F.InvalidRequest],
+  proxy_not_supported: [F.ProviderNotAllowed],
   database_unavailable: [F.Unavailable],
 };
 

@@ -294,6 +294,167 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/proxy/{provider}/{path}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A call to the provider's API with the user's credential attached by connectd (any method)
+         * @description Decided exactly as the token read (client key, user token, approval, account). The request's method, query, body and headers (less Authorization, cookies, forwarding headers and connectd's own) go to the provider's API base URL; its status, a fixed set of headers (no Set-Cookie) and its body come back as the provider sent them, streamed. A redirect is answered, never followed.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header: {
+                    "X-User-Token": components["parameters"]["UserToken"];
+                    /** @description the connection to call as (account=<id> of the token read); not forwarded */
+                    "Connectd-Account"?: string;
+                };
+                path: {
+                    provider: components["parameters"]["Provider"];
+                    /** @description the API path below the provider's API base URL (may hold slashes) */
+                    path: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md) */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        /**
+         * A call to the provider's API with the user's credential attached by connectd (any method)
+         * @description Decided exactly as the token read (client key, user token, approval, account). The request's method, query, body and headers (less Authorization, cookies, forwarding headers and connectd's own) go to the provider's API base URL; its status, a fixed set of headers (no Set-Cookie) and its body come back as the provider sent them, streamed. A redirect is answered, never followed.
+         */
+        put: {
+            parameters: {
+                query?: never;
+                header: {
+                    "X-User-Token": components["parameters"]["UserToken"];
+                    /** @description the connection to call as (account=<id> of the token read); not forwarded */
+                    "Connectd-Account"?: string;
+                };
+                path: {
+                    provider: components["parameters"]["Provider"];
+                    /** @description the API path below the provider's API base URL (may hold slashes) */
+                    path: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md) */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        /**
+         * A call to the provider's API with the user's credential attached by connectd (any method)
+         * @description Decided exactly as the token read (client key, user token, approval, account). The request's method, query, body and headers (less Authorization, cookies, forwarding headers and connectd's own) go to the provider's API base URL; its status, a fixed set of headers (no Set-Cookie) and its body come back as the provider sent them, streamed. A redirect is answered, never followed.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    "X-User-Token": components["parameters"]["UserToken"];
+                    /** @description the connection to call as (account=<id> of the token read); not forwarded */
+                    "Connectd-Account"?: string;
+                };
+                path: {
+                    provider: components["parameters"]["Provider"];
+                    /** @description the API path below the provider's API base URL (may hold slashes) */
+                    path: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md) */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        /**
+         * A call to the provider's API with the user's credential attached by connectd (any method)
+         * @description Decided exactly as the token read (client key, user token, approval, account). The request's method, query, body and headers (less Authorization, cookies, forwarding headers and connectd's own) go to the provider's API base URL; its status, a fixed set of headers (no Set-Cookie) and its body come back as the provider sent them, streamed. A redirect is answered, never followed.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header: {
+                    "X-User-Token": components["parameters"]["UserToken"];
+                    /** @description the connection to call as (account=<id> of the token read); not forwarded */
+                    "Connectd-Account"?: string;
+                };
+                path: {
+                    provider: components["parameters"]["Provider"];
+                    /** @description the API path below the provider's API base URL (may hold slashes) */
+                    path: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md) */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        /**
+         * A call to the provider's API with the user's credential attached by connectd (any method)
+         * @description Decided exactly as the token read (client key, user token, approval, account). The request's method, query, body and headers (less Authorization, cookies, forwarding headers and connectd's own) go to the provider's API base URL; its status, a fixed set of headers (no Set-Cookie) and its body come back as the provider sent them, streamed. A redirect is answered, never followed.
+         */
+        patch: {
+            parameters: {
+                query?: never;
+                header: {
+                    "X-User-Token": components["parameters"]["UserToken"];
+                    /** @description the connection to call as (account=<id> of the token read); not forwarded */
+                    "Connectd-Account"?: string;
+                };
+                path: {
+                    provider: components["parameters"]["Provider"];
+                    /** @description the API path below the provider's API base URL (may hold slashes) */
+                    path: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md) */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        trace?: never;
+    };
     "/v1/connections/{provider}": {
         parameters: {
             query?: never;
@@ -372,7 +533,7 @@ export interface components {
              * @description stable error code; docs/api.md says when each is given. The Go and TypeScript clients map every one of them to an error family (client.TestErrorCodesMatchTheSpec, the TypeScript unit tests), except the three that need no action of their own (internal_error, unsupported_media_type, cross_origin_request).
              * @enum {string}
              */
-            error: "account_required" | "consent_required" | "cross_origin_request" | "database_unavailable" | "insufficient_scope" | "internal_error" | "invalid_client" | "invalid_request" | "invalid_scope" | "invalid_token" | "jwks_unavailable" | "missing_user_token" | "not_connected" | "not_found" | "provider_not_allowed" | "provider_unavailable" | "rate_limited" | "reauthorization_required" | "request_digest_mismatch" | "request_state_expired" | "request_state_invalid" | "request_state_replayed" | "request_state_wrong_client" | "request_state_wrong_user" | "request_too_large" | "token_expired" | "token_not_yet_valid" | "unknown_provider" | "unsupported_media_type" | "untrusted_issuer" | "wrong_audience";
+            error: "account_required" | "consent_required" | "cross_origin_request" | "database_unavailable" | "insufficient_scope" | "internal_error" | "invalid_client" | "invalid_request" | "invalid_scope" | "invalid_token" | "jwks_unavailable" | "missing_user_token" | "not_connected" | "not_found" | "provider_not_allowed" | "provider_rate_limited" | "provider_response_too_large" | "provider_unauthorized" | "provider_unavailable" | "proxy_not_supported" | "rate_limited" | "reauthorization_required" | "request_digest_mismatch" | "request_state_expired" | "request_state_invalid" | "request_state_replayed" | "request_state_wrong_client" | "request_state_wrong_user" | "request_too_large" | "token_expired" | "token_not_yet_valid" | "unknown_provider" | "unsupported_media_type" | "untrusted_issuer" | "wrong_audience";
             /** @description for people; never a secret */
             error_description?: string;
             /** @description the X-Request-Id of this answer */

@@ -1,0 +1,96 @@
+package connect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/proxy"
+	"github.com/connectd/connectd/internal/web"
+)
+
+// The proxy (issue 25): an MCP server calls the provider's API through
+// connectd, which attaches the user's credential itself; the MCP server
+// never holds it. It is authenticated and decided exactly as the token read
+// (release): the same client key and user token, the same approval, the
+// same narrowed credential. Where the call goes and what crosses is package
+// proxy's.
+
+// AccountHeader names the connection a proxied call is for, as the token
+// read's account=<id> (the query belongs to the provider's API); it is not
+// forwarded.
+const AccountHeader = "Connectd-Account"
+
+// proxyCall handles any method on /v1/proxy/{provider}/{path...}.
+func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("provider")
+	c, err := s.authenticate(r)
+	if err != nil {
+		return err
+	}
+	rel, err := s.release(r, &c, name, r.Header.Get(AccountHeader), nil)
+	if err != nil {
+		return err
+	}
+	if rel.info.APIBaseURL == "" || rel.info.APIAuth.Header == "" {
+		return web.Errorf(http.StatusNotFound, "proxy_not_supported",
+			"connectd knows no API base URL for %s; read the token instead", name)
+	}
+	base, err := url.Parse(rel.info.APIBaseURL)
+	if err != nil {
+		return fmt.Errorf("connect: api base of %s: %w", name, err)
+	}
+	connID := rel.approval.ConnectionID
+	start := s.now()
+	call := &proxy.Call{Base: base, Path: r.PathValue("path"), Header: rel.info.APIAuth.Header,
+		Value: rel.info.APIAuth.HeaderValue(rel.cred.AccessToken), HoldKey: name + "\x00" + connID,
+		Drop: []string{mcpauth.UserTokenHeader, AccountHeader}}
+	call.Refresh = func(ctx context.Context) (string, error) {
+		// The provider refused the token: refresh it once (across
+		// replicas, under the connection's lease), then decide again.
+		if err := s.vault.Renew(ctx, c.user, name, connID, start); err != nil {
+			return "", err
+		}
+		again, err := s.release(r.WithContext(ctx), &c, name, connID, nil)
+		if err != nil {
+			return "", err
+		}
+		if again.cred.AccessToken == rel.cred.AccessToken {
+			return "", errors.New("connect: nothing to refresh the token with")
+		}
+		return rel.info.APIAuth.HeaderValue(again.cred.AccessToken), nil
+	}
+	status, err := s.forwarder.Forward(w, r, call)
+	s.onProxy(name, status, time.Since(start))
+	s.sampleProxy(r, &c, name, connID)
+	var held *proxy.HeldError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, proxy.ErrPath):
+		return web.Errorf(http.StatusBadRequest, "invalid_request", "the path must be a plain path below the provider's API")
+	case errors.Is(err, proxy.ErrTooLarge):
+		return web.Errorf(http.StatusRequestEntityTooLarge, "request_too_large", "the request body is over the proxy's limit")
+	case errors.Is(err, proxy.ErrResponseTooLarge):
+		return web.Errorf(http.StatusBadGateway, "provider_response_too_large", "%s's answer is over the proxy's limit", name)
+	case errors.Is(err, proxy.ErrRefused):
+		return web.Errorf(http.StatusUnauthorized, "provider_unauthorized",
+			"%s refused the credential, even refreshed; the user may have to connect again", name)
+	case errors.As(err, &held):
+		secs := max(1, int(held.Until.Sub(s.now()).Seconds()+0.999))
+		return &web.Error{Status: http.StatusTooManyRequests, Code: "provider_rate_limited",
+			Description: fmt.Sprintf("%s asked not to be called for now; retry later", name),
+			Header:      http.Header{"Retry-After": {strconv.Itoa(secs)}}}
+	case errors.Is(err, proxy.ErrUnavailable):
+		s.logger.WarnContext(r.Context(), "proxied call failed", "provider", name, "error", err)
+		return &web.Error{Status: http.StatusServiceUnavailable, Code: "provider_unavailable", Err: err,
+			Description: fmt.Sprintf("%s could not be reached; retry later", name),
+			Header:      http.Header{"Retry-After": {"5"}}}
+	}
+	return err
+}

@@ -1,0 +1,172 @@
+package connect_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/connectd/connectd/internal/connect"
+	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/provider/providertest"
+)
+
+// proxied makes a call as m for user through connectd's proxy, with the
+// extra request headers h, and returns the raw answer.
+func (m *mcpServer) proxied(method, path, user string, body io.Reader, h http.Header) (*http.Response, []byte) {
+	m.e.t.Helper()
+	req, _ := http.NewRequest(method, m.e.srv.URL+"/v1/proxy/fake/"+path, body)
+	req.Header.Set("Authorization", "Bearer "+m.key)
+	req.Header.Set(mcpauth.UserTokenHeader, m.token(user))
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	resp, err := m.e.srv.Client().Transport.RoundTrip(req) // a redirect is the answer, not followed here either
+	if err != nil {
+		m.e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp, raw
+}
+
+// TestProxy (issue 25): a client approved for alice's connection calls the
+// provider's API through connectd, which attaches her credential: the
+// answer comes back, and neither the client's connectd key, the user
+// token, cookies nor forwarding headers reach the provider; the provider's
+// cookies do not come back; a redirect is answered, not followed; a
+// provider's 401 is a refresh and one retry; its 429 is passed and then
+// held. The credential is never in an answer, and the call is decided as
+// the token read is.
+func TestProxy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	a := e.newMCPServer("alpha", "fake")
+	b := e.newMCPServer("beta", "fake")
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	tok := tokenOf(t, a, "alice")["access_token"].(string)
+
+	resp, raw := a.proxied(http.MethodPost, "echo/x?q=1", "alice", strings.NewReader("hello"), http.Header{
+		"Cookie": {"connectd_session=abc"}, "X-Forwarded-For": {"10.1.2.3"}, "X-Custom": {"kept"},
+		"Content-Type": {"text/plain"}})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("echo: %d %s", resp.StatusCode, raw)
+	}
+	var echo providertest.EchoAnswer
+	if err := json.Unmarshal(raw, &echo); err != nil {
+		t.Fatal(err)
+	}
+	if echo.Method != "POST" || echo.Path != "/api/echo/x" || echo.RawQuery != "q=1" || echo.BodyLength != 5 {
+		t.Fatalf("forwarded %+v", echo)
+	}
+	h := http.Header(echo.Headers)
+	if h.Get("X-Custom") != "kept" || len(h.Values("Authorization")) != 1 {
+		t.Fatalf("forwarded headers %v", h)
+	}
+	for _, k := range []string{mcpauth.UserTokenHeader, "Cookie", "X-Forwarded-For", connect.AccountHeader} {
+		if h.Get(k) != "" {
+			t.Errorf("%s reached the provider", k)
+		}
+	}
+	if strings.Contains(string(raw), a.key) || strings.Contains(string(raw), tok) {
+		t.Fatal("a secret came back in the answer")
+	}
+
+	resp, _ = a.proxied(http.MethodGet, "cookie", "alice", nil, nil)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Set-Cookie") != "" {
+		t.Fatalf("cookie: %d %v", resp.StatusCode, resp.Header)
+	}
+	resp, _ = a.proxied(http.MethodGet, "redirect?to=https://elsewhere.example/x", "alice", nil, nil)
+	if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "https://elsewhere.example/x" {
+		t.Fatalf("redirect: %d %v", resp.StatusCode, resp.Header)
+	}
+	// Paths that climb out of the API base: the router cleans them into
+	// another of connectd's own paths (a redirect there), or the proxy
+	// refuses them; none reaches the provider outside its API.
+	exchanges := e.fake.Counts().Exchange + e.fake.Counts().Refresh
+	for _, p := range []string{"../token", "echo/../../token", "echo/%2e%2e/%2e%2e/token", "echo/..%2f..%2ftoken"} {
+		resp, raw := a.proxied(http.MethodGet, p, "alice", nil, nil)
+		switch loc := resp.Header.Get("Location"); {
+		case resp.StatusCode/100 == 3 && strings.HasPrefix(loc, "/v1/"):
+		case resp.StatusCode == http.StatusBadRequest && strings.Contains(string(raw), "invalid_request"):
+		default:
+			t.Errorf("%s: %d %v %s", p, resp.StatusCode, resp.Header, raw)
+		}
+	}
+	if e.fake.Counts().Exchange+e.fake.Counts().Refresh != exchanges {
+		t.Fatal("a climbing path reached the provider's token endpoint")
+	}
+
+	// Decided as the token read: B is not approved; bob has nothing.
+	resp, raw = b.proxied(http.MethodGet, "files", "alice", nil, nil)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(raw), "consent_required") {
+		t.Fatalf("beta: %d %s", resp.StatusCode, raw)
+	}
+	resp, raw = a.proxied(http.MethodGet, "files", "bob", nil, nil)
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(raw), "not_connected") {
+		t.Fatalf("bob: %d %s", resp.StatusCode, raw)
+	}
+
+	// 401: the provider revoked the access token; connectd refreshes once
+	// and sends the call again.
+	e.fake.RevokeAccessToken(tok)
+	refreshes := e.fake.Counts().Refresh
+	resp, raw = a.proxied(http.MethodPut, "echo", "alice", strings.NewReader("again"), nil)
+	if resp.StatusCode != http.StatusOK || e.fake.Counts().Refresh != refreshes+1 {
+		t.Fatalf("after a 401: %d %s, %d refreshes", resp.StatusCode, raw, e.fake.Counts().Refresh-refreshes)
+	}
+
+	// 429 with Retry-After: passed through, then answered by connectd
+	// without calling the provider until the window ends.
+	resp, _ = a.proxied(http.MethodGet, "limited?after=30", "alice", nil, nil)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "30" {
+		t.Fatalf("limited: %d %v", resp.StatusCode, resp.Header)
+	}
+	echoes := e.fake.Counts().Echo
+	resp, raw = a.proxied(http.MethodGet, "echo", "alice", nil, nil)
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(raw), "provider_rate_limited") ||
+		resp.Header.Get("Retry-After") == "" || e.fake.Counts().Echo != echoes {
+		t.Fatalf("within the window: %d %s (%d calls reached the provider)", resp.StatusCode, raw, e.fake.Counts().Echo-echoes)
+	}
+
+	// Nothing of the credential in the logs.
+	if strings.Contains(e.logs.String(), tok) {
+		t.Fatal("the access token is in the logs")
+	}
+}
+
+// TestProxyStreams: a server-sent-events answer arrives event by event,
+// not buffered until the provider is done.
+func TestProxyStreams(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	a := e.newMCPServer("alpha", "fake")
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/v1/proxy/fake/stream?n=3&gap=400ms", nil)
+	req.Header.Set("Authorization", "Bearer "+a.key)
+	req.Header.Set(mcpauth.UserTokenHeader, a.token("alice"))
+	start := time.Now()
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	first, err := rd.ReadString('\n')
+	firstAt := time.Since(start)
+	if err != nil || !strings.HasPrefix(first, "data: 1") {
+		t.Fatalf("first event %q %v", first, err)
+	}
+	rest, _ := io.ReadAll(rd)
+	if !strings.Contains(string(rest), "data: 3") {
+		t.Fatalf("rest %q", rest)
+	}
+	// The provider takes two gaps (800 ms) after its first event; the first
+	// event must have come before the end, not with it.
+	if total := time.Since(start); total-firstAt < 600*time.Millisecond {
+		t.Fatalf("the first event came %s before the end (%s in all): buffered", total-firstAt, total)
+	}
+}

@@ -1,0 +1,354 @@
+// Package proxy forwards an MCP server's call to a provider's API with the
+// user's credential attached by connectd, so the MCP server never holds it
+// (issue 25). It owns the forwarding rules: where a call may go (the
+// provider's API base URL and a path below it, never a host the caller
+// names), which request and response headers cross, the body caps, the
+// retry of a call the provider refused with 401 once the credential is
+// refreshed, and the window during which a provider's 429/503 Retry-After
+// is answered without calling it. Who may call, and with which credential,
+// is package connect's (the one release decision).
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults.
+const (
+	DefaultMaxRequestBytes  = 10 << 20  // 10 MiB
+	DefaultMaxResponseBytes = 100 << 20 // 100 MiB
+	DefaultTimeout          = 5 * time.Minute
+	// replayable is the largest request body kept to send again after a
+	// refresh (larger ones stream and are not retried).
+	replayable = 1 << 20
+)
+
+// Config configures a Forwarder.
+type Config struct {
+	// Transport makes the calls: the egress client's (SSRF guard, no
+	// proxy from the environment, no redirects followed).
+	Transport http.RoundTripper
+	// MaxRequestBytes and MaxResponseBytes cap the bodies (defaults above).
+	MaxRequestBytes, MaxResponseBytes int64
+	// Timeout bounds one forwarded call, streaming included.
+	Timeout time.Duration
+	Now     func() time.Time
+}
+
+// Forwarder forwards calls. It is safe for concurrent use.
+type Forwarder struct {
+	cfg   Config
+	mu    sync.Mutex
+	holds map[string]time.Time // key → the provider's Retry-After end
+}
+
+// New returns a Forwarder.
+func New(cfg Config) *Forwarder {
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Transport == nil {
+		cfg.Transport = http.DefaultTransport
+	}
+	return &Forwarder{cfg: cfg, holds: map[string]time.Time{}}
+}
+
+// Errors the caller maps to its answers.
+var (
+	// ErrPath: the path leaves the API base or is not a plain path.
+	ErrPath = errors.New("proxy: not a path below the provider's API")
+	// ErrTooLarge: the request body is over the cap (or the response's
+	// announced length is).
+	ErrTooLarge = errors.New("proxy: body too large")
+	// ErrResponseTooLarge: the provider's answer is over the cap.
+	ErrResponseTooLarge = errors.New("proxy: the provider's answer is too large")
+	// ErrRefused: the provider answered 401 to the credential (refreshed
+	// and sent again where it could be).
+	ErrRefused = errors.New("proxy: the provider refused the credential")
+	// ErrUnavailable: the provider could not be reached or did not answer.
+	ErrUnavailable = errors.New("proxy: the provider could not be reached")
+)
+
+// HeldError: the provider asked (429/503 with Retry-After) not to be called
+// until Until; the call was not made.
+type HeldError struct{ Until time.Time }
+
+func (e *HeldError) Error() string {
+	return "proxy: the provider asked not to be called until " + e.Until.UTC().Format(time.RFC3339)
+}
+
+// Call is one forwarded call.
+type Call struct {
+	Base *url.URL // the provider's API base: scheme, host, optional path prefix
+	Path string   // the caller's path below Base (decoded)
+	// Header and Value attach the credential: Value is the header's whole
+	// value (e.g. "Bearer …").
+	Header, Value string
+	// Refresh, when set, gives a new credential value after the provider
+	// answered 401: the call is then sent once more when its body can be.
+	Refresh func(ctx context.Context) (string, error)
+	// HoldKey names whose Retry-After window this call shares (provider and
+	// connection).
+	HoldKey string
+	// Drop are request headers of connectd's own that must not cross (the
+	// user token header, the account header).
+	Drop []string
+}
+
+// Target is where c goes: Base's scheme and host, Base's path joined with
+// c.Path, which must be a plain relative path (no "..", ".", empty or
+// backslash segments, no control characters).
+func (c *Call) Target() (*url.URL, error) {
+	p := c.Path
+	if p == "" || strings.HasPrefix(p, "/") || strings.ContainsAny(p, "\\\x00") {
+		return nil, ErrPath
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return nil, ErrPath
+		}
+		for _, r := range seg {
+			if r < 0x20 || r == 0x7f {
+				return nil, ErrPath
+			}
+		}
+	}
+	u := *c.Base
+	u.Path = strings.TrimSuffix(c.Base.Path, "/") + "/" + p
+	u.RawPath, u.RawQuery, u.Fragment, u.User = "", "", "", nil
+	return &u, nil
+}
+
+// requestDrop are request headers never forwarded: hop-by-hop ones
+// (httputil.ReverseProxy removes those it knows too), the caller's own
+// credentials and cookies, and who the caller is.
+var requestDrop = []string{"Authorization", "Proxy-Authorization", "Cookie", "Forwarded", "X-Forwarded-For",
+	"X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Port", "X-Forwarded-Prefix", "X-Real-Ip", "Via",
+	"X-Request-Id", "Origin", "Referer", "Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer",
+	"Transfer-Encoding", "Upgrade", "Host"}
+
+// responseKeep are the provider's response headers the caller receives;
+// every other (Set-Cookie, its own security headers, WWW-Authenticate of a
+// credential the caller never held) stays behind.
+var responseKeep = []string{"Content-Type", "Content-Length", "Content-Encoding", "Content-Language",
+	"Content-Disposition", "Content-Range", "Accept-Ranges", "Cache-Control", "Etag", "Expires", "Last-Modified",
+	"Vary", "Link", "Location", "Retry-After", "Date"}
+
+// keepResponse reports whether the provider's response header k crosses.
+func keepResponse(k string) bool {
+	k = http.CanonicalHeaderKey(k)
+	for _, h := range responseKeep {
+		if k == h {
+			return true
+		}
+	}
+	// Rate-limit headers of the common shapes (GitHub, Slack, IETF draft).
+	return strings.HasPrefix(k, "X-Ratelimit-") || strings.HasPrefix(k, "Ratelimit") || strings.HasPrefix(k, "X-Rate-Limit-")
+}
+
+// Forward sends r as c to the provider and writes its answer to w, through
+// httputil.ReverseProxy: status, the kept headers and the body as it
+// arrives (flushed at once: server-sent events pass through, nothing is
+// buffered). It returns an error, having written nothing, when the call was
+// not made or failed before an answer (ErrPath, ErrTooLarge, *HeldError,
+// ErrResponseTooLarge, ErrUnavailable); else the status the caller got
+// (after a 401 and a refresh, the second answer's). A body past the
+// response cap is cut off mid-stream.
+func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (int, error) {
+	target, err := c.Target()
+	if err != nil {
+		return 0, err
+	}
+	if until, ok := f.held(c.HoldKey); ok {
+		return 0, &HeldError{Until: until}
+	}
+	if r.ContentLength > f.cfg.MaxRequestBytes {
+		return 0, ErrTooLarge
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), f.cfg.Timeout)
+	defer cancel()
+	in, err := f.replayable(r.WithContext(ctx))
+	if err != nil {
+		return 0, err
+	}
+	var (
+		failed error
+		status int
+	)
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			u := *target
+			u.RawQuery = pr.In.URL.RawQuery
+			pr.Out.URL, pr.Out.Host = &u, ""
+			for _, h := range append(requestDrop, c.Drop...) {
+				pr.Out.Header.Del(h)
+			}
+			pr.Out.Header.Set(c.Header, c.Value)
+		},
+		Transport:     &retrying{next: f.cfg.Transport, call: c},
+		FlushInterval: -1,
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode == http.StatusUnauthorized {
+				return ErrRefused
+			}
+			if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+				f.hold(c.HoldKey, resp.Header.Get("Retry-After"))
+			}
+			if resp.ContentLength > f.cfg.MaxResponseBytes {
+				return ErrResponseTooLarge
+			}
+			for k := range resp.Header {
+				if !keepResponse(k) {
+					resp.Header.Del(k)
+				}
+			}
+			resp.Body = &capped{ReadCloser: resp.Body, left: f.cfg.MaxResponseBytes}
+			status = resp.StatusCode
+			return nil
+		},
+		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) { failed = err },
+		ErrorLog:     quiet, // a failure is the caller's answer (and its log line), not a line of its own
+	}
+	rp.ServeHTTP(w, in)
+	switch {
+	case failed == nil:
+		return status, nil
+	case errors.Is(failed, ErrResponseTooLarge), errors.Is(failed, ErrRefused):
+		return 0, failed
+	case errors.As(failed, new(*http.MaxBytesError)):
+		return 0, ErrTooLarge
+	}
+	return 0, fmt.Errorf("%w: %v", ErrUnavailable, failed)
+}
+
+var quiet = log.New(io.Discard, "", 0)
+
+// replayable caps r's body and, when it is small, keeps it so that the
+// call can be sent again after a refresh (GetBody); a larger body streams
+// and is not retried.
+func (f *Forwarder) replayable(r *http.Request) (*http.Request, error) {
+	out := r.Clone(r.Context())
+	if r.Body == nil || r.Body == http.NoBody {
+		out.Body, out.ContentLength = http.NoBody, 0
+		out.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
+		return out, nil
+	}
+	limited := http.MaxBytesReader(nil, r.Body, f.cfg.MaxRequestBytes)
+	if r.ContentLength < 0 || r.ContentLength > replayable {
+		out.Body = limited
+		return out, nil
+	}
+	b, err := io.ReadAll(limited)
+	if err != nil {
+		return nil, ErrTooLarge
+	}
+	out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	return out, nil
+}
+
+// retrying sends a call once more, with a refreshed credential, when the
+// provider answered 401 and the body can be sent again.
+type retrying struct {
+	next http.RoundTripper
+	call *Call
+}
+
+func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized || t.call.Refresh == nil || req.GetBody == nil {
+		return resp, err
+	}
+	v, rerr := t.call.Refresh(req.Context())
+	if rerr != nil {
+		return resp, nil // the provider's 401 stands
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return resp, nil
+	}
+	resp.Body.Close()
+	again := req.Clone(req.Context())
+	again.Body = body
+	again.Header.Set(t.call.Header, v)
+	return t.next.RoundTrip(again)
+}
+
+// capped ends a response body with an error past its cap: the reverse
+// proxy then cuts the answer off.
+type capped struct {
+	io.ReadCloser
+	left int64
+}
+
+func (c *capped) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	if int64(n) > c.left {
+		n, c.left = int(c.left), -1
+		return n, ErrResponseTooLarge
+	}
+	c.left -= int64(n)
+	return n, err
+}
+
+// held reports whether key is inside a provider's Retry-After window.
+func (f *Forwarder) held(key string) (time.Time, bool) {
+	if key == "" {
+		return time.Time{}, false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	until, ok := f.holds[key]
+	if ok && !f.cfg.Now().Before(until) {
+		delete(f.holds, key)
+		return time.Time{}, false
+	}
+	return until, ok
+}
+
+// hold opens key's window from a Retry-After value (seconds or an HTTP
+// date), at most an hour.
+func (f *Forwarder) hold(key, retryAfter string) {
+	if key == "" || retryAfter == "" {
+		return
+	}
+	now := f.cfg.Now()
+	var until time.Time
+	if s, err := strconv.Atoi(strings.TrimSpace(retryAfter)); err == nil && s > 0 {
+		until = now.Add(time.Duration(s) * time.Second)
+	} else if t, err := http.ParseTime(retryAfter); err == nil && t.After(now) {
+		until = t
+	} else {
+		return
+	}
+	if until.After(now.Add(time.Hour)) {
+		until = now.Add(time.Hour)
+	}
+	f.mu.Lock()
+	if len(f.holds) > 100_000 { // bounded: the oldest windows are short anyway
+		clear(f.holds)
+	}
+	f.holds[key] = until
+	f.mu.Unlock()
+}

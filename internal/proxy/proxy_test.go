@@ -1,0 +1,248 @@
+package proxy_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/connectd/connectd/internal/proxy"
+)
+
+// upstream is a provider API over real HTTP: it checks the bearer token and
+// answers per path.
+func upstream(t *testing.T, token *atomic.Value) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	auth := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "Bearer "+token.Load().(string) {
+				w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+				http.Error(w, "bad token", http.StatusUnauthorized)
+				return
+			}
+			h(w, r)
+		}
+	}
+	mux.HandleFunc("/api/echo", auth(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Set-Cookie", "session=provider-secret")
+		w.Header().Set("X-Ratelimit-Remaining", "41")
+		w.Header().Set("Strict-Transport-Security", "max-age=1")
+		json.NewEncoder(w).Encode(map[string]any{"method": r.Method, "path": r.URL.Path, "query": r.URL.RawQuery,
+			"header": r.Header, "body": string(b)})
+	}))
+	mux.HandleFunc("/api/stream", auth(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 3 {
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			w.(http.Flusher).Flush()
+			time.Sleep(150 * time.Millisecond)
+		}
+	}))
+	mux.HandleFunc("/api/redirect", auth(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "https://elsewhere.example/steal", http.StatusFound)
+	}))
+	mux.HandleFunc("/api/limited", auth(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "30")
+		http.Error(w, "slow down", http.StatusTooManyRequests)
+	}))
+	mux.HandleFunc("/api/bytes", auth(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(strings.Repeat("x", 4096)))
+	}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "outside the API: "+r.URL.Path, http.StatusTeapot)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// box holds an error in an atomic.Value (whose stores must share a type).
+type box struct{ error }
+
+// front is connectd's side: a handler that forwards every request below
+// /p/ as call says.
+func front(t *testing.T, f *proxy.Forwarder, call func(r *http.Request) *proxy.Call) (*httptest.Server, *atomic.Value) {
+	t.Helper()
+	var last atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, err := f.Forward(w, r, call(r))
+		if err != nil {
+			last.Store(box{err})
+			w.WriteHeader(599)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &last
+}
+
+func TestForward(t *testing.T) {
+	t.Parallel()
+	var token, refreshTo atomic.Value
+	token.Store("at-1")
+	refreshTo.Store("at-2")
+	up := upstream(t, &token)
+	base, _ := url.Parse(up.URL + "/api")
+	var refreshes atomic.Int32
+	f := proxy.New(proxy.Config{MaxRequestBytes: 1 << 10, MaxResponseBytes: 2048})
+	srv, last := front(t, f, func(r *http.Request) *proxy.Call {
+		return &proxy.Call{Base: base, Path: strings.TrimPrefix(r.URL.Path, "/p/"), Header: "Authorization",
+			Value: "Bearer at-1", HoldKey: "fake\x00cn_1", Drop: []string{"Mcp-User-Token"},
+			Refresh: func(context.Context) (string, error) { refreshes.Add(1); return "Bearer " + refreshTo.Load().(string), nil }}
+	})
+	do := func(method, path string, body io.Reader, h http.Header) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+path, body)
+		for k, v := range h {
+			req.Header[k] = v
+		}
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+
+	t.Run("headers both ways", func(t *testing.T) {
+		resp, body := do(http.MethodPost, "/p/echo?q=1&key=abc", strings.NewReader(`{"a":1}`), http.Header{
+			"Authorization": {"Bearer cks_the-clients-connectd-key"}, "Mcp-User-Token": {"the-user-token"},
+			"Cookie": {"connectd_session=x"}, "X-Forwarded-For": {"10.0.0.1"}, "Forwarded": {"for=10.0.0.1"},
+			"Accept": {"application/vnd.github+json"}, "Content-Type": {"application/json"}, "X-Custom": {"kept"},
+			"Connection": {"X-Hop"}, "X-Hop": {"dropped"}})
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		var got struct {
+			Method, Path, Query, Body string
+			Header http.Header
+		}
+		json.Unmarshal([]byte(body), &got)
+		if got.Method != "POST" || got.Path != "/api/echo" || got.Query != "q=1&key=abc" || got.Body != `{"a":1}` {
+			t.Fatalf("forwarded %+v", got)
+		}
+		if got.Header.Get("Authorization") != "Bearer at-1" || got.Header.Get("Accept") != "application/vnd.github+json" ||
+			got.Header.Get("X-Custom") != "kept" {
+			t.Fatalf("forwarded headers %v", got.Header)
+		}
+		for _, h := range []string{"Mcp-User-Token", "Cookie", "X-Forwarded-For", "Forwarded", "X-Hop"} {
+			if got.Header.Get(h) != "" {
+				t.Errorf("%s crossed to the provider: %q", h, got.Header.Get(h))
+			}
+		}
+		if strings.Contains(body, "cks_the-clients") || strings.Contains(body, "the-user-token") {
+			t.Fatal("the caller's credentials reached the provider")
+		}
+		if resp.Header.Get("Set-Cookie") != "" || resp.Header.Get("Strict-Transport-Security") != "" {
+			t.Fatalf("provider headers crossed back: %v", resp.Header)
+		}
+		if resp.Header.Get("X-Ratelimit-Remaining") != "41" || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("kept headers missing: %v", resp.Header)
+		}
+	})
+	t.Run("paths stay below the API base", func(t *testing.T) {
+		for _, p := range []string{"../echo", "a/../../x", "./echo", "echo//x", "%2e%2e/x"} {
+			c := &proxy.Call{Base: base, Path: p}
+			if _, err := c.Target(); p != "%2e%2e/x" && !errors.Is(err, proxy.ErrPath) {
+				t.Errorf("%q: %v", p, err)
+			}
+		}
+		c := &proxy.Call{Base: base, Path: "%2e%2e/x"} // decoded by the router before; here literal
+		if u, err := c.Target(); err != nil || !strings.HasPrefix(u.Path, "/api/") {
+			t.Errorf("literal: %v %v", u, err)
+		}
+	})
+	t.Run("streamed", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/p/stream", nil)
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		rd := bufio.NewReader(resp.Body)
+		line, err := rd.ReadString('\n')
+		if err != nil || line != "data: 0\n" {
+			t.Fatalf("first event: %q %v", line, err)
+		}
+		// The first event arrived while the provider was still writing
+		// (it takes 300 ms more): read the rest.
+		rest, _ := io.ReadAll(rd)
+		if !strings.Contains(string(rest), "data: 2") {
+			t.Fatalf("rest %q", rest)
+		}
+	})
+	t.Run("redirect answered, not followed", func(t *testing.T) {
+		resp, _ := do(http.MethodGet, "/p/redirect", nil, nil)
+		if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "https://elsewhere.example/steal" {
+			t.Fatalf("%d %v", resp.StatusCode, resp.Header)
+		}
+	})
+	t.Run("401: refreshed once and sent again", func(t *testing.T) {
+		token.Store("at-2") // the provider no longer takes at-1
+		resp, body := do(http.MethodPut, "/p/echo", strings.NewReader("again"), nil)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"body":"again"`) || refreshes.Load() != 1 {
+			t.Fatalf("%d %s, %d refreshes", resp.StatusCode, body, refreshes.Load())
+		}
+		token.Store("at-never")
+		refreshed := refreshes.Load()
+		if resp, _ := do(http.MethodGet, "/p/echo", nil, nil); resp.StatusCode != 599 || !errors.Is(last.Load().(box).error, proxy.ErrRefused) {
+			t.Fatalf("a 401 after the refresh: %d %v", resp.StatusCode, last.Load())
+		}
+		if refreshes.Load() != refreshed+1 {
+			t.Fatal("not exactly one refresh")
+		}
+		token.Store("at-2")
+	})
+	t.Run("429 passed, then held", func(t *testing.T) {
+		resp, _ := do(http.MethodGet, "/p/limited", nil, nil)
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "30" {
+			t.Fatalf("%d %v", resp.StatusCode, resp.Header)
+		}
+		resp, _ = do(http.MethodGet, "/p/echo", nil, nil)
+		var held *proxy.HeldError
+		if resp.StatusCode != 599 || !errors.As(last.Load().(box).error, &held) || time.Until(held.Until) < 25*time.Second {
+			t.Fatalf("within the window: %d %v", resp.StatusCode, last.Load())
+		}
+	})
+}
+
+func TestForwardCaps(t *testing.T) {
+	t.Parallel()
+	var token atomic.Value
+	token.Store("at-1")
+	up := upstream(t, &token)
+	base, _ := url.Parse(up.URL + "/api")
+	f := proxy.New(proxy.Config{MaxRequestBytes: 1 << 10, MaxResponseBytes: 2048})
+	srv, last := front(t, f, func(r *http.Request) *proxy.Call {
+		return &proxy.Call{Base: base, Path: strings.TrimPrefix(r.URL.Path, "/p/"), Header: "Authorization", Value: "Bearer at-1"}
+	})
+	resp, err := http.Post(srv.URL+"/p/echo", "text/plain", strings.NewReader(strings.Repeat("y", 2048)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 599 || !errors.Is(last.Load().(box).error, proxy.ErrTooLarge) {
+		t.Fatalf("a body over the cap: %d %v", resp.StatusCode, last.Load())
+	}
+	resp, err = http.Get(srv.URL + "/p/bytes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if len(b) > 2048+32<<10 || (resp.StatusCode == http.StatusOK && len(b) == 4096) {
+		t.Fatalf("an answer over the cap arrived whole: %d bytes, %d", len(b), resp.StatusCode)
+	}
+}

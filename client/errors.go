@@ -156,7 +156,7 @@ var codeErrors = map[string][]error{
 	"provider_rate_limited":       {ErrRateLimited},
 	"provider_response_too_large": {ErrInvalidRequest},
 	"proxy_not_supported":         {ErrProviderNotAllowed},
-	"database_unavailable":       {ErrUnavailable},
+	"database_unavailable":        {ErrUnavailable},
 }
 
 // KnownCodes lists the error codes this client maps to its sentinels,

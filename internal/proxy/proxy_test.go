@@ -99,7 +99,10 @@ func TestForward(t *testing.T) {
 	srv, last := front(t, f, func(r *http.Request) *proxy.Call {
 		return &proxy.Call{Base: base, Path: strings.TrimPrefix(r.URL.Path, "/p/"), Header: "Authorization",
 			Value: "Bearer at-1", HoldKey: "fake\x00cn_1", Drop: []string{"Mcp-User-Token"},
-			Refresh: func(context.Context) (string, error) { refreshes.Add(1); return "Bearer " + refreshTo.Load().(string), nil }}
+			Refresh: func(context.Context) (string, error) {
+				refreshes.Add(1)
+				return "Bearer " + refreshTo.Load().(string), nil
+			}}
 	})
 	do := func(method, path string, body io.Reader, h http.Header) (*http.Response, string) {
 		t.Helper()
@@ -127,7 +130,7 @@ func TestForward(t *testing.T) {
 		}
 		var got struct {
 			Method, Path, Query, Body string
-			Header http.Header
+			Header                    http.Header
 		}
 		json.Unmarshal([]byte(body), &got)
 		if got.Method != "POST" || got.Path != "/api/echo" || got.Query != "q=1&key=abc" || got.Body != `{"a":1}` {

@@ -156,6 +156,7 @@ var codeErrors = map[string][]error{
 	"provider_rate_limited":       {ErrRateLimited},
 	"provider_response_too_large": {ErrInvalidRequest},
 	"proxy_not_supported":         {ErrProviderNotAllowed},
+	"token_release_disabled":      {ErrProviderNotAllowed}, // a proxy-only client: call through the proxy
 	"database_unavailable":        {ErrUnavailable},
 }
 

@@ -14,20 +14,23 @@ import (
 )
 
 const clientsUsage = `usage:
-  connectd clients create --name NAME --resource URI [--resource URI...] [--provider ID...]
+  connectd clients create --name NAME --resource URI [--resource URI...] [--provider ID...] [--proxy-only]
   connectd clients list
   connectd clients disable ID
   connectd clients enable ID
+  connectd clients proxy-only ID [--off]
+      proxy-only: the MCP server never receives a credential, only calls providers through /v1/proxy
   connectd clients rotate-key ID [--overlap DURATION]
   connectd clients webhooks add|list|remove|deliveries|delivery|redeliver ...
       an MCP server's webhook endpoints and their deliveries: connectd clients webhooks --help`
 
 // clientsSubUsage is each clients subcommand's arguments, for its -h.
 var clientsSubUsage = map[string]string{
-	"create":     " --name NAME --resource URI [--resource URI...] [--provider ID...]",
+	"create":     " --name NAME --resource URI [--resource URI...] [--provider ID...] [--proxy-only]",
 	"list":       "",
 	"disable":    " ID",
 	"enable":     " ID",
+	"proxy-only": " ID [--off]",
 	"rotate-key": " ID [--overlap DURATION]",
 }
 
@@ -51,12 +54,17 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 	var name string
 	var resources, providers listFlag
 	var overlap time.Duration
+	var proxyOnly, off bool
 	want := 0 // positional arguments
 	switch sub {
 	case "create":
 		fset.StringVar(&name, "name", "", "display name of the MCP server")
 		fset.Var(&resources, "resource", "resource URI its users' tokens are issued for (repeatable)")
 		fset.Var(&providers, "provider", "provider id it may request (repeatable)")
+		fset.BoolVar(&proxyOnly, "proxy-only", false, "it never receives a credential: it calls providers through connectd's proxy")
+	case "proxy-only":
+		want = 1
+		fset.BoolVar(&off, "off", false, "let it read tokens again")
 	case "list":
 	case "disable", "enable":
 		want = 1
@@ -99,6 +107,11 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 		if err != nil {
 			return err
 		}
+		if proxyOnly {
+			if err := store.SetProxyOnly(ctx, c.ID, true); err != nil {
+				return err
+			}
+		}
 		fmt.Fprintf(stdout, "id: %s\nkey: %s\n", c.ID, key)
 		fmt.Fprintln(stderr, "The key is shown only now: connectd keeps only its hash. Give it to the MCP server as a secret.")
 		return nil
@@ -113,6 +126,8 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 			status, last := "active", "-"
 			if c.Disabled {
 				status = "disabled"
+			} else if c.ProxyOnly {
+				status = "active, proxy-only"
 			}
 			if !c.LastUsedAt.IsZero() {
 				last = c.LastUsedAt.UTC().Format("2006-01-02 15:04Z")
@@ -130,6 +145,16 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 			return clientErr(err)
 		}
 		fmt.Fprintf(stdout, "%sd %s\n", sub, pos[0])
+		return nil
+	case "proxy-only":
+		if err := store.SetProxyOnly(ctx, pos[0], !off); err != nil {
+			return clientErr(err)
+		}
+		if off {
+			fmt.Fprintf(stdout, "%s may read tokens again\n", pos[0])
+		} else {
+			fmt.Fprintf(stdout, "%s is proxy-only: its token reads answer token_release_disabled\n", pos[0])
+		}
 		return nil
 	default: // rotate-key
 		if overlap < 0 {

@@ -616,6 +616,10 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if c.client.ProxyOnly {
+		return web.Errorf(http.StatusForbidden, "token_release_disabled",
+			"this client is registered proxy-only: it never receives a credential; call the provider through /v1/proxy/%s/…", name)
+	}
 	rel, err := s.release(r, &c, name, r.URL.Query().Get("account"), required)
 	if err != nil {
 		return err

@@ -254,7 +254,7 @@ func (s *Server) consentView(ctx context.Context, fs *flowState) (templates.Cons
 	}
 	v := templates.ConsentView{ClientName: client.Name, ProviderName: info.DisplayName, Scopes: o.scopes, Beyond: o.beyond,
 		Action: "/c/" + e.ID, CSRFToken: s.sessions.CSRFToken(fs.sess), Offer: o.digest(), UserLabel: fs.sess.Subject,
-		APIKey: info.Kind == provider.KindAPIKey, Narrowed: o.narrow}
+		APIKey: info.Kind == provider.KindAPIKey, Narrowed: o.narrow, ProxyOnly: client.ProxyOnly}
 	if info.Kind == provider.KindOAuth2 {
 		v.DestinationHost = info.AuthorizeHost
 		if o.shared {

@@ -2,6 +2,7 @@ package connect_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -169,4 +170,38 @@ func TestProxyStreams(t *testing.T) {
 	if total := time.Since(start); total-firstAt < 600*time.Millisecond {
 		t.Fatalf("the first event came %s before the end (%s in all): buffered", total-firstAt, total)
 	}
+}
+
+// TestProxyOnlyClient (issue 25): a client registered proxy-only never
+// receives a credential — its token read is 403 token_release_disabled
+// before anything is looked up — while its proxied calls work; its consent
+// page says it never receives the credential; switching it back takes
+// effect at once.
+func TestProxyOnlyClient(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	a := e.newMCPServer("alpha", "fake")
+	if err := e.server.Clients().SetProxyOnly(context.Background(), a.client.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	u := a.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})["url"].(string)
+	br := e.browser()
+	page := e.openAs(br, u, "alice")
+	if !strings.Contains(page.body, "never receives your") {
+		t.Fatalf("the consent page does not say so:\n%s", page.body)
+	}
+	if done := br.get(e.authorize(e.allow(br, u, page))); done.status != http.StatusOK {
+		t.Fatalf("connect: %d %s", done.status, done.body)
+	}
+	st, out := a.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
+	expectError(t, st, out, http.StatusForbidden, "token_release_disabled")
+	st, out = a.call(http.MethodGet, "/v1/connections/fake/token", "nobody", nil)
+	expectError(t, st, out, http.StatusForbidden, "token_release_disabled") // before any lookup
+	if resp, raw := a.proxied(http.MethodGet, "files", "alice", nil, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("proxied: %d %s", resp.StatusCode, raw)
+	}
+	if err := e.server.Clients().SetProxyOnly(context.Background(), a.client.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	tokenOf(t, a, "alice")
 }

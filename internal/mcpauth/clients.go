@@ -39,6 +39,10 @@ type Client struct {
 	Resources []string // RFC 8707 resource URIs its users' tokens must be issued for
 	Providers []string // third-party providers it may request
 	Disabled  bool
+	// ProxyOnly: the client never receives a credential; it calls
+	// providers through connectd's proxy (token reads answer
+	// token_release_disabled).
+	ProxyOnly bool
 	CreatedAt time.Time
 	// LastUsedAt is the last authenticated request, to the minute; zero if never.
 	LastUsedAt time.Time
@@ -93,11 +97,13 @@ func NewClients(cfg ClientsConfig) *Clients {
 const (
 	insertClientSQL = `INSERT INTO clients (id, name, resources, providers, created_at) VALUES ($1, $2, $3, $4, $5)`
 	insertKeySQL    = `INSERT INTO client_keys (key_hash, client_id, created_at) VALUES ($1, $2, $3)`
-	clientColumns   = `c.id, c.name, c.resources, c.providers, c.disabled, c.created_at, c.last_used_at`
+	clientColumns   = `c.id, c.name, c.resources, c.providers, c.disabled, c.created_at, c.last_used_at, c.proxy_only`
 	listClientsSQL  = `SELECT ` + clientColumns + ` FROM clients c ORDER BY c.created_at, c.id`
 	getClientSQL    = `SELECT ` + clientColumns + ` FROM clients c WHERE c.id = $1`
 	// Every replica's key cache learns of the change on commit.
 	setDisabledSQL = `WITH changed AS (UPDATE clients SET disabled = $2 WHERE id = $1 RETURNING id)
+		SELECT pg_notify('` + InvalidationChannel + `', id) FROM changed`
+	setProxyOnlySQL = `WITH changed AS (UPDATE clients SET proxy_only = $2 WHERE id = $1 RETURNING id)
 		SELECT pg_notify('` + InvalidationChannel + `', id) FROM changed`
 	// A rotation shortens every key still open-ended (or expiring later than
 	// the overlap allows) to the overlap, then adds the new key.
@@ -244,6 +250,21 @@ func (c *Clients) SetDisabled(ctx context.Context, id string, disabled bool) err
 	return nil
 }
 
+// SetProxyOnly switches the client to proxy-only (it never receives a
+// credential, only calls through connectd's proxy) or back; every replica's
+// key cache learns of it by notification.
+func (c *Clients) SetProxyOnly(ctx context.Context, id string, proxyOnly bool) error {
+	tag, err := c.pool.Exec(ctx, setProxyOnlySQL, id, proxyOnly)
+	if err != nil {
+		return fmt.Errorf("mcpauth: set proxy-only: %w", err)
+	}
+	c.forget(id)
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: %s", ErrClientNotFound, id)
+	}
+	return nil
+}
+
 // RotateKey adds a new key to the client and returns it. Every older key keeps
 // working for overlap (zero: stops at once), so the MCP server can roll out
 // the new key without downtime.
@@ -311,7 +332,8 @@ func (c *Clients) lookup(ctx context.Context, want [32]byte, now time.Time) (Cli
 	var cl Client
 	var got []byte
 	var keyExpires, lastUsed *time.Time
-	err := row.Scan(&got, &keyExpires, &cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed)
+	err := row.Scan(&got, &keyExpires, &cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed,
+		&cl.ProxyOnly)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Client{}, ErrInvalidClientKey
 	}
@@ -342,7 +364,7 @@ func (c *Clients) touch(ctx context.Context, id string, now time.Time) {
 func scanClient(row pgx.Row) (Client, error) {
 	var cl Client
 	var lastUsed *time.Time
-	if err := row.Scan(&cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed); err != nil {
+	if err := row.Scan(&cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed, &cl.ProxyOnly); err != nil {
 		return Client{}, err
 	}
 	if lastUsed != nil {

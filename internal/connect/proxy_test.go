@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -204,4 +205,45 @@ func TestProxyOnlyClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	tokenOf(t, a, "alice")
+}
+
+// TestProxyRemoveAccessEverywhere: the user's Remove access on the account
+// page stops the next proxied call on another, caching replica within a
+// second.
+func TestProxyRemoveAccessEverywhere(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	r2 := e.cachingReplica()
+	a := e.newMCPServer("alpha", "fake")
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	call := func() int {
+		req, _ := http.NewRequest(http.MethodGet, r2.url+"/v1/proxy/fake/files", nil)
+		req.Header.Set("Authorization", "Bearer "+a.key)
+		req.Header.Set(mcpauth.UserTokenHeader, a.token("alice"))
+		resp, err := e.srv.Client().Transport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i := 0; call() != http.StatusOK; i++ { // warm r2's caches
+		if i > 100 {
+			t.Fatal("the replica never proxied")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	br := e.browser()
+	page := e.accountPage(br, "alice")
+	if r := e.accountPost(br, page, "/account/withdraw", url.Values{"provider": {"fake"}, "client": {a.client.ID}}); r.status != http.StatusSeeOther {
+		t.Fatalf("withdraw: %d", r.status)
+	}
+	deadline := time.Now().Add(time.Second)
+	for call() != http.StatusForbidden {
+		if time.Now().After(deadline) {
+			t.Fatal("r2 still proxies a second after the user removed access")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

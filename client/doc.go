@@ -76,4 +76,41 @@
 // This package must stay importable from outside the connectd module: it
 // imports nothing but the standard library, and never logs or prints a key or
 // token.
+//
+// # Calling the provider through connectd
+//
+// Instead of reading the token, an MCP server can let the credential stay
+// in connectd: ProviderClient returns an *http.Client for a provider's own
+// Go SDK whose every request goes to connectd's provider API proxy (ANY
+// /v1/proxy/{provider}/{path}, docs/api.md), which attaches the user's
+// credential and forwards the call to the provider's API:
+//
+//	gh := github.NewClient(cd.ProviderClient(userToken, "github"))
+//	repos, _, err := gh.Repositories.ListByAuthenticatedUser(ctx, nil)
+//	if client.NeedsConnection(err) { /* RequireConnection, as for Token */ }
+//
+// Whatever host the SDK puts in the URL, the request's path and query are
+// the API path below connectd's API base for the provider: GET
+// https://api.github.com/user/repos?per_page=10 is sent as GET
+// {connectd}/v1/proxy/github/user/repos?per_page=10 (the path escaped as the
+// request escapes it). An SDK
+// whose base URL has a path connectd's API base already has (GitLab's
+// https://gitlab.com/api/v4) takes WithPathPrefix("/api/v4"): the prefix is
+// stripped, and a path outside it fails unsent. Another host of the
+// provider (GitHub's uploads.github.com) is not reachable: every request
+// goes to the one API base. The SDK's Authorization is replaced by the
+// client key; X-User-Token, Connectd-Account (WithAccount, as AccountToken)
+// and a fresh X-Request-Id are set; the method, the other headers and the
+// body cross, streamed both ways. A redirect is followed only to the first
+// request's host (through connectd again); any other comes back to the SDK.
+// ProviderTransport is the bare http.RoundTripper, which follows none.
+//
+// A refusal by connectd itself (not connected, no consent, the provider
+// refused the credential even refreshed, rate limited, …) comes back as an
+// *APIError from the round trip, which SDKs return wrapped: errors.Is and
+// errors.As work through them. It is told apart from the provider's own JSON
+// errors by the envelope's request_id, the request's X-Request-Id, which
+// connectd never forwards to the provider; every other answer is the
+// provider's and reaches the SDK untouched (an answer to HEAD, without a
+// body, cannot be told apart and does too).
 package client

@@ -4,6 +4,8 @@ import { ConnectdError, ConnectdNetworkError, ErrorFamily, URLElicitationUnsuppo
 import { answerFor, canOpenURL, connectKey, fallbackResult, generationOf, inputKey as defaultInputKey } from "./mcp.js";
 import type { Answer, Peer } from "./mcp.js";
 import type { components, paths } from "./openapi.js";
+import { providerFetch } from "./proxy.js";
+import type { ProviderFetch, ProviderFetchOptions } from "./proxy.js";
 import { Token, isFinal } from "./types.js";
 import type {
   Account,
@@ -381,6 +383,48 @@ export class ConnectdClient {
       requestState: status.requestState,
       inputRequests: { [key]: { method: "elicitation/create", params: { mode: "url", url, message } } },
     };
+  }
+
+  /**
+   * A fetch-compatible function for a provider's own SDK (Octokit's
+   * request.fetch, …): every request it is given goes through connectd's
+   * provider API proxy (ANY /v1/proxy/{provider}/{path}) for userToken's user
+   * at provider, and connectd attaches the user's credential, so the MCP
+   * server never holds it.
+   *
+   *     const octokit = new Octokit({ request: { fetch: cd.providerFetch(userToken, "github") } });
+   *
+   * Whatever origin the request names (the SDK's base URL), its path — less
+   * opts.pathPrefix — is the API path below connectd's API base for the
+   * provider, and its query is kept: GET https://api.github.com/user/repos?per_page=10
+   * is sent as GET {connectd}/v1/proxy/github/user/repos?per_page=10. The
+   * method, headers and body cross (a ReadableStream body is streamed, with
+   * duplex "half"); Authorization is replaced by the client key, and
+   * X-User-Token, Connectd-Account (opts.account) and, unless the request has
+   * one, a fresh X-Request-Id are set. The provider's answer is returned as
+   * connectd streams it (its url is connectd's). A redirect is followed only
+   * within the request's origin (through connectd again; never by fetch
+   * itself, which would carry the key elsewhere), as redirect: "follow" asks;
+   * one to another origin is returned as it is.
+   *
+   * A refusal by connectd itself (not connected, no consent, the provider
+   * refused the credential even refreshed, rate limited, …) is thrown as a
+   * ConnectdError: needsConnection and the other helpers recognise it, also
+   * as the cause of the SDK's own error. It is told apart from the provider's
+   * JSON errors by its request_id, the request's X-Request-Id, which
+   * connectd never forwards to the provider. Every other answer, the
+   * provider's errors included, is returned untouched.
+   *
+   * No timeout of its own: connectd bounds each proxied call
+   * (CONNECTD_PROXY_TIMEOUT, 5 minutes by default); pass a signal for less.
+   */
+  providerFetch(userToken: string, provider: string, opts?: ProviderFetchOptions): ProviderFetch {
+    return providerFetch(
+      { base: this.#base, key: this.#key, fetch: this.#fetch, userTokenHeader: UserTokenHeader, refusal: apiError },
+      userToken,
+      provider,
+      opts,
+    );
   }
 
   /** Makes one call and decodes an answer with one of the want statuses; any other status is a ConnectdError. */

@@ -84,6 +84,7 @@ const codeFamilies: Readonly<Record<string, readonly ErrorFamily[]>> = {
   provider_rate_limited: [F.RateLimited],
   provider_response_too_large: [F.InvalidRequest],
   proxy_not_supported: [F.ProviderNotAllowed],
+  token_release_disabled: [F.ProviderNotAllowed], // a proxy-only client: call through the proxy
   database_unavailable: [F.Unavailable],
 };
 
@@ -189,9 +190,23 @@ export class WaitTimeoutError extends Error {
   }
 }
 
-/** Reports whether err is a ConnectdError of family. */
+/**
+ * The ConnectdError err is or wraps: err itself, or the first one along its
+ * cause chain (Go: errors.As). An SDK called with providerFetch throws its
+ * own error with connectd's refusal as its cause (Octokit's RequestError).
+ */
+export function connectdErrorOf(err: unknown): ConnectdError | undefined {
+  for (let e = err, depth = 0; e !== null && e !== undefined && depth < 16; depth++) {
+    if (e instanceof ConnectdError) return e;
+    if (typeof e !== "object") return undefined;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+/** Reports whether err is, or wraps (connectdErrorOf), a ConnectdError of family. */
 export function isFamily(err: unknown, family: ErrorFamily): boolean {
-  return err instanceof ConnectdError && err.is(family);
+  return connectdErrorOf(err)?.is(family) ?? false;
 }
 
 /**
@@ -241,10 +256,11 @@ export function isAccountRequired(err: unknown): boolean {
 
 /** The accounts an account_required refusal lists, or [] (Go: client.Accounts). */
 export function accountsOf(err: unknown): Account[] {
-  return err instanceof ConnectdError && err.code === "account_required" ? err.accounts : [];
+  const e = connectdErrorOf(err);
+  return e?.code === "account_required" ? e.accounts : [];
 }
 
 /** The scopes an insufficient_scope refusal lists, or []. */
 export function missingScopes(err: unknown): string[] {
-  return err instanceof ConnectdError ? err.missingScopes : [];
+  return connectdErrorOf(err)?.missingScopes ?? [];
 }

@@ -1,6 +1,8 @@
 // @connectd/client: the client of connectd's /v1 API for MCP servers.
 export { ConnectdClient, UserTokenHeader } from "./client.js";
 export type { CallOptions, ConnectdClientOptions, UnlinkOptions, WaitOptions } from "./client.js";
+export { AccountHeader, RequestIDHeader } from "./proxy.js";
+export type { ProviderFetch, ProviderFetchOptions } from "./proxy.js";
 export {
   ConnectdError,
   ConnectdNetworkError,
@@ -8,6 +10,7 @@ export {
   URLElicitationUnsupportedError,
   WaitTimeoutError,
   accountsOf,
+  connectdErrorOf,
   isAccountRequired,
   isFamily,
   isInvalidClient,

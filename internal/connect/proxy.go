@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/connectd/connectd/internal/mcpauth"
@@ -47,7 +48,13 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	}
 	connID := rel.approval.ConnectionID
 	start := s.now()
-	call := &proxy.Call{Base: base, Path: r.PathValue("path"), Header: rel.info.APIAuth.Header,
+	// The path as sent (escaped): an escaped slash stays one (GitLab's
+	// project ids); package proxy refuses one that climbs out.
+	path, ok := strings.CutPrefix(r.URL.EscapedPath(), "/v1/proxy/"+name+"/")
+	if !ok {
+		path = ""
+	}
+	call := &proxy.Call{Base: base, Path: path, Header: rel.info.APIAuth.Header,
 		Value: rel.info.APIAuth.HeaderValue(rel.cred.AccessToken), HoldKey: name + "\x00" + connID,
 		Drop: []string{mcpauth.UserTokenHeader, AccountHeader}}
 	call.Refresh = func(ctx context.Context) (string, error) {

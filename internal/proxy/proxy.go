@@ -101,7 +101,9 @@ func (e *HeldError) Error() string {
 // Call is one forwarded call.
 type Call struct {
 	Base *url.URL // the provider's API base: scheme, host, optional path prefix
-	Path string   // the caller's path below Base (decoded)
+	// Path is the caller's path below Base as it was sent, escaped: an
+	// escaped slash (%2F, GitLab's project ids) stays one.
+	Path string
 	// Header and Value attach the credential: Value is the header's whole
 	// value (e.g. "Bearer …").
 	Header, Value string
@@ -117,26 +119,42 @@ type Call struct {
 }
 
 // Target is where c goes: Base's scheme and host, Base's path joined with
-// c.Path, which must be a plain relative path (no "..", ".", empty or
-// backslash segments, no control characters).
+// c.Path, which must be a plain relative path: no segment, unescaped — nor
+// any part of one an escaped slash separates — is empty, "." or "..", and
+// none holds a backslash or a control character.
 func (c *Call) Target() (*url.URL, error) {
 	p := c.Path
-	if p == "" || strings.HasPrefix(p, "/") || strings.ContainsAny(p, "\\\x00") {
+	if p == "" || strings.HasPrefix(p, "/") {
 		return nil, ErrPath
 	}
+	decoded := make([]string, 0, 8)
 	for _, seg := range strings.Split(p, "/") {
-		if seg == "" || seg == "." || seg == ".." {
+		d, err := url.PathUnescape(seg)
+		if err != nil || strings.ContainsRune(d, '\\') {
 			return nil, ErrPath
 		}
-		for _, r := range seg {
+		// An escaped slash stays one, but what it separates follows the
+		// same rule: a provider that decodes it must not find ".." there.
+		for _, part := range strings.Split(d, "/") {
+			if part == "" || part == "." || part == ".." {
+				return nil, ErrPath
+			}
+		}
+		for _, r := range d {
 			if r < 0x20 || r == 0x7f {
 				return nil, ErrPath
 			}
 		}
+		decoded = append(decoded, d)
 	}
 	u := *c.Base
-	u.Path = strings.TrimSuffix(c.Base.Path, "/") + "/" + p
-	u.RawPath, u.RawQuery, u.Fragment, u.User = "", "", "", nil
+	prefix := strings.TrimSuffix(c.Base.Path, "/")
+	u.Path = prefix + "/" + strings.Join(decoded, "/")
+	u.RawPath = strings.TrimSuffix(c.Base.EscapedPath(), "/") + "/" + p
+	if u.EscapedPath() != u.RawPath { // p's escaping is not one url accepts: take the decoded form
+		u.RawPath = ""
+	}
+	u.RawQuery, u.Fragment, u.User = "", "", nil
 	return &u, nil
 }
 

@@ -157,6 +157,7 @@ var codeErrors = map[string][]error{
 	"provider_response_too_large": {ErrInvalidRequest},
 	"proxy_not_supported":         {ErrProviderNotAllowed},
 	"token_release_disabled":      {ErrProviderNotAllowed}, // a proxy-only client: call through the proxy
+	"proxy_not_allowed":           {ErrProviderNotAllowed}, // outside the client's request rules
 	"database_unavailable":        {ErrUnavailable},
 }
 

@@ -20,18 +20,21 @@ const clientsUsage = `usage:
   connectd clients enable ID
   connectd clients proxy-only ID [--off]
       proxy-only: the MCP server never receives a credential, only calls providers through /v1/proxy
+  connectd clients proxy-rules ID --provider P (--rule "GET /repos/*/issues*"... [--description TEXT] | --clear)
+      what it may do through the proxy at P ("*" matches anything, slashes too); the description is shown on the consent page
   connectd clients rotate-key ID [--overlap DURATION]
   connectd clients webhooks add|list|remove|deliveries|delivery|redeliver ...
       an MCP server's webhook endpoints and their deliveries: connectd clients webhooks --help`
 
 // clientsSubUsage is each clients subcommand's arguments, for its -h.
 var clientsSubUsage = map[string]string{
-	"create":     " --name NAME --resource URI [--resource URI...] [--provider ID...] [--proxy-only]",
-	"list":       "",
-	"disable":    " ID",
-	"enable":     " ID",
-	"proxy-only": " ID [--off]",
-	"rotate-key": " ID [--overlap DURATION]",
+	"create":      " --name NAME --resource URI [--resource URI...] [--provider ID...] [--proxy-only]",
+	"list":        "",
+	"disable":     " ID",
+	"enable":      " ID",
+	"proxy-only":  " ID [--off]",
+	"proxy-rules": " ID --provider P (--rule \"METHOD /pattern\"... [--description TEXT] | --clear)",
+	"rotate-key":  " ID [--overlap DURATION]",
 }
 
 // listFlag collects a repeatable string flag.
@@ -54,7 +57,9 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 	var name string
 	var resources, providers listFlag
 	var overlap time.Duration
-	var proxyOnly, off bool
+	var proxyOnly, off, clearRules bool
+	var rules listFlag
+	var ruleProvider, description string
 	want := 0 // positional arguments
 	switch sub {
 	case "create":
@@ -65,6 +70,12 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 	case "proxy-only":
 		want = 1
 		fset.BoolVar(&off, "off", false, "let it read tokens again")
+	case "proxy-rules":
+		want = 1
+		fset.StringVar(&ruleProvider, "provider", "", "the provider the rules are for (required)")
+		fset.Var(&rules, "rule", `a call it may make, "METHOD /path/pattern" (repeatable)`)
+		fset.StringVar(&description, "description", "", "what the rules allow, in words for the user's consent page")
+		fset.BoolVar(&clearRules, "clear", false, "remove its rules at the provider")
 	case "list":
 	case "disable", "enable":
 		want = 1
@@ -145,6 +156,26 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 			return clientErr(err)
 		}
 		fmt.Fprintf(stdout, "%sd %s\n", sub, pos[0])
+		return nil
+	case "proxy-rules":
+		if ruleProvider == "" || (clearRules == (len(rules) > 0)) {
+			return &usageError{"proxy-rules needs --provider and either --rule... or --clear\n" + clientsUsage}
+		}
+		var set *mcpauth.ProxyRules
+		if !clearRules {
+			set = &mcpauth.ProxyRules{Rules: rules, Description: description}
+		}
+		if err := store.SetProxyRules(ctx, pos[0], ruleProvider, set); err != nil {
+			if errors.Is(err, mcpauth.ErrInvalidClient) {
+				return &usageError{err.Error()}
+			}
+			return clientErr(err)
+		}
+		if clearRules {
+			fmt.Fprintf(stdout, "%s has no proxy rules at %s\n", pos[0], ruleProvider)
+		} else {
+			fmt.Fprintf(stdout, "%s may make %d kind(s) of call at %s through the proxy\n", pos[0], len(rules), ruleProvider)
+		}
 		return nil
 	case "proxy-only":
 		if err := store.SetProxyOnly(ctx, pos[0], !off); err != nil {

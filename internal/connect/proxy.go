@@ -54,6 +54,12 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		path = ""
 	}
+	// The operator's request rules for this client at this provider, on
+	// the decoded path, before any provider call.
+	if rules, ok := c.client.ProxyRules[name]; ok && !rules.Allows(r.Method, "/"+r.PathValue("path")) {
+		return web.Errorf(http.StatusForbidden, "proxy_not_allowed",
+			"this client may not make that call at %s (its request rules)", name)
+	}
 	call := &proxy.Call{Base: base, Path: path, Header: rel.info.APIAuth.Header,
 		Value: rel.info.APIAuth.HeaderValue(rel.cred.AccessToken), HoldKey: name + "\x00" + connID,
 		Drop: []string{mcpauth.UserTokenHeader, AccountHeader}}

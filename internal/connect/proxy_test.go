@@ -247,3 +247,52 @@ func TestProxyRemoveAccessEverywhere(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestProxyRequestRules (issue 25): the operator's rules for a client at a
+// provider allow only the calls they name — anything else is 403
+// proxy_not_allowed before the provider is called — and the consent page
+// says, in the operator's words, what the client may do; clearing them
+// lifts them at once.
+func TestProxyRequestRules(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	a := e.newMCPServer("alpha", "fake")
+	clients := e.server.Clients()
+	ctx := context.Background()
+	if err := clients.SetProxyRules(ctx, a.client.ID, "fake", &mcpauth.ProxyRules{Rules: []string{"GET /files*", "POST /echo/comments"},
+		Description: "reads your files; cannot change them"}); err != nil {
+		t.Fatal(err)
+	}
+	u := a.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})["url"].(string)
+	br := e.browser()
+	page := e.openAs(br, u, "alice")
+	if !strings.Contains(page.body, "reads your files; cannot change them") {
+		t.Fatalf("the consent page does not show the rules:\n%s", page.body)
+	}
+	if done := br.get(e.authorize(e.allow(br, u, page))); done.status != http.StatusOK {
+		t.Fatalf("connect: %d %s", done.status, done.body)
+	}
+	if resp, raw := a.proxied(http.MethodGet, "files", "alice", nil, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("an allowed call: %d %s", resp.StatusCode, raw)
+	}
+	if resp, raw := a.proxied(http.MethodPost, "echo/comments", "alice", strings.NewReader("x"), nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("an allowed POST: %d %s", resp.StatusCode, raw)
+	}
+	echoes := e.fake.Counts().Echo
+	for _, c := range []struct{ method, path string }{{http.MethodGet, "echo"}, {http.MethodDelete, "files"},
+		{http.MethodPost, "echo/comments/x"}, {http.MethodPut, "echo/comments"}} {
+		resp, raw := a.proxied(c.method, c.path, "alice", nil, nil)
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(raw), "proxy_not_allowed") {
+			t.Errorf("%s %s: %d %s", c.method, c.path, resp.StatusCode, raw)
+		}
+	}
+	if e.fake.Counts().Echo != echoes {
+		t.Fatal("a refused call reached the provider")
+	}
+	if err := clients.SetProxyRules(ctx, a.client.ID, "fake", nil); err != nil {
+		t.Fatal(err)
+	}
+	if resp, raw := a.proxied(http.MethodGet, "echo", "alice", nil, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("after clearing the rules: %d %s", resp.StatusCode, raw)
+	}
+}

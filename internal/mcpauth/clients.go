@@ -43,6 +43,8 @@ type Client struct {
 	// providers through connectd's proxy (token reads answer
 	// token_release_disabled).
 	ProxyOnly bool
+	// ProxyRules restrict its proxied calls, by provider (none: no rule).
+	ProxyRules map[string]ProxyRules
 	CreatedAt time.Time
 	// LastUsedAt is the last authenticated request, to the minute; zero if never.
 	LastUsedAt time.Time
@@ -97,7 +99,7 @@ func NewClients(cfg ClientsConfig) *Clients {
 const (
 	insertClientSQL = `INSERT INTO clients (id, name, resources, providers, created_at) VALUES ($1, $2, $3, $4, $5)`
 	insertKeySQL    = `INSERT INTO client_keys (key_hash, client_id, created_at) VALUES ($1, $2, $3)`
-	clientColumns   = `c.id, c.name, c.resources, c.providers, c.disabled, c.created_at, c.last_used_at, c.proxy_only`
+	clientColumns   = `c.id, c.name, c.resources, c.providers, c.disabled, c.created_at, c.last_used_at, c.proxy_only, ` + proxyRulesColumn
 	listClientsSQL  = `SELECT ` + clientColumns + ` FROM clients c ORDER BY c.created_at, c.id`
 	getClientSQL    = `SELECT ` + clientColumns + ` FROM clients c WHERE c.id = $1`
 	// Every replica's key cache learns of the change on commit.
@@ -332,8 +334,9 @@ func (c *Clients) lookup(ctx context.Context, want [32]byte, now time.Time) (Cli
 	var cl Client
 	var got []byte
 	var keyExpires, lastUsed *time.Time
+	var rules []byte
 	err := row.Scan(&got, &keyExpires, &cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed,
-		&cl.ProxyOnly)
+		&cl.ProxyOnly, &rules)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Client{}, ErrInvalidClientKey
 	}
@@ -342,6 +345,9 @@ func (c *Clients) lookup(ctx context.Context, want [32]byte, now time.Time) (Cli
 	}
 	if subtle.ConstantTimeCompare(got, want[:]) != 1 {
 		return Client{}, ErrInvalidClientKey
+	}
+	if cl.ProxyRules, err = decodeRules(rules); err != nil {
+		return Client{}, err
 	}
 	if lastUsed != nil {
 		cl.LastUsedAt = *lastUsed
@@ -364,13 +370,16 @@ func (c *Clients) touch(ctx context.Context, id string, now time.Time) {
 func scanClient(row pgx.Row) (Client, error) {
 	var cl Client
 	var lastUsed *time.Time
-	if err := row.Scan(&cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed, &cl.ProxyOnly); err != nil {
+	var rules []byte
+	if err := row.Scan(&cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed, &cl.ProxyOnly, &rules); err != nil {
 		return Client{}, err
 	}
 	if lastUsed != nil {
 		cl.LastUsedAt = *lastUsed
 	}
-	return cl, nil
+	var err error
+	cl.ProxyRules, err = decodeRules(rules)
+	return cl, err
 }
 
 // newKey returns a fresh client key and its hash.

@@ -85,6 +85,7 @@ const codeFamilies: Readonly<Record<string, readonly ErrorFamily[]>> = {
   provider_response_too_large: [F.InvalidRequest],
   proxy_not_supported: [F.ProviderNotAllowed],
   token_release_disabled: [F.ProviderNotAllowed], // a proxy-only client: call through the proxy
+  proxy_not_allowed: [F.ProviderNotAllowed], // outside the client's request rules
   database_unavailable: [F.Unavailable],
 };
 

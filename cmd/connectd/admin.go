@@ -17,6 +17,7 @@ import (
 
 	"github.com/connectd/connectd/internal/admin"
 	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
@@ -29,6 +30,7 @@ const adminUsage = `usage:
   connectd admin connections show ID
   connectd admin connections revoke ID --yes
   connectd admin sessions end --user SUBJECT --issuer URL
+  connectd admin clients cut-off ID --since TIME [--revoke] --yes
   connectd admin events [--window 1h|24h|7d|30d|90d] [--kind KIND | --all] [--limit N]
   connectd admin keys create --name NAME [--expires DURATION]
   connectd admin keys list
@@ -82,6 +84,8 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 		expires          string
 		want             int
 		needsVaultRevoke bool
+		since            string
+		revoke           bool
 	)
 	switch group + " " + sub {
 	case "connections list":
@@ -97,6 +101,11 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 	case "connections revoke":
 		want, needsVaultRevoke = 1, true
 		fset.BoolVar(&yes, "yes", false, "confirm: delete the credentials, revoke them at the provider, withdraw every consent")
+	case "clients cut-off":
+		want, needsVaultRevoke = 1, true
+		fset.StringVar(&since, "since", "", "list (and revoke) the connections whose credential it read since then (RFC 3339, or a duration back such as 72h or 7d)")
+		fset.BoolVar(&revoke, "revoke", false, "revoke those connections at the provider too")
+		fset.BoolVar(&yes, "yes", false, "confirm: disable the client now")
 	case "sessions end":
 		fset.StringVar(&f.Subject, "user", "", "the user (subject) whose browser sessions end (required)")
 		fset.StringVar(&f.Issuer, "issuer", "", "the issuer (URL) the user signs in at (required)")
@@ -120,6 +129,10 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	if len(pos) != want || limit < 0 || limit > admin.MaxPageSize {
 		return &usageError{adminUsage}
+	}
+	if group+" "+sub == "clients cut-off" && (!yes || since == "") {
+		return &usageError{"clients cut-off disables the client at once (its key stops working on every replica); " +
+			"give --since and add --yes to confirm\n" + adminSubUsage(group, sub)}
 	}
 	if group+" "+sub == "connections revoke" && !yes {
 		return &usageError{"connections revoke deletes the credentials, revokes them at the provider and withdraws " +
@@ -157,6 +170,32 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	switch group + " " + sub {
+	case "clients cut-off":
+		t, err := time.Parse(time.RFC3339, since)
+		if err != nil {
+			d, derr := parseDays(since)
+			if derr != nil || d <= 0 {
+				return &usageError{"--since must be an RFC 3339 time or a duration back such as 72h or 7d"}
+			}
+			t = time.Now().Add(-d)
+		}
+		clients := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, AllowHTTP: cfg.Dev})
+		c, err := st.CutOffClient(ctx, clients, pos[0], t, revoke, by)
+		if err != nil {
+			return adminErr(err)
+		}
+		fmt.Fprintf(stdout, "disabled %s\nconnections whose credential it read since %s: %d\n", pos[0],
+			t.UTC().Format(time.RFC3339), len(c.Exposed))
+		for _, x := range c.Exposed {
+			fmt.Fprintf(stdout, "  %s  %s at %s, %s, last read %s\n", x.ConnectionID, visible(x.User.Subject),
+				visible(x.User.Issuer), x.Provider, cliTime(x.LastRead))
+		}
+		if revoke {
+			fmt.Fprintf(stdout, "revoked: %d, failed: %s\n", len(c.Revoked), orDash(strings.Join(c.Failed, " ")))
+		} else if len(c.Exposed) > 0 {
+			fmt.Fprintln(stdout, "not revoked: run again with --revoke, or revoke them one by one (admin connections revoke ID --yes)")
+		}
+		return nil
 	case "connections list":
 		return adminList(ctx, st, f, after, limit, stdout)
 	case "connections show":

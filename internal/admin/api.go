@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/connectd/connectd/internal/names"
+	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/web"
 )
 
@@ -220,6 +222,53 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) error {
 		out.Counts = append(out.Counts, countDoc{Kind: c.Kind, Events: c.Events, Occurrences: c.Occurrences,
 			Last: c.Last.UTC()})
 	}
+	web.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+type cutOffRequest struct {
+	// Confirm must repeat the client id, as for a revocation.
+	Confirm string    `json:"confirm"`
+	Since   time.Time `json:"since"`
+	Revoke  bool      `json:"revoke"`
+}
+
+type exposedDoc struct {
+	ConnectionID string    `json:"connection_id"`
+	Issuer       string    `json:"issuer"`
+	Subject      string    `json:"subject"`
+	Provider     string    `json:"provider"`
+	LastRead     time.Time `json:"last_read"`
+}
+
+// apiCutOff handles POST /admin/api/clients/{id}/cut-off with body
+// {"confirm": id, "since": RFC 3339, "revoke": bool}: the client is
+// disabled, its exposure since then listed, and with revoke those
+// connections revoked at the provider.
+func (s *Server) apiCutOff(w http.ResponseWriter, r *http.Request) error {
+	var req cutOffRequest
+	if err := web.DecodeJSON(w, r, &req, 4<<10); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if !names.ValidClientID(id) {
+		return problem.Detail(ErrNotFound, "no such client")
+	}
+	if req.Confirm != id {
+		return web.Errorf(http.StatusBadRequest, "confirmation_required", `repeat the client id in the body: {"confirm": "<id>"}`)
+	}
+	c, err := s.store.CutOffClient(r.Context(), s.clients, id, req.Since, req.Revoke, actorOf(r))
+	if err != nil {
+		return err
+	}
+	out := map[string]any{"client_id": id, "disabled": true, "since": c.Since.UTC(), "exposed": []exposedDoc{},
+		"revoked": c.Revoked, "failed": c.Failed}
+	docs := []exposedDoc{}
+	for _, x := range c.Exposed {
+		docs = append(docs, exposedDoc{ConnectionID: x.ConnectionID, Issuer: x.User.Issuer, Subject: x.User.Subject,
+			Provider: x.Provider, LastRead: x.LastRead.UTC()})
+	}
+	out["exposed"] = docs
 	web.WriteJSON(w, http.StatusOK, out)
 	return nil
 }

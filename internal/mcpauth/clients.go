@@ -45,7 +45,7 @@ type Client struct {
 	ProxyOnly bool
 	// ProxyRules restrict its proxied calls, by provider (none: no rule).
 	ProxyRules map[string]ProxyRules
-	CreatedAt time.Time
+	CreatedAt  time.Time
 	// LastUsedAt is the last authenticated request, to the minute; zero if never.
 	LastUsedAt time.Time
 }

@@ -257,6 +257,12 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (in
 	case errors.As(failed, new(*http.MaxBytesError)):
 		return 0, ErrTooLarge
 	}
+	// A transport error quotes the URL, whose query may hold what the
+	// caller put there (a key): only the cause is kept.
+	var ue *url.Error
+	if errors.As(failed, &ue) {
+		failed = ue.Err
+	}
 	return 0, fmt.Errorf("%w: %v", ErrUnavailable, failed)
 }
 

@@ -249,3 +249,26 @@ func TestForwardCaps(t *testing.T) {
 		t.Fatalf("an answer over the cap arrived whole: %d bytes, %d", len(b), resp.StatusCode)
 	}
 }
+
+// TestForwardFailureNamesNoQuery: a provider that cannot be reached is
+// ErrUnavailable, and the error (which connectd logs) does not quote the
+// call's query, where a caller may have put a key.
+func TestForwardFailureNamesNoQuery(t *testing.T) {
+	t.Parallel()
+	down := httptest.NewServer(http.NotFoundHandler())
+	base, _ := url.Parse(down.URL + "/api")
+	down.Close()
+	f := proxy.New(proxy.Config{})
+	srv, last := front(t, f, func(r *http.Request) *proxy.Call {
+		return &proxy.Call{Base: base, Path: "x", Header: "Authorization", Value: "Bearer at-SECRET"}
+	})
+	resp, err := http.Get(srv.URL + "/p/x?api_key=SECRET-KEY")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	got := last.Load().(box).error
+	if !errors.Is(got, proxy.ErrUnavailable) || strings.Contains(got.Error(), "SECRET") {
+		t.Fatalf("%v", got)
+	}
+}

@@ -34,6 +34,9 @@ type load struct {
 	minted atomic.Uint64
 	// trivialBase is the trivial handler's URL (the HTTP baseline).
 	trivialBase string
+	// upstreamBase is the bench provider's API (connectd-bench upstream),
+	// which the proxy forwards to.
+	upstreamBase string
 
 	mu  sync.Mutex
 	ids []elicitationRef // minted elicitations, for the status scenario
@@ -114,6 +117,17 @@ func (l *load) token(ctx context.Context) error {
 // Every replica has caches of its own, so every user is primed on every
 // replica.
 func (l *load) prime(ctx context.Context) error {
+	return l.primePath(ctx, "/v1/connections/bench/token")
+}
+
+// primeProxy makes every user's proxied call once on every replica,
+// unmeasured: the same caches as prime, and the sampled audit of proxied
+// calls.
+func (l *load) primeProxy(ctx context.Context) error {
+	return l.primePath(ctx, "/v1/proxy/bench/"+apiSmall.path)
+}
+
+func (l *load) primePath(ctx context.Context, path string) error {
 	var wg sync.WaitGroup
 	var first atomic.Value
 	var n atomic.Int64
@@ -122,7 +136,7 @@ func (l *load) prime(ctx context.Context) error {
 		wg.Go(func() {
 			for i := n.Add(1) - 1; i < total && ctx.Err() == nil; i = n.Add(1) - 1 {
 				u, p := int(i)%len(l.tokens), l.reps[int(i)/len(l.tokens)]
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/v1/connections/bench/token", nil)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.base+path, nil)
 				if _, err := l.do(req, u, http.StatusOK); err != nil {
 					first.CompareAndSwap(nil, err)
 				}
@@ -215,6 +229,53 @@ func (l *load) flow(ctx context.Context) error {
 	return nil
 }
 
+// direct is the GET an MCP server holding the user's access token makes
+// straight to the provider's API: the proxy's baseline.
+func (l *load) direct(c apiCall) request {
+	return func(ctx context.Context) error {
+		u, _ := l.pick()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, l.upstreamBase+"/"+c.path, nil)
+		req.Header.Set("Authorization", "Bearer "+benchAccessToken(u))
+		return l.drain(req, c.size)
+	}
+}
+
+// proxied is the same GET through connectd's proxy, authenticated as the
+// token lookup is (client key and user token); connectd attaches the
+// user's access token.
+func (l *load) proxied(c apiCall) request {
+	return func(ctx context.Context) error {
+		u, p := l.pick()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/v1/proxy/bench/"+c.path, nil)
+		req.Header.Set("Authorization", "Bearer "+l.key)
+		req.Header.Set("X-User-Token", l.tokens[u])
+		return l.drain(req, c.size)
+	}
+}
+
+// drain sends req and reads the answer to the end without keeping it (a
+// 256 KB body is not held by the load generator either), expecting 200 and
+// size bytes.
+func (l *load) drain(req *http.Request, size int64) error {
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		return fmt.Errorf("status %d: %s", resp.StatusCode, b)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err != nil {
+		return err
+	}
+	if n != size {
+		return fmt.Errorf("%d bytes, want %d", n, size)
+	}
+	return nil
+}
+
 func (l *load) trivial(ctx context.Context) error {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, l.trivialBase+"/", nil)
 	resp, err := l.client.Do(req)
@@ -241,6 +302,10 @@ type result struct {
 	PeakRSSMB   float64 `json:"peak_rss_mb,omitempty"`
 	VsTrivial   float64 `json:"ratio_vs_trivial,omitempty"`
 	VsPgbench   float64 `json:"ratio_vs_pgbench,omitempty"`
+	// The 1 KB GET through the proxy only: its req/s over the direct GET's
+	// at the same concurrency, and how much later its p50 is (ms).
+	VsDirect   float64  `json:"ratio_vs_direct,omitempty"`
+	P50AddedMs *float64 `json:"p50_added_ms,omitempty"`
 	// Open loop only: how late the generator itself sent (p99, ms), part of
 	// every latency above, and whether it ran at raised priority.
 	SendLateP99ms float64 `json:"send_late_p99_ms,omitempty"`

@@ -2,7 +2,9 @@
 // starts connectd replicas on the private Postgres, seeds users with
 // connections, drives load at fixed concurrency levels and measures, in the
 // same run, the baselines the results are judged against (pgbench -S on the
-// same cluster and a trivial Go HTTP handler). See docs/performance.md.
+// same cluster, a trivial Go HTTP handler, and for the provider API proxy
+// the same GET made straight to the fake provider API it serves). See
+// docs/performance.md.
 package main
 
 import (

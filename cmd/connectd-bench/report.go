@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -37,11 +38,23 @@ func (r *results) memLimitNote() string {
 	return " (GOMEMLIMIT=" + r.MemLimit + ")"
 }
 
+// baseline reports whether scenario measures something other than
+// connectd: the trivial handler, pgbench, or the provider's API called
+// directly (its CPU and RSS are the upstream server's).
+func baseline(scenario string) bool {
+	return strings.HasPrefix(scenario, "trivial") || strings.HasPrefix(scenario, "pgbench") || scenario == scenarioDirect
+}
+
 // ratios relates every connectd scenario to the baselines measured at the
-// same concurrency in this run.
+// same concurrency in this run, and the 1 KB GET through the proxy to the
+// direct one.
 func (r *results) ratios() {
 	base := map[string]map[int]float64{}
+	direct := map[int]result{}
 	for _, x := range r.Results {
+		if x.Scenario == scenarioDirect {
+			direct[x.Concurrency] = x
+		}
 		if strings.HasPrefix(x.Scenario, "trivial") || strings.HasPrefix(x.Scenario, "pgbench") {
 			k := strings.Fields(x.Scenario)[0]
 			if base[k] == nil {
@@ -52,8 +65,12 @@ func (r *results) ratios() {
 	}
 	for i := range r.Results {
 		x := &r.Results[i]
-		if strings.HasPrefix(x.Scenario, "trivial") || strings.HasPrefix(x.Scenario, "pgbench") || x.Concurrency == 0 {
+		if baseline(x.Scenario) || x.Concurrency == 0 {
 			continue
+		}
+		if d, ok := direct[x.Concurrency]; ok && x.Scenario == scenarioProxy && d.RPS > 0 && x.RPS > 0 {
+			added := x.P50ms - d.P50ms
+			x.VsDirect, x.P50AddedMs = x.RPS/d.RPS, &added
 		}
 		if t := base["trivial"][x.Concurrency]; t > 0 {
 			x.VsTrivial = x.RPS / t
@@ -113,6 +130,9 @@ func (r *results) print(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	r.table(tw, false)
 	tw.Flush()
+	var b strings.Builder
+	r.proxyTable(&b)
+	fmt.Fprint(w, b.String())
 }
 
 func (r *results) write(jsonPath, docPath string) error {
@@ -142,6 +162,7 @@ func (r *results) write(jsonPath, docPath string) error {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.What, t.Got, met)
 	}
+	r.proxyTable(&b)
 	if len(r.Profile) > 0 {
 		fmt.Fprintf(&b, "\n## Where the time goes\n\nCPU profile of replica 0 during the token lookup at %d callers "+
 			"(inclusive share of that process's CPU time; nested rows are part of the rows above them).\n\n", r.ProfileLevel)
@@ -225,9 +246,24 @@ func (r *results) targets() []target {
 	add("browser flow ≥ 300 flows/s", flow, ok, func(x result) (string, bool) {
 		return fmt.Sprintf("%.0f/s at %d callers", x.RPS, x.Concurrency), x.RPS >= 300
 	})
+	px, ok := r.find(scenarioProxy, 64)
+	add("provider GET 1 KB through the proxy ≥ 50 % of the direct GET's req/s at 64 callers", px, ok && px.VsDirect > 0,
+		func(x result) (string, bool) {
+			return fmt.Sprintf("%s (%.0f against %.0f req/s)", percentDown(x.VsDirect), x.RPS, x.RPS/x.VsDirect), x.VsDirect >= 0.5
+		})
+	add("provider GET 1 KB through the proxy adds ≤ 1 ms to the direct GET's p50 at 64 callers", px, ok && px.P50AddedMs != nil,
+		func(x result) (string, bool) {
+			return fmt.Sprintf("%+.2f ms (p50 %.2f against %.2f ms)", *x.P50AddedMs, x.P50ms, x.P50ms-*x.P50AddedMs), *x.P50AddedMs <= 1
+		})
+	large, ok := r.find(scenarioProxyLarge, 64)
+	add("provider GET 256 KB through the proxy at 64 callers: connectd RSS ≤ 64 MB (streamed, not buffered)", large, ok,
+		func(x result) (string, bool) {
+			return fmt.Sprintf("%.0f MB peak%s, %.0f req/s (%.0f MB/s)", x.PeakRSSMB, r.memLimitNote(), x.RPS, x.RPS*float64(apiLarge.size)/1e6),
+				x.PeakRSSMB > 0 && x.PeakRSSMB <= 64 && x.Errors == 0
+		})
 	var rssMax, rssFlow float64
 	for _, x := range r.Results {
-		if strings.HasPrefix(x.Scenario, "trivial") || strings.HasPrefix(x.Scenario, "pgbench") {
+		if baseline(x.Scenario) {
 			continue
 		}
 		rssMax = max(rssMax, x.PeakRSSMB)
@@ -240,4 +276,46 @@ func (r *results) targets() []target {
 	out = append(out, target{What: "connectd RSS ≤ 64 MB in every scenario",
 		Got: fmt.Sprintf("%.0f MB at most", rssMax), Met: rssMax > 0 && rssMax <= 64})
 	return out
+}
+
+// proxyTable writes the proxy's figures at each level, when measured: the
+// 1 KB GET through the proxy against the same GET straight to the
+// provider's API, and the 256 KB GET's peak RSS against the budget.
+func (r *results) proxyTable(b *strings.Builder) {
+	var levels []int
+	for _, x := range r.Results {
+		if (x.Scenario == scenarioProxy || x.Scenario == scenarioProxyLarge) && !slices.Contains(levels, x.Concurrency) {
+			levels = append(levels, x.Concurrency)
+		}
+	}
+	if len(levels) == 0 {
+		return
+	}
+	b.WriteString("\n## Provider API proxy\n\nThe rows `provider GET …` above, side by side: the 1 KB GET through connectd's proxy " +
+		"against the same GET made straight to the provider's API with the access token in hand, and the 256 KB GET " +
+		"through the proxy with connectd's peak RSS against its 64 MB budget" + r.memLimitNote() + ".\n\n")
+	b.WriteString("| callers | direct req/s | proxy req/s | proxy / direct | direct p50 ms | proxy p50 ms | p50 added ms | " +
+		"256 KB req/s | 256 KB MB/s | 256 KB peak RSS MB (budget 64) |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	dash := func(ok bool, format string, v float64) string {
+		if !ok {
+			return "—"
+		}
+		return fmt.Sprintf(format, v)
+	}
+	for _, c := range levels {
+		d, dok := r.find(scenarioDirect, c)
+		p, pok := r.find(scenarioProxy, c)
+		l, lok := r.find(scenarioProxyLarge, c)
+		ratio, added := "—", "—"
+		if pok && p.VsDirect > 0 {
+			ratio = percentDown(p.VsDirect)
+		}
+		if pok && p.P50AddedMs != nil {
+			added = fmt.Sprintf("%+.2f", *p.P50AddedMs)
+		}
+		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c,
+			dash(dok, "%.0f", d.RPS), dash(pok, "%.0f", p.RPS), ratio, dash(dok, "%.2f", d.P50ms), dash(pok, "%.2f", p.P50ms), added,
+			dash(lok, "%.0f", l.RPS), dash(lok, "%.0f", l.RPS*float64(apiLarge.size)/1e6), dash(lok, "%.0f", l.PeakRSSMB))
+	}
 }

@@ -85,7 +85,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		o.extraEnv = append(o.extraEnv, v)
 		return nil
 	})
-	skip := fs.String("skip", "", "comma-separated scenarios to skip (token,mint,status,open,flow,nocache,pgbench,trivial)")
+	skip := fs.String("skip", "", "comma-separated scenarios to skip (token,mint,status,open,flow,nocache,pgbench,trivial,"+
+		"proxy: the 1 KB provider GET direct and through the proxy, proxy256: the 256 KB one through the proxy)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -110,6 +111,9 @@ const benchResource = "https://bench.mcp.example/"
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "trivial" {
 		return trivialServer(ctx, args[1:], stdout)
+	}
+	if len(args) > 0 && args[0] == "upstream" {
+		return upstreamServer(ctx, args[1:], stdout)
 	}
 	o, err := parseOptions(args, getenv, stderr)
 	if err != nil {
@@ -178,6 +182,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	provSrv := &http.Server{Handler: fakeHandler, ReadHeaderTimeout: 5 * time.Second}
 	go provSrv.Serve(provLn)
 	defer provSrv.Close()
+	// The provider's API behind connectd's proxy (issue 25): a process of
+	// its own, as the trivial handler is, so that the load generator's CPU
+	// is not its CPU; it runs until the end.
+	upstream, err := startHelper(ctx, "upstream")
+	if err != nil {
+		return fmt.Errorf("upstream server: %w", err)
+	}
+	defer upstream.stop()
 
 	logf("migrating and seeding %d users", o.users)
 	if out, err := exec.CommandContext(ctx, o.binary, "migrate", "up").CombinedOutput(); err != nil {
@@ -222,7 +234,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 
 	provFile := filepath.Join(os.TempDir(), fmt.Sprintf("connectd-bench-providers-%d.json", os.Getpid()))
-	providers, _ := json.Marshal(map[string]any{"providers": []any{benchProvider, fake.ProviderConfig("flow", "BENCH_FLOW_SECRET")}})
+	providers, _ := json.Marshal(map[string]any{"providers": []any{benchProvider(upstream.base), fake.ProviderConfig("flow", "BENCH_FLOW_SECRET")}})
 	if err := os.WriteFile(provFile, providers, 0o600); err != nil {
 		return err
 	}
@@ -238,7 +250,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"CONNECTD_ISSUERS=" + string(issuers),
 		"BENCH_IDP_SECRET=" + idpSecret,
 		"BENCH_FLOW_SECRET=" + flowSecret,
-		"CONNECTD_EGRESS_ALLOW_HOSTS=" + idpLn.Addr().String() + "," + provLn.Addr().String(),
+		"CONNECTD_EGRESS_ALLOW_HOSTS=" + idpLn.Addr().String() + "," + provLn.Addr().String() + "," + strings.TrimPrefix(upstream.base, "http://"),
 		"CONNECTD_LOG_LEVEL=error",
 		// The rate limiters stay in the path (their cost is part of every
 		// request) with budgets the load never reaches.
@@ -261,7 +273,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// 1. Baselines, on the same cluster and cores, before any connectd runs
 	// (pgbench at 256 clients and connectd's pools together would pass
 	// Postgres's max_connections).
-	triv, err := startTrivial(ctx)
+	triv, err := startHelper(ctx, "trivial")
 	if err != nil {
 		return fmt.Errorf("trivial server: %w", err)
 	}
@@ -371,6 +383,50 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		logf("writes at %d done", c)
 	}
+
+	// 5. The provider API proxy (issue 25) on the same replicas, last, so
+	// that the outbound connections it opens and closes cannot weigh on any
+	// figure before it: a GET straight to the provider's API and the same
+	// GET through connectd, back to back at each level, then a large answer
+	// through connectd (its RSS: streamed, not buffered). Each proxied
+	// measurement starts primed, every user's call made once unmeasured:
+	// caches warm as for the token lookup, and the sampled proxy.call audit
+	// row (one per user, client and provider an hour) already written, the
+	// database quieted after those writes.
+	if !o.skip["proxy"] || !o.skip["proxy256"] {
+		lg.upstreamBase = upstream.base
+		primed := false
+		prime := func() error {
+			if err := lg.primeProxy(ctx); err != nil {
+				return err
+			}
+			if !primed {
+				quiet() // after the audit rows of the first priming
+				primed = true
+			}
+			return nil
+		}
+		for _, c := range o.levels {
+			if !o.skip["proxy"] {
+				res.add(measure(ctx, scenarioDirect, c, o.duration, []*process{upstream}, lg.direct(apiSmall)))
+				if err := prime(); err != nil {
+					return err
+				}
+				keep(c).during(ctx, fmt.Sprintf("proxy-%d", c), main[0], o.duration, func() {
+					res.add(measure(ctx, scenarioProxy, c, o.duration, main, lg.proxied(apiSmall)))
+				}, &unused)
+			}
+			if !o.skip["proxy256"] {
+				if err := prime(); err != nil {
+					return err
+				}
+				keep(c).during(ctx, fmt.Sprintf("proxy256-%d", c), main[0], o.duration, func() {
+					res.add(measure(ctx, scenarioProxyLarge, c, o.duration, main, lg.proxied(apiLarge)))
+				}, &unused)
+			}
+		}
+		logf("proxy done")
+	}
 	stopSet(main)
 
 	res.Elapsed = time.Since(started).Round(time.Second).String()
@@ -393,6 +449,22 @@ const (
 	scenarioTrivialOpen = "trivial Go handler, open loop (Poisson)"
 	scenarioMint        = "mint"
 	scenarioFlow        = "browser flow (mint, login, consent, provider, callback, token, unlink)"
+	// The provider API proxy (issue 25): the direct GET is its baseline.
+	scenarioDirect     = "provider GET 1 KB, direct"
+	scenarioProxy      = "provider GET 1 KB through the proxy"
+	scenarioProxyLarge = "provider GET 256 KB through the proxy"
+)
+
+// apiCall is a GET of the upstream's API: its path below the API base and
+// the size of the answer.
+type apiCall struct {
+	path string
+	size int64
+}
+
+var (
+	apiSmall = apiCall{"api/small", 1 << 10}
+	apiLarge = apiCall{"api/large", 256 << 10}
 )
 
 // flowUsers are the dev IdP accounts the browser flows sign in as, one per
@@ -440,12 +512,20 @@ const unlimited = "1000000/1s"
 
 func userName(i int) string { return fmt.Sprintf("user-%05d", i) }
 
-// benchProvider is the provider of the seeded connections: its endpoints
-// are never called (seeded tokens do not expire during the run). The
-// browser flows use "flow", the fake provider this process serves.
-var benchProvider = map[string]any{"name": "bench", "kind": "oauth2", "display_name": "Bench",
-	"authorize_url": "http://127.0.0.1:9/authorize", "token_url": "http://127.0.0.1:9/token",
-	"client_id": "bench", "client_secret_env": "PATH"}
+// benchProvider is the provider of the seeded connections: its OAuth
+// endpoints are never called (seeded tokens do not expire during the run);
+// its API, at apiBase, is the upstream server (connectd-bench upstream) the
+// proxy scenarios call. The browser flows use "flow", the fake provider this
+// process serves.
+func benchProvider(apiBase string) map[string]any {
+	return map[string]any{"name": "bench", "kind": "oauth2", "display_name": "Bench",
+		"authorize_url": "http://127.0.0.1:9/authorize", "token_url": "http://127.0.0.1:9/token",
+		"client_id": "bench", "client_secret_env": "PATH", "api_base_url": apiBase}
+}
+
+// benchAccessToken is the access token seeded for user i: made up here,
+// issued by no server; the upstream accepts any token of this shape.
+func benchAccessToken(i int) string { return fmt.Sprintf("bench-access-%d-%032x", i, i) }
 
 // seed registers the bench client and gives every user a connection the
 // client holds consent for. It returns the client key.
@@ -470,7 +550,7 @@ func seed(ctx context.Context, pool *pgxpool.Pool, keyLine, issuer string, users
 		go func() {
 			defer wg.Done()
 			for i := w; i < users; i += 8 {
-				cred := vault.Credential{AccessToken: fmt.Sprintf("bench-access-%d-%032x", i, i), RefreshToken: "bench-refresh",
+				cred := vault.Credential{AccessToken: benchAccessToken(i), RefreshToken: "bench-refresh",
 					TokenType: "Bearer", Expiry: time.Now().Add(30 * 24 * time.Hour), Scopes: []string{"read"}}
 				if _, err := store.Put(ctx, identity.User{Issuer: issuer, Subject: userName(i)}, "bench", cred); err != nil {
 					errc <- err
@@ -576,14 +656,14 @@ func (p *process) stop() {
 	p.cmd = nil
 }
 
-// startTrivial starts the trivial server (this binary, "trivial"), which
-// listens on a port of its own choosing and reports it.
-func startTrivial(ctx context.Context) (*process, error) {
+// startHelper starts a server of this binary (command "trivial" or
+// "upstream"), which listens on a port of its own choosing and reports it.
+func startHelper(ctx context.Context, command string) (*process, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, self, "trivial")
+	cmd := exec.CommandContext(ctx, self, command)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -597,7 +677,7 @@ func startTrivial(ctx context.Context) (*process, error) {
 	p.running(cmd)
 	if err != nil {
 		p.stop()
-		return nil, fmt.Errorf("the trivial server did not report its address: %w", err)
+		return nil, fmt.Errorf("the %s server did not report its address: %w", command, err)
 	}
 	p.base = "http://" + strings.TrimSpace(addr)
 	return p, nil
@@ -626,25 +706,65 @@ func waitReady(ctx context.Context, u string, exited <-chan struct{}) error {
 }
 
 // trivialServer answers every request with the same 1 KB JSON document: the
-// cost of Go's HTTP stack alone. It listens on a free port of 127.0.0.1 and
-// writes the address to stdout, its first line: nothing can take the port
-// between being chosen and being listened on.
+// cost of Go's HTTP stack alone.
 func trivialServer(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) != 0 {
 		return errors.New("usage: connectd-bench trivial")
 	}
+	body := []byte(`{"provider":"bench","kind":"oauth2","token_type":"Bearer","access_token":"` +
+		strings.Repeat("x", 900) + `","scopes":["read"]}`)
+	return serveReported(ctx, stdout, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(body)
+	}))
+}
+
+// upstreamServer is the bench provider's API, the proxy's upstream: GET
+// /api/small answers 1 KB of JSON and GET /api/large 256 KB, each with its
+// Content-Length, to any request whose Authorization is
+// "Bearer bench-access-…" (the shape of the seeded tokens; it verifies
+// nothing further, and answers 401 to anything else). The direct scenario
+// calls it with the user's access token itself, the proxy scenarios through
+// connectd, which attaches it.
+func upstreamServer(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) != 0 {
+		return errors.New("usage: connectd-bench upstream")
+	}
+	return serveReported(ctx, stdout, upstreamHandler())
+}
+
+func upstreamHandler() http.Handler {
+	doc := func(size int64) []byte {
+		head, tail := `{"provider":"bench","data":"`, `"}`
+		return []byte(head + strings.Repeat("x", int(size)-len(head)-len(tail)) + tail)
+	}
+	mux := http.NewServeMux()
+	for _, c := range []apiCall{apiSmall, apiLarge} {
+		body, length := doc(c.size), strconv.FormatInt(c.size, 10)
+		mux.HandleFunc("GET /"+c.path, func(w http.ResponseWriter, r *http.Request) {
+			if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer bench-access-") {
+				w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Length", length)
+			w.Write(body)
+		})
+	}
+	return mux
+}
+
+// serveReported serves h on a free port of 127.0.0.1 until ctx ends,
+// having written the address to stdout, its first line: nothing can take
+// the port between being chosen and being listened on.
+func serveReported(ctx context.Context, stdout io.Writer, h http.Handler) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, ln.Addr())
-	body := []byte(`{"provider":"bench","kind":"oauth2","token_type":"Bearer","access_token":"` +
-		strings.Repeat("x", 900) + `","scopes":["read"]}`)
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second,
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			w.Write(body)
-		})}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: h}
 	go func() { <-ctx.Done(); srv.Close() }()
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err

@@ -61,7 +61,7 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 			"this client may not make that call at %s (its request rules)", name)
 	}
 	call := &proxy.Call{Base: base, Path: path, Header: rel.info.APIAuth.Header,
-		Value: rel.info.APIAuth.HeaderValue(rel.cred.AccessToken), HoldKey: name + "\x00" + connID,
+		Value: rel.info.APIAuth.HeaderValue(rel.cred.AccessToken), HoldKey: name + "\x00" + connID, Provider: name,
 		Drop: []string{mcpauth.UserTokenHeader, AccountHeader}}
 	call.Refresh = func(ctx context.Context) (string, error) {
 		// The provider refused the token: refresh it once (across
@@ -99,6 +99,12 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 		return &web.Error{Status: http.StatusTooManyRequests, Code: "provider_rate_limited",
 			Description: fmt.Sprintf("%s asked not to be called for now; retry later", name),
 			Header:      http.Header{"Retry-After": {strconv.Itoa(secs)}}}
+	case errors.Is(err, proxy.ErrBusy):
+		return &web.Error{Status: http.StatusServiceUnavailable, Code: "provider_unavailable", Err: err,
+			Description: fmt.Sprintf("too many calls to %s are in flight; retry shortly", name),
+			Header:      http.Header{"Retry-After": {"1"}}}
+	case errors.Is(err, context.Canceled):
+		return err // the caller went away (499, as for any request)
 	case errors.Is(err, proxy.ErrUnavailable):
 		s.logger.WarnContext(r.Context(), "proxied call failed", "provider", name, "error", err)
 		return &web.Error{Status: http.StatusServiceUnavailable, Code: "provider_unavailable", Err: err,

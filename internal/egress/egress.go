@@ -61,6 +61,9 @@ type Config struct {
 	// refusing it (the provider API proxy: the caller gets the 3xx and its
 	// Location). It is never followed either way: the client refuses to.
 	AnswerRedirects bool
+	// MaxIdleConnsPerHost keeps this many idle connections to one host
+	// (default 10): the proxy keeps more, for many callers at once.
+	MaxIdleConnsPerHost int
 
 	DialTimeout           time.Duration // TCP connect, per attempt; default DefaultDialTimeout
 	TLSHandshakeTimeout   time.Duration // default DefaultTLSHandshakeTimeout
@@ -127,7 +130,7 @@ func New(cfg Config) (*http.Client, error) {
 		ExpectContinueTimeout:  time.Second,
 		IdleConnTimeout:        90 * time.Second,
 		MaxIdleConns:           100,
-		MaxIdleConnsPerHost:    10,
+		MaxIdleConnsPerHost:    orDefaultInt(cfg.MaxIdleConnsPerHost, 10),
 		MaxResponseHeaderBytes: 64 << 10,
 	}
 	return &http.Client{
@@ -387,4 +390,11 @@ func hostPortKey(s string) (string, error) {
 		host = a.String()
 	}
 	return net.JoinHostPort(strings.ToLower(host), port), nil
+}
+
+func orDefaultInt(v, d int) int {
+	if v > 0 {
+		return v
+	}
+	return d
 }

@@ -30,6 +30,9 @@ const (
 	DefaultMaxRequestBytes  = 10 << 20  // 10 MiB
 	DefaultMaxResponseBytes = 100 << 20 // 100 MiB
 	DefaultTimeout          = 5 * time.Minute
+	// DefaultMaxInFlight caps the calls in flight to one provider from one
+	// replica: a provider that hangs holds at most this many.
+	DefaultMaxInFlight = 256
 	// replayable is the largest request body kept to send again after a
 	// refresh (larger ones stream and are not retried).
 	replayable = 1 << 20
@@ -44,14 +47,18 @@ type Config struct {
 	MaxRequestBytes, MaxResponseBytes int64
 	// Timeout bounds one forwarded call, streaming included.
 	Timeout time.Duration
-	Now     func() time.Time
+	// MaxInFlight caps the calls in flight to one provider (default
+	// DefaultMaxInFlight); past it a call is ErrBusy at once.
+	MaxInFlight int
+	Now         func() time.Time
 }
 
 // Forwarder forwards calls. It is safe for concurrent use.
 type Forwarder struct {
 	cfg   Config
 	mu    sync.Mutex
-	holds map[string]time.Time // key → the provider's Retry-After end
+	holds map[string]time.Time     // key → the provider's Retry-After end
+	slots map[string]chan struct{} // provider → its in-flight calls
 }
 
 // New returns a Forwarder.
@@ -71,7 +78,10 @@ func New(cfg Config) *Forwarder {
 	if cfg.Transport == nil {
 		cfg.Transport = http.DefaultTransport
 	}
-	return &Forwarder{cfg: cfg, holds: map[string]time.Time{}}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	return &Forwarder{cfg: cfg, holds: map[string]time.Time{}, slots: map[string]chan struct{}{}}
 }
 
 // Errors the caller maps to its answers.
@@ -86,6 +96,8 @@ var (
 	// ErrRefused: the provider answered 401 to the credential (refreshed
 	// and sent again where it could be).
 	ErrRefused = errors.New("proxy: the provider refused the credential")
+	// ErrBusy: as many calls to the provider are in flight as allowed.
+	ErrBusy = errors.New("proxy: too many calls to the provider in flight")
 	// ErrUnavailable: the provider could not be reached or did not answer.
 	ErrUnavailable = errors.New("proxy: the provider could not be reached")
 )
@@ -113,6 +125,8 @@ type Call struct {
 	// HoldKey names whose Retry-After window this call shares (provider and
 	// connection).
 	HoldKey string
+	// Provider names the bulkhead the call takes a place in.
+	Provider string
 	// Drop are request headers of connectd's own that must not cross (the
 	// user token header, the account header).
 	Drop []string
@@ -204,6 +218,11 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (in
 	if r.ContentLength > f.cfg.MaxRequestBytes {
 		return 0, ErrTooLarge
 	}
+	release, ok := f.slot(c.Provider)
+	if !ok {
+		return 0, ErrBusy
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(r.Context(), f.cfg.Timeout)
 	defer cancel()
 	in, err := f.replayable(r.WithContext(ctx))
@@ -247,9 +266,12 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (in
 		},
 		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) { failed = err },
 		ErrorLog:     quiet, // a failure is the caller's answer (and its log line), not a line of its own
+		BufferPool:   buffers,
 	}
 	rp.ServeHTTP(w, in)
 	switch {
+	case failed != nil && r.Context().Err() != nil:
+		return 0, r.Context().Err() // the caller went away: not the provider's fault
 	case failed == nil:
 		return status, nil
 	case errors.Is(failed, ErrResponseTooLarge), errors.Is(failed, ErrRefused):
@@ -267,6 +289,14 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (in
 }
 
 var quiet = log.New(io.Discard, "", 0)
+
+// buffers are the copy buffers of every forwarded body (httputil.BufferPool).
+var buffers = &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
+
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte  { return *b.p.Get().(*[]byte) }
+func (b *bufferPool) Put(x []byte) { b.p.Put(&x) }
 
 // replayable caps r's body and, when it is small, keeps it so that the
 // call can be sent again after a refresh (GetBody); a larger body streams
@@ -334,6 +364,23 @@ func (c *capped) Read(p []byte) (int, error) {
 	}
 	c.left -= int64(n)
 	return n, err
+}
+
+// slot takes a place among provider's calls in flight, without waiting.
+func (f *Forwarder) slot(provider string) (func(), bool) {
+	f.mu.Lock()
+	ch, ok := f.slots[provider]
+	if !ok {
+		ch = make(chan struct{}, f.cfg.MaxInFlight)
+		f.slots[provider] = ch
+	}
+	f.mu.Unlock()
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, true
+	default:
+		return nil, false
+	}
 }
 
 // held reports whether key is inside a provider's Retry-After window.

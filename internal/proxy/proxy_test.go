@@ -272,3 +272,51 @@ func TestForwardFailureNamesNoQuery(t *testing.T) {
 		t.Fatalf("%v", got)
 	}
 }
+
+// TestForwardBulkhead: a provider that hangs holds at most MaxInFlight
+// calls; the next one is ErrBusy at once, and another provider's calls go
+// on.
+func TestForwardBulkhead(t *testing.T) {
+	t.Parallel()
+	hang := make(chan struct{})
+	var arrived atomic.Int32
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Add(1)
+		<-hang
+	}))
+	t.Cleanup(slow.Close)
+	fast := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
+	t.Cleanup(fast.Close)
+	slowBase, _ := url.Parse(slow.URL)
+	fastBase, _ := url.Parse(fast.URL)
+	f := proxy.New(proxy.Config{MaxInFlight: 2})
+	srv, last := front(t, f, func(r *http.Request) *proxy.Call {
+		if strings.HasPrefix(r.URL.Path, "/p/slow") {
+			return &proxy.Call{Base: slowBase, Path: "x", Header: "Authorization", Value: "Bearer a", Provider: "slow"}
+		}
+		return &proxy.Call{Base: fastBase, Path: "x", Header: "Authorization", Value: "Bearer a", Provider: "fast"}
+	})
+	t.Cleanup(func() { close(hang) }) // first of the cleanups: the held calls end before the servers close
+	held := &http.Client{Timeout: 30 * time.Second}
+	for range 2 {
+		go held.Get(srv.URL + "/p/slow") //nolint:errcheck // held until the test ends
+	}
+	for deadline := time.Now().Add(5 * time.Second); arrived.Load() < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the two calls did not reach the hanging provider")
+		}
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(srv.URL + "/p/slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 599 || !errors.Is(last.Load().(box).error, proxy.ErrBusy) {
+		t.Fatalf("the third call to the hanging provider: %d %v", resp.StatusCode, last.Load())
+	}
+	resp, err = http.Get(srv.URL + "/p/fast")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("another provider: %v %v", resp, err)
+	}
+	resp.Body.Close()
+}

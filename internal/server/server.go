@@ -129,7 +129,7 @@ func (s *Server) build(ctx context.Context) error {
 		maxResp = proxy.DefaultMaxResponseBytes
 	}
 	proxyClient, err := outboundClientWith(cfg, egress.Config{ResponseHeaderTimeout: providerTimeout(cfg),
-		MaxResponseBytes: maxResp, AnswerRedirects: true})
+		MaxResponseBytes: maxResp, AnswerRedirects: true, MaxIdleConnsPerHost: 256})
 	if err != nil {
 		return err
 	}

@@ -523,8 +523,10 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 		return web.Refuse(http.StatusBadRequest, "missing_code", "This sign-in response is incomplete.", nil)
 	}
 	verifier, err := s.verifierKeys.Open(pa.verifier, verifierAAD(sh[:]))
-	if err != nil {
-		return err
+	if err != nil { // sealed under a key no longer configured, or tampered with
+		s.logger.WarnContext(r.Context(), "PKCE verifier does not open", slog.Any("error", err))
+		return web.Refuse(http.StatusBadRequest, "invalid_state",
+			"This sign-in can no longer be completed. Open the link from your application again.", nil)
 	}
 	tok, err := p.Exchange(r.Context(), code, string(verifier), s.redirectURI())
 	clear(verifier)

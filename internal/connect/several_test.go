@@ -14,6 +14,7 @@ import (
 	"github.com/connectd/connectd/internal/db"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/pgtest"
+	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/server"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -297,5 +298,40 @@ func TestAccountReadNeedsNoQuery(t *testing.T) {
 		if st != http.StatusOK || accountOf(out) != work {
 			t.Fatalf("%s %s with the database frozen: %d %v", rd.m.client.Name, rd.path, st, out)
 		}
+	}
+}
+
+// TestAccountChoiceBoundAtTheProvider: once the user is at the provider
+// (the state exists), the request's account cannot be changed any more: the
+// callback stores what the consent page offered. Here, at a provider that
+// names no accounts, the page offered to reauthorize her one connection; a
+// late "another account" must not turn the callback into a new connection.
+func TestAccountChoiceBoundAtTheProvider(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{quirks: providertest.Quirks{FormEncoded: true}})
+	a := e.newMCPServer("alpha", "fake")
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	first := e.connID("alice")
+
+	el := a.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"read", "write"}})
+	u := el["url"].(string)
+	br := e.browser()
+	consent := e.openAs(br, u, "alice")
+	redirect := e.allow(br, u, consent) // to the provider: the state now exists
+	if r := br.do(http.MethodPost, u+"/account", url.Values{"csrf_token": {csrfOf(t, consent.body)}, "account": {"new"}}); r.status != http.StatusSeeOther {
+		t.Fatalf("a late choice: %d", r.status)
+	}
+	var account string
+	if err := e.pool.QueryRow(context.Background(), `SELECT account FROM elicitations WHERE id = $1`, el["elicitation_id"]).Scan(&account); err != nil {
+		t.Fatal(err)
+	}
+	if account != "" {
+		t.Fatalf("the request's account became %q after the user went to the provider", account)
+	}
+	if done := br.get(e.authorize(redirect)); done.status != http.StatusOK {
+		t.Fatalf("callback: %d %s", done.status, done.body)
+	}
+	if ids := e.connIDs("alice"); len(ids) != 1 || ids[0] != first {
+		t.Fatalf("connections %v: the late choice changed where the callback stored the credential", ids)
 	}
 }

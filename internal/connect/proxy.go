@@ -34,6 +34,13 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// The operator's request rules for this client at this provider, on
+	// the decoded path: before anything is looked up, and before the release
+	// could refresh a token at the provider.
+	if rules, ok := c.client.ProxyRules[name]; ok && !rules.Allows(r.Method, "/"+r.PathValue("path")) {
+		return web.Errorf(http.StatusForbidden, "proxy_not_allowed",
+			"this client may not make that call at %s (its request rules)", name)
+	}
 	rel, err := s.release(r, &c, name, r.Header.Get(AccountHeader), nil)
 	if err != nil {
 		return err
@@ -53,12 +60,6 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	path, ok := strings.CutPrefix(r.URL.EscapedPath(), "/v1/proxy/"+name+"/")
 	if !ok {
 		path = ""
-	}
-	// The operator's request rules for this client at this provider, on
-	// the decoded path, before any provider call.
-	if rules, ok := c.client.ProxyRules[name]; ok && !rules.Allows(r.Method, "/"+r.PathValue("path")) {
-		return web.Errorf(http.StatusForbidden, "proxy_not_allowed",
-			"this client may not make that call at %s (its request rules)", name)
 	}
 	call := &proxy.Call{Base: base, Path: path, Header: rel.info.APIAuth.Header,
 		Value: rel.info.APIAuth.HeaderValue(rel.cred.AccessToken), HoldKey: name + "\x00" + connID, Provider: name,

@@ -289,6 +289,12 @@ func TestProxyRequestRules(t *testing.T) {
 	if e.fake.Counts().Echo != echoes {
 		t.Fatal("a refused call reached the provider")
 	}
+	// Refused before anything about the user is looked up: bob, who has no
+	// connection, gets the same answer.
+	if resp, raw := a.proxied(http.MethodGet, "echo", "bob", nil, nil); resp.StatusCode != http.StatusForbidden ||
+		!strings.Contains(string(raw), "proxy_not_allowed") {
+		t.Fatalf("bob outside the rules: %d %s", resp.StatusCode, raw)
+	}
 	if err := clients.SetProxyRules(ctx, a.client.ID, "fake", nil); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/proxy"
 	"github.com/connectd/connectd/internal/vault"
 )
 
@@ -49,6 +50,7 @@ func (c *Config) loadVault(e *env) {
 	c.Vault.ProxyMaxRequestBytes = int64(e.int32("CONNECTD_PROXY_MAX_REQUEST_BYTES", 10<<20, 1<<10, 1<<30))
 	c.Vault.ProxyMaxResponseBytes = int64(e.int32("CONNECTD_PROXY_MAX_RESPONSE_BYTES", 100<<20, 1<<10, 1<<30))
 	c.Vault.ProxyTimeout = e.duration("CONNECTD_PROXY_TIMEOUT", 5*time.Minute, time.Second, time.Hour)
+	c.Vault.ProxyMaxInFlight = int(e.int32("CONNECTD_PROXY_MAX_IN_FLIGHT", proxy.DefaultMaxInFlight, 1, 100_000))
 }
 
 func parseKeyring(e *env, name, spec string) *keyring.Keyring {

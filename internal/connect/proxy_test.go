@@ -140,36 +140,43 @@ func TestProxy(t *testing.T) {
 	}
 }
 
-// TestProxyStreams: a server-sent-events answer arrives event by event,
+// TestProxyStreams: a server-sent-events or chunked answer arrives piece by piece,
 // not buffered until the provider is done.
 func TestProxyStreams(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	a := e.newMCPServer("alpha", "fake")
 	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
-	req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/v1/proxy/fake/stream?n=3&gap=400ms", nil)
-	req.Header.Set("Authorization", "Bearer "+a.key)
-	req.Header.Set(mcpauth.UserTokenHeader, a.token("alice"))
-	start := time.Now()
-	resp, err := e.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	rd := bufio.NewReader(resp.Body)
-	first, err := rd.ReadString('\n')
-	firstAt := time.Since(start)
-	if err != nil || !strings.HasPrefix(first, "data: 1") {
-		t.Fatalf("first event %q %v", first, err)
-	}
-	rest, _ := io.ReadAll(rd)
-	if !strings.Contains(string(rest), "data: 3") {
-		t.Fatalf("rest %q", rest)
-	}
-	// The provider takes two gaps (800 ms) after its first event; the first
-	// event must have come before the end, not with it.
-	if total := time.Since(start); total-firstAt < 600*time.Millisecond {
-		t.Fatalf("the first event came %s before the end (%s in all): buffered", total-firstAt, total)
+	for _, tc := range []struct{ name, query, first, last string }{
+		{"server-sent events", "", "data: 1", "data: 3"},
+		{"chunked JSON lines", "&type=ndjson", `{"n":1}`, `{"n":3}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/v1/proxy/fake/stream?n=3&gap=400ms"+tc.query, nil)
+			req.Header.Set("Authorization", "Bearer "+a.key)
+			req.Header.Set(mcpauth.UserTokenHeader, a.token("alice"))
+			start := time.Now()
+			resp, err := e.srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			rd := bufio.NewReader(resp.Body)
+			first, err := rd.ReadString('\n')
+			firstAt := time.Since(start)
+			if err != nil || !strings.HasPrefix(first, tc.first) {
+				t.Fatalf("first piece %q %v", first, err)
+			}
+			rest, _ := io.ReadAll(rd)
+			if !strings.Contains(string(rest), tc.last) {
+				t.Fatalf("rest %q", rest)
+			}
+			// The provider takes two gaps (800 ms) after its first piece; the
+			// first must have come before the end, not with it.
+			if total := time.Since(start); total-firstAt < 600*time.Millisecond {
+				t.Fatalf("the first piece came %s before the end (%s in all): buffered", total-firstAt, total)
+			}
+		})
 	}
 }
 

@@ -32,7 +32,7 @@ const (
 	DefaultTimeout          = 5 * time.Minute
 	// DefaultMaxInFlight caps the calls in flight to one provider from one
 	// replica: a provider that hangs holds at most this many.
-	DefaultMaxInFlight = 256
+	DefaultMaxInFlight = 512
 	// replayable is the largest request body kept to send again after a
 	// refresh (larger ones stream and are not retried).
 	replayable = 1 << 20
@@ -201,8 +201,8 @@ func keepResponse(k string) bool {
 
 // Forward sends r as c to the provider and writes its answer to w, through
 // httputil.ReverseProxy: status, the kept headers and the body as it
-// arrives (flushed at once: server-sent events pass through, nothing is
-// buffered). It returns an error, having written nothing, when the call was
+// arrives (a chunked or server-sent-events answer flushed piece by piece,
+// nothing buffered beyond one copy buffer). It returns an error, having written nothing, when the call was
 // not made or failed before an answer (ErrPath, ErrTooLarge, *HeldError,
 // ErrResponseTooLarge, ErrUnavailable); else the status the caller got
 // (after a 401 and a refresh, the second answer's). A body past the
@@ -235,16 +235,22 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (in
 	)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			u := *target
-			u.RawQuery = pr.In.URL.RawQuery
-			pr.Out.URL, pr.Out.Host = &u, ""
-			for _, h := range append(requestDrop, c.Drop...) {
+			target.RawQuery = pr.In.URL.RawQuery // target is this call's own copy
+			pr.Out.URL, pr.Out.Host = target, ""
+			for _, h := range requestDrop {
+				pr.Out.Header.Del(h)
+			}
+			for _, h := range c.Drop {
 				pr.Out.Header.Del(h)
 			}
 			pr.Out.Header.Set(c.Header, c.Value)
 		},
-		Transport:     &retrying{next: f.cfg.Transport, call: c},
-		FlushInterval: -1,
+		Transport: &retrying{next: f.cfg.Transport, call: c},
+		// 0: an answer of unknown length (chunked) or a text/event-stream
+		// one is flushed as each piece arrives (httputil flushes those
+		// at once); one whose length is known is written as it is read
+		// and flushed when complete, a write the fewer per call.
+		FlushInterval: 0,
 		ModifyResponse: func(resp *http.Response) error {
 			if resp.StatusCode == http.StatusUnauthorized {
 				return ErrRefused
@@ -302,7 +308,7 @@ func (b *bufferPool) Put(x []byte) { b.p.Put(&x) }
 // call can be sent again after a refresh (GetBody); a larger body streams
 // and is not retried.
 func (f *Forwarder) replayable(r *http.Request) (*http.Request, error) {
-	out := r.Clone(r.Context())
+	out := r // Forward's own shallow copy (WithContext); ReverseProxy clones it again
 	if r.Body == nil || r.Body == http.NoBody {
 		out.Body, out.ContentLength = http.NoBody, 0
 		out.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }

@@ -104,9 +104,12 @@ type VaultConfig struct {
 	// Proxy bounds the provider API proxy (/v1/proxy): request and response
 	// bodies (CONNECTD_PROXY_MAX_REQUEST_BYTES, default 10 MiB;
 	// CONNECTD_PROXY_MAX_RESPONSE_BYTES, default 100 MiB) and one call,
-	// streaming included (CONNECTD_PROXY_TIMEOUT, default 5m).
+	// streaming included (CONNECTD_PROXY_TIMEOUT, default 5m); the calls
+	// in flight to one provider from one replica
+	// (CONNECTD_PROXY_MAX_IN_FLIGHT, default proxy.DefaultMaxInFlight).
 	ProxyMaxRequestBytes, ProxyMaxResponseBytes int64
 	ProxyTimeout                                time.Duration
+	ProxyMaxInFlight                            int
 }
 
 // EgressConfig configures outbound HTTP (see docs/egress.md).

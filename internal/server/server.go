@@ -138,7 +138,7 @@ func (s *Server) build(ctx context.Context) error {
 		transport = http.DefaultTransport
 	}
 	proxyConfig := proxy.Config{Transport: transport, MaxRequestBytes: cfg.Vault.ProxyMaxRequestBytes,
-		MaxResponseBytes: maxResp, Timeout: cfg.Vault.ProxyTimeout, Now: cfg.Now}
+		MaxResponseBytes: maxResp, Timeout: cfg.Vault.ProxyTimeout, MaxInFlight: cfg.Vault.ProxyMaxInFlight, Now: cfg.Now}
 	s.conn, err = connect.New(connect.Config{
 		Logger: cfg.Logger, Pool: cfg.Pool, Sessions: s.ident.sessions, Login: s.ident.login, Auth: s.ident.auth,
 		Clients: s.ident.clients, Vault: s.vault, Keyring: s.keyring, Catalog: s.catalog,

@@ -17,7 +17,8 @@
 //	POST /revoke                                    RFC 7009 revocation (and the bearer variant), recorded
 //	GET  /api/files                                 a protected API that needs a valid access token
 //	GET  /api/stream?n=3&gap=100ms                  server-sent events, slowly: n events "data: i" (i = 1…n),
-//	                                                each flushed, gap apart
+//	                                                each flushed, gap apart; with type=ndjson, chunked
+//	                                                JSON lines {"n":i} instead (no event stream)
 //	*    /api/echo[/…]                              any method: the request as received, as JSON (EchoAnswer)
 //	GET  /api/redirect?to=URL                       302 to URL (another host, say)
 //	GET  /api/cookie                                200 with a Set-Cookie
@@ -1296,8 +1297,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		}
 		gap = d
 	}
+	ndjson := r.URL.Query().Get("type") == "ndjson"
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
+	if ndjson {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+	}
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	_ = rc.Flush()
@@ -1309,7 +1314,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		if _, err := fmt.Fprintf(w, "data: %d\n\n", i); err != nil {
+		line := fmt.Sprintf("data: %d\n\n", i)
+		if ndjson {
+			line = fmt.Sprintf("{\"n\":%d}\n", i)
+		}
+		if _, err := io.WriteString(w, line); err != nil {
 			return
 		}
 		if err := rc.Flush(); err != nil {

@@ -617,6 +617,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if c.client.ProxyOnly {
+		s.sampleDenied(r, &c, "security.token_release_refused", name)
 		return web.Errorf(http.StatusForbidden, "token_release_disabled",
 			"this client is registered proxy-only: it never receives a credential; call the provider through /v1/proxy/%s/…", name)
 	}
@@ -647,6 +648,9 @@ type released struct {
 	cred     *vault.Credential
 	approval consent.Approval
 	info     provider.Info
+	// narrowedTo: cred is a token narrowed to these scopes (nil: the
+	// connection's own).
+	narrowedTo []string
 }
 
 // release is the one credential-release path, for the token read and the
@@ -685,16 +689,18 @@ func (s *Server) release(r *http.Request, c *caller, name, account string, requi
 	if err != nil {
 		return released{}, aboutConnection(name, appr.ConnectionID, err)
 	}
+	var narrowedTo []string
 	switch d := consent.Decide(consent.HeldBy(cred), &appr, p.Info().NarrowOnRefresh); d.Release {
 	case consent.Whole:
 	case consent.Narrowed:
 		if cred, err = s.narrowed(r, c, name, appr, cred, required, d); err != nil {
 			return released{}, err
 		}
+		narrowedTo = d.Scopes
 	default:
 		return released{}, consentRequired(name, d)
 	}
-	return released{cred: cred, approval: appr, info: p.Info()}, nil
+	return released{cred: cred, approval: appr, info: p.Info(), narrowedTo: narrowedTo}, nil
 }
 
 // narrowed is the token for a client whose approval does not cover the

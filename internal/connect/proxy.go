@@ -38,6 +38,7 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	// the decoded path: before anything is looked up, and before the release
 	// could refresh a token at the provider.
 	if rules, ok := c.client.ProxyRules[name]; ok && !rules.Allows(r.Method, "/"+r.PathValue("path")) {
+		s.sampleDenied(r, &c, "security.proxy_not_allowed", name)
 		return web.Errorf(http.StatusForbidden, "proxy_not_allowed",
 			"this client may not make that call at %s (its request rules)", name)
 	}
@@ -66,8 +67,15 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 		Drop: []string{mcpauth.UserTokenHeader, AccountHeader}}
 	call.Refresh = func(ctx context.Context) (string, error) {
 		// The provider refused the token: refresh it once (across
-		// replicas, under the connection's lease), then decide again.
-		if err := s.vault.Renew(ctx, c.user, name, connID, start); err != nil {
+		// replicas, under the connection's lease) — a narrowed token is
+		// fetched anew, the connection's own token otherwise — then decide
+		// again.
+		if rel.narrowedTo != nil {
+			if _, err := s.vault.NarrowedRefused(ctx, c.user, name, connID, rel.narrowedTo, rel.cred.AccountID,
+				rel.cred.AccessToken); err != nil {
+				return "", err
+			}
+		} else if err := s.vault.Refused(ctx, c.user, name, connID, rel.cred.AccessToken); err != nil {
 			return "", err
 		}
 		again, err := s.release(r.WithContext(ctx), &c, name, connID, nil)

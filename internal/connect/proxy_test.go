@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,9 +135,36 @@ func TestProxy(t *testing.T) {
 		t.Fatalf("within the window: %d %s (%d calls reached the provider)", resp.StatusCode, raw, e.fake.Counts().Echo-echoes)
 	}
 
-	// Nothing of the credential in the logs.
-	if strings.Contains(e.logs.String(), tok) {
-		t.Fatal("the access token is in the logs")
+	// Nothing of the credential in the logs, nor in any audit row (the
+	// proxy.call rows, sampled, included: written by the sweep).
+	if err := e.connect.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	refreshed := tokenOf(t, a, "alice")["access_token"].(string)
+	rows, err := e.pool.Query(context.Background(), `SELECT kind, row_to_json(e)::text FROM audit_events e`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for rows.Next() {
+		var kind, row string
+		if err := rows.Scan(&kind, &row); err != nil {
+			t.Fatal(err)
+		}
+		kinds[kind] = true
+		for _, secret := range []string{tok, refreshed, a.key} {
+			if strings.Contains(row, secret) {
+				t.Fatalf("a secret is in a %s audit row", kind)
+			}
+		}
+	}
+	if rows.Err() != nil || !kinds["proxy.call"] {
+		t.Fatalf("audit kinds %v (%v): no proxy.call row", kinds, rows.Err())
+	}
+	for _, secret := range []string{tok, refreshed, a.key} {
+		if strings.Contains(e.logs.String(), secret) {
+			t.Fatal("a secret is in the logs")
+		}
 	}
 }
 
@@ -207,6 +235,14 @@ func TestProxyOnlyClient(t *testing.T) {
 	expectError(t, st, out, http.StatusForbidden, "token_release_disabled") // before any lookup
 	if resp, raw := a.proxied(http.MethodGet, "files", "alice", nil, nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("proxied: %d %s", resp.StatusCode, raw)
+	}
+	// The refused read is in the audit trail (a proxy-only client asking
+	// for a credential may be a compromised one).
+	if err := e.connect.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rows, _ := e.sampledCount("security.token_release_refused", aliceFiles, a.client.ID); rows != 1 {
+		t.Fatalf("%d security.token_release_refused rows for alice, want 1", rows)
 	}
 	if err := e.server.Clients().SetProxyOnly(context.Background(), a.client.ID, false); err != nil {
 		t.Fatal(err)
@@ -302,10 +338,124 @@ func TestProxyRequestRules(t *testing.T) {
 		!strings.Contains(string(raw), "proxy_not_allowed") {
 		t.Fatalf("bob outside the rules: %d %s", resp.StatusCode, raw)
 	}
+	// The refusals are in the audit trail (sampled): alice's four calls in
+	// one row for the minute, bob's in another, with the client as actor.
+	if err := e.connect.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute + time.Second)
+	if err := e.connect.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for user, want := range map[string]int{"alice": 4, "bob": 1} {
+		if _, n := e.sampledCount("security.proxy_not_allowed", ` AND client_id = $2 AND subject = $3 AND provider = 'fake'`,
+			a.client.ID, user); n != want {
+			t.Errorf("security.proxy_not_allowed rows for %s stand for %d calls, want %d", user, n, want)
+		}
+	}
 	if err := clients.SetProxyRules(ctx, a.client.ID, "fake", nil); err != nil {
 		t.Fatal(err)
 	}
 	if resp, raw := a.proxied(http.MethodGet, "echo", "alice", nil, nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("after clearing the rules: %d %s", resp.StatusCode, raw)
+	}
+}
+
+// proxiedAt makes m's proxied GET of path for user at the replica base.
+func (m *mcpServer) proxiedAt(base, path, user string) (int, string) {
+	req, _ := http.NewRequest(http.MethodGet, base+"/v1/proxy/fake/"+path, nil)
+	req.Header.Set("Authorization", "Bearer "+m.key)
+	req.Header.Set(mcpauth.UserTokenHeader, m.token(user))
+	resp, err := m.e.srv.Client().Transport.RoundTrip(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(raw)
+}
+
+// refreshesOf counts the refresh requests that reached the provider with a
+// scope (narrowing) and without (the connection's own).
+func refreshesOf(e *env) (scoped, whole int) {
+	for _, r := range e.fake.TokenRequests() {
+		switch {
+		case r.GrantType != "refresh_token":
+		case r.Scope != "":
+			scoped++
+		default:
+			whole++
+		}
+	}
+	return scoped, whole
+}
+
+// TestProxyRefusedTokenAcrossReplicas (issue 25): the provider refuses the
+// token it was sent (401) while calls are in flight on two replicas, with
+// rotating refresh tokens: every call succeeds after exactly one refresh,
+// and no refresh token is used twice (the fake provider would revoke the
+// grant). For a client approved for less than the connection, at a
+// provider that narrows tokens, the narrowed token is fetched anew — the
+// connection's own token is left alone — where before the retry sent the
+// same narrowed token again and the 401 stood.
+func TestProxyRefusedTokenAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{rotate: true, fakeEntry: narrowing})
+	a := e.newMCPServer("alpha", "fake")
+	b := e.newMCPServer("beta", "fake")
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read", "write"}})
+	u := b.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})["url"].(string)
+	br := e.browser()
+	if r := e.allow(br, u, e.openAs(br, u, "alice")); r.status != http.StatusOK { // consent only: connected already
+		t.Fatalf("beta's consent: %d %s", r.status, r.body)
+	}
+	other := e.secondReplica()
+	parallel := func(m *mcpServer) {
+		t.Helper()
+		const callers = 8
+		statuses, bodies := make([]int, callers), make([]string, callers)
+		var wg sync.WaitGroup
+		for i := range callers {
+			base := e.srv.URL
+			if i%2 == 1 {
+				base = other
+			}
+			wg.Go(func() { statuses[i], bodies[i] = m.proxiedAt(base, "files", "alice") })
+		}
+		wg.Wait()
+		for i, st := range statuses {
+			if st != http.StatusOK {
+				t.Fatalf("%s's call %d: %d %s", m.client.Name, i, st, bodies[i])
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name         string
+		m            *mcpServer
+		scoped, full int // refreshes the refusal costs
+	}{
+		{"the connection's own token", a, 0, 1},
+		{"a narrowed token", b, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if st, body := tc.m.proxiedAt(e.srv.URL, "files", "alice"); st != http.StatusOK {
+				t.Fatalf("first call: %d %s", st, body)
+			}
+			tok := tokenOf(t, tc.m, "alice")["access_token"].(string)
+			e.fake.RevokeAccessToken(tok)
+			scoped, whole := refreshesOf(e)
+			parallel(tc.m)
+			s2, w2 := refreshesOf(e)
+			if s2-scoped != tc.scoped || w2-whole != tc.full {
+				t.Fatalf("refreshes after the 401: %d scoped, %d whole; want %d and %d", s2-scoped, w2-whole, tc.scoped, tc.full)
+			}
+			if again := tokenOf(t, tc.m, "alice")["access_token"].(string); again == tok || !e.fake.Valid(again) {
+				t.Fatal("the refused token is still the one released")
+			}
+		})
+	}
+	// Alpha's token was left alone by beta's renewal.
+	if st, body := a.proxiedAt(other, "files", "alice"); st != http.StatusOK {
+		t.Fatalf("alpha after beta's renewal: %d %s", st, body)
 	}
 }

@@ -393,6 +393,16 @@ func (s *Server) sampleProxy(r *http.Request, c *caller, provider, connID string
 		client: c.client.ID, provider: provider, target: connID})
 }
 
+// sampleDenied records an authenticated client's call that its
+// registration forbids (kind: security.proxy_not_allowed, a call outside its
+// request rules; security.token_release_refused, a token read by a
+// proxy-only client): what a compromised client probing its bounds leaves
+// behind, sampled per (client, user, provider) per minute like refusals.
+func (s *Server) sampleDenied(r *http.Request, c *caller, kind, provider string) {
+	s.sample(r, s.refusals, sampleKey{kind: kind, issuer: c.user.Issuer, subject: c.user.Subject, client: c.client.ID,
+		provider: provider})
+}
+
 // sampleRefusal records a /v1 call refused for a bad client key or user
 // token; client is the authenticated client when only the user token failed.
 func (s *Server) sampleRefusal(r *http.Request, client mcpauth.Client, err error) {

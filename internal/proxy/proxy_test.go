@@ -320,3 +320,44 @@ func TestForwardBulkhead(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// TestTargetStaysOnTheBase (issue 25): whatever path a caller sends, a
+// call goes to the provider's API base — its scheme, host (a per-customer
+// one included) and path prefix — or is refused: never to a host the path
+// names, never above the prefix.
+func TestTargetStaysOnTheBase(t *testing.T) {
+	t.Parallel()
+	bases := []string{"https://acme.zendesk.com/api/v2", "https://gitlab.example.com:8443/gitlab/api/v4", "https://api.github.com"}
+	paths := []string{"@evil.example/x", "%40evil.example/x", "//evil.example/x", "%2F%2Fevil.example/x", ".evil.example/x",
+		":443@evil.example/x", "%3A443%40evil.example", "\\evil.example/x", "%5Cevil.example", "..%2F..%2Fx", "x/..%2F..%2F..%2Fy",
+		"x%2F..%2F..%2F..", "%2e%2e/x", "x/%2e%2e/%2e%2e/y", "http://evil.example/x", "https:%2F%2Fevil.example%2Fx",
+		"x%00y", "x%0d%0aHost:%20evil.example", "x?y=1#z", "x%23frag", "%252e%252e/x", "\u2215evil.example", "x/./y", ""}
+	for _, base := range bases {
+		b, err := url.Parse(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range paths {
+			c := &proxy.Call{Base: b, Path: p}
+			u, err := c.Target()
+			if err != nil {
+				if !errors.Is(err, proxy.ErrPath) {
+					t.Errorf("%s + %q: %v", base, p, err)
+				}
+				continue
+			}
+			if u.Scheme != b.Scheme || u.Host != b.Host || u.User != nil || u.RawQuery != "" || u.Fragment != "" ||
+				!strings.HasPrefix(u.EscapedPath(), b.EscapedPath()+"/") {
+				t.Errorf("%s + %q went to %s", base, p, u)
+			}
+			// What the transport would send: the request line's target and Host.
+			req := &http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}}
+			if got := req.URL.Host; got != b.Host {
+				t.Errorf("%s + %q: Host %q", base, p, got)
+			}
+			if ru := req.URL.RequestURI(); !strings.HasPrefix(ru, b.EscapedPath()+"/") || strings.Contains(ru, "..") {
+				t.Errorf("%s + %q: request target %q", base, p, ru)
+			}
+		}
+	}
+}

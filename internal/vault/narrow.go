@@ -3,6 +3,7 @@ package vault
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -127,6 +128,26 @@ func (s *Store) loadNarrowed(ctx context.Context, q querier, connID, key string)
 // *MissingScopesError (the connection lacks some of scopes); ErrCannotNarrow;
 // ErrAccountChanged.
 func (s *Store) Narrowed(ctx context.Context, user identity.User, provider, id string, scopes []string, account string) (*Credential, error) {
+	return s.narrowed(ctx, user, provider, id, scopes, account, "")
+}
+
+// NarrowedRefused is Narrowed after the provider refused (401) the
+// narrowed token refused although it had not expired: a stored token is
+// used only if it is another one (a call here or on another replica
+// fetched it since), else a new one is fetched, once across replicas; the
+// connection's own access token is left alone. The errors are Narrowed's.
+func (s *Store) NarrowedRefused(ctx context.Context, user identity.User, provider, id string, scopes []string, account,
+	refused string) (*Credential, error) {
+	if refused == "" {
+		return nil, fmt.Errorf("%w: which token was refused?", ErrInvalid)
+	}
+	return s.narrowed(ctx, user, provider, id, scopes, account, refused)
+}
+
+// narrowed is Narrowed, where a stored token that is refused is never used
+// ("": none was).
+func (s *Store) narrowed(ctx context.Context, user identity.User, provider, id string, scopes []string, account,
+	refused string) (*Credential, error) {
 	if err := validate(user, provider); err != nil {
 		return nil, err
 	}
@@ -142,15 +163,22 @@ func (s *Store) Narrowed(ctx context.Context, user identity.User, provider, id s
 	if err != nil {
 		return nil, err
 	}
-	if n != nil && n.AccountID == account && !s.needsRefresh(n) {
+	if n != nil && n.AccountID == account && !s.needsRefresh(n) && !isRefused(n, refused) {
 		return n, nil
+	}
+	if isRefused(n, refused) {
+		seen = time.Time{} // any other token stored since will do, even one near its expiry
 	}
 	// As in Token: one fetch per process (singleflight, on a context no
 	// single caller can cancel), then the row lock across processes.
-	ch := s.flight.DoChan("narrow\x00"+r.id+"\x00"+key, func() (any, error) {
+	flight := "narrow\x00" + r.id + "\x00" + key
+	if refused != "" {
+		flight += "\x00refused\x00" + tokenDigest(refused)
+	}
+	ch := s.flight.DoChan(flight, func() (any, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.leaseFor(provider)+time.Second)
 		defer cancel()
-		return s.narrowLeased(rctx, user, provider, r.id, set, key, seen)
+		return s.narrowLeased(rctx, user, provider, r.id, set, key, seen, refused)
 	})
 	// The flight is shared by callers that may expect different accounts:
 	// each checks what it got.
@@ -172,8 +200,10 @@ func (s *Store) Narrowed(ctx context.Context, user identity.User, provider, id s
 // narrowLeased fetches the narrowed token of (connection, set) through the
 // connection row's refresh lease (lease.go): the scoped refresh presents the
 // connection's refresh token like any refresh. seen is when the narrowed
-// token the caller found stale was stored (zero: none).
-func (s *Store) narrowLeased(ctx context.Context, user identity.User, provider, id string, set []string, key string, seen time.Time) (*Credential, error) {
+// token the caller found stale was stored (zero: none); refused, the token
+// the provider refused, is never used ("": none was).
+func (s *Store) narrowLeased(ctx context.Context, user identity.User, provider, id string, set []string, key string,
+	seen time.Time, refused string) (*Credential, error) {
 	var (
 		out    *Credential
 		outErr error
@@ -197,7 +227,8 @@ func (s *Store) narrowLeased(ctx context.Context, user identity.User, provider, 
 		if err != nil {
 			return nil, err
 		}
-		if n != nil && n.AccountID == cred.AccountID && (!s.needsRefresh(n) || (at.After(seen) && !s.expired(n))) {
+		if n != nil && n.AccountID == cred.AccountID && !isRefused(n, refused) &&
+			(!s.needsRefresh(n) || (at.After(seen) && !s.expired(n))) {
 			out = n
 			return nil, nil
 		}
@@ -206,7 +237,7 @@ func (s *Store) narrowLeased(ctx context.Context, user identity.User, provider, 
 			return nil, nil
 		}
 		if lease.elsewhere {
-			if lease.waited >= leaseWaitValid && n != nil && n.AccountID == cred.AccountID && !s.expired(n) {
+			if lease.waited >= leaseWaitValid && n != nil && n.AccountID == cred.AccountID && !isRefused(n, refused) && !s.expired(n) {
 				out = n
 				return nil, nil
 			}
@@ -284,4 +315,15 @@ func (s *Store) narrowLeased(ctx context.Context, user identity.User, provider, 
 		return nil, outErr
 	}
 	return out, nil
+}
+
+// isRefused reports whether n is the token the provider refused.
+func isRefused(n *Credential, refused string) bool {
+	return n != nil && refused != "" && subtle.ConstantTimeCompare([]byte(n.AccessToken), []byte(refused)) == 1
+}
+
+// tokenDigest names a token in a singleflight key without holding it.
+func tokenDigest(token string) string {
+	h := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(h[:8])
 }

@@ -2,6 +2,7 @@ package vault
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -278,6 +279,30 @@ func (s *Store) Renew(ctx context.Context, user identity.User, provider, id stri
 		// updated_at moves with every store and every refresh: when the
 		// refresh token was last issued or used.
 		return r.UpdatedAt.Before(idleSince) && cred.RefreshToken != ""
+	})
+	return err
+}
+
+// Refused is told that the provider refused (401) refused, the access
+// token of the user's connection to provider, although it had not expired
+// (revoked at the provider, say): the connection is refreshed, once across
+// replicas under the row's lock, unless its token is already another one
+// (a call here or on another replica refreshed it since). This replica's
+// cached copy is dropped either way, so the next Token reads what is
+// stored. Errors are Token's (ErrReauthorizationRequired when the provider
+// refuses the grant too: the connection is marked).
+func (s *Store) Refused(ctx context.Context, user identity.User, provider, id, refused string) error {
+	if err := validate(user, provider); err != nil {
+		return err
+	}
+	if refused == "" {
+		return fmt.Errorf("%w: which token was refused?", ErrInvalid)
+	}
+	defer s.forget(user, provider, id)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.leaseFor(provider)+time.Second)
+	defer cancel()
+	_, err := s.refreshShared(rctx, user, provider, id, func(_ *row, cred *Credential) bool {
+		return cred.RefreshToken != "" && subtle.ConstantTimeCompare([]byte(cred.AccessToken), []byte(refused)) == 1
 	})
 	return err
 }

@@ -168,30 +168,34 @@ provider per hour), and a refresh when one is due.
   ` + "`CONNECTD_CACHE_SIZE`" + ` trades memory for database reads instead. The heap profile is in
   ` + "`DIR/token-64-heap.pprof`" + ` with -profile.
 - **Provider API proxy** (issue 25, the ` + "`provider GET …`" + ` rows and their section). The
-  targets are 50 % of the direct GET's req/s and at most 1 ms more p50 at 64 callers.
-  Both were missed by far. Over seven runs of this session (2026-12-01; ` + "`-levels 64`" + ` and
-  full runs, other work at times on the cores), the proxied GET reached 4.7–11.8 % of
-  direct (1.3k–3.9k req/s against 23.6k–34.2k). It added 13.6–43.1 ms to the direct
-  GET's p50 of 1.5–2.2 ms. The 256 KB GET's connectd peak RSS at 64 callers was 60–62 MB.
-  That target is met, and the answer is streamed: 64 buffered answers would be 16 MB
-  more. At 256 callers, though, the proxied rows reached 68–75 MB, over the budget. Three
-  things are behind it. (1) Bounds of this machine. The direct GET costs the load
-  generator and the fake API about 0.05 CPU-ms together (the trivial handler's figure).
-  A proxied GET costs that plus connectd's own work: everything the token lookup does
-  (0.054–0.065 CPU-ms in these runs) and an outbound HTTP exchange on top. So 50 % is out
-  of reach with all three on two cores, even for a proxy as cheap as the token lookup. In
-  a closed loop p50 is about callers ÷ throughput, so "≤ 1 ms added" at 64 callers asks
-  for about 60 % of direct, the same bound. (2) Cost. A proxied 1 KB call costs
-  0.31–0.85 CPU-ms at 64 callers, 6–13 times a token lookup. The profile (` + "`-profile DIR`" + `:
-  ` + "`DIR/proxy-64-cpu.pprof`" + ` and ` + "`-allocs.pprof`" + `) shows where. ` + "`httputil.ReverseProxy`" + `
-  allocates a 32 KB copy buffer per call (no ` + "`BufferPool`" + `), 61 % of the bytes allocated.
-  The egress transport keeps 10 idle connections per host, so at 64 callers most calls
-  dial anew: dialing was 12 % of the CPU, and one 5 s measurement left 21,000 sockets in
-  TIME-WAIT. The collector, under ` + "`GOMEMLIMIT=46MiB`" + `, took a third of the CPU. (3) What
-  a fix would buy. In a scratch build, not committed, a pooled buffer and 256 idle
-  connections per host raised the 1 KB GET from 11.8 % to 18.3 % of direct (+13.6 →
-  +7.7 ms p50, same session). Without the memory limit it was 16 %, but 256 KB then
-  peaked at 74 MB.
+  targets are 50 % of the direct GET's req/s and at most 1 ms more p50 at 64 callers; both
+  are missed, and on this machine they cannot be met. (1) Bounds of this machine. The
+  direct GET costs the load generator and the fake API about 0.05 CPU-ms together (the
+  trivial handler's figure). A proxied GET costs that plus connectd's own work: everything
+  the token lookup does (0.054–0.072 CPU-ms) and an outbound HTTP exchange on top (a
+  request parsed, one written, a response parsed and one written). With all three on two
+  cores, 50 % is out of reach even for a proxy as cheap as the token lookup, and in a
+  closed loop p50 is about callers ÷ throughput, so "≤ 1 ms added" at 64 callers asks
+  for about 60 % of direct, the same bound. (2) What was done, measured old and new
+  binaries alternated in one session (2026-12-01, ` + "`-levels 64,256`" + `, quiet machine):
+  a pooled copy buffer (` + "`httputil.BufferPool`" + `), 256 idle connections per host
+  (most calls dialed anew with the default 10), a bulkhead per provider, then no flush per
+  write for answers of known length (chunked and event-stream answers are still flushed
+  piece by piece) and no second copy of the request. The last step took the 1 KB GET at
+  64 callers from 4986/5595 to 5925/7145 req/s (17.3/18.6 % → 20.8/23.5 % of direct;
+  +8.8/+7.6 → +7.0/+5.6 ms p50) and its CPU from 0.234/0.200 to 0.181/0.155 ms a call;
+  the session's first runs, before the buffer pool and the idle connections, were at
+  4.7–11.8 % of direct. (3) Where the rest goes (` + "`-profile DIR`" + `:
+  ` + "`DIR/proxy-64-cpu.pprof`" + `, ` + "`-allocs.pprof`" + `): a call still allocates about 13 KB
+  (header maps parsed and cloned on both sides, contexts, the router's path match), and
+  under ` + "`GOMEMLIMIT=46MiB`" + ` the collector takes a quarter of the CPU; the write
+  syscalls of the two exchanges are most of the rest. The 256 KB GET's connectd peak RSS
+  at 64 callers stays at 59–62 MB (streamed: 64 buffered answers would be 16 MB more). At
+  256 callers it reaches 66–72 MB, over the budget, and some calls are refused with 503
+  ` + "`database_unavailable`" + ` (the pool's deadline, under a CPU that is full): the
+  bounded failure the deadlines are for, not a hang. The token lookup is where it was:
+  against the session's base commit, alternated, 15412/15995 → 15134/15591 req/s at 64
+  callers (0.98) and 11334/8928 → 10504/11464 at 256 (noise).
 - **Several replicas** (` + "`REPLICAS=3 make bench`" + `) on the same two cores add processes, not
   cores: each replica has its own caches (primed on every replica) and its own
   collector, so the token lookup lands at 45–50 % of the trivial handler instead of

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -202,7 +203,7 @@ func (p *Provider) AccessToken(subject string, audience ...string) (string, erro
 
 // Handler serves the provider's endpoints relative to the issuer URL:
 // /.well-known/openid-configuration, /jwks, /authorize (GET shows the picker,
-// POST answers it) and /token.
+// POST answers it), /token, and the picker's stylesheet under /static/.
 func (p *Provider) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", p.discovery)
@@ -210,6 +211,10 @@ func (p *Provider) Handler() http.Handler {
 	mux.HandleFunc("GET /authorize", p.authorizeForm)
 	mux.HandleFunc("POST /authorize", p.authorize)
 	mux.HandleFunc("POST /token", p.token)
+	// The picker's stylesheet (the page's /static/style.css), for when the
+	// provider runs on a host of its own, as in the demo.
+	static, _ := fs.Sub(templates.Static, "static")
+	mux.Handle("GET /static/", http.StripPrefix("/static/", web.Static(static)))
 	return mux
 }
 

@@ -4,9 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -157,5 +159,34 @@ func TestAuthorizeRefusesUnregisteredRedirect(t *testing.T) {
 	resp.Body.Close()
 	if loc, _ := url.Parse(resp.Header.Get("Location")); loc.Query().Get("error") != "invalid_request" || loc.Query().Get("code") != "" {
 		t.Fatalf("no PKCE: %s", loc)
+	}
+}
+
+// TestPickerStylesheet: the sign-in page, the first page a demo user sees,
+// loads its stylesheet from the provider's own host.
+func TestPickerStylesheet(t *testing.T) {
+	t.Parallel()
+	_, srv := newProvider(t)
+	q := url.Values{"client_id": {"conf"}, "redirect_uri": {redirect}, "response_type": {"code"},
+		"code_challenge": {challenge("v")}, "code_challenge_method": {"S256"}}
+	resp, err := http.Get(srv.URL + "/authorize?" + q.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`<link rel="stylesheet" href="([^"]+)"`).FindSubmatch(page)
+	if resp.StatusCode != http.StatusOK || m == nil {
+		t.Fatalf("picker: %d, no stylesheet link in %s", resp.StatusCode, page)
+	}
+	href, _ := url.Parse(string(m[1]))
+	css, err := http.Get(resp.Request.URL.ResolveReference(href).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(css.Body)
+	css.Body.Close()
+	if css.StatusCode != http.StatusOK || !strings.HasPrefix(css.Header.Get("Content-Type"), "text/css") || len(body) < 100 {
+		t.Fatalf("stylesheet %s: %d %q, %d bytes", href, css.StatusCode, css.Header.Get("Content-Type"), len(body))
 	}
 }

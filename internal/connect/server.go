@@ -22,6 +22,7 @@ import (
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/internal/webhook"
+	"github.com/connectd/connectd/web/templates"
 )
 
 // Config holds every dependency of the Server.
@@ -196,6 +197,11 @@ func (s *Server) routes() []web.Route {
 		return web.APIRoute(pattern, web.ClassAPI, s.logger, h)
 	}
 	return []web.Route{
+		// The front page: what the service is, and the way to /account.
+		page("GET /{$}", web.ClassBrowser, func(w http.ResponseWriter, r *http.Request) error {
+			return web.Render(w, r, http.StatusOK, templates.HomePage())
+		}),
+
 		// Browser sign-in at the MCP authorization servers (package signin).
 		page("GET /login", web.ClassLogin, s.signin.Start),
 		page("GET /login/callback", web.ClassLogin, s.signin.Finish),

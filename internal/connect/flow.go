@@ -78,9 +78,13 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, loginIfNeeded boo
 		s.audit(r, audit.Event{Kind: "security.identity_mismatch", Issuer: sess.Issuer, Subject: sess.Subject,
 			ClientID: e.ClientID, Provider: e.Provider, Target: e.ID})
 		s.logger.WarnContext(r.Context(), "connect link opened by another user", slog.String("elicitation", e.ID))
-		return nil, false, web.Refuse(http.StatusForbidden, "identity_mismatch",
+		refused := web.Refuse(http.StatusForbidden, "identity_mismatch",
 			"This link was created for another account. Sign in with the account you use in your application, "+
 				"or ask the application for a new link. Nothing was shared.", nil)
+		// The page offers the way out: sign out, come back to this link.
+		refused.Page = templates.WrongAccount(templates.WrongAccountView{SwitchAction: switchPath(e.ID),
+			CSRFToken: s.sessions.CSRFToken(sess)})
+		return nil, false, refused
 	}
 	return &flowState{e: e, sess: sess}, true, nil
 }
@@ -254,6 +258,7 @@ func (s *Server) consentView(ctx context.Context, fs *flowState) (templates.Cons
 	}
 	v := templates.ConsentView{ClientName: client.Name, ProviderName: info.DisplayName, Scopes: o.scopes, Beyond: o.beyond,
 		Action: "/c/" + e.ID, CSRFToken: s.sessions.CSRFToken(fs.sess), Offer: o.digest(), UserLabel: fs.sess.Subject,
+		SwitchAction: switchPath(e.ID),
 		APIKey: info.Kind == provider.KindAPIKey, Narrowed: o.narrow, ProxyOnly: client.ProxyOnly}
 	if rules, ok := client.ProxyRules[e.Provider]; ok {
 		v.ProxyRules = rules.Description
@@ -783,7 +788,8 @@ func (s *Server) accountChoice(ctx context.Context, fs *flowState) (templates.Ac
 		name = p.Info().DisplayName
 	}
 	return templates.AccountChoiceView{ClientName: client.Name, ProviderName: name, Accounts: accounts,
-		Action: "/c/" + e.ID + "/account", CSRFToken: s.sessions.CSRFToken(fs.sess), UserLabel: fs.sess.Subject}, true, nil
+		Action: "/c/" + e.ID + "/account", CSRFToken: s.sessions.CSRFToken(fs.sess), UserLabel: fs.sess.Subject,
+		SwitchAction: switchPath(e.ID)}, true, nil
 }
 
 // chooseAccount sets the request's account once, before the user is sent to
@@ -817,5 +823,40 @@ func (s *Server) chooseAccountForm(w http.ResponseWriter, r *http.Request) error
 	}
 	noStore(w)
 	http.Redirect(w, r, "/c/"+e.ID, http.StatusSeeOther)
+	return nil
+}
+
+// switchPath is where a connect page's "Not you?" form posts.
+func switchPath(id string) string { return "/c/" + id + "/switch" }
+
+// switchAccount handles POST /c/{id}/switch, "Not you? Sign out and
+// continue": the form's CSRF token must match the session, which then ends
+// (on every replica), and the browser comes back to the same link, which
+// sends it to sign in at the link's issuer. It goes nowhere but that link,
+// and it is the only thing it does: nothing is decided about the request.
+func (s *Server) switchAccount(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if !validElicitationID(id) {
+		return errLinkInvalid
+	}
+	back := "/c/" + id
+	sess, err := s.sessions.Get(r)
+	if errors.Is(err, session.ErrNoSession) {
+		s.sessions.Clear(w)
+		noStore(w)
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.checkForm(w, r, sess); err != nil {
+		return err
+	}
+	if err := s.sessions.End(r.Context(), w, sess); err != nil {
+		return err
+	}
+	noStore(w)
+	http.Redirect(w, r, back, http.StatusSeeOther)
 	return nil
 }

@@ -219,6 +219,7 @@ func (s *Server) routes() []web.Route {
 		page("POST /c/{id}", web.ClassBrowser, s.decide),
 		page("POST /c/{id}/key", web.ClassBrowser, s.submitKey),
 		page("POST /c/{id}/account", web.ClassBrowser, s.chooseAccountForm),
+		page("POST /c/{id}/switch", web.ClassBrowser, s.switchAccount),
 		page("GET /oauth/callback", web.ClassBrowser, s.callback),
 
 		// The /v1 API for MCP servers (api.go).

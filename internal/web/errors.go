@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/a-h/templ"
 	"github.com/connectd/connectd/internal/db"
 )
 
@@ -29,6 +30,10 @@ type Error struct {
 	Fields map[string]any
 	// Err is the underlying cause, logged but never shown.
 	Err error
+	// Page, when set, is the page a browser gets instead of the plain error
+	// page (one that offers a way on, say); the status, logging and code are
+	// the same.
+	Page templ.Component
 }
 
 func (e *Error) Error() string {

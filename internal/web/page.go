@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/a-h/templ"
 	"github.com/connectd/connectd/web/templates"
 )
 
@@ -51,8 +52,12 @@ func WritePageError(w http.ResponseWriter, r *http.Request, logger *slog.Logger,
 	HTMLDocument(w.Header())
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(e.Status)
-	v := templates.ErrorView{Status: e.Status, Title: title, Message: e.Description, RequestID: RequestID(r.Context())}
-	if err := templates.ErrorPage(v).Render(r.Context(), w); err != nil {
+	var page templ.Component = templates.ErrorPage(templates.ErrorView{Status: e.Status, Title: title, Message: e.Description,
+		RequestID: RequestID(r.Context())})
+	if e.Page != nil {
+		page = e.Page
+	}
+	if err := page.Render(r.Context(), w); err != nil {
 		logger.ErrorContext(r.Context(), "render error page", slog.Any("error", err))
 	}
 }

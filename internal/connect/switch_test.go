@@ -1,0 +1,69 @@
+package connect_test
+
+import (
+	"maps"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var switchForm = regexp.MustCompile(`<form method="post" action="(/c/[^"]+/switch)"`)
+
+// TestSignOutAndContinue (issue 27): a link opened by the wrong account is
+// refused (identity_mismatch, nothing shared) but offers "Sign out and
+// continue": with the page's CSRF token it ends that session everywhere and
+// comes back to the same link, which asks to sign in; signed in as the
+// right user, the consent page again offers "Not you?". Without the token
+// nothing happens; the form goes nowhere but the link it came from.
+func TestSignOutAndContinue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	m := e.newMCPServer("files", "fake")
+	u := m.mint("alice", map[string]any{"provider": "fake"})["url"].(string)
+	id := u[strings.LastIndex(u, "/")+1:]
+
+	br := e.browser()
+	r := e.openAs(br, u, "bob")
+	e.refused(r, http.StatusForbidden, "identity_mismatch")
+	f := switchForm.FindStringSubmatch(r.body)
+	if f == nil || f[1] != "/c/"+id+"/switch" || strings.Contains(r.body, "alice") {
+		t.Fatalf("the refusal offers no way on (or names alice): %s", r.body)
+	}
+	csrf := csrfOf(t, r.body)
+
+	// Without the CSRF token (a cross-site post): refused, still signed in.
+	if r := br.do(http.MethodPost, e.srv.URL+f[1], url.Values{}); r.status != http.StatusForbidden {
+		t.Fatalf("switch without CSRF: %d %s", r.status, r.body)
+	}
+	if s := br.get(e.srv.URL + "/session"); !strings.Contains(s.body, "You are signed in") {
+		t.Fatal("a switch without its CSRF token signed the browser out")
+	}
+	// Not a link id: 404, not a redirect somewhere.
+	if r := br.do(http.MethodPost, e.srv.URL+"/c/..%2f..%2fevil/switch", url.Values{"csrf_token": {csrf}}); r.status/100 == 3 &&
+		!strings.HasPrefix(r.location, e.srv.URL+"/") {
+		t.Fatalf("a bad id redirected to %s", r.location)
+	}
+
+	old := maps.Clone(br.Cookies)
+	r = br.do(http.MethodPost, e.srv.URL+f[1], url.Values{"csrf_token": {csrf}})
+	if r.status != http.StatusSeeOther || r.location != u {
+		t.Fatalf("switch: %d %q", r.status, r.location)
+	}
+	// The session is over on the server: its old cookie no longer signs in.
+	stale := e.browser()
+	stale.Cookies = old
+	if s := stale.get(e.srv.URL + "/session"); !strings.Contains(s.body, "Not signed in") {
+		t.Fatal("the old session still works after the switch")
+	}
+	// Back at the link: sign in as alice, the consent page, with "Not you?".
+	page := e.openAs(br, u, "alice")
+	if page.status != http.StatusOK || !strings.Contains(page.body, "Allow") || !strings.Contains(page.body, "Not you?") ||
+		switchForm.FindStringSubmatch(page.body) == nil {
+		t.Fatalf("after the switch: %d %s", page.status, page.body)
+	}
+	if r := e.allow(br, u, page); r.status != http.StatusSeeOther {
+		t.Fatalf("allow after the switch: %d %s", r.status, r.body)
+	}
+}

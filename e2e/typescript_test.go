@@ -163,7 +163,7 @@ func (w *world) startTSServerWith(style, credential string, proxyOnly bool) {
 	certFile, keyFile := w.tlsFiles()
 	args := []string{"dist/main.js", "--resource", resource, "--issuer", w.idp.URL, "--connectd", w.connectd.URL,
 		"--files-api", w.files.APIURL(), "--provider", providerName, "--scopes", scope, "--style", style,
-		"--wait-timeout", "20", "--retry-wait", fmt.Sprint(int(retryWait/time.Second)),
+		"--wait-timeout", "20", "--retry-wait", fmt.Sprint(int(retryWait / time.Second)),
 		"--tls-cert", certFile, "--tls-key", keyFile}
 	if credential != "" {
 		args = append(args, "--credential", credential)

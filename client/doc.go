@@ -65,9 +65,11 @@
 //
 // The connect URL carries only an opaque id: it is safe to show to the MCP
 // client, and only the user the elicitation was minted for can complete it.
-// The credentials themselves reach only the MCP server, through Token. See
-// docs/integration.md for a full guide and examples/mcp-server for a complete
-// MCP server built on the official Go SDK.
+// The credentials themselves reach only the MCP server, through Token — or
+// never leave connectd, with ProviderClient, whose calls connectd makes with
+// them. See docs/integration.md for a full guide (and when to pick which) and
+// examples/mcp-server for a complete MCP server built on the official Go SDK,
+// which uses ProviderClient by default.
 //
 // VerifyWebhook checks the signed webhooks connectd sends to an MCP server's
 // endpoints (elicitations that ended, connections created, changed or

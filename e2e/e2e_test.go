@@ -49,9 +49,22 @@ type world struct {
 	files    *providertest.Server
 	mcpURL   string         // the MCP server's endpoint and resource URI
 	cd       *client.Client // connectd API client with the MCP server's key
+	clientID string         // the MCP server's registration at connectd
+}
+
+// worldOptions are how the example MCP server runs and is registered.
+type worldOptions struct {
+	legacy     mcpserver.LegacyStyle
+	credential mcpserver.Credential // default: through connectd's proxy
+	proxyOnly  bool                 // registered proxy-only: it never receives a credential
 }
 
 func newWorld(t *testing.T, legacy mcpserver.LegacyStyle) *world {
+	t.Helper()
+	return newWorldWith(t, worldOptions{legacy: legacy})
+}
+
+func newWorldWith(t *testing.T, o worldOptions) *world {
 	t.Helper()
 	ctx := t.Context()
 	logger := slog.New(slog.DiscardHandler)
@@ -85,13 +98,19 @@ func newWorld(t *testing.T, legacy mcpserver.LegacyStyle) *world {
 	mcpSrv := httptest.NewTLSServer(mcpMux)
 	t.Cleanup(mcpSrv.Close)
 	w.mcpURL = mcpSrv.URL + "/mcp"
-	_, key := env.NewClient("Files Assistant", []string{w.mcpURL}, []string{providerName})
+	c, key := env.NewClient("Files Assistant", []string{w.mcpURL}, []string{providerName})
+	w.clientID = c.ID
+	if o.proxyOnly {
+		if err := env.Server.Clients().SetProxyOnly(ctx, c.ID, true); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var err error
 	if w.cd, err = client.New(client.Config{BaseURL: w.connectd.URL, Key: key, HTTPClient: w.tls, RetryWait: retryWait}); err != nil {
 		t.Fatal(err)
 	}
 	srv, err := mcpserver.New(ctx, mcpserver.Config{Resource: w.mcpURL, Issuer: w.idp.URL, Connectd: w.cd,
-		Provider: providerName, Scopes: []string{scope}, FilesAPI: w.files.APIURL(), Legacy: legacy,
+		Provider: providerName, Scopes: []string{scope}, Credential: o.credential, FilesAPI: w.files.APIURL(), Legacy: o.legacy,
 		WaitTimeout: 20 * time.Second, HTTPClient: w.tls, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
@@ -340,7 +359,7 @@ func TestInputRequired20260728(t *testing.T) {
 	if regexp.MustCompile(`"id":\d+,"method":"elicitation/create"`).MatchString(got) {
 		t.Error("the server sent an elicitation/create request on a 2026-07-28 session")
 	}
-	// The provider's token reached the MCP server, never the MCP client.
+	// The provider's token never crossed the MCP connection.
 	tok, err := w.cd.Token(ctx, w.token("alice", w.mcpURL), providerName, scope)
 	if err != nil {
 		t.Fatal(err)

@@ -141,20 +141,35 @@ func (w *world) node(dir string, env []string, args ...string) (out *syncBuffer,
 // drive it.
 func (w *world) startTSServer(style string) {
 	w.t.Helper()
+	w.startTSServerWith(style, "", false)
+}
+
+// startTSServerWith is startTSServer with the example's --credential
+// (empty: its default, proxy) and its client registered proxy-only or not.
+func (w *world) startTSServerWith(style, credential string, proxyOnly bool) {
+	w.t.Helper()
 	needTS(w.t)
 	ports, err := testkit.FreePorts(1)
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	resource := fmt.Sprintf("https://127.0.0.1:%d/mcp", ports[0])
-	_, key := w.env.NewClient("Files Assistant (TypeScript)", []string{resource}, []string{providerName})
+	c, key := w.env.NewClient("Files Assistant (TypeScript)", []string{resource}, []string{providerName})
+	if proxyOnly {
+		if err := w.env.Server.Clients().SetProxyOnly(context.Background(), c.ID, true); err != nil {
+			w.t.Fatal(err)
+		}
+	}
 	certFile, keyFile := w.tlsFiles()
-	out, exited, exitErr := w.node(filepath.Join(tsDir, "example-mcp-server"),
-		[]string{"NODE_EXTRA_CA_CERTS=" + certFile, "CONNECTD_CLIENT_KEY=" + key},
-		"dist/main.js", "--resource", resource, "--issuer", w.idp.URL, "--connectd", w.connectd.URL,
+	args := []string{"dist/main.js", "--resource", resource, "--issuer", w.idp.URL, "--connectd", w.connectd.URL,
 		"--files-api", w.files.APIURL(), "--provider", providerName, "--scopes", scope, "--style", style,
-		"--wait-timeout", "20", "--retry-wait", fmt.Sprint(int(retryWait/time.Second)),
-		"--tls-cert", certFile, "--tls-key", keyFile)
+		"--wait-timeout", "20", "--retry-wait", fmt.Sprint(int(retryWait / time.Second)),
+		"--tls-cert", certFile, "--tls-key", keyFile}
+	if credential != "" {
+		args = append(args, "--credential", credential)
+	}
+	out, exited, exitErr := w.node(filepath.Join(tsDir, "example-mcp-server"),
+		[]string{"NODE_EXTRA_CA_CERTS=" + certFile, "CONNECTD_CLIENT_KEY=" + key}, args...)
 	meta := fmt.Sprintf("https://127.0.0.1:%d/.well-known/oauth-protected-resource/mcp", ports[0])
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -314,6 +329,53 @@ func TestTypeScriptServerFallback(t *testing.T) {
 		if strings.Contains(got, never) {
 			t.Errorf("the wire carries %s to a client without URL mode", never)
 		}
+	}
+}
+
+// TestTypeScriptServerCredentialModes: the TypeScript example registered
+// proxy-only (its default mode, through connectd's proxy: the token read
+// is refused to it) and in token mode (--credential token) both list the
+// files after the user connects, on a 2025-11-25 session.
+func TestTypeScriptServerCredentialModes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, credential string
+		proxyOnly        bool
+	}{
+		{"proxy-only", "", true},
+		{"token", "token", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, mcpserver.LegacyElicit)
+			w.startTSServerWith("elicit", tc.credential, tc.proxyOnly)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			browsed := make(chan error, 4)
+			cs, _, err := w.connect(ctx, "alice", client.ProtocolVersion20251125, mcp.ClientOptions{
+				ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					go func() {
+						if tc.proxyOnly {
+							browsed <- w.browser().connectProxyOnly(r.Params.URL, "alice")
+						} else {
+							browsed <- w.browser().connect(r.Params.URL, "alice")
+						}
+					}()
+					return &mcp.ElicitResult{Action: "accept"}, nil
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := callListFiles(ctx, cs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkFiles(t, res)
+			if err := wait(t, browsed, "the browser"); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 

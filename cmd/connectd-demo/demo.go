@@ -76,6 +76,9 @@ func (o demoOptions) listen(port int) string { return net.JoinHostPort(o.bind, s
 // internal/devidp), a third-party OAuth service with a file API (Demo Files,
 // internal/provider/providertest), and the example MCP server
 // (examples/mcp-server), all wired together; then it prints a walkthrough.
+// The example MCP server is registered proxy-only and calls Demo Files
+// through connectd's proxy, so a newcomer sees the safest mode first;
+// -credential token registers it without proxy-only and has it read tokens.
 // The database comes from CONNECTD_DATABASE_URL (make demo starts a private
 // one). Ctrl-C stops everything.
 //
@@ -104,11 +107,14 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	fset.StringVar(&o.internalAddr, "internal-addr", "127.0.0.1:9090", "connectd's operators' listener")
 	fset.StringVar(&o.stateDir, "state-dir", ".cache/demo", "where the demo writes its providers file")
 	connectdBin := fset.String("connectd", "", "the connectd binary (default: connectd next to this program, else on PATH)")
+	credential := fset.String("credential", "proxy", "how the example MCP server uses alice's credential: proxy (registered proxy-only, "+
+		"it calls Demo Files through connectd and never holds a token) or token (it reads the token and calls Demo Files itself)")
 	fset.SetOutput(stderr)
 	fset.Usage = func() {
 		fmt.Fprintln(fset.Output(), "usage: connectd-demo [flags]\n\n"+
 			"Runs connectd (dev mode), an identity provider (users alice, bob and admin), the Demo Files OAuth\n"+
-			"provider and the example MCP server, on CONNECTD_DATABASE_URL, and prints a walkthrough.\n"+
+			"provider and the example MCP server (proxy-only: it calls Demo Files through connectd; see -credential),\n"+
+			"on CONNECTD_DATABASE_URL, and prints a walkthrough.\n"+
 			"Ctrl-C stops everything.\n\nflags:")
 		fset.PrintDefaults()
 	}
@@ -125,6 +131,10 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	if o.bind == "" {
 		o.bind = o.host
+	}
+	cred, err := mcpserver.ParseCredential(*credential)
+	if err != nil {
+		return &usageError{"-credential must be proxy or token"}
 	}
 	env := newDemoEnv(environ)
 	env.set("CONNECTD_DEV", "true")
@@ -222,8 +232,10 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		}
 	}()
 
-	// The example MCP server, registered at connectd as a client.
-	key, err := demoClientKey(ctx, mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, AllowHTTP: true}), mcpURL)
+	// The example MCP server, registered at connectd as a client:
+	// proxy-only unless it is to read tokens (-credential token).
+	clientID, key, err := demoClientKey(ctx, mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, AllowHTTP: true}), mcpURL,
+		cred == mcpserver.CredentialProxy)
 	if err != nil {
 		return err
 	}
@@ -233,7 +245,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	mcpSrv, err := mcpserver.New(ctx, mcpserver.Config{
 		Resource: mcpURL, Issuer: idpURL, Connectd: cd, Provider: demoProvider, Scopes: []string{demoScope},
-		FilesAPI: files.APIURL(), Logger: base.With(slog.String("component", "mcp-server")),
+		Credential: cred, FilesAPI: files.APIURL(), Logger: base.With(slog.String("component", "mcp-server")),
 	})
 	if err != nil {
 		return err
@@ -261,7 +273,9 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		"CONNECTD_ADMIN_ISSUER":   demoIssuerID,
 		"CONNECTD_ADMIN_SUBJECTS": demoAdmin,
 		// Dev mode lets connectd fetch plain http on loopback only from
-		// hosts named here: the identity provider and Demo Files.
+		// hosts named here: the identity provider and Demo Files (its
+		// OAuth endpoints and its API, where the proxy sends the example's
+		// calls: api_base_url in the providers file).
 		"CONNECTD_EGRESS_ALLOW_HOSTS": joinNonEmpty(env.get("CONNECTD_EGRESS_ALLOW_HOSTS"),
 			net.JoinHostPort(o.host, strconv.Itoa(o.idpPort)), net.JoinHostPort(o.host, strconv.Itoa(o.providerPort))),
 	} {
@@ -288,7 +302,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	go func() {
 		if waitReady(sctx, "http://"+net.JoinHostPort(o.connectHost(), strconv.Itoa(o.port))+"/readyz") {
 			printWalkthrough(stdout, walkthrough{Connectd: connectdURL, IdP: idpURL, Provider: providerURL, MCP: mcpURL,
-				Internal: "http://" + o.internalAddr})
+				Internal: "http://" + o.internalAddr, ClientID: clientID, Token: cred == mcpserver.CredentialToken})
 		}
 	}()
 	serveErr := make(chan error, 1)
@@ -421,13 +435,14 @@ func writeDemoProviders(dir string, files *providertest.Server) (string, error) 
 }
 
 // demoClientKey registers the example MCP server as a connectd client, or
-// reuses the registration of an earlier run, and returns a fresh key (keys
-// are stored hashed, so an earlier run's key cannot be read back; the old one
-// stops working at once).
-func demoClientKey(ctx context.Context, clients *mcpauth.Clients, resource string) (string, error) {
+// reuses the registration of an earlier run, switched to proxy-only or not
+// as asked (what `connectd clients proxy-only ID [--off]` does), and returns
+// its id and a fresh key (keys are stored hashed, so an earlier run's key
+// cannot be read back; the old one stops working at once).
+func demoClientKey(ctx context.Context, clients *mcpauth.Clients, resource string, proxyOnly bool) (id, key string, err error) {
 	list, err := clients.List(ctx)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	// A kept demo database may hold the demo client from an earlier run,
 	// perhaps disabled by the admin walkthrough: reuse it, since resource
@@ -437,18 +452,32 @@ func demoClientKey(ctx context.Context, clients *mcpauth.Clients, resource strin
 			continue
 		}
 		if c.Name != demoClientName || !slices.Contains(c.Providers, demoProvider) {
-			return "", fmt.Errorf("the demo database has client %s (%q) for %s, not the demo's; "+
+			return "", "", fmt.Errorf("the demo database has client %s (%q) for %s, not the demo's; "+
 				"disable or remove it, or start afresh with make clean", c.ID, c.Name, resource)
 		}
 		if c.Disabled {
 			if err := clients.SetDisabled(ctx, c.ID, false); err != nil {
-				return "", err
+				return "", "", err
 			}
 		}
-		return clients.RotateKey(ctx, c.ID, 0)
+		if c.ProxyOnly != proxyOnly {
+			if err := clients.SetProxyOnly(ctx, c.ID, proxyOnly); err != nil {
+				return "", "", err
+			}
+		}
+		key, err := clients.RotateKey(ctx, c.ID, 0)
+		return c.ID, key, err
 	}
-	_, key, err := clients.Create(ctx, demoClientName, []string{resource}, []string{demoProvider})
-	return key, err
+	c, key, err := clients.Create(ctx, demoClientName, []string{resource}, []string{demoProvider})
+	if err != nil {
+		return "", "", err
+	}
+	if proxyOnly {
+		if err := clients.SetProxyOnly(ctx, c.ID, true); err != nil {
+			return "", "", err
+		}
+	}
+	return c.ID, key, nil
 }
 
 // waitReady polls a readiness URL until it answers 200 or ctx ends.
@@ -475,6 +504,8 @@ func waitReady(ctx context.Context, u string) bool {
 
 type walkthrough struct {
 	Connectd, IdP, Provider, MCP, Internal string
+	ClientID                               string // the example MCP server's registration
+	Token                                  bool   // -credential token: it reads tokens, not proxy-only
 }
 
 var walkthroughText = template.Must(template.New("walkthrough").Parse(`
@@ -485,7 +516,27 @@ var walkthroughText = template.Must(template.New("walkthrough").Parse(`
     Demo Files           {{.Provider}}        a third-party OAuth service with a file API;
                                                   you have two accounts there, Work files and Home files
     example MCP server   {{.MCP}}    tool list_files, which needs Demo Files
-
+                                                  (client {{.ClientID}} at connectd)
+{{if .Token}}
+  The example MCP server reads alice's Demo Files token from connectd and
+  calls Demo Files with it itself (-credential token), so its registration is
+  not proxy-only. By default (make demo) it is registered proxy-only, as an
+  operator does with
+       connectd clients proxy-only {{.ClientID}}
+  and calls Demo Files through connectd's proxy, never holding a token.
+{{else}}
+  The example MCP server is registered proxy-only, the safest mode: it never
+  receives alice's Demo Files token. list_files sends its call to connectd's
+  proxy (/v1/proxy/demo-files/files), which attaches the credential and
+  forwards it to Demo Files' API; a token read with its key answers 403
+  token_release_disabled, and the consent page tells alice so. For the
+  other mode, where the server reads the token and calls Demo Files itself,
+  restart with make demo DEMO_FLAGS="-credential token": it switches the
+  client off proxy-only, as an operator does with
+       connectd clients proxy-only {{.ClientID}} --off
+  and runs the example with -credential token (docs/integration.md says
+  when to pick which).
+{{end}}
   1. In another terminal, in this checkout, call the tool as alice:
 
        go run ./examples/mcp-server/cmd/try -user alice
@@ -503,7 +554,8 @@ var walkthroughText = template.Must(template.New("walkthrough").Parse(`
   3. Open the link in a normal window, sign in as alice and click Allow.
      Demo Files approves at once as the account it is signed in with, Work
      files (a link for another account would let you choose), and sends you
-     back ("Connected"); the try command prints the files of work-account.
+     back ("Connected"); the try command prints the files of work-account,
+     which the example server got {{if .Token}}with the token it read{{else}}through connectd's proxy{{end}}.
      Run step 1 again: no link, the files at once.
 
   4. alice's own view: {{.Connectd}}/account lists Demo Files, the

@@ -67,7 +67,7 @@ type demoRun struct {
 	stop      context.CancelFunc
 }
 
-func startDemo(t *testing.T, dbURL, stateDir string, ports []int) *demoRun {
+func startDemo(t *testing.T, dbURL, stateDir string, ports []int, extra ...string) *demoRun {
 	t.Helper()
 	bin, err := connectdBinary()
 	if err != nil {
@@ -78,6 +78,7 @@ func startDemo(t *testing.T, dbURL, stateDir string, ports []int) *demoRun {
 	args := []string{"-connectd", bin, "-port", strconv.Itoa(ports[0]), "-idp-port", strconv.Itoa(ports[1]),
 		"-provider-port", strconv.Itoa(ports[2]), "-mcp-port", strconv.Itoa(ports[3]),
 		"-internal-addr", "127.0.0.1:" + strconv.Itoa(ports[4]), "-state-dir", stateDir}
+	args = append(args, extra...)
 	env := []string{"CONNECTD_DATABASE_URL=" + dbURL, "CONNECTD_LOG_FORMAT=json"}
 	go func() { d.done <- run(ctx, args, env, d.out, d.logs) }()
 	deadline := time.Now().Add(30 * time.Second)
@@ -171,9 +172,13 @@ func demoBrowserAs(connectURL, user string, allow bool, account string) (int, st
 }
 
 // TestDemo runs connectd-demo as make demo does and follows its
-// walkthrough with the SDK's MCP client: alice's tool call yields a connect
-// link, bob opening it is refused, alice connecting it gets her files; the
-// demo stops cleanly, and starts again on the same database.
+// walkthrough with the SDK's MCP client: the example MCP server is
+// registered proxy-only; alice's tool call yields a connect link, bob
+// opening it is refused, alice connecting it gets her files (through
+// connectd's proxy: the token read is refused to a proxy-only client); the
+// demo stops cleanly, and starts again on the same database with
+// -credential token, which switches the client off proxy-only and has the
+// example read tokens.
 func TestDemo(t *testing.T) {
 	t.Parallel()
 	dbURL := pgtest.EmptyURL(t) // the demo migrates it
@@ -185,10 +190,20 @@ func TestDemo(t *testing.T) {
 	d := startDemo(t, dbURL, stateDir, ports)
 	idpURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 	mcpURL := fmt.Sprintf("http://127.0.0.1:%d/mcp", ports[3])
-	for _, want := range []string{fmt.Sprintf("http://127.0.0.1:%d ", ports[0]), idpURL, mcpURL, "as bob"} {
+	for _, want := range []string{fmt.Sprintf("http://127.0.0.1:%d ", ports[0]), idpURL, mcpURL, "as bob",
+		"registered proxy-only", `DEMO_FLAGS="-credential token"`, "connectd clients proxy-only cli_"} {
 		if !strings.Contains(d.out.String(), want) {
 			t.Errorf("walkthrough lacks %q:\n%s", want, d.out.String())
 		}
+	}
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	clients := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, AllowHTTP: true})
+	if c := demoClient(t, clients); !c.ProxyOnly || !strings.Contains(d.out.String(), "proxy-only "+c.ID+" --off") {
+		t.Fatalf("the demo's client %s: proxy-only %v, want true, named in the walkthrough", c.ID, c.ProxyOnly)
 	}
 	// The providers file names the secret by reference only.
 	pf, err := os.ReadFile(filepath.Join(stateDir, "providers.json"))
@@ -292,11 +307,15 @@ func TestDemo(t *testing.T) {
 	}
 	d.shutdown(t, ports)
 
-	// Again on the same database: the client registration is reused with a
-	// new key, and alice's old connection (sealed under the previous run's
-	// key, unknown to the new Demo Files) leads to a new link.
-	d = startDemo(t, dbURL, stateDir, ports)
+	// Again on the same database, in token mode: the client registration
+	// is reused with a new key and is proxy-only no more, and alice's old
+	// connection (sealed under the previous run's key, unknown to the new
+	// Demo Files) leads to a new link.
+	d = startDemo(t, dbURL, stateDir, ports, "-credential", "token")
 	defer d.shutdown(t, ports)
+	if c := demoClient(t, clients); c.ProxyOnly || !strings.Contains(d.out.String(), "-credential token") {
+		t.Fatalf("with -credential token the demo's client %s is proxy-only: %v", c.ID, c.ProxyOnly)
+	}
 	var asked bool
 	res, err = call("alice", func(*mcp.ElicitParams) string { asked = true; return "decline" })
 	if err != nil || !asked || !res.IsError {
@@ -337,6 +356,22 @@ func TestDemo(t *testing.T) {
 		!strings.Contains(out.String(), "this is what the model sees") {
 		t.Fatalf("try -no-url: %v\n%s", err, out.String())
 	}
+}
+
+// demoClient is the demo's registration of the example MCP server.
+func demoClient(t *testing.T, clients *mcpauth.Clients) mcpauth.Client {
+	t.Helper()
+	list, err := clients.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range list {
+		if c.Name == demoClientName {
+			return c
+		}
+	}
+	t.Fatalf("no client %q in the demo's database", demoClientName)
+	panic("unreachable")
 }
 
 // signInAt opens u in b, answers the demo identity provider's picker as

@@ -5,9 +5,18 @@
 // the end-to-end tests drive it with the SDK's client.
 //
 // It exposes one tool, list_files, which needs the user's account at a file
-// service (the demo's "Demo Files" OAuth provider). The tool asks connectd
-// for the user's token; without one it sends the user to connectd in the
-// shape the session's protocol version calls for:
+// service (the demo's "Demo Files" OAuth provider). By default
+// (CredentialProxy) the tool calls the file service through connectd's
+// provider API proxy with client.ProviderClient, the *http.Client a
+// provider's own Go SDK would be given: connectd attaches the user's
+// credential, so this server never holds it, and it works for a client
+// registered proxy-only (connectd clients create --proxy-only). With
+// CredentialToken (-credential token) it reads the user's token
+// (client.AccountToken) and calls the file service itself. Both are decided
+// by connectd alike, so the rest is the same in either mode: when connectd
+// has no credential the tool may use (not_connected, consent_required,
+// insufficient_scope, reauthorization_required), the tool sends the user to
+// connectd in the shape the session's protocol version calls for:
 //
 //   - 2026-07-28 (SEP-2322 multi round-trip requests; first-class in the
 //     SDK): the call answers an InputRequiredResult — inputRequests holding
@@ -32,19 +41,21 @@
 // # Several accounts at one provider
 //
 // A user may have several file-service accounts this server is approved
-// for (work and personal). connectd then answers the token read with
-// account_required and the accounts (client.ErrAccountRequired), and the
-// tool asks the user which: a form-mode elicitation of the accounts
+// for (work and personal). connectd then answers the token read or the
+// proxied call with account_required and the accounts
+// (client.ErrAccountRequired), and the tool asks the user which: a form-mode elicitation of the accounts
 // (client.AccountChoice.Form) when the MCP client declared form mode — sent
 // as an input request, which 2026-07-28 clients answer with their retry and
 // the SDK turns into elicitation/create for older ones — else a tool error
 // that lists them with their ids and asks to call list_files again with
 // its account argument (client.AccountChoice.Fallback). The token is then
-// read for that account. When that account needs reconnecting, the link
-// is minted for it (client.MintRequest.Account), and on 2026-07-28 its input
-// key carries the id into the retry (client.ConnectKey). With LegacyError
-// the retry is a new call, which asks again. A refused token unlinks only
-// the account it was of.
+// read, or the call proxied (client.WithAccount), for that account. When
+// that account needs reconnecting, the link is minted for it
+// (client.MintRequest.Account), and on 2026-07-28 its input key carries the
+// id into the retry (client.ConnectKey). With LegacyError the retry is a new
+// call, which asks again. A credential the file service refuses (in token
+// mode its 401; through the proxy provider_unauthorized, once connectd's
+// refresh did not help) unlinks only the account it was of.
 //
 // The SDK serves 2026-07-28 only on a stateless streamable HTTP handler and
 // 2025-11-25's server-to-client requests only on a stateful one, so Handler
@@ -55,6 +66,7 @@
 // Config.Issuer whose audience is Config.Resource — verified here (signature
 // via the issuer's JWKS, alg allow-list, typ at+jwt, iss, aud, exp) before
 // any tool runs — and forwarded unchanged to connectd as X-User-Token with
-// this server's client key. connectd verifies it again. The provider token
-// goes only to the file service: never into a result, an error or a log.
+// this server's client key. connectd verifies it again. In token mode the
+// provider token goes only to the file service: never into a result, an
+// error or a log.
 package mcpserver

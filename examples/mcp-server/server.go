@@ -52,8 +52,16 @@ type Config struct {
 	// tool needs of it.
 	Provider string
 	Scopes   []string
-	// FilesAPI is the file service's list endpoint, called with the user's
-	// provider token.
+	// Credential chooses how the tool uses the user's credential: through
+	// connectd's proxy (CredentialProxy, the default), or read and sent by
+	// this server (CredentialToken).
+	Credential Credential
+	// FilesPath is the file service's list endpoint below the provider's API
+	// base URL at connectd (its api_base_url), called through the proxy
+	// (default /files).
+	FilesPath string
+	// FilesAPI is the file service's list endpoint URL, called with the
+	// user's provider token (CredentialToken only, and required then).
 	FilesAPI string
 	// Legacy chooses the 2025-11-25 shape (default LegacyElicit).
 	Legacy LegacyStyle
@@ -62,8 +70,9 @@ type Config struct {
 	// asking to try again (2025-11-25) or hands the client a fresh
 	// InputRequiredResult (2026-07-28).
 	WaitTimeout time.Duration
-	// HTTPClient is used for the issuer's keys and the file service
-	// (default: 15 s timeout).
+	// HTTPClient is used for the issuer's keys and, with CredentialToken,
+	// the file service (default: 15 s timeout); its Timeout also bounds a
+	// call through the proxy, made with Connectd's own transport.
 	HTTPClient *http.Client
 	Logger     *slog.Logger
 }
@@ -91,8 +100,15 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	switch {
 	case err != nil || (ru.Scheme != "https" && ru.Scheme != "http") || ru.Host == "" || ru.Fragment != "":
 		return nil, errors.New("mcpserver: Resource must be an absolute http(s) URL")
-	case cfg.Issuer == "" || cfg.Connectd == nil || cfg.Provider == "" || cfg.FilesAPI == "":
-		return nil, errors.New("mcpserver: Issuer, Connectd, Provider and FilesAPI are required")
+	case cfg.Issuer == "" || cfg.Connectd == nil || cfg.Provider == "":
+		return nil, errors.New("mcpserver: Issuer, Connectd and Provider are required")
+	case cfg.Credential == CredentialToken && cfg.FilesAPI == "":
+		return nil, errors.New("mcpserver: FilesAPI is required with CredentialToken")
+	case cfg.Credential != CredentialProxy && cfg.Credential != CredentialToken:
+		return nil, errors.New("mcpserver: Credential must be CredentialProxy or CredentialToken")
+	}
+	if cfg.FilesPath == "" {
+		cfg.FilesPath = "/files"
 	}
 	if cfg.WaitTimeout <= 0 {
 		cfg.WaitTimeout = 5 * time.Minute

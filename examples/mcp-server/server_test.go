@@ -33,15 +33,15 @@ func setup(t *testing.T) (idp *devidp.Provider, mcpURL string, mints *atomic.Int
 		if r.Method == http.MethodPost {
 			mints.Add(1)
 		}
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not_connected"})
-	}))
+		writeError(w, r, http.StatusNotFound, map[string]any{"error": "not_connected"})
+	}), mcpserver.CredentialProxy)
 	return idp, mcpURL, mints
 }
 
-// setupWith is setup with connectd played by cd; the example's file
-// service answers GET /files with the owner its bearer token names
-// ("Bearer tok-work" → "work").
-func setupWith(t *testing.T, cd http.Handler) (idp *devidp.Provider, mcpURL string) {
+// setupWith is setup with connectd played by cd and the tool in credential
+// mode cred; the example's file service answers GET /files with the owner
+// its bearer token names ("Bearer tok-work" → "work").
+func setupWith(t *testing.T, cd http.Handler, cred mcpserver.Credential) (idp *devidp.Provider, mcpURL string) {
 	t.Helper()
 	idpMux := http.NewServeMux()
 	idpSrv := httptest.NewServer(idpMux)
@@ -63,7 +63,7 @@ func setupWith(t *testing.T, cd http.Handler) (idp *devidp.Provider, mcpURL stri
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	s, err := mcpserver.New(context.Background(), mcpserver.Config{Resource: srv.URL + resourcePath, Issuer: idpSrv.URL,
-		Connectd: cdc, Provider: "demo-files", FilesAPI: srv.URL + "/files", WaitTimeout: 10 * time.Second})
+		Connectd: cdc, Provider: "demo-files", Credential: cred, FilesAPI: srv.URL + "/files", WaitTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +84,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers connectd's error envelope, naming the request's id
+// as connectd does (the proxy's client tells connectd's refusals from the
+// provider's answers by it).
+func writeError(w http.ResponseWriter, r *http.Request, status int, body map[string]any) {
+	body["request_id"] = r.Header.Get(client.RequestIDHeader)
+	writeJSON(w, status, body)
 }
 
 // post sends a raw tools/list with a bearer token and returns the status and
@@ -256,19 +264,20 @@ func (c *accountsConnectd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "GET /v1/connections/demo-files/token":
 		account := r.URL.Query().Get("account")
 		c.reads = append(c.reads, account)
-		switch {
-		case account == "":
-			writeJSON(w, http.StatusConflict, map[string]any{"error": "account_required", "accounts": []any{
-				map[string]any{"id": workID, "display_name": "alice@work.example", "label": "work"},
-				map[string]any{"id": homeID, "display_name": "alice@home.example"}}})
-		case account == homeID && c.homeDead:
-			writeJSON(w, http.StatusConflict, map[string]any{"error": "reauthorization_required"})
-		case account == workID || account == homeID:
-			name := map[string]string{workID: "work", homeID: "home"}[account]
+		if name, ok := c.decide(w, r, account); ok {
 			writeJSON(w, http.StatusOK, map[string]any{"provider": "demo-files", "kind": "oauth2", "access_token": "tok-" + name,
 				"account": map[string]any{"id": account, "display_name": "alice@" + name + ".example"}})
-		default:
-			writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found"})
+		}
+	case "GET /v1/proxy/demo-files/files":
+		// The proxy decides as the token read, then answers as the file
+		// service would with the account's credential.
+		account := r.Header.Get(client.AccountHeader)
+		c.reads = append(c.reads, account)
+		if r.Header.Get("Authorization") != "Bearer cks_test" || r.Header.Get(client.UserTokenHeader) == "" {
+			c.t.Errorf("proxied call without the client key and user token: %v", r.Header)
+		}
+		if name, ok := c.decide(w, r, account); ok {
+			writeJSON(w, http.StatusOK, map[string]any{"owner": name, "files": []any{map[string]any{"name": "a.txt", "size": 1}}})
 		}
 	case "POST /v1/elicitations":
 		var req struct {
@@ -291,6 +300,24 @@ func (c *accountsConnectd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.t.Errorf("unexpected call %s %s", r.Method, r.URL)
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found"})
 	}
+}
+
+// decide answers the refusal connectd would give for account, or reports
+// the account's name.
+func (c *accountsConnectd) decide(w http.ResponseWriter, r *http.Request, account string) (string, bool) {
+	switch {
+	case account == "":
+		writeError(w, r, http.StatusConflict, map[string]any{"error": "account_required", "accounts": []any{
+			map[string]any{"id": workID, "display_name": "alice@work.example", "label": "work"},
+			map[string]any{"id": homeID, "display_name": "alice@home.example"}}})
+	case account == homeID && c.homeDead:
+		writeError(w, r, http.StatusConflict, map[string]any{"error": "reauthorization_required"})
+	case account == workID || account == homeID:
+		return map[string]string{workID: "work", homeID: "home"}[account], true
+	default:
+		writeError(w, r, http.StatusNotFound, map[string]any{"error": "not_found"})
+	}
+	return "", false
 }
 
 func (c *accountsConnectd) seen() (reads, mints []string) {
@@ -365,6 +392,11 @@ func text(res *mcp.CallToolResult) string {
 	return b.String()
 }
 
+// credentials are the example's two modes: each account test runs in both,
+// since connectd's refusals come the same way through the proxy as from the
+// token read.
+var credentials = []mcpserver.Credential{mcpserver.CredentialProxy, mcpserver.CredentialToken}
+
 var (
 	formAndURL = &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{
 		Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}}}
@@ -374,55 +406,61 @@ var (
 // TestSeveralAccounts (issue 24): a user with two accounts this server may
 // use is asked which, in a form when the MCP client has form mode (both
 // protocol generations), else in a tool error that lists the accounts for
-// the tool's account argument; the token read names the one chosen.
+// the tool's account argument; the token read (or the proxied call) names
+// the one chosen, in both credential modes.
 func TestSeveralAccounts(t *testing.T) {
 	t.Parallel()
-	for _, version := range []string{"2025-11-25", "2026-07-28"} {
-		t.Run("form "+version, func(t *testing.T) {
+	for _, cred := range credentials {
+		t.Run(cred.String(), func(t *testing.T) {
 			t.Parallel()
-			cd := &accountsConnectd{t: t}
-			idp, mcpURL := setupWith(t, cd)
-			res, asked := callAs(t, idp, mcpURL, version, formAndURL, pickTitled(t, "alice@home.example"), map[string]any{})
-			if res.IsError || !strings.Contains(text(res), "files for home") {
-				t.Fatalf("result: %s", text(res))
+			for _, version := range []string{"2025-11-25", "2026-07-28"} {
+				t.Run("form "+version, func(t *testing.T) {
+					t.Parallel()
+					cd := &accountsConnectd{t: t}
+					idp, mcpURL := setupWith(t, cd, cred)
+					res, asked := callAs(t, idp, mcpURL, version, formAndURL, pickTitled(t, "alice@home.example"), map[string]any{})
+					if res.IsError || !strings.Contains(text(res), "files for home") {
+						t.Fatalf("result: %s", text(res))
+					}
+					if len(asked) != 1 || asked[0].Mode != "form" || !strings.Contains(fmt.Sprint(asked[0].RequestedSchema), "work (alice@work.example)") {
+						t.Fatalf("asked %+v", asked)
+					}
+					if reads, _ := cd.seen(); fmt.Sprint(reads) != fmt.Sprint([]string{"", homeID}) {
+						t.Fatalf("token reads for accounts %q", reads)
+					}
+				})
 			}
-			if len(asked) != 1 || asked[0].Mode != "form" || !strings.Contains(fmt.Sprint(asked[0].RequestedSchema), "work (alice@work.example)") {
-				t.Fatalf("asked %+v", asked)
-			}
-			if reads, _ := cd.seen(); fmt.Sprint(reads) != fmt.Sprint([]string{"", homeID}) {
-				t.Fatalf("token reads for accounts %q", reads)
-			}
+			t.Run("no form mode", func(t *testing.T) {
+				t.Parallel()
+				cd := &accountsConnectd{t: t}
+				idp, mcpURL := setupWith(t, cd, cred)
+				res, asked := callAs(t, idp, mcpURL, "2025-11-25", urlOnly, nil, map[string]any{})
+				if txt := text(res); !res.IsError || len(asked) != 0 || !strings.Contains(txt, "- work (alice@work.example): "+workID) ||
+					!strings.Contains(txt, "- alice@home.example: "+homeID) || !strings.Contains(txt, "list_files again with account") {
+					t.Fatalf("result %s, asked %+v", txt, asked)
+				}
+				// The model calls again with the account the user named.
+				res, _ = callAs(t, idp, mcpURL, "2025-11-25", urlOnly, nil, map[string]any{"account": workID})
+				if res.IsError || !strings.Contains(text(res), "files for work") {
+					t.Fatalf("with account: %s", text(res))
+				}
+				res, _ = callAs(t, idp, mcpURL, "2025-11-25", urlOnly, nil, map[string]any{"account": "cn_cccccccccccccccccccccccccc"})
+				if !res.IsError || !strings.Contains(text(res), "is not one of your file-service accounts") {
+					t.Fatalf("unknown account: %s", text(res))
+				}
+			})
+			t.Run("declined", func(t *testing.T) {
+				t.Parallel()
+				cd := &accountsConnectd{t: t}
+				idp, mcpURL := setupWith(t, cd, cred)
+				decline := func(*mcp.ElicitParams) *mcp.ElicitResult { return &mcp.ElicitResult{Action: "decline"} }
+				res, _ := callAs(t, idp, mcpURL, "2026-07-28", formAndURL, decline, map[string]any{})
+				if !res.IsError || !strings.Contains(text(res), "No file-service account was chosen") {
+					t.Fatalf("result: %s", text(res))
+				}
+			})
 		})
 	}
-	t.Run("no form mode", func(t *testing.T) {
-		t.Parallel()
-		cd := &accountsConnectd{t: t}
-		idp, mcpURL := setupWith(t, cd)
-		res, asked := callAs(t, idp, mcpURL, "2025-11-25", urlOnly, nil, map[string]any{})
-		if txt := text(res); !res.IsError || len(asked) != 0 || !strings.Contains(txt, "- work (alice@work.example): "+workID) ||
-			!strings.Contains(txt, "- alice@home.example: "+homeID) || !strings.Contains(txt, "list_files again with account") {
-			t.Fatalf("result %s, asked %+v", txt, asked)
-		}
-		// The model calls again with the account the user named.
-		res, _ = callAs(t, idp, mcpURL, "2025-11-25", urlOnly, nil, map[string]any{"account": workID})
-		if res.IsError || !strings.Contains(text(res), "files for work") {
-			t.Fatalf("with account: %s", text(res))
-		}
-		res, _ = callAs(t, idp, mcpURL, "2025-11-25", urlOnly, nil, map[string]any{"account": "cn_cccccccccccccccccccccccccc"})
-		if !res.IsError || !strings.Contains(text(res), "is not one of your file-service accounts") {
-			t.Fatalf("unknown account: %s", text(res))
-		}
-	})
-	t.Run("declined", func(t *testing.T) {
-		t.Parallel()
-		cd := &accountsConnectd{t: t}
-		idp, mcpURL := setupWith(t, cd)
-		decline := func(*mcp.ElicitParams) *mcp.ElicitResult { return &mcp.ElicitResult{Action: "decline"} }
-		res, _ := callAs(t, idp, mcpURL, "2026-07-28", formAndURL, decline, map[string]any{})
-		if !res.IsError || !strings.Contains(text(res), "No file-service account was chosen") {
-			t.Fatalf("result: %s", text(res))
-		}
-	})
 }
 
 // TestReconnectTheChosenAccount: when the account the user chose needs
@@ -431,21 +469,26 @@ func TestSeveralAccounts(t *testing.T) {
 // carries the account (client.ConnectKey).
 func TestReconnectTheChosenAccount(t *testing.T) {
 	t.Parallel()
-	for _, version := range []string{"2025-11-25", "2026-07-28"} {
-		t.Run(version, func(t *testing.T) {
+	for _, cred := range credentials {
+		t.Run(cred.String(), func(t *testing.T) {
 			t.Parallel()
-			cd := &accountsConnectd{t: t, homeDead: true}
-			idp, mcpURL := setupWith(t, cd)
-			res, asked := callAs(t, idp, mcpURL, version, formAndURL, pickTitled(t, "alice@home.example"), map[string]any{})
-			if res.IsError || !strings.Contains(text(res), "files for home") {
-				t.Fatalf("result: %s", text(res))
-			}
-			if len(asked) != 2 || asked[0].Mode != "form" || asked[1].Mode != "url" {
-				t.Fatalf("asked %+v", asked)
-			}
-			reads, mints := cd.seen()
-			if fmt.Sprint(mints) != fmt.Sprint([]string{homeID}) || fmt.Sprint(reads) != fmt.Sprint([]string{"", homeID, homeID}) {
-				t.Fatalf("mints for %q, token reads for %q", mints, reads)
+			for _, version := range []string{"2025-11-25", "2026-07-28"} {
+				t.Run(version, func(t *testing.T) {
+					t.Parallel()
+					cd := &accountsConnectd{t: t, homeDead: true}
+					idp, mcpURL := setupWith(t, cd, cred)
+					res, asked := callAs(t, idp, mcpURL, version, formAndURL, pickTitled(t, "alice@home.example"), map[string]any{})
+					if res.IsError || !strings.Contains(text(res), "files for home") {
+						t.Fatalf("result: %s", text(res))
+					}
+					if len(asked) != 2 || asked[0].Mode != "form" || asked[1].Mode != "url" {
+						t.Fatalf("asked %+v", asked)
+					}
+					reads, mints := cd.seen()
+					if fmt.Sprint(mints) != fmt.Sprint([]string{homeID}) || fmt.Sprint(reads) != fmt.Sprint([]string{"", homeID, homeID}) {
+						t.Fatalf("mints for %q, token reads for %q", mints, reads)
+					}
+				})
 			}
 		})
 	}
@@ -457,22 +500,80 @@ func TestReconnectTheChosenAccount(t *testing.T) {
 // 2026-07-28 across the retry too.
 func TestConnectAnotherAccount(t *testing.T) {
 	t.Parallel()
-	for _, version := range []string{"2025-11-25", "2026-07-28"} {
-		t.Run(version, func(t *testing.T) {
+	for _, cred := range credentials {
+		t.Run(cred.String(), func(t *testing.T) {
 			t.Parallel()
-			cd := &accountsConnectd{t: t}
-			idp, mcpURL := setupWith(t, cd)
-			res, asked := callAs(t, idp, mcpURL, version, formAndURL, pickTitled(t, "alice@home.example"),
-				map[string]any{"account": "new"})
-			if res.IsError || !strings.Contains(text(res), "files for home") {
-				t.Fatalf("result: %s", text(res))
+			for _, version := range []string{"2025-11-25", "2026-07-28"} {
+				t.Run(version, func(t *testing.T) {
+					t.Parallel()
+					cd := &accountsConnectd{t: t}
+					idp, mcpURL := setupWith(t, cd, cred)
+					res, asked := callAs(t, idp, mcpURL, version, formAndURL, pickTitled(t, "alice@home.example"),
+						map[string]any{"account": "new"})
+					if res.IsError || !strings.Contains(text(res), "files for home") {
+						t.Fatalf("result: %s", text(res))
+					}
+					if len(asked) < 2 || asked[0].Mode != "url" || asked[len(asked)-1].Mode != "form" {
+						t.Fatalf("asked %+v", asked)
+					}
+					reads, mints := cd.seen()
+					if fmt.Sprint(mints) != fmt.Sprint([]string{"new"}) || len(reads) == 0 || reads[0] != "" {
+						t.Fatalf("mints for %q, token reads for %q", mints, reads)
+					}
+				})
 			}
-			if len(asked) < 2 || asked[0].Mode != "url" || asked[len(asked)-1].Mode != "form" {
-				t.Fatalf("asked %+v", asked)
+		})
+	}
+}
+
+// TestProxyAnswers: through the proxy, the file service's own errors are
+// its answer (even JSON naming an error code: connectd's envelope is told
+// apart by the request's id), a credential the provider refuses even
+// refreshed (provider_unauthorized) unlinks that account as a refused token
+// does in token mode, and connectd's other refusals say what connectd said.
+func TestProxyAnswers(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		answer func(w http.ResponseWriter, r *http.Request)
+		want   string
+		unlink bool
+	}{
+		{"the provider's error", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusForbidden, map[string]any{"error": "not_connected", "request_id": "the provider's"})
+		}, "The file service answered 403.", false},
+		{"provider_unauthorized", func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, r, http.StatusUnauthorized, map[string]any{"error": "provider_unauthorized"})
+		}, "refused the stored authorization, so it was removed", true},
+		{"provider_rate_limited", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Retry-After", "3")
+			writeError(w, r, http.StatusTooManyRequests, map[string]any{"error": "provider_rate_limited"})
+		}, "cannot be reached through connectd right now (provider_rate_limited)", false},
+		{"proxy_not_supported", func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, r, http.StatusNotFound, map[string]any{"error": "proxy_not_supported"})
+		}, "cannot reach the file service through connectd", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var unlinked atomic.Bool
+			idp, mcpURL := setupWith(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch r.Method + " " + r.URL.Path {
+				case "GET /v1/proxy/demo-files/files":
+					tc.answer(w, r)
+				case "DELETE /v1/connections/demo-files":
+					unlinked.Store(true)
+					writeJSON(w, http.StatusOK, map[string]any{"provider": "demo-files", "revoked": true})
+				default:
+					t.Errorf("unexpected call %s %s", r.Method, r.URL)
+					writeError(w, r, http.StatusNotFound, map[string]any{"error": "not_found"})
+				}
+			}), mcpserver.CredentialProxy)
+			res, _ := callAs(t, idp, mcpURL, "2025-11-25", urlOnly, nil, map[string]any{})
+			if !res.IsError || !strings.Contains(text(res), tc.want) {
+				t.Fatalf("result %q, want %q", text(res), tc.want)
 			}
-			reads, mints := cd.seen()
-			if fmt.Sprint(mints) != fmt.Sprint([]string{"new"}) || len(reads) == 0 || reads[0] != "" {
-				t.Fatalf("mints for %q, token reads for %q", mints, reads)
+			if unlinked.Load() != tc.unlink {
+				t.Fatalf("unlinked: %v, want %v", unlinked.Load(), tc.unlink)
 			}
 		})
 	}

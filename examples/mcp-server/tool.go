@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -64,9 +61,10 @@ func peerOf(req *mcp.CallToolRequest) client.Peer {
 	return p
 }
 
-// listFiles is the tool. It asks connectd for the user's file-service token;
-// without one it sends the user to connectd in the shape the session's
-// protocol calls for, then lists the files with the token.
+// listFiles is the tool. It lists the files through connectd's proxy (or
+// with the token it reads: Config.Credential); when connectd has no
+// credential it may use, it sends the user to connectd in the shape the
+// session's protocol calls for, then lists the files.
 func (s *Server) listFiles(ctx context.Context, req *mcp.CallToolRequest, in listFilesArgs) (*mcp.CallToolResult, FileList, error) {
 	if req.Extra == nil {
 		return nil, FileList{}, errNoCaller
@@ -120,10 +118,12 @@ func (s *Server) listFiles(ctx context.Context, req *mcp.CallToolRequest, in lis
 	if account == client.AccountNew {
 		account = ""
 	} else {
-		tok, err := s.cfg.Connectd.AccountToken(ctx, u.token, s.cfg.Provider, account, s.cfg.Scopes...)
-		if err == nil {
-			return s.files(ctx, log, u, tok)
+		res, out, err := s.list(ctx, log, u, account)
+		if answered(err) {
+			return res, out, err
 		}
+		// connectd's refusal: the same in both credential modes, since the
+		// proxy decides exactly as the token read does.
 		if choice := client.ChooseAccount(err, s.cfg.Provider); choice != nil {
 			// Approved for several of the user's accounts: ask which.
 			return s.askAccount(ctx, log, peer, choice)
@@ -154,11 +154,11 @@ func (s *Server) listFiles(ctx context.Context, req *mcp.CallToolRequest, in lis
 		// A retry while the link was pending, and the user finished while
 		// RequireConnection waited: the token lookup now succeeds.
 		log.InfoContext(ctx, "connected while the retried request waited", slog.String("elicitation", ans.Elicitation.ID))
-		tok, err := s.cfg.Connectd.AccountToken(ctx, u.token, s.cfg.Provider, account, s.cfg.Scopes...)
-		if err != nil {
+		res, out, err := s.list(ctx, log, u, account)
+		if !answered(err) {
 			return nil, FileList{}, stop("The file service cannot be reached through connectd right now (%s). Try again later.", errCode(err))
 		}
-		return s.files(ctx, log, u, tok)
+		return res, out, err
 	}
 	log.InfoContext(ctx, "connection needed: elicitation minted", slog.String("elicitation", ans.Elicitation.ID),
 		slog.String("generation", ans.Generation.String()), slog.Bool("fallback", ans.Fallback != nil),
@@ -271,15 +271,15 @@ func (s *Server) elicitAndWait(ctx context.Context, log *slog.Logger, req *mcp.C
 	if st.Status != client.StatusCompleted {
 		return nil, FileList{}, finalError(st)
 	}
-	tok, err := s.cfg.Connectd.AccountToken(ctx, u.token, s.cfg.Provider, account, s.cfg.Scopes...)
+	res, out, err := s.list(ctx, log, u, account)
+	if answered(err) {
+		return res, out, err
+	}
 	if choice := client.ChooseAccount(err, s.cfg.Provider); choice != nil {
 		// Another account connected: the user says which to list.
 		return s.askAccount(ctx, log, peer, choice)
 	}
-	if err != nil {
-		return nil, FileList{}, stop("Connected, but connectd gave no token (%s).", errCode(err))
-	}
-	return s.files(ctx, log, u, tok)
+	return nil, FileList{}, stop("Connected, but connectd refused the file-service call (%s).", errCode(err))
 }
 
 // endDeclined ends an elicitation the user declined or cancelled in the MCP
@@ -318,48 +318,6 @@ func (s *Server) notifyWhenDone(ss *mcp.ServerSession, u caller, e *client.Elici
 		s.logger.InfoContext(ctx, "elicitation over; client notified", slog.String("elicitation", e.ID),
 			slog.String("status", string(st.Status)))
 	}()
-}
-
-// files calls the file service with the user's provider token. The token
-// goes only there: never into the result, an error or a log line.
-func (s *Server) files(ctx context.Context, log *slog.Logger, u caller, tok *client.Token) (*mcp.CallToolResult, FileList, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.cfg.FilesAPI, nil)
-	if err != nil {
-		return nil, FileList{}, err
-	}
-	req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
-	resp, err := s.cfg.HTTPClient.Do(req)
-	if err != nil {
-		log.WarnContext(ctx, "file service unreachable", slog.Any("error", err))
-		return nil, FileList{}, stop("The file service cannot be reached right now.")
-	}
-	defer resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusOK:
-	case http.StatusUnauthorized:
-		// The provider no longer honours the stored grant (revoked there,
-		// or the service lost it). Unlink that account, so the next call
-		// reconnects.
-		if _, err := s.cfg.Connectd.UnlinkAccount(ctx, u.token, s.cfg.Provider, tok.Account.ID); err != nil {
-			log.WarnContext(ctx, "unlink after a refused token failed", slog.Any("error", err))
-		}
-		return nil, FileList{}, stop("The file service refused the stored authorization, so it was removed. Call list_files again to reconnect.")
-	default:
-		return nil, FileList{}, stop("The file service answered %d.", resp.StatusCode)
-	}
-	var out FileList
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out); err != nil {
-		return nil, FileList{}, stop("The file service's answer could not be read.")
-	}
-	if out.Files == nil {
-		out.Files = []File{}
-	}
-	names := make([]string, len(out.Files))
-	for i, f := range out.Files {
-		names[i] = fmt.Sprintf("%s (%d bytes)", f.Name, f.Size)
-	}
-	text := fmt.Sprintf("%d files for %s: %s", len(out.Files), out.Owner, strings.Join(names, ", "))
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
 }
 
 // refused answers a user who did not accept to open the connect link

@@ -22,6 +22,8 @@ const { values: f } = parseArgs({
     "allow-http": { type: "boolean", default: env.CONNECTD_ALLOW_HTTP === "true" },
     provider: { type: "string", default: env.MCP_PROVIDER ?? "demo-files" },
     scopes: { type: "string", default: env.MCP_SCOPES ?? "files.read" },
+    credential: { type: "string", default: env.MCP_CREDENTIAL ?? "proxy" },
+    "files-path": { type: "string", default: env.MCP_FILES_PATH ?? "/files" },
     "files-api": { type: "string", default: env.MCP_FILES_API ?? "" },
     style: { type: "string", default: env.MCP_LEGACY_STYLE ?? "elicit" },
     "wait-timeout": { type: "string", default: env.MCP_WAIT_TIMEOUT ?? "300" },
@@ -41,7 +43,10 @@ const usage = `usage: connectd-example-mcp-server [flags]  (each flag also reads
   --allow-http       allow an http:// connectd URL that is not loopback (CONNECTD_ALLOW_HTTP=true)
   --provider ID      connectd's provider id of the file service (MCP_PROVIDER)
   --scopes LIST      comma-separated scopes list_files needs (MCP_SCOPES)
-  --files-api URL    the file service's list endpoint (MCP_FILES_API)
+  --credential C     proxy (default: call the file service through connectd, never holding a token)
+                     or token (read the user's token and call it) (MCP_CREDENTIAL)
+  --files-path PATH  proxy: the list endpoint below the provider's API base URL at connectd (MCP_FILES_PATH)
+  --files-api URL    token: the file service's list endpoint URL (MCP_FILES_API)
   --style S          2025-11-25 shape: elicit (elicitation/create) or error (-32042) (MCP_LEGACY_STYLE)
   --wait-timeout S   seconds one call waits for the user in the browser (MCP_WAIT_TIMEOUT)
   --retry-wait S     seconds a retried call waits on a pending link (CONNECTD_RETRY_WAIT)
@@ -58,7 +63,9 @@ async function main(): Promise<void> {
     return;
   }
   const key = env.CONNECTD_CLIENT_KEY ?? "";
-  if (!f.issuer || !f["files-api"] || !key) fail("--issuer, --files-api and CONNECTD_CLIENT_KEY are required");
+  if (!f.issuer || !key) fail("--issuer and CONNECTD_CLIENT_KEY are required");
+  if (f.credential !== "proxy" && f.credential !== "token") fail("--credential must be proxy or token");
+  if (f.credential === "token" && !f["files-api"]) fail("--files-api is required with --credential token");
   if (f.style !== "elicit" && f.style !== "error") fail("--style must be elicit or error");
   const resource = new URL(f.resource);
   const log = stderrLogger();
@@ -77,6 +84,8 @@ async function main(): Promise<void> {
       connectd,
       provider: f.provider,
       scopes: f.scopes.split(",").filter(Boolean),
+      credential: f.credential,
+      filesPath: f["files-path"],
       filesApi: f["files-api"],
       style: f.style,
       waitTimeoutMs: Number(f["wait-timeout"]) * 1000 || 300_000,

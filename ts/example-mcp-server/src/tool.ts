@@ -1,7 +1,10 @@
-// list_files: asks connectd for the user's file-service token; without one it
-// sends the user to connectd in the shape the session calls for, then lists
-// the files with the token (examples/mcp-server/tool.go, for 2025-11-25 —
-// the newest protocol the TypeScript SDK speaks — and the fallback).
+// list_files: lists the user's files through connectd's provider API proxy
+// (providerFetch: connectd attaches the credential, this server never holds
+// it) or with the token it reads (credential "token"); when connectd has no
+// credential it may use, it sends the user to connectd in the shape the
+// session calls for, then lists the files (examples/mcp-server/tool.go, for
+// 2025-11-25 — the newest protocol the TypeScript SDK speaks — and the
+// fallback).
 import {
   ConnectdClient,
   ConnectdError,
@@ -40,10 +43,24 @@ export type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 /** How a 2025-11-25 session is sent to connectd. */
 export type LegacyStyle = "elicit" | "error";
 
+/**
+ * How list_files uses the user's credential. proxy (the default): the call
+ * goes through connectd's proxy (providerFetch), which attaches the
+ * credential, so this server never holds it — the only mode for a client
+ * registered proxy-only. token: it reads the token (accountToken) and calls
+ * the file service itself. connectd decides both alike (the same consent,
+ * account choice and refusals), so the rest of the tool is the same.
+ */
+export type Credential = "proxy" | "token";
+
 export interface ToolConfig {
   connectd: ConnectdClient;
   provider: string;
   scopes: string[];
+  credential: Credential;
+  /** proxy: the list endpoint below the provider's API base URL at connectd (its api_base_url). */
+  filesPath: string;
+  /** token: the file service's list endpoint URL. */
   filesApi: string;
   /** elicit: elicitation/create within the call; error: -32042, then the client retries. */
   style: LegacyStyle;
@@ -90,23 +107,18 @@ export async function listFiles(
   // or chosen by the user below when this server may use several. The id is
   // no secret and connectd checks it is the user's. "": the only one.
   let account = typeof args.account === "string" ? args.account : "";
-  const lookup = async (): Promise<{ tok: Token } | { err: unknown }> => {
-    try {
-      return { tok: await cd.accountToken(caller.token, cfg.provider, account, ...cfg.scopes) };
-    } catch (err) {
-      return { err };
-    }
-  };
 
-  let got = await lookup();
+  let got = await list(cfg, log, caller, account);
   const choice = "err" in got ? chooseAccount(got.err, cfg.provider) : undefined;
   if (choice) {
     const picked = await askAccount(server, log, peer.formElicitation === true, choice, extra);
     if (typeof picked !== "string") return picked;
     account = picked;
-    got = await lookup();
+    got = await list(cfg, log, caller, account);
   }
-  if ("tok" in got) return files(cfg, log, caller, got.tok);
+  if ("result" in got) return got.result;
+  // connectd's refusal: the same in both credential modes, since the proxy
+  // decides exactly as the token read does.
   const err = got.err;
   if (account && (isFamily(err, ErrorFamily.NotFound) || isFamily(err, ErrorFamily.InvalidRequest))) {
     return stop(`${JSON.stringify(account)} is not one of your file-service accounts. Call list_files without account to choose one.`);
@@ -239,7 +251,7 @@ async function elicitAndWait(
     log.warn("notifications/elicitation/complete failed", { error: err instanceof Error ? err.message : String(err) });
   });
   if (st.status !== "completed") return finalError(st);
-  return lookupAndList(cfg, log, caller, account, "Connected, but connectd gave no token (%s).");
+  return lookupAndList(cfg, log, caller, account, "Connected, but connectd refused the file-service call (%s).");
 }
 
 /**
@@ -271,20 +283,74 @@ function notifyWhenDone(cfg: ToolConfig, server: McpServer, bg: Background, log:
 }
 
 async function lookupAndList(cfg: ToolConfig, log: Logger, caller: Caller, account: string, failure: string): Promise<CallToolResult> {
+  const got = await list(cfg, log, caller, account);
+  return "result" in got ? got.result : stop(failure.replace("%s", errCode(got.err)));
+}
+
+/**
+ * Lists account's files ("": the one account this server is approved for)
+ * in the configured credential mode. A refusal by connectd (not connected,
+ * no consent, several accounts, unreachable, …) comes back as err, for the
+ * caller to answer; every other outcome is the tool's result.
+ */
+async function list(cfg: ToolConfig, log: Logger, caller: Caller, account: string): Promise<{ result: CallToolResult } | { err: unknown }> {
+  try {
+    const result = cfg.credential === "token" ? await listWithToken(cfg, log, caller, account) : await listThroughProxy(cfg, log, caller, account);
+    return { result };
+  } catch (err) {
+    return { err };
+  }
+}
+
+/**
+ * Calls the file service through connectd's proxy: the fetch providerFetch
+ * returns is what a provider's own SDK would be given (Octokit's
+ * request.fetch). connectd's refusals are thrown as ConnectdError, the file
+ * service's answers come back as they are.
+ */
+async function listThroughProxy(cfg: ToolConfig, log: Logger, caller: Caller, account: string): Promise<CallToolResult> {
+  const pf = cfg.connectd.providerFetch(caller.token, cfg.provider, account ? { account } : {});
+  let resp: Response;
+  try {
+    // Only the path (below the provider's API base URL at connectd) and the
+    // query count: every request goes to connectd's proxy for the provider,
+    // whatever origin it names.
+    resp = await pf(new URL(cfg.filesPath, `https://${cfg.provider}`), {
+      headers: { Accept: "application/json" },
+      signal: AbortSignal.timeout(15_000),
+    });
+  } catch (err) {
+    if (err instanceof ConnectdError && err.code === "provider_unauthorized") {
+      // The file service refused the credential even after connectd
+      // refreshed it: as in token mode, unlink that account so the next
+      // call reconnects.
+      await unlink(cfg, log, caller, account);
+      return stop("The file service refused the stored authorization, so it was removed. Call list_files again to reconnect.");
+    }
+    if (err instanceof ConnectdError && err.code === "proxy_not_supported") {
+      log.warn("connectd has no API base URL for the provider: run this server with --credential token", { provider: cfg.provider });
+      return stop("This server cannot reach the file service through connectd (it knows no API for it).");
+    }
+    throw err; // connectd's refusal, or connectd unreachable
+  }
+  return decode(resp);
+}
+
+/**
+ * Reads the user's token and calls the file service with it. The token goes
+ * only there: never into the result, an error or a log line.
+ */
+async function listWithToken(cfg: ToolConfig, log: Logger, caller: Caller, account: string): Promise<CallToolResult> {
   let tok: Token;
   try {
     tok = await cfg.connectd.accountToken(caller.token, cfg.provider, account, ...cfg.scopes);
   } catch (err) {
-    return stop(failure.replace("%s", errCode(err)));
+    if (err instanceof ConnectdError && err.code === "token_release_disabled") {
+      log.warn("this client is registered proxy-only at connectd: run this server with --credential proxy");
+      return stop("This server is registered at connectd to never receive a token; it must call the file service through connectd.");
+    }
+    throw err;
   }
-  return files(cfg, log, caller, tok);
-}
-
-/**
- * Calls the file service with the user's provider token. The token goes only
- * there: never into the result, an error or a log line.
- */
-async function files(cfg: ToolConfig, log: Logger, caller: Caller, tok: Token): Promise<CallToolResult> {
   let resp: Response;
   try {
     resp = await fetch(cfg.filesApi, {
@@ -298,12 +364,25 @@ async function files(cfg: ToolConfig, log: Logger, caller: Caller, tok: Token): 
   }
   if (resp.status === 401) {
     // The provider no longer honours the stored grant. Unlink that account, so the next call reconnects.
-    await cfg.connectd.unlink(caller.token, cfg.provider, tok.account.id ? { account: tok.account.id } : {}).catch((err: unknown) => {
-      log.warn("unlink after a refused token failed", { error: errCode(err) });
-    });
+    await unlink(cfg, log, caller, tok.account.id);
     return stop("The file service refused the stored authorization, so it was removed. Call list_files again to reconnect.");
   }
-  if (resp.status !== 200) return stop(`The file service answered ${resp.status}.`);
+  return decode(resp);
+}
+
+/** Removes the user's connection to account ("": the one this server is approved for); a failure is only logged. */
+async function unlink(cfg: ToolConfig, log: Logger, caller: Caller, account: string): Promise<void> {
+  await cfg.connectd.unlink(caller.token, cfg.provider, account ? { account } : {}).catch((err: unknown) => {
+    log.warn("unlink after a refused credential failed", { error: errCode(err) });
+  });
+}
+
+/** Turns the file service's answer into the tool's result. */
+async function decode(resp: Response): Promise<CallToolResult> {
+  if (resp.status !== 200) {
+    await resp.body?.cancel().catch(() => {});
+    return stop(`The file service answered ${resp.status}.`);
+  }
   let out: FileList;
   try {
     const body = (await resp.json()) as Partial<FileList>;

@@ -3,7 +3,13 @@
 //
 //	CONNECTD_CLIENT_KEY=cks_… go run ./examples/mcp-server/cmd/mcp-server \
 //	    -connectd https://connect.example.com -issuer https://auth.example.com \
-//	    -resource https://files.mcp.example/mcp -files-api https://files.example/api/files
+//	    -resource https://files.mcp.example/mcp
+//
+// By default it calls the file service through connectd's proxy (-credential
+// proxy, -files-path below the provider's API base URL at connectd), so it
+// never holds a credential and works for a client registered proxy-only.
+// -credential token reads the user's token instead and calls -files-api with
+// it (the client must not be proxy-only).
 //
 // `make demo` (cmd/connectd-demo) runs the same server in-process, with everything wired.
 package main
@@ -47,13 +53,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	connectd := fs.String("connectd", "", "connectd's public URL (required); the client key comes from CONNECTD_CLIENT_KEY")
 	provider := fs.String("provider", "demo-files", "connectd provider id of the file service")
 	scopes := fs.String("scopes", "files.read", "comma-separated scopes the tool needs")
-	filesAPI := fs.String("files-api", "", "the file service's list endpoint (required)")
+	credential := fs.String("credential", "proxy", "proxy (call the file service through connectd) or token (read the user's token and call it)")
+	filesPath := fs.String("files-path", "/files", "with -credential proxy: the list endpoint below the provider's API base URL at connectd")
+	filesAPI := fs.String("files-api", "", "with -credential token: the file service's list endpoint URL (required then)")
 	legacy := fs.String("legacy", "elicit", "2025-11-25 shape: elicit (elicitation/create) or error (URLElicitationRequiredError)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *issuer == "" || *connectd == "" || *filesAPI == "" {
-		return errors.New("-issuer, -connectd and -files-api are required")
+	cred, err := mcpserver.ParseCredential(*credential)
+	switch {
+	case err != nil:
+		return errors.New("-credential must be proxy or token")
+	case *issuer == "" || *connectd == "":
+		return errors.New("-issuer and -connectd are required")
+	case cred == mcpserver.CredentialToken && *filesAPI == "":
+		return errors.New("-files-api is required with -credential token")
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	cd, err := client.New(client.Config{BaseURL: *connectd, Key: getenv("CONNECTD_CLIENT_KEY")})
@@ -65,7 +79,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		style = mcpserver.LegacyError
 	}
 	srv, err := mcpserver.New(ctx, mcpserver.Config{Resource: *resource, Issuer: *issuer, Connectd: cd,
-		Provider: *provider, Scopes: strings.Split(*scopes, ","), FilesAPI: *filesAPI, Legacy: style, Logger: logger})
+		Provider: *provider, Scopes: strings.Split(*scopes, ","), Credential: cred, FilesPath: *filesPath, FilesAPI: *filesAPI,
+		Legacy: style, Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,10 @@ import (
 // read's account=<id>); connectd reads it and does not forward it.
 const AccountHeader = "Connectd-Account"
 
+// ScopesHeader names the scopes a proxied call needs (the token read's
+// scopes=…); connectd reads it and does not forward it.
+const ScopesHeader = "Connectd-Scopes"
+
 // RequestIDHeader carries a request id to connectd, which adopts it (1–64
 // characters of [A-Za-z0-9._:-]), answers with it and writes it into its
 // error envelope's request_id. connectd never forwards it to the provider.
@@ -39,6 +43,15 @@ type ProviderOption func(*ProviderTransport)
 // is approved for there (ErrAccountRequired when several).
 func WithAccount(id string) ProviderOption {
 	return func(t *ProviderTransport) { t.account = id }
+}
+
+// WithScopes makes every call require scopes of the connection, as
+// Token's required scopes do: a connection without them is
+// *InsufficientScopeError (and a client not approved for them
+// *ConsentRequiredError) before connectd calls the provider, so the MCP
+// server can ask the user for them instead of reading the provider's 403.
+func WithScopes(scopes ...string) ProviderOption {
+	return func(t *ProviderTransport) { t.scopes = strings.Join(scopes, " ") }
 }
 
 // WithPathPrefix strips prefix from every request's path before it is sent:
@@ -103,6 +116,7 @@ type ProviderTransport struct {
 	userToken string
 	provider  string
 	account   string
+	scopes    string // space-separated, "" for none
 	prefix    string // escaped, "" or "/…" without a trailing slash
 	base      http.RoundTripper
 }
@@ -180,6 +194,9 @@ func (t *ProviderTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	out.Header.Set(UserTokenHeader, t.userToken)
 	if t.account != "" {
 		out.Header.Set(AccountHeader, t.account)
+	}
+	if t.scopes != "" {
+		out.Header.Set(ScopesHeader, t.scopes)
 	}
 	id := out.Header.Get(RequestIDHeader)
 	if id == "" {

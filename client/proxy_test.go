@@ -170,7 +170,7 @@ func TestProviderClientWithAnSDK(t *testing.T) {
 		}
 	})
 	sdk := &repoSDK{BaseURL: mustURL(t, "https://api.github.com/"), Token: "gho_sdk_own_token",
-		HTTP: c.ProviderClient(testToken, "github", client.WithAccount("cn_work"))}
+		HTTP: c.ProviderClient(testToken, "github", client.WithAccount("cn_work"), client.WithScopes("repo", "read:org"))}
 	ctx := context.Background()
 
 	repos, err := sdk.ListRepos(ctx, 10)
@@ -199,8 +199,10 @@ func TestProviderClientWithAnSDK(t *testing.T) {
 		if v := h.Values("Authorization"); len(v) != 1 || v[0] != "Bearer "+testKey {
 			t.Errorf("Authorization %q: want the client key only", v)
 		}
-		if h.Get(client.UserTokenHeader) != testToken || h.Get(client.AccountHeader) != "cn_work" {
-			t.Errorf("user token %q, account %q", h.Get(client.UserTokenHeader), h.Get(client.AccountHeader))
+		if h.Get(client.UserTokenHeader) != testToken || h.Get(client.AccountHeader) != "cn_work" ||
+			h.Get(client.ScopesHeader) != "repo read:org" {
+			t.Errorf("user token %q, account %q, scopes %q", h.Get(client.UserTokenHeader), h.Get(client.AccountHeader),
+				h.Get(client.ScopesHeader))
 		}
 		if h.Get("Accept") != "application/vnd.github+json" || h.Get("User-Agent") != "repo-sdk/1.0" {
 			t.Errorf("the SDK's headers did not cross: %v", h)

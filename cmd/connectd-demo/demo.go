@@ -549,7 +549,7 @@ var walkthroughText = template.Must(template.New("walkthrough").Parse(`
      in plain words, and the next call gets the files).
 
   2. Phishing check: open that link in a private browser window and sign in
-     as bob. connectd refuses: "This link was created for another account".
+     as bob. connectd refuses: "This link is for another account" (and offers to sign out and continue).
 
   3. Open the link in a normal window, sign in as alice and click Allow.
      Demo Files approves at once as the account it is signed in with, Work

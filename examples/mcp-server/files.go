@@ -79,7 +79,10 @@ func answered(err error) bool {
 // the *url.Error http.Client wraps every error in), the file service's
 // answers as they are.
 func (s *Server) listThroughProxy(ctx context.Context, log *slog.Logger, u caller, account string) (*mcp.CallToolResult, FileList, error) {
-	hc := s.cfg.Connectd.ProviderClient(u.token, s.cfg.Provider, client.WithAccount(account))
+	// The scopes the tool needs go with the call (Connectd-Scopes): an account
+	// without them is connectd's insufficient_scope, answered with a link to
+	// add them, not the provider's 403.
+	hc := s.cfg.Connectd.ProviderClient(u.token, s.cfg.Provider, client.WithAccount(account), client.WithScopes(s.cfg.Scopes...))
 	hc.Timeout = s.cfg.HTTPClient.Timeout
 	// Only the path (below the provider's API base URL at connectd) and the
 	// query count: the transport sends every request to connectd's proxy

@@ -296,6 +296,20 @@ func TestRealBrowser(t *testing.T) {
 		if got := status(el["elicitation_id"].(string)); got != "pending" {
 			t.Fatalf("status %s", got)
 		}
+		// "Sign out and continue" (issue 27): back at the same link, signed
+		// out, so the IdP's picker asks again; as alice, the consent page,
+		// which offers "Not you?" too.
+		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`form[action$="/switch"] button`)),
+			chromedp.WaitVisible(chromedp.CSS(`a.button.primary`)))
+		browsertest.Shoot(t, ctx, "09a-signed-out")
+		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`a.button.primary`)),
+			chromedp.WaitVisible(chromedp.CSS(`button[value="alice"]`)))
+		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`button[value="alice"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`)))
+		if n := browsertest.Eval[int](t, ctx, `document.querySelectorAll('form[action$="/switch"] button').length`); n != 1 {
+			t.Fatalf("the consent page offers %d Not-you forms", n)
+		}
+		browsertest.Shoot(t, ctx, "09b-consent-after-switch")
 	})
 
 	t.Run("error pages", func(t *testing.T) {

@@ -831,9 +831,12 @@ func switchPath(id string) string { return "/c/" + id + "/switch" }
 
 // switchAccount handles POST /c/{id}/switch, "Not you? Sign out and
 // continue": the form's CSRF token must match the session, which then ends
-// (on every replica), and the browser comes back to the same link, which
-// sends it to sign in at the link's issuer. It goes nowhere but that link,
-// and it is the only thing it does: nothing is decided about the request.
+// (on every replica), and a page leads back to the same link, which asks
+// to sign in at the link's issuer. A page with a link rather than a
+// redirect: the sign-in is at another origin, and Chromium holds every
+// redirect after a form to the page's form-action ('self'). It leads
+// nowhere but that link, and it is all it does: nothing is decided about
+// the request.
 func (s *Server) switchAccount(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if !validElicitationID(id) {
@@ -841,22 +844,18 @@ func (s *Server) switchAccount(w http.ResponseWriter, r *http.Request) error {
 	}
 	back := "/c/" + id
 	sess, err := s.sessions.Get(r)
-	if errors.Is(err, session.ErrNoSession) {
+	switch {
+	case errors.Is(err, session.ErrNoSession):
 		s.sessions.Clear(w)
-		noStore(w)
-		http.Redirect(w, r, back, http.StatusSeeOther)
-		return nil
-	}
-	if err != nil {
+	case err != nil:
 		return err
+	default:
+		if err := s.checkForm(w, r, sess); err != nil {
+			return err
+		}
+		if err := s.sessions.End(r.Context(), w, sess); err != nil {
+			return err
+		}
 	}
-	if err := s.checkForm(w, r, sess); err != nil {
-		return err
-	}
-	if err := s.sessions.End(r.Context(), w, sess); err != nil {
-		return err
-	}
-	noStore(w)
-	http.Redirect(w, r, back, http.StatusSeeOther)
-	return nil
+	return web.Render(w, r, http.StatusOK, templates.SwitchedOut(back))
 }

@@ -27,6 +27,13 @@ import (
 // forwarded.
 const AccountHeader = "Connectd-Account"
 
+// ScopesHeader names the scopes a proxied call needs, as the token read's
+// scopes=…: a connection without them is insufficient_scope (and a client
+// not approved for them consent_required) before the provider is called,
+// so the MCP server can ask the user for them instead of reading the
+// provider's 403. It is not forwarded.
+const ScopesHeader = "Connectd-Scopes"
+
 // proxyCall handles any method on /v1/proxy/{provider}/{path...}.
 func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("provider")
@@ -42,7 +49,14 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 		return web.Errorf(http.StatusForbidden, "proxy_not_allowed",
 			"this client may not make that call at %s (its request rules)", name)
 	}
-	rel, err := s.release(r, &c, name, r.Header.Get(AccountHeader), nil)
+	var required []string
+	if h := r.Header.Get(ScopesHeader); h != "" {
+		required = dedupe(strings.FieldsFunc(h, func(r rune) bool { return r == ',' || r == ' ' }))
+		if err := validScopes(required); err != nil {
+			return err
+		}
+	}
+	rel, err := s.release(r, &c, name, r.Header.Get(AccountHeader), required)
 	if err != nil {
 		return err
 	}
@@ -64,7 +78,7 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	}
 	call := &proxy.Call{Base: base, Path: path, Header: rel.info.APIAuth.Header,
 		Value: rel.info.APIAuth.HeaderValue(rel.cred.AccessToken), HoldKey: name + "\x00" + connID, Provider: name,
-		Drop: []string{mcpauth.UserTokenHeader, AccountHeader}}
+		Drop: []string{mcpauth.UserTokenHeader, AccountHeader, ScopesHeader}}
 	call.Refresh = func(ctx context.Context) (string, error) {
 		// The provider refused the token: refresh it once (across
 		// replicas, under the connection's lease) — a narrowed token is
@@ -78,7 +92,7 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 		} else if err := s.vault.Refused(ctx, c.user, name, connID, rel.cred.AccessToken); err != nil {
 			return "", err
 		}
-		again, err := s.release(r.WithContext(ctx), &c, name, connID, nil)
+		again, err := s.release(r.WithContext(ctx), &c, name, connID, required)
 		if err != nil {
 			return "", err
 		}

@@ -113,6 +113,20 @@ func TestProxy(t *testing.T) {
 		t.Fatalf("bob: %d %s", resp.StatusCode, raw)
 	}
 
+	// Scopes the call needs (Connectd-Scopes, as the token read's scopes=):
+	// held, the call goes and the header stays behind; not held, 403
+	// insufficient_scope naming them, before the provider is called.
+	resp, raw = a.proxied(http.MethodGet, "echo", "alice", nil, http.Header{connect.ScopesHeader: {"read"}})
+	if resp.StatusCode != http.StatusOK || strings.Contains(string(raw), connect.ScopesHeader) {
+		t.Fatalf("with a held scope: %d %s", resp.StatusCode, raw)
+	}
+	echoes := e.fake.Counts().Echo
+	resp, raw = a.proxied(http.MethodGet, "echo", "alice", nil, http.Header{connect.ScopesHeader: {"read, nope"}})
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(raw), "insufficient_scope") ||
+		!strings.Contains(string(raw), "nope") || e.fake.Counts().Echo != echoes {
+		t.Fatalf("with a scope the connection lacks: %d %s", resp.StatusCode, raw)
+	}
+
 	// 401: the provider revoked the access token; connectd refreshes once
 	// and sends the call again.
 	e.fake.RevokeAccessToken(tok)
@@ -128,7 +142,7 @@ func TestProxy(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "30" {
 		t.Fatalf("limited: %d %v", resp.StatusCode, resp.Header)
 	}
-	echoes := e.fake.Counts().Echo
+	echoes = e.fake.Counts().Echo
 	resp, raw = a.proxied(http.MethodGet, "echo", "alice", nil, nil)
 	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(raw), "provider_rate_limited") ||
 		resp.Header.Get("Retry-After") == "" || e.fake.Counts().Echo != echoes {

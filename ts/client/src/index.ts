@@ -1,7 +1,7 @@
 // @connectd/client: the client of connectd's /v1 API for MCP servers.
 export { ConnectdClient, UserTokenHeader } from "./client.js";
 export type { CallOptions, ConnectdClientOptions, UnlinkOptions, WaitOptions } from "./client.js";
-export { AccountHeader, RequestIDHeader } from "./proxy.js";
+export { AccountHeader, RequestIDHeader, ScopesHeader } from "./proxy.js";
 export type { ProviderFetch, ProviderFetchOptions } from "./proxy.js";
 export {
   ConnectdError,

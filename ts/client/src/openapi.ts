@@ -312,6 +312,8 @@ export interface paths {
                     "X-User-Token": components["parameters"]["UserToken"];
                     /** @description the connection to call as (account=<id> of the token read); not forwarded */
                     "Connectd-Account"?: string;
+                    /** @description scopes the call needs, comma- or space-separated (scopes=… of the token read): a connection without them is 403 insufficient_scope, one this client is not approved for them consent_required, before the provider is called; not forwarded */
+                    "Connectd-Scopes"?: string;
                 };
                 path: {
                     provider: components["parameters"]["Provider"];
@@ -342,6 +344,8 @@ export interface paths {
                     "X-User-Token": components["parameters"]["UserToken"];
                     /** @description the connection to call as (account=<id> of the token read); not forwarded */
                     "Connectd-Account"?: string;
+                    /** @description scopes the call needs, comma- or space-separated (scopes=… of the token read): a connection without them is 403 insufficient_scope, one this client is not approved for them consent_required, before the provider is called; not forwarded */
+                    "Connectd-Scopes"?: string;
                 };
                 path: {
                     provider: components["parameters"]["Provider"];
@@ -372,6 +376,8 @@ export interface paths {
                     "X-User-Token": components["parameters"]["UserToken"];
                     /** @description the connection to call as (account=<id> of the token read); not forwarded */
                     "Connectd-Account"?: string;
+                    /** @description scopes the call needs, comma- or space-separated (scopes=… of the token read): a connection without them is 403 insufficient_scope, one this client is not approved for them consent_required, before the provider is called; not forwarded */
+                    "Connectd-Scopes"?: string;
                 };
                 path: {
                     provider: components["parameters"]["Provider"];
@@ -402,6 +408,8 @@ export interface paths {
                     "X-User-Token": components["parameters"]["UserToken"];
                     /** @description the connection to call as (account=<id> of the token read); not forwarded */
                     "Connectd-Account"?: string;
+                    /** @description scopes the call needs, comma- or space-separated (scopes=… of the token read): a connection without them is 403 insufficient_scope, one this client is not approved for them consent_required, before the provider is called; not forwarded */
+                    "Connectd-Scopes"?: string;
                 };
                 path: {
                     provider: components["parameters"]["Provider"];
@@ -434,6 +442,8 @@ export interface paths {
                     "X-User-Token": components["parameters"]["UserToken"];
                     /** @description the connection to call as (account=<id> of the token read); not forwarded */
                     "Connectd-Account"?: string;
+                    /** @description scopes the call needs, comma- or space-separated (scopes=… of the token read): a connection without them is 403 insufficient_scope, one this client is not approved for them consent_required, before the provider is called; not forwarded */
+                    "Connectd-Scopes"?: string;
                 };
                 path: {
                     provider: components["parameters"]["Provider"];

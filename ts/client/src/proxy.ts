@@ -6,6 +6,9 @@ import { ConnectdError, ConnectdNetworkError } from "./errors.js";
 /** Names the connection a proxied call is for (the token read's account=<id>); connectd does not forward it. */
 export const AccountHeader = "Connectd-Account";
 
+/** Names the scopes a proxied call needs (the token read's scopes=…); connectd does not forward it. */
+export const ScopesHeader = "Connectd-Scopes";
+
 /**
  * Carries a request id to connectd, which adopts it (1–64 characters of
  * [A-Za-z0-9._:-]), answers with it and writes it into its error envelope's
@@ -29,6 +32,12 @@ export interface ProviderFetchOptions {
    * when several).
    */
   account?: string;
+  /**
+   * Scopes every call needs of the connection, as the token read's required
+   * scopes: a connection without them is insufficient_scope (a client not
+   * approved for them consent_required) before connectd calls the provider.
+   */
+  scopes?: string[];
   /**
    * Strip this prefix from every request's path: for an SDK whose base URL
    * has a path connectd's API base for the provider already has (GitLab's
@@ -87,6 +96,7 @@ export function providerFetch(c: ProxyConnection, userToken: string, provider: s
     headers.set("Authorization", `Bearer ${c.key}`);
     headers.set(c.userTokenHeader, userToken);
     if (opts.account) headers.set(AccountHeader, opts.account);
+    if (opts.scopes && opts.scopes.length > 0) headers.set(ScopesHeader, opts.scopes.join(" "));
     let id = headers.get(RequestIDHeader);
     if (!id) {
       id = newRequestId();

@@ -309,7 +309,10 @@ async function list(cfg: ToolConfig, log: Logger, caller: Caller, account: strin
  * service's answers come back as they are.
  */
 async function listThroughProxy(cfg: ToolConfig, log: Logger, caller: Caller, account: string): Promise<CallToolResult> {
-  const pf = cfg.connectd.providerFetch(caller.token, cfg.provider, account ? { account } : {});
+  // The scopes the tool needs go with the call (Connectd-Scopes): an account
+  // without them is connectd's insufficient_scope, answered with a link to
+  // add them, not the provider's 403.
+  const pf = cfg.connectd.providerFetch(caller.token, cfg.provider, account ? { account, scopes: cfg.scopes } : { scopes: cfg.scopes });
   let resp: Response;
   try {
     // Only the path (below the provider's API base URL at connectd) and the

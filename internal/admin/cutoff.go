@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/problem"
@@ -27,7 +28,9 @@ type Exposed struct {
 	ConnectionID string
 	User         identity.User
 	Provider     string
-	LastRead     time.Time
+	LastRead     time.Time // the latest row's time: within a sampling period of the last read
+	DisplayName  string    // the provider's name of the account
+	Label        string    // the user's own name of the connection
 }
 
 // CutOff is what a cut-off did.
@@ -40,22 +43,27 @@ type CutOff struct {
 }
 
 // selectExposure: the connections still stored whose credential the
-// client read since $2 (token.read rows name the connection as target).
-const selectExposure = `SELECT e.target, e.issuer, e.subject, e.provider, max(e.occurred_at)
+// client may have read since $2 (token.read rows name the connection as
+// target). $2 is one sampling period (audit.ReadPeriod) before the
+// admin's since: a read at t whose period began earlier is on record only by the row
+// of that period's first read until the period ends, so "since t" must take
+// that row in. A connection read just before since may be listed: the trail
+// is only as fine as its period, and listing one too many is the safe side.
+const selectExposure = `SELECT e.target, e.issuer, e.subject, e.provider, max(e.occurred_at), coalesce(c.display_name, ''), c.label
 	FROM audit_events e JOIN connections c ON c.id = e.target
-	WHERE e.kind = 'token.read' AND e.client_id = $1 AND e.occurred_at >= $2 AND e.target <> ''
-	GROUP BY e.target, e.issuer, e.subject, e.provider ORDER BY e.target`
+	WHERE e.kind = 'token.read' AND e.client_id = $1 AND e.occurred_at > $2 AND e.target <> ''
+	GROUP BY e.target, e.issuer, e.subject, e.provider, c.display_name, c.label ORDER BY e.target`
 
 // Exposure lists the connections whose raw credential client id received
 // since since (and that are still stored).
 func (st *Store) Exposure(ctx context.Context, id string, since time.Time) ([]Exposed, error) {
-	rows, err := st.pool.Query(ctx, selectExposure, id, since)
+	rows, err := st.pool.Query(ctx, selectExposure, id, since.Add(-audit.ReadPeriod))
 	if err != nil {
 		return nil, fmt.Errorf("admin: exposure: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Exposed, error) {
 		var x Exposed
-		err := r.Scan(&x.ConnectionID, &x.User.Issuer, &x.User.Subject, &x.Provider, &x.LastRead)
+		err := r.Scan(&x.ConnectionID, &x.User.Issuer, &x.User.Subject, &x.Provider, &x.LastRead, &x.DisplayName, &x.Label)
 		return x, err
 	})
 	if err != nil {

@@ -146,7 +146,7 @@ func New(cfg Config) (*Server, error) {
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"), elicitationTTL: cfg.ElicitationTTL,
 		requestStateTTL: cfg.RequestStateTTL, mintLimit: cfg.MintLimit, mintUserLimit: cfg.MintUserLimit,
 		waiters: newWaiters(cfg.MaxWaiters), now: cfg.Now, done: make(chan struct{}),
-		reads: newSampler(readPeriod, maxReadKeys), refusals: newSampler(refusalPeriod, maxRefusalKeys),
+		reads: newSampler(readPeriod, maxReadKeys, true), refusals: newSampler(refusalPeriod, maxRefusalKeys, false),
 		onAuditWriteError: cfg.OnAuditWriteError, onAuditLost: cfg.OnAuditLost,
 	}
 	if s.elicitationTTL <= 0 {

@@ -31,7 +31,7 @@ import (
 // (Config.OnAuditLost) and logged.
 const (
 	readPeriod    = audit.ReadPeriod // token.read: at most one row per (user, client, connection) per hour
-	refusalPeriod = time.Minute // security.invalid_*: at most one row per (client, reason) per minute
+	refusalPeriod = time.Minute      // security.invalid_*: at most one row per (client, reason) per minute
 	// At most this many refusal keys are tracked; occurrences beyond are
 	// counted in one anonymous row per period instead of being dropped.
 	// Token reads are always tracked by name (sampler.named): maxReadKeys

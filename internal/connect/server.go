@@ -117,6 +117,7 @@ type Server struct {
 	waiters         *waiters
 	now             func() time.Time
 	wakeups         *wakeups
+	clientWakeups   *wakeups // by client id: a client changed (disabled, keys rotated) on some replica
 	consents        *consent.Store
 	signin          *signin.Flow // GET /login, /login/callback, POST /logout
 	onFlow          func(Status)
@@ -182,6 +183,11 @@ func New(cfg Config) (*Server, error) {
 	s.consents = consent.NewStore(cfg.Pool, cfg.ConsentCacheTTL, cfg.ConsentCacheSize, s.now)
 	s.wakeups = newWakeups()
 	cfg.Hub.Add(s.wakeups.subscriber(), s.consents.CacheSubscriber())
+	// A client disabled on any replica ends its long-polls here at once
+	// (waitFor checks its key again); the client registry's notifications
+	// say which.
+	s.clientWakeups = newWakeups()
+	cfg.Clients.OnChange(s.clientWakeups.wakeKey)
 	return s, nil
 }
 

@@ -213,6 +213,7 @@ func (s *Server) routes() []web.Route {
 		page("POST /account/withdraw", web.ClassBrowser, s.withdraw),
 		page("POST /account/label", web.ClassBrowser, s.relabel),
 		page("POST /account/disconnect", web.ClassBrowser, s.disconnect),
+		page("POST /account/notices/dismiss", web.ClassBrowser, s.dismissNotice),
 
 		// The connect flow (flow.go).
 		page("GET /c/{id}", web.ClassBrowser, s.connectPage),

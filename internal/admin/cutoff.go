@@ -49,13 +49,13 @@ type CutOff struct {
 	AtProvider map[string]string
 }
 
-// selectExposure: the connections still stored whose credential the
-// client may have read since $2 (token.read rows name the connection as
-// target). $2 is one sampling period (audit.ReadPeriod) before the
-// admin's since: a read at t whose period began earlier is on record only by the row
-// of that period's first read until the period ends, so "since t" must take
-// that row in. A connection read just before since may be listed: the trail
-// is only as fine as its period, and listing one too many is the safe side.
+// selectExposure: the connections still stored whose credential the client
+// may have read since the admin's since (token.read rows name the
+// connection as target). $2 is one sampling period (audit.ReadPeriod) before
+// it: a read at t whose period began earlier is on record only by the row of
+// that period's first read until the period ends, so "since t" must take
+// that row in. A connection last read just before since may be listed: the
+// trail is only as fine as its period, and one too many is the safe side.
 const selectExposure = `SELECT e.target, e.issuer, e.subject, e.provider, max(e.occurred_at), coalesce(c.display_name, ''), c.label
 	FROM audit_events e JOIN connections c ON c.id = e.target
 	WHERE e.kind = 'token.read' AND e.client_id = $1 AND e.occurred_at > $2 AND e.target <> ''

@@ -238,6 +238,8 @@ type exposedDoc struct {
 	Issuer       string    `json:"issuer"`
 	Subject      string    `json:"subject"`
 	Provider     string    `json:"provider"`
+	DisplayName  string    `json:"display_name"`
+	Label        string    `json:"label"`
 	LastRead     time.Time `json:"last_read"`
 }
 
@@ -262,11 +264,11 @@ func (s *Server) apiCutOff(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := map[string]any{"client_id": id, "disabled": true, "since": c.Since.UTC(), "exposed": []exposedDoc{},
-		"revoked": c.Revoked, "failed": c.Failed}
+		"revoked": c.Revoked, "failed": c.Failed, "revoked_at_provider": c.AtProvider}
 	docs := []exposedDoc{}
 	for _, x := range c.Exposed {
 		docs = append(docs, exposedDoc{ConnectionID: x.ConnectionID, Issuer: x.User.Issuer, Subject: x.User.Subject,
-			Provider: x.Provider, LastRead: x.LastRead.UTC()})
+			Provider: x.Provider, DisplayName: x.DisplayName, Label: x.Label, LastRead: x.LastRead.UTC()})
 	}
 	out["exposed"] = docs
 	web.WriteJSON(w, http.StatusOK, out)

@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -60,5 +61,36 @@ func TestCutOffClient(t *testing.T) {
 	}
 	if st, _ := e.adminAPI(key, http.MethodPost, "/admin/api/clients/cli_nope/cut-off", map[string]any{"confirm": "cli_nope", "since": since}); st != http.StatusNotFound {
 		t.Fatalf("an unknown client: %d", st)
+	}
+}
+
+// TestExposureCoversReadsStillCounted: a read after since whose period began
+// before it is on record only by its period's first row (older than since)
+// until the period ends; the exposure still lists that connection, as it
+// looks back one sampling period.
+func TestExposureCoversReadsStillCounted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	e.Run(e.server)
+	m := e.newMCPServer("files", "fake")
+	conn := e.connectFully(m, "alice")
+	read := func() {
+		t.Helper()
+		if st, out := m.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil); st != http.StatusOK {
+			t.Fatalf("token: %d %v", st, out)
+		}
+	}
+	read()
+	eventually(t, "the first read's row", func() bool {
+		return e.count(`SELECT count(*) FROM audit_events WHERE kind = 'token.read' AND target = $1`, conn) == 1
+	})
+	since := time.Now()
+	read() // counted in memory: its row comes when the hour is over
+	exposed, err := e.store.Exposure(context.Background(), m.client.ID, since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(exposed) != 1 || exposed[0].ConnectionID != conn {
+		t.Fatalf("exposure since the second read's period began: %+v, want %s", exposed, conn)
 	}
 }

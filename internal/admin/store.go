@@ -12,6 +12,7 @@ import (
 
 	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/lifecycle"
+	"github.com/connectd/connectd/internal/notice"
 	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
@@ -106,6 +107,11 @@ type Revocation struct {
 // credential at the provider (RFC 7009), whose outcome is audited too. MCP
 // servers asking for the token afterwards get not_connected.
 func (st *Store) Revoke(ctx context.Context, id string, by Actor) (*Revocation, error) {
+	return st.revoke(ctx, id, by, nil)
+}
+
+// revoke is Revoke, with the notice that tells the user why (nil: none).
+func (st *Store) revoke(ctx context.Context, id string, by Actor, why *notice.Notice) (*Revocation, error) {
 	if st.vault == nil {
 		return nil, ErrNoVault
 	}
@@ -120,7 +126,7 @@ func (st *Store) Revoke(ctx context.Context, id string, by Actor) (*Revocation, 
 	// The admin's browser going away after the commit must not cost the
 	// provider's revocation or its audit row.
 	ended, err := owner.Delete(context.WithoutCancel(ctx), c.User, c.Provider, id, nil,
-		lifecycle.Actor{Audit: by.Name, By: "admin", RequestID: by.RequestID, IP: by.IP})
+		lifecycle.Actor{Audit: by.Name, By: "admin", RequestID: by.RequestID, IP: by.IP, Notice: why})
 	if errors.Is(err, vault.ErrNotConnected) || errors.Is(err, lifecycle.ErrReplaced) {
 		return nil, fmt.Errorf("connection %s: %w", id, problem.Detail(ErrNotFound, "no such connection"))
 	}

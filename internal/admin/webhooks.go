@@ -403,7 +403,8 @@ func (s *Server) clientPage(w http.ResponseWriter, r *http.Request) error {
 	row := clientRow(c)
 	v := templates.AdminClientView{Nav: s.nav(r, "clients"), ID: c.ID, Name: clientName(c), Resources: c.Resources,
 		Providers: row.Providers, Created: row.Created, LastUsed: row.LastUsed, Disabled: c.Disabled,
-		ConnectionsURL: row.ConnectionsURL, CreateURL: "/admin/clients/" + c.ID + "/webhooks", Types: webhook.Types}
+		ConnectionsURL: row.ConnectionsURL, CreateURL: "/admin/clients/" + c.ID + "/webhooks", Types: webhook.Types,
+		CutOffURL: "/admin/clients/" + c.ID + "/cut-off"}
 	for _, e := range eps {
 		v.Endpoints = append(v.Endpoints, templates.AdminEndpointRow{ID: e.ID, URL: e.URL, Events: eventsText(e.Events),
 			Created: fmtTime(e.CreatedAt), DeliveriesURL: "/admin/webhooks/" + e.ID,

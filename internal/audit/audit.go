@@ -89,6 +89,14 @@ func Sweep(ctx context.Context, q Execer, cutoff time.Time) (int64, error) {
 	}
 }
 
+// ReadPeriod is the sampling period of the token.read (and proxy.call)
+// rows: each replica writes a row for the first read of a (user, client,
+// connection) in a period at once, and the count of the others once the
+// period is over. So a read at time t is on record by a row written no
+// earlier than t − ReadPeriod (the row of its period's first read): whoever
+// asks "what did this client read since t" looks back from t − ReadPeriod.
+const ReadPeriod = time.Hour
+
 // Use is when a client last read a user's credential for a provider.
 type Use struct {
 	ClientID, Provider string

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/lifecycle"
 	"github.com/connectd/connectd/internal/names"
+	"github.com/connectd/connectd/internal/notice"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/vault"
@@ -39,8 +41,9 @@ var notices = map[string]string{
 	"disconnected": "Disconnected. The stored access was deleted and revoked at the provider; no application receives it any more.",
 	"disconnected_here": "Disconnected here: the stored access was deleted and no application receives it any more. " +
 		"The provider did not confirm the revocation, so you may also remove the access in your account settings there.",
-	"gone":     "Nothing to do: that access had already been removed.",
-	"labelled": "Label saved.",
+	"gone":      "Nothing to do: that access had already been removed.",
+	"labelled":  "Label saved.",
+	"dismissed": "Notice dismissed.",
 }
 
 // accountPage handles GET /account. Without a session it sends the browser
@@ -84,6 +87,9 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 	}
 	reads, err := audit.LastReads(ctx, s.pool, u.Issuer, u.Subject)
 	if err != nil {
+		return v, err
+	}
+	if v.Notices, err = s.noticesOf(ctx, u); err != nil {
 		return v, err
 	}
 	for _, c := range conns {
@@ -284,6 +290,60 @@ func (s *Server) deleteConnection(r *http.Request, u identity.User, p, id string
 		return nil, nil, err
 	}
 	return ended.Deletion, nonNil(ended.Withdrawn), nil
+}
+
+// noticesOf are the user's notices (package notice), for the page: only
+// the signed-in user's own.
+func (s *Server) noticesOf(ctx context.Context, u identity.User) ([]templates.AccountNotice, error) {
+	ns, err := notice.List(ctx, s.pool, u)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]templates.AccountNotice, 0, len(ns))
+	for _, n := range ns {
+		if n.Kind != notice.KindClientCutOff {
+			continue // a kind this version cannot word
+		}
+		an := templates.AccountNotice{ID: strconv.FormatInt(n.ID, 10), Date: when(n.At), ProviderName: n.Provider,
+			Account: n.Account, ClientName: n.ClientName}
+		if an.ClientName == "" {
+			an.ClientName = n.ClientID
+		}
+		if p, err := s.catalog.Get(n.Provider); err == nil {
+			an.ProviderName = p.Info().DisplayName
+		}
+		out = append(out, an)
+	}
+	return out, nil
+}
+
+// dismissNotice handles POST /account/notices/dismiss: the signed-in user's
+// notice goes; an id that is not theirs changes nothing ("gone").
+func (s *Server) dismissNotice(w http.ResponseWriter, r *http.Request) error {
+	sess, err := s.sessions.Load(w, r)
+	if err != nil {
+		http.Redirect(w, r, accountPath, http.StatusSeeOther)
+		return nil
+	}
+	if err := r.ParseForm(); err != nil {
+		return web.Refuse(http.StatusBadRequest, "bad_form", "The form could not be read.", nil)
+	}
+	if err := s.sessions.CheckCSRF(sess, r.PostForm.Get(session.CSRFField)); err != nil {
+		return &web.Error{Status: http.StatusForbidden, Code: "csrf_failed", Err: err,
+			Description: "The form has expired. Open your account page again and retry."}
+	}
+	id, ok := notice.ParseID(r.PostForm.Get("notice"))
+	if !ok {
+		return web.Refuse(http.StatusBadRequest, "bad_form", "The form names no notice.", nil)
+	}
+	done := "dismissed"
+	if found, err := notice.Dismiss(r.Context(), s.pool, identity.User{Issuer: sess.Issuer, Subject: sess.Subject}, id); err != nil {
+		return err
+	} else if !found {
+		done = "gone"
+	}
+	http.Redirect(w, r, accountPath+"?done="+done, http.StatusSeeOther)
+	return nil
 }
 
 // when formats a time for the account page.

@@ -344,7 +344,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		e, err = s.waitFor(r.Context(), c, id, wait)
+		e, err = s.waitFor(r, c, id, wait)
 		release()
 		if err != nil {
 			return err
@@ -406,12 +406,28 @@ func (s *Server) ownElicitation(ctx context.Context, c caller, id string) (*Elic
 
 // waitFor blocks until the elicitation leaves pending, the wait ends, the
 // request is cancelled or the server shuts down, then returns its state.
-func (s *Server) waitFor(ctx context.Context, c caller, id string, wait time.Duration) (*Elicitation, error) {
+// When the calling client changes on any replica (disabled: a cut-off), its
+// key is checked again, and a key now refused ends the poll with the error
+// any request with it gets (401 invalid_client) instead of the status.
+func (s *Server) waitFor(r *http.Request, c caller, id string, wait time.Duration) (*Elicitation, error) {
+	ctx := r.Context()
 	ch, cancel := s.wakeups.subscribe(id)
 	defer cancel()
+	changed, unwatch := s.clientWakeups.subscribe(c.client.ID)
+	defer unwatch()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	// Checked after subscribing too, so a change between the request's
+	// authentication and the subscription is not missed.
+	recheck := true
 	for {
+		if recheck {
+			if _, err := s.auth.AuthenticateClient(r); err != nil {
+				s.sampleRefusal(r, mcpauth.Client{}, err)
+				return nil, err
+			}
+			recheck = false
+		}
 		// Re-read after subscribing, so a completion between the first read
 		// and the subscription is not missed.
 		e, err := s.ownElicitation(ctx, c, id)
@@ -425,6 +441,9 @@ func (s *Server) waitFor(ctx context.Context, c caller, id string, wait time.Dur
 		select {
 		case <-ch:
 			expiry.Stop()
+		case <-changed:
+			expiry.Stop()
+			recheck = true
 		case <-expiry.C:
 		case <-timer.C:
 			expiry.Stop()

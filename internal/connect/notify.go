@@ -74,3 +74,12 @@ func (w *wakeups) wakeAll() {
 		}
 	}
 }
+
+// wakeKey wakes the waiters of id, or every waiter for cache.Flush.
+func (w *wakeups) wakeKey(id string) {
+	if id == cache.Flush {
+		w.wakeAll()
+		return
+	}
+	w.wake(id)
+}

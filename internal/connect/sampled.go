@@ -30,11 +30,12 @@ import (
 // the last write at shutdown cannot write is lost, and it is counted
 // (Config.OnAuditLost) and logged.
 const (
-	readPeriod    = time.Hour   // token.read: at most one row per (user, client, provider) per hour
-	refusalPeriod = time.Minute // security.invalid_*: at most one row per (client, reason) per minute
-	// At most this many keys are tracked; occurrences beyond are counted in
-	// one anonymous row per period instead of being dropped. A tenth as many
-	// rows may wait to be written.
+	readPeriod    = audit.ReadPeriod // token.read: at most one row per (user, client, connection) per hour
+	refusalPeriod = time.Minute      // security.invalid_*: at most one row per (client, reason) per minute
+	// At most this many refusal keys are tracked; occurrences beyond are
+	// counted in one anonymous row per period instead of being dropped.
+	// Token reads are always tracked by name (sampler.named): maxReadKeys
+	// only sizes their queue. A tenth as many rows may wait to be written.
 	maxReadKeys    = 100_000
 	maxRefusalKeys = 10_000
 
@@ -86,6 +87,13 @@ type sampler struct {
 	period   time.Duration
 	max      int
 	maxQueue int
+	// named samplers never count a key anonymously: past max they keep
+	// tracking. The token-read trail must name every (user, client,
+	// connection) at least once per period — a cut-off's exposure is read
+	// from it — and its keys are authenticated (a client key and a valid
+	// user token of a user who approved that client), so their number
+	// follows real approvals, not what an anonymous caller sends.
+	named bool
 
 	mu        sync.Mutex
 	entries   map[sampleKey]sampleEntry
@@ -93,8 +101,8 @@ type sampler struct {
 	queue     []sampledRow     // rows to write, oldest first; at most maxQueue
 }
 
-func newSampler(period time.Duration, max int) *sampler {
-	return &sampler{period: period, max: max, maxQueue: max / 10, entries: map[sampleKey]sampleEntry{},
+func newSampler(period time.Duration, max int, named bool) *sampler {
+	return &sampler{period: period, max: max, maxQueue: max / 10, named: named, entries: map[sampleKey]sampleEntry{},
 		untracked: map[string]int64{}}
 }
 
@@ -121,7 +129,7 @@ func (sm *sampler) hit(now time.Time, k sampleKey, ip, requestID string) {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
 	e, ok := sm.entries[k]
-	if !ok && len(sm.entries) >= sm.max {
+	if !ok && !sm.named && len(sm.entries) >= sm.max {
 		sm.untracked[k.kind]++
 		return
 	}

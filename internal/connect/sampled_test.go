@@ -333,3 +333,47 @@ func TestAuditRowsLostAtShutdownAreCounted(t *testing.T) {
 		t.Fatalf("%d token.read rows written", rows)
 	}
 }
+
+// TestTokenReadTrailNamesEveryConnection (issue 25): a cut-off's exposure is
+// read from the token.read rows, so every (user, client, connection) whose
+// credential a client received must be named in the trail — also when its
+// reads are answered from the caches of a replica (client key, consent and
+// credential all cached) and spread over several replicas, each of which
+// writes its own first read of the period.
+func TestTokenReadTrailNamesEveryConnection(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	e.run(e.server)
+	m := e.newMCPServer("files", "fake")
+	e.connectFully(m, "alice", map[string]any{"provider": "fake"})
+	e.connectFully(m, "bob", map[string]any{"provider": "fake"})
+	conns := map[string]string{"alice": e.connID("alice"), "bob": e.connID("bob")}
+	a, b := e.cachingReplica(), e.cachingReplica()
+	for _, read := range []struct{ base, user string }{
+		{a.url, "alice"}, {a.url, "alice"}, {a.url, "alice"}, // the later ones from a's caches
+		{b.url, "bob"}, {b.url, "bob"},
+		{e.srv.URL, "alice"},
+	} {
+		if st, out := m.callAt(read.base, http.MethodGet, "/v1/connections/fake/token", read.user); st != http.StatusOK {
+			t.Fatalf("token of %s at %s: %d %v", read.user, read.base, st, out)
+		}
+	}
+	if a.vault.CacheStats().Hits == 0 {
+		t.Fatal("replica a answered no read from its credential cache: the test proves nothing about caches")
+	}
+	for user, conn := range conns {
+		named := ` AND client_id = $2 AND subject = $3 AND target = $4 AND actor = 'client:' || $2`
+		eventually(t, "no token.read row names "+user+"'s connection", func() bool {
+			rows, _ := e.sampledCount("token.read", named, m.client.ID, user, conn)
+			return rows > 0
+		})
+	}
+	// alice was first read on two replicas: each writes its own row.
+	eventually(t, "alice's reads on two replicas are not two rows", func() bool {
+		rows, _ := e.sampledCount("token.read", ` AND subject = 'alice'`)
+		return rows == 2
+	})
+	if rows, _ := e.sampledCount("token.read", ` AND (target = '' OR detail ? 'untracked')`); rows != 0 {
+		t.Fatalf("%d token.read rows name no connection", rows)
+	}
+}

@@ -12,7 +12,7 @@ import (
 // written or still held, and each key's first occurrence in a period is
 // queued at once while the queue has room.
 func TestSamplerLosesNoCount(t *testing.T) {
-	sm := newSampler(time.Minute, 50) // 5 rows may be queued
+	sm := newSampler(time.Minute, 50, false) // 5 rows may be queued
 	now := time.Unix(1_700_000_000, 0)
 	k := func(i int) sampleKey { return sampleKey{kind: "token.read", subject: fmt.Sprint(i)} }
 
@@ -54,5 +54,64 @@ func TestSamplerLosesNoCount(t *testing.T) {
 	}
 	if written+held != hits {
 		t.Fatalf("%d occurrences, %d written, %d still held: %d lost", hits, written, held, hits-written-held)
+	}
+}
+
+// TestReadSamplerNamesEveryKey: the token-read sampler names every (user,
+// client, connection) it is shown at least once per period, however many
+// keys it tracks and however full its queue — a cut-off's exposure is read
+// from these rows, so an anonymous count would hide a user whose credential a
+// compromised client received. (A refusal sampler counts keys past its cap
+// anonymously; the read sampler must not.)
+func TestReadSamplerNamesEveryKey(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		max      int // keys tracked before the cap; a tenth may queue
+		keys     int
+		takeEach int // rows written between reads (0: the writer is stuck)
+	}{
+		{"under the cap", 100, 50, 5},
+		{"past the cap", 20, 500, 5},
+		{"past the cap, the writer stuck", 20, 500, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sm := newSampler(readPeriod, tc.max, true)
+			now := time.Unix(1_700_000_000, 0)
+			k := func(i int) sampleKey {
+				return sampleKey{kind: "token.read", subject: fmt.Sprint("u", i%7), client: "cli_a",
+					provider: "fake", target: fmt.Sprint("cn_", i)}
+			}
+			named := map[sampleKey]int64{}
+			write := func(rows []sampledRow) {
+				for _, r := range rows {
+					if r.untracked {
+						t.Fatalf("an anonymous token.read row (%d reads)", r.n)
+					}
+					named[r.key] += r.n
+				}
+			}
+			for i := range tc.keys {
+				sm.hit(now, k(i), "ip", "req")
+				sm.hit(now, k(i), "ip", "req") // a cached second read
+				write(sm.take(tc.takeEach))
+			}
+			// The period ends: the sweep queues what waited, the writer
+			// catches up.
+			now = now.Add(readPeriod)
+			for range 3 * tc.keys {
+				sm.sweep(now)
+				rows := sm.take(sampleBatch)
+				if len(rows) == 0 {
+					break
+				}
+				write(rows)
+			}
+			write(sm.drain())
+			for i := range tc.keys {
+				if named[k(i)] != 2 {
+					t.Fatalf("key %d: %d reads on record by name, want 2", i, named[k(i)])
+				}
+			}
+		})
 	}
 }

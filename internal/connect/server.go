@@ -118,6 +118,7 @@ type Server struct {
 	waiters         *waiters
 	now             func() time.Time
 	wakeups         *wakeups
+	clientWakeups   *wakeups // by client id: a client changed (disabled, keys rotated) on some replica
 	consents        *consent.Store
 	signin          *signin.Flow // GET /login, /login/callback, POST /logout
 	onFlow          func(Status)
@@ -147,7 +148,7 @@ func New(cfg Config) (*Server, error) {
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"), elicitationTTL: cfg.ElicitationTTL,
 		requestStateTTL: cfg.RequestStateTTL, mintLimit: cfg.MintLimit, mintUserLimit: cfg.MintUserLimit,
 		waiters: newWaiters(cfg.MaxWaiters), now: cfg.Now, done: make(chan struct{}),
-		reads: newSampler(readPeriod, maxReadKeys), refusals: newSampler(refusalPeriod, maxRefusalKeys),
+		reads: newSampler(readPeriod, maxReadKeys, true), refusals: newSampler(refusalPeriod, maxRefusalKeys, false),
 		onAuditWriteError: cfg.OnAuditWriteError, onAuditLost: cfg.OnAuditLost,
 	}
 	if s.elicitationTTL <= 0 {
@@ -183,6 +184,11 @@ func New(cfg Config) (*Server, error) {
 	s.consents = consent.NewStore(cfg.Pool, cfg.ConsentCacheTTL, cfg.ConsentCacheSize, s.now)
 	s.wakeups = newWakeups()
 	cfg.Hub.Add(s.wakeups.subscriber(), s.consents.CacheSubscriber())
+	// A client disabled on any replica ends its long-polls here at once
+	// (waitFor checks its key again); the client registry's notifications
+	// say which.
+	s.clientWakeups = newWakeups()
+	cfg.Clients.OnChange(s.clientWakeups.wakeKey)
 	return s, nil
 }
 
@@ -213,6 +219,7 @@ func (s *Server) routes() []web.Route {
 		page("POST /account/withdraw", web.ClassBrowser, s.withdraw),
 		page("POST /account/label", web.ClassBrowser, s.relabel),
 		page("POST /account/disconnect", web.ClassBrowser, s.disconnect),
+		page("POST /account/notices/dismiss", web.ClassBrowser, s.dismissNotice),
 
 		// The connect flow (flow.go).
 		page("GET /c/{id}", web.ClassBrowser, s.connectPage),

@@ -24,6 +24,7 @@ import (
 	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/notice"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/webhook"
 )
@@ -51,6 +52,11 @@ type Actor struct {
 	ClientID  string // the client that asked (unlink), for the audit rows
 	RequestID string
 	IP        string
+	// Notice, when not nil, is what the user is told on their account page
+	// about this end (a cut-off's revocation): Delete fills in the user, the
+	// connection's provider, id and account name, and writes it in the
+	// deleting transaction, so no connection ends without its notice.
+	Notice *notice.Notice
 }
 
 // Ended is what Delete did.
@@ -82,6 +88,13 @@ func (o *Owner) Delete(ctx context.Context, user identity.User, provider, id str
 		}
 		for _, client := range withdrawn {
 			if err := o.audit(ctx, tx, a, "consent.withdrawn", gone, client, nil); err != nil {
+				return err
+			}
+		}
+		if a.Notice != nil {
+			n := *a.Notice
+			n.User, n.Provider, n.ConnectionID, n.Account = user, gone.Provider, gone.ID, accountName(gone)
+			if err := notice.Add(ctx, tx, n); err != nil {
 				return err
 			}
 		}
@@ -117,6 +130,18 @@ func (o *Owner) audit(ctx context.Context, tx pgx.Tx, a Actor, kind string, c va
 		return audit.Write(ctx, tx, ev)
 	}
 	return audit.Write(ctx, o.Pool, ev)
+}
+
+// accountName is how a notice names the connection's account: the
+// provider's name of it and the user's label.
+func accountName(c vault.Connection) string {
+	switch {
+	case c.DisplayName != "" && c.Label != "":
+		return c.DisplayName + " (" + c.Label + ")"
+	case c.Label != "":
+		return c.Label
+	}
+	return c.DisplayName
 }
 
 func nonNil(s []string) []string {

@@ -41,15 +41,46 @@ func (c *Clients) remember(hash [32]byte, cl Client, keyExpires *time.Time, gen 
 	c.cache.Put(hash, cachedKey{client: cl}, gen, notAfter)
 }
 
-// forget drops every cached key of client id.
+// forget drops every cached key of client id, then tells the OnChange
+// watchers, so whoever asks again reads the change.
 func (c *Clients) forget(id string) {
 	c.cache.DeleteFunc(func(_ [32]byte, e cachedKey) bool { return id == cache.Flush || e.client.ID == id })
+	c.changed(id)
+}
+
+// changed tells the OnChange watchers that client id (or cache.Flush: any)
+// may have changed.
+func (c *Clients) changed(id string) {
+	c.watchMu.Lock()
+	watchers := c.watchers
+	c.watchMu.Unlock()
+	for _, fn := range watchers {
+		fn(id)
+	}
+}
+
+// OnChange registers fn to be told of every change of a client (disabled,
+// keys rotated, switched proxy-only, rules changed) made through any
+// replica: its id, or cache.Flush when any client may have changed. fn
+// runs on the notification listener's goroutine, after this process's key
+// cache forgot the client: it must not block. The hub has one subscriber per
+// channel (this cache), so those who hold state per client — connect's
+// long-polls — learn of changes here.
+func (c *Clients) OnChange(fn func(id string)) {
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	c.watchers = append(c.watchers, fn)
 }
 
 // CacheSubscriber is what the process's notification listener needs to keep
 // the client-key cache fresh (see package cache).
 func (c *Clients) CacheSubscriber() cache.Subscriber {
-	return cache.Subscriber{Channel: InvalidationChannel, Invalidate: c.forget, SetLive: c.cache.SetLive}
+	return cache.Subscriber{Channel: InvalidationChannel, Invalidate: c.forget, SetLive: func(live bool) {
+		c.cache.SetLive(live)
+		if live { // changes made while nobody listened were not announced
+			c.changed(cache.Flush)
+		}
+	}}
 }
 
 // CacheStats reports the client-key cache's counters (zero when disabled).

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -77,6 +78,9 @@ type Clients struct {
 	touched *cache.Every // per client: when this process last wrote last_used_at
 
 	cache *cache.Map[[32]byte, cachedKey] // by key hash; nil: disabled
+
+	watchMu  sync.Mutex
+	watchers []func(id string) // OnChange's, told after the cache forgot
 }
 
 // NewClients returns the client registry over cfg.Pool.

@@ -3,6 +3,7 @@ package webhook
 import (
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/identity"
@@ -69,4 +70,15 @@ func ConnectionEvents(typ string, c vault.Connection, approvals map[string]conse
 func ApprovalEvent(clientID string, u identity.User, provider, connID, by string) Event {
 	return Event{Type: ApprovalWithdrawn, Clients: []string{clientID},
 		Data: map[string]any{"user": user(u), "provider": provider, "connection_id": connID, "by": by}}
+}
+
+// CutOffEvent reports to the client clientID that an administrator cut it
+// off (disabled it: its keys are refused) as possibly compromised: since
+// when its exposure was counted, how many connections it had received the
+// credential of, how many of them were revoked and how many failed to be.
+// Counts only: no user, connection or credential.
+func CutOffEvent(clientID string, since time.Time, exposed, revoked, failed int) Event {
+	return Event{Type: ClientCutOff, Clients: []string{clientID}, Data: map[string]any{
+		"since": since.UTC().Format(time.RFC3339), "disabled": true,
+		"exposed": exposed, "revoked": revoked, "failed": failed}}
 }

@@ -47,6 +47,7 @@ const (
 	ConnectionReauthRequired  = "connection.reauthorization_required"
 	ConnectionRevoked         = "connection.revoked"
 	ApprovalWithdrawn         = "approval.withdrawn"
+	ClientCutOff              = "client.cut_off"
 	secretPurpose             = "connectd/webhook/secret/v1"
 	queue                     = "webhooks"
 	deliveryTimeout           = 10 * time.Second
@@ -57,7 +58,8 @@ const (
 
 // Types lists every event type, in the order the docs list them.
 var Types = []string{ElicitationCompleted, ElicitationDeclined, ElicitationExpired, ElicitationFailed,
-	ConnectionCreated, ConnectionScopesChanged, ConnectionReauthRequired, ConnectionRevoked, ApprovalWithdrawn}
+	ConnectionCreated, ConnectionScopesChanged, ConnectionReauthRequired, ConnectionRevoked, ApprovalWithdrawn,
+	ClientCutOff}
 
 // DefaultBackoff is the wait before each retry of a failed delivery: 9
 // retries over about a day, then the delivery is marked failed (an admin can

@@ -1,0 +1,114 @@
+package admin
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/connectd/connectd/internal/web"
+	"github.com/connectd/connectd/web/templates"
+)
+
+// The cut-off's pages: the confirmation form on an MCP server's page, the
+// result listing the exposure, and the form that revokes what is left.
+
+const sinceLayout = "2006-01-02" // the form's date input (UTC)
+
+// defaultCutOffWindow is how far back the form looks by default.
+const defaultCutOffWindow = 30 * 24 * time.Hour
+
+// confirmCutOffPage handles GET /admin/clients/{id}/cut-off.
+func (s *Server) confirmCutOffPage(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.client(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return clientError(err)
+	}
+	return web.Render(w, r, http.StatusOK, templates.AdminCutOff(templates.AdminCutOffView{Nav: s.nav(r, "clients"),
+		ID: c.ID, Name: clientName(c), Disabled: c.Disabled, Since: s.now().Add(-defaultCutOffWindow).UTC().Format(sinceLayout),
+		Action: "/admin/clients/" + c.ID + "/cut-off", BackURL: "/admin/clients/" + c.ID}))
+}
+
+// cutOffForm checks a cut-off form: CSRF, the confirmation naming the
+// client, and the since date.
+func (s *Server) cutOffForm(w http.ResponseWriter, r *http.Request) (string, time.Time, error) {
+	if err := s.checkForm(w, r); err != nil {
+		return "", time.Time{}, err
+	}
+	id := r.PathValue("id")
+	if r.PostForm.Get("confirm") != id {
+		return "", time.Time{}, web.Refuse(http.StatusBadRequest, "confirmation_required",
+			"Confirm the cut-off on the confirmation page.", nil)
+	}
+	since, err := time.Parse(sinceLayout, strings.TrimSpace(r.PostForm.Get("since")))
+	if err != nil || !since.Before(s.now()) {
+		return "", time.Time{}, web.Refuse(http.StatusBadRequest, "invalid_request",
+			"Give the date since when to count what it received, a day in the past (YYYY-MM-DD).", err)
+	}
+	return id, since, nil
+}
+
+// cutOffPage handles POST /admin/clients/{id}/cut-off (confirm, since,
+// revoke): the client is disabled and the result page lists its exposure.
+func (s *Server) cutOffPage(w http.ResponseWriter, r *http.Request) error {
+	id, since, err := s.cutOffForm(w, r)
+	if err != nil {
+		return err
+	}
+	c, err := s.client(r.Context(), id)
+	if err != nil {
+		return clientError(err)
+	}
+	revoke := r.PostForm.Get("revoke") == "yes"
+	out, err := s.store.CutOffClient(r.Context(), s.clients, c.ID, since, revoke, actorOf(r))
+	if err != nil {
+		return err
+	}
+	return s.renderCutOff(w, r, clientName(c), out, revoke)
+}
+
+// revokeExposurePage handles POST /admin/clients/{id}/cut-off/revoke
+// (confirm, since): the exposure is listed again and what is still stored
+// is revoked.
+func (s *Server) revokeExposurePage(w http.ResponseWriter, r *http.Request) error {
+	id, since, err := s.cutOffForm(w, r)
+	if err != nil {
+		return err
+	}
+	c, err := s.client(r.Context(), id)
+	if err != nil {
+		return clientError(err)
+	}
+	out, err := s.store.RevokeExposure(r.Context(), s.clients, c.ID, since, actorOf(r))
+	if err != nil {
+		return err
+	}
+	return s.renderCutOff(w, r, clientName(c), out, true)
+}
+
+func (s *Server) renderCutOff(w http.ResponseWriter, r *http.Request, name string, out *CutOff, revoke bool) error {
+	v := templates.AdminCutOffResultView{Nav: s.nav(r, "clients"), ID: out.ClientID, Name: name,
+		Since: fmtTime(out.Since), SinceForm: out.Since.UTC().Format(sinceLayout), Revoked: len(out.Revoked),
+		Failed: len(out.Failed), Revoke: revoke, RetryURL: "/admin/clients/" + out.ClientID + "/cut-off/revoke",
+		ClientURL: "/admin/clients/" + out.ClientID}
+	failed := map[string]bool{}
+	for _, id := range out.Failed {
+		failed[id] = true
+	}
+	for _, x := range out.Exposed {
+		row := templates.AdminExposedRow{ConnectionID: x.ConnectionID, URL: "/admin/connections/" + x.ConnectionID,
+			User: x.User.Subject + " (" + x.User.Issuer + ")", Provider: x.Provider,
+			Account: accountText(Connection{DisplayName: x.DisplayName, Label: x.Label}), LastRead: fmtTime(x.LastRead),
+			Outcome: "not revoked"}
+		switch at, ok := out.AtProvider[x.ConnectionID]; {
+		case failed[x.ConnectionID]:
+			row.Outcome, row.Bad = "revocation failed: still stored", true
+		case ok:
+			row.Outcome = "revoked (at the provider: " + at + ")"
+			row.Bad = at == "failed"
+		case revoke:
+			row.Outcome = "gone already"
+		}
+		v.Rows = append(v.Rows, row)
+	}
+	return web.Render(w, r, http.StatusOK, templates.AdminCutOffResult(v))
+}

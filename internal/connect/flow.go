@@ -258,8 +258,7 @@ func (s *Server) consentView(ctx context.Context, fs *flowState) (templates.Cons
 	}
 	v := templates.ConsentView{ClientName: client.Name, ProviderName: info.DisplayName, Scopes: o.scopes, Beyond: o.beyond,
 		Action: "/c/" + e.ID, CSRFToken: s.sessions.CSRFToken(fs.sess), Offer: o.digest(), UserLabel: fs.sess.Subject,
-		SwitchAction: switchPath(e.ID),
-		APIKey: info.Kind == provider.KindAPIKey, Narrowed: o.narrow, ProxyOnly: client.ProxyOnly}
+		SwitchAction: switchPath(e.ID), APIKey: info.Kind == provider.KindAPIKey, Narrowed: o.narrow, ProxyOnly: client.ProxyOnly}
 	if rules, ok := client.ProxyRules[e.Provider]; ok {
 		v.ProxyRules = rules.Description
 		if v.ProxyRules == "" {

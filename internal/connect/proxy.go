@@ -101,7 +101,12 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 		}
 		return rel.info.APIAuth.HeaderValue(again.cred.AccessToken), nil
 	}
-	status, err := s.forwarder.Forward(w, r, call)
+	fr, stop := s.whileAllowed(r, c.client.ID)
+	status, err := s.forwarder.Forward(w, fr, call)
+	stop()
+	if refused, ok := context.Cause(fr.Context()).(*clientRefused); ok && status == 0 {
+		return refused.err // disabled before the provider answered: what the key now gets
+	}
 	s.onProxy(name, status, time.Since(start))
 	s.sampleProxy(r, &c, name, connID)
 	var held *proxy.HeldError
@@ -135,4 +140,47 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 			Header:      http.Header{"Retry-After": {"5"}}}
 	}
 	return err
+}
+
+// watchAfter is how long a proxied call runs before it watches for its
+// client being disabled: most calls are over by then, and a longer one (a
+// stream, a slow provider) is checked once when it starts watching.
+const watchAfter = 500 * time.Millisecond
+
+// clientRefused is the cause of a proxied call ended because its client's
+// key is now refused (disabled, cut off) on some replica.
+type clientRefused struct{ err error }
+
+func (e *clientRefused) Error() string { return "connect: the client's key is now refused: " + e.err.Error() }
+
+// whileAllowed returns r with a context that ends when the calling client
+// is disabled on any replica while the call is in flight (a cut-off ends
+// its streams as it ends its long-polls); stop ends the watch.
+func (s *Server) whileAllowed(r *http.Request, clientID string) (*http.Request, func()) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	done := make(chan struct{})
+	watch := func() {
+		changed, unwatch := s.clientWakeups.subscribe(clientID)
+		defer unwatch()
+		for {
+			// Checked once subscribed too: a change before is not missed.
+			if _, err := s.auth.AuthenticateClient(r); err != nil {
+				cancel(&clientRefused{err})
+				return
+			}
+			select {
+			case <-changed:
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+	t := time.AfterFunc(watchAfter, watch)
+	return r.WithContext(ctx), func() {
+		t.Stop()
+		close(done)
+		cancel(nil)
+	}
 }

@@ -473,3 +473,46 @@ func TestProxyRefusedTokenAcrossReplicas(t *testing.T) {
 		t.Fatalf("alpha after beta's renewal: %d %s", st, body)
 	}
 }
+
+// TestProxyStreamEndsWhenClientDisabled (issue 25): a client disabled on
+// one replica (a cut-off) has the proxied stream it holds open on another,
+// caching replica cut off within a couple of seconds, not when the
+// provider is done; its next call is refused like any request with its key.
+func TestProxyStreamEndsWhenClientDisabled(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	r2 := e.cachingReplica()
+	a := e.newMCPServer("alpha", "fake")
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	req, _ := http.NewRequest(http.MethodGet, r2.url+"/v1/proxy/fake/stream?n=100&gap=100ms", nil)
+	req.Header.Set("Authorization", "Bearer "+a.key)
+	req.Header.Set(mcpauth.UserTokenHeader, a.token("alice"))
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	if first, err := rd.ReadString('\n'); err != nil || !strings.HasPrefix(first, "data: 1") {
+		t.Fatalf("first event %q %v", first, err)
+	}
+	time.Sleep(watchAfterForTest) // the call now watches its client
+	if err := e.server.Clients().SetDisabled(context.Background(), a.client.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	disabled := time.Now()
+	rest, _ := io.ReadAll(rd) // ends when connectd cuts the stream
+	if strings.Contains(string(rest), "data: 100") {
+		t.Fatalf("the stream ran to its end (%s) after the client was disabled", time.Since(disabled))
+	}
+	if took := time.Since(disabled); took > 3*time.Second {
+		t.Fatalf("the stream ended %s after the client was disabled", took)
+	}
+	st, body := a.proxiedAt(r2.url, "files", "alice")
+	if st != http.StatusUnauthorized || !strings.Contains(body, "invalid_client") {
+		t.Fatalf("a call after: %d %s", st, body)
+	}
+}
+
+// watchAfterForTest is a little more than connect's watchAfter.
+const watchAfterForTest = 700 * time.Millisecond

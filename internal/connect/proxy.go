@@ -151,7 +151,9 @@ const watchAfter = 500 * time.Millisecond
 // key is now refused (disabled, cut off) on some replica.
 type clientRefused struct{ err error }
 
-func (e *clientRefused) Error() string { return "connect: the client's key is now refused: " + e.err.Error() }
+func (e *clientRefused) Error() string {
+	return "connect: the client's key is now refused: " + e.err.Error()
+}
 
 // whileAllowed returns r with a context that ends when the calling client
 // is disabled on any replica while the call is in flight (a cut-off ends

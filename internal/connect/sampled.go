@@ -34,8 +34,8 @@ const (
 	refusalPeriod = time.Minute      // security.invalid_*: at most one row per (client, reason) per minute
 	// At most this many refusal keys are tracked; occurrences beyond are
 	// counted in one anonymous row per period instead of being dropped.
-	// Token reads are always tracked by name (sampler.named): maxReadKeys
-	// only sizes their queue. A tenth as many rows may wait to be written.
+	// Token reads are always counted by name (sampler.named): past
+	// maxReadKeys a key's period ends early to make room (evictOne). A tenth as many rows may wait to be written.
 	maxReadKeys    = 100_000
 	maxRefusalKeys = 10_000
 
@@ -87,8 +87,8 @@ type sampler struct {
 	period   time.Duration
 	max      int
 	maxQueue int
-	// named samplers never count a key anonymously: past max they keep
-	// tracking. The token-read trail must name every (user, client,
+	// named samplers never count a key anonymously: past max they make
+	// room (evictOne) instead. The token-read trail must name every (user, client,
 	// connection) at least once per period — a cut-off's exposure is read
 	// from it — and its keys are authenticated (a client key and a valid
 	// user token of a user who approved that client), so their number
@@ -129,9 +129,12 @@ func (sm *sampler) hit(now time.Time, k sampleKey, ip, requestID string) {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
 	e, ok := sm.entries[k]
-	if !ok && !sm.named && len(sm.entries) >= sm.max {
-		sm.untracked[k.kind]++
-		return
+	if !ok && len(sm.entries) >= sm.max {
+		if !sm.named {
+			sm.untracked[k.kind]++
+			return
+		}
+		sm.evictOne()
 	}
 	e.pending++
 	e.ip = ip
@@ -143,6 +146,33 @@ func (sm *sampler) hit(now time.Time, k sampleKey, ip, requestID string) {
 	}
 	sm.queue = append(sm.queue, sampledRow{key: k, n: e.pending, requestID: requestID, ip: ip})
 	sm.entries[k] = sampleEntry{ip: ip, last: now}
+}
+
+// evictOne makes room in a full named sampler without losing a name: it
+// forgets a key whose row is already queued or written (nothing pending),
+// else ends one key's period early by queueing its count. Memory stays
+// bounded; under that pressure a key may get more than one row a period.
+// With the queue full too (the database down) nothing is forgotten and the
+// map grows past max until the writer catches up.
+func (sm *sampler) evictOne() {
+	var (
+		victim sampleKey
+		found  bool
+	)
+	for k, e := range sm.entries {
+		if e.pending == 0 {
+			delete(sm.entries, k)
+			return
+		}
+		if !found {
+			victim, found = k, true
+		}
+	}
+	if found && len(sm.queue) < sm.maxQueue {
+		e := sm.entries[victim]
+		sm.queue = append(sm.queue, sampledRow{key: victim, n: e.pending, ip: e.ip})
+		delete(sm.entries, victim)
+	}
 }
 
 // sweep queues the rows of keys whose period has passed with occurrences

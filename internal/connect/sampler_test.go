@@ -94,6 +94,11 @@ func TestReadSamplerNamesEveryKey(t *testing.T) {
 				sm.hit(now, k(i), "ip", "req")
 				sm.hit(now, k(i), "ip", "req") // a cached second read
 				write(sm.take(tc.takeEach))
+				// Memory stays bounded while the writer keeps up: keys past
+				// the cap make room instead of growing the map.
+				if tc.takeEach > 0 && len(sm.entries) > tc.max {
+					t.Fatalf("%d keys tracked after %d, max %d", len(sm.entries), i+1, tc.max)
+				}
 			}
 			// The period ends: the sweep queues what waited, the writer
 			// catches up.

@@ -49,6 +49,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	scopes := fs.String("scopes", "files.read", "comma-separated scopes the tool needs")
 	filesAPI := fs.String("files-api", "", "the file service's list endpoint (required)")
 	legacy := fs.String("legacy", "elicit", "2025-11-25 shape: elicit (elicitation/create) or error (URLElicitationRequiredError)")
+	retryHold := fs.Duration("retry-hold", mcpserver.DefaultRetryHold,
+		"how long a 2026-07-28 retry with a pending requestState is held before it gets the link again; keep it well below your clients' request timeout (the SDKs': 60s)")
+	waitTimeout := fs.Duration("wait-timeout", 5*time.Minute,
+		"how long a 2025-11-25 call waits for the user in the browser after elicitation/create")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -65,7 +69,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		style = mcpserver.LegacyError
 	}
 	srv, err := mcpserver.New(ctx, mcpserver.Config{Resource: *resource, Issuer: *issuer, Connectd: cd,
-		Provider: *provider, Scopes: strings.Split(*scopes, ","), FilesAPI: *filesAPI, Legacy: style, Logger: logger})
+		Provider: *provider, Scopes: strings.Split(*scopes, ","), FilesAPI: *filesAPI, Legacy: style,
+		RetryHold: *retryHold, WaitTimeout: *waitTimeout, Logger: logger})
 	if err != nil {
 		return err
 	}

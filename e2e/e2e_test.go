@@ -715,10 +715,23 @@ func TestOtherUserOpeningTheLinkIsRefused(t *testing.T) {
 // echoed state is spent at connectd) does not strand the user: echoing the
 // spent state again starts the call over and gets the same link, and after the
 // user connects the files.
+// The TypeScript example (--retry-hold) is held to the same.
 func TestHeldRetryAnswersInsideTheClientsPatience(t *testing.T) {
 	t.Parallel()
 	const hold = 2 * time.Second
-	w := newWorldWith(t, mcpserver.LegacyElicit, func(c *mcpserver.Config) { c.RetryHold = hold })
+	for _, server := range []string{"go", "typescript"} {
+		t.Run(server, func(t *testing.T) {
+			t.Parallel()
+			w := newWorldWith(t, mcpserver.LegacyElicit, func(c *mcpserver.Config) { c.RetryHold = hold })
+			if server == "typescript" {
+				w.startTSServer("elicit", "--retry-hold", fmt.Sprint(int(hold/time.Second)))
+			}
+			heldRetry(t, w, hold)
+		})
+	}
+}
+
+func heldRetry(t *testing.T, w *world, hold time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cs, rec, err := w.connect(ctx, "alice", client.ProtocolVersion20260728,

@@ -73,7 +73,7 @@ func retryable(err error) bool {
 //
 // Resolving consumes the request_state, and the fresh one exists only in
 // this answer: keep maxWait well inside the time the MCP client waits for an
-// answer (the official SDKs' clients: 60 s by default; the example servers
+// answer (the TypeScript SDK's clients: 60 s by default; the example servers
 // hold 30 s), or the client gives up and the answer is lost. Its next retry
 // then echoes the spent state (ErrRequestStateReplayed): start the request
 // over (token, then RequireConnection), which finds the same pending link.

@@ -16,7 +16,7 @@
 //     the call with inputResponses and the echoed requestState; the server
 //     resolves it at connectd (client.Resume), waits while the user finishes
 //     (bounded by Config.RetryHold, 30 s by default: well inside the 60 s
-//     the official SDKs' clients wait for an answer), and lists the files —
+//     the TypeScript SDK's clients wait for an answer), and lists the files —
 //     or hands back a fresh InputRequiredResult with the same link if the
 //     user is still busy. The request_state is bound to the tool call by a
 //     request digest. A state that was already resolved (its answer lost

@@ -61,7 +61,7 @@ type Config struct {
 	// client accepted the elicitation/create, for the user to finish in the
 	// browser (default 5m). After it, the call ends with a message asking to
 	// try again. That call stays open meanwhile: set it below the request
-	// timeout of the clients you serve (the official SDKs' default is 60 s).
+	// timeout of the clients you serve (the TypeScript SDK's default is 60 s).
 	WaitTimeout time.Duration
 	// RetryHold bounds how long a 2026-07-28 retry that carries a still
 	// pending requestState is held on connectd's long-poll before it is
@@ -77,10 +77,10 @@ type Config struct {
 }
 
 // DefaultRetryHold is Config.RetryHold's default: half the 60 s the
-// official MCP SDKs' clients (Go's and TypeScript's, v1 and v2) wait for a
-// request's answer by default, which leaves the other half for the token read
-// and the provider call that follow a completed connection, and for the
-// network.
+// official TypeScript SDK's clients (v1 and v2, DEFAULT_REQUEST_TIMEOUT_MSEC)
+// wait for a request's answer by default — the Go SDK's client has no
+// timeout of its own — which leaves the other half for the token read and
+// the provider call that follow a completed connection, and for the network.
 const DefaultRetryHold = 30 * time.Second
 
 // Server is the example MCP server: one tool, list_files, that needs the

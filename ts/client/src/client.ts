@@ -287,7 +287,7 @@ export class ConnectdClient {
    *
    * Resolving consumes the request_state, and the fresh one exists only in
    * this answer: keep maxWaitMs well inside the time the MCP client waits for
-   * an answer (the official SDKs' clients: 60 s by default; the example
+   * an answer (the TypeScript SDK's clients: 60 s by default; the example
    * servers hold 30 s), or the client gives up and the answer is lost. Its
    * next retry then echoes the spent state (isRequestStateError, code
    * request_state_replayed): start the request over (token, then

@@ -50,7 +50,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	filesAPI := fs.String("files-api", "", "the file service's list endpoint (required)")
 	legacy := fs.String("legacy", "elicit", "2025-11-25 shape: elicit (elicitation/create) or error (URLElicitationRequiredError)")
 	retryHold := fs.Duration("retry-hold", mcpserver.DefaultRetryHold,
-		"how long a 2026-07-28 retry with a pending requestState is held before it gets the link again; keep it well below your clients' request timeout (the SDKs': 60s)")
+		"how long a 2026-07-28 retry with a pending requestState is held before it gets the link again; keep it well below your clients' request timeout (the TypeScript SDK's: 60s)")
 	waitTimeout := fs.Duration("wait-timeout", 5*time.Minute,
 		"how long a 2025-11-25 call waits for the user in the browser after elicitation/create")
 	if err := fs.Parse(args); err != nil {

@@ -70,6 +70,13 @@ func retryable(err error) bool {
 // The answer is final, or pending with a fresh RequestState to return in a
 // new InputRequiredResult. Refusals of the request_state match
 // ErrRequestState.
+//
+// Resolving consumes the request_state, and the fresh one exists only in
+// this answer: keep maxWait well inside the time the MCP client waits for an
+// answer (the TypeScript SDK's clients: 60 s by default; the example servers
+// hold 30 s), or the client gives up and the answer is lost. Its next retry
+// then echoes the spent state (ErrRequestStateReplayed): start the request
+// over (token, then RequireConnection), which finds the same pending link.
 func (c *Client) Resume(ctx context.Context, userToken, requestState, requestDigest string, maxWait time.Duration) (*ElicitationStatus, error) {
 	st, err := c.Resolve(ctx, userToken, requestState, requestDigest)
 	if err != nil || st.Status.Final() || maxWait <= 0 {

@@ -55,8 +55,9 @@ type world struct {
 // worldOptions are how the example MCP server runs and is registered.
 type worldOptions struct {
 	legacy     mcpserver.LegacyStyle
-	credential mcpserver.Credential // default: through connectd's proxy
-	proxyOnly  bool                 // registered proxy-only: it never receives a credential
+	credential mcpserver.Credential    // default: through connectd's proxy
+	proxyOnly  bool                    // registered proxy-only: it never receives a credential
+	set        func(*mcpserver.Config) // adjusts the example server's Config last
 }
 
 func newWorld(t *testing.T, legacy mcpserver.LegacyStyle) *world {
@@ -109,9 +110,13 @@ func newWorldWith(t *testing.T, o worldOptions) *world {
 	if w.cd, err = client.New(client.Config{BaseURL: w.connectd.URL, Key: key, HTTPClient: w.tls, RetryWait: retryWait}); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := mcpserver.New(ctx, mcpserver.Config{Resource: w.mcpURL, Issuer: w.idp.URL, Connectd: w.cd,
+	cfg := mcpserver.Config{Resource: w.mcpURL, Issuer: w.idp.URL, Connectd: w.cd,
 		Provider: providerName, Scopes: []string{scope}, Credential: o.credential, FilesAPI: w.files.APIURL(), Legacy: o.legacy,
-		WaitTimeout: 20 * time.Second, HTTPClient: w.tls, Logger: logger})
+		WaitTimeout: 20 * time.Second, HTTPClient: w.tls, Logger: logger}
+	if o.set != nil {
+		o.set(&cfg)
+	}
+	srv, err := mcpserver.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,6 +363,12 @@ func TestInputRequired20260728(t *testing.T) {
 	}
 	if regexp.MustCompile(`"id":\d+,"method":"elicitation/create"`).MatchString(got) {
 		t.Error("the server sent an elicitation/create request on a 2026-07-28 session")
+	}
+	// No 2025-11-25 shapes, and no "content" in an input_required result.
+	for _, never := range []string{`"content":null`, `"elicitationId"`, `-32042`} {
+		if strings.Contains(got, never) {
+			t.Errorf("the 2026-07-28 wire carries %s", never)
+		}
 	}
 	// The provider's token never crossed the MCP connection.
 	tok, err := w.cd.Token(ctx, w.token("alice", w.mcpURL), providerName, scope)
@@ -708,5 +719,92 @@ func TestOtherUserOpeningTheLinkIsRefused(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Header.Get("WWW-Authenticate"), "resource_metadata=") {
 		t.Fatalf("token for another audience: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+}
+
+// TestHeldRetryAnswersInsideTheClientsPatience: a 2026-07-28 retry whose link
+// is still pending is held for RetryHold, then answered the same link with a
+// fresh requestState — well inside what an MCP client waits. And a retry the
+// client gave up on (its answer, with the fresh state, never delivered: the
+// echoed state is spent at connectd) does not strand the user: echoing the
+// spent state again starts the call over and gets the same link, and after the
+// user connects the files.
+// The TypeScript example (--retry-hold) is held to the same.
+func TestHeldRetryAnswersInsideTheClientsPatience(t *testing.T) {
+	t.Parallel()
+	const hold = 2 * time.Second
+	for _, server := range []string{"go", "typescript"} {
+		t.Run(server, func(t *testing.T) {
+			t.Parallel()
+			w := newWorldWith(t, worldOptions{legacy: mcpserver.LegacyElicit,
+				set: func(c *mcpserver.Config) { c.RetryHold = hold }})
+			if server == "typescript" {
+				w.startTSServer("elicit", "--retry-hold", fmt.Sprint(int(hold/time.Second)))
+			}
+			heldRetry(t, w, hold)
+		})
+	}
+}
+
+func heldRetry(t *testing.T, w *world, hold time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, rec, err := w.connect(ctx, "alice", client.ProtocolVersion20260728,
+		mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := client.InputKey(providerName)
+	retry := func(ctx context.Context, state string) (*mcp.CallToolResult, error) {
+		return cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_files", Arguments: map[string]any{},
+			InputResponses: mcp.InputResponseMap{key: &mcp.ElicitResult{Action: "accept"}}, RequestState: state})
+	}
+	// linkOf checks res is an InputRequiredResult and returns its link and state.
+	linkOf := func(res *mcp.CallToolResult, err error) (string, string) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, ok := res.InputRequests[key].(*mcp.ElicitParams)
+		if !res.NeedsInput() || !ok || p.Mode != "url" || res.RequestState == "" {
+			t.Fatalf("want an InputRequiredResult, got %+v", res)
+		}
+		return p.URL, res.RequestState
+	}
+	link, spent := linkOf(callListFiles(ctx, cs))
+
+	// The client gives up on the retry before the server answers.
+	short, cancelShort := context.WithTimeout(ctx, hold/2)
+	_, err = retry(short, spent)
+	cancelShort()
+	if err == nil {
+		t.Fatal("the retry answered before the hold ended")
+	}
+
+	// Its next retry echoes the spent state: the call starts over, held on
+	// the pending link for RetryWait, and gets the same link again.
+	start := time.Now()
+	again, fresh := linkOf(retry(ctx, spent))
+	if took := time.Since(start); again != link || took > retryWait+5*time.Second {
+		t.Fatalf("after a spent state: %s in %v, want %s within %v", again, took, link, retryWait)
+	}
+
+	// A held retry of a pending state answers after RetryHold.
+	start = time.Now()
+	again, fresh = linkOf(retry(ctx, fresh))
+	if took := time.Since(start); again != link || took < hold || took > hold+3*time.Second {
+		t.Fatalf("held retry: %s in %v, want %s after about %v", again, took, link, hold)
+	}
+
+	if err := w.browser().connect(link, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := retry(ctx, fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFiles(t, res)
+	if strings.Contains(rec.String(), `"content":null`) {
+		t.Error(`an InputRequiredResult carries "content": null`)
 	}
 }

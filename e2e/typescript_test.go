@@ -139,14 +139,14 @@ func (w *world) node(dir string, env []string, args ...string) (out *syncBuffer,
 // (its own client and resource), starts it, waits until it serves, and
 // points the world's MCP URL at it: connect, token and fallbackLink then
 // drive it.
-func (w *world) startTSServer(style string) {
+func (w *world) startTSServer(style string, flags ...string) {
 	w.t.Helper()
-	w.startTSServerWith(style, "", false)
+	w.startTSServerWith(style, "", false, flags...)
 }
 
 // startTSServerWith is startTSServer with the example's --credential
 // (empty: its default, proxy) and its client registered proxy-only or not.
-func (w *world) startTSServerWith(style, credential string, proxyOnly bool) {
+func (w *world) startTSServerWith(style, credential string, proxyOnly bool, flags ...string) {
 	w.t.Helper()
 	needTS(w.t)
 	ports, err := testkit.FreePorts(1)
@@ -161,10 +161,10 @@ func (w *world) startTSServerWith(style, credential string, proxyOnly bool) {
 		}
 	}
 	certFile, keyFile := w.tlsFiles()
-	args := []string{"dist/main.js", "--resource", resource, "--issuer", w.idp.URL, "--connectd", w.connectd.URL,
+	args := append([]string{"dist/main.js", "--resource", resource, "--issuer", w.idp.URL, "--connectd", w.connectd.URL,
 		"--files-api", w.files.APIURL(), "--provider", providerName, "--scopes", scope, "--style", style,
 		"--wait-timeout", "20", "--retry-wait", fmt.Sprint(int(retryWait / time.Second)),
-		"--tls-cert", certFile, "--tls-key", keyFile}
+		"--tls-cert", certFile, "--tls-key", keyFile}, flags...)
 	if credential != "" {
 		args = append(args, "--credential", credential)
 	}
@@ -298,37 +298,49 @@ func TestTypeScriptServerURLElicitationRequiredError20251125(t *testing.T) {
 
 // TestTypeScriptServerFallback is TestFallbackWithoutURLMode and
 // TestRetryWhilePendingGetsTheSameLink against the TypeScript example: a
-// 2025-11-25 client declaring form mode only gets the link in plain words
+// 2025-11-25 client declaring form mode only, or a 2026-07-28 one declaring
+// no elicitation, gets the link in plain words
 // (the same link again on a retry while pending), never an elicitation; after
 // the user connects, the next call gets the files.
 func TestTypeScriptServerFallback(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, mcpserver.LegacyElicit)
-	w.startTSServer("elicit")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cs, rec, err := w.connect(ctx, "alice", client.ProtocolVersion20251125,
-		mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	link := w.fallbackLink(ctx, cs)
-	if again := w.fallbackLink(ctx, cs); again != link {
-		t.Fatalf("a retry while pending got a new link:\n%s\nwant\n%s", again, link)
-	}
-	if err := w.browser().connect(link, "alice"); err != nil {
-		t.Fatal(err)
-	}
-	res, err := callListFiles(ctx, cs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkFiles(t, res)
-	got := rec.String()
-	for _, never := range []string{`"elicitation/create"`, `-32042`, `"inputRequests"`, `"mode":"url"`} {
-		if strings.Contains(got, never) {
-			t.Errorf("the wire carries %s to a client without URL mode", never)
-		}
+	for _, tc := range []struct {
+		protocol string
+		caps     *mcp.ClientCapabilities
+	}{
+		{client.ProtocolVersion20251125, &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}},
+		// Served by SDK v2: the capabilities come from the request's _meta.
+		{client.ProtocolVersion20260728, &mcp.ClientCapabilities{}},
+	} {
+		t.Run(tc.protocol, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, mcpserver.LegacyElicit)
+			w.startTSServer("elicit")
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cs, rec, err := w.connect(ctx, "alice", tc.protocol, mcp.ClientOptions{Capabilities: tc.caps})
+			if err != nil {
+				t.Fatal(err)
+			}
+			link := w.fallbackLink(ctx, cs)
+			if again := w.fallbackLink(ctx, cs); again != link {
+				t.Fatalf("a retry while pending got a new link:\n%s\nwant\n%s", again, link)
+			}
+			if err := w.browser().connect(link, "alice"); err != nil {
+				t.Fatal(err)
+			}
+			res, err := callListFiles(ctx, cs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkFiles(t, res)
+			got := rec.String()
+			for _, never := range []string{`"elicitation/create"`, `-32042`, `"inputRequests"`, `"mode":"url"`} {
+				if strings.Contains(got, never) {
+					t.Errorf("the wire carries %s to a client without URL mode", never)
+				}
+			}
+		})
 	}
 }
 
@@ -395,8 +407,18 @@ func TestTypeScriptClientIntegration(t *testing.T) {
 		env = append(env, "CONNECTD_KEY_"+c+"="+key,
 			"ALICE_TOKEN_"+c+"="+w.token("alice", resource), "BOB_TOKEN_"+c+"="+w.token("bob", resource))
 	}
-	// POST /complete {"url": connect link, "user": who, "action": "allow"}:
-	// the user opens the link in the browser and allows.
+	control := w.control()
+	certFile, _ := w.tlsFiles()
+	env = append(env, "CONTROL_URL="+control, "NODE_EXTRA_CA_CERTS="+certFile)
+
+	w.runNodeTests(env, "build-test/integration/")
+}
+
+// control serves POST /complete {"url": connect link, "user": who} for node
+// tests: the user opens the link in the Go browser, signs in and allows.
+// It returns the server's URL.
+func (w *world) control() string {
+	w.t.Helper()
 	control := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		var in struct{ URL, User string }
 		if r.Method != http.MethodPost || r.URL.Path != "/complete" || json.NewDecoder(r.Body).Decode(&in) != nil {
@@ -413,19 +435,46 @@ func TestTypeScriptClientIntegration(t *testing.T) {
 		}
 		rw.WriteHeader(http.StatusNoContent)
 	}))
-	t.Cleanup(control.Close)
-	certFile, _ := w.tlsFiles()
-	env = append(env, "CONTROL_URL="+control.URL, "NODE_EXTRA_CA_CERTS="+certFile)
+	w.t.Cleanup(control.Close)
+	return control.URL
+}
 
-	out, exited, exitErr := w.node(filepath.Join(tsDir, "client"), env, "--test", "build-test/integration/")
+// runNodeTests runs node --test on dir (below ts/client) with env, failing t
+// with the output when a test fails.
+func (w *world) runNodeTests(env []string, dir string) {
+	w.t.Helper()
+	out, exited, exitErr := w.node(filepath.Join(tsDir, "client"), env, "--test", dir)
 	select {
 	case <-exited:
 		if *exitErr != nil {
-			t.Fatalf("node --test build-test/integration/: %v\n%s", *exitErr, out.String())
+			w.t.Fatalf("node --test %s: %v\n%s", dir, *exitErr, out.String())
 		}
-		t.Logf("node --test: %s", lastLines(out.String(), 8))
+		w.t.Logf("node --test: %s", lastLines(out.String(), 8))
 	case <-time.After(3 * time.Minute):
-		t.Fatalf("node --test did not finish\n%s", out.String())
+		w.t.Fatalf("node --test %s did not finish\n%s", dir, out.String())
+	}
+}
+
+// TestOfficialTypeScriptClients drives both example MCP servers — the Go one
+// and the TypeScript one — with the official TypeScript SDK clients
+// (ts/client/test/mcp): SDK v2's on 2026-07-28 and SDK v1's on 2025-11-25,
+// through the real browser flow. A short retry hold (3 s) keeps the v2 retry
+// inside it while the browser finishes.
+func TestOfficialTypeScriptClients(t *testing.T) {
+	t.Parallel()
+	for _, server := range []string{"go", "typescript"} {
+		t.Run(server, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, mcpserver.LegacyElicit)
+			needTS(t)
+			if server == "typescript" {
+				w.startTSServer("elicit", "--retry-hold", "20")
+			}
+			certFile, _ := w.tlsFiles()
+			env := []string{"MCP_URL=" + w.mcpURL, "CONTROL_URL=" + w.control(), "NODE_EXTRA_CA_CERTS=" + certFile,
+				"USER_V2=alice", "TOKEN_V2=" + w.token("alice", w.mcpURL), "USER_V1=bob", "TOKEN_V1=" + w.token("bob", w.mcpURL)}
+			w.runNodeTests(env, "build-test/mcp/")
+		})
 	}
 }
 

@@ -24,9 +24,14 @@
 //     connectd's sealed request_state. The client opens the URL and retries
 //     the call with inputResponses and the echoed requestState; the server
 //     resolves it at connectd (client.Resume), waits while the user finishes
-//     (bounded by Config.WaitTimeout), and lists the files — or hands back a
-//     fresh InputRequiredResult if the user is still busy. The
-//     request_state is bound to the tool call by a request digest.
+//     (bounded by Config.RetryHold, 30 s by default: well inside the 60 s
+//     the TypeScript SDK's clients wait for an answer), and lists the files —
+//     or hands back a fresh InputRequiredResult with the same link if the
+//     user is still busy. The request_state is bound to the tool call by a
+//     request digest. A state that was already resolved (its answer lost
+//     to a client that gave up) starts the call over: the same link, or the
+//     files if the user has finished meanwhile. The result carries no
+//     "content" (the SDK would write null there).
 //   - 2025-11-25 (URL-mode elicitation): with LegacyElicit (the default) the
 //     call sends elicitation/create (mode "url", with elicitationId) on the
 //     session, long-polls connectd until the user is done, sends
@@ -35,8 +40,12 @@
 //     data.elicitations) and sends notifications/elicitation/complete when
 //     connectd reports completion; the client then retries.
 //   - Older versions, or a client that did not declare elicitation mode
-//     "url": a tool error saying the client cannot open a connect link
-//     (servers must not send a mode the client does not support).
+//     "url": the fallback (client.Answer.Fallback), a tool error result that
+//     gives the user the connect link in plain words and asks them to open
+//     it and try again — never an elicitation the client did not declare
+//     (servers must not send a mode the client does not support). The next
+//     call finds the connection, or is held like a retry while the link is
+//     pending.
 //
 // # Several accounts at one provider
 //

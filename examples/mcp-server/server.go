@@ -65,17 +65,32 @@ type Config struct {
 	FilesAPI string
 	// Legacy chooses the 2025-11-25 shape (default LegacyElicit).
 	Legacy LegacyStyle
-	// WaitTimeout bounds how long one tool call waits for the user to finish
-	// in the browser (default 5m). After it, the call ends with a message
-	// asking to try again (2025-11-25) or hands the client a fresh
-	// InputRequiredResult (2026-07-28).
+	// WaitTimeout bounds how long a 2025-11-25 tool call waits, after the
+	// client accepted the elicitation/create, for the user to finish in the
+	// browser (default 5m). After it, the call ends with a message asking to
+	// try again. That call stays open meanwhile: set it below the request
+	// timeout of the clients you serve (the TypeScript SDK's default is 60 s).
 	WaitTimeout time.Duration
+	// RetryHold bounds how long a 2026-07-28 retry that carries a still
+	// pending requestState is held on connectd's long-poll before it is
+	// answered a fresh InputRequiredResult with the same link (default
+	// DefaultRetryHold). It must stay well inside the time the MCP client
+	// waits for an answer: a retry held longer is abandoned by the client,
+	// and the answer is lost.
+	RetryHold time.Duration
 	// HTTPClient is used for the issuer's keys and, with CredentialToken,
 	// the file service (default: 15 s timeout); its Timeout also bounds a
 	// call through the proxy, made with Connectd's own transport.
 	HTTPClient *http.Client
 	Logger     *slog.Logger
 }
+
+// DefaultRetryHold is Config.RetryHold's default: half the 60 s the
+// official TypeScript SDK's clients (v1 and v2, DEFAULT_REQUEST_TIMEOUT_MSEC)
+// wait for a request's answer by default — the Go SDK's client has no
+// timeout of its own — which leaves the other half for the token read and
+// the provider call that follow a completed connection, and for the network.
+const DefaultRetryHold = 30 * time.Second
 
 // Server is the example MCP server: one tool, list_files, that needs the
 // user's file-service account through connectd.
@@ -113,6 +128,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.WaitTimeout <= 0 {
 		cfg.WaitTimeout = 5 * time.Minute
 	}
+	if cfg.RetryHold <= 0 {
+		cfg.RetryHold = DefaultRetryHold
+	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 15 * time.Second}
 	}
@@ -137,6 +155,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Title:       "List my files",
 		Description: "Lists the files in the user's file-service account. The first time, the user is asked to connect that account in the browser.",
 	}, s.listFiles)
+	s.mcp.AddReceivingMiddleware(withoutContent)
 
 	get := func(*http.Request) *mcp.Server { return s.mcp }
 	// Two transports over one mcp.Server: 2025-11-25 needs a session (the
@@ -183,6 +202,33 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.legacy.ServeHTTP(w, r)
+}
+
+// inputRequired is a CallToolResult of resultType input_required as
+// 2026-07-28 writes it. The SDK's CallToolResult always writes "content"
+// (null when unset), a field an input_required result does not have; clients
+// accept it today only by leniency.
+type inputRequired struct {
+	mcp.ResultBase
+	ResultType    string              `json:"resultType"`
+	InputRequests mcp.InputRequestMap `json:"inputRequests,omitempty"`
+	RequestState  string              `json:"requestState,omitempty"`
+}
+
+// withoutContent sends a tool's InputRequiredResult as inputRequired. It
+// wraps the SDK's own middleware, so only a result the SDK marked
+// input_required (a 2026-07-28 request's) is rewritten: on older sessions the
+// SDK has already turned input requests into elicitation/create.
+func withoutContent(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if r, ok := res.(*mcp.CallToolResult); ok && err == nil && r.NeedsInput() {
+			out := &inputRequired{ResultType: "input_required", InputRequests: r.InputRequests, RequestState: r.RequestState}
+			out.Meta = r.Meta
+			return out, nil
+		}
+		return res, err
+	}
 }
 
 // Close stops background work (completion notifiers, key refreshes).

@@ -161,8 +161,7 @@ func (s *Server) listFiles(ctx context.Context, req *mcp.CallToolRequest, in lis
 		return res, out, err
 	}
 	log.InfoContext(ctx, "connection needed: elicitation minted", slog.String("elicitation", ans.Elicitation.ID),
-		slog.String("generation", ans.Generation.String()), slog.Bool("fallback", ans.Fallback != nil),
-		slog.Bool("same_link_again", ans.Elicitation.Again))
+		slog.String("answer", s.answerKind(ans)), slog.Bool("same_link_again", ans.Elicitation.Again))
 
 	switch {
 	case ans.Fallback != nil:
@@ -178,6 +177,21 @@ func (s *Server) listFiles(ctx context.Context, req *mcp.CallToolRequest, in lis
 		return nil, FileList{}, rpcError(ans.Error)
 	default:
 		return s.elicitAndWait(ctx, log, req, peer, u, ans, account)
+	}
+}
+
+// answerKind names, for the log, what the client is answered: a fallback
+// is no answer of the protocol generation, whatever the version.
+func (s *Server) answerKind(ans *client.Answer) string {
+	switch {
+	case ans.Fallback != nil:
+		return "fallback"
+	case ans.Generation == client.GenerationInputRequired:
+		return "input_required"
+	case s.cfg.Legacy == LegacyError:
+		return "url_elicitation_required_error"
+	default:
+		return "elicitation/create"
 	}
 }
 
@@ -218,7 +232,11 @@ func (s *Server) resume(ctx context.Context, log *slog.Logger, req *mcp.CallTool
 		}
 		return nil, "", true, refused(r.Action)
 	}
-	st, err := s.cfg.Connectd.Resume(ctx, u.token, req.Params.RequestState, digest, s.cfg.WaitTimeout)
+	// Resolving consumes the request_state; the answer carries the fresh
+	// one. Held longer than the client waits, that answer would be lost, and
+	// the client's next retry would echo a spent state (which starts over,
+	// below, rather than leave the user stuck).
+	st, err := s.cfg.Connectd.Resume(ctx, u.token, req.Params.RequestState, digest, s.cfg.RetryHold)
 	switch {
 	case errors.Is(err, client.ErrRequestState):
 		log.InfoContext(ctx, "request_state refused; starting over", slog.String("code", errCode(err)))

@@ -284,6 +284,14 @@ export class ConnectdClient {
    * was given (2026-07-28): resolve it and, while still pending, wait up to
    * maxWaitMs. The answer is final, or pending with a fresh requestState to
    * return with reissue. Refusals of the request_state: isRequestStateError.
+   *
+   * Resolving consumes the request_state, and the fresh one exists only in
+   * this answer: keep maxWaitMs well inside the time the MCP client waits for
+   * an answer (the TypeScript SDK's clients: 60 s by default; the example
+   * servers hold 30 s), or the client gives up and the answer is lost. Its
+   * next retry then echoes the spent state (isRequestStateError, code
+   * request_state_replayed): start the request over (token, then
+   * requireConnection), which finds the same pending link.
    */
   async resume(
     userToken: string,

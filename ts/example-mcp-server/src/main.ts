@@ -28,6 +28,7 @@ const { values: f } = parseArgs({
     style: { type: "string", default: env.MCP_LEGACY_STYLE ?? "elicit" },
     "wait-timeout": { type: "string", default: env.MCP_WAIT_TIMEOUT ?? "300" },
     "retry-wait": { type: "string", default: env.CONNECTD_RETRY_WAIT ?? "20" },
+    "retry-hold": { type: "string", default: env.MCP_RETRY_HOLD ?? "30" },
     "tls-cert": { type: "string", default: env.MCP_TLS_CERT ?? "" },
     "tls-key": { type: "string", default: env.MCP_TLS_KEY ?? "" },
     help: { type: "boolean", short: "h", default: false },
@@ -48,8 +49,10 @@ const usage = `usage: connectd-example-mcp-server [flags]  (each flag also reads
   --files-path PATH  proxy: the list endpoint below the provider's API base URL at connectd (MCP_FILES_PATH)
   --files-api URL    token: the file service's list endpoint URL (MCP_FILES_API)
   --style S          2025-11-25 shape: elicit (elicitation/create) or error (-32042) (MCP_LEGACY_STYLE)
-  --wait-timeout S   seconds one call waits for the user in the browser (MCP_WAIT_TIMEOUT)
-  --retry-wait S     seconds a retried call waits on a pending link (CONNECTD_RETRY_WAIT)
+  --wait-timeout S   seconds a 2025-11-25 call waits for the user in the browser after elicitation/create (MCP_WAIT_TIMEOUT)
+  --retry-hold S     seconds a 2026-07-28 retry with a pending requestState is held before it gets the link
+                     again; keep it well below your clients' request timeout, the SDKs' 60 (MCP_RETRY_HOLD)
+  --retry-wait S     seconds a repeated call waits on a pending link (CONNECTD_RETRY_WAIT)
   --tls-cert FILE, --tls-key FILE   serve HTTPS with this PEM certificate and key (MCP_TLS_CERT, MCP_TLS_KEY)`;
 
 function fail(msg: string): never {
@@ -89,6 +92,7 @@ async function main(): Promise<void> {
       filesApi: f["files-api"],
       style: f.style,
       waitTimeoutMs: Number(f["wait-timeout"]) * 1000 || 300_000,
+      retryHoldMs: Number(f["retry-hold"]) * 1000 || 30_000,
     },
     verifier,
     log,

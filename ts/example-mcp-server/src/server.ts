@@ -1,16 +1,20 @@
 // The example MCP server over streamable HTTP: bearer-token verification,
-// RFC 9728 protected-resource metadata, and stateful sessions (2025-11-25's
+// RFC 9728 protected-resource metadata, and both protocol generations on one
+// endpoint, like the Go example: 2026-07-28 requests (each carrying its _meta
+// envelope, no initialize) go to SDK v2's createMcpHandler, a fresh server per
+// request; 2025-era traffic goes to SDK v1's stateful sessions (2025-11-25's
 // server-to-client requests and notifications need one), each bound to the
-// user who opened it.
+// user who opened it. SDK v2's own isLegacyRequest tells them apart.
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import { createMcpHandler, isLegacyRequest, McpServer as McpServerV2, type AuthInfo, type McpHttpHandler } from "@modelcontextprotocol/server";
 import { z } from "zod";
 import type { Caller, Verifier } from "./auth.js";
 import type { Logger } from "./log.js";
-import { listFiles, type Background, type ToolConfig } from "./tool.js";
+import { listFiles, listFilesModern, type Background, type ToolConfig } from "./tool.js";
 
 export interface ServerConfig extends ToolConfig {
   /** This MCP server's URL (its RFC 8707 resource URI); MCP is served at its path. */
@@ -37,6 +41,7 @@ export class ExampleServer {
   readonly #metaPath: string;
   readonly #closing = new AbortController();
   readonly #pending = new Set<Promise<unknown>>();
+  readonly #modern: McpHttpHandler;
 
   constructor(cfg: ServerConfig, verifier: Verifier, log: Logger) {
     this.#cfg = cfg;
@@ -46,6 +51,11 @@ export class ExampleServer {
     this.#path = u.pathname || "/";
     this.#origin = u.origin;
     this.#metaPath = "/.well-known/oauth-protected-resource" + this.#path.replace(/\/+$/, "");
+    // Modern only: 2025-era requests never reach it (see #serve).
+    this.#modern = createMcpHandler(({ authInfo }) => this.#newModernServer(authInfo), {
+      legacy: "reject",
+      onerror: (err) => this.#log.info("2026-07-28 request refused", { error: err.message }),
+    });
   }
 
   /** The node:http request listener. */
@@ -79,13 +89,13 @@ export class ExampleServer {
     const body = req.method === "POST" ? await readJSON(req, res) : undefined;
     if (body === null) return;
     // The SDK hands this to tool handlers as extra.authInfo.
-    (req as IncomingMessage & { auth?: unknown }).auth = {
-      token: caller.token,
-      clientId: "",
-      scopes: caller.scopes,
-      expiresAt: caller.expiresAt,
-      extra: { caller },
-    };
+    const auth: AuthInfo = { token: caller.token, clientId: "", scopes: caller.scopes, expiresAt: caller.expiresAt, extra: { caller } };
+    (req as IncomingMessage & { auth?: unknown }).auth = auth;
+
+    if (req.method === "POST") {
+      const web = webRequest(req, res, this.#origin, body);
+      if (!(await isLegacyRequest(web, body))) return pipe(res, await this.#modern.fetch(web, { authInfo: auth, parsedBody: body }));
+    }
 
     if (typeof sid === "string") {
       const s = this.#sessions.get(sid);
@@ -166,9 +176,41 @@ export class ExampleServer {
     return server;
   }
 
+  /** The SDK v2 server of one 2026-07-28 request (createMcpHandler builds one per request). */
+  #newModernServer(authInfo: AuthInfo | undefined): McpServerV2 {
+    const server = new McpServerV2(
+      { name: "connectd-example-files-ts", version: "1.0.0" },
+      { instructions: "list_files lists the user's files at the file service; the first call asks the user to connect it." },
+    );
+    server.registerTool(
+      "list_files",
+      {
+        title: "List my files",
+        description: "Lists the files in the user's file-service account. The first time, the user is asked to connect that account in the browser.",
+        inputSchema: z.object({
+          account: z
+            .string()
+            .optional()
+            .describe("which of your file-service accounts to use: its id (cn_…); leave it out unless list_files asked for it"),
+        }),
+        outputSchema: z.object({
+          owner: z.string().describe("the account at the file service"),
+          files: z.array(z.object({ name: z.string(), size: z.number() })),
+        }),
+      },
+      async (args, ctx) => {
+        const caller = (authInfo?.extra as { caller?: Caller } | undefined)?.caller;
+        if (!caller) throw new Error("no verified caller: the MCP endpoint must sit behind bearer authentication");
+        return listFilesModern(this.#cfg, this.#log, caller, args, ctx);
+      },
+    );
+    return server;
+  }
+
   /** Stops background work and closes every session. */
   async close(): Promise<void> {
     this.#closing.abort(new Error("server closing"));
+    await this.#modern.close();
     await Promise.allSettled([...this.#pending]);
     await Promise.allSettled([...this.#sessions.values()].map((s) => s.transport.close()));
   }
@@ -177,6 +219,37 @@ export class ExampleServer {
 function send(res: ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { "Content-Type": "application/json" });
   res.end(JSON.stringify(body));
+}
+
+/**
+ * The node:http request as the web Request SDK v2 takes, with the body
+ * already read; it is aborted when the client goes away, which ends a held
+ * retry.
+ */
+function webRequest(req: IncomingMessage, res: ServerResponse, origin: string, body: unknown): Request {
+  const headers = new Headers();
+  for (const [k, v] of Object.entries(req.headers)) {
+    if (v === undefined) continue;
+    for (const one of Array.isArray(v) ? v : [v]) headers.append(k, one);
+  }
+  const ac = new AbortController();
+  res.once("close", () => ac.abort());
+  return new Request(new URL(req.url ?? "/", origin), { method: req.method, headers, body: JSON.stringify(body), signal: ac.signal });
+}
+
+/** Sends a web Response (JSON or an SSE stream) on res. */
+async function pipe(res: ServerResponse, resp: Response): Promise<void> {
+  const headers: Record<string, string> = {};
+  resp.headers.forEach((v, k) => (headers[k] = v));
+  res.writeHead(resp.status, headers);
+  if (!resp.body) {
+    res.end();
+    return;
+  }
+  for await (const chunk of resp.body as unknown as AsyncIterable<Uint8Array>) {
+    if (!res.write(chunk)) await new Promise((r) => res.once("drain", r));
+  }
+  res.end();
 }
 
 /** Reads a JSON body of at most maxBody bytes; null when it answered an error. */

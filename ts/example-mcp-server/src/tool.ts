@@ -2,9 +2,9 @@
 // (providerFetch: connectd attaches the credential, this server never holds
 // it) or with the token it reads (credential "token"); when connectd has no
 // credential it may use, it sends the user to connectd in the shape the
-// session calls for, then lists the files (examples/mcp-server/tool.go, for
-// 2025-11-25 — the newest protocol the TypeScript SDK speaks — and the
-// fallback).
+// request calls for, then lists the files (examples/mcp-server/tool.go):
+// listFiles on SDK v1 for 2025-11-25 sessions, listFilesModern on SDK v2 for
+// 2026-07-28 requests, and the fallback on both.
 import {
   ConnectdClient,
   ConnectdError,
@@ -15,6 +15,7 @@ import {
   chooseAccount,
   chosenAccount,
   isFamily,
+  isRequestStateError,
   needsConnection,
   requestDigest,
   type AccountChoice,
@@ -32,7 +33,17 @@ import {
   peerOf,
   toUrlElicitationRequiredError,
 } from "@connectd/client/mcp-sdk";
+import {
+  accountFormResult,
+  chosenAccountOf,
+  fallbackToolResult as fallbackToolResultV2,
+  inputRequiredResult,
+  peerOf as peerOfModern,
+  retryOf,
+  toInputRequired,
+} from "@connectd/client/mcp-sdk-v2";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { CallToolResult as CallToolResultV2, InputRequiredResult, ServerContext } from "@modelcontextprotocol/server";
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { CallToolResult, ServerNotification, ServerRequest } from "@modelcontextprotocol/sdk/types.js";
 import type { Caller } from "./auth.js";
@@ -64,8 +75,15 @@ export interface ToolConfig {
   filesApi: string;
   /** elicit: elicitation/create within the call; error: -32042, then the client retries. */
   style: LegacyStyle;
-  /** Bounds how long one call waits for the user to finish in the browser. */
+  /** Bounds how long a 2025-11-25 call waits for the user to finish in the browser after elicitation/create. */
   waitTimeoutMs: number;
+  /**
+   * Bounds how long a 2026-07-28 retry with a pending requestState is held
+   * before it is answered the same link with a fresh requestState: well
+   * inside the client's request timeout (the SDKs' 60 s), or the answer is
+   * lost (and the next retry starts over).
+   */
+  retryHoldMs: number;
 }
 
 /** Follows elicitations answered with -32042 after their call has ended. */
@@ -163,9 +181,8 @@ export async function listFiles(
   }
   log.info("connection needed: elicitation minted", {
     elicitation: ans.elicitation.id,
-    generation: ans.generation,
+    answer: answerKind(ans, cfg.style),
     protocol: peer.protocolVersion,
-    fallback: ans.fallback !== undefined,
     same_link_again: ans.elicitation.again,
   });
   if (ans.fallback) {
@@ -174,8 +191,8 @@ export async function listFiles(
     return fallbackToolResult(ans);
   }
   if (ans.generation !== Generation.URLElicitation) {
-    // The TypeScript SDK negotiates 2025-11-25 at most; 2026-07-28's
-    // InputRequiredResult has no place in its results.
+    // SDK v1 negotiates 2025-11-25 at most; 2026-07-28 requests are served
+    // by listFilesModern.
     return stop("This MCP client's protocol version is not supported by this server.");
   }
   if (cfg.style === "error") {
@@ -184,6 +201,132 @@ export async function listFiles(
     throw toUrlElicitationRequiredError(ans);
   }
   return elicitAndWait(cfg, server, log, caller, ans, account, extra);
+}
+
+/** Names, for the log, what the client is answered: a fallback is no answer of the protocol generation, whatever the version. */
+function answerKind(ans: Answer, style: LegacyStyle): string {
+  if (ans.fallback) return "fallback";
+  if (ans.generation === Generation.InputRequired) return "input_required";
+  return style === "error" ? "url_elicitation_required_error" : "elicitation/create";
+}
+
+/**
+ * list_files on SDK v2 for a 2026-07-28 request: the capabilities come from
+ * the request's _meta; a missing connection answers connectd's
+ * InputRequiredResult; the client's retry echoes connectd's request_state,
+ * which is resumed at connectd — held up to retryHoldMs while the user is
+ * still in the browser, then the same link again — and a spent or refused
+ * state starts over. Nothing is sent to the client outside the answer (no
+ * elicitation/create request, no notification).
+ */
+export async function listFilesModern(
+  cfg: ToolConfig,
+  log: Logger,
+  caller: Caller,
+  args: Record<string, unknown>,
+  ctx: ServerContext,
+): Promise<CallToolResultV2 | InputRequiredResult> {
+  const cd = cfg.connectd;
+  const peer = peerOfModern(ctx);
+  const signal = ctx.mcpReq.signal;
+  const digest = await requestDigest("list_files", args);
+  let account = typeof args.account === "string" ? args.account : "";
+  // The account form's answer (askAccountModern), on the retry.
+  const chosen = chosenAccountOf(ctx, cfg.provider);
+  if (chosen !== undefined) {
+    if (!chosen) return stop("No file-service account was chosen, so the files cannot be listed. Call list_files again to choose one.");
+    account = chosen;
+  }
+
+  const retry = retryOf(ctx, cfg.provider);
+  if (retry) {
+    if (retry.action && retry.action !== "accept") {
+      // The user refused to open the link: do not ask again in this call,
+      // and end the link, so that a later call gets a new one at once.
+      try {
+        const st = await cd.resolve(caller.token, retry.requestState, digest, { signal });
+        await cd.cancel(caller.token, st.id, { signal });
+      } catch (err) {
+        log.warn("could not end the declined elicitation at connectd", { error: errCode(err) });
+      }
+      return refused(retry.action);
+    }
+    try {
+      // Resolving consumes the request_state; the answer carries the fresh one.
+      const st = await cd.resume(caller.token, retry.requestState, digest, cfg.retryHoldMs, { signal });
+      log.info("request_state resolved", { elicitation: st.id, status: st.status });
+      if (st.status === "pending") {
+        return toInputRequired(cd.reissue(st, "Still waiting: open the link to connect your file-service account.", retry.key));
+      }
+      if (st.status !== "completed") return finalError(st);
+      if (retry.account) account = retry.account; // the link was for that account (connectKey)
+    } catch (err) {
+      if (!isRequestStateError(err)) return stop(`Could not check the connection with connectd (${errCode(err)}).`);
+      // Tampered, expired, or spent by an earlier retry whose answer the
+      // client never got: start over (the same link while it is pending).
+      log.info("request_state refused; starting over", { code: errCode(err) });
+      if (retry.account) account = retry.account;
+    }
+  }
+
+  // In either credential mode: connectd refuses a proxied call exactly as a
+  // token read.
+  const got = await list(cfg, log, caller, account);
+  if ("result" in got) return got.result;
+  {
+    const err = got.err;
+    const choice = chooseAccount(err, cfg.provider);
+    if (choice) {
+      log.info("several accounts: asking the user which", { accounts: choice.accounts.length, form: peer.formElicitation === true });
+      if (!peer.formElicitation) return callToolResult(choice.fallback("list_files"));
+      return accountFormResult(cfg.provider, choice.form("list_files can use any of these file-service accounts of yours. Which one should it list?"));
+    }
+    if (account && (isFamily(err, ErrorFamily.NotFound) || isFamily(err, ErrorFamily.InvalidRequest))) {
+      return stop(`${JSON.stringify(account)} is not one of your file-service accounts. Call list_files without account to choose one.`);
+    }
+    if (!needsConnection(err)) {
+      log.warn("connectd lookup failed", { error: errCode(err) });
+      return stop(`The file service cannot be reached through connectd right now (${errCode(err)}). Try again later.`);
+    }
+  }
+
+  let ans: Answer;
+  try {
+    ans = await cd.requireConnection(
+      caller.token,
+      peer,
+      {
+        provider: cfg.provider,
+        scopes: cfg.scopes,
+        requestDigest: digest,
+        ...(account ? { account } : {}),
+        message: "list_files needs access to your files. Open the link to connect your file-service account.",
+      },
+      { signal },
+    );
+  } catch (err) {
+    if (err instanceof URLElicitationUnsupportedError) {
+      return stop(
+        "This tool needs your file-service account, but this MCP client cannot open a connect link " +
+          "(it needs protocol 2025-11-25 or later with URL-mode elicitation).",
+      );
+    }
+    log.warn("connectd mint failed", { error: errCode(err) });
+    return stop(`Could not start connecting your file-service account (${errCode(err)}).`);
+  }
+  if (ans.ready) {
+    log.info("connected while the retried request waited", { elicitation: ans.elicitation.id });
+    return lookupAndList(cfg, log, caller, account, "The file service cannot be reached through connectd right now (%s). Try again later.");
+  }
+  log.info("connection needed: elicitation minted", {
+    elicitation: ans.elicitation.id,
+    answer: answerKind(ans, cfg.style),
+    protocol: peer.protocolVersion,
+    same_link_again: ans.elicitation.again,
+  });
+  if (ans.fallback) return fallbackToolResultV2(ans);
+  if (ans.generation !== Generation.InputRequired) return stop("This MCP client's protocol version is not supported by this server.");
+  return inputRequiredResult(ans);
 }
 
 /**

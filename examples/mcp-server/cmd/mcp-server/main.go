@@ -57,6 +57,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	filesPath := fs.String("files-path", "/files", "with -credential proxy: the list endpoint below the provider's API base URL at connectd")
 	filesAPI := fs.String("files-api", "", "with -credential token: the file service's list endpoint URL (required then)")
 	legacy := fs.String("legacy", "elicit", "2025-11-25 shape: elicit (elicitation/create) or error (URLElicitationRequiredError)")
+	retryHold := fs.Duration("retry-hold", mcpserver.DefaultRetryHold,
+		"how long a 2026-07-28 retry with a pending requestState is held before it gets the link again; keep it well below your clients' request timeout (the TypeScript SDK's: 60s)")
+	waitTimeout := fs.Duration("wait-timeout", 5*time.Minute,
+		"how long a 2025-11-25 call waits for the user in the browser after elicitation/create")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -80,7 +84,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	srv, err := mcpserver.New(ctx, mcpserver.Config{Resource: *resource, Issuer: *issuer, Connectd: cd,
 		Provider: *provider, Scopes: strings.Split(*scopes, ","), Credential: cred, FilesPath: *filesPath, FilesAPI: *filesAPI,
-		Legacy: style, Logger: logger})
+		Legacy: style, RetryHold: *retryHold, WaitTimeout: *waitTimeout, Logger: logger})
 	if err != nil {
 		return err
 	}

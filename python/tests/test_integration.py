@@ -194,8 +194,8 @@ class Integration(unittest.TestCase):
             self.b.token(self.alice_b, p, scope)
         self.assertEqual((cr.exception.unapproved_scopes, cr.exception.account_changed), (["files.write"], False))
         self.assertTrue(connectd.needs_connection(cr.exception))
-        (seen,) = self.b.connections(self.alice_b)
-        self.assertEqual((seen.id, seen.consent_required), (tok.account.id, True))
+        (listed,) = self.b.connections(self.alice_b)
+        self.assertEqual((listed.id, listed.consent_required), (tok.account.id, True))
         # A's token now carries both.
         self.assertEqual(sorted(a.token(alice, p, scope, "files.write").scopes), ["files.read", "files.write"])
 

@@ -132,7 +132,7 @@ class APIError(ConnectdError):
         return (_rebuild, (type(self), self.__dict__.copy()))
 
 
-def _rebuild(cls: type, state: dict[str, Any]) -> APIError:
+def _rebuild(cls: "type[APIError]", state: dict[str, Any]) -> APIError:
     e = cls.__new__(cls)
     e.__dict__.update(state)
     Exception.__init__(e, e._message())

@@ -276,9 +276,6 @@ class Token:
 
     __str__ = __repr__
 
-    def __getstate__(self) -> Any:
-        raise TypeError("connectd: a Token is not pickled (it holds a credential)")
-
 
 @dataclass
 class UnlinkedConnection:

@@ -92,7 +92,11 @@ func TestPythonClient(t *testing.T) {
 	env = append(env, "CONTROL_URL="+control.URL, "CONNECTD_CA_FILE="+certFile,
 		"CONNECTD_WEBHOOK_VECTORS="+webhookVectors(t))
 
-	cmd := exec.Command("python3", "-m", "unittest", "discover", "-s", "tests", "-t", ".", "-v")
+	py := os.Getenv("PYTHON") // as scripts/ensure-python reads it
+	if py == "" {
+		py = "python3"
+	}
+	cmd := exec.Command(py, "-m", "unittest", "discover", "-s", "tests", "-t", ".", "-v")
 	cmd.Dir = pythonDir
 	cmd.Env = append(os.Environ(), env...)
 	out := &syncBuffer{}

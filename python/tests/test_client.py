@@ -25,13 +25,14 @@ class Fake:
             self.method, self.target, self.headers, self.body = h.command, h.path, h.headers, body
             self.path, _, self.query = h.path.partition("?")
 
-    def __init__(self) -> None:
+    def __init__(self, idle_timeout: Optional[float] = None) -> None:
         self.routes: dict[str, Handler] = {}
         self.seen: list[Fake.Req] = []
         fake = self
 
         class H(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            timeout = idle_timeout  # the server closes a connection idle this long
 
             def log_message(self, *a: Any) -> None:
                 pass
@@ -247,6 +248,20 @@ class ClientTest(unittest.TestCase):
         u = self.c.unlink(TOKEN, "github", connectd.AccountAll)
         self.assertEqual(self.fake.seen[-1].query, "account=all")
         self.assertEqual([c.id for c in u.connections], ["cn_a"])
+
+
+class KeptAlive(unittest.TestCase):
+    def test_a_connection_the_server_closed_is_not_reused(self) -> None:
+        fake = Fake(idle_timeout=0.2)
+        self.addCleanup(fake.close)
+        c = Client(fake.url, KEY)
+        self.addCleanup(c.close)
+        fake.answer("POST /v1/elicitations/resolve", 200, status("pending", request_state="rs1.NEXT"))
+        for _ in range(3):
+            self.assertEqual(c.resolve(TOKEN, "rs1.STATE").request_state, "rs1.NEXT")
+            time.sleep(0.4)  # the server drops the idle connection meanwhile
+        # Each POST was sent once: none was resent after a failure.
+        self.assertEqual(len(fake.seen), 3)
 
 
 class ProxyTest(unittest.TestCase):

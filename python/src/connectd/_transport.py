@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import ipaddress
+import select
 import socket
 import ssl
 import threading
@@ -12,9 +13,10 @@ from typing import Any, Iterable, Optional, Union
 
 Body = Union[bytes, bytearray, memoryview, str, Iterable[bytes], Any, None]
 
-# The errors a kept-alive connection the server already closed fails with
-# before any answer was read: the request was not processed, so it is sent
-# once more on a fresh connection.
+# The errors a kept-alive connection the server closed meanwhile fails with
+# before any answer was read. The request is sent once more on a fresh
+# connection only when that is harmless (an idempotent method): the server may
+# have closed it after processing the request.
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 
 
@@ -51,14 +53,20 @@ class Transport:
         return http.client.HTTPConnection(self._host, self._port, timeout=t)
 
     def _take(self, timeout: Optional[float]) -> tuple[http.client.HTTPConnection, bool]:
-        with self._lock:
-            if self._idle:
+        t = self._timeout if timeout is None else timeout
+        while True:
+            with self._lock:
+                if not self._idle:
+                    break
                 conn = self._idle.pop()
-                t = self._timeout if timeout is None else timeout
-                conn.timeout = t
-                if conn.sock is not None:
-                    conn.sock.settimeout(t)
-                return conn, True
+            # An idle connection that is readable was closed by the server (or
+            # sent something unasked): it is not reused.
+            if conn.sock is None or _readable(conn.sock):
+                conn.close()
+                continue
+            conn.timeout = t
+            conn.sock.settimeout(t)
+            return conn, True
         return self._new(timeout), False
 
     def release(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> None:
@@ -96,6 +104,14 @@ class Transport:
             idle, self._idle = self._idle, []
         for c in idle:
             c.close()
+
+
+def _readable(sock: socket.socket) -> bool:
+    try:
+        r, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(r)
 
 
 def _has_length(headers: dict[str, str]) -> bool:

@@ -310,7 +310,8 @@ class Client:
             data = json.dumps(body, separators=(",", ":")).encode("utf-8")
             headers["Content-Type"] = "application/json"
         try:
-            conn, resp = self._transport.request(method, target, headers, data, timeout=timeout)
+            conn, resp = self._transport.request(method, target, headers, data, timeout=timeout,
+                                                 retry_stale=method in ("GET", "HEAD", "DELETE"))
         except TransportErrors as err:
             # The path holds no secret (the key and the token travel in headers).
             raise ConnectdNetworkError(f"connectd client: {method} {path}: {_describe(err)}") from None

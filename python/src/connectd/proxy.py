@@ -11,6 +11,7 @@ import secrets
 import urllib.parse
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional
 
+from ._transport import TransportErrors
 from .errors import APIError, ConnectdNetworkError, UserTokenError
 
 if TYPE_CHECKING:
@@ -243,8 +244,6 @@ class ProviderProxy:
         # non-idempotent call can have been processed twice: bytes bodies of
         # idempotent methods.
         retry = (body is None or isinstance(body, (bytes, bytearray))) and m in ("GET", "HEAD", "OPTIONS", "PUT", "DELETE")
-        from ._transport import TransportErrors
-
         try:
             conn, resp = transport.request(m, target, out, body, timeout=timeout, retry_stale=retry)
         except TransportErrors as err:

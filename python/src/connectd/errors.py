@@ -1,0 +1,343 @@
+"""Errors of the connectd client.
+
+Every refusal connectd answers is an :class:`APIError` carrying the HTTP status
+and the stable code of connectd's JSON error envelope (docs/api.md). The
+subclasses are the error families of the Go client's sentinel errors
+(client/errors.go) and the TypeScript client's ``ErrorFamily``: catch
+:class:`NotConnectedError`, :class:`ConsentRequiredError`, … or test with
+:func:`needs_connection`. A code that stands for two families (the
+``request_state_*`` ones) is a subclass of both.
+
+No error ever carries the client key or a token: they travel in headers, and
+messages are built only from the status, the code and connectd's description,
+which never holds a secret.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from typing import TYPE_CHECKING, Any, Optional, Sequence
+
+if TYPE_CHECKING:
+    from .types import Account
+
+__all__ = [
+    "ConnectdError",
+    "APIError",
+    "NotConnectedError",
+    "ConsentRequiredError",
+    "InsufficientScopeError",
+    "ReauthorizationRequiredError",
+    "AccountRequiredError",
+    "NotFoundError",
+    "InvalidClientError",
+    "UserTokenError",
+    "UnknownProviderError",
+    "ProviderNotAllowedError",
+    "InvalidRequestError",
+    "RequestStateError",
+    "RequestStateInvalidError",
+    "RequestStateExpiredError",
+    "RequestStateReplayedError",
+    "RequestStateWrongUserError",
+    "RequestStateWrongClientError",
+    "RequestDigestMismatchError",
+    "RateLimitedError",
+    "UnavailableError",
+    "ConnectdNetworkError",
+    "URLElicitationUnsupportedError",
+    "WaitTimeoutError",
+    "WebhookSignatureError",
+    "KNOWN_CODES",
+    "GENERIC_CODES",
+    "error_class",
+    "needs_connection",
+    "accounts_of",
+    "missing_scopes",
+]
+
+
+class ConnectdError(Exception):
+    """The base of every error this package raises."""
+
+
+class APIError(ConnectdError):
+    """A refusal from connectd: the HTTP status and the stable error code.
+
+    ``status`` is 0 when the client refused to make the call (no user token).
+    """
+
+    status: int
+    """HTTP status; 0 when the client refused to make the call."""
+    code: str
+    """Stable error code, e.g. ``"not_connected"``; empty if the answer was not connectd's JSON."""
+    description: str
+    """Human-readable explanation from connectd (never a secret)."""
+    request_id: str
+    """connectd's request id, for its logs."""
+    missing_scopes: list[str]
+    """The scopes the connection lacks (insufficient_scope)."""
+    unapproved_scopes: list[str]
+    """Scopes the credential carries that the user has not approved for this MCP server (consent_required)."""
+    account_changed: bool
+    """The connection is to another provider account than the approved one (consent_required)."""
+    accounts: list["Account"]
+    """The user's accounts at the provider this client may use (account_required)."""
+    account: str
+    """The connection concerned (reauthorization_required, insufficient_scope on a token read); mint with it."""
+    retry_after: Optional[float]
+    """The Retry-After delay of a 429 or 503 answer in seconds, if any."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str = "",
+        description: str = "",
+        *,
+        request_id: str = "",
+        missing_scopes: Sequence[str] = (),
+        unapproved_scopes: Sequence[str] = (),
+        account_changed: bool = False,
+        accounts: Sequence["Account"] = (),
+        account: str = "",
+        retry_after: Optional[float] = None,
+    ) -> None:
+        self.status = status
+        self.code = code
+        self.description = description
+        self.request_id = request_id
+        self.missing_scopes = list(missing_scopes)
+        self.unapproved_scopes = list(unapproved_scopes)
+        self.account_changed = account_changed
+        self.accounts = list(accounts)
+        self.account = account
+        self.retry_after = retry_after
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        s = f"connectd: {self.status}"
+        if self.code:
+            s += " " + self.code
+        if self.description:
+            s += ": " + self.description
+        if self.missing_scopes:
+            s += " (missing scopes: " + " ".join(self.missing_scopes) + ")"
+        return s
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(status={self.status!r}, code={self.code!r}, description={self.description!r})"
+
+    def __reduce__(self) -> Any:
+        return (_rebuild, (type(self), self.__dict__.copy()))
+
+
+def _rebuild(cls: "type[APIError]", state: dict[str, Any]) -> APIError:
+    e = cls.__new__(cls)
+    e.__dict__.update(state)
+    Exception.__init__(e, e._message())
+    return e
+
+
+class NotConnectedError(APIError):
+    """The user has no connection to the provider: mint an elicitation."""
+
+
+class ConsentRequiredError(APIError):
+    """Connected, but this MCP server is not approved for all of it (``unapproved_scopes``,
+    ``account_changed``): mint an elicitation; the user approves on connectd's consent page."""
+
+
+class InsufficientScopeError(APIError):
+    """The connection lacks a required scope (``missing_scopes``): mint an elicitation asking for them."""
+
+
+class ReauthorizationRequiredError(APIError):
+    """The provider refused the stored grant: mint an elicitation (for one account, with ``account``)."""
+
+
+class AccountRequiredError(APIError):
+    """This client is approved for several of the user's accounts at the provider and the call named
+    none; ``accounts`` lists them. Ask the user which (:func:`connectd.choose_account`), then call
+    again with that id. A choice, not a missing connection: :func:`needs_connection` is false."""
+
+
+class NotFoundError(APIError):
+    """Unknown elicitation, or another client's or user's; or an account that is not one of the
+    user's at the provider (connectd does not tell them apart)."""
+
+
+class InvalidClientError(APIError):
+    """The client key is missing, wrong, expired or the client is disabled."""
+
+
+class UserTokenError(APIError):
+    """The user's MCP access token was refused (missing, expired, another audience, untrusted
+    issuer, bad signature…); ``code`` says which."""
+
+
+class UnknownProviderError(APIError):
+    """The provider is not in connectd's catalog."""
+
+
+class ProviderNotAllowedError(APIError):
+    """This client may not use that provider (or not this way: a proxy-only client, a call outside
+    its request rules, a provider without an API for the proxy)."""
+
+
+class InvalidRequestError(APIError):
+    """Malformed input (bad scope, message too long, …)."""
+
+
+class RequestStateError(APIError):
+    """Every refusal of a request_state; the subclasses say why."""
+
+
+class RequestStateInvalidError(RequestStateError):
+    """Tampered with or not issued by connectd."""
+
+
+class RequestStateExpiredError(RequestStateError):
+    """Past its lifetime; mint a new elicitation."""
+
+
+class RequestStateReplayedError(RequestStateError):
+    """Already resolved once (each is single-use)."""
+
+
+class RequestStateWrongUserError(RequestStateError):
+    """Minted for another user."""
+
+
+class RequestStateWrongClientError(RequestStateError):
+    """Minted for another client."""
+
+
+class RequestDigestMismatchError(RequestStateError):
+    """The request_digest differs from the one bound at mint time."""
+
+
+class RateLimitedError(APIError):
+    """Too many requests; ``retry_after`` says when to retry."""
+
+
+class UnavailableError(APIError):
+    """connectd or a dependency (the provider, the issuer's keys) is temporarily unavailable."""
+
+
+class ConnectdNetworkError(ConnectdError):
+    """connectd could not be reached, or its answer could not be read (a network error, a
+    timeout, an answer that is not the expected JSON). :meth:`Client.wait` retries these."""
+
+
+class URLElicitationUnsupportedError(ConnectdError):
+    """The MCP client cannot do URL-mode elicitation (a protocol before 2025-11-25, or no "url"
+    elicitation capability declared), so there is no way to send the user to connectd."""
+
+
+class WaitTimeoutError(ConnectdError):
+    """:meth:`Client.wait` or :meth:`Client.resume` ran out of its own timeout."""
+
+
+class WebhookSignatureError(ConnectdError):
+    """A webhook request that is not connectd's: no or a wrong signature, a timestamp too far from
+    now, a missing header."""
+
+
+# connectd's error codes and the class each stands for (client/errors.go's codeErrors).
+_CODES: dict[str, type[APIError]] = {
+    "not_connected": NotConnectedError,
+    "consent_required": ConsentRequiredError,
+    "insufficient_scope": InsufficientScopeError,
+    "reauthorization_required": ReauthorizationRequiredError,
+    "account_required": AccountRequiredError,
+    "not_found": NotFoundError,
+    "invalid_client": InvalidClientError,
+    "missing_user_token": UserTokenError,
+    "invalid_token": UserTokenError,
+    "token_expired": UserTokenError,
+    "token_not_yet_valid": UserTokenError,
+    "untrusted_issuer": UserTokenError,
+    "wrong_audience": UserTokenError,
+    "unknown_provider": UnknownProviderError,
+    "provider_not_allowed": ProviderNotAllowedError,
+    "invalid_request": InvalidRequestError,
+    "invalid_scope": InvalidRequestError,
+    "request_too_large": InvalidRequestError,
+    "request_state_invalid": RequestStateInvalidError,
+    "request_state_expired": RequestStateExpiredError,
+    "request_state_replayed": RequestStateReplayedError,
+    "request_state_wrong_user": RequestStateWrongUserError,
+    "request_state_wrong_client": RequestStateWrongClientError,
+    "request_digest_mismatch": RequestDigestMismatchError,
+    "rate_limited": RateLimitedError,
+    "provider_unavailable": UnavailableError,
+    "jwks_unavailable": UnavailableError,
+    "database_unavailable": UnavailableError,
+    # The provider API proxy (/v1/proxy): the provider refused the credential
+    # even refreshed (connect again), asked not to be called for now, answered
+    # more than the proxy passes on; or connectd knows no API for the provider.
+    "provider_unauthorized": ReauthorizationRequiredError,
+    "provider_rate_limited": RateLimitedError,
+    "provider_response_too_large": InvalidRequestError,
+    "proxy_not_supported": ProviderNotAllowedError,
+    "token_release_disabled": ProviderNotAllowedError,  # a proxy-only client: call through the proxy
+    "proxy_not_allowed": ProviderNotAllowedError,  # outside the client's request rules
+}
+
+KNOWN_CODES: tuple[str, ...] = tuple(sorted(_CODES))
+"""The error codes this client maps to a family; docs/openapi.yaml lists each of them."""
+
+GENERIC_CODES: tuple[str, ...] = ("internal_error", "unsupported_media_type", "cross_origin_request")
+"""Codes that need no action of their own from an MCP server: they map to no family (plain APIError)."""
+
+
+def error_class(status: int, code: str) -> type[APIError]:
+    """The class connectd's answer with status and code is raised as."""
+    cls = _CODES.get(code)
+    if cls is not None:
+        return cls
+    if status == 429:
+        return RateLimitedError
+    if status in (502, 503, 504):
+        return UnavailableError
+    if status == 401 and code:
+        # An unknown 401 code from a newer connectd is still a credential
+        # problem; which one the description says.
+        return UserTokenError
+    return APIError
+
+
+def parse_retry_after(value: Optional[str], now: Optional[float] = None) -> Optional[float]:
+    """Retry-After as seconds (delta-seconds or an HTTP date), or None."""
+    if not value:
+        return None
+    v = value.strip()
+    if v.isdigit():
+        return float(int(v))
+    try:
+        t = email.utils.parsedate_to_datetime(v)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if t is None:
+        return None
+    return max(t.timestamp() - (time.time() if now is None else now), 0.0)
+
+
+def needs_connection(err: BaseException) -> bool:
+    """Whether err means the user must go through connectd's connect flow first: not connected,
+    no consent for this MCP server, missing scopes, or a dead grant. The answer to all four is
+    the same: :meth:`Client.require_connection`."""
+    return isinstance(err, (NotConnectedError, ConsentRequiredError, InsufficientScopeError, ReauthorizationRequiredError))
+
+
+def accounts_of(err: BaseException) -> list["Account"]:
+    """The accounts an account_required refusal lists, or []."""
+    if isinstance(err, APIError) and err.code == "account_required":
+        return list(err.accounts)
+    return []
+
+
+def missing_scopes(err: BaseException) -> list[str]:
+    """The scopes an insufficient_scope refusal lists, or []."""
+    return list(err.missing_scopes) if isinstance(err, APIError) else []

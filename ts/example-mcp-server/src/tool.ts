@@ -98,6 +98,23 @@ export interface FileList {
 }
 
 /** A tool result with a message for the user (the model reads and relays it). */
+/**
+ * The tool's answer to a connectd refusal that a connect link cannot fix
+ * (an account id that is not the user's, connectd or the provider
+ * unreachable); undefined when a link can (not connected, no consent, …).
+ * The same in both credential modes and both protocol generations.
+ */
+function refusalAnswer(log: Logger, err: unknown, account: string): CallToolResult | undefined {
+  if (account && (isFamily(err, ErrorFamily.NotFound) || isFamily(err, ErrorFamily.InvalidRequest))) {
+    return stop(`${JSON.stringify(account)} is not one of your file-service accounts. Call list_files without account to choose one.`);
+  }
+  if (!needsConnection(err)) {
+    log.warn("connectd lookup failed", { error: errCode(err) });
+    return stop(`The file service cannot be reached through connectd right now (${errCode(err)}). Try again later.`);
+  }
+  return undefined;
+}
+
 function stop(text: string): CallToolResult {
   return { isError: true, content: [{ type: "text", text }] };
 }
@@ -137,14 +154,8 @@ export async function listFiles(
   if ("result" in got) return got.result;
   // connectd's refusal: the same in both credential modes, since the proxy
   // decides exactly as the token read does.
-  const err = got.err;
-  if (account && (isFamily(err, ErrorFamily.NotFound) || isFamily(err, ErrorFamily.InvalidRequest))) {
-    return stop(`${JSON.stringify(account)} is not one of your file-service accounts. Call list_files without account to choose one.`);
-  }
-  if (!needsConnection(err)) {
-    log.warn("connectd token lookup failed", { error: errCode(err) });
-    return stop(`The file service cannot be reached through connectd right now (${errCode(err)}). Try again later.`);
-  }
+  const final = refusalAnswer(log, got.err, account);
+  if (final) return final;
 
   let ans: Answer;
   try {
@@ -281,13 +292,8 @@ export async function listFilesModern(
       if (!peer.formElicitation) return callToolResult(choice.fallback("list_files"));
       return accountFormResult(cfg.provider, choice.form("list_files can use any of these file-service accounts of yours. Which one should it list?"));
     }
-    if (account && (isFamily(err, ErrorFamily.NotFound) || isFamily(err, ErrorFamily.InvalidRequest))) {
-      return stop(`${JSON.stringify(account)} is not one of your file-service accounts. Call list_files without account to choose one.`);
-    }
-    if (!needsConnection(err)) {
-      log.warn("connectd lookup failed", { error: errCode(err) });
-      return stop(`The file service cannot be reached through connectd right now (${errCode(err)}). Try again later.`);
-    }
+    const final = refusalAnswer(log, err, account);
+    if (final) return final;
   }
 
   let ans: Answer;

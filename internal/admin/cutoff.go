@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"log/slog"
@@ -161,22 +163,65 @@ func (st *Store) RevokeExposure(ctx context.Context, clients *mcpauth.Clients, i
 	return out, nil
 }
 
+// Revoking an exposure runs within the admin's request: a few at a time
+// (StoreConfig.RevokeParallel, so one slow provider does not hold up the
+// rest), none started after StoreConfig.RevokeBudget — each revocation's own
+// provider call is bounded by the provider timeout. What the budget leaves
+// undone is listed as failed, kept, and revoked by "Revoke what is left".
+const (
+	defaultRevokeParallel = 8
+	defaultRevokeBudget   = 20 * time.Second
+)
+
 // revokeExposed revokes each exposed connection through the one owner of a
 // connection's end, with the notice that tells its user why, and records the
 // outcome in out.
 func (st *Store) revokeExposed(ctx context.Context, c mcpauth.Client, exposed []Exposed, out *CutOff, by Actor) {
 	why := &notice.Notice{Kind: notice.KindClientCutOff, ClientID: c.ID, ClientName: c.Name}
+	// Detached from the admin's browser (a revocation once begun is seen
+	// through), bounded by the budget for starting new ones.
+	budget, cancel := context.WithTimeout(context.WithoutCancel(ctx), st.revokeBudget)
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, st.revokeParallel)
+		late  int
+	)
 	for _, x := range exposed {
-		rev, err := st.revoke(context.WithoutCancel(ctx), x.ConnectionID, by, why)
-		switch {
-		case errors.Is(err, ErrNotFound): // gone meanwhile
-		case err != nil:
-			st.logger.ErrorContext(ctx, "cut-off: revoking a connection failed", slog.String("connection_id", x.ConnectionID),
-				slog.Any("error", err))
-			out.Failed = append(out.Failed, x.ConnectionID)
-		default: // deleted here; the provider's answer is in its own audit row too
-			out.Revoked = append(out.Revoked, x.ConnectionID)
-			out.AtProvider[x.ConnectionID] = rev.AtProvider
+		select {
+		case slots <- struct{}{}:
+		case <-budget.Done():
 		}
+		if budget.Err() != nil {
+			mu.Lock()
+			out.Failed = append(out.Failed, x.ConnectionID)
+			late++
+			mu.Unlock()
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			rev, err := st.revoke(context.WithoutCancel(ctx), x.ConnectionID, by, why)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, ErrNotFound): // gone meanwhile
+			case err != nil:
+				st.logger.ErrorContext(ctx, "cut-off: revoking a connection failed", slog.String("connection_id", x.ConnectionID),
+					slog.Any("error", err))
+				out.Failed = append(out.Failed, x.ConnectionID)
+			default: // deleted here; the provider's answer is in its own audit row too
+				out.Revoked = append(out.Revoked, x.ConnectionID)
+				out.AtProvider[x.ConnectionID] = rev.AtProvider
+			}
+		})
 	}
+	wg.Wait()
+	if late > 0 {
+		st.logger.WarnContext(ctx, "cut-off: the revocation budget ran out; revoke what is left again",
+			slog.String("client_id", c.ID), slog.Int("not_revoked", late), slog.Duration("budget", st.revokeBudget))
+	}
+	slices.Sort(out.Revoked)
+	slices.Sort(out.Failed)
 }

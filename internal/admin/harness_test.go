@@ -63,6 +63,8 @@ type envOptions struct {
 	policy *admin.Policy
 	// noAdminLogin builds the admin server without sign-in (API keys only).
 	noAdminLogin bool
+	// revokeDelay makes the fake provider's revocation endpoint answer late.
+	revokeDelay time.Duration
 }
 
 func newEnv(t *testing.T, opts envOptions) *env {
@@ -76,7 +78,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 				}
 			}
 		},
-		Fake:         providertest.Options{RotateRefreshTokens: true},
+		Fake:         providertest.Options{RotateRefreshTokens: true, RevokeDelay: opts.revokeDelay},
 		DevProviders: true,
 		// servertest's one session keyring serves end users and admins, as
 		// in production: the cookie name alone keeps an end user's session

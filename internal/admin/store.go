@@ -43,6 +43,11 @@ type StoreConfig struct {
 	Webhooks *webhook.Service
 	Now      func() time.Time // default time.Now
 	Logger   *slog.Logger     // default: discard
+	// RevokeParallel and RevokeBudget bound a cut-off's revocations: so
+	// many at a time (default 8), none started after the budget (default
+	// 20 s) — the rest are reported failed, to revoke again.
+	RevokeParallel int
+	RevokeBudget   time.Duration
 }
 
 // Store answers the admin questions and performs the admin actions; the pages,
@@ -53,6 +58,10 @@ type Store struct {
 	webhooks *webhook.Service
 	now      func() time.Time
 	logger   *slog.Logger
+	// A cut-off's revocations: at most parallel at a time, none started
+	// after budget.
+	revokeParallel int
+	revokeBudget   time.Duration
 }
 
 // NewStore returns a Store over cfg.
@@ -60,7 +69,14 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	if cfg.Pool == nil {
 		return nil, errors.New("admin: StoreConfig.Pool is required")
 	}
-	st := &Store{pool: cfg.Pool, vault: cfg.Vault, webhooks: cfg.Webhooks, now: cfg.Now, logger: cfg.Logger}
+	st := &Store{pool: cfg.Pool, vault: cfg.Vault, webhooks: cfg.Webhooks, now: cfg.Now, logger: cfg.Logger,
+		revokeParallel: cfg.RevokeParallel, revokeBudget: cfg.RevokeBudget}
+	if st.revokeParallel <= 0 {
+		st.revokeParallel = defaultRevokeParallel
+	}
+	if st.revokeBudget <= 0 {
+		st.revokeBudget = defaultRevokeBudget
+	}
 	if st.now == nil {
 		st.now = time.Now
 	}

@@ -173,6 +173,9 @@ type Options struct {
 	// TokenDelay makes the token endpoint slow, to widen race windows. The
 	// request is given up (nothing done) when the client goes away first.
 	TokenDelay time.Duration
+	// RevokeDelay makes the revocation endpoint answer late (a provider
+	// having a bad day); the revocation is done once the delay is over.
+	RevokeDelay time.Duration
 	// ReuseGrace: a refresh token rotated away less than this long ago is
 	// accepted again (Okta's grace period, Auth0's reuse interval, Xero's
 	// 30 minutes): it gets a new access token and the same successor
@@ -1159,6 +1162,13 @@ func (s *Server) writeTokens(w http.ResponseWriter, r *http.Request, t Tokens, g
 }
 
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
+	if d := s.opts.RevokeDelay; d > 0 {
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+			return
+		}
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if err := r.ParseForm(); err != nil {
 		http.Error(w, "bad form", http.StatusBadRequest)

@@ -16,7 +16,7 @@ func Branded(b templates.Brand) func(http.Handler) http.Handler {
 			return next
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if b.LogoURL != "" {
+			if kind, _ := RouteOf(r); b.LogoURL != "" && kind != KindAPI { // a JSON answer shows no logo
 				AllowImages(w.Header(), b.LogoURL)
 			}
 			next.ServeHTTP(w, r.WithContext(templates.WithBrand(r.Context(), b)))

@@ -135,10 +135,10 @@ func TestRealBrowserPages(t *testing.T) {
 		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`button[value="allow"]`)), chromedp.WaitVisible(chromedp.CSS(".outcome.success")))
 		loaded(t, ctx, "success page", 3)
 		wants(t, "success page", text(t, ctx), "Files Assistant can now use your Demo Files account user-1.",
-			"Go back to Files Assistant", "Open Files Assistant", "your connected accounts")
+			"Go back to Files Assistant", "Open Files Assistant", "Your connected accounts")
 		browsertest.Shoot(t, ctx, "ux-02-connected")
 
-		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`ol.next a[href="/account"]`)), chromedp.WaitVisible(chromedp.CSS("section.connection")))
+		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`.outcome .actions a[href="/account"]`)), chromedp.WaitVisible(chromedp.CSS("section.connection")))
 		loaded(t, ctx, "account page", 2)
 		wants(t, "account page", text(t, ctx), "Demo Files", "user-1", "Read your files", "Files Assistant")
 		browsertest.Shoot(t, ctx, "ux-03-account")

@@ -36,13 +36,3 @@ func CheckLogoURL(raw string) error {
 	}
 	return nil
 }
-
-// LogoOrigin is scheme://host[:port] of a URL CheckLogoURL accepted, for a
-// CSP img-src source expression.
-func LogoOrigin(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return "https://" + strings.ToLower(u.Host)
-}

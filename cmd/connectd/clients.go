@@ -15,6 +15,7 @@ import (
 
 const clientsUsage = `usage:
   connectd clients create --name NAME --resource URI [--resource URI...] [--provider ID...] [--proxy-only]
+      [--logo-url URL] [--homepage URL]: what users see of it on the consent and success pages
   connectd clients list
   connectd clients disable ID
   connectd clients enable ID
@@ -28,7 +29,7 @@ const clientsUsage = `usage:
 
 // clientsSubUsage is each clients subcommand's arguments, for its -h.
 var clientsSubUsage = map[string]string{
-	"create":      " --name NAME --resource URI [--resource URI...] [--provider ID...] [--proxy-only]",
+	"create":      " --name NAME --resource URI [--resource URI...] [--provider ID...] [--proxy-only] [--logo-url URL] [--homepage URL]",
 	"list":        "",
 	"disable":     " ID",
 	"enable":      " ID",
@@ -59,7 +60,7 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 	var overlap time.Duration
 	var proxyOnly, off, clearRules bool
 	var rules listFlag
-	var ruleProvider, description string
+	var ruleProvider, description, logoURL, homepage string
 	want := 0 // positional arguments
 	switch sub {
 	case "create":
@@ -67,6 +68,8 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 		fset.Var(&resources, "resource", "resource URI its users' tokens are issued for (repeatable)")
 		fset.Var(&providers, "provider", "provider id it may request (repeatable)")
 		fset.BoolVar(&proxyOnly, "proxy-only", false, "it never receives a credential: it calls providers through connectd's proxy")
+		fset.StringVar(&logoURL, "logo-url", "", "https URL of its logo, shown on the users' consent and success pages")
+		fset.StringVar(&homepage, "homepage", "", "its homepage, linked from the users' consent and success pages")
 	case "proxy-only":
 		want = 1
 		fset.BoolVar(&off, "off", false, "let it read tokens again")
@@ -106,6 +109,10 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 
 	switch sub {
 	case "create":
+		// Checked first, so that a bad URL registers nothing.
+		if err := mcpauth.CheckDisplay(logoURL, homepage, cfg.Dev); err != nil {
+			return &usageError{err.Error()}
+		}
 		c, key, err := store.Create(ctx, name, resources, providers)
 		if errors.Is(err, mcpauth.ErrInvalidClient) {
 			return &usageError{err.Error()}
@@ -120,6 +127,11 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		if proxyOnly {
 			if err := store.SetProxyOnly(ctx, c.ID, true); err != nil {
+				return err
+			}
+		}
+		if logoURL != "" || homepage != "" {
+			if err := store.SetDisplay(ctx, c.ID, logoURL, homepage); err != nil {
 				return err
 			}
 		}

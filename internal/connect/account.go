@@ -69,6 +69,7 @@ func (s *Server) accountPage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	v.Notice = notices[r.URL.Query().Get("done")]
+	allowMarks(w, v.Connections)
 	return web.Render(w, r, http.StatusOK, templates.AccountPage(v))
 }
 
@@ -106,9 +107,12 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 			ac.Health = "Working, but the last refresh failed (" + c.LastError + ", " + when(c.HealthCheckedAt) +
 				"); it is tried again"
 		}
+		ac.Mark = templates.Mark{Name: ac.ProviderName}
 		if p, err := s.catalog.Get(c.Provider); err == nil {
 			info := p.Info()
 			ac.ProviderName = info.DisplayName
+			ac.ScopeText = info.ScopeDescriptions
+			ac.Mark = templates.ProviderMark(info.DisplayName, info.LogoURL, info.Template)
 			if info.Kind == provider.KindAPIKey {
 				ac.Kind = "API key"
 			}
@@ -226,13 +230,67 @@ func (s *Server) withdraw(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// disconnect handles POST /account/disconnect: the connection is deleted with
-// every approval of it, then revoked at the provider (RFC 7009) where it can
-// be.
+// allowMarks names in the page's CSP the origins of the providers' logos
+// it shows.
+func allowMarks(w http.ResponseWriter, conns []templates.AccountConnection) {
+	for _, c := range conns {
+		web.AllowImages(w.Header(), c.Mark.LogoURL)
+	}
+}
+
+// confirmDisconnect handles GET /account/disconnect?provider=&connection=:
+// the confirmation step of Disconnect (a page; nothing changes until its
+// form is posted), naming the account and every application that loses
+// it. A connection that is not the signed-in user's (or no longer exists)
+// sends the browser back to the account page with "gone".
+func (s *Server) confirmDisconnect(w http.ResponseWriter, r *http.Request) error {
+	noStore(w)
+	sess, err := s.sessions.Load(w, r)
+	if err != nil {
+		http.Redirect(w, r, accountPath, http.StatusSeeOther)
+		return nil
+	}
+	q := r.URL.Query()
+	p, id := q.Get("provider"), q.Get("connection")
+	if !names.ValidProvider(p) || !vault.ValidID(id) {
+		return web.Refuse(http.StatusBadRequest, "bad_request", "The link names no account.", nil)
+	}
+	return s.disconnectPage(w, r, sess, p, id)
+}
+
+// disconnectPage renders the confirmation of disconnecting the user's
+// connection id at provider p.
+func (s *Server) disconnectPage(w http.ResponseWriter, r *http.Request, sess session.Session, p, id string) error {
+	v, err := s.accountView(r.Context(), sess)
+	if err != nil {
+		return err
+	}
+	for _, c := range v.Connections {
+		if c.Provider == p && c.ID == id {
+			allowMarks(w, []templates.AccountConnection{c})
+			return web.Render(w, r, http.StatusOK, templates.DisconnectConfirm(templates.DisconnectView{Connection: c, CSRF: v.CSRF}))
+		}
+	}
+	http.Redirect(w, r, accountPath+"?done=gone", http.StatusSeeOther)
+	return nil
+}
+
+// disconnect handles POST /account/disconnect with confirm=yes (the
+// confirmation page's form): the connection is deleted with every approval
+// of it, then revoked at the provider (RFC 7009) where it can be. Without
+// confirm=yes it only shows the confirmation page: a form that skipped it
+// disconnects nothing.
 func (s *Server) disconnect(w http.ResponseWriter, r *http.Request) error {
 	u, p, id, ok, err := s.accountForm(w, r)
 	if !ok {
 		return err
+	}
+	if r.PostForm.Get("confirm") != "yes" {
+		sess, err := s.sessions.Load(w, r)
+		if err != nil {
+			return err
+		}
+		return s.disconnectPage(w, r, sess, p, id)
 	}
 	d, _, err := s.deleteConnection(r, u, p, id, nil, lifecycle.Actor{Audit: "user", By: "user"})
 	if errors.Is(err, vault.ErrNotConnected) {

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/connectd/connectd/web/templates"
 )
 
 // accountPage opens /account in b (signing in as user when needed) and
@@ -114,9 +116,30 @@ func TestAccountPage(t *testing.T) {
 		t.Fatalf("withdrawing twice: %d %s", r.status, r.location)
 	}
 
-	// Disconnect: revoked at the provider, and Alpha loses it too.
+	// Disconnect asks first (issue 27): the account page links the
+	// confirmation step, which names the account and who loses it; a post
+	// that skipped it only shows that page. Nothing is disconnected.
 	tok := e.fakeTokens()
-	r = e.accountPost(br, page, "/account/disconnect", url.Values{"provider": {"fake"}})
+	if !strings.Contains(page.body, `href="/account/disconnect?connection=`) {
+		t.Fatalf("the account page does not link the confirmation step:\n%s", page.body)
+	}
+	confirm := br.get(e.srv.URL + templates.DisconnectPath("fake", connectionOf(page.body)))
+	if confirm.status != http.StatusOK || !strings.Contains(confirm.body, "Disconnect your Fake fake account") ||
+		!strings.Contains(confirm.body, "These applications lose access") || !strings.Contains(confirm.body, `name="confirm" value="yes"`) {
+		t.Fatalf("confirmation page: %d\n%s", confirm.status, confirm.body)
+	}
+	if r := e.accountPost(br, page, "/account/disconnect", url.Values{"provider": {"fake"}}); r.status != http.StatusOK ||
+		!strings.Contains(r.body, `name="confirm" value="yes"`) || e.auditCount("connection.revoked") != 0 {
+		t.Fatalf("disconnect without confirming: %d %s", r.status, r.location)
+	}
+	tokenOf(t, a, "alice") // still there
+	if r := br.get(e.srv.URL + templates.DisconnectPath("fake", "cn_"+strings.Repeat("a", 26))); r.status != http.StatusSeeOther ||
+		r.location != e.srv.URL+"/account?done=gone" {
+		t.Fatalf("confirming another connection: %d %s", r.status, r.location)
+	}
+
+	// Confirmed: revoked at the provider, and Alpha loses it too.
+	r = e.accountPost(br, page, "/account/disconnect", url.Values{"provider": {"fake"}, "confirm": {"yes"}})
 	if r.status != http.StatusSeeOther || r.location != e.srv.URL+"/account?done=disconnected" {
 		t.Fatalf("disconnect: %d %s %s", r.status, r.location, r.body)
 	}

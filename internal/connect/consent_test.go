@@ -78,7 +78,7 @@ func TestConsentBoundsTheCredential(t *testing.T) {
 			t.Fatalf("consent page does not list %s as beyond what beta asked for: %s", s, page.body)
 		}
 	}
-	if !strings.Contains(page.body, "<li><code>read</code></li>") {
+	if !strings.Contains(page.body, "<li><code>read</code>") {
 		t.Fatalf("consent page does not list read as requested: %s", page.body)
 	}
 	if r := e.allow(br, u, page); r.status != http.StatusOK || !strings.Contains(r.body, "Connected") {

@@ -22,6 +22,7 @@ import (
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/keyring"
+	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/scope"
 	"github.com/connectd/connectd/internal/session"
@@ -147,10 +148,11 @@ func (s *Server) connectPage(w http.ResponseWriter, r *http.Request) error {
 		if v, ok, err := s.accountChoice(r.Context(), fs); err != nil {
 			return err
 		} else if ok {
+			web.AllowImages(w.Header(), v.Client.LogoURL, v.Provider.LogoURL)
 			return web.Render(w, r, http.StatusOK, templates.AccountChooser(v))
 		}
 	}
-	v, err := s.consentView(r.Context(), fs)
+	v, err := s.consentView(w, r.Context(), fs)
 	if err != nil {
 		return err
 	}
@@ -241,7 +243,21 @@ func (o offer) digest() string {
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
 }
 
-func (s *Server) consentView(ctx context.Context, fs *flowState) (templates.ConsentView, error) {
+// clientMark is an MCP server's picture on a page, whose CSP then names its
+// logo's origin (call it before the page is written).
+func clientMark(w http.ResponseWriter, cl mcpauth.Client) templates.Mark {
+	web.AllowImages(w.Header(), cl.LogoURL)
+	return templates.Mark{Name: cl.Name, LogoURL: cl.LogoURL}
+}
+
+// providerMark is a provider's picture on a page: the operator's logo
+// (whose origin the page's CSP then names) or the template's monogram.
+func providerMark(w http.ResponseWriter, info provider.Info) templates.Mark {
+	web.AllowImages(w.Header(), info.LogoURL)
+	return templates.ProviderMark(info.DisplayName, info.LogoURL, info.Template)
+}
+
+func (s *Server) consentView(w http.ResponseWriter, ctx context.Context, fs *flowState) (templates.ConsentView, error) {
 	e := fs.e
 	client, err := s.clients.Get(ctx, e.ClientID)
 	if err != nil {
@@ -258,7 +274,9 @@ func (s *Server) consentView(ctx context.Context, fs *flowState) (templates.Cons
 	}
 	v := templates.ConsentView{ClientName: client.Name, ProviderName: info.DisplayName, Scopes: o.scopes, Beyond: o.beyond,
 		Action: "/c/" + e.ID, CSRFToken: s.sessions.CSRFToken(fs.sess), Offer: o.digest(), UserLabel: fs.sess.Subject,
-		SwitchAction: switchPath(e.ID), APIKey: info.Kind == provider.KindAPIKey, Narrowed: o.narrow, ProxyOnly: client.ProxyOnly}
+		SwitchAction: switchPath(e.ID), APIKey: info.Kind == provider.KindAPIKey, Narrowed: o.narrow, ProxyOnly: client.ProxyOnly,
+		Client: clientMark(w, client), ClientHomepage: client.Homepage, Provider: providerMark(w, info),
+		ScopeText: info.ScopeDescriptions}
 	if rules, ok := client.ProxyRules[e.Provider]; ok {
 		v.ProxyRules = rules.Description
 		if v.ProxyRules == "" {
@@ -268,14 +286,13 @@ func (s *Server) consentView(ctx context.Context, fs *flowState) (templates.Cons
 	if info.Kind == provider.KindOAuth2 {
 		v.DestinationHost = info.AuthorizeHost
 		if o.shared {
-			v.AccountLabel = o.accountLabel
-			if v.AccountLabel == "" {
-				v.AccountLabel = info.DisplayName + " account"
+			// Which account is shared, in the provider's words ("octocat"),
+			// with the user's label; none when the provider named it not.
+			v.Shared, v.AccountLabel, v.DestinationHost = true, o.label, ""
+			v.AccountName = o.accountLabel
+			if v.AccountName == "" && !madeUpAccount(o.accountID) {
+				v.AccountName = o.accountID
 			}
-			if o.label != "" {
-				v.AccountLabel += " (" + o.label + ")"
-			}
-			v.DestinationHost = ""
 		}
 	}
 	return v, nil
@@ -338,7 +355,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
 		// The connection changed since the page was shown (another
 		// application widened it, or it was reconnected): show what Allow
 		// would give now, and let the user decide on that.
-		v, err := s.consentView(r.Context(), fs)
+		v, err := s.consentView(w, r.Context(), fs)
 		if err != nil {
 			return err
 		}
@@ -352,6 +369,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		return web.Render(w, r, http.StatusOK, templates.APIKeyForm(templates.APIKeyView{ClientName: client.Name, ProviderName: info.DisplayName,
+			Client: clientMark(w, client), Provider: providerMark(w, info),
 			Action: "/c/" + e.ID + "/key", CSRFToken: s.sessions.CSRFToken(fs.sess)}))
 	case provider.KindOAuth2:
 		if o.shared {
@@ -590,8 +608,10 @@ func (s *Server) store(w http.ResponseWriter, r *http.Request, e *Elicitation, h
 			target.ID = conn.ID
 		}
 	}
+	var connID string
 	_, err := s.vault.PutWith(r.Context(), user, e.Provider, target, cred, func(ctx context.Context, tx pgx.Tx, c vault.Connection, ch vault.Change) error {
 		var err error
+		connID = c.ID
 		if ok, err = s.completeIn(r, tx, e, scopes, ch.AccountID, c.ID); err != nil {
 			return err
 		}
@@ -608,7 +628,7 @@ func (s *Server) store(w http.ResponseWriter, r *http.Request, e *Elicitation, h
 	if err != nil {
 		return err
 	}
-	return s.completed(w, r, e, how, ok)
+	return s.completed(w, r, e, how, ok, connID)
 }
 
 // submitKey handles POST /c/{id}/key: the API-key form.
@@ -633,7 +653,7 @@ func (s *Server) submitKey(w http.ResponseWriter, r *http.Request) error {
 		}
 		return web.Render(w, r, http.StatusBadRequest, templates.APIKeyForm(templates.APIKeyView{ClientName: client.Name,
 			ProviderName: p.Info().DisplayName, Action: "/c/" + e.ID + "/key", CSRFToken: s.sessions.CSRFToken(fs.sess),
-			Error: msg}))
+			Client: clientMark(w, client), Provider: providerMark(w, p.Info()), Error: msg}))
 	}
 	if key == "" || len(key) > 4096 || hasControl(key) {
 		return form("Enter the API key exactly as the provider shows it.")
@@ -700,7 +720,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, e *Elicitation
 	if err != nil {
 		return err
 	}
-	return s.completed(w, r, e, how, ok)
+	return s.completed(w, r, e, how, ok, connID)
 }
 
 // completeIn marks e completed within tx, with the approval and the
@@ -719,15 +739,44 @@ func (s *Server) completeIn(r *http.Request, tx pgx.Tx, e *Elicitation, scopes [
 
 // completed shows the outcome of a completion: the success page, or the
 // page of however e ended first.
-func (s *Server) completed(w http.ResponseWriter, r *http.Request, e *Elicitation, how string, ok bool) error {
+func (s *Server) completed(w http.ResponseWriter, r *http.Request, e *Elicitation, how string, ok bool, connID string) error {
 	if !ok {
 		return s.finished(w, r, e)
 	}
 	s.onFlow(StatusCompleted)
 	s.logger.InfoContext(r.Context(), "connect completed", slog.String("elicitation", e.ID),
 		slog.String("provider", e.Provider), slog.String("via", how))
-	return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Connected",
-		Message: "Your account is connected. Your application can use it now.", Account: true})
+	v := templates.OutcomeView{Kind: "success", Title: "Connected",
+		Message: "Your account is connected. Your application can use it now.", Account: true}
+	if c, err := s.connectedView(w, r.Context(), e, connID); err != nil {
+		// The flow is complete; only the page's wording is lost.
+		s.logger.WarnContext(r.Context(), "success page details", slog.Any("error", err))
+	} else {
+		v.Connected = c
+	}
+	return s.outcome(w, r, http.StatusOK, v)
+}
+
+// connectedView names, for the success page, the application, the
+// provider and the account connID now shares with it.
+func (s *Server) connectedView(w http.ResponseWriter, ctx context.Context, e *Elicitation, connID string) (*templates.ConnectedView, error) {
+	client, err := s.clients.Get(ctx, e.ClientID)
+	if err != nil {
+		return nil, err
+	}
+	p, err := s.catalog.Get(e.Provider)
+	if err != nil {
+		return nil, err
+	}
+	info := p.Info()
+	v := &templates.ConnectedView{ClientName: client.Name, ClientHomepage: client.Homepage, ProviderName: info.DisplayName,
+		Client: clientMark(w, client), Provider: providerMark(w, info)}
+	conn, cred, err := s.vault.Get(ctx, identity.User{Issuer: e.Issuer, Subject: e.Subject}, e.Provider, connID)
+	if err != nil {
+		return nil, err
+	}
+	v.AccountName, v.AccountLabel = accountName(cred), conn.Label
+	return v, nil
 }
 
 // decline marks e declined and shows the declined page.
@@ -786,7 +835,12 @@ func (s *Server) accountChoice(ctx context.Context, fs *flowState) (templates.Ac
 	if p, err := s.catalog.Get(e.Provider); err == nil {
 		name = p.Info().DisplayName
 	}
+	var pm templates.Mark
+	if p, err := s.catalog.Get(e.Provider); err == nil {
+		pm = templates.ProviderMark(name, p.Info().LogoURL, p.Info().Template)
+	}
 	return templates.AccountChoiceView{ClientName: client.Name, ProviderName: name, Accounts: accounts,
+		Client: templates.Mark{Name: client.Name, LogoURL: client.LogoURL}, Provider: pm,
 		Action: "/c/" + e.ID + "/account", CSRFToken: s.sessions.CSRFToken(fs.sess), UserLabel: fs.sess.Subject,
 		SwitchAction: switchPath(e.ID)}, true, nil
 }

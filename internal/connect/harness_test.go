@@ -23,6 +23,7 @@ import (
 	"github.com/connectd/connectd/internal/testkit"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
+	"github.com/connectd/connectd/web/templates"
 )
 
 // idp is a development identity provider behind its own TLS server.
@@ -76,6 +77,8 @@ type envOptions struct {
 	maxWaiters               int
 	// fakeEntry edits the fake provider's providers-file entry.
 	fakeEntry func(map[string]any)
+	// brand is the operator's branding (CONNECTD_BRAND_*).
+	brand templates.Brand
 }
 
 func newEnv(t *testing.T, opts envOptions) *env {
@@ -97,6 +100,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		Config: func(c *server.Config) {
 			c.RateLimit = server.RateLimitConfig{Public: opts.limits, Mint: opts.mintLimit, MintUser: opts.mintUserLimit,
 				MaxWaiters: opts.maxWaiters}
+			c.Connect.Brand = opts.brand
 		},
 	})
 	e := &env{Env: s, t: t, pool: s.Pool, srv: s.Public, cfg: s.Config, server: s.Server,

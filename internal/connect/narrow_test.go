@@ -61,7 +61,7 @@ func TestNarrowedTokenPerClient(t *testing.T) {
 	br := e.browser()
 	page := e.openAs(br, u, "alice")
 	if strings.Contains(page.body, "<code>write</code>") || strings.Contains(page.body, "<code>admin</code>") ||
-		strings.Contains(page.body, `class="beyond"`) || !strings.Contains(page.body, "<li><code>read</code></li>") ||
+		strings.Contains(page.body, `class="beyond"`) || !strings.Contains(page.body, "<li><code>read</code>") ||
 		!strings.Contains(page.body, "limited to these permissions") {
 		t.Fatalf("consent page at a narrowing provider: %s", page.body)
 	}
@@ -132,7 +132,7 @@ func TestNarrowedTokenPerClient(t *testing.T) {
 	u = b.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"write"}})["url"].(string)
 	br = e.browser()
 	page = e.openAs(br, u, "alice")
-	if !strings.Contains(page.body, "<li><code>read</code></li>") || !strings.Contains(page.body, "<li><code>write</code></li>") ||
+	if !strings.Contains(page.body, "<li><code>read</code>") || !strings.Contains(page.body, "<li><code>write</code>") ||
 		strings.Contains(page.body, "<code>admin</code>") {
 		t.Fatalf("B's step-up page: %s", page.body)
 	}

@@ -218,6 +218,7 @@ func (s *Server) routes() []web.Route {
 		page("GET /account", web.ClassBrowser, s.accountPage),
 		page("POST /account/withdraw", web.ClassBrowser, s.withdraw),
 		page("POST /account/label", web.ClassBrowser, s.relabel),
+		page("GET /account/disconnect", web.ClassBrowser, s.confirmDisconnect), // the confirmation step
 		page("POST /account/disconnect", web.ClassBrowser, s.disconnect),
 		page("POST /account/notices/dismiss", web.ClassBrowser, s.dismissNotice),
 

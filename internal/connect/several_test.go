@@ -144,7 +144,7 @@ func TestSeveralAccounts(t *testing.T) {
 	st, out = b.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
 	expectError(t, st, out, http.StatusForbidden, "consent_required")
 	tokenAt(t, a, "alice", home)
-	if r := e.accountPost(br, page, "/account/disconnect", url.Values{"provider": {"fake"}, "connection": {work}}); r.status != http.StatusSeeOther {
+	if r := e.accountPost(br, page, "/account/disconnect", url.Values{"provider": {"fake"}, "connection": {work}, "confirm": {"yes"}}); r.status != http.StatusSeeOther {
 		t.Fatalf("disconnect: %d %s", r.status, r.body)
 	}
 	if got := tokenOf(t, a, "alice"); accountOf(got) != home || got["access_token"] != th["access_token"] {

@@ -46,7 +46,11 @@ type Client struct {
 	ProxyOnly bool
 	// ProxyRules restrict its proxied calls, by provider (none: no rule).
 	ProxyRules map[string]ProxyRules
-	CreatedAt  time.Time
+	// LogoURL and Homepage are what the end-user pages show of it besides
+	// its name (SetDisplay): an https image, its homepage; "" for none.
+	LogoURL   string
+	Homepage  string
+	CreatedAt time.Time
 	// LastUsedAt is the last authenticated request, to the minute; zero if never.
 	LastUsedAt time.Time
 }
@@ -103,11 +107,13 @@ func NewClients(cfg ClientsConfig) *Clients {
 const (
 	insertClientSQL = `INSERT INTO clients (id, name, resources, providers, created_at) VALUES ($1, $2, $3, $4, $5)`
 	insertKeySQL    = `INSERT INTO client_keys (key_hash, client_id, created_at) VALUES ($1, $2, $3)`
-	clientColumns   = `c.id, c.name, c.resources, c.providers, c.disabled, c.created_at, c.last_used_at, c.proxy_only, ` + proxyRulesColumn
+	clientColumns   = `c.id, c.name, c.resources, c.providers, c.disabled, c.created_at, c.last_used_at, c.proxy_only, ` + proxyRulesColumn + `, c.logo_url, c.homepage`
 	listClientsSQL  = `SELECT ` + clientColumns + ` FROM clients c ORDER BY c.created_at, c.id`
 	getClientSQL    = `SELECT ` + clientColumns + ` FROM clients c WHERE c.id = $1`
 	// Every replica's key cache learns of the change on commit.
 	setDisabledSQL = `WITH changed AS (UPDATE clients SET disabled = $2 WHERE id = $1 RETURNING id)
+		SELECT pg_notify('` + InvalidationChannel + `', id) FROM changed`
+	setDisplaySQL = `WITH changed AS (UPDATE clients SET logo_url = $2, homepage = $3 WHERE id = $1 RETURNING id)
 		SELECT pg_notify('` + InvalidationChannel + `', id) FROM changed`
 	setProxyOnlySQL = `WITH changed AS (UPDATE clients SET proxy_only = $2 WHERE id = $1 RETURNING id)
 		SELECT pg_notify('` + InvalidationChannel + `', id) FROM changed`
@@ -256,6 +262,45 @@ func (c *Clients) SetDisabled(ctx context.Context, id string, disabled bool) err
 	return nil
 }
 
+// CheckDisplay checks what SetDisplay takes: logoURL an https image
+// (egress.CheckLogoURL), homepage an https URL (http when allowHTTP); ""
+// for none. The error is ErrInvalidClient, naming the field.
+func CheckDisplay(logoURL, homepage string, allowHTTP bool) error {
+	if logoURL != "" {
+		if err := egress.CheckLogoURL(logoURL); err != nil {
+			return fmt.Errorf("%w: logo URL %w", ErrInvalidClient, err)
+		}
+	}
+	if homepage != "" {
+		if err := egress.CheckURL(homepage, allowHTTP); err != nil {
+			return fmt.Errorf("%w: homepage %w", ErrInvalidClient, err)
+		}
+		if len(homepage) > egress.MaxLogoURL {
+			return fmt.Errorf("%w: homepage is too long", ErrInvalidClient)
+		}
+	}
+	return nil
+}
+
+// SetDisplay sets what the end-user pages show of the client besides its
+// name: logoURL, an https image (egress.CheckLogoURL), and homepage, an
+// https URL (http in dev mode); "" removes either. A bad URL is
+// ErrInvalidClient, naming the field.
+func (c *Clients) SetDisplay(ctx context.Context, id, logoURL, homepage string) error {
+	if err := CheckDisplay(logoURL, homepage, c.allowHTTP); err != nil {
+		return err
+	}
+	tag, err := c.pool.Exec(ctx, setDisplaySQL, id, logoURL, homepage)
+	if err != nil {
+		return fmt.Errorf("mcpauth: set display: %w", err)
+	}
+	c.forget(id)
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: %s", ErrClientNotFound, id)
+	}
+	return nil
+}
+
 // SetProxyOnly switches the client to proxy-only (it never receives a
 // credential, only calls through connectd's proxy) or back; every replica's
 // key cache learns of it by notification.
@@ -340,7 +385,7 @@ func (c *Clients) lookup(ctx context.Context, want [32]byte, now time.Time) (Cli
 	var keyExpires, lastUsed *time.Time
 	var rules []byte
 	err := row.Scan(&got, &keyExpires, &cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed,
-		&cl.ProxyOnly, &rules)
+		&cl.ProxyOnly, &rules, &cl.LogoURL, &cl.Homepage)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Client{}, ErrInvalidClientKey
 	}
@@ -375,7 +420,8 @@ func scanClient(row pgx.Row) (Client, error) {
 	var cl Client
 	var lastUsed *time.Time
 	var rules []byte
-	if err := row.Scan(&cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed, &cl.ProxyOnly, &rules); err != nil {
+	if err := row.Scan(&cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed, &cl.ProxyOnly, &rules,
+		&cl.LogoURL, &cl.Homepage); err != nil {
 		return Client{}, err
 	}
 	if lastUsed != nil {

@@ -22,7 +22,8 @@ type apiKeyProvider struct {
 
 func (p *apiKeyProvider) Info() Info {
 	return Info{Name: p.spec.Name, DisplayName: p.spec.DisplayName, Kind: KindAPIKey, Verifiable: p.spec.Verify != nil,
-		APIBaseURL: p.spec.APIBaseURL, APIAuth: apiAuth(&p.spec)}
+		APIBaseURL: p.spec.APIBaseURL, APIAuth: apiAuth(&p.spec),
+		ScopeDescriptions: maps.Clone(p.spec.ScopeDescriptions), LogoURL: p.spec.LogoURL, Template: p.spec.Template}
 }
 
 // Verify checks the key's form (and the provider's key format, when the

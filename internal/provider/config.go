@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/connectd/connectd/internal/egress"
 	"github.com/connectd/connectd/internal/names"
@@ -148,6 +149,17 @@ type Spec struct {
 	// before it is stored or sent anywhere ("" accepts any well-formed key).
 	KeyPattern string
 
+	// ScopeDescriptions are short descriptions of scopes in the user's terms
+	// ("Full control of your repositories"), shown beside each scope token
+	// on the consent and account pages: the template's (scopetext.go), with
+	// the providers file's scope_descriptions over them. A scope without
+	// one shows as its token alone.
+	ScopeDescriptions map[string]string
+	// LogoURL is an https image of the provider's logo (logo_url), shown
+	// on its pages; "" shows the monogram shipped for the template, or the
+	// name's initial.
+	LogoURL string
+
 	// Template facts for operators (docs/providers.md); no behaviour.
 	Docs        string // the provider's own documentation the template follows
 	PKCESupport string // "required", "supported", "ignored" or "unverified"
@@ -170,6 +182,7 @@ func (s Spec) clone() Spec {
 	s.SelectAccountParams = maps.Clone(s.SelectAccountParams)
 	s.InvalidGrantErrors = slices.Clone(s.InvalidGrantErrors)
 	s.BaseURLHosts = slices.Clone(s.BaseURLHosts)
+	s.ScopeDescriptions = maps.Clone(s.ScopeDescriptions)
 	if s.Verify != nil {
 		v := *s.Verify
 		v.Headers = maps.Clone(v.Headers)
@@ -246,6 +259,9 @@ type fileEntry struct {
 	Template    string `json:"template"`
 	Kind        Kind   `json:"kind"`
 	DisplayName string `json:"display_name"`
+	// ScopeDescriptions are merged over the template's; a "" value removes one.
+	ScopeDescriptions map[string]string `json:"scope_descriptions"`
+	LogoURL           string            `json:"logo_url"`
 
 	APIBaseURL    *string `json:"api_base_url"` // "" removes the template's
 	APIAuthHeader string  `json:"api_auth_header"`
@@ -403,6 +419,18 @@ func resolve(i int, e *fileEntry, opts ParseOptions) (*Spec, error) {
 	}
 	if s.DisplayName == "" {
 		s.DisplayName = e.Name
+	}
+	if s.Template != "" {
+		s.ScopeDescriptions = maps.Clone(scopeTextOf(s.Template))
+	}
+	if field, err := mergeScopeDescriptions(&s, e.ScopeDescriptions); err != nil {
+		return nil, fail(field, "%s", err)
+	}
+	if e.LogoURL != "" {
+		if err := egress.CheckLogoURL(e.LogoURL); err != nil {
+			return nil, fail("logo_url", "%s", err)
+		}
+		s.LogoURL = e.LogoURL
 	}
 	if e.APIBaseURL != nil {
 		s.APIBaseURL = *e.APIBaseURL
@@ -964,4 +992,61 @@ func missingVar(u string) string {
 		}
 	}
 	return "base_url, subdomain or tenant"
+}
+
+// MaxScopeDescription is the longest scope description accepted, in
+// characters: a line beside a scope token, not a paragraph.
+const MaxScopeDescription = 160
+
+// mergeScopeDescriptions puts the providers file's scope_descriptions over
+// s's: each key a valid scope, each value one line of plain text of at most
+// MaxScopeDescription characters, or "" to remove the template's.
+func mergeScopeDescriptions(s *Spec, file map[string]string) (string, error) {
+	for _, sc := range slices.Sorted(maps.Keys(file)) {
+		text := file[sc]
+		field := "scope_descriptions." + sc
+		if !scope.Valid(sc) {
+			return "scope_descriptions", fmt.Errorf("key %q is not a valid scope", truncate(sc, 40))
+		}
+		if text == "" {
+			delete(s.ScopeDescriptions, sc)
+			continue
+		}
+		if err := checkScopeDescription(text); err != nil {
+			return field, err
+		}
+		if s.ScopeDescriptions == nil {
+			s.ScopeDescriptions = map[string]string{}
+		}
+		s.ScopeDescriptions[sc] = text
+	}
+	return "", nil
+}
+
+// checkScopeDescription: one line of text, no control characters, not
+// blank, at most MaxScopeDescription characters.
+func checkScopeDescription(text string) error {
+	if !utf8.ValidString(text) {
+		return errors.New("must be UTF-8 text")
+	}
+	if strings.TrimSpace(text) != text || text == "" {
+		return errors.New("must not be blank or start or end with spaces")
+	}
+	if n := utf8.RuneCountInString(text); n > MaxScopeDescription {
+		return fmt.Errorf("is %d characters long; at most %d", n, MaxScopeDescription)
+	}
+	for _, r := range text {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+			return errors.New("must be one line without control characters")
+		}
+	}
+	return nil
+}
+
+// truncate bounds a value quoted in a message.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

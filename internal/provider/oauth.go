@@ -50,6 +50,7 @@ func (p *oauthProvider) Info() Info {
 		NarrowOnRefresh: p.spec.NarrowOnRefresh, RefreshIdleLifetime: p.spec.RefreshIdleLifetime,
 		RefreshReuseGrace: p.spec.RefreshReuseGrace, SelectAccount: maps.Clone(p.spec.SelectAccountParams),
 		APIBaseURL: p.spec.APIBaseURL, APIAuth: apiAuth(&p.spec),
+		ScopeDescriptions: maps.Clone(p.spec.ScopeDescriptions), LogoURL: p.spec.LogoURL, Template: p.spec.Template,
 	}
 }
 

@@ -61,6 +61,14 @@ type Info struct {
 	// placeholders filled): connectd's proxy forwards requests only to
 	// paths under it, and refuses a provider without one ("").
 	APIBaseURL string
+	// ScopeDescriptions describe scopes in the user's terms, for the pages
+	// (Spec.ScopeDescriptions); a scope not in it shows as its token. A copy.
+	ScopeDescriptions map[string]string
+	// LogoURL is the operator's https logo for the provider ("" for none).
+	LogoURL string
+	// Template is the built-in template the provider came from ("" for none),
+	// which picks the monogram pages show without a LogoURL.
+	Template string
 	// APIAuth is how the proxy attaches the access token (oauth2) or API
 	// key to those requests: APIAuth.HeaderValue puts it where
 	// TokenPlaceholder stands. It describes the placement only, never

@@ -992,5 +992,7 @@ func Template(name string) (Spec, bool) {
 	if !ok {
 		return Spec{}, false
 	}
-	return t.clone(), true
+	t = t.clone()
+	t.ScopeDescriptions = maps.Clone(scopeTextOf(name))
+	return t, true
 }

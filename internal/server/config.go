@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/connectd/connectd/web/templates"
+
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -123,6 +125,9 @@ type EgressConfig struct {
 type ConnectConfig struct {
 	ElicitationTTL  time.Duration // CONNECTD_ELICITATION_TTL: how long a connect URL stays usable.
 	RequestStateTTL time.Duration // CONNECTD_REQUEST_STATE_TTL: how long a request_state can be resolved.
+	// Brand is the product name, logo and accent colour of every page
+	// (CONNECTD_BRAND_NAME, CONNECTD_BRAND_LOGO_URL, CONNECTD_BRAND_ACCENT).
+	Brand templates.Brand
 }
 
 // AdminConfig configures the admin pages, the admin API and the audit

@@ -228,6 +228,7 @@ func (s *Server) publicHandler() (http.Handler, error) {
 	s.adm.Routes(mux)  // /admin/..., /admin/api/...
 	static, _ := fs.Sub(templates.Static, "static")
 	mux.Handle(web.AssetRoute("GET /static/", http.StripPrefix("/static/", web.Static(static))))
+	mux.Handle(web.AssetRoute("GET "+templates.BrandCSSPath, web.BrandCSS(s.cfg.Connect.Brand)))
 	mux.Handle(web.Route{Pattern: "/", Kind: web.KindPage, Class: web.ClassBrowser, Handler: web.Fallback(s.cfg.Logger)})
 	return web.Public(mux, web.PublicConfig{
 		Logger:         s.cfg.Logger,
@@ -236,6 +237,7 @@ func (s *Server) publicHandler() (http.Handler, error) {
 		Limits:         s.cfg.RateLimit.Public,
 		Observe:        s.metrics.Observer(mux),
 		DB:             s.cfg.DB,
+		Brand:          s.cfg.Connect.Brand,
 	})
 }
 

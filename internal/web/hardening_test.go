@@ -387,3 +387,47 @@ func TestParseRate(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowImages: img-src is created from 'self' and widened by exact
+// origins only (deduplicated, never a path, wildcard or another directive),
+// and a form-action widened on the same response keeps both.
+func TestAllowImages(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		urls []string
+		want string // the img-src directive; "" = the policy unchanged
+	}{
+		{"one logo", []string{"https://cdn.acme.example/logo.svg"}, "img-src 'self' https://cdn.acme.example"},
+		{"several, deduplicated", []string{"https://a.example/x.png", "https://b.example:8443/y", "https://A.example/z"},
+			"img-src 'self' https://a.example https://b.example:8443"},
+		{"same-origin asset", []string{"/static/providers/github.svg"}, ""},
+		{"empty", []string{""}, ""},
+		{"directive injection", []string{"https://a.example;script-src *"}, ""},
+		{"data", []string{"data:image/svg+xml,<svg/>"}, ""},
+	}
+	for _, tt := range tests {
+		h := http.Header{}
+		h.Set("Content-Security-Policy", web.ContentSecurityPolicy)
+		web.AllowImages(h, tt.urls...)
+		got := h.Get("Content-Security-Policy")
+		if tt.want == "" {
+			if got != web.ContentSecurityPolicy {
+				t.Errorf("%s: %q", tt.name, got)
+			}
+			continue
+		}
+		if got != web.ContentSecurityPolicy+"; "+tt.want {
+			t.Errorf("%s: %q", tt.name, got)
+		}
+	}
+	h := http.Header{}
+	web.AllowImages(h, "https://cdn.acme.example/logo.svg") // no policy yet: the base one
+	web.AllowImages(h, "https://cdn.acme.example/other.svg", "https://files.example/l.png")
+	web.AllowFormAction(h, "https://github.com/login/oauth/authorize")
+	want := strings.Replace(web.ContentSecurityPolicy, "form-action 'self'", "form-action 'self' https://github.com", 1) +
+		"; img-src 'self' https://cdn.acme.example https://files.example"
+	if got := h.Get("Content-Security-Policy"); got != want {
+		t.Errorf("combined:\n got %q\nwant %q", got, want)
+	}
+}

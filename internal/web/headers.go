@@ -90,17 +90,51 @@ var (
 // then be answered by a redirect to them. Anything that is not a plain
 // http(s) origin is ignored, so a URL can never inject another directive; the
 // browser then blocks the redirect, which fails closed.
-func AllowFormAction(h http.Header, urls ...string) {
+func AllowFormAction(h http.Header, urls ...string) { extendCSP(h, "form-action", urls) }
+
+// AllowImages widens the img-src directive of this response's CSP by the
+// origins of the given URLs: the page shows the operator's logos (the
+// product's, an MCP server's, a provider's) from there. Relative URLs
+// (same-origin assets) and anything that is not a plain http(s) origin add
+// nothing; the policy stays 'self' plus exactly those origins.
+func AllowImages(h http.Header, urls ...string) { extendCSP(h, "img-src", urls) }
+
+// extendCSP adds the origins of urls to directive in h's CSP (the base
+// policy when h has none yet), creating the directive from 'self' when
+// the policy lacks it, so that default-src 'self' keeps applying.
+func extendCSP(h http.Header, directive string, urls []string) {
 	var extra []string
 	for _, raw := range urls {
-		if o := origin(raw); o != "" {
+		if o := origin(raw); o != "" && !slices.Contains(extra, o) {
 			extra = append(extra, o)
 		}
 	}
 	if len(extra) == 0 {
 		return
 	}
-	h.Set("Content-Security-Policy", ContentSecurityPolicy+" "+strings.Join(extra, " "))
+	policy := h.Get("Content-Security-Policy")
+	if policy == "" {
+		policy = ContentSecurityPolicy
+	}
+	parts := strings.Split(policy, "; ")
+	found := false
+	for i, p := range parts {
+		name, _, _ := strings.Cut(p, " ")
+		if name != directive {
+			continue
+		}
+		found = true
+		have := strings.Fields(p)
+		for _, o := range extra {
+			if !slices.Contains(have, o) {
+				parts[i] += " " + o
+			}
+		}
+	}
+	if !found {
+		parts = append(parts, directive+" 'self' "+strings.Join(extra, " "))
+	}
+	h.Set("Content-Security-Policy", strings.Join(parts, "; "))
 }
 
 // origin returns scheme://host of an absolute http(s) URL, or "" when raw is

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/connectd/connectd/internal/db"
+	"github.com/connectd/connectd/web/templates"
 )
 
 // PublicConfig configures Public.
@@ -21,6 +22,8 @@ type PublicConfig struct {
 	Observe Observer
 	// DB bounds every request's database work (zero fields: db's defaults).
 	DB db.Deadlines
+	// Brand is the operator's name, logo and accent on every page (Branded).
+	Brand templates.Brand
 }
 
 // Public wraps the public listener's route table in everything every response
@@ -46,6 +49,7 @@ func Public(m *Mux, c PublicConfig) (http.Handler, error) {
 		AccessLog(c.Logger, c.Observe),
 		Recover(c.Logger),
 		SecurityHeaders(c.HSTS),
+		Branded(c.Brand),
 		TextOnly(c.Logger),
 		cross,
 		RateLimit(c.Limits, c.Logger),

@@ -41,7 +41,20 @@ func HomePage() templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<p class=\"eyebrow\">connectd</p><h1>Secure account connections</h1><p class=\"lead\">This service links your accounts at other services (a code host, your mail, your files) to the AI applications you use. It keeps each credential encrypted and shares it only with the applications you allow.</p><p>An application that needs one of your accounts sends you a link to this service: open that link to continue.</p><p class=\"actions\"><a class=\"button primary\" href=\"/account\">See your connected accounts</a></p><p class=\"muted\">On that page you can see which applications may use each account, and remove their access at any time.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<p class=\"eyebrow\">")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var3 string
+			templ_7745c5c3_Var3, templ_7745c5c3_Err = templ.JoinStringErrs(productName(ctx))
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `home.templ`, Line: 8, Col: 39}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var3))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "</p><h1>Secure account connections</h1><p class=\"lead\">This service links your accounts at other services (a code host, your mail, your files) to the AI applications you use. It keeps each credential encrypted and shares it only with the applications you allow.</p><p>An application that needs one of your accounts sends you a link to this service: open that link to continue.</p><p class=\"actions\"><a class=\"button primary\" href=\"/account\">See your connected accounts</a></p><p class=\"muted\">On that page you can see which applications may use each account, and remove their access at any time.</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

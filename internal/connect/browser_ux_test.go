@@ -1,0 +1,191 @@
+package connect_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/connectd/connectd/internal/browsertest"
+	"github.com/connectd/connectd/web/templates"
+)
+
+// logoSVG is a 48×48 image, served by the logo hosts of the test.
+const logoSVG = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 48 48" width="48" height="48"><rect width="48" height="48" rx="10" fill="%s"/></svg>`
+
+// TestRealBrowserPages (issue 27) walks the pages an end user sees, with
+// the operator's branding, a provider whose scopes are described and an
+// MCP server with a logo and homepage, in Chromium at 390 and 1280 px
+// (screenshots ux-*): the logos load under the CSP (which still blocks an
+// image from any other origin), the accent colour applies, permissions
+// read in words, the success page says who can use which account and what
+// next, a reused connection says which account, and Disconnect asks first
+// and then disconnects.
+func TestRealBrowserPages(t *testing.T) {
+	t.Parallel()
+	logos := elsewhere(t, "127.0.0.4", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		colour := map[string]string{"/brand.svg": "#0f7b6c", "/client.svg": "#7c3aed", "/provider.svg": "#ea580c"}[r.URL.Path]
+		if colour == "" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "image/svg+xml")
+		fmt.Fprintf(w, logoSVG, colour)
+	}))
+	other := elsewhere(t, "127.0.0.5", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "image/svg+xml")
+		fmt.Fprintf(w, logoSVG, "#000000")
+	}))
+	front := newProviderFront(t)
+	e := newEnv(t, envOptions{
+		brand: templates.Brand{Name: "Acme Connect", LogoURL: logos.URL + "/brand.svg", Accent: "#0f7b6c"},
+		fakeEntry: func(entry map[string]any) {
+			entry["authorize_url"] = front.srv.URL + "/authorize"
+			entry["display_name"] = "Demo Files"
+			entry["logo_url"] = logos.URL + "/provider.svg"
+			entry["scope_descriptions"] = map[string]string{"files.read": "Read your files",
+				"files.write": "Create, change and delete your files"}
+		}})
+	front.fake = func() (string, *http.Client) { return e.fake.AuthorizeURL(), e.fake.Client() }
+	ctx0 := context.Background()
+	client, key, err := e.clients.Create(ctx0, "Files Assistant", []string{"https://files.mcp.example/"}, []string{"fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.clients.SetDisplay(ctx0, client.ID, logos.URL+"/client.svg", "https://files.example/"); err != nil {
+		t.Fatal(err)
+	}
+	m := &mcpServer{e: e, client: client, key: key}
+	browser := browsertest.New(t)
+
+	login := func(t *testing.T, ctx context.Context, connectURL, user string) {
+		t.Helper()
+		browsertest.Do(t, ctx, chromedp.Navigate(connectURL), chromedp.WaitVisible(chromedp.CSS(`button[value="`+user+`"]`)),
+			chromedp.Click(chromedp.CSS(`button[value="`+user+`"]`)))
+	}
+	text := func(t *testing.T, ctx context.Context) string {
+		t.Helper()
+		return browsertest.Eval[string](t, ctx, "document.body.innerText")
+	}
+	wants := func(t *testing.T, page, got string, want ...string) {
+		t.Helper()
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s does not show %q:\n%s", page, w, got)
+			}
+		}
+	}
+	// loaded: every <img> on the page has loaded (the CSP let it).
+	loaded := func(t *testing.T, ctx context.Context, page string, atLeast int) {
+		t.Helper()
+		browsertest.WaitUntil(t, ctx, "[...document.images].every(i => i.complete)")
+		n := browsertest.Eval[int](t, ctx, "[...document.images].filter(i => i.naturalWidth > 0).length")
+		all := browsertest.Eval[int](t, ctx, "document.images.length")
+		if n != all || n < atLeast {
+			t.Errorf("%s: %d of %d images loaded, want all and at least %d", page, n, all, atLeast)
+		}
+	}
+	accent := func(t *testing.T, ctx context.Context, page, selector string) {
+		t.Helper()
+		if got := browsertest.Eval[string](t, ctx, "getComputedStyle(document.querySelector("+fmt.Sprintf("%q", selector)+")).backgroundColor"); got != "rgb(15, 123, 108)" {
+			t.Errorf("%s: %s's background is %s, not the brand's accent", page, selector, got)
+		}
+	}
+
+	t.Run("home and error pages carry the brand", func(t *testing.T) {
+		ctx := browsertest.Tab(t, browser)
+		browsertest.Do(t, ctx, chromedp.Navigate(e.srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("a.button.primary")))
+		loaded(t, ctx, "home", 1)
+		wants(t, "home", text(t, ctx), "Acme Connect")
+		accent(t, ctx, "home", "a.button.primary")
+		browsertest.Shoot(t, ctx, "ux-00-home")
+		browsertest.Do(t, ctx, chromedp.Navigate(e.srv.URL+"/c/"+strings.Repeat("A", 32)))
+		browsertest.WaitUntil(t, ctx, browsertest.OnPage("not valid"))
+		loaded(t, ctx, "error page", 1)
+		browsertest.Shoot(t, ctx, "ux-09-error")
+	})
+
+	t.Run("consent, success, account, disconnect", func(t *testing.T) {
+		ctx := browsertest.Tab(t, browser)
+		el := m.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"files.read", "files.write", "files.share"}})
+		login(t, ctx, el["url"].(string), "alice")
+		browsertest.Do(t, ctx, chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`)))
+		loaded(t, ctx, "consent page", 3) // brand, client, provider
+		wants(t, "consent page", text(t, ctx), "Acme Connect", "Files Assistant", "files.example", "Demo Files",
+			"files.read", "Read your files", "Create, change and delete your files", "files.share")
+		if got := browsertest.Eval[string](t, ctx, `document.querySelector(".scopes li:last-child").innerText.trim()`); got != "files.share" {
+			t.Errorf("an undescribed scope reads %q, want the token alone", got)
+		}
+		accent(t, ctx, "consent page", `button[value="allow"]`)
+		// The CSP names the logos' origins only: an image from another
+		// origin is blocked (and reported).
+		browsertest.Eval[bool](t, ctx, `(() => { window.__blocked = [];
+			document.addEventListener("securitypolicyviolation", e => window.__blocked.push(e.effectiveDirective));
+			const i = new Image(); i.id = "stranger"; i.alt = ""; i.src = `+fmt.Sprintf("%q", other.URL+"/x.svg")+`; document.body.appendChild(i); return true; })()`)
+		browsertest.WaitUntil(t, ctx, `window.__blocked.includes("img-src")`)
+		if browsertest.Eval[int](t, ctx, `document.querySelector("#stranger").naturalWidth`) != 0 {
+			t.Error("an image of an origin the CSP does not name loaded")
+		}
+		browsertest.Eval[bool](t, ctx, `(document.querySelector("#stranger").remove(), true)`)
+		browsertest.Shoot(t, ctx, "ux-01-consent")
+
+		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`button[value="allow"]`)), chromedp.WaitVisible(chromedp.CSS(".outcome.success")))
+		loaded(t, ctx, "success page", 3)
+		wants(t, "success page", text(t, ctx), "Files Assistant can now use your Demo Files account user-1.",
+			"Go back to Files Assistant", "Open Files Assistant", "Your connected accounts")
+		browsertest.Shoot(t, ctx, "ux-02-connected")
+
+		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`.outcome .actions a[href="/account"]`)), chromedp.WaitVisible(chromedp.CSS("section.connection")))
+		loaded(t, ctx, "account page", 2)
+		wants(t, "account page", text(t, ctx), "Demo Files", "user-1", "Read your files", "Files Assistant")
+		browsertest.Shoot(t, ctx, "ux-03-account")
+
+		// Disconnect asks first: the confirmation names the account and who
+		// loses it; Cancel changes nothing.
+		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`div.disconnect a.button`)), chromedp.WaitVisible(chromedp.CSS(`button.danger`)))
+		wants(t, "confirmation", text(t, ctx), "Disconnect your Demo Files account user-1?", "These applications lose access", "Files Assistant")
+		browsertest.Shoot(t, ctx, "ux-05-disconnect-confirm")
+		if st, _ := m.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil); st != http.StatusOK {
+			t.Fatalf("the confirmation page disconnected already: token %d", st)
+		}
+		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`.actions a.button[href="/account"]`)), chromedp.WaitVisible(chromedp.CSS("section.connection")))
+		if st, _ := m.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil); st != http.StatusOK {
+			t.Fatalf("Cancel disconnected: token %d", st)
+		}
+		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`div.disconnect a.button`)), chromedp.WaitVisible(chromedp.CSS(`button.danger`)),
+			chromedp.Click(chromedp.CSS(`button.danger`)), chromedp.WaitVisible(chromedp.CSS(".notice")))
+		wants(t, "account page after disconnecting", text(t, ctx), "Disconnected", "You have not connected any account")
+		browsertest.Shoot(t, ctx, "ux-06-disconnected")
+		if st, out := m.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil); st != http.StatusNotFound {
+			t.Fatalf("token after Disconnect: %d %v", st, out)
+		}
+	})
+
+	t.Run("a reused connection says which account", func(t *testing.T) {
+		ctx := browsertest.Tab(t, browser)
+		first := m.mint("bob", map[string]any{"provider": "fake", "scopes": []string{"files.read"}})
+		login(t, ctx, first["url"].(string), "bob")
+		browsertest.Do(t, ctx, chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`)),
+			chromedp.Click(chromedp.CSS(`button[value="allow"]`)), chromedp.WaitVisible(chromedp.CSS(".outcome.success")))
+		second, skey, err := e.clients.Create(ctx0, "Notes Helper", []string{"https://notes.mcp.example/"}, []string{"fake"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sm := &mcpServer{e: e, client: second, key: skey}
+		el := sm.mint("bob", map[string]any{"provider": "fake", "scopes": []string{"files.read"}})
+		browsertest.Do(t, ctx, chromedp.Navigate(el["url"].(string)), chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`)))
+		got := text(t, ctx)
+		wants(t, "consent-only page", got, "will be shared with Notes Helper", "No, it is already connected", "Read your files")
+		if !strings.Contains(got, "Your Demo Files account ") || strings.Contains(got, "connection Demo Files account") {
+			t.Errorf("the shared account is not named:\n%s", got)
+		}
+		loaded(t, ctx, "consent-only page", 2)
+		browsertest.Shoot(t, ctx, "ux-04-consent-shared")
+		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`button[value="allow"]`)), chromedp.WaitVisible(chromedp.CSS(".outcome.success")))
+		wants(t, "success page", text(t, ctx), "Notes Helper can now use your Demo Files account")
+		browsertest.Shoot(t, ctx, "ux-07-connected-shared")
+	})
+}

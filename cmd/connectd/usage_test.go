@@ -23,6 +23,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"help", "admin"}, "connectd admin connections list"},
 		{[]string{"help", "admin", "connections", "list"}, "-status"},
 		{[]string{"serve", "--help"}, "-internal-addr"},
+		{[]string{"serve", "--help"}, "the admin pages and admin API (/admin, /admin/api)"}, // on the public listener
+		{[]string{"serve", "--help"}, "/metrics"},
 		{[]string{"migrate", "--help"}, "migrate up|down|status"},
 		{[]string{"migrate", "up", "--help"}, "migrate up|down|status"},
 		{[]string{"clients", "--help"}, "clients rotate-key"},

@@ -37,11 +37,11 @@ import (
 // The demo's fixed names.
 const (
 	defaultStateDir = ".cache/demo" // make demo's, next to its database in .cache/demo-pg
-	demoProvider   = "demo-files"
-	demoScope      = "files.read"
-	demoClientName = "Files Assistant (example MCP server)"
-	demoIssuerID   = "demo"
-	demoAdmin      = "admin" // a user of the demo's identity provider
+	demoProvider    = "demo-files"
+	demoScope       = "files.read"
+	demoClientName  = "Files Assistant (example MCP server)"
+	demoIssuerID    = "demo"
+	demoAdmin       = "admin" // a user of the demo's identity provider
 )
 
 // demoAccounts are the accounts at Demo Files: the first is the one a

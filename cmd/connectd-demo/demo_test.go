@@ -382,7 +382,7 @@ func TestDemo(t *testing.T) {
 	// fallback's link, bob connects in the browser, and try's next call
 	// (held by the server while the link is pending) prints his files.
 	try := exec.CommandContext(ctx, "go", "run", "github.com/connectd/connectd/examples/mcp-server/cmd/try",
-		"-user", "bob", "-no-url", "-idp", idpURL, "-mcp", mcpURL)
+		"-user", "bob", "-no-url", "-idp", idpURL, "-mcp", mcpURL, "-tool", "list_files", "-args", "{}")
 	out := &testkit.LogBuffer{}
 	try.Stdout, try.Stderr = out, out
 	if err := try.Start(); err != nil {

@@ -459,7 +459,8 @@ func signInAt(t *testing.T, b *flowtest.Browser, u, user string) flowtest.Respon
 	t.Helper()
 	r := follow(t, b, http.MethodGet, u, nil)
 	if m := regexp.MustCompile(`<a class="button" href="([^"]+)">Sign in as an administrator`).FindStringSubmatch(r.Body); m != nil {
-		// The admin pages answer 403 with a sign-in button.
+		// A 403 page with a sign-in button (an admin page a signed-in non-admin
+		// asks for); an anonymous browser is sent straight to the sign-in.
 		base, _ := url.Parse(r.URL)
 		next, _ := base.Parse(html.UnescapeString(m[1]))
 		r = follow(t, b, http.MethodGet, next.String(), nil)

@@ -177,6 +177,10 @@ const (
 // actor, with what went) in the same transaction; every replica forgets its
 // keys by notification.
 //
+// Other replicas' approval caches may list its approvals until their TTL:
+// harmless, as nothing can authenticate as the client any more, and the
+// account page reads approvals from the database.
+//
 // A client that is enabled and has been used is refused with
 // ErrClientInUse: disable it first. One never used (a registration with a
 // typo) may go at once. An unknown id is ErrClientNotFound.

@@ -49,7 +49,8 @@ test: vet fmt-check check-generated ts
 ## demo: connectd (dev mode, http://127.0.0.1:8080), an identity provider, the Demo Files OAuth
 ## provider and the example MCP server, on a private Postgres; prints a walkthrough. Ctrl-C stops all.
 ## DEMO_FLAGS go to connectd-demo (e.g. DEMO_FLAGS="-port 8180"); see go run ./cmd/connectd-demo -h.
-## The demo's database is kept in .cache/demo-pg between runs; make clean deletes it.
+## The demo's database is kept in .cache/demo-pg between runs, its keys and Demo Files' tokens in .cache/demo
+## (so a restart keeps connections and webhook secrets); make clean deletes both.
 demo:
 	@mkdir -p .cache
 	CONNECTD_PG_DIR=$(CURDIR)/.cache/demo-pg $(PG) scripts/demo $(DEMO_FLAGS)

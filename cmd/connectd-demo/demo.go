@@ -30,16 +30,18 @@ import (
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider/providertest"
+	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/web"
 )
 
 // The demo's fixed names.
 const (
-	demoProvider   = "demo-files"
-	demoScope      = "files.read"
-	demoClientName = "Files Assistant (example MCP server)"
-	demoIssuerID   = "demo"
-	demoAdmin      = "admin" // a user of the demo's identity provider
+	defaultStateDir = ".cache/demo" // make demo's, next to its database in .cache/demo-pg
+	demoProvider    = "demo-files"
+	demoScope       = "files.read"
+	demoClientName  = "Files Assistant (example MCP server)"
+	demoIssuerID    = "demo"
+	demoAdmin       = "admin" // a user of the demo's identity provider
 )
 
 // demoAccounts are the accounts at Demo Files: the first is the one a
@@ -105,20 +107,31 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	fset.IntVar(&o.providerPort, "provider-port", 8082, "Demo Files' port")
 	fset.IntVar(&o.mcpPort, "mcp-port", 8083, "the example MCP server's port")
 	fset.StringVar(&o.internalAddr, "internal-addr", "127.0.0.1:9090", "connectd's operators' listener")
-	fset.StringVar(&o.stateDir, "state-dir", ".cache/demo", "where the demo writes its providers file")
+	fset.StringVar(&o.stateDir, "state-dir", defaultStateDir, "where the demo keeps its keys, Demo Files' tokens, its providers file and "+
+		"connectd.env (what connectd-demo clients uses); next to its database, so a restart keeps what you set up")
 	connectdBin := fset.String("connectd", "", "the connectd binary (default: connectd next to this program, else on PATH)")
 	credential := fset.String("credential", "proxy", "how the example MCP server uses alice's credential: proxy (registered proxy-only, "+
 		"it calls Demo Files through connectd and never holds a token) or token (it reads the token and calls Demo Files itself)")
 	fset.SetOutput(stderr)
 	fset.Usage = func() {
-		fmt.Fprintln(fset.Output(), "usage: connectd-demo [flags]\n\n"+
+		fmt.Fprintln(fset.Output(), "usage: connectd-demo [flags]\n"+
+			"       connectd-demo [-state-dir DIR] clients COMMAND ...   (while the demo runs)\n\n"+
 			"Runs connectd (dev mode), an identity provider (users alice, bob and admin), the Demo Files OAuth\n"+
 			"provider and the example MCP server (proxy-only: it calls Demo Files through connectd; see -credential),\n"+
 			"on CONNECTD_DATABASE_URL, and prints a walkthrough.\n"+
-			"Ctrl-C stops everything.\n\nflags:")
+			"Ctrl-C stops everything. Its vault and session keys and Demo Files' tokens are kept in -state-dir\n"+
+			"(generated once, mode 0600), so a restart keeps connections and webhook secrets; make clean forgets them\n"+
+			"with the database.\n\n"+
+			"connectd-demo clients ... runs `connectd clients ...` on the running demo's database (from\n"+
+			"-state-dir's connectd.env), e.g. to register another MCP server:\n"+
+			"  connectd-demo clients create --name NAME --resource http://127.0.0.1:PORT/mcp --provider demo-files\n\nflags:")
 		fset.PrintDefaults()
 	}
-	if slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) {
+	own := args // the demo's own flags: those before a clients command
+	if i := slices.Index(args, "clients"); i >= 0 {
+		own = args[:i]
+	}
+	if slices.ContainsFunc(own, func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) {
 		fset.SetOutput(stdout)
 		fset.Usage()
 		return flag.ErrHelp
@@ -126,9 +139,18 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	if err := fset.Parse(args); err != nil {
 		return &usageError{err.Error()}
 	}
+	if fset.NArg() > 0 && fset.Arg(0) == "clients" {
+		return demoClients(ctx, o.stateDir, *connectdBin, fset.Args(), environ, stdout, stderr)
+	}
 	if fset.NArg() != 0 {
 		return &usageError{"usage: connectd-demo [flags] (see connectd-demo -h)"}
 	}
+	stateArg := o.stateDir
+	abs, err := filepath.Abs(o.stateDir)
+	if err != nil {
+		return err
+	}
+	o.stateDir = abs
 	if o.bind == "" {
 		o.bind = o.host
 	}
@@ -213,6 +235,17 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	// Demo Files' tokens from the last run, and saved again when this one
+	// stops: connections made then still work.
+	filesState := filepath.Join(o.stateDir, "demo-files.json")
+	if err := loadFiles(files, filesState); err != nil {
+		logger.WarnContext(ctx, "Demo Files forgets the tokens of earlier runs", slog.String("file", filesState), slog.Any("error", err))
+	}
+	defer func() {
+		if err := saveFiles(files, filesState); err != nil {
+			logger.WarnContext(context.WithoutCancel(ctx), "Demo Files' tokens not saved", slog.Any("error", err))
+		}
+	}()
 
 	servers := []*http.Server{
 		{Handler: idp.Handler(), ReadHeaderTimeout: 10 * time.Second},
@@ -281,16 +314,23 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	} {
 		env.set(k, v)
 	}
-	// Fresh keys per run: Demo Files forgets its tokens when the demo stops
-	// anyway, and a connection left from an earlier run then reads as
-	// "reauthorization required", which the MCP server answers with a new
-	// connect link.
+	// Keys kept with the database (in the state directory, generated once,
+	// mode 0600): a restart still opens the connections and webhook secrets
+	// sealed before it, and browser sessions survive it. make clean forgets
+	// them with the database; keys set in the environment win.
+	keys, err := demoKeys(o.stateDir)
+	if err != nil {
+		return err
+	}
 	if env.get("CONNECTD_VAULT_KEYS") == "" && env.get("CONNECTD_VAULT_KEYS_FILE") == "" {
-		k, err := keyring.GenerateKey(1)
-		if err != nil {
-			return err
-		}
-		env.set("CONNECTD_VAULT_KEYS", k)
+		env.set("CONNECTD_VAULT_KEYS_FILE", keys.vaultFile)
+	}
+	env.setDefault("CONNECTD_SESSION_KEYS", keys.session)
+	// What connectd-demo clients runs connectd clients with, from another
+	// terminal, while this demo runs.
+	envFile, err := writeDemoEnv(o.stateDir, env, bin)
+	if err != nil {
+		return err
 	}
 	// Short, but longer than the 5 s net/http allows a connection that has
 	// not sent its first request yet (a client's spare dial) before Shutdown
@@ -302,7 +342,9 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	go func() {
 		if waitReady(sctx, "http://"+net.JoinHostPort(o.connectHost(), strconv.Itoa(o.port))+"/readyz") {
 			printWalkthrough(stdout, walkthrough{Connectd: connectdURL, IdP: idpURL, Provider: providerURL, MCP: mcpURL,
-				Internal: "http://" + o.internalAddr, ClientID: clientID, Token: cred == mcpserver.CredentialToken})
+				Internal: "http://" + o.internalAddr, ClientID: clientID, Token: cred == mcpserver.CredentialToken,
+				Try: tryCommand(idpURL, mcpURL), TryOwn: tryCommand(idpURL, "http://127.0.0.1:8083/mcp"), Demo: demoCommand(stateArg), EnvFile: envFile,
+				FreePort: o.mcpPort + 10, Host: o.host})
 		}
 	}()
 	serveErr := make(chan error, 1)
@@ -506,6 +548,174 @@ type walkthrough struct {
 	Connectd, IdP, Provider, MCP, Internal string
 	ClientID                               string // the example MCP server's registration
 	Token                                  bool   // -credential token: it reads tokens, not proxy-only
+	Try                                    string // the try command for this run's ports
+	TryOwn                                 string // the same for another MCP server (-mcp left to add)
+	Demo                                   string // this program, as the developer runs it (for clients …)
+	EnvFile                                string // connectd.env
+	FreePort                               int    // a port to suggest for another MCP server
+	Host                                   string
+}
+
+// tryCommand is the try command that reaches this run's identity provider
+// and example MCP server: the flags only where they differ from try's
+// defaults (the demo's default ports).
+func tryCommand(idpURL, mcpURL string) string {
+	cmd := "go run ./examples/mcp-server/cmd/try"
+	if idpURL != "http://127.0.0.1:8081" {
+		cmd += " -idp " + idpURL
+	}
+	if mcpURL != "http://127.0.0.1:8083/mcp" {
+		cmd += " -mcp " + mcpURL
+	}
+	return cmd
+}
+
+// demoCommand is how to run this program again from the checkout: the
+// binary make demo built (.cache/connectd-demo), else go run; with
+// -state-dir unless it is the default.
+func demoCommand(stateDir string) string {
+	cmd := "go run ./cmd/connectd-demo"
+	if self, err := os.Executable(); err == nil && filepath.Base(self) == "connectd-demo" {
+		if wd, err := os.Getwd(); err == nil {
+			if rel, err := filepath.Rel(wd, self); err == nil && !strings.HasPrefix(rel, "..") {
+				cmd = rel
+			}
+		}
+	}
+	if stateDir != defaultStateDir {
+		cmd += " -state-dir " + stateDir
+	}
+	return cmd
+}
+
+// demoKeys are the demo's vault key (a keyring file) and session key, made
+// once in the state directory and reused by every later run.
+type demoKeyFiles struct {
+	vaultFile string // CONNECTD_VAULT_KEYS_FILE
+	session   string // CONNECTD_SESSION_KEYS
+}
+
+func demoKeys(dir string) (demoKeyFiles, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return demoKeyFiles{}, fmt.Errorf("demo: state directory: %w", err)
+	}
+	vaultFile := filepath.Join(dir, "vault-keys")
+	if _, err := keptFile(vaultFile, func() (string, error) { return keyring.GenerateKey(1) }); err != nil {
+		return demoKeyFiles{}, err
+	}
+	sk, err := keptFile(filepath.Join(dir, "session-keys"), func() (string, error) { return session.NewKey().Encode(), nil })
+	if err != nil {
+		return demoKeyFiles{}, err
+	}
+	return demoKeyFiles{vaultFile: vaultFile, session: sk}, nil
+}
+
+// keptFile returns the first line of path, writing make() there (mode 0600)
+// when the file does not exist yet (or is empty).
+func keptFile(path string, gen func() (string, error)) (string, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if v := strings.TrimSpace(string(b)); v != "" {
+			return v, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("demo: %w", err)
+	}
+	v, err := gen()
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, []byte(v+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("demo: %w", err)
+	}
+	return v, nil
+}
+
+// demoEnvVars are what connectd-demo clients needs of the running demo's
+// configuration.
+var demoEnvVars = []string{"CONNECTD_DATABASE_URL", "CONNECTD_DEV", "CONNECTD_PROVIDERS_FILE", "CONNECTD_VAULT_KEYS_FILE",
+	"CONNECTD_EGRESS_ALLOW_HOSTS", "CONNECTD_LOG_FORMAT"}
+
+// writeDemoEnv writes connectd.env (mode 0600: the database URL may hold a
+// password): the running demo's database and settings, and its connectd
+// binary, for connectd-demo clients.
+func writeDemoEnv(dir string, env demoEnv, bin string) (string, error) {
+	var b strings.Builder
+	b.WriteString("# The running demo's settings for connectd clients (connectd-demo clients ...); rewritten at each start.\n")
+	for _, k := range demoEnvVars {
+		if v := env.get(k); v != "" {
+			fmt.Fprintf(&b, "%s=%s\n", k, v)
+		}
+	}
+	if abs, err := filepath.Abs(bin); err == nil {
+		bin = abs
+	}
+	fmt.Fprintf(&b, "CONNECTD_DEMO_CONNECTD=%s\n", bin)
+	path := filepath.Join(dir, "connectd.env")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		return "", fmt.Errorf("demo: write %s: %w", path, err)
+	}
+	return path, nil
+}
+
+// demoClients runs `connectd clients ARGS` on the demo's database, as
+// connectd.env in the state directory names it: registering another MCP
+// server (or a webhook endpoint, …) while the demo runs, from another
+// terminal, without a second Postgres or the demo's password.
+func demoClients(ctx context.Context, stateDir, bin string, args, environ []string, stdout, stderr io.Writer) error {
+	path := filepath.Join(stateDir, "connectd.env")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("no demo settings in %s (%v): start the demo first (make demo), or pass its -state-dir", path, err)
+	}
+	env := newDemoEnv(environ)
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(k, "#") {
+			env.set(k, v)
+		}
+	}
+	// The providers file names Demo Files' secret by reference; connectd
+	// clients reads the catalog's names, never the secret.
+	env.setDefault("CONNECTD_DEMO_FILES_SECRET", "unused-by-connectd-clients")
+	if bin == "" {
+		bin = env.get("CONNECTD_DEMO_CONNECTD")
+	}
+	if bin, err = findConnectd(bin); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = env.list()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	if err := cmd.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == 2 {
+			return &usageError{"connectd " + strings.Join(args[:min(2, len(args))], " ") + " refused (see above)"}
+		}
+		return fmt.Errorf("connectd %s: %w", args[0], err)
+	}
+	return nil
+}
+
+// loadFiles reads Demo Files' tokens saved by an earlier run, if any.
+func loadFiles(files *providertest.Server, path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return files.Load(f)
+}
+
+// saveFiles writes Demo Files' tokens (mode 0600) for the next run.
+func saveFiles(files *providertest.Server, path string) error {
+	var b strings.Builder
+	if err := files.Save(&b); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o600)
 }
 
 var walkthroughText = template.Must(template.New("walkthrough").Parse(`
@@ -539,7 +749,7 @@ var walkthroughText = template.Must(template.New("walkthrough").Parse(`
 {{end}}
   1. In another terminal, in this checkout, call the tool as alice:
 
-       go run ./examples/mcp-server/cmd/try -user alice
+       {{.Try}} -user alice
 
      It gets alice an MCP access token from the identity provider (audience
      {{.MCP}}), calls list_files over MCP 2026-07-28 and prints the
@@ -565,7 +775,7 @@ var walkthroughText = template.Must(template.New("walkthrough").Parse(`
 
   5. A second Demo Files account: ask for another one,
 
-       go run ./examples/mcp-server/cmd/try -user alice -account new
+       {{.Try}} -user alice -account new
 
      open the link, Allow, and choose Home files at Demo Files. Now alice has
      two; run step 1 again and list_files asks which account to list (a
@@ -577,8 +787,27 @@ var walkthroughText = template.Must(template.New("walkthrough").Parse(`
      its audit trail (Events has the whole log), and Revoke it. Run step 1
      again: the tool asks alice to connect once more.
 
-  Just the token, for curl or your own MCP client (docs/integration.md):
-       TOKEN=$(go run ./examples/mcp-server/cmd/try -user alice -token-only)
+  Just the token, for curl or your own MCP client (docs/integration.md §12):
+       TOKEN=$({{.Try}} -user alice -token-only)
+
+  Your own MCP server against this demo: register it while the demo runs
+  (another terminal, in this checkout; it prints its client id and key):
+
+       {{.Demo}} clients create --name "My MCP server" \
+           --resource http://{{.Host}}:{{.FreePort}}/mcp --provider demo-files
+
+  then run it on that resource with connectd at {{.Connectd}}, that key, and
+  {{.IdP}} as the issuer of its users' tokens (ts/example-mcp-server/README.md
+  shows the TypeScript example so), and call it as alice:
+
+       {{.TryOwn}} -user alice -mcp http://{{.Host}}:{{.FreePort}}/mcp
+
+  Every connectd clients command works the same way ({{.Demo}} clients list,
+  … clients webhooks add --client ID --url URL, …): it runs connectd clients
+  on this demo's database, named in {{.EnvFile}}.
+  The demo keeps its keys and Demo Files' tokens there too, so a restart
+  keeps your registrations, connections and webhook secrets (make clean
+  forgets them all, with the database).
 
 `))
 

@@ -10,11 +10,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,6 +70,11 @@ type demoRun struct {
 }
 
 func startDemo(t *testing.T, dbURL, stateDir string, ports []int, extra ...string) *demoRun {
+	return startDemoEnv(t, dbURL, stateDir, ports, nil, extra...)
+}
+
+// startDemoEnv is startDemo with more environment variables.
+func startDemoEnv(t *testing.T, dbURL, stateDir string, ports []int, moreEnv []string, extra ...string) *demoRun {
 	t.Helper()
 	bin, err := connectdBinary()
 	if err != nil {
@@ -79,10 +86,10 @@ func startDemo(t *testing.T, dbURL, stateDir string, ports []int, extra ...strin
 		"-provider-port", strconv.Itoa(ports[2]), "-mcp-port", strconv.Itoa(ports[3]),
 		"-internal-addr", "127.0.0.1:" + strconv.Itoa(ports[4]), "-state-dir", stateDir}
 	args = append(args, extra...)
-	env := []string{"CONNECTD_DATABASE_URL=" + dbURL, "CONNECTD_LOG_FORMAT=json"}
+	env := append([]string{"CONNECTD_DATABASE_URL=" + dbURL, "CONNECTD_LOG_FORMAT=json"}, moreEnv...)
 	go func() { d.done <- run(ctx, args, env, d.out, d.logs) }()
 	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(d.out.String(), "go run ./examples/mcp-server/cmd/try -user alice") {
+	for !strings.Contains(d.out.String(), "forgets them all, with the database") {
 		select {
 		case err := <-d.done:
 			t.Fatalf("demo exited: %v\n%s", err, d.logs.String())
@@ -178,7 +185,10 @@ func demoBrowserAs(connectURL, user string, allow bool, account string) (int, st
 // connectd's proxy: the token read is refused to a proxy-only client); the
 // demo stops cleanly, and starts again on the same database with
 // -credential token, which switches the client off proxy-only and has the
-// example read tokens.
+// example read tokens. The walkthrough names this run's (moved) ports; a
+// webhook endpoint registered with connectd-demo clients while it runs
+// still gets deliveries that verify after the restart (the demo keeps its
+// keys), and alice's connection still works then (and Demo Files' tokens).
 func TestDemo(t *testing.T) {
 	t.Parallel()
 	dbURL := pgtest.EmptyURL(t) // the demo migrates it
@@ -187,13 +197,44 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := startDemo(t, dbURL, stateDir, ports)
+	// A webhook receiver, which connectd (dev mode) may reach because the
+	// demo's egress allow-list gets its address from the environment.
+	type delivery struct {
+		header http.Header
+		body   []byte
+		at     time.Time
+	}
+	var mu sync.Mutex
+	var deliveries []delivery
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		deliveries = append(deliveries, delivery{r.Header.Clone(), body, time.Now()})
+		mu.Unlock()
+	}))
+	defer rcv.Close()
+	rcvEnv := []string{"CONNECTD_EGRESS_ALLOW_HOSTS=" + strings.TrimPrefix(rcv.URL, "http://")}
+	d := startDemoEnv(t, dbURL, stateDir, ports, rcvEnv)
 	idpURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 	mcpURL := fmt.Sprintf("http://127.0.0.1:%d/mcp", ports[3])
 	for _, want := range []string{fmt.Sprintf("http://127.0.0.1:%d ", ports[0]), idpURL, mcpURL, "as bob",
-		"registered proxy-only", `DEMO_FLAGS="-credential token"`, "connectd clients proxy-only cli_"} {
+		"registered proxy-only", `DEMO_FLAGS="-credential token"`, "connectd clients proxy-only cli_",
+		fmt.Sprintf("go run ./examples/mcp-server/cmd/try -idp %s -mcp %s -user alice\n", idpURL, mcpURL),
+		fmt.Sprintf("TOKEN=$(go run ./examples/mcp-server/cmd/try -idp %s -mcp %s -user alice -token-only)", idpURL, mcpURL),
+		"go run ./cmd/connectd-demo -state-dir " + stateDir + " clients create --name",
+		fmt.Sprintf("go run ./examples/mcp-server/cmd/try -idp %s -user alice -mcp http://127.0.0.1:%d/mcp", idpURL, ports[3]+10)} {
 		if !strings.Contains(d.out.String(), want) {
 			t.Errorf("walkthrough lacks %q:\n%s", want, d.out.String())
+		}
+	}
+	for _, p := range []string{"8080", "8081", "8082", "8083"} {
+		if !slices.Contains(ports, mustAtoi(p)) && strings.Contains(d.out.String(), "127.0.0.1:"+p) {
+			t.Errorf("walkthrough names port %s, which this run does not use:\n%s", p, d.out.String())
+		}
+	}
+	for _, f := range []string{"vault-keys", "session-keys", "connectd.env"} {
+		if st, err := os.Stat(filepath.Join(stateDir, f)); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v %v, want mode 0600", f, st, err)
 		}
 	}
 	pool, err := pgxpool.New(context.Background(), dbURL)
@@ -305,37 +346,43 @@ func TestDemo(t *testing.T) {
 	if err := <-browsed; err != nil {
 		t.Fatal(err)
 	}
+	// A webhook endpoint for the example MCP server, registered as the
+	// walkthrough says, while the demo runs.
+	var whOut bytes.Buffer
+	if err := run(ctx, []string{"-state-dir", stateDir, "clients", "webhooks", "add", "--client", demoClient(t, clients).ID,
+		"--url", rcv.URL + "/hooks"}, nil, &whOut, io.Discard); err != nil {
+		t.Fatalf("connectd-demo clients webhooks add: %v\n%s", err, whOut.String())
+	}
+	secret := regexp.MustCompile(`secret: (whsec_\S+)`).FindStringSubmatch(whOut.String())
+	if secret == nil {
+		t.Fatalf("webhooks add printed no secret:\n%s", whOut.String())
+	}
 	d.shutdown(t, ports)
 
 	// Again on the same database, in token mode: the client registration
-	// is reused with a new key and is proxy-only no more, and alice's old
-	// connection (sealed under the previous run's key, unknown to the new
-	// Demo Files) leads to a new link.
-	d = startDemo(t, dbURL, stateDir, ports, "-credential", "token")
+	// is reused with a new key and is proxy-only no more; alice's
+	// connection (sealed under the kept key, its tokens known to Demo Files,
+	// which kept them too) still works: her files without a link.
+	restarted := time.Now()
+	d = startDemoEnv(t, dbURL, stateDir, ports, rcvEnv, "-credential", "token")
 	defer d.shutdown(t, ports)
 	if c := demoClient(t, clients); c.ProxyOnly || !strings.Contains(d.out.String(), "-credential token") {
 		t.Fatalf("with -credential token the demo's client %s is proxy-only: %v", c.ID, c.ProxyOnly)
 	}
 	var asked bool
 	res, err = call("alice", func(*mcp.ElicitParams) string { asked = true; return "decline" })
-	if err != nil || !asked || !res.IsError {
+	if err != nil || asked || res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "notes.txt") {
 		t.Fatalf("after a restart: asked=%v %v %+v", asked, err, res)
 	}
-	var n int
-	for _, line := range strings.Split(d.logs.String(), "\n") {
-		if strings.Contains(line, `"connection needed: elicitation minted"`) {
-			n++
-		}
-	}
-	if n != 1 {
-		t.Fatalf("%d elicitations minted after the restart, want 1", n)
+	if strings.Contains(d.logs.String(), `"connection needed: elicitation minted"`) {
+		t.Fatalf("an elicitation was minted after the restart:\n%s", d.logs.String())
 	}
 
 	// The walkthrough's client without URL mode: try -no-url prints the
 	// fallback's link, bob connects in the browser, and try's next call
 	// (held by the server while the link is pending) prints his files.
 	try := exec.CommandContext(ctx, "go", "run", "github.com/connectd/connectd/examples/mcp-server/cmd/try",
-		"-user", "bob", "-no-url", "-idp", idpURL, "-mcp", mcpURL)
+		"-user", "bob", "-no-url", "-idp", idpURL, "-mcp", mcpURL, "-tool", "list_files", "-args", "{}")
 	out := &testkit.LogBuffer{}
 	try.Stdout, try.Stderr = out, out
 	if err := try.Start(); err != nil {
@@ -356,6 +403,38 @@ func TestDemo(t *testing.T) {
 		!strings.Contains(out.String(), "this is what the model sees") {
 		t.Fatalf("try -no-url: %v\n%s", err, out.String())
 	}
+	// bob's new connection is news for the example MCP server: delivered
+	// after the restart, signed with the secret shown before it.
+	for {
+		mu.Lock()
+		var after []delivery
+		for _, dl := range deliveries {
+			if dl.at.After(restarted) {
+				after = append(after, dl)
+			}
+		}
+		mu.Unlock()
+		if len(after) > 0 {
+			for _, dl := range after {
+				if _, err := client.VerifyWebhook(secret[1], dl.header, dl.body, time.Now()); err != nil {
+					t.Fatalf("a delivery after the restart does not verify with the secret from before it: %v\n%s", err, dl.body)
+				}
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no webhook delivery after the restart (%d before)", len(deliveries))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func mustAtoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
 }
 
 // demoClient is the demo's registration of the example MCP server.
@@ -380,7 +459,8 @@ func signInAt(t *testing.T, b *flowtest.Browser, u, user string) flowtest.Respon
 	t.Helper()
 	r := follow(t, b, http.MethodGet, u, nil)
 	if m := regexp.MustCompile(`<a class="button" href="([^"]+)">Sign in as an administrator`).FindStringSubmatch(r.Body); m != nil {
-		// The admin pages answer 403 with a sign-in button.
+		// A 403 page with a sign-in button (an admin page a signed-in non-admin
+		// asks for); an anonymous browser is sent straight to the sign-in.
 		base, _ := url.Parse(r.URL)
 		next, _ := base.Parse(html.UnescapeString(m[1]))
 		r = follow(t, b, http.MethodGet, next.String(), nil)
@@ -540,7 +620,8 @@ func TestDemoSeveralAccounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := startDemo(t, dbURL, t.TempDir(), ports)
+	stateDir := t.TempDir()
+	d := startDemo(t, dbURL, stateDir, ports)
 	defer d.shutdown(t, ports)
 	cdURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	idpURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
@@ -556,20 +637,23 @@ func TestDemoSeveralAccounts(t *testing.T) {
 	}
 	try.finish(t, "files for work-account")
 
-	// Another application, registered at connectd for Demo Files, asks for
-	// another of alice's accounts.
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	// Another application, registered at connectd for Demo Files while the
+	// demo runs, with the command the walkthrough prints (connectd-demo
+	// clients create), asks for another of alice's accounts.
 	otherResource := fmt.Sprintf("http://127.0.0.1:%d/other-app", ports[3])
-	_, key, err := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, AllowHTTP: true}).Create(ctx,
-		"Another application", []string{otherResource}, []string{demoProvider})
-	if err != nil {
-		t.Fatal(err)
+	var reg, regErr bytes.Buffer
+	if err := run(ctx, []string{"-state-dir", stateDir, "clients", "create", "--name", "Another application",
+		"--resource", otherResource, "--provider", demoProvider}, nil, &reg, &regErr); err != nil {
+		t.Fatalf("connectd-demo clients create: %v\n%s%s", err, reg.String(), regErr.String())
 	}
-	other, err := client.New(client.Config{BaseURL: cdURL, Key: key, AllowHTTP: true})
+	if strings.Contains(regErr.String(), "warning") {
+		t.Errorf("clients create warns about the demo's own provider:\n%s", regErr.String())
+	}
+	key := regexp.MustCompile(`key: (cks_\S+)`).FindStringSubmatch(reg.String())
+	if key == nil {
+		t.Fatalf("clients create printed no key:\n%s", reg.String())
+	}
+	other, err := client.New(client.Config{BaseURL: cdURL, Key: key[1], AllowHTTP: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -271,8 +271,10 @@ func TestServeAdminSignIn(t *testing.T) {
 	if page, _ := signIn("alice", http.StatusSeeOther); page.StatusCode != http.StatusOK {
 		t.Fatalf("alice on /admin/connections: %d\n%s", page.StatusCode, in.logs.String())
 	}
-	if page, cookies := signIn("bob", http.StatusForbidden); page.StatusCode != http.StatusForbidden || cookies["__Host-connectd_admin"] != "" {
-		t.Fatalf("bob on /admin/connections: %d", page.StatusCode)
+	// bob, refused, has no admin session: the page sends him to sign in.
+	if page, cookies := signIn("bob", http.StatusForbidden); page.StatusCode != http.StatusSeeOther ||
+		!strings.Contains(page.Header.Get("Location"), "/admin/login?return_to=") || cookies["__Host-connectd_admin"] != "" {
+		t.Fatalf("bob on /admin/connections: %d %s", page.StatusCode, page.Header.Get("Location"))
 	}
 
 	var out bytes.Buffer

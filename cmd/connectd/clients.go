@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,6 +17,11 @@ import (
 const clientsUsage = `usage:
   connectd clients create --name NAME --resource URI [--resource URI...] [--provider ID...] [--proxy-only]
       [--logo-url URL] [--homepage URL]: what users see of it on the consent and success pages
+  connectd clients update ID [--name NAME] [--resource URI...] [--provider ID...] [--no-providers]
+      --resource and --provider replace the lists; a provider the catalog lacks is warned about
+  connectd clients delete ID --yes
+      deletes it with its keys, resource URIs (free again), approvals, webhook endpoints and connect links,
+      audited; the users' connections stay. An enabled client that has been used must be disabled first.
   connectd clients list
   connectd clients disable ID
   connectd clients enable ID
@@ -30,6 +36,8 @@ const clientsUsage = `usage:
 // clientsSubUsage is each clients subcommand's arguments, for its -h.
 var clientsSubUsage = map[string]string{
 	"create":      " --name NAME --resource URI [--resource URI...] [--provider ID...] [--proxy-only] [--logo-url URL] [--homepage URL]",
+	"update":      " ID [--name NAME] [--resource URI...] [--provider ID...] [--no-providers] [--logo-url URL] [--homepage URL]",
+	"delete":      " ID --yes",
 	"list":        "",
 	"disable":     " ID",
 	"enable":      " ID",
@@ -58,9 +66,11 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 	var name string
 	var resources, providers listFlag
 	var overlap time.Duration
-	var proxyOnly, off, clearRules bool
+	var proxyOnly, off, clearRules, noProviders, yes bool
+	nameSet := false
 	var rules listFlag
 	var ruleProvider, description, logoURL, homepage string
+	var logoSet, homepageSet bool
 	want := 0 // positional arguments
 	switch sub {
 	case "create":
@@ -70,6 +80,17 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 		fset.BoolVar(&proxyOnly, "proxy-only", false, "it never receives a credential: it calls providers through connectd's proxy")
 		fset.StringVar(&logoURL, "logo-url", "", "https URL of its logo, shown on the users' consent and success pages")
 		fset.StringVar(&homepage, "homepage", "", "its homepage, linked from the users' consent and success pages")
+	case "update":
+		want = 1
+		fset.Func("name", "new display name of the MCP server", func(v string) error { name, nameSet = v, true; return nil })
+		fset.Var(&resources, "resource", "resource URI its users' tokens are issued for (repeatable; replaces the list)")
+		fset.Var(&providers, "provider", "provider id it may request (repeatable; replaces the list)")
+		fset.BoolVar(&noProviders, "no-providers", false, "it may request no provider")
+		fset.Func("logo-url", `https URL of its logo ("" removes it)`, func(v string) error { logoURL, logoSet = v, true; return nil })
+		fset.Func("homepage", `its homepage ("" removes it)`, func(v string) error { homepage, homepageSet = v, true; return nil })
+	case "delete":
+		want = 1
+		fset.BoolVar(&yes, "yes", false, "really delete (without it, nothing happens)")
 	case "proxy-only":
 		want = 1
 		fset.BoolVar(&off, "off", false, "let it read tokens again")
@@ -95,6 +116,16 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 	if len(pos) != want {
 		return &usageError{clientsUsage}
 	}
+	switch {
+	case sub == "update" && noProviders && len(providers) > 0:
+		return &usageError{"clients update: --provider and --no-providers do not go together"}
+	case sub == "update" && !nameSet && len(resources) == 0 && len(providers) == 0 && !noProviders && !logoSet && !homepageSet:
+		return &usageError{"clients update: nothing to change (give --name, --resource, --provider, --no-providers, " +
+			"--logo-url or --homepage)\n" + clientsUsage}
+	case sub == "delete" && !yes:
+		return &usageError{"clients delete removes the client, its keys, resource URIs, approvals and webhook endpoints " +
+			"(the users' connections stay); it cannot be undone: add --yes"}
+	}
 
 	cfg, err := loadConfig(getenv, needs{db: true})
 	if err != nil {
@@ -113,6 +144,7 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 		if err := mcpauth.CheckDisplay(logoURL, homepage, cfg.Dev); err != nil {
 			return &usageError{err.Error()}
 		}
+		warnUnknownProviders(cfg, providers, stderr)
 		c, key, err := store.Create(ctx, name, resources, providers)
 		if errors.Is(err, mcpauth.ErrInvalidClient) {
 			return &usageError{err.Error()}
@@ -163,6 +195,71 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 				c.CreatedAt.UTC().Format("2006-01-02 15:04Z"), last)
 		}
 		return tw.Flush()
+	case "update":
+		var u mcpauth.ClientUpdate
+		if nameSet {
+			u.Name = &name
+		}
+		if len(resources) > 0 {
+			u.Resources = resources
+		}
+		if len(providers) > 0 {
+			u.Providers = providers
+		} else if noProviders {
+			u.Providers = []string{}
+		}
+		warnUnknownProviders(cfg, providers, stderr)
+		if logoSet || homepageSet {
+			// Checked first, so that a bad URL changes nothing; the one not
+			// given keeps its value.
+			cur, err := store.Get(ctx, pos[0])
+			if err != nil {
+				return clientErr(err)
+			}
+			if !logoSet {
+				logoURL = cur.LogoURL
+			}
+			if !homepageSet {
+				homepage = cur.Homepage
+			}
+			if err := mcpauth.CheckDisplay(logoURL, homepage, cfg.Dev); err != nil {
+				return &usageError{err.Error()}
+			}
+		}
+		c, err := store.Update(ctx, pos[0], u, cliActor(getenv).Name)
+		if errors.Is(err, mcpauth.ErrResourceTaken) {
+			return &usageError{err.Error() + "\nA resource URI belongs to one client only, disabled ones included; " +
+				"delete the other client (connectd clients delete) or take the URI off it (connectd clients update) first."}
+		}
+		if err != nil {
+			return clientErr(err)
+		}
+		if logoSet || homepageSet {
+			if err := store.SetDisplay(ctx, c.ID, logoURL, homepage); err != nil {
+				return clientErr(err)
+			}
+		}
+		prov := strings.Join(c.Providers, ",")
+		if prov == "" {
+			prov = "-"
+		}
+		fmt.Fprintf(stdout, "updated %s\nname: %s\nresources: %s\nproviders: %s\n", c.ID, c.Name, strings.Join(c.Resources, ","), prov)
+		return nil
+	case "delete":
+		d, err := store.Delete(ctx, pos[0], cliActor(getenv).Name)
+		if errors.Is(err, mcpauth.ErrClientInUse) {
+			return &usageError{err.Error() + "\nDisabling stops its MCP server's calls at once on every replica; " +
+				"then delete it. (connectd admin clients cut-off also shows what it held.)"}
+		}
+		if err != nil {
+			return clientErr(err)
+		}
+		fmt.Fprintf(stdout, "deleted %s (%s): %s withdrawn, %s, %s; its resource URIs %s are free\n",
+			d.Client.ID, d.Client.Name, plural(d.Approvals, "approval", "approvals"),
+			plural(d.WebhookEndpoints, "webhook endpoint", "webhook endpoints"), plural(d.Elicitations, "connect link", "connect links"),
+			strings.Join(d.Client.Resources, ","))
+		fmt.Fprintln(stderr, "The users' connections stay (they are the users'; /account lists them, and they may be in use by other MCP servers).")
+		return nil
 	case "disable", "enable":
 		if err := store.SetDisabled(ctx, pos[0], sub == "disable"); err != nil {
 			return clientErr(err)
@@ -211,6 +308,32 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintf(stderr, "The key is shown only now. The previous key keeps working until %s.\n",
 			time.Now().Add(overlap).UTC().Format(time.RFC3339))
 		return nil
+	}
+}
+
+// warnUnknownProviders warns (on stderr, without failing: the catalog may
+// be configured elsewhere, or the provider added later) about provider ids
+// the configured catalog lacks.
+func warnUnknownProviders(cfg *Config, providers []string, stderr io.Writer) {
+	if len(providers) == 0 {
+		return
+	}
+	var known []string
+	if cfg.Vault.Providers != nil {
+		for _, p := range cfg.Vault.Providers.Providers {
+			known = append(known, p.Name)
+		}
+	}
+	if len(known) == 0 {
+		fmt.Fprintln(stderr, "warning: no provider catalog here (CONNECTD_PROVIDERS_FILE unset), so the provider ids are not checked")
+		return
+	}
+	for _, p := range providers {
+		if !slices.Contains(known, p) {
+			fmt.Fprintf(stderr, "warning: provider %q is not in the catalog (CONNECTD_PROVIDERS_FILE has %s); "+
+				"its elicitations fail until it is added (fix a typo with: connectd clients update ID --provider ...)\n",
+				p, strings.Join(known, ", "))
+		}
 	}
 }
 

@@ -60,4 +60,24 @@ func TestClientsCreateDisplay(t *testing.T) {
 	if err != nil || len(list) != 1 {
 		t.Fatalf("after refused creates: %d clients, %v", len(list), err)
 	}
+
+	// update changes one and keeps the other; a bad URL changes nothing.
+	if _, err := clientsRun("update", m[1], "--logo-url", "https://cdn.files.example/new.png"); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := store.Get(ctx, m[1]); err != nil || c.LogoURL != "https://cdn.files.example/new.png" || c.Homepage != "https://files.example/" {
+		t.Fatalf("after update --logo-url: %+v %v", c, err)
+	}
+	if _, err := clientsRun("update", m[1], "--name", "Renamed", "--homepage", "javascript:alert(1)"); exitCode(err) != 2 {
+		t.Fatalf("update with a bad homepage: %v", err)
+	}
+	if c, err := store.Get(ctx, m[1]); err != nil || c.Name != "Files Assistant" || c.Homepage != "https://files.example/" {
+		t.Fatalf("a refused update changed %+v %v", c, err)
+	}
+	if _, err := clientsRun("update", m[1], "--logo-url", ""); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := store.Get(ctx, m[1]); err != nil || c.LogoURL != "" {
+		t.Fatalf("after removing the logo: %+v %v", c, err)
+	}
 }

@@ -86,16 +86,63 @@ func (c *Config) server(pool *pgxpool.Pool, logger *slog.Logger) server.Config {
 	}
 }
 
-// env reads typed values, remembering the first problem.
+// env reads typed values, collecting every problem so that one run reports
+// them all (an operator fixing a new deployment should not need one start per
+// mistake). A variable is reported once: its first problem.
 type env struct {
 	getenv func(string) string
-	err    error
+	errs   []*ConfigError
 }
 
 func (e *env) fail(name, format string, args ...any) {
-	if e.err == nil {
-		e.err = &ConfigError{Var: name, Problem: fmt.Sprintf(format, args...)}
+	if e.failed(name) {
+		return
 	}
+	e.errs = append(e.errs, &ConfigError{Var: name, Problem: fmt.Sprintf(format, args...)})
+}
+
+// failed reports whether name has a problem already.
+func (e *env) failed(name string) bool {
+	for _, ce := range e.errs {
+		if ce.Var == name {
+			return true
+		}
+	}
+	return false
+}
+
+// err is every problem found: nil, the one *ConfigError, or a
+// ConfigErrors listing them in the order found.
+func (e *env) err() error {
+	switch len(e.errs) {
+	case 0:
+		return nil
+	case 1:
+		return e.errs[0]
+	}
+	return ConfigErrors(e.errs)
+}
+
+// ConfigErrors is several configuration problems found in one run; errors.As
+// finds the first *ConfigError in it (so exit status 2 follows).
+type ConfigErrors []*ConfigError
+
+func (es ConfigErrors) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "invalid configuration (%d problems):", len(es))
+	for _, ce := range es {
+		fmt.Fprintf(&b, "\n  %s: %s", ce.Var, ce.Problem)
+	}
+	return b.String()
+}
+
+// Unwrap lets errors.As and errors.Is see each problem.
+func (es ConfigErrors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, ce := range es {
+		out[i] = ce
+	}
+	return out
 }
 
 func (e *env) str(name, def string) string {
@@ -160,14 +207,18 @@ func (e *env) addr(name, def string) string {
 	return v
 }
 
-// needsDB lists what a command requires beyond the defaults.
+// needs lists what a command requires beyond the defaults.
 type needs struct {
 	db        bool
 	publicURL bool
+	// keys: session and vault keys, required outside dev mode (serve). The
+	// server checks again when it is built; checking here too puts a
+	// missing key in the same report as every other problem.
+	keys bool
 }
 
-// loadConfig reads and validates the configuration. It returns the first
-// problem found as a *ConfigError.
+// loadConfig reads and validates the configuration. It returns every
+// problem found: one *ConfigError, or ConfigErrors when there are several.
 func loadConfig(getenv func(string) string, n needs) (*Config, error) {
 	e := &env{getenv: getenv}
 	c := &Config{}
@@ -249,8 +300,16 @@ func loadConfig(getenv func(string) string, n needs) (*Config, error) {
 	c.loadScaling(e)
 	c.loadJobs(e)
 
-	if e.err != nil {
-		return nil, e.err
+	if n.keys && !c.Dev {
+		if len(c.Identity.SessionKeys) == 0 && !e.failed("CONNECTD_SESSION_KEYS") {
+			e.fail("CONNECTD_SESSION_KEYS", "is required (comma-separated, newest first; generate one with: openssl rand -base64 64 | tr -d '\\n')")
+		}
+		if c.Vault.Keyring == nil && !e.failed("CONNECTD_VAULT_KEYS") && !e.failed("CONNECTD_VAULT_KEYS_FILE") {
+			e.fail("CONNECTD_VAULT_KEYS", "is required (or CONNECTD_VAULT_KEYS_FILE): make a key with `connectd vault gen-key`")
+		}
+	}
+	if err := e.err(); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

@@ -107,3 +107,43 @@ func TestConfigDevAllowsHTTPLoopback(t *testing.T) {
 		t.Fatalf("%+v", c)
 	}
 }
+
+// TestConfigReportsEveryProblem: one run names every variable at fault, the
+// keys serve needs outside dev mode among them, not one per start.
+func TestConfigReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	_, err := loadConfig(envOf(map[string]string{
+		"CONNECTD_PUBLIC_URL":     "http://connect.example.com",
+		"CONNECTD_DATABASE_URL":   "postgres://u:p@db:5432/connectd",
+		"CONNECTD_LOG_LEVEL":      "loud",
+		"CONNECTD_SESSION_KEYS":   "c2hvcnQ=",
+		"CONNECTD_DB_MAX_CONNS":   "ten",
+		"CONNECTD_SHUTDOWN_GRACE": "1h",
+	}), needs{db: true, publicURL: true, keys: true})
+	var ces ConfigErrors
+	if !errors.As(err, &ces) || exitCode(err) != 2 {
+		t.Fatalf("got %v (exit %d), want ConfigErrors", err, exitCode(err))
+	}
+	var got []string
+	for _, ce := range ces {
+		got = append(got, ce.Var)
+	}
+	want := []string{"CONNECTD_DB_MAX_CONNS", "CONNECTD_LOG_LEVEL", "CONNECTD_SHUTDOWN_GRACE", "CONNECTD_PUBLIC_URL",
+		"CONNECTD_SESSION_KEYS", "CONNECTD_VAULT_KEYS"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("problems for %v, want %v:\n%v", got, want, err)
+	}
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Var != want[0] {
+		t.Fatalf("errors.As finds %v, want the first problem", ce)
+	}
+	if msg := err.Error(); !strings.HasPrefix(msg, "invalid configuration (6 problems):\n  CONNECTD_DB_MAX_CONNS: ") ||
+		strings.Count(msg, "\n") != 6 || strings.Contains(msg, "c2hvcnQ=") {
+		t.Fatalf("message:\n%s", msg)
+	}
+	// In dev mode the keys may be left out (ephemeral ones, with a warning).
+	if _, err := loadConfig(envOf(map[string]string{"CONNECTD_DEV": "true", "CONNECTD_PUBLIC_URL": "http://127.0.0.1:8080",
+		"CONNECTD_DATABASE_URL": "postgres://u:p@db/c"}), needs{db: true, publicURL: true, keys: true}); err != nil {
+		t.Fatalf("dev mode without keys: %v", err)
+	}
+}

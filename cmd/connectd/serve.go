@@ -20,7 +20,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	addr := fset.String("addr", "", "public listen address (overrides CONNECTD_ADDR)")
 	internalAddr := fset.String("internal-addr", "", "operators' listen address (overrides CONNECTD_INTERNAL_ADDR)")
 	pos, err := parseFlags(fset, "usage: connectd serve [flags]\n"+
-		"Serves the public listener (connect pages, /v1 API) and the operators' listener (admin, metrics, pprof).\n"+
+		"Serves two listeners:\n"+
+		"  public (CONNECTD_ADDR, -addr): the /v1 API and proxy for MCP servers; the connect, sign-in and /account pages\n"+
+		"    for users; the admin pages and admin API (/admin, /admin/api); /healthz and /readyz.\n"+
+		"  operators' (CONNECTD_INTERNAL_ADDR, -internal-addr; keep it private): /healthz, /readyz, /metrics\n"+
+		"    (Prometheus) and /debug/pprof.\n"+
 		"Configuration: CONNECTD_* environment variables, see docs/configuration.md.", args, stdout, stderr)
 	if err != nil {
 		return err
@@ -28,7 +32,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if len(pos) != 0 {
 		return &usageError{"usage: connectd serve [-addr ADDR] [-internal-addr ADDR] (see connectd serve -h)"}
 	}
-	cfg, err := loadConfig(getenv, needs{db: true, publicURL: true})
+	cfg, err := loadConfig(getenv, needs{db: true, publicURL: true, keys: true})
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 )
 
 const vaultUsage = `usage: connectd vault gen-key [-version N]   print a new random key line VERSION:BASE64KEY
-       connectd vault status                  connections and webhook secrets per key version
+       connectd vault status                  connections and webhook secrets per key version, and what to do
        connectd vault rewrap [-batch N]       re-encrypt every connection and webhook secret under the primary key
 See docs/vault.md for the rotation procedure.`
 
@@ -94,9 +95,38 @@ func openVault(ctx context.Context, getenv func(string) string, stderr io.Writer
 	return s, pool, pool.Close, nil
 }
 
+const vaultStatusHelp = `usage: connectd vault status
+Reports what is sealed under each vault key version, for key rotation (docs/vault.md):
+
+  a table of connections per key version: ROLE (primary: new seals use it), IN KEYRING (NO: the key
+  is not in CONNECTD_VAULT_KEYS, so those rows cannot be opened), STATUS (the connections' status)
+  and CONNECTIONS (how many);
+  a line counting connections and how many are under the primary key;
+  a line counting webhook endpoint secrets (sealed under the same keys) and how many are under the
+  primary key;
+  then what to do: run ` + "`connectd vault rewrap`" + ` when rows are under an older key you still hold,
+  or retire the older keys when nothing uses them.
+
+A row under a key that is not configured cannot be opened, and rewrap cannot move it: status says
+so in a WARNING naming the missing versions and exits with status 1. Add the missing key back to
+CONNECTD_VAULT_KEYS (then rewrap); if it is lost, revoke those connections (connectd admin
+connections revoke: their users connect again) and re-add those webhook endpoints (a new secret).
+Exit status: 0 when every sealed value opens, 1 after a WARNING, 2 for a configuration error.`
+
+// plural is "1 connection", "2 connections".
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.FormatInt(n, 10) + " " + many
+}
+
+// errKeysMissing: vault status found values sealed under keys not
+// configured (exit status 1, after the WARNING).
+var errKeysMissing = errors.New("vault status: some sealed values cannot be opened with the configured keys")
+
 func vaultStatus(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	pos, err := parseFlags(flag.NewFlagSet("vault status", flag.ContinueOnError),
-		"usage: connectd vault status\nCounts connections per key version.", args, stdout, stderr)
+	pos, err := parseFlags(flag.NewFlagSet("vault status", flag.ContinueOnError), vaultStatusHelp, args, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -126,7 +156,10 @@ func vaultStatus(ctx context.Context, args []string, getenv func(string) string,
 	slices.SortStableFunc(counts, func(a, b vault.KeyCount) int { return int(a.KeyVersion) - int(b.KeyVersion) })
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY VERSION\tROLE\tIN KEYRING\tSTATUS\tCONNECTIONS")
-	var total, stale, unknown int64
+	// Each sealed value is counted once, in one of: under the primary key,
+	// under an older key held (rewrap moves it), under a key not held.
+	var conns, connsPrimary, connsMissing int64
+	var missing []uint32
 	for _, c := range counts {
 		role, in, status := "-", "yes", string(c.Status)
 		if c.Primary {
@@ -134,45 +167,60 @@ func vaultStatus(ctx context.Context, args []string, getenv func(string) string,
 		}
 		if !c.InKeyring {
 			in = "NO"
-			unknown += c.Rows
+			connsMissing += c.Rows
+			if c.Rows > 0 && !slices.Contains(missing, c.KeyVersion) {
+				missing = append(missing, c.KeyVersion)
+			}
 		}
 		if status == "" {
 			status = "-"
 		}
-		if !c.Primary {
-			stale += c.Rows
+		if c.Primary {
+			connsPrimary += c.Rows
 		}
-		total += c.Rows
+		conns += c.Rows
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\n", c.KeyVersion, role, in, status, c.Rows)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\n%d connections; %d under the primary key %d", total, total-stale, keys.Primary())
-	// Webhook endpoint secrets are sealed under the same keys.
-	var secretsTotal, secretsStale int64
+	var secretsTotal, secretsPrimary, secretsMissing int64
 	for _, c := range secrets {
 		secretsTotal += c.Endpoints
-		if !c.Primary {
-			secretsStale += c.Endpoints
-			stale += c.Endpoints
-		}
-		if !c.InKeyring {
-			unknown += c.Endpoints
+		switch {
+		case c.Primary:
+			secretsPrimary += c.Endpoints
+		case !c.InKeyring:
+			secretsMissing += c.Endpoints
+			if c.Endpoints > 0 && !slices.Contains(missing, c.KeyVersion) {
+				missing = append(missing, c.KeyVersion)
+			}
 		}
 	}
-	fmt.Fprintf(stdout, "\n%d webhook endpoint secrets; %d under the primary key", secretsTotal, secretsTotal-secretsStale)
+	fmt.Fprintf(stdout, "\n%s; %d under the primary key %d\n", plural(conns, "connection", "connections"), connsPrimary, keys.Primary())
+	fmt.Fprintf(stdout, "%s; %d under the primary key\n", plural(secretsTotal, "webhook endpoint secret", "webhook endpoint secrets"), secretsPrimary)
+	older := (conns - connsPrimary - connsMissing) + (secretsTotal - secretsPrimary - secretsMissing)
 	switch {
-	case stale > 0:
-		fmt.Fprintf(stdout, "; %d under older keys: run `connectd vault rewrap`", stale)
-	default:
-		fmt.Fprint(stdout, "; keys other than the primary are no longer needed")
+	case older > 0:
+		fmt.Fprintf(stdout, "%d under older keys you hold: run `connectd vault rewrap`\n", older)
+	case connsMissing+secretsMissing == 0:
+		fmt.Fprintln(stdout, "Keys other than the primary are no longer needed.")
 	}
-	if unknown > 0 {
-		fmt.Fprintf(stdout, "\nWARNING: %d connections or webhook secrets are under keys not in CONNECTD_VAULT_KEYS and cannot be opened", unknown)
+	if connsMissing+secretsMissing == 0 {
+		return nil
 	}
-	fmt.Fprintln(stdout)
-	return nil
+	slices.Sort(missing)
+	versions := make([]string, len(missing))
+	for i, v := range missing {
+		versions[i] = strconv.FormatUint(uint64(v), 10)
+	}
+	fmt.Fprintf(stdout, "WARNING: %s and %s are sealed under key version %s, not in CONNECTD_VAULT_KEYS: they cannot be opened, "+
+		"and rewrap cannot move them. Add the missing key back to CONNECTD_VAULT_KEYS (then run `connectd vault rewrap`); "+
+		"if it is lost, revoke those connections (connectd admin connections revoke; their users connect again) "+
+		"and re-add those webhook endpoints (connectd clients webhooks remove, then add: a new secret).\n",
+		plural(connsMissing, "connection", "connections"), plural(secretsMissing, "webhook endpoint secret", "webhook endpoint secrets"),
+		strings.Join(versions, ", "))
+	return errKeysMissing
 }
 
 func vaultRewrap(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -196,7 +244,7 @@ func vaultRewrap(ctx context.Context, args []string, getenv func(string) string,
 	res, err := s.Rewrap(ctx, vault.RewrapOptions{Batch: *batch, Wait: *wait, Progress: func(r vault.RewrapResult) {
 		fmt.Fprintf(stderr, "rewrapped %d so far\n", r.Rewrapped)
 	}})
-	fmt.Fprintf(stdout, "rewrapped %d connections to key version %s", res.Rewrapped, strconv.FormatUint(uint64(primary), 10))
+	fmt.Fprintf(stdout, "rewrapped %s to key version %d", plural(int64(res.Rewrapped), "connection", "connections"), primary)
 	if len(res.Failed) > 0 {
 		fmt.Fprintf(stdout, "; %d did not open (key missing or data damaged): %v", len(res.Failed), res.Failed)
 	}
@@ -206,7 +254,7 @@ func vaultRewrap(ctx context.Context, args []string, getenv func(string) string,
 		if werr != nil {
 			return werr
 		}
-		fmt.Fprintf(stdout, "rewrapped %d webhook endpoint secrets", n)
+		fmt.Fprintf(stdout, "rewrapped %s", plural(int64(n), "webhook endpoint secret", "webhook endpoint secrets"))
 		if len(failed) > 0 {
 			fmt.Fprintf(stdout, "; %d did not open (key missing): %v", len(failed), failed)
 		}

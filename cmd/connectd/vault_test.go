@@ -97,18 +97,18 @@ func TestVaultStatusAndRewrap(t *testing.T) {
 	before := cli(rotated, "status")
 	if !regexp.MustCompile(`(?m)^1\s+-\s+yes\s+active\s+7$`).MatchString(before) ||
 		!regexp.MustCompile(`(?m)^2\s+primary\s+yes\s+-\s+0$`).MatchString(before) ||
-		!strings.Contains(before, "1 webhook endpoint secrets; 0 under the primary key") ||
-		!strings.Contains(before, "run `connectd vault rewrap`") {
+		!strings.Contains(before, "7 connections; 0 under the primary key 2\n1 webhook endpoint secret; 0 under the primary key\n"+
+			"8 under older keys you hold: run `connectd vault rewrap`") {
 		t.Fatalf("status before rewrap:\n%s", before)
 	}
 	if out := cli(rotated, "rewrap", "-batch", "3"); !strings.Contains(out, "rewrapped 7 connections to key version 2") ||
-		!strings.Contains(out, "rewrapped 1 webhook endpoint secrets") {
+		!strings.Contains(out, "rewrapped 1 webhook endpoint secret\n") {
 		t.Fatalf("rewrap: %s", out)
 	}
 	after := cli(rotated, "status")
 	if !regexp.MustCompile(`(?m)^2\s+primary\s+yes\s+active\s+7$`).MatchString(after) ||
 		!regexp.MustCompile(`(?m)^1\s+-\s+yes\s+-\s+0$`).MatchString(after) ||
-		!strings.Contains(after, "7 under the primary key 2") || !strings.Contains(after, "1 webhook endpoint secrets; 1 under the primary key") ||
+		!strings.Contains(after, "7 under the primary key 2") || !strings.Contains(after, "1 webhook endpoint secret; 1 under the primary key") ||
 		!strings.Contains(after, "no longer needed") {
 		t.Fatalf("status after rewrap:\n%s", after)
 	}
@@ -121,8 +121,15 @@ func TestVaultStatusAndRewrap(t *testing.T) {
 		!counts[0].InKeyring || !counts[0].Primary {
 		t.Fatalf("the secret under key 2 alone: %+v %v", counts, err)
 	}
-	if out := cli(l1, "status"); !strings.Contains(out, "WARNING: 8 connections or webhook secrets are under keys not in CONNECTD_VAULT_KEYS") {
-		t.Fatalf("status with the old key only:\n%s", out)
+	// Only key 1 held now: a WARNING naming what cannot be opened (each
+	// value once), advice that is not rewrap, and exit status 1.
+	var out bytes.Buffer
+	err = run(ctx, []string{"vault", "status"}, envOf(map[string]string{"CONNECTD_DATABASE_URL": dbURL, "CONNECTD_VAULT_KEYS": l1}),
+		&out, io.Discard)
+	if err == nil || exitCode(err) != 1 ||
+		!strings.Contains(out.String(), "WARNING: 7 connections and 1 webhook endpoint secret are sealed under key version 2, not in CONNECTD_VAULT_KEYS") ||
+		strings.Contains(out.String(), "under older keys") || !strings.Contains(out.String(), "Add the missing key back") {
+		t.Fatalf("status with the old key only: %v (exit %d)\n%s", err, exitCode(err), out.String())
 	}
 	// Without keys, a clear configuration error.
 	err = run(ctx, []string{"vault", "status"}, envOf(map[string]string{"CONNECTD_DATABASE_URL": dbURL}), io.Discard, io.Discard)
@@ -198,5 +205,20 @@ func TestVaultProviderWiring(t *testing.T) {
 	}
 	if d, err := s.Delete(ctx, user, "openai", ""); err != nil || d.Revocation != vault.RevocationNoSupport {
 		t.Fatalf("api_key delete: %+v %v", d, err)
+	}
+}
+
+// TestVaultStatusHelp: -h describes everything status reports, and its exit
+// status.
+func TestVaultStatusHelp(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"vault", "status", "-h"}, envOf(nil), &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"IN KEYRING", "STATUS", "CONNECTIONS", "webhook endpoint secrets", "WARNING", "Exit status", "rewrap"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("vault status -h lacks %q:\n%s", want, out.String())
+		}
 	}
 }

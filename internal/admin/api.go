@@ -195,15 +195,15 @@ type countDoc struct {
 	Last        time.Time `json:"last"`
 }
 
-// apiEvents handles GET /admin/api/events[?window=24h&kind=K&before=ID]:
-// security-event counts per kind in the window, and the latest events
-// (security events, or those of kind K).
+// apiEvents handles GET /admin/api/events[?window=24h&show=all&kind=K&before=ID]:
+// event counts per kind in the window, and the latest events (security
+// events; every kind with show=all; or those of kind K).
 func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) error {
-	eq, window, err := s.eventQuery(r)
+	eq, window, show, err := s.eventQuery(r)
 	if err != nil {
 		return err
 	}
-	counts, err := s.store.EventCounts(r.Context(), SecurityPrefix, eq.Since)
+	counts, err := s.store.EventCounts(r.Context(), countPrefix(show), eq.Since)
 	if err != nil {
 		return err
 	}

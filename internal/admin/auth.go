@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/connectd/connectd/internal/db"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/signin"
@@ -128,20 +129,83 @@ func actorOf(r *http.Request) Actor {
 // (trusted proxies' X-Forwarded-For believed, nobody else's).
 func clientIP(r *http.Request) string { return web.ClientAddr(r) }
 
-// requireSession guards a page: only a live admin session passes; anyone else
-// gets 403 and a way to sign in as an admin.
+// requireSession guards a page: only a live admin session passes. A browser
+// without one that asks for a page (GET) is sent to the admin sign-in, which
+// brings it back here; anyone else (a form post, a signed-in admin the policy
+// no longer admits, a request with credentials of another kind) gets 403 and
+// a way to sign in as an admin. An error of the page itself is shown inside
+// the admin layout, with its navigation.
 func (s *Server) requireSession(h web.PageFunc) web.PageFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if s.login == nil {
 			return s.refusePage(w, r, "", "Admin sign-in is not configured on this connectd (CONNECTD_ADMIN_ISSUER).")
 		}
 		sess, err := s.sessions.Load(w, r)
-		if err != nil || !s.policy.stillAdmits(s.issuerURL, sess) {
+		switch {
+		case err != nil && !errors.Is(err, session.ErrNoSession):
+			return err // the database could not say: 503, not a refusal
+		case err == nil && s.policy.stillAdmits(s.issuerURL, sess):
+		case err != nil && (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.Header.Get("Authorization") == "":
+			s.logger.InfoContext(r.Context(), "admin sign-in needed", slog.String("path", r.URL.Path))
+			http.Redirect(w, r, loginURL(r), http.StatusSeeOther)
+			return nil
+		default:
 			return s.refusePage(w, r, loginURL(r), "This page is for connectd administrators. Sign in with an administrator account.")
 		}
 		ctx := context.WithValue(r.Context(), principalKey{}, principal{actor: "admin:" + sess.Subject, sess: sess})
-		return h(w, r.WithContext(ctx))
+		r = r.WithContext(ctx)
+		if err := h(w, r); err != nil {
+			return s.inLayout(r, err)
+		}
+		return nil
 	}
+}
+
+// errorTitles name an admin error page by its status.
+var errorTitles = map[int]string{
+	http.StatusBadRequest:          "This request could not be processed",
+	http.StatusForbidden:           "Not allowed",
+	http.StatusNotFound:            "Not found",
+	http.StatusConflict:            "Conflict",
+	http.StatusTooManyRequests:     "Too many requests",
+	http.StatusInternalServerError: "Something went wrong",
+	http.StatusServiceUnavailable:  "Temporarily unavailable",
+}
+
+// inLayout gives an admin page's error the admin layout: the same status,
+// code, description and log line (web.Error.Page), with the admin's
+// navigation around it. A database outage keeps the shared answer, whose
+// log line is rate-limited by identity.
+func (s *Server) inLayout(r *http.Request, err error) error {
+	e := web.AsError(err)
+	if e.Status == 499 || e.Page != nil || db.Unavailable(err) {
+		return err
+	}
+	c := *e
+	if we, ok := err.(*web.Error); ok {
+		c.Err = we.Err
+	} else {
+		c.Err = err
+	}
+	title := errorTitles[c.Status]
+	if title == "" {
+		title = http.StatusText(c.Status)
+	}
+	c.Page = templates.AdminError(templates.AdminErrorView{Nav: s.nav(r, navSection(r.URL.Path)), Status: c.Status,
+		Title: title, Message: c.Description, RequestID: web.RequestID(r.Context())})
+	return &c
+}
+
+// navSection is the admin navigation's entry a path belongs to.
+func navSection(path string) string {
+	switch {
+	case strings.HasPrefix(path, "/admin/clients"), strings.HasPrefix(path, "/admin/webhooks"),
+		strings.HasPrefix(path, "/admin/deliveries"):
+		return "clients"
+	case strings.HasPrefix(path, "/admin/events"):
+		return "events"
+	}
+	return "connections"
 }
 
 func (s *Server) refusePage(w http.ResponseWriter, r *http.Request, login, msg string) error {

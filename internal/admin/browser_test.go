@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -33,9 +34,9 @@ func TestAdminPagesInABrowser(t *testing.T) {
 	}
 	ctx := browsertest.Tab(t, browsertest.New(t))
 
-	browsertest.Do(t, ctx, chromedp.Navigate(e.srv.URL+"/admin/connections"), chromedp.WaitVisible(chromedp.CSS("a.button")))
+	// Anonymous: straight to the admin sign-in at the identity provider.
+	browsertest.Do(t, ctx, chromedp.Navigate(e.srv.URL+"/admin/connections"), chromedp.WaitVisible(chromedp.CSS(`button[value="alice"]`)))
 	browsertest.Shoot(t, ctx, "20-admin-sign-in")
-	browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS("a.button")), chromedp.WaitVisible(chromedp.CSS(`button[value="alice"]`)))
 	browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`button[value="alice"]`)))
 	browsertest.WaitUntil(t, ctx, `document.querySelector('a[href="/admin/connections/`+id+`"]')`)
 	browsertest.Shoot(t, ctx, "21-admin-connections")
@@ -57,6 +58,15 @@ func TestAdminPagesInABrowser(t *testing.T) {
 	browsertest.Do(t, ctx, chromedp.Navigate(e.srv.URL+"/admin/events"))
 	browsertest.WaitUntil(t, ctx, browsertest.OnPage("Recent events"))
 	browsertest.Shoot(t, ctx, "25-admin-events")
+	// Every kind, chosen in the form; the audit table at both widths: words
+	// and ids whole at 1280 px, and scrolling in its box (not cut off) at 390.
+	browsertest.Do(t, ctx, chromedp.SetValue(chromedp.CSS("#f-show"), "all"), chromedp.Click(chromedp.CSS("form.filters button")))
+	browsertest.WaitUntil(t, ctx, browsertest.OnPage("All events"))
+	browsertest.Shoot(t, ctx, "25-admin-events-all")
+	checkAuditTable(t, ctx)
+	browsertest.Do(t, ctx, chromedp.Navigate(e.srv.URL+"/admin/connections/cn_nope"))
+	browsertest.WaitUntil(t, ctx, browsertest.OnPage("Not found"))
+	browsertest.Shoot(t, ctx, "25-admin-error")
 	browsertest.Do(t, ctx, chromedp.Navigate(e.srv.URL+"/admin/clients"))
 	browsertest.WaitUntil(t, ctx, browsertest.OnPage("files.mcp.example"))
 	browsertest.Shoot(t, ctx, "26-admin-clients")
@@ -83,4 +93,35 @@ func TestAdminPagesInABrowser(t *testing.T) {
 	browsertest.Shoot(t, ctx, "30-admin-webhook-delivery")
 	browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS("button.primary")))
 	rc.wait(t, 2)
+}
+
+// checkAuditTable checks the events page's audit table at 1280 px and 390
+// px: no id or kind is broken across lines, no date squeezed to a column
+// of characters, and a table wider than its box scrolls inside it (at 390
+// px it is), so nothing is cut off.
+func checkAuditTable(t *testing.T, ctx context.Context) {
+	t.Helper()
+	for _, w := range []int64{1280, 390} {
+		browsertest.Do(t, ctx, chromedp.EmulateViewport(w, 844))
+		browsertest.WaitUntil(t, ctx, fmt.Sprintf("window.innerWidth === %d", w))
+		problems := browsertest.Eval[[]string](t, ctx, `(() => {
+			const out = [];
+			const box = document.querySelector(".scroll:has(table.events)");
+			if (!box) return ["no audit table"];
+			const table = box.querySelector("table");
+			if (table.scrollWidth > box.clientWidth + 1 && getComputedStyle(box).overflowX !== "auto") out.push("the table is cut off");
+			if (table.getBoundingClientRect().width > box.clientWidth + 1 && box.scrollWidth <= box.clientWidth) out.push("no scrolling");
+			for (const c of table.querySelectorAll("td code")) {
+				if (c.getClientRects().length > 1) out.push("id or kind broken: " + c.textContent);
+			}
+			for (const td of table.querySelectorAll("td.when")) {
+				if (td.getBoundingClientRect().width < 60) out.push("date squeezed: " + td.textContent);
+			}
+			return out;
+		})()`)
+		if len(problems) > 0 {
+			t.Errorf("audit table at %d px: %v", w, problems)
+		}
+	}
+	browsertest.Do(t, ctx, chromedp.EmulateViewport(1280, 844))
 }

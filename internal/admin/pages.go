@@ -85,33 +85,56 @@ func parseWindow(v string) (time.Duration, string, error) {
 	return d, v, nil
 }
 
-// eventQuery reads the events page's parameters: the window, an optional
-// kind (security events by default) and the keyset position.
-func (s *Server) eventQuery(r *http.Request) (EventQuery, string, error) {
+// Values of the events page's show parameter.
+const (
+	showSecurity = "security" // security events (refusals), the default
+	showAll      = "all"      // every kind of audit event
+)
+
+// eventQuery reads the events page's parameters: the window, what to show
+// (security events by default, or all kinds), an optional kind and the
+// keyset position.
+func (s *Server) eventQuery(r *http.Request) (EventQuery, string, string, error) {
 	q := r.URL.Query()
 	span, window, err := parseWindow(q.Get("window"))
 	if err != nil {
-		return EventQuery{}, "", err
+		return EventQuery{}, "", "", err
+	}
+	show := q.Get("show")
+	switch show {
+	case "":
+		show = showSecurity
+	case showSecurity, showAll:
+	default:
+		return EventQuery{}, "", "", problem.Detail(ErrInvalid, "show must be security or all")
 	}
 	eq := EventQuery{Prefix: SecurityPrefix, Kind: strings.TrimSpace(q.Get("kind")), Since: s.now().Add(-span)}
-	if eq.Kind != "" {
+	if eq.Kind != "" || show == showAll {
 		eq.Prefix = ""
 	}
 	if v := q.Get("before"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 {
-			return EventQuery{}, "", problem.Detail(ErrInvalid, "before must be an event id")
+			return EventQuery{}, "", "", problem.Detail(ErrInvalid, "before must be an event id")
 		}
 		eq.Before = n
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxPageSize {
-			return EventQuery{}, "", problem.Detail(ErrInvalid, "limit must be 1-%d", MaxPageSize)
+			return EventQuery{}, "", "", problem.Detail(ErrInvalid, "limit must be 1-%d", MaxPageSize)
 		}
 		eq.Limit = n
 	}
-	return eq, window, nil
+	return eq, window, show, nil
+}
+
+// countPrefix is the kinds the counts cover: security events, or all.
+func countPrefix(show string) string {
+	if show == showAll {
+		return ""
+	}
+	return SecurityPrefix
 }
 
 func fmtTime(t time.Time) string {
@@ -132,7 +155,7 @@ func eventRows(evs []Event) []templates.AdminEventRow {
 		row := templates.AdminEventRow{At: fmtTime(e.At), Kind: e.Kind, Actor: e.Actor, Client: e.ClientID,
 			Provider: e.Provider, Target: e.Target, RequestID: e.RequestID, IP: e.IP}
 		if e.Subject != "" {
-			row.User = e.Subject + " (" + e.Issuer + ")"
+			row.User, row.Issuer = e.Subject, e.Issuer
 		}
 		if len(e.Detail) > 0 {
 			b, _ := json.Marshal(e.Detail)
@@ -276,11 +299,11 @@ func clientRow(c mcpauth.Client) templates.AdminClientRow {
 
 // eventsPage handles GET /admin/events: counts per kind and the latest events.
 func (s *Server) eventsPage(w http.ResponseWriter, r *http.Request) error {
-	eq, window, err := s.eventQuery(r)
+	eq, window, show, err := s.eventQuery(r)
 	if err != nil {
 		return err
 	}
-	counts, err := s.store.EventCounts(r.Context(), SecurityPrefix, eq.Since)
+	counts, err := s.store.EventCounts(r.Context(), countPrefix(show), eq.Since)
 	if err != nil {
 		return err
 	}
@@ -289,14 +312,14 @@ func (s *Server) eventsPage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	v := templates.AdminEventsView{Nav: s.nav(r, "events"), Window: window, Windows: windows, Kind: eq.Kind,
-		Events: eventRows(evs)}
+		All: show == showAll, Events: eventRows(evs)}
 	for _, c := range counts {
 		v.Counts = append(v.Counts, templates.AdminCountRow{Kind: c.Kind, Events: strconv.FormatInt(c.Events, 10),
 			Occurrences: strconv.FormatInt(c.Occurrences, 10), Last: fmtTime(c.Last),
-			URL: "/admin/events?" + url.Values{"window": {window}, "kind": {c.Kind}}.Encode()})
+			URL: "/admin/events?" + url.Values{"window": {window}, "show": {show}, "kind": {c.Kind}}.Encode()})
 	}
 	if next != 0 {
-		q := url.Values{"window": {window}, "before": {strconv.FormatInt(next, 10)}}
+		q := url.Values{"window": {window}, "show": {show}, "before": {strconv.FormatInt(next, 10)}}
 		if eq.Kind != "" {
 			q.Set("kind", eq.Kind)
 		}

@@ -37,8 +37,10 @@ func instantiate(pattern, connID string) (method, path string) {
 
 // TestEveryAdminRouteRefusesNonAdmins walks the registered route table: every
 // route that is not explicitly public answers every kind of non-admin with
-// 403 and does nothing, with the right credential of the other kind included
-// (an admin session on the API, an admin key on the pages).
+// 403 (a browser without an admin session asking for a page: a redirect to
+// the admin sign-in) and does nothing, with the right credential of the
+// other kind included (an admin session on the API, an admin key on the
+// pages).
 func TestEveryAdminRouteRefusesNonAdmins(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
@@ -85,6 +87,8 @@ func TestEveryAdminRouteRefusesNonAdmins(t *testing.T) {
 		{"admin key in the wrong scheme", nil, "Basic " + goodKey},
 	}
 
+	noRedirects := *e.srv.Client()
+	noRedirects.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	var public []string
 	checked := 0
 	for _, rt := range e.admin.RouteTable() {
@@ -121,13 +125,26 @@ func TestEveryAdminRouteRefusesNonAdmins(t *testing.T) {
 			for k, v := range c.cookies {
 				req.AddCookie(&http.Cookie{Name: k, Value: v})
 			}
-			resp, err := e.srv.Client().Do(req)
+			resp, err := noRedirects.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
 			raw, _ := io.ReadAll(resp.Body)
 			body := string(raw)
 			resp.Body.Close()
+			// A browser without an admin session asking for a page is sent
+			// to the admin sign-in (and back); every other attempt is 403.
+			if rt.Access == admin.AdminPage && method == http.MethodGet && c.authz == "" {
+				if resp.StatusCode != http.StatusSeeOther ||
+					!strings.HasPrefix(resp.Header.Get("Location"), admin.LoginPath+"?return_to=") {
+					t.Errorf("%s %s as %s: %d %s, want 303 to the admin sign-in", method, path, c.name, resp.StatusCode,
+						resp.Header.Get("Location"))
+				}
+				if (response{setCookies: resp.Header.Values("Set-Cookie")}).setsAdminSession() {
+					t.Errorf("%s %s as %s set an admin cookie", method, path, c.name)
+				}
+				continue
+			}
 			if resp.StatusCode != http.StatusForbidden {
 				t.Errorf("%s %s as %s: %d, want 403", method, path, c.name, resp.StatusCode)
 				continue

@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -116,5 +117,82 @@ func TestSignInEndsTheCarriedSession(t *testing.T) {
 		// Live: one user and one admin session per browser that signed in twice
 		// (4), and the last browser's two.
 		t.Fatalf("%d live sessions, want 6", n)
+	}
+}
+
+// toSignIn reports whether r sends the browser to the admin sign-in (and back
+// to the page it asked for): what an admin page answers a browser without an
+// admin session.
+func toSignIn(r response) bool {
+	return r.status == http.StatusSeeOther && strings.Contains(r.location, admin.LoginPath+"?return_to=%2Fadmin") &&
+		!r.setsAdminSession()
+}
+
+// TestAnonymousAdminGoesToSignIn: a browser without an admin session that
+// opens /admin is sent to the admin sign-in and, signed in, comes back to the
+// page it asked for; a form post without a session still gets the 403 page.
+// A page's own error is shown inside the admin layout, with its navigation.
+func TestAnonymousAdminGoesToSignIn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	b := e.browser()
+	r := b.get(e.srv.URL + "/admin/events")
+	if !toSignIn(r) || !strings.HasSuffix(r.location, admin.LoginPath+"?return_to=%2Fadmin%2Fevents") {
+		t.Fatalf("anonymous /admin/events: %d %s", r.status, r.location)
+	}
+	start := b.get(r.location) // the sign-in: off to the admin issuer
+	if start.status/100 != 3 || start.location == "" {
+		t.Fatalf("/admin/login: %d %s", start.status, start.body)
+	}
+	cb := b.get(e.pick(b, start.location, "alice", admin.CallbackPath))
+	if cb.status != http.StatusSeeOther || cb.location != e.srv.URL+"/admin/events" {
+		t.Fatalf("after signing in: %d %s, want /admin/events", cb.status, cb.location)
+	}
+	if page := b.get(cb.location); page.status != http.StatusOK || !strings.Contains(page.body, "Security events") {
+		t.Fatalf("/admin/events signed in: %d", page.status)
+	}
+	if r := e.browser().do(http.MethodPost, e.srv.URL+"/admin/sessions/end", url.Values{"subject": {"bob"}}); r.status != http.StatusForbidden ||
+		!strings.Contains(r.body, "Administrators only") {
+		t.Fatalf("anonymous form post: %d", r.status)
+	}
+
+	// Errors inside the admin layout: the navigation and sign-out stay.
+	for _, tt := range []struct {
+		path   string
+		status int
+		says   string
+		active string
+	}{
+		{"/admin/connections/cn_nope", http.StatusNotFound, "Not found", `href="/admin/connections" aria-current="page"`},
+		{"/admin/webhooks/we_nope", http.StatusNotFound, "no such endpoint", `href="/admin/clients" aria-current="page"`},
+		{"/admin/events?window=2y", http.StatusBadRequest, "window must be one of", `href="/admin/events" aria-current="page"`},
+		{"/admin/no-such-page", http.StatusNotFound, "no such admin resource", `href="/admin/connections" aria-current="page"`},
+	} {
+		r := b.get(e.srv.URL + tt.path)
+		if r.status != tt.status || !strings.Contains(r.body, tt.says) || !strings.Contains(r.body, "connectd · admin") ||
+			!strings.Contains(r.body, `action="/admin/logout"`) || !strings.Contains(r.body, tt.active) {
+			t.Errorf("%s: %d, want %d in the admin layout saying %q:\n%s", tt.path, r.status, tt.status, tt.says, r.body)
+		}
+	}
+}
+
+// TestEventsAllKinds: /admin/events shows security events by default and
+// every kind with show=all, which its form offers.
+func TestEventsAllKinds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	b := e.adminBrowser() // admin.login is an audit event, not a security one
+	page := b.get(e.srv.URL + "/admin/events")
+	if page.status != http.StatusOK || !strings.Contains(page.body, `<option value="all">all kinds</option>`) ||
+		strings.Contains(page.body, "admin.login") {
+		t.Fatalf("security events: %d\n%s", page.status, page.body)
+	}
+	page = b.get(e.srv.URL + "/admin/events?show=all")
+	if page.status != http.StatusOK || !strings.Contains(page.body, "<h1>All events</h1>") || !strings.Contains(page.body, "admin.login") ||
+		!strings.Contains(page.body, `<option value="all" selected>all kinds</option>`) {
+		t.Fatalf("all kinds: %d\n%s", page.status, page.body)
+	}
+	if r := b.get(e.srv.URL + "/admin/events?show=some"); r.status != http.StatusBadRequest {
+		t.Fatalf("show=some: %d", r.status)
 	}
 }

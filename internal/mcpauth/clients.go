@@ -20,7 +20,6 @@ import (
 
 	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/egress"
-	"github.com/connectd/connectd/internal/names"
 )
 
 // KeyPrefix starts every client key, so a leaked key is recognisable (secret
@@ -157,29 +156,11 @@ func resourceKey(r string) string { return strings.TrimRight(r, "/") }
 // holds is refused with ErrResourceTaken.
 func (c *Clients) Create(ctx context.Context, name string, resources, providers []string) (Client, string, error) {
 	name = strings.TrimSpace(name)
-	if name == "" || len(name) > 200 {
-		return Client{}, "", fmt.Errorf("%w: a name of 1-200 characters is required", ErrInvalidClient)
-	}
-	if len(resources) == 0 {
-		return Client{}, "", fmt.Errorf("%w: at least one resource URI is required", ErrInvalidClient)
-	}
-	seen := make(map[string]string, len(resources))
-	for _, r := range resources {
-		if err := ValidateResource(r, c.allowHTTP); err != nil {
-			return Client{}, "", err
-		}
-		if prev, dup := seen[resourceKey(r)]; dup {
-			return Client{}, "", fmt.Errorf("%w: resource %q is listed twice (as %q too)", ErrInvalidClient, r, prev)
-		}
-		seen[resourceKey(r)] = r
-	}
 	if providers == nil {
 		providers = []string{}
 	}
-	for _, p := range providers {
-		if !names.ValidProvider(p) {
-			return Client{}, "", fmt.Errorf("%w: provider id %q must be lower-case letters, digits, '-' or '_'", ErrInvalidClient, p)
-		}
+	if err := c.checkRegistration(name, resources, providers); err != nil {
+		return Client{}, "", err
 	}
 	cl := Client{ID: newClientID(), Name: name, Resources: resources, Providers: providers,
 		CreatedAt: c.now().UTC().Truncate(time.Microsecond)}

@@ -1,8 +1,9 @@
 // Command try is a tiny MCP client for the demo (`make demo`): it gets an MCP
 // access token for a demo user from the demo's identity provider, calls the
-// example MCP server's list_files tool over streamable HTTP with the official
-// Go SDK, and prints the connect link when the server asks the user to
-// connect — open it in your browser and sign in as the same user.
+// example MCP server's list_files tool (or any server's tool: -tool NAME
+// -args JSON) over streamable HTTP with the official Go SDK, and prints the
+// connect link when the server asks the user to connect — open it in your
+// browser and sign in as the same user.
 //
 // It plays each kind of MCP client a connectd-backed tool meets:
 //
@@ -10,6 +11,9 @@
 //	go run ./examples/mcp-server/cmd/try -user alice -protocol 2025-11-25   # URL mode, 2025-11-25
 //	go run ./examples/mcp-server/cmd/try -user alice -no-url          # no URL mode: the fallback
 //	go run ./examples/mcp-server/cmd/try -user alice -token-only       # just print the access token
+//	go run ./examples/mcp-server/cmd/try -mcp http://127.0.0.1:9000/mcp -tool search -args '{"q":"x"}'
+//
+// The demo's walkthrough prints these with the ports it uses (-idp, -mcp).
 //
 // With -no-url the client declares no URL-mode elicitation, so the server
 // answers with a tool result that gives the link in plain words; try prints
@@ -64,8 +68,19 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	tokenOnly := fs.Bool("token-only", false, "print the access token and exit")
 	account := fs.String("account", "", "which of the user's file-service accounts: its id (cn_…) when there are several, or new to connect another")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
+	tool := fs.String("tool", "list_files", "the tool to call (any tool of the server at -mcp)")
+	toolArgs := fs.String("args", "", `the tool's arguments, a JSON object such as '{"path":"/"}' (-account adds "account")`)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	arguments := map[string]any{}
+	if *toolArgs != "" {
+		if err := json.Unmarshal([]byte(*toolArgs), &arguments); err != nil || arguments == nil {
+			return fmt.Errorf("-args must be a JSON object, such as '{\"path\":\"/\"}': %v", err)
+		}
+	}
+	if *account != "" {
+		arguments["account"] = *account
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
@@ -110,18 +125,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return fmt.Errorf("connect to %s: %w", *endpoint, err)
 	}
 	defer cs.Close()
-	fmt.Fprintf(stderr, "MCP session: protocol %s; calling list_files (waits while you connect in the browser)\n",
-		cs.InitializeResult().ProtocolVersion)
-	arguments := map[string]any{}
-	if *account != "" {
-		arguments["account"] = *account
-	}
+	fmt.Fprintf(stderr, "MCP session: protocol %s; calling %s (waits while you connect in the browser)\n",
+		cs.InitializeResult().ProtocolVersion, *tool)
 	if *noURL {
-		return fallback(ctx, cs, arguments, stdout, stderr)
+		return fallback(ctx, cs, *tool, arguments, stdout, stderr)
 	}
 
 	for attempt := 0; ; attempt++ {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_files", Arguments: arguments})
+		stop := waiting(ctx, stderr, *tool, "an answer, or the connect link (open it in the browser when it comes)")
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: *tool, Arguments: arguments})
+		stop()
 		var rpcErr *jsonrpc.Error
 		if errors.As(err, &rpcErr) && rpcErr.Code == mcp.CodeURLElicitationRequired && attempt == 0 {
 			// 2025-11-25 with URLElicitationRequiredError: open the link,
@@ -144,13 +157,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("list_files: %w", err)
+			return fmt.Errorf("%s: %w", *tool, err)
 		}
-		for _, ct := range res.Content {
-			if t, ok := ct.(*mcp.TextContent); ok {
-				fmt.Fprintln(stdout, t.Text)
-			}
-		}
+		printResult(stdout, res)
 		if res.IsError {
 			return errors.New("the tool reported an error")
 		}
@@ -158,16 +167,25 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 }
 
-// fallback calls list_files as a client without URL mode: the first answer
+// fallback calls the tool as a client without URL mode: the first answer
 // is the fallback result with the link; each later call is held by the
 // server while the link is pending and answers the same text again, until
-// the user has connected and the files come.
-func fallback(ctx context.Context, cs *mcp.ClientSession, arguments map[string]any, stdout, stderr io.Writer) error {
+// the user has connected and the files come. A re-run while a link from an
+// earlier run is still pending is held too, before any link is printed: try
+// says so while it waits.
+func fallback(ctx context.Context, cs *mcp.ClientSession, tool string, arguments map[string]any, stdout, stderr io.Writer) error {
 	var last string
 	for {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_files", Arguments: arguments})
+		what := "the answer; if a connect link from an earlier call is still pending, the server holds this call " +
+			"until it is used or its wait ends (about a minute): open that link, or wait for a new one"
+		if last != "" {
+			what = "you to open the link above (the server holds the call while it is pending)"
+		}
+		stop := waiting(ctx, stderr, tool, what)
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: arguments})
+		stop()
 		if err != nil {
-			return fmt.Errorf("list_files: %w", err)
+			return fmt.Errorf("%s: %w", tool, err)
 		}
 		text := ""
 		for _, ct := range res.Content {
@@ -190,7 +208,43 @@ func fallback(ctx context.Context, cs *mcp.ClientSession, arguments map[string]a
 			fmt.Fprintf(stdout, "\n  The tool answered (this is what the model sees):\n\n%s\n\n", indent(text))
 			last = text
 		}
-		fmt.Fprintln(stderr, "calling list_files again, as a user who asks again would (the server holds the call while the link is pending)")
+		fmt.Fprintf(stderr, "calling %s again, as a user who asks again would (the server holds the call while the link is pending)\n", tool)
+	}
+}
+
+// waiting tells stderr, after a few seconds without an answer and then every
+// 15 s, what the call to tool is waiting for, so a held call is not silence;
+// stop ends it.
+func waiting(ctx context.Context, stderr io.Writer, tool, what string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	start := time.Now()
+	go func() {
+		delay := 3 * time.Second
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+			fmt.Fprintf(stderr, "%s: still waiting (%s) for %s\n", tool, time.Since(start).Round(time.Second), what)
+			delay = 15 * time.Second
+		}
+	}()
+	return cancel
+}
+
+// printResult prints a tool result's text, and any structured content as
+// JSON (another server's tool may answer only that).
+func printResult(w io.Writer, res *mcp.CallToolResult) {
+	for _, ct := range res.Content {
+		if t, ok := ct.(*mcp.TextContent); ok {
+			fmt.Fprintln(w, t.Text)
+		}
+	}
+	if res.StructuredContent != nil && len(res.Content) == 0 {
+		if b, err := json.MarshalIndent(res.StructuredContent, "", "  "); err == nil {
+			fmt.Fprintln(w, string(b))
+		}
 	}
 }
 

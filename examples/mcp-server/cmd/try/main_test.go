@@ -1,0 +1,21 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+)
+
+// TestArgs: -args must be a JSON object; a mistake is said before anything
+// is fetched.
+func TestArgs(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"not json", "[1,2]", "null", `"x"`} {
+		err := run(context.Background(), []string{"-tool", "search", "-args", bad, "-idp", "http://127.0.0.1:1"},
+			strings.NewReader(""), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "-args must be a JSON object") {
+			t.Errorf("-args %s: %v", bad, err)
+		}
+	}
+}

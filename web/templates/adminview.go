@@ -1,0 +1,11 @@
+package templates
+
+// shortID is a long id's first 12 characters and an ellipsis (the whole id
+// is the element's title): request ids are 32 hex digits, enough to find in
+// the logs by their start.
+func shortID(id string) string {
+	if len(id) <= 16 {
+		return id
+	}
+	return id[:12] + "…"
+}

@@ -459,6 +459,9 @@ func writeDemoProviders(dir string, files *providertest.Server) (string, error) 
 	entry := files.ProviderConfig(demoProvider, "CONNECTD_DEMO_FILES_SECRET")
 	entry["display_name"] = "Demo Files"
 	entry["scopes"] = []string{demoScope}
+	// What the consent page says beside the scope token (as an operator
+	// would write for a provider connectd's catalog does not describe).
+	entry["scope_descriptions"] = map[string]string{demoScope: "See the names and sizes of your files"}
 	b, err := json.MarshalIndent(map[string]any{"providers": []any{entry}}, "", "  ")
 	if err != nil {
 		return "", err

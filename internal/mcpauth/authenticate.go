@@ -15,14 +15,16 @@ const UserTokenHeader = "X-User-Token"
 // client key, then the user by their access token, which must have been issued
 // for one of that client's resources.
 type Authenticator struct {
-	clients  *Clients
-	verifier *Verifier
+	clients    *Clients
+	verifier   *Verifier
+	assertions *Assertions // nil: private_key_jwt is refused
 }
 
-// NewAuthenticator returns an Authenticator over the client registry and the
-// token verifier.
-func NewAuthenticator(clients *Clients, verifier *Verifier) *Authenticator {
-	return &Authenticator{clients: clients, verifier: verifier}
+// NewAuthenticator returns an Authenticator over the client registry, the
+// token verifier and the checker of client assertions (private_key_jwt;
+// nil: refused).
+func NewAuthenticator(clients *Clients, verifier *Verifier, assertions *Assertions) *Authenticator {
+	return &Authenticator{clients: clients, verifier: verifier, assertions: assertions}
 }
 
 // AuthenticateClient authenticates only the calling MCP server. Errors are

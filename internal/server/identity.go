@@ -71,7 +71,7 @@ func newIdentity(ctx context.Context, cfg Config) (*identity, error) {
 	id.sessions, id.login = sessions, login
 	id.clients = mcpauth.NewClients(mcpauth.ClientsConfig{Pool: cfg.Pool, AllowHTTP: cfg.Dev, Logger: logger,
 		CacheTTL: cfg.Cache.ClientKeyTTL, CacheSize: cfg.Cache.Size, Now: cfg.Now})
-	id.auth = mcpauth.NewAuthenticator(id.clients, id.verifier)
+	id.auth = mcpauth.NewAuthenticator(id.clients, id.verifier, nil)
 	return id, nil
 }
 

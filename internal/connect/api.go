@@ -422,7 +422,7 @@ func (s *Server) waitFor(r *http.Request, c caller, id string, wait time.Duratio
 	recheck := true
 	for {
 		if recheck {
-			if _, err := s.auth.AuthenticateClient(r); err != nil {
+			if err := s.auth.Recheck(r, c.client.ID); err != nil {
 				s.sampleRefusal(r, mcpauth.Client{}, err)
 				return nil, err
 			}

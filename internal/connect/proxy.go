@@ -166,7 +166,7 @@ func (s *Server) whileAllowed(r *http.Request, clientID string) (*http.Request, 
 		defer unwatch()
 		for {
 			// Checked once subscribed too: a change before is not missed.
-			if _, err := s.auth.AuthenticateClient(r); err != nil {
+			if err := s.auth.Recheck(r, clientID); err != nil {
 				cancel(&clientRefused{err})
 				return
 			}

@@ -2,6 +2,7 @@ package mcpauth
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -15,31 +16,65 @@ const UserTokenHeader = "X-User-Token"
 // client key, then the user by their access token, which must have been issued
 // for one of that client's resources.
 type Authenticator struct {
-	clients    *Clients
-	verifier   *Verifier
-	assertions *Assertions // nil: private_key_jwt is refused
+	clients     *Clients
+	verifier    *Verifier
+	apiAudience string // the aud of a client assertion on /v1; "": none accepted there
 }
 
-// NewAuthenticator returns an Authenticator over the client registry, the
-// token verifier and the checker of client assertions (private_key_jwt;
-// nil: refused).
-func NewAuthenticator(clients *Clients, verifier *Verifier, assertions *Assertions) *Authenticator {
-	return &Authenticator{clients: clients, verifier: verifier, assertions: assertions}
+// NewAuthenticator returns an Authenticator over the client registry and the
+// token verifier. apiAudience is the aud a client assertion presented as the
+// /v1 bearer must carry (connectd's API base, <public URL>/v1); "" refuses
+// assertions there.
+func NewAuthenticator(clients *Clients, verifier *Verifier, apiAudience string) *Authenticator {
+	return &Authenticator{clients: clients, verifier: verifier, apiAudience: apiAudience}
 }
 
-// AuthenticateClient authenticates only the calling MCP server. Errors are
-// this package's sentinels (ErrMissingClientKey, ErrInvalidClientKey,
-// ErrClientDisabled), wrapped; internal/web's error table answers them.
+// AuthenticateClient authenticates only the calling MCP server, by the
+// bearer credential: its client key (cks_…), or a client assertion
+// (private_key_jwt: a JWT for the /v1 audience, its jti single-use). Errors
+// are this package's sentinels (ErrMissingClientKey, ErrInvalidClientKey,
+// ErrClientDisabled, ErrInvalidAssertion), wrapped; internal/web's error
+// table answers them.
 func (a *Authenticator) AuthenticateClient(r *http.Request) (Client, error) {
 	key, ok := Bearer(r.Header.Get("Authorization"))
 	if !ok {
 		return Client{}, ErrMissingClientKey
+	}
+	if LooksLikeAssertion(key) {
+		if a.apiAudience == "" {
+			return Client{}, ErrInvalidClientKey
+		}
+		return a.clients.AuthenticateAssertion(r.Context(), key, a.apiAudience)
 	}
 	c, err := a.clients.Authenticate(r.Context(), key)
 	if err != nil {
 		return Client{}, err
 	}
 	return c, nil
+}
+
+// Recheck tells whether the client that r authenticated as would still
+// be accepted (by id), for a request that runs long (a long-poll, a
+// proxied call) after its client changed: a client key is authenticated again; an
+// assertion, whose jti is spent, is not presented twice — the client must
+// still be enabled and still have keys for private_key_jwt.
+func (a *Authenticator) Recheck(r *http.Request, clientID string) error {
+	if key, ok := Bearer(r.Header.Get("Authorization")); !ok || !LooksLikeAssertion(key) {
+		_, err := a.AuthenticateClient(r)
+		return err
+	}
+	now, err := a.clients.Get(r.Context(), clientID)
+	switch {
+	case errors.Is(err, ErrClientNotFound):
+		return ErrInvalidAssertion
+	case err != nil:
+		return err
+	case now.Disabled:
+		return ErrClientDisabled
+	case now.JWKSURL == "" && len(now.JWKS) == 0:
+		return fmt.Errorf("%w: the client no longer has keys for private_key_jwt", ErrInvalidAssertion)
+	}
+	return nil
 }
 
 // Authenticate authenticates the calling MCP server and the user it acts for.

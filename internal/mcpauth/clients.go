@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -49,6 +50,10 @@ type Client struct {
 	CreatedAt  time.Time
 	// LastUsedAt is the last authenticated request, to the minute; zero if never.
 	LastUsedAt time.Time
+	// JWKSURL or JWKS (a public JWK Set) are the keys its private_key_jwt
+	// client assertions are signed with (assertion.go); neither: none.
+	JWKSURL string
+	JWKS    []byte
 }
 
 // ClientsConfig configures a Clients store.
@@ -65,6 +70,14 @@ type ClientsConfig struct {
 	CacheTTL time.Duration
 	// CacheSize caps the remembered keys (default 10,000 when CacheTTL is set).
 	CacheSize int
+	// HTTPClient fetches the JWKS URLs clients register for private_key_jwt
+	// (the egress client: its guard refuses private addresses at every dial,
+	// and registration refuses what it can tell without resolving). Nil: a
+	// plain client, bounded.
+	HTTPClient *http.Client
+	// Skew is the clock skew tolerated on client assertions' exp and iat
+	// (default 30s).
+	Skew time.Duration
 }
 
 // Clients is the registry of MCP-server clients and their keys (tables clients
@@ -81,6 +94,11 @@ type Clients struct {
 
 	watchMu  sync.Mutex
 	watchers []func(id string) // OnChange's, told after the cache forgot
+
+	httpClient *http.Client // fetches registered JWKS URLs (bounded)
+	rawClient  *http.Client // as configured: registration asks its guard
+	skew       time.Duration
+	remote     remoteKeys // the registered JWKS URLs' keys, cached (assertion.go)
 }
 
 // NewClients returns the client registry over cfg.Pool.
@@ -97,13 +115,17 @@ func NewClients(cfg ClientsConfig) *Clients {
 		cfg.CacheSize = 10_000
 	}
 	c.cache = cache.New[[32]byte, cachedKey](cfg.CacheTTL, cfg.CacheSize, c.now)
+	c.rawClient = cfg.HTTPClient
+	c.httpClient = egress.Bound(cfg.HTTPClient, egress.Limits{Timeout: 10 * time.Second, MaxResponseBytes: maxJWKSBytes})
+	c.skew = orDefault(cfg.Skew, 30*time.Second)
+	c.remote.entries = map[string]*remoteSet{}
 	return c
 }
 
 const (
 	insertClientSQL = `INSERT INTO clients (id, name, resources, providers, created_at) VALUES ($1, $2, $3, $4, $5)`
 	insertKeySQL    = `INSERT INTO client_keys (key_hash, client_id, created_at) VALUES ($1, $2, $3)`
-	clientColumns   = `c.id, c.name, c.resources, c.providers, c.disabled, c.created_at, c.last_used_at, c.proxy_only, ` + proxyRulesColumn
+	clientColumns   = `c.id, c.name, c.resources, c.providers, c.disabled, c.created_at, c.last_used_at, c.proxy_only, ` + proxyRulesColumn + `, c.jwks_url, c.jwks`
 	listClientsSQL  = `SELECT ` + clientColumns + ` FROM clients c ORDER BY c.created_at, c.id`
 	getClientSQL    = `SELECT ` + clientColumns + ` FROM clients c WHERE c.id = $1`
 	// Every replica's key cache learns of the change on commit.
@@ -339,8 +361,9 @@ func (c *Clients) lookup(ctx context.Context, want [32]byte, now time.Time) (Cli
 	var got []byte
 	var keyExpires, lastUsed *time.Time
 	var rules []byte
+	var jwksURL *string
 	err := row.Scan(&got, &keyExpires, &cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed,
-		&cl.ProxyOnly, &rules)
+		&cl.ProxyOnly, &rules, &jwksURL, &cl.JWKS)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Client{}, ErrInvalidClientKey
 	}
@@ -355,6 +378,9 @@ func (c *Clients) lookup(ctx context.Context, want [32]byte, now time.Time) (Cli
 	}
 	if lastUsed != nil {
 		cl.LastUsedAt = *lastUsed
+	}
+	if jwksURL != nil {
+		cl.JWKSURL = *jwksURL
 	}
 	c.remember(want, cl, keyExpires, gen)
 	return cl, nil
@@ -375,11 +401,16 @@ func scanClient(row pgx.Row) (Client, error) {
 	var cl Client
 	var lastUsed *time.Time
 	var rules []byte
-	if err := row.Scan(&cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed, &cl.ProxyOnly, &rules); err != nil {
+	var jwksURL *string
+	if err := row.Scan(&cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed, &cl.ProxyOnly, &rules,
+		&jwksURL, &cl.JWKS); err != nil {
 		return Client{}, err
 	}
 	if lastUsed != nil {
 		cl.LastUsedAt = *lastUsed
+	}
+	if jwksURL != nil {
+		cl.JWKSURL = *jwksURL
 	}
 	var err error
 	cl.ProxyRules, err = decodeRules(rules)

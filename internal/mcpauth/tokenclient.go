@@ -88,7 +88,7 @@ func (a *Authenticator) AuthenticateTokenClient(r *http.Request, form url.Values
 		}
 		c, err = a.clients.Authenticate(ctx, form.Get("client_secret"))
 	case AuthPrivateKeyJWT:
-		c, err = a.assertions.Authenticate(ctx, form.Get("client_assertion"), audience)
+		c, err = a.clients.AuthenticateAssertion(ctx, form.Get("client_assertion"), audience)
 	}
 	if err != nil {
 		return Client{}, method, err

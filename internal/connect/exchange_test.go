@@ -2,18 +2,26 @@ package connect_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/connectd/connectd/internal/connect"
+	"github.com/connectd/connectd/internal/mcpauth"
 )
 
 // exchangeParams are the RFC 8693 parameters of a token exchange for user's
@@ -245,4 +253,155 @@ func basicOf(id, secret string) string {
 	req, _ := http.NewRequest(http.MethodGet, "/", nil)
 	req.SetBasicAuth(url.QueryEscape(id), url.QueryEscape(secret))
 	return strings.TrimPrefix(req.Header.Get("Authorization"), "Basic ")
+}
+
+// assertionKey is an MCP server's private key for private_key_jwt,
+// registered at connectd as a PEM public key.
+type assertionKey struct{ priv *ecdsa.PrivateKey }
+
+func (e *env) registerAssertionKey(m *mcpServer, dropSecrets bool) *assertionKey {
+	e.t.Helper()
+	k := &assertionKey{priv: must(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))}
+	der := must(x509.MarshalPKIXPublicKey(&k.priv.PublicKey))
+	err := e.clients.SetAssertionKeys(context.Background(), m.client.ID, mcpauth.AssertionKeys{
+		PublicKey: pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), DropSecrets: dropSecrets})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return k
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// sign is a client assertion of client id for aud, fresh (its own jti).
+func (k *assertionKey) sign(t *testing.T, id, aud string, now time.Time) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": id, "sub": id, "aud": aud,
+		"iat": now.Unix(), "exp": now.Add(time.Minute).Unix(), "jti": rand.Text()}).SignedString(k.priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestPrivateKeyJWT (issue 28 part 3): an MCP server that holds no client
+// key proves itself with assertions signed by its own key, at the token
+// endpoint (x/oauth2 sending client_assertion) and as the /v1 bearer; an
+// assertion is good once, on any replica, and only for its audience.
+func TestPrivateKeyJWT(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	a := e.newMCPServer("alpha", "fake")
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	read := tokenOf(t, a, "alice")
+	k := e.registerAssertionKey(a, true)
+	tokenURL, apiURL := e.srv.URL+connect.TokenPath, e.srv.URL+"/v1"
+
+	// The client key is gone.
+	if st, out := a.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil); st != http.StatusUnauthorized {
+		t.Fatalf("the dropped client key still works: %d %v", st, out)
+	}
+
+	t.Run("token endpoint, through x/oauth2", func(t *testing.T) {
+		params := exchangeParams(a.token("alice"), "connectd:provider:fake")
+		params.Set("client_assertion_type", mcpauth.AssertionType)
+		params.Set("client_assertion", k.sign(t, a.client.ID, tokenURL, e.clock.Now()))
+		cfg := &clientcredentials.Config{ClientID: a.client.ID, TokenURL: tokenURL, AuthStyle: oauth2.AuthStyleInParams,
+			EndpointParams: params}
+		tok, err := cfg.Token(e.oauthContext())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok.AccessToken != read["access_token"] {
+			t.Fatalf("exchange gave %q, want %q", tok.AccessToken, read["access_token"])
+		}
+	})
+
+	t.Run("token endpoint refusals", func(t *testing.T) {
+		form := func(assertion string) url.Values {
+			f := exchangeParams(a.token("alice"), "connectd:provider:fake")
+			f.Set("client_assertion_type", mcpauth.AssertionType)
+			f.Set("client_assertion", assertion)
+			return f
+		}
+		used := k.sign(t, a.client.ID, tokenURL, e.clock.Now())
+		if st, _, out := e.postToken(e.srv.URL, "", form(used)); st != http.StatusOK {
+			t.Fatalf("%d %v", st, out)
+		}
+		_, other := e.replica(e.cfg)
+		for _, tt := range []struct {
+			name, base string
+			form       url.Values
+			status     int
+			code       string
+		}{
+			{"replayed on another replica", other, form(used), 401, "invalid_client"},
+			{"replayed", e.srv.URL, form(used), 401, "invalid_client"},
+			{"the /v1 audience", e.srv.URL, form(k.sign(t, a.client.ID, apiURL, e.clock.Now())), 401, "invalid_client"},
+			{"expired", e.srv.URL, form(k.sign(t, a.client.ID, tokenURL, e.clock.Now().Add(-time.Hour))), 401, "invalid_client"},
+			{"another client's id", e.srv.URL, func() url.Values {
+				f := form(k.sign(t, a.client.ID, tokenURL, e.clock.Now()))
+				f.Set("client_id", "cli_someoneelse")
+				return f
+			}(), 401, "invalid_client"},
+			{"unknown assertion type", e.srv.URL, func() url.Values {
+				f := form(k.sign(t, a.client.ID, tokenURL, e.clock.Now()))
+				f.Set("client_assertion_type", "urn:example:saml")
+				return f
+			}(), 400, "invalid_request"},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				st, h, out := e.postToken(tt.base, "", tt.form)
+				if st != tt.status || out["error"] != tt.code || out["access_token"] != nil {
+					t.Fatalf("got %d %v, want %d %q", st, out, tt.status, tt.code)
+				}
+				if h.Get("WWW-Authenticate") != "" {
+					t.Fatalf("a challenge for a client that did not use Basic: %q", h.Get("WWW-Authenticate"))
+				}
+			})
+		}
+	})
+
+	t.Run("/v1 bearer", func(t *testing.T) {
+		bearer := func(assertion string) (int, map[string]any) {
+			t.Helper()
+			m := *a
+			m.key = assertion
+			st, out, _ := m.send(e.srv.URL, http.MethodGet, "/v1/connections/fake/token", a.token("alice"), nil)
+			return st, out
+		}
+		once := k.sign(t, a.client.ID, apiURL, e.clock.Now())
+		if st, out := bearer(once); st != http.StatusOK || out["access_token"] != read["access_token"] {
+			t.Fatalf("%d %v", st, out)
+		}
+		if st, out := bearer(once); st != http.StatusUnauthorized || out["error"] != "invalid_client" {
+			t.Fatalf("a replayed /v1 assertion: %d %v", st, out)
+		}
+		if st, out := bearer(k.sign(t, a.client.ID, tokenURL, e.clock.Now())); st != http.StatusUnauthorized {
+			t.Fatalf("a token-endpoint assertion on /v1: %d %v", st, out)
+		}
+		// A long-poll with an assertion survives its own start (its jti
+		// is not presented again) and answers.
+		el := func() string {
+			m := *a
+			m.key = k.sign(t, a.client.ID, apiURL, e.clock.Now())
+			st, out, _ := m.send(e.srv.URL, http.MethodPost, "/v1/elicitations", a.token("alice"),
+				map[string]any{"provider": "fake", "scopes": []string{"write"}})
+			if st != http.StatusCreated {
+				t.Fatalf("mint: %d %v", st, out)
+			}
+			return out["elicitation_id"].(string)
+		}()
+		m := *a
+		m.key = k.sign(t, a.client.ID, apiURL, e.clock.Now())
+		if st, out, _ := m.send(e.srv.URL, http.MethodGet, "/v1/elicitations/"+el+"?wait=1s", a.token("alice"), nil); st != http.StatusOK ||
+			out["status"] != "pending" {
+			t.Fatalf("long-poll with an assertion: %d %v", st, out)
+		}
+	})
 }

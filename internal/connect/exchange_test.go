@@ -195,6 +195,7 @@ func TestTokenExchangeRefusals(t *testing.T) {
 		{"wrong client key", "Basic " + basicOf(a.client.ID, "cks_"+strings.Repeat("A", 43)), fake, 401, "invalid_client", ""},
 		{"another client's id", "Basic " + basicOf(b.client.ID, a.key), fake, 401, "invalid_client", ""},
 		{"bearer, not basic", "Bearer " + a.key, fake, 401, "invalid_client", ""},
+		{"basic without the client id", "Basic " + basicOf("", a.key), fake, 401, "invalid_client", ""},
 		{"two methods", a.basic(), with(with(fake, "client_id", a.client.ID), "client_secret", a.key), 400, "invalid_request", ""},
 		{"post without client_id", "", with(fake, "client_secret", a.key), 401, "invalid_client", ""},
 		{"grant type", a.basic(), with(fake, "grant_type", "client_credentials"), 400, "unsupported_grant_type", ""},

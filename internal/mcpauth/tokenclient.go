@@ -77,6 +77,9 @@ func (a *Authenticator) AuthenticateTokenClient(r *http.Request, form url.Values
 		if err1 != nil || err2 != nil {
 			return Client{}, method, fmt.Errorf("%w: the Basic credentials are not form-urlencoded", ErrInvalidClientKey)
 		}
+		if basicID == "" {
+			return Client{}, method, fmt.Errorf("%w: the Basic user name must be the client id", ErrInvalidClientKey)
+		}
 		if id != "" && id != basicID {
 			return Client{}, method, fmt.Errorf("%w: client_id differs from the Basic user name", ErrInvalidClientKey)
 		}

@@ -213,8 +213,10 @@ func RateLimit(c RateLimits, logger *slog.Logger) func(http.Handler) http.Handle
 						// budget is its (unverified) client's from this
 						// address, so fresh assertions get no fresh budget
 						// and a forged iss spends only its sender's share.
-						if iss, ok := mcpauth.AssertionIssuer(cred); ok && mcpauth.LooksLikeAssertion(cred) {
-							key = "jwt:" + KeyOf(iss+"\x00"+ip)
+						if mcpauth.LooksLikeAssertion(cred) {
+							if iss, ok := mcpauth.AssertionIssuer(cred); ok {
+								key = "jwt:" + KeyOf(iss+"\x00"+ip)
+							}
 						}
 					}
 					err = api.Allow(w, r, key)

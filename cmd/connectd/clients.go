@@ -30,6 +30,8 @@ const clientsUsage = `usage:
   connectd clients jwt-keys ID (--jwks-url URL | --public-key FILE | --clear) [--drop-keys]
       the keys its private_key_jwt client assertions are signed with (a JWKS URL, or a PEM/JWK public key file);
       --drop-keys ends its client keys at once
+  connectd clients dpop ID [--off]
+      every /v1 call must carry a DPoP proof (RFC 9449) signed by one of its jwt-keys
   connectd clients webhooks add|list|remove|deliveries|delivery|redeliver ...
       an MCP server's webhook endpoints and their deliveries: connectd clients webhooks --help`
 
@@ -37,6 +39,7 @@ const clientsUsage = `usage:
 var clientsSubUsage = map[string]string{
 	"create":      " --name NAME --resource URI [--resource URI...] [--provider ID...] [--proxy-only] [--jwks-url URL | --public-key FILE]",
 	"jwt-keys":    " ID (--jwks-url URL | --public-key FILE | --clear) [--drop-keys]",
+	"dpop":        " ID [--off]",
 	"list":        "",
 	"disable":     " ID",
 	"enable":      " ID",
@@ -86,6 +89,9 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 	case "proxy-only":
 		want = 1
 		fset.BoolVar(&off, "off", false, "let it read tokens again")
+	case "dpop":
+		want = 1
+		fset.BoolVar(&off, "off", false, "no longer require DPoP proofs")
 	case "proxy-rules":
 		want = 1
 		fset.StringVar(&ruleProvider, "provider", "", "the provider the rules are for (required)")
@@ -234,6 +240,19 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		if dropKeys {
 			fmt.Fprintf(stdout, "%s's client keys no longer work\n", pos[0])
+		}
+		return nil
+	case "dpop":
+		if err := store.SetDPoPRequired(ctx, pos[0], !off); err != nil {
+			if errors.Is(err, mcpauth.ErrInvalidClient) {
+				return &usageError{err.Error()}
+			}
+			return clientErr(err)
+		}
+		if off {
+			fmt.Fprintf(stdout, "%s no longer needs DPoP proofs\n", pos[0])
+		} else {
+			fmt.Fprintf(stdout, "%s must prove every /v1 call with DPoP (and use private_key_jwt at the token endpoint)\n", pos[0])
 		}
 		return nil
 	case "proxy-only":

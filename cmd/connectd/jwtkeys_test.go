@@ -76,11 +76,17 @@ func TestClientsJWTKeys(t *testing.T) {
 	if c, _ := store.Get(ctx, id); c.JWKSURL != "https://keys.mcp.example/jwks.json" || len(c.JWKS) != 0 {
 		t.Fatalf("after jwt-keys --jwks-url: %+v", c)
 	}
+	if out, err := clientsRun("dpop", id); err != nil || !strings.Contains(out, "DPoP") {
+		t.Fatalf("dpop: %q %v", out, err)
+	}
+	if c, _ := store.Get(ctx, id); !c.DPoPRequired {
+		t.Fatal("dpop did not take")
+	}
 	if _, err := clientsRun("jwt-keys", id, "--clear"); err != nil {
 		t.Fatal(err)
 	}
-	if c, _ := store.Get(ctx, id); c.JWKSURL != "" || len(c.JWKS) != 0 {
-		t.Fatalf("after jwt-keys --clear: %+v", c)
+	if c, _ := store.Get(ctx, id); c.JWKSURL != "" || len(c.JWKS) != 0 || c.DPoPRequired {
+		t.Fatalf("after jwt-keys --clear (DPoP goes with the keys): %+v", c)
 	}
 
 	for _, args := range [][]string{
@@ -92,6 +98,8 @@ func TestClientsJWTKeys(t *testing.T) {
 		{"jwt-keys", id, "--public-key", filepath.Join(t.TempDir(), "missing.pem")},
 		{"jwt-keys", id, "--clear", "--drop-keys"},
 		{"jwt-keys", "cli_nope", "--jwks-url", "https://keys.mcp.example/jwks.json"},
+		{"dpop", id}, // no keys any more: DPoP cannot be required
+		{"dpop", "cli_nope"},
 		{"create", "--name", "x", "--resource", "https://x.mcp.example/", "--jwks-url", "https://k.example/j", "--public-key", keyFile},
 	} {
 		if _, err := clientsRun(args...); exitCode(err) != 2 {

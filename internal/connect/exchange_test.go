@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
@@ -403,6 +404,113 @@ func TestPrivateKeyJWT(t *testing.T) {
 		if st, out, _ := m.send(e.srv.URL, http.MethodGet, "/v1/elicitations/"+el+"?wait=1s", a.token("alice"), nil); st != http.StatusOK ||
 			out["status"] != "pending" {
 			t.Fatalf("long-poll with an assertion: %d %v", st, out)
+		}
+	})
+}
+
+// dpop is a DPoP proof (RFC 9449) by k for method at u, its jwk in the header.
+func (k *assertionKey) dpop(t *testing.T, method, u string, now time.Time) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"htm": method, "htu": u, "iat": now.Unix(), "jti": rand.Text()})
+	tok.Header["typ"] = "dpop+jwt"
+	jwk, err := jwkset.NewJWKFromKey(&k.priv.PublicKey, jwkset.JWKOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok.Header["jwk"] = jwk.Marshal()
+	s, err := tok.SignedString(k.priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestDPoP (issue 28 stretch): a client registered with dpop_required must
+// prove every /v1 call, the proxy's included, with a DPoP proof signed by
+// one of its registered keys; its client key alone gets nothing, here or at
+// the token endpoint.
+func TestDPoP(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	a := e.newMCPServer("alpha", "fake")
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	k := e.registerAssertionKey(a, false) // keeps its client key
+	if err := e.clients.SetDPoPRequired(context.Background(), a.client.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	other := &assertionKey{priv: must(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))}
+	path := "/v1/connections/fake/token"
+	call := func(method, path, proof string) (int, http.Header, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(method, e.srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+a.key)
+		req.Header.Set(mcpauth.UserTokenHeader, a.token("alice"))
+		if proof != "" {
+			req.Header.Set(mcpauth.DPoPHeader, proof)
+		}
+		resp, err := e.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, resp.Header, out
+	}
+	now := e.clock.Now()
+	good := k.dpop(t, "GET", e.srv.URL+path, now)
+	if st, _, out := call("GET", path, good); st != http.StatusOK || out["access_token"] == nil {
+		t.Fatalf("with a proof: %d %v", st, out)
+	}
+	for _, tt := range []struct{ name, proof string }{
+		{"no proof", ""},
+		{"replayed", good},
+		{"another key", other.dpop(t, "GET", e.srv.URL+path, now)},
+		{"another method", k.dpop(t, "POST", e.srv.URL+path, now)},
+		{"another URL", k.dpop(t, "GET", e.srv.URL+"/v1/connections", now)},
+		{"old", k.dpop(t, "GET", e.srv.URL+path, now.Add(-10*time.Minute))},
+		{"a client assertion, not a proof", k.sign(t, a.client.ID, e.srv.URL+"/v1", now)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			st, h, out := call("GET", path, tt.proof)
+			if st != http.StatusUnauthorized || out["error"] != "invalid_dpop_proof" || out["access_token"] != nil ||
+				!strings.HasPrefix(h.Get("WWW-Authenticate"), "DPoP ") {
+				t.Fatalf("got %d %v %q", st, out, h.Get("WWW-Authenticate"))
+			}
+		})
+	}
+	t.Run("the proxy", func(t *testing.T) {
+		p := "/v1/proxy/fake/echo/x"
+		if st, _, out := call("GET", p, ""); st != http.StatusUnauthorized || out["error"] != "invalid_dpop_proof" {
+			t.Fatalf("proxy without a proof: %d %v", st, out)
+		}
+		st, _, out := call("GET", p, k.dpop(t, "GET", e.srv.URL+p, now))
+		headers, _ := out["headers"].(map[string]any)
+		if st != http.StatusOK || out["path"] != "/api/echo/x" || headers == nil {
+			t.Fatalf("proxy with a proof: %d %v", st, out)
+		}
+		if headers[mcpauth.DPoPHeader] != nil || headers["Dpop"] != nil {
+			t.Fatal("the DPoP proof reached the provider")
+		}
+	})
+	t.Run("token endpoint: the client key alone is refused", func(t *testing.T) {
+		if st, _, out := e.postToken(e.srv.URL, a.basic(), exchangeParams(a.token("alice"), "connectd:provider:fake")); st != 401 ||
+			out["error"] != "invalid_client" {
+			t.Fatalf("%d %v", st, out)
+		}
+		f := exchangeParams(a.token("alice"), "connectd:provider:fake")
+		f.Set("client_assertion_type", mcpauth.AssertionType)
+		f.Set("client_assertion", k.sign(t, a.client.ID, e.srv.URL+connect.TokenPath, now))
+		if st, _, out := e.postToken(e.srv.URL, "", f); st != http.StatusOK {
+			t.Fatalf("with private_key_jwt: %d %v", st, out)
+		}
+	})
+	t.Run("off", func(t *testing.T) {
+		if err := e.clients.SetDPoPRequired(context.Background(), a.client.ID, false); err != nil {
+			t.Fatal(err)
+		}
+		if st, _, out := call("GET", path, ""); st != http.StatusOK {
+			t.Fatalf("after dpop off: %d %v", st, out)
 		}
 	})
 }

@@ -364,8 +364,10 @@ type AssertionKeys struct {
 }
 
 const (
-	setAssertionKeysSQL = `UPDATE clients SET jwks_url = $2, jwks = $3 WHERE id = $1`
-	dropSecretsSQL      = `UPDATE client_keys SET expires_at = $2 WHERE client_id = $1 AND (expires_at IS NULL OR expires_at > $2)`
+	// Without keys, DPoP cannot be required either.
+	setAssertionKeysSQL = `UPDATE clients SET jwks_url = $2, jwks = $3,
+		dpop_required = dpop_required AND ($2::text IS NOT NULL OR $3::jsonb IS NOT NULL) WHERE id = $1`
+	dropSecretsSQL = `UPDATE client_keys SET expires_at = $2 WHERE client_id = $1 AND (expires_at IS NULL OR expires_at > $2)`
 )
 
 // SetAssertionKeys registers (or, with neither field, removes) client id's

@@ -18,15 +18,20 @@ const UserTokenHeader = "X-User-Token"
 type Authenticator struct {
 	clients     *Clients
 	verifier    *Verifier
-	apiAudience string // the aud of a client assertion on /v1; "": none accepted there
+	origin      string // connectd's public origin: DPoP proofs' htu is it and the path
+	apiAudience string // the aud of a client assertion on /v1: origin + "/v1"
 }
 
 // NewAuthenticator returns an Authenticator over the client registry and the
-// token verifier. apiAudience is the aud a client assertion presented as the
-// /v1 bearer must carry (connectd's API base, <public URL>/v1); "" refuses
-// assertions there.
-func NewAuthenticator(clients *Clients, verifier *Verifier, apiAudience string) *Authenticator {
-	return &Authenticator{clients: clients, verifier: verifier, apiAudience: apiAudience}
+// token verifier. publicURL is connectd's public origin: a client assertion
+// presented as the /v1 bearer must carry aud <publicURL>/v1, a DPoP proof
+// htu <publicURL><path>; "" refuses assertions and DPoP there.
+func NewAuthenticator(clients *Clients, verifier *Verifier, publicURL string) *Authenticator {
+	a := &Authenticator{clients: clients, verifier: verifier, origin: strings.TrimRight(publicURL, "/")}
+	if a.origin != "" {
+		a.apiAudience = a.origin + "/v1"
+	}
+	return a
 }
 
 // AuthenticateClient authenticates only the calling MCP server, by the
@@ -36,19 +41,37 @@ func NewAuthenticator(clients *Clients, verifier *Verifier, apiAudience string) 
 // ErrClientDisabled, ErrInvalidAssertion), wrapped; internal/web's error
 // table answers them.
 func (a *Authenticator) AuthenticateClient(r *http.Request) (Client, error) {
+	return a.authenticateClient(r, true)
+}
+
+// authenticateClient is AuthenticateClient; dpop says whether a client that
+// must prove its calls with DPoP is asked for the request's proof (not when
+// the request is checked again: its proof's jti is spent).
+func (a *Authenticator) authenticateClient(r *http.Request, dpop bool) (Client, error) {
 	key, ok := Bearer(r.Header.Get("Authorization"))
 	if !ok {
 		return Client{}, ErrMissingClientKey
 	}
+	var c Client
+	var err error
 	if LooksLikeAssertion(key) {
 		if a.apiAudience == "" {
 			return Client{}, ErrInvalidClientKey
 		}
-		return a.clients.AuthenticateAssertion(r.Context(), key, a.apiAudience)
+		c, err = a.clients.AuthenticateAssertion(r.Context(), key, a.apiAudience)
+	} else {
+		c, err = a.clients.Authenticate(r.Context(), key)
 	}
-	c, err := a.clients.Authenticate(r.Context(), key)
 	if err != nil {
 		return Client{}, err
+	}
+	if c.DPoPRequired && dpop {
+		if a.origin == "" {
+			return Client{}, ErrInvalidDPoP
+		}
+		if err := a.clients.VerifyDPoP(r.Context(), c, r.Header.Get(DPoPHeader), r.Method, a.origin+r.URL.EscapedPath()); err != nil {
+			return Client{}, err
+		}
 	}
 	return c, nil
 }
@@ -57,10 +80,11 @@ func (a *Authenticator) AuthenticateClient(r *http.Request) (Client, error) {
 // be accepted (by id), for a request that runs long (a long-poll, a
 // proxied call) after its client changed: a client key is authenticated again; an
 // assertion, whose jti is spent, is not presented twice — the client must
-// still be enabled and still have keys for private_key_jwt.
+// still be enabled and still have keys for private_key_jwt. A DPoP proof is
+// not checked again either (its jti is spent too).
 func (a *Authenticator) Recheck(r *http.Request, clientID string) error {
 	if key, ok := Bearer(r.Header.Get("Authorization")); !ok || !LooksLikeAssertion(key) {
-		_, err := a.AuthenticateClient(r)
+		_, err := a.authenticateClient(r, false)
 		return err
 	}
 	now, err := a.clients.Get(r.Context(), clientID)

@@ -54,6 +54,9 @@ type Client struct {
 	// client assertions are signed with (assertion.go); neither: none.
 	JWKSURL string
 	JWKS    []byte
+	// DPoPRequired: every /v1 call carries a DPoP proof (RFC 9449) signed
+	// by one of those keys (dpop.go).
+	DPoPRequired bool
 }
 
 // ClientsConfig configures a Clients store.
@@ -125,7 +128,7 @@ func NewClients(cfg ClientsConfig) *Clients {
 const (
 	insertClientSQL = `INSERT INTO clients (id, name, resources, providers, created_at) VALUES ($1, $2, $3, $4, $5)`
 	insertKeySQL    = `INSERT INTO client_keys (key_hash, client_id, created_at) VALUES ($1, $2, $3)`
-	clientColumns   = `c.id, c.name, c.resources, c.providers, c.disabled, c.created_at, c.last_used_at, c.proxy_only, ` + proxyRulesColumn + `, c.jwks_url, c.jwks`
+	clientColumns   = `c.id, c.name, c.resources, c.providers, c.disabled, c.created_at, c.last_used_at, c.proxy_only, ` + proxyRulesColumn + `, c.jwks_url, c.jwks, c.dpop_required`
 	listClientsSQL  = `SELECT ` + clientColumns + ` FROM clients c ORDER BY c.created_at, c.id`
 	getClientSQL    = `SELECT ` + clientColumns + ` FROM clients c WHERE c.id = $1`
 	// Every replica's key cache learns of the change on commit.
@@ -363,7 +366,7 @@ func (c *Clients) lookup(ctx context.Context, want [32]byte, now time.Time) (Cli
 	var rules []byte
 	var jwksURL *string
 	err := row.Scan(&got, &keyExpires, &cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed,
-		&cl.ProxyOnly, &rules, &jwksURL, &cl.JWKS)
+		&cl.ProxyOnly, &rules, &jwksURL, &cl.JWKS, &cl.DPoPRequired)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Client{}, ErrInvalidClientKey
 	}
@@ -403,7 +406,7 @@ func scanClient(row pgx.Row) (Client, error) {
 	var rules []byte
 	var jwksURL *string
 	if err := row.Scan(&cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed, &cl.ProxyOnly, &rules,
-		&jwksURL, &cl.JWKS); err != nil {
+		&jwksURL, &cl.JWKS, &cl.DPoPRequired); err != nil {
 		return Client{}, err
 	}
 	if lastUsed != nil {

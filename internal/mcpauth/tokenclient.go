@@ -99,6 +99,11 @@ func (a *Authenticator) AuthenticateTokenClient(r *http.Request, form url.Values
 	if id != "" && id != c.ID {
 		return Client{}, method, fmt.Errorf("%w: the credentials are not client %s's", ErrInvalidClientKey, id)
 	}
+	// A client that must prove possession of its key (DPoP on /v1) does
+	// so here with its assertion: its client key alone is worth nothing.
+	if c.DPoPRequired && method != AuthPrivateKeyJWT {
+		return Client{}, method, fmt.Errorf("%w: this client must use private_key_jwt", ErrInvalidClientKey)
+	}
 	return c, method, nil
 }
 

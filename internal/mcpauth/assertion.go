@@ -283,7 +283,11 @@ func (r *remoteKeys) keys(ctx context.Context, c *Clients, u string) (*jwkset.Me
 
 // fetchJWKS GETs a registered JWKS URL through the bounded egress client.
 func (c *Clients) fetchJWKS(ctx context.Context, u string) ([]jwkset.JWK, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	// Not the request's own cancellation: anyone may send an assertion
+	// naming a client, and one that hangs up at once must not make the
+	// fetch fail for the client's own calls (a failure is not retried
+	// for unknownKeyInterval).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {

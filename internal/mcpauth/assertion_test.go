@@ -375,3 +375,33 @@ func TestAssertionKeyRegistration(t *testing.T) {
 		}
 	})
 }
+
+// TestJWKSFetchOutlivesItsCaller: anyone can send an assertion naming a
+// client; one who hangs up during the first fetch of its JWKS must not make
+// that fetch fail (it would not be retried for seconds) for the client's own
+// next call.
+func TestJWKSFetchOutlivesItsCaller(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	k := newKey(t, "a", "ES256")
+	keys := jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{k.jwk(t).Marshal()}}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(300 * time.Millisecond) // longer than the first caller waits
+		_ = json.NewEncoder(w).Encode(keys)
+	}))
+	t.Cleanup(srv.Close)
+	clients := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pgtest.Pool(t), HTTPClient: srv.Client()})
+	c, _, err := clients.Create(ctx, "Slow keys", []string{"https://slow.mcp.example/"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clients.SetAssertionKeys(ctx, c.ID, mcpauth.AssertionKeys{JWKSURL: srv.URL + "/jwks"}); err != nil {
+		t.Fatal(err)
+	}
+	hangUp, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, _ = clients.AuthenticateAssertion(hangUp, k.assertion(t, c.ID, tokenEndpoint, time.Now(), nil), tokenEndpoint)
+	if _, err := clients.AuthenticateAssertion(ctx, k.assertion(t, c.ID, tokenEndpoint, time.Now(), nil), tokenEndpoint); err != nil {
+		t.Fatalf("the client's own call after a caller hung up: %v", err)
+	}
+}

@@ -128,6 +128,7 @@ var codeErrors = map[string][]error{
 	"account_required":           {ErrAccountRequired},
 	"not_found":                  {ErrNotFound},
 	"invalid_client":             {ErrInvalidClient},
+	"invalid_dpop_proof":         {ErrInvalidClient}, // a client that must prove its calls with DPoP
 	"missing_user_token":         {ErrUserToken},
 	"invalid_token":              {ErrUserToken},
 	"token_expired":              {ErrUserToken},

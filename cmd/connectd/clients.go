@@ -6,11 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/connectd/connectd/internal/egress"
 	"github.com/connectd/connectd/internal/mcpauth"
 )
 
@@ -22,6 +24,8 @@ const clientsUsage = `usage:
   connectd clients delete ID --yes
       deletes it with its keys, resource URIs (free again), approvals, webhook endpoints and connect links,
       audited; the users' connections stay. An enabled client that has been used must be disabled first.
+                          [--jwks-url URL | --public-key FILE]
+      with --jwks-url or --public-key the MCP server authenticates with private_key_jwt only: no client key is made
   connectd clients list
   connectd clients disable ID
   connectd clients enable ID
@@ -30,14 +34,21 @@ const clientsUsage = `usage:
   connectd clients proxy-rules ID --provider P (--rule "GET /repos/*/issues*"... [--description TEXT] | --clear)
       what it may do through the proxy at P ("*" matches anything, slashes too); the description is shown on the consent page
   connectd clients rotate-key ID [--overlap DURATION]
+  connectd clients jwt-keys ID (--jwks-url URL | --public-key FILE | --clear) [--drop-keys]
+      the keys its private_key_jwt client assertions are signed with (a JWKS URL, or a PEM/JWK public key file);
+      --drop-keys ends its client keys at once
+  connectd clients dpop ID [--off]
+      every /v1 call must carry a DPoP proof (RFC 9449) signed by one of its jwt-keys
   connectd clients webhooks add|list|remove|deliveries|delivery|redeliver ...
       an MCP server's webhook endpoints and their deliveries: connectd clients webhooks --help`
 
 // clientsSubUsage is each clients subcommand's arguments, for its -h.
 var clientsSubUsage = map[string]string{
-	"create":      " --name NAME --resource URI [--resource URI...] [--provider ID...] [--proxy-only] [--logo-url URL] [--homepage URL]",
+	"create":      " --name NAME --resource URI [--resource URI...] [--provider ID...] [--proxy-only] [--logo-url URL] [--homepage URL] [--jwks-url URL | --public-key FILE]",
 	"update":      " ID [--name NAME] [--resource URI...] [--provider ID...] [--no-providers] [--logo-url URL] [--homepage URL]",
 	"delete":      " ID --yes",
+	"jwt-keys":    " ID (--jwks-url URL | --public-key FILE | --clear) [--drop-keys]",
+	"dpop":        " ID [--off]",
 	"list":        "",
 	"disable":     " ID",
 	"enable":      " ID",
@@ -71,6 +82,8 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 	var rules listFlag
 	var ruleProvider, description, logoURL, homepage string
 	var logoSet, homepageSet bool
+	var jwksURL, publicKeyFile string
+	var dropKeys bool
 	want := 0 // positional arguments
 	switch sub {
 	case "create":
@@ -80,6 +93,7 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 		fset.BoolVar(&proxyOnly, "proxy-only", false, "it never receives a credential: it calls providers through connectd's proxy")
 		fset.StringVar(&logoURL, "logo-url", "", "https URL of its logo, shown on the users' consent and success pages")
 		fset.StringVar(&homepage, "homepage", "", "its homepage, linked from the users' consent and success pages")
+		assertionFlags(fset, &jwksURL, &publicKeyFile)
 	case "update":
 		want = 1
 		fset.Func("name", "new display name of the MCP server", func(v string) error { name, nameSet = v, true; return nil })
@@ -91,9 +105,17 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 	case "delete":
 		want = 1
 		fset.BoolVar(&yes, "yes", false, "really delete (without it, nothing happens)")
+	case "jwt-keys":
+		want = 1
+		assertionFlags(fset, &jwksURL, &publicKeyFile)
+		fset.BoolVar(&clearRules, "clear", false, "remove its keys: it authenticates with client keys only")
+		fset.BoolVar(&dropKeys, "drop-keys", false, "end its client keys (cks_…) now")
 	case "proxy-only":
 		want = 1
 		fset.BoolVar(&off, "off", false, "let it read tokens again")
+	case "dpop":
+		want = 1
+		fset.BoolVar(&off, "off", false, "no longer require DPoP proofs")
 	case "proxy-rules":
 		want = 1
 		fset.StringVar(&ruleProvider, "provider", "", "the provider the rules are for (required)")
@@ -127,6 +149,14 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 			"(the users' connections stay); it cannot be undone: add --yes"}
 	}
 
+	keys, err := readAssertionKeys(jwksURL, publicKeyFile)
+	if err != nil {
+		return err
+	}
+	if sub == "jwt-keys" && clearRules == (keys.JWKSURL != "" || len(keys.PublicKey) > 0) {
+		return &usageError{"jwt-keys needs one of --jwks-url, --public-key or --clear\n" + clientsUsage}
+	}
+
 	cfg, err := loadConfig(getenv, needs{db: true})
 	if err != nil {
 		return err
@@ -136,7 +166,13 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	defer pool.Close()
-	store := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, AllowHTTP: cfg.Dev})
+	// The egress rules serve's: a JWKS URL is refused here for what its
+	// guard can tell without resolving (an address in a private range).
+	outbound, err := egress.New(egress.Config{AllowHosts: cfg.Egress.AllowHosts})
+	if err != nil {
+		return err
+	}
+	store := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, AllowHTTP: cfg.Dev, HTTPClient: outbound})
 
 	switch sub {
 	case "create":
@@ -166,6 +202,17 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 			if err := store.SetDisplay(ctx, c.ID, logoURL, homepage); err != nil {
 				return err
 			}
+		}
+		if keys.JWKSURL != "" || len(keys.PublicKey) > 0 {
+			keys.DropSecrets = true // its key never leaves it: no shared secret either
+			if err := store.SetAssertionKeys(ctx, c.ID, keys); err != nil {
+				// The client exists without usable credentials; say so.
+				return fmt.Errorf("client %s was created, but its keys were refused (fix them with "+
+					"connectd clients jwt-keys %s): %w", c.ID, c.ID, err)
+			}
+			fmt.Fprintf(stdout, "id: %s\nauth: private_key_jwt\n", c.ID)
+			fmt.Fprintf(stderr, "Client assertions: iss = sub = %s, aud = <public URL>/oauth/token (token endpoint) or <public URL>/v1 (API).\n", c.ID)
+			return nil
 		}
 		fmt.Fprintf(stdout, "id: %s\nkey: %s\n", c.ID, key)
 		fmt.Fprintln(stderr, "The key is shown only now: connectd keeps only its hash. Give it to the MCP server as a secret.")
@@ -286,6 +333,37 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 			fmt.Fprintf(stdout, "%s may make %d kind(s) of call at %s through the proxy\n", pos[0], len(rules), ruleProvider)
 		}
 		return nil
+	case "jwt-keys":
+		keys.DropSecrets = dropKeys
+		if err := store.SetAssertionKeys(ctx, pos[0], keys); err != nil {
+			if errors.Is(err, mcpauth.ErrInvalidClient) {
+				return &usageError{err.Error()}
+			}
+			return clientErr(err)
+		}
+		switch {
+		case clearRules:
+			fmt.Fprintf(stdout, "%s has no keys for private_key_jwt\n", pos[0])
+		default:
+			fmt.Fprintf(stdout, "%s authenticates with private_key_jwt\n", pos[0])
+		}
+		if dropKeys {
+			fmt.Fprintf(stdout, "%s's client keys no longer work\n", pos[0])
+		}
+		return nil
+	case "dpop":
+		if err := store.SetDPoPRequired(ctx, pos[0], !off); err != nil {
+			if errors.Is(err, mcpauth.ErrInvalidClient) {
+				return &usageError{err.Error()}
+			}
+			return clientErr(err)
+		}
+		if off {
+			fmt.Fprintf(stdout, "%s no longer needs DPoP proofs\n", pos[0])
+		} else {
+			fmt.Fprintf(stdout, "%s must prove every /v1 call with DPoP (and use private_key_jwt at the token endpoint)\n", pos[0])
+		}
+		return nil
 	case "proxy-only":
 		if err := store.SetProxyOnly(ctx, pos[0], !off); err != nil {
 			return clientErr(err)
@@ -342,4 +420,26 @@ func clientErr(err error) error {
 		return &usageError{err.Error()}
 	}
 	return err
+}
+
+// assertionFlags are the flags that register private_key_jwt keys.
+func assertionFlags(fset *flag.FlagSet, jwksURL, publicKeyFile *string) {
+	fset.StringVar(jwksURL, "jwks-url", "", "https URL of the JWK Set its client assertions are signed with")
+	fset.StringVar(publicKeyFile, "public-key", "", "file with the public key (PEM, JWK or JWK Set) its client assertions are signed with")
+}
+
+// readAssertionKeys reads the --jwks-url and --public-key flags.
+func readAssertionKeys(jwksURL, publicKeyFile string) (mcpauth.AssertionKeys, error) {
+	if jwksURL != "" && publicKeyFile != "" {
+		return mcpauth.AssertionKeys{}, &usageError{"give --jwks-url or --public-key, not both"}
+	}
+	k := mcpauth.AssertionKeys{JWKSURL: jwksURL}
+	if publicKeyFile != "" {
+		raw, err := os.ReadFile(publicKeyFile)
+		if err != nil {
+			return mcpauth.AssertionKeys{}, &usageError{fmt.Sprintf("--public-key: %v", err)}
+		}
+		k.PublicKey = raw
+	}
+	return k, nil
 }

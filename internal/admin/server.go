@@ -142,6 +142,7 @@ func (s *Server) routes() []route {
 		r("POST /admin/api/sessions/end", AdminAPI, s.apiEndSessions),
 		r("GET /admin/api/clients", AdminAPI, s.apiClients),
 		r("POST /admin/api/clients/{id}/cut-off", AdminAPI, s.apiCutOff),
+		r("PUT /admin/api/clients/{id}/jwt-keys", AdminAPI, s.apiJWTKeys), // jwtkeys.go
 		r("GET /admin/api/clients/{id}/webhooks", AdminAPI, s.apiWebhooks),
 		r("POST /admin/api/clients/{id}/webhooks", AdminAPI, s.apiCreateWebhook),
 		r("DELETE /admin/api/webhooks/{id}", AdminAPI, s.apiDeleteWebhook),

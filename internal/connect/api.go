@@ -422,7 +422,7 @@ func (s *Server) waitFor(r *http.Request, c caller, id string, wait time.Duratio
 	recheck := true
 	for {
 		if recheck {
-			if _, err := s.auth.AuthenticateClient(r); err != nil {
+			if err := s.auth.Recheck(r, c.client.ID); err != nil {
 				s.sampleRefusal(r, mcpauth.Client{}, err)
 				return nil, err
 			}
@@ -635,17 +635,11 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if c.client.ProxyOnly {
-		s.sampleDenied(r, &c, "security.token_release_refused", name)
-		return web.Errorf(http.StatusForbidden, "token_release_disabled",
-			"this client is registered proxy-only: it never receives a credential; call the provider through /v1/proxy/%s/…", name)
-	}
-	rel, err := s.release(r, &c, name, r.URL.Query().Get("account"), required)
+	rel, err := s.releaseToken(r, &c, name, r.URL.Query().Get("account"), required)
 	if err != nil {
 		return err
 	}
 	cred := rel.cred
-	s.sampleRead(r, &c, name, rel.approval.ConnectionID)
 	doc := tokenDoc{Provider: name, Account: accountDoc{ID: rel.approval.ConnectionID, DisplayName: cred.AccountLabel},
 		Kind: string(rel.info.Kind), TokenType: cred.TokenType,
 		AccessToken: cred.AccessToken, Scopes: nonNil(cred.Scopes)}
@@ -658,6 +652,24 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	}
 	web.WriteJSON(w, http.StatusOK, doc)
 	return nil
+}
+
+// releaseToken is the release of a raw credential to client c, for the
+// token read and token exchange alike: refused to a proxy-only client, else
+// the one decision (release), and the read sampled into the audit trail
+// naming the connection.
+func (s *Server) releaseToken(r *http.Request, c *caller, name, account string, required []string) (released, error) {
+	if c.client.ProxyOnly {
+		s.sampleDenied(r, c, "security.token_release_refused", name)
+		return released{}, web.Errorf(http.StatusForbidden, "token_release_disabled",
+			"this client is registered proxy-only: it never receives a credential; call the provider through /v1/proxy/%s/…", name)
+	}
+	rel, err := s.release(r, c, name, account, required)
+	if err != nil {
+		return released{}, err
+	}
+	s.sampleRead(r, c, name, rel.approval.ConnectionID)
+	return rel, nil
 }
 
 // released is what the release decision gave an authenticated client: the

@@ -78,7 +78,7 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	}
 	call := &proxy.Call{Base: base, Path: path, Header: rel.info.APIAuth.Header,
 		Value: rel.info.APIAuth.HeaderValue(rel.cred.AccessToken), HoldKey: name + "\x00" + connID, Provider: name,
-		Drop: []string{mcpauth.UserTokenHeader, AccountHeader, ScopesHeader}}
+		Drop: []string{mcpauth.UserTokenHeader, mcpauth.DPoPHeader, AccountHeader, ScopesHeader}}
 	call.Refresh = func(ctx context.Context) (string, error) {
 		// The provider refused the token: refresh it once (across
 		// replicas, under the connection's lease) — a narrowed token is
@@ -166,7 +166,7 @@ func (s *Server) whileAllowed(r *http.Request, clientID string) (*http.Request, 
 		defer unwatch()
 		for {
 			// Checked once subscribed too: a change before is not missed.
-			if _, err := s.auth.AuthenticateClient(r); err != nil {
+			if err := s.auth.Recheck(r, clientID); err != nil {
 				cancel(&clientRefused{err})
 				return
 			}

@@ -230,6 +230,10 @@ func (s *Server) routes() []web.Route {
 		page("POST /c/{id}/switch", web.ClassBrowser, s.switchAccount),
 		page("GET /oauth/callback", web.ClassBrowser, s.callback),
 
+		// RFC 8693 token exchange and its RFC 8414 metadata (exchange.go).
+		api("POST "+TokenPath, s.exchange),
+		web.AssetRoute("GET "+MetadataPath, web.API(s.logger, s.metadata)),
+
 		// The /v1 API for MCP servers (api.go).
 		api("POST /v1/elicitations", s.mint),
 		api("POST /v1/elicitations/resolve", s.resolve),

@@ -53,6 +53,11 @@ func (s *Server) SweepDatabase(ctx context.Context) (int64, error) {
 	if _, err := s.sessions.Sweep(ctx); err != nil {
 		return expired, err
 	}
+	// client_assertions is mcpauth's: the spent jtis of expired client
+	// assertions.
+	if _, err := s.clients.SweepAssertions(ctx); err != nil {
+		return expired, err
+	}
 	if expired > 0 {
 		s.logger.InfoContext(ctx, "elicitations expired", slog.Int64("count", expired))
 		for range expired {

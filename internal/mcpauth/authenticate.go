@@ -2,6 +2,7 @@ package mcpauth
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -15,29 +16,89 @@ const UserTokenHeader = "X-User-Token"
 // client key, then the user by their access token, which must have been issued
 // for one of that client's resources.
 type Authenticator struct {
-	clients  *Clients
-	verifier *Verifier
+	clients     *Clients
+	verifier    *Verifier
+	origin      string // connectd's public origin: DPoP proofs' htu is it and the path
+	apiAudience string // the aud of a client assertion on /v1: origin + "/v1"
 }
 
 // NewAuthenticator returns an Authenticator over the client registry and the
-// token verifier.
-func NewAuthenticator(clients *Clients, verifier *Verifier) *Authenticator {
-	return &Authenticator{clients: clients, verifier: verifier}
+// token verifier. publicURL is connectd's public origin: a client assertion
+// presented as the /v1 bearer must carry aud <publicURL>/v1, a DPoP proof
+// htu <publicURL><path>; "" refuses assertions and DPoP there.
+func NewAuthenticator(clients *Clients, verifier *Verifier, publicURL string) *Authenticator {
+	a := &Authenticator{clients: clients, verifier: verifier, origin: strings.TrimRight(publicURL, "/")}
+	if a.origin != "" {
+		a.apiAudience = a.origin + "/v1"
+	}
+	return a
 }
 
-// AuthenticateClient authenticates only the calling MCP server. Errors are
-// this package's sentinels (ErrMissingClientKey, ErrInvalidClientKey,
-// ErrClientDisabled), wrapped; internal/web's error table answers them.
+// AuthenticateClient authenticates only the calling MCP server, by the
+// bearer credential: its client key (cks_…), or a client assertion
+// (private_key_jwt: a JWT for the /v1 audience, its jti single-use). Errors
+// are this package's sentinels (ErrMissingClientKey, ErrInvalidClientKey,
+// ErrClientDisabled, ErrInvalidAssertion), wrapped; internal/web's error
+// table answers them.
 func (a *Authenticator) AuthenticateClient(r *http.Request) (Client, error) {
+	return a.authenticateClient(r, true)
+}
+
+// authenticateClient is AuthenticateClient; dpop says whether a client that
+// must prove its calls with DPoP is asked for the request's proof (not when
+// the request is checked again: its proof's jti is spent).
+func (a *Authenticator) authenticateClient(r *http.Request, dpop bool) (Client, error) {
 	key, ok := Bearer(r.Header.Get("Authorization"))
 	if !ok {
 		return Client{}, ErrMissingClientKey
 	}
-	c, err := a.clients.Authenticate(r.Context(), key)
+	var c Client
+	var err error
+	if LooksLikeAssertion(key) {
+		if a.apiAudience == "" {
+			return Client{}, ErrInvalidClientKey
+		}
+		c, err = a.clients.AuthenticateAssertion(r.Context(), key, a.apiAudience)
+	} else {
+		c, err = a.clients.Authenticate(r.Context(), key)
+	}
 	if err != nil {
 		return Client{}, err
 	}
+	if c.DPoPRequired && dpop {
+		if a.origin == "" {
+			return Client{}, ErrInvalidDPoP
+		}
+		if err := a.clients.VerifyDPoP(r.Context(), c, r.Header.Get(DPoPHeader), r.Method, a.origin+r.URL.EscapedPath()); err != nil {
+			return Client{}, err
+		}
+	}
 	return c, nil
+}
+
+// Recheck tells whether the client that r authenticated as would still
+// be accepted (by id), for a request that runs long (a long-poll, a
+// proxied call) after its client changed: a client key is authenticated again; an
+// assertion, whose jti is spent, is not presented twice — the client must
+// still be enabled and still have keys for private_key_jwt. A DPoP proof is
+// not checked again either (its jti is spent too).
+func (a *Authenticator) Recheck(r *http.Request, clientID string) error {
+	if key, ok := Bearer(r.Header.Get("Authorization")); !ok || !LooksLikeAssertion(key) {
+		_, err := a.authenticateClient(r, false)
+		return err
+	}
+	now, err := a.clients.Get(r.Context(), clientID)
+	switch {
+	case errors.Is(err, ErrClientNotFound):
+		return ErrInvalidAssertion
+	case err != nil:
+		return err
+	case now.Disabled:
+		return ErrClientDisabled
+	case now.JWKSURL == "" && len(now.JWKS) == 0:
+		return fmt.Errorf("%w: the client no longer has keys for private_key_jwt", ErrInvalidAssertion)
+	}
+	return nil
 }
 
 // Authenticate authenticates the calling MCP server and the user it acts for.

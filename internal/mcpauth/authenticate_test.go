@@ -28,7 +28,7 @@ func TestAuthenticateHTTP(t *testing.T) {
 	down.jwksFails.Store(true)
 	v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{a.issuer("a"), down.issuer("down")}})
 	clients := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pgtest.Pool(t)})
-	auth := mcpauth.NewAuthenticator(clients, v)
+	auth := mcpauth.NewAuthenticator(clients, v, "")
 
 	client, key, err := clients.Create(ctx, "Demo", []string{resource}, nil)
 	if err != nil {

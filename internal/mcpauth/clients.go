@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -52,6 +53,13 @@ type Client struct {
 	CreatedAt time.Time
 	// LastUsedAt is the last authenticated request, to the minute; zero if never.
 	LastUsedAt time.Time
+	// JWKSURL or JWKS (a public JWK Set) are the keys its private_key_jwt
+	// client assertions are signed with (assertion.go); neither: none.
+	JWKSURL string
+	JWKS    []byte
+	// DPoPRequired: every /v1 call carries a DPoP proof (RFC 9449) signed
+	// by one of those keys (dpop.go).
+	DPoPRequired bool
 }
 
 // ClientsConfig configures a Clients store.
@@ -68,6 +76,14 @@ type ClientsConfig struct {
 	CacheTTL time.Duration
 	// CacheSize caps the remembered keys (default 10,000 when CacheTTL is set).
 	CacheSize int
+	// HTTPClient fetches the JWKS URLs clients register for private_key_jwt
+	// (the egress client: its guard refuses private addresses at every dial,
+	// and registration refuses what it can tell without resolving). Nil: a
+	// plain client, bounded.
+	HTTPClient *http.Client
+	// Skew is the clock skew tolerated on client assertions' exp and iat
+	// (default 30s).
+	Skew time.Duration
 }
 
 // Clients is the registry of MCP-server clients and their keys (tables clients
@@ -84,6 +100,11 @@ type Clients struct {
 
 	watchMu  sync.Mutex
 	watchers []func(id string) // OnChange's, told after the cache forgot
+
+	httpClient *http.Client // fetches registered JWKS URLs (bounded)
+	rawClient  *http.Client // as configured: registration asks its guard
+	skew       time.Duration
+	remote     remoteKeys // the registered JWKS URLs' keys, cached (assertion.go)
 }
 
 // NewClients returns the client registry over cfg.Pool.
@@ -100,13 +121,17 @@ func NewClients(cfg ClientsConfig) *Clients {
 		cfg.CacheSize = 10_000
 	}
 	c.cache = cache.New[[32]byte, cachedKey](cfg.CacheTTL, cfg.CacheSize, c.now)
+	c.rawClient = cfg.HTTPClient
+	c.httpClient = egress.Bound(cfg.HTTPClient, egress.Limits{Timeout: 10 * time.Second, MaxResponseBytes: maxJWKSBytes})
+	c.skew = orDefault(cfg.Skew, 30*time.Second)
+	c.remote.entries = map[string]*remoteSet{}
 	return c
 }
 
 const (
 	insertClientSQL = `INSERT INTO clients (id, name, resources, providers, created_at) VALUES ($1, $2, $3, $4, $5)`
 	insertKeySQL    = `INSERT INTO client_keys (key_hash, client_id, created_at) VALUES ($1, $2, $3)`
-	clientColumns   = `c.id, c.name, c.resources, c.providers, c.disabled, c.created_at, c.last_used_at, c.proxy_only, ` + proxyRulesColumn + `, c.logo_url, c.homepage`
+	clientColumns   = `c.id, c.name, c.resources, c.providers, c.disabled, c.created_at, c.last_used_at, c.proxy_only, ` + proxyRulesColumn + `, c.logo_url, c.homepage, c.jwks_url, c.jwks, c.dpop_required`
 	listClientsSQL  = `SELECT ` + clientColumns + ` FROM clients c ORDER BY c.created_at, c.id`
 	getClientSQL    = `SELECT ` + clientColumns + ` FROM clients c WHERE c.id = $1`
 	// Every replica's key cache learns of the change on commit.
@@ -365,8 +390,9 @@ func (c *Clients) lookup(ctx context.Context, want [32]byte, now time.Time) (Cli
 	var got []byte
 	var keyExpires, lastUsed *time.Time
 	var rules []byte
+	var jwksURL *string
 	err := row.Scan(&got, &keyExpires, &cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed,
-		&cl.ProxyOnly, &rules, &cl.LogoURL, &cl.Homepage)
+		&cl.ProxyOnly, &rules, &cl.LogoURL, &cl.Homepage, &jwksURL, &cl.JWKS, &cl.DPoPRequired)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Client{}, ErrInvalidClientKey
 	}
@@ -381,6 +407,9 @@ func (c *Clients) lookup(ctx context.Context, want [32]byte, now time.Time) (Cli
 	}
 	if lastUsed != nil {
 		cl.LastUsedAt = *lastUsed
+	}
+	if jwksURL != nil {
+		cl.JWKSURL = *jwksURL
 	}
 	c.remember(want, cl, keyExpires, gen)
 	return cl, nil
@@ -401,12 +430,16 @@ func scanClient(row pgx.Row) (Client, error) {
 	var cl Client
 	var lastUsed *time.Time
 	var rules []byte
+	var jwksURL *string
 	if err := row.Scan(&cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed, &cl.ProxyOnly, &rules,
-		&cl.LogoURL, &cl.Homepage); err != nil {
+		&cl.LogoURL, &cl.Homepage, &jwksURL, &cl.JWKS, &cl.DPoPRequired); err != nil {
 		return Client{}, err
 	}
 	if lastUsed != nil {
 		cl.LastUsedAt = *lastUsed
+	}
+	if jwksURL != nil {
+		cl.JWKSURL = *jwksURL
 	}
 	var err error
 	cl.ProxyRules, err = decodeRules(rules)

@@ -4,6 +4,12 @@
 //     and client_keys), and authentication of the /v1 API by client key, with
 //     a brief cache of authenticated keys (by hash) that disabling a client or
 //     rotating its keys clears on every replica (clientcache.go);
+//   - client authentication without a shared secret: RFC 7523 client
+//     assertions (private_key_jwt) against the keys a client registered (a
+//     public JWK Set, or a JWKS URL fetched through egress and cached), and
+//     DPoP proofs (RFC 9449) by those keys, each jti spent once across
+//     replicas (table client_assertions; assertion.go, dpop.go), and the
+//     token endpoint's client authentication methods (tokenclient.go);
 //   - verification of MCP user access tokens (RFC 9068 JWTs) against trusted
 //     issuers, with discovery (egress.Discover: RFC 8414, then OIDC) and a
 //     JWKS cache (jwks.go) that follows the answer's cache headers, retries a
@@ -13,7 +19,8 @@
 //     S256 + nonce) and its single-use login states (table login_states).
 //
 // It must never: store or log a client key, token, code, state, verifier or
-// nonce in clear; accept a token whose audience is not one of the calling
+// nonce in clear; accept a client assertion or DPoP proof twice, or signed
+// by a key the client did not register; accept a token whose audience is not one of the calling
 // client's registered resources (no token passthrough); accept an algorithm
 // outside the asymmetric allow-list; answer 401 when it merely could not fetch
 // keys (that is a 503); make an outbound call through a client that

@@ -175,8 +175,8 @@ func (s *Spec) Check(method, path string, status int, contentType string, body [
 	return nil
 }
 
-// Handler wraps h so that every answer h gives to a documented /v1
-// operation is checked against docs/openapi.yaml; a mismatch fails t.
+// Handler wraps h so that every answer h gives to a documented operation
+// (/v1, the token endpoint) is checked against docs/openapi.yaml; a mismatch fails t.
 func Handler(t testing.TB, h http.Handler) http.Handler {
 	spec, err := Load()
 	if err != nil {
@@ -185,7 +185,7 @@ func Handler(t testing.TB, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The proxy's answers are the providers' own documents, not
 		// connectd's: the spec describes them as anything.
-		if !strings.HasPrefix(r.URL.Path, "/v1/") || strings.HasPrefix(r.URL.Path, "/v1/proxy/") {
+		if !documented(r.URL.Path) {
 			h.ServeHTTP(w, r)
 			return
 		}
@@ -198,6 +198,17 @@ func Handler(t testing.TB, h http.Handler) http.Handler {
 			t.Errorf("openapitest: %v", err)
 		}
 	})
+}
+
+// documented reports whether the answers at path are connectd's own API's:
+// /v1 (less the proxy, whose answers are the providers' own documents, which
+// the spec describes as anything), the OAuth token endpoint and its metadata.
+func documented(path string) bool {
+	switch path {
+	case "/oauth/token", "/.well-known/oauth-authorization-server":
+		return true
+	}
+	return strings.HasPrefix(path, "/v1/") && !strings.HasPrefix(path, "/v1/proxy/")
 }
 
 // recorder passes the answer through and keeps a copy of it.

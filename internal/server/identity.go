@@ -69,9 +69,9 @@ func newIdentity(ctx context.Context, cfg Config) (*identity, error) {
 		return nil, err
 	}
 	id.sessions, id.login = sessions, login
-	id.clients = mcpauth.NewClients(mcpauth.ClientsConfig{Pool: cfg.Pool, AllowHTTP: cfg.Dev, Logger: logger,
+	id.clients = mcpauth.NewClients(mcpauth.ClientsConfig{Pool: cfg.Pool, AllowHTTP: cfg.Dev, Logger: logger, HTTPClient: client, Skew: ic.TokenSkew,
 		CacheTTL: cfg.Cache.ClientKeyTTL, CacheSize: cfg.Cache.Size, Now: cfg.Now})
-	id.auth = mcpauth.NewAuthenticator(id.clients, id.verifier)
+	id.auth = mcpauth.NewAuthenticator(id.clients, id.verifier, cfg.PublicURL.String())
 	return id, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/connectd/connectd/internal/keyring"
@@ -56,6 +57,13 @@ var codes = []row{
 		challenge(challengeInvalid)),
 	auth(mcpauth.ErrClientDisabled, http.StatusUnauthorized, "invalid_client", "the client is disabled",
 		challenge(challengeInvalid)),
+	auth(mcpauth.ErrInvalidAssertion, http.StatusUnauthorized, "invalid_client", "the client assertion is not valid",
+		challenge(challengeInvalid)),
+	auth(mcpauth.ErrInvalidDPoP, http.StatusUnauthorized, "invalid_dpop_proof",
+		"this client must prove each call with a valid DPoP proof signed by one of its registered keys",
+		challenge(`DPoP realm="connectd", error="invalid_dpop_proof", algs="`+strings.Join(mcpauth.AssertionAlgorithms(), " ")+`"`)),
+	auth(mcpauth.ErrAuthMethods, http.StatusBadRequest, "invalid_request",
+		"use exactly one client authentication method (client_secret_basic, client_secret_post or private_key_jwt)", nil),
 	auth(mcpauth.ErrMissingUserToken, http.StatusUnauthorized, "missing_user_token",
 		"the user's access token is required in "+mcpauth.UserTokenHeader, challenge(challengeMissing)),
 	auth(mcpauth.ErrIssuerUnavailable, http.StatusServiceUnavailable, "jwks_unavailable",

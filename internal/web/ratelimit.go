@@ -209,6 +209,15 @@ func RateLimit(c RateLimits, logger *slog.Logger) func(http.Handler) http.Handle
 					key := "ip:" + ip
 					if cred, ok := mcpauth.Bearer(r.Header.Get("Authorization")); ok {
 						key = "key:" + KeyOf(cred)
+						// A client assertion is new on every call: its
+						// budget is its (unverified) client's from this
+						// address, so fresh assertions get no fresh budget
+						// and a forged iss spends only its sender's share.
+						if mcpauth.LooksLikeAssertion(cred) {
+							if iss, ok := mcpauth.AssertionIssuer(cred); ok {
+								key = "jwt:" + KeyOf(iss+"\x00"+ip)
+							}
+						}
 					}
 					err = api.Allow(w, r, key)
 				}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
+
 	"github.com/connectd/connectd/internal/web"
 )
 
@@ -54,5 +56,28 @@ func TestRetryAfterOnce(t *testing.T) {
 				t.Fatalf("Retry-After %q, want exactly [%q]", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestAssertionsShareTheirClientsBudget: a client assertion is new on every
+// call (its jti is single-use), so keying the /v1 budget by the credential
+// would give each call a fresh budget; assertions of one client from one
+// address share one, and another client's are apart.
+func TestAssertionsShareTheirClientsBudget(t *testing.T) {
+	t.Parallel()
+	limits := web.RateLimits{API: web.Rate{Requests: 2, Window: time.Minute}, APIPerIP: web.Rate{Requests: 100, Window: time.Minute}}
+	srv := publicServer(t, limits, classified(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))...)
+	assertion := func(iss, jti string) map[string]string {
+		tok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"iss": iss, "sub": iss, "jti": jti}).SignedString([]byte("k"))
+		return map[string]string{"Authorization": "Bearer " + tok}
+	}
+	for i, jti := range []string{"1", "2", "3"} {
+		st := send(t, "GET", srv.URL+"/v1/x", assertion("cli_a", jti)).status
+		if want := map[bool]int{true: http.StatusTooManyRequests, false: http.StatusOK}[i == 2]; st != want {
+			t.Fatalf("assertion %d of cli_a: %d, want %d", i+1, st, want)
+		}
+	}
+	if st := send(t, "GET", srv.URL+"/v1/x", assertion("cli_b", "1")).status; st != http.StatusOK {
+		t.Fatalf("another client's assertion: %d", st)
 	}
 }

@@ -59,6 +59,7 @@ const codeFamilies: Readonly<Record<string, readonly ErrorFamily[]>> = {
   account_required: [F.AccountRequired],
   not_found: [F.NotFound],
   invalid_client: [F.InvalidClient],
+  invalid_dpop_proof: [F.InvalidClient], // a client that must prove its calls with DPoP
   missing_user_token: [F.UserToken],
   invalid_token: [F.UserToken],
   token_expired: [F.UserToken],

@@ -533,6 +533,150 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/oauth/token": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * RFC 8693 token exchange — the token read through a standard OAuth door
+         * @description The MCP server authenticates as an OAuth client (client_secret_basic or client_secret_post with its client key as the secret, or private_key_jwt with aud = this endpoint's URL); subject_token is the user's MCP access token; audience (connectd:provider:<provider>[:<connection id>]) or resource (<public URL>/v1/connections/<provider>[?account=<connection id>]) names the target. Decided exactly as GET /v1/connections/{provider}/token. docs/api.md#token-exchange.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/x-www-form-urlencoded": {
+                        /** @constant */
+                        grant_type: "urn:ietf:params:oauth:grant-type:token-exchange";
+                        subject_token: string;
+                        /** @constant */
+                        subject_token_type: "urn:ietf:params:oauth:token-type:access_token";
+                        /** @constant */
+                        requested_token_type?: "urn:ietf:params:oauth:token-type:access_token";
+                        audience?: string;
+                        /** Format: uri */
+                        resource?: string;
+                        /** @description space-separated scopes the credential must carry */
+                        scope?: string;
+                        client_id?: string;
+                        /** @description the client key (client_secret_post) */
+                        client_secret?: string;
+                        /** @constant */
+                        client_assertion_type?: "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
+                        client_assertion?: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description the credential (Cache-Control no-store) */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TokenExchange"];
+                    };
+                };
+                /** @description RFC 6749 §5.2 error */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TokenError"];
+                    };
+                };
+                /** @description RFC 6749 §5.2 error */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TokenError"];
+                    };
+                };
+                /** @description RFC 6749 §5.2 error */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TokenError"];
+                    };
+                };
+                /** @description RFC 6749 §5.2 error */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TokenError"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/.well-known/oauth-authorization-server": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** RFC 8414 metadata of connectd's token endpoint */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description metadata */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** Format: uri */
+                            issuer: string;
+                            /** Format: uri */
+                            token_endpoint: string;
+                            grant_types_supported: string[];
+                            token_endpoint_auth_methods_supported: ("client_secret_basic" | "client_secret_post" | "private_key_jwt")[];
+                            token_endpoint_auth_signing_alg_values_supported: string[];
+                            /** Format: uri */
+                            service_documentation?: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -543,7 +687,7 @@ export interface components {
              * @description stable error code; docs/api.md says when each is given. The Go and TypeScript clients map every one of them to an error family (client.TestErrorCodesMatchTheSpec, the TypeScript unit tests), except the three that need no action of their own (internal_error, unsupported_media_type, cross_origin_request).
              * @enum {string}
              */
-            error: "account_required" | "consent_required" | "cross_origin_request" | "database_unavailable" | "insufficient_scope" | "internal_error" | "invalid_client" | "invalid_request" | "invalid_scope" | "invalid_token" | "jwks_unavailable" | "missing_user_token" | "not_connected" | "not_found" | "provider_not_allowed" | "provider_rate_limited" | "provider_response_too_large" | "provider_unauthorized" | "provider_unavailable" | "proxy_not_allowed" | "proxy_not_supported" | "rate_limited" | "reauthorization_required" | "request_digest_mismatch" | "request_state_expired" | "request_state_invalid" | "request_state_replayed" | "request_state_wrong_client" | "request_state_wrong_user" | "request_too_large" | "token_expired" | "token_not_yet_valid" | "token_release_disabled" | "unknown_provider" | "unsupported_media_type" | "untrusted_issuer" | "wrong_audience";
+            error: "account_required" | "consent_required" | "cross_origin_request" | "database_unavailable" | "insufficient_scope" | "internal_error" | "invalid_client" | "invalid_dpop_proof" | "invalid_request" | "invalid_scope" | "invalid_token" | "jwks_unavailable" | "missing_user_token" | "not_connected" | "not_found" | "provider_not_allowed" | "provider_rate_limited" | "provider_response_too_large" | "provider_unauthorized" | "provider_unavailable" | "proxy_not_allowed" | "proxy_not_supported" | "rate_limited" | "reauthorization_required" | "request_digest_mismatch" | "request_state_expired" | "request_state_invalid" | "request_state_replayed" | "request_state_wrong_client" | "request_state_wrong_user" | "request_too_large" | "token_expired" | "token_not_yet_valid" | "token_release_disabled" | "unknown_provider" | "unsupported_media_type" | "untrusted_issuer" | "wrong_audience";
             /** @description for people; never a secret */
             error_description?: string;
             /** @description the X-Request-Id of this answer */
@@ -673,6 +817,46 @@ export interface components {
             expires_at?: string;
             /** @description the scopes this access token carries; at a provider that narrows tokens, a client approved for less than the connection grants receives a token narrowed to its approval, and these are its scopes */
             scopes?: string[];
+        };
+        /** @description the RFC 8693 §2.2.1 answer of POST /oauth/token (docs/api.md#token-exchange) */
+        TokenExchange: {
+            /** @description the provider access token (or API key) the token read would answer */
+            access_token: string;
+            /** @constant */
+            issued_token_type: "urn:ietf:params:oauth:token-type:access_token";
+            /** @description the provider's token type; Bearer when it gave none */
+            token_type: string;
+            /** @description seconds until the access token expires; absent when it does not */
+            expires_in?: number;
+            /** @description the scopes the access token carries */
+            scope?: string;
+            /** @description the connection this token is of (connectd's addition) */
+            account: {
+                id: string;
+                display_name: string;
+            };
+        };
+        /** @description An error of POST /oauth/token in RFC 6749 §5.2 form (400, or 401 invalid_client). The token read's codes that an OAuth client cannot act on by their /v1 name are renamed (the /v1 code in connectd_error); the codes that ask for a connect link keep their name and carry the mint body (docs/api.md#token-exchange). */
+        TokenError: {
+            /** @enum {string} */
+            error: "invalid_request" | "invalid_client" | "invalid_grant" | "invalid_target" | "invalid_scope" | "unauthorized_client" | "unsupported_grant_type" | "consent_required" | "not_connected" | "account_required" | "reauthorization_required" | "insufficient_scope" | "rate_limited" | "jwks_unavailable" | "provider_unavailable" | "database_unavailable" | "request_too_large";
+            error_description?: string;
+            request_id?: string;
+            /** @description the code the /v1 token read gives for the same refusal, when error renamed it (wrong_audience → invalid_grant, …) */
+            connectd_error?: string;
+            /** @description with consent_required, not_connected, reauthorization_required and insufficient_scope — the POST /v1/elicitations body that mints the connect link the user must open */
+            mint?: {
+                provider: string;
+                scopes: string[];
+                account?: string;
+            };
+            missing_scopes?: string[];
+            unapproved_scopes?: string[];
+            account_changed?: boolean;
+            account?: {
+                id: string;
+            };
+            accounts?: components["schemas"]["Account"][];
         };
     };
     responses: {

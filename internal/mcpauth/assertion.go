@@ -1,0 +1,477 @@
+package mcpauth
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/MicahParks/keyfunc/v3"
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/connectd/connectd/internal/egress"
+)
+
+// ErrInvalidAssertion means a client assertion (RFC 7523, private_key_jwt)
+// was refused: malformed, an algorithm outside the allow-list, a signature
+// by no key the client registered, iss or sub not the client, aud not
+// exactly the endpoint's, expired or living too long, or a jti already used.
+// The wrapped text says which (logged, never answered).
+var ErrInvalidAssertion = errors.New("mcpauth: invalid client assertion")
+
+// Limits on client assertions.
+const (
+	// MaxAssertionLifetime bounds exp - iat, and exp - now: an assertion is
+	// made for one request, and its jti is remembered until it expires.
+	MaxAssertionLifetime = 5 * time.Minute
+	maxAssertionBytes    = 8 << 10
+	maxJTI               = 256
+	maxJWKSBytes         = 64 << 10
+	// remoteKeysLifetime is how long a registered JWKS URL's answer is
+	// used; unknownKeyInterval the least time between fetches brought
+	// forward by an unknown kid (a key just published: rotation).
+	remoteKeysLifetime = 5 * time.Minute
+	unknownKeyInterval = 10 * time.Second
+	maxRemoteSets      = 10_000
+)
+
+// AssertionAlgorithms is the signature allow-list of client assertions (the
+// user tokens' own: asymmetric only, never none or HS*), for metadata.
+func AssertionAlgorithms() []string { return slices.Clone(algorithms) }
+
+// assertionClaims are the claims of a client assertion.
+type assertionClaims struct {
+	jwt.RegisteredClaims
+}
+
+// LooksLikeAssertion reports whether a bearer credential is a JWT (a client
+// assertion) rather than a client key: not cks_-prefixed, three segments.
+func LooksLikeAssertion(cred string) bool {
+	return !strings.HasPrefix(cred, KeyPrefix) && strings.Count(cred, ".") == 2
+}
+
+// AssertionIssuer is the unverified iss of a client assertion, for keying a
+// rate-limit budget only (never for any decision).
+func AssertionIssuer(raw string) (string, bool) {
+	if len(raw) > maxAssertionBytes {
+		return "", false
+	}
+	var c assertionClaims
+	if _, _, err := jwt.NewParser().ParseUnverified(raw, &c); err != nil || c.Issuer == "" {
+		return "", false
+	}
+	return c.Issuer, true
+}
+
+// AuthenticateAssertion returns the client whose registered key signed raw,
+// an RFC 7523 client assertion for audience (OIDC Core §9 private_key_jwt):
+// iss and sub the client id, aud exactly audience (one value), exp at most
+// MaxAssertionLifetime after iat and after now, an alg of the asymmetric
+// allow-list, a key of the client's registered JWK Set or JWKS URL, and a
+// jti never seen before for that client on any replica (client_assertions).
+// Errors: ErrInvalidAssertion, wrapped; ErrClientDisabled;
+// ErrIssuerUnavailable (the client's JWKS URL could not be fetched and no
+// keys of it are cached: a 503).
+func (c *Clients) AuthenticateAssertion(ctx context.Context, raw, audience string) (Client, error) {
+	bad := func(format string, args ...any) (Client, error) {
+		return Client{}, fmt.Errorf("%w: "+format, append([]any{ErrInvalidAssertion}, args...)...)
+	}
+	if raw == "" || len(raw) > maxAssertionBytes || audience == "" {
+		return bad("empty or oversized")
+	}
+	var pre assertionClaims
+	tok, _, err := jwt.NewParser().ParseUnverified(raw, &pre)
+	if err != nil {
+		return bad("malformed")
+	}
+	if alg, _ := tok.Header["alg"].(string); !slices.Contains(algorithms, alg) {
+		return bad("algorithm %q not allowed", alg)
+	}
+	if pre.Issuer == "" || pre.Issuer != pre.Subject || !strings.HasPrefix(pre.Issuer, "cli_") || len(pre.Issuer) > 64 {
+		return bad("iss and sub must both be the client id")
+	}
+	cl, err := c.Get(ctx, pre.Issuer)
+	if errors.Is(err, ErrClientNotFound) {
+		return bad("no such client")
+	}
+	if err != nil {
+		return Client{}, err
+	}
+	if cl.Disabled {
+		return Client{}, ErrClientDisabled
+	}
+	kf, err := c.assertionKeys(ctx, cl)
+	if err != nil {
+		return Client{}, err
+	}
+	now := c.now()
+	parser := jwt.NewParser(
+		jwt.WithValidMethods(algorithms),
+		jwt.WithLeeway(c.skew),
+		jwt.WithTimeFunc(func() time.Time { return now }),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithIssuer(cl.ID),
+		jwt.WithSubject(cl.ID),
+	)
+	var claims assertionClaims
+	if _, err := parser.ParseWithClaims(raw, &claims, kf.KeyfuncCtx(ctx)); err != nil {
+		if errors.Is(err, jwkset.ErrKeyNotFound) && cl.JWKSURL != "" && c.remote.refetchFor(c, cl.JWKSURL) {
+			// A kid not yet in the cache: a key just published. One
+			// fetch per interval brings it, whoever asked.
+			if kf, err = c.assertionKeys(ctx, cl); err != nil {
+				return Client{}, err
+			}
+			_, err = parser.ParseWithClaims(raw, &claims, kf.KeyfuncCtx(ctx))
+		}
+		if err != nil {
+			return bad("%v", err) // jwt's text: no secret in it
+		}
+	}
+	if len(claims.Audience) != 1 || claims.Audience[0] != audience {
+		return bad("aud must be exactly %s", audience)
+	}
+	if claims.IssuedAt == nil || claims.ExpiresAt.Sub(claims.IssuedAt.Time) > MaxAssertionLifetime ||
+		claims.ExpiresAt.Sub(now) > MaxAssertionLifetime+c.skew {
+		return bad("exp must be at most %s after iat and now", MaxAssertionLifetime)
+	}
+	if claims.ID == "" || len(claims.ID) > maxJTI {
+		return bad("jti must be 1-%d characters", maxJTI)
+	}
+	// The jti is spent on every replica by this one insert: a second use,
+	// concurrent or later, inserts nothing. Kept past exp by the skew, as
+	// long as the assertion could still be accepted.
+	tag, err := c.pool.Exec(ctx, spendJTISQL, cl.ID, claims.ID, claims.ExpiresAt.Add(c.skew))
+	if err != nil {
+		return Client{}, fmt.Errorf("mcpauth: record assertion: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return bad("jti already used (a replayed assertion)")
+	}
+	c.touch(ctx, cl.ID, now.UTC())
+	return cl, nil
+}
+
+const (
+	spendJTISQL = `INSERT INTO client_assertions (client_id, jti, expires_at) VALUES ($1, $2, $3)
+		ON CONFLICT DO NOTHING`
+	sweepJTISQL = `DELETE FROM client_assertions WHERE expires_at < $1`
+)
+
+// SweepAssertions deletes the spent jtis of assertions that have expired.
+func (c *Clients) SweepAssertions(ctx context.Context) (int64, error) {
+	tag, err := c.pool.Exec(ctx, sweepJTISQL, c.now())
+	if err != nil {
+		return 0, fmt.Errorf("mcpauth: sweep client assertions: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// assertionKeys is the keyfunc over cl's registered keys.
+func (c *Clients) assertionKeys(ctx context.Context, cl Client) (keyfunc.Keyfunc, error) {
+	switch {
+	case len(cl.JWKS) > 0:
+		kf, err := keyfunc.NewJWKSetJSON(cl.JWKS)
+		if err != nil {
+			return nil, fmt.Errorf("mcpauth: client %s: registered keys: %w", cl.ID, err)
+		}
+		return kf, nil
+	case cl.JWKSURL != "":
+		store, err := c.remote.keys(ctx, c, cl.JWKSURL)
+		if err != nil {
+			return nil, err
+		}
+		return keyfunc.New(keyfunc.Options{Storage: store})
+	}
+	return nil, fmt.Errorf("%w: client %s registered no key for private_key_jwt", ErrInvalidAssertion, cl.ID)
+}
+
+// remoteKeys caches the keys of registered JWKS URLs, by URL: each used
+// for remoteKeysLifetime, fetched again sooner (once per
+// unknownKeyInterval) for an unknown kid. While a URL fails, its last keys
+// keep verifying.
+type remoteKeys struct {
+	mu      sync.Mutex
+	entries map[string]*remoteSet
+}
+
+type remoteSet struct {
+	mu      sync.Mutex // held across a fetch: one at a time per URL
+	store   *jwkset.MemoryJWKSet
+	fetched time.Time // last good fetch; zero: none
+	tried   time.Time // last attempt
+	stale   bool      // fetch again at the next use (an unknown kid)
+}
+
+func (r *remoteKeys) entry(u string) *remoteSet {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.entries[u]
+	if e == nil {
+		if len(r.entries) >= maxRemoteSets {
+			for k := range r.entries { // any one: a bound, not a policy
+				delete(r.entries, k)
+				break
+			}
+		}
+		e = &remoteSet{store: jwkset.NewMemoryStorage()}
+		r.entries[u] = e
+	}
+	return e
+}
+
+// refetchFor marks u's keys to be fetched again, if the last attempt is
+// older than unknownKeyInterval.
+func (r *remoteKeys) refetchFor(c *Clients, u string) bool {
+	e := r.entry(u)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if c.now().Sub(e.tried) < unknownKeyInterval {
+		return false
+	}
+	e.stale = true
+	return true
+}
+
+// keys returns u's keys, fetching them when none are cached, they are older
+// than remoteKeysLifetime, or an unknown kid asked.
+func (r *remoteKeys) keys(ctx context.Context, c *Clients, u string) (*jwkset.MemoryJWKSet, error) {
+	e := r.entry(u)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := c.now()
+	if !e.fetched.IsZero() && now.Sub(e.fetched) < remoteKeysLifetime && !e.stale {
+		return e.store, nil
+	}
+	// A failing URL is tried once per interval, whatever asks (stale is
+	// set only as often: refetchFor).
+	if !e.stale && !e.tried.IsZero() && now.Sub(e.tried) < unknownKeyInterval {
+		if e.fetched.IsZero() {
+			return nil, unavailable(unknownKeyInterval-now.Sub(e.tried), "client JWKS %s: unreachable", u)
+		}
+		return e.store, nil
+	}
+	e.tried, e.stale = now, false
+	keys, err := c.fetchJWKS(ctx, u)
+	if err == nil {
+		err = e.store.KeyReplaceAll(ctx, keys)
+	}
+	if err != nil {
+		c.logger.WarnContext(ctx, "client JWKS fetch failed", slog.Any("error", err))
+		if e.fetched.IsZero() {
+			return nil, unavailable(unknownKeyInterval, "client JWKS %s: %w", u, err)
+		}
+		return e.store, nil // the last keys keep verifying
+	}
+	e.fetched = now
+	return e.store, nil
+}
+
+// fetchJWKS GETs a registered JWKS URL through the bounded egress client.
+func (c *Clients) fetchJWKS(ctx context.Context, u string) ([]jwkset.JWK, error) {
+	// Not the request's own cancellation: anyone may send an assertion
+	// naming a client, and one that hangs up at once must not make the
+	// fetch fail for the client's own calls (a failure is not retried
+	// for unknownKeyInterval).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", u, err)
+	}
+	req.Header.Set("Accept", "application/jwk-set+json, application/json")
+	resp, err := c.httpClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil, fmt.Errorf("GET %s: HTTP %d", u, resp.StatusCode)
+	}
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", u, err)
+	}
+	return publicKeys(raw)
+}
+
+// publicKeys parses a JWK Set, keeping the public keys of the kinds the
+// allow-list can verify with; a symmetric or private key, or none, is an
+// error.
+func publicKeys(raw []byte) ([]jwkset.JWK, error) {
+	var doc jwkset.JWKSMarshal
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("not a JWK Set: %w", err)
+	}
+	var out []jwkset.JWK
+	for _, m := range doc.Keys {
+		if m.D != "" || m.K != "" {
+			return nil, errors.New("a JWK Set for client assertions holds public keys only (no private or symmetric key)")
+		}
+		k, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{}, jwkset.JWKValidateOptions{})
+		switch {
+		case errors.Is(err, jwkset.ErrUnsupportedKey):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("a key of the JWK Set: %w", err)
+		}
+		if err := checkPublic(k.Key()); err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("the JWK Set has no usable public key")
+	}
+	return out, nil
+}
+
+// checkPublic accepts the public keys the allow-list verifies with: RSA of
+// at least 2048 bits, EC, Ed25519.
+func checkPublic(key any) error {
+	switch pk := key.(type) {
+	case *rsa.PublicKey:
+		if pk.N.BitLen() < 2048 {
+			return errors.New("an RSA key must have at least 2048 bits")
+		}
+	case *ecdsa.PublicKey, ed25519.PublicKey:
+	default:
+		return fmt.Errorf("a %T is not a public key connectd verifies assertions with (RSA, EC or Ed25519)", key)
+	}
+	return nil
+}
+
+// AssertionKeys is what a client registers for private_key_jwt: a JWKS URL,
+// or public keys (PEM, a JWK or a JWK Set); at most one. Neither: the client
+// stops using private_key_jwt.
+type AssertionKeys struct {
+	JWKSURL   string
+	PublicKey []byte
+	// DropSecrets ends the client's keys (cks_…) at once: a client that
+	// proves itself only with its private key holds no shared secret.
+	DropSecrets bool
+}
+
+const (
+	// Without keys, DPoP cannot be required either.
+	setAssertionKeysSQL = `UPDATE clients SET jwks_url = $2, jwks = $3,
+		dpop_required = dpop_required AND ($2::text IS NOT NULL OR $3::jsonb IS NOT NULL) WHERE id = $1`
+	dropSecretsSQL = `UPDATE client_keys SET expires_at = $2 WHERE client_id = $1 AND (expires_at IS NULL OR expires_at > $2)`
+)
+
+// SetAssertionKeys registers (or, with neither field, removes) client id's
+// keys for private_key_jwt. A JWKS URL must pass egress.CheckURL and what
+// the egress client's guard can tell without resolving (an IP literal in a
+// private range is refused now; a name is checked at every fetch). Public
+// keys are stored as a JWK Set of public keys: RSA of at least 2048 bits,
+// EC P-256/384/521 or Ed25519. Every replica's key cache learns of it.
+func (c *Clients) SetAssertionKeys(ctx context.Context, id string, k AssertionKeys) error {
+	var jwksURL *string
+	var jwks []byte
+	switch {
+	case k.JWKSURL != "" && len(k.PublicKey) > 0:
+		return fmt.Errorf("%w: a JWKS URL or a public key, not both", ErrInvalidClient)
+	case k.JWKSURL != "":
+		if err := egress.CheckURL(k.JWKSURL, c.allowHTTP); err != nil {
+			return fmt.Errorf("%w: JWKS URL %w", ErrInvalidClient, err)
+		}
+		if err := egress.CheckDestination(c.rawClient, k.JWKSURL); err != nil {
+			return fmt.Errorf("%w: JWKS URL %w", ErrInvalidClient, err)
+		}
+		jwksURL = &k.JWKSURL
+	case len(k.PublicKey) > 0:
+		set, err := parsePublicKey(k.PublicKey)
+		if err != nil {
+			return fmt.Errorf("%w: public key: %w", ErrInvalidClient, err)
+		}
+		jwks = set
+	}
+	if k.DropSecrets && jwksURL == nil && jwks == nil {
+		return fmt.Errorf("%w: a client without keys for private_key_jwt needs its client key", ErrInvalidClient)
+	}
+	var found bool
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, setAssertionKeysSQL, id, jwksURL, jwks)
+		if found = err == nil && tag.RowsAffected() > 0; !found {
+			return err
+		}
+		if k.DropSecrets {
+			if _, err := tx.Exec(ctx, dropSecretsSQL, id, c.now().UTC()); err != nil {
+				return err
+			}
+		}
+		// Every replica's key cache learns of it on commit.
+		_, err = tx.Exec(ctx, notifySQL, InvalidationChannel, id)
+		return err
+	})
+	c.forget(id)
+	if err != nil {
+		return fmt.Errorf("mcpauth: set assertion keys: %w", err)
+	}
+	if !found {
+		return fmt.Errorf("%w: %s", ErrClientNotFound, id)
+	}
+	return nil
+}
+
+// parsePublicKey reads PEM (a public key or certificate), a JWK or a JWK
+// Set, and returns the JWK Set of its public keys.
+func parsePublicKey(raw []byte) ([]byte, error) {
+	var keys []jwkset.JWK
+	if block, _ := pem.Decode(raw); block != nil {
+		var key any
+		var err error
+		if block.Type == "CERTIFICATE" {
+			var cert *x509.Certificate
+			if cert, err = x509.ParseCertificate(block.Bytes); err == nil {
+				key = cert.PublicKey
+			}
+		} else {
+			key, err = jwkset.LoadX509KeyInfer(block)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("PEM %s: %w", block.Type, err)
+		}
+		if err := checkPublic(key); err != nil {
+			return nil, err
+		}
+		k, err := jwkset.NewJWKFromKey(key, jwkset.JWKOptions{})
+		if err != nil {
+			return nil, err
+		}
+		keys = []jwkset.JWK{k}
+	} else {
+		set := raw
+		var probe map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &probe); err != nil {
+			return nil, errors.New("neither PEM nor JSON (a JWK or JWK Set)")
+		}
+		if _, isSet := probe["keys"]; !isSet {
+			set = append(append([]byte(`{"keys":[`), raw...), "]}"...)
+		}
+		var err error
+		if keys, err = publicKeys(set); err != nil {
+			return nil, err
+		}
+	}
+	out := jwkset.JWKSMarshal{}
+	for _, k := range keys {
+		out.Keys = append(out.Keys, k.Marshal())
+	}
+	return json.Marshal(out)
+}

@@ -130,6 +130,7 @@ func (s *Server) routes() []route {
 		r("POST /admin/clients/{id}/cut-off/revoke", AdminPage, s.revokeExposurePage),
 		r("POST /admin/clients/{id}/webhooks", AdminPage, s.createWebhookPage),
 		r("GET /admin/webhooks/{id}", AdminPage, s.webhookPage),
+		r("GET /admin/webhooks/{id}/delete", AdminPage, s.confirmDeleteWebhookPage),
 		r("POST /admin/webhooks/{id}/delete", AdminPage, s.deleteWebhookPage),
 		r("GET /admin/deliveries/{id}", AdminPage, s.deliveryPage),
 		r("POST /admin/deliveries/{id}/redeliver", AdminPage, s.redeliverPage),

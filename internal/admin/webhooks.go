@@ -439,12 +439,34 @@ func (s *Server) deleteWebhookPage(w http.ResponseWriter, r *http.Request) error
 	if err := s.checkForm(w, r); err != nil {
 		return err
 	}
+	if r.PostForm.Get("confirm") != r.PathValue("id") {
+		return web.Refuse(http.StatusBadRequest, "confirmation_required",
+			"Confirm the deletion on the confirmation page.", nil)
+	}
 	ep, err := s.store.DeleteWebhook(r.Context(), r.PathValue("id"), actorOf(r))
 	if err != nil {
 		return err
 	}
 	http.Redirect(w, r, "/admin/clients/"+ep.ClientID, http.StatusSeeOther)
 	return nil
+}
+
+// confirmDeleteWebhookPage handles GET /admin/webhooks/{id}/delete: the
+// confirmation step (what goes with the endpoint), with the CSRF-protected
+// form that repeats the endpoint's id.
+func (s *Server) confirmDeleteWebhookPage(w http.ResponseWriter, r *http.Request) error {
+	wh, err := s.store.Webhooks()
+	if err != nil {
+		return err
+	}
+	ep, err := endpoint(r.Context(), wh, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return web.Render(w, r, http.StatusOK, templates.AdminDeleteWebhook(templates.AdminDeleteWebhookView{
+		Nav: s.nav(r, "clients"), ID: ep.ID, URL: ep.URL, ClientID: ep.ClientID,
+		Action: "/admin/webhooks/" + ep.ID + "/delete", CSRF: s.sessions.CSRFToken(principalOf(r.Context()).sess),
+		BackURL: "/admin/clients/" + ep.ClientID}))
 }
 
 // webhookPage handles GET /admin/webhooks/{id}[?limit=N]: the endpoint's

@@ -462,7 +462,23 @@ func TestWebhookPages(t *testing.T) {
 	if n := e.count(`SELECT count(*) FROM webhook_endpoints`); n != 1 {
 		t.Fatal("a refused delete deleted")
 	}
-	if r := b.do(http.MethodPost, del, url.Values{"csrf_token": {csrf}}); r.status != http.StatusSeeOther ||
+	// The client page links to a confirmation step (issue 27: destructive
+	// actions confirm); a post without its confirmation deletes nothing.
+	if page := get(clientURL); !strings.Contains(page.body, `href="`+strings.TrimPrefix(del, e.srv.URL)+`"`) {
+		t.Fatalf("the client page does not lead to the confirmation: %s", page.body)
+	}
+	confirm := get(del)
+	if !strings.Contains(confirm.body, "Delete this webhook endpoint?") || !strings.Contains(confirm.body, `name="confirm" value="`+epID+`"`) {
+		t.Fatalf("confirmation page: %s", confirm.body)
+	}
+	if r := b.do(http.MethodPost, del, url.Values{"csrf_token": {csrf}}); r.status != http.StatusBadRequest ||
+		e.code(r) != "confirmation_required" {
+		t.Fatalf("delete without the confirmation: %d %q", r.status, e.code(r))
+	}
+	if n := e.count(`SELECT count(*) FROM webhook_endpoints`); n != 1 {
+		t.Fatal("an unconfirmed delete deleted")
+	}
+	if r := b.do(http.MethodPost, del, url.Values{"csrf_token": {csrfOf(t, confirm.body)}, "confirm": {epID}}); r.status != http.StatusSeeOther ||
 		!strings.HasSuffix(r.location, "/admin/clients/"+m.client.ID) {
 		t.Fatalf("delete: %d %q", r.status, r.location)
 	}

@@ -236,6 +236,7 @@ func (s *Server) publicHandler() (http.Handler, error) {
 		Limits:         s.cfg.RateLimit.Public,
 		Observe:        s.metrics.Observer(mux),
 		DB:             s.cfg.DB,
+		Tracer:         s.cfg.Tracing,
 	})
 }
 
@@ -250,6 +251,9 @@ func (s *Server) internalHandler() http.Handler {
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	if s.cfg.Tracing != nil {
+		return web.Chain(mux, web.RequestIDs, web.Tracing(s.cfg.Tracing, web.MuxRoutes(mux)), web.TextOnly(s.cfg.Logger))
+	}
 	return web.Chain(mux, web.RequestIDs, web.TextOnly(s.cfg.Logger))
 }
 

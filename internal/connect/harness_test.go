@@ -9,6 +9,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/devidp"
@@ -76,6 +77,8 @@ type envOptions struct {
 	maxWaiters               int
 	// fakeEntry edits the fake provider's providers-file entry.
 	fakeEntry func(map[string]any)
+	// tracing is the tracer provider (nil: tracing off).
+	tracing trace.TracerProvider
 }
 
 func newEnv(t *testing.T, opts envOptions) *env {
@@ -97,6 +100,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		Config: func(c *server.Config) {
 			c.RateLimit = server.RateLimitConfig{Public: opts.limits, Mint: opts.mintLimit, MintUser: opts.mintUserLimit,
 				MaxWaiters: opts.maxWaiters}
+			c.Tracing = opts.tracing
 		},
 	})
 	e := &env{Env: s, t: t, pool: s.Pool, srv: s.Public, cfg: s.Config, server: s.Server,

@@ -72,14 +72,20 @@ func endSpan(ctx context.Context, err error) {
 	span.End()
 }
 
-// operation is the span name of a statement: its first keyword (SELECT,
-// INSERT, WITH, …), or "query".
+// operation is the span name of a statement: the name a leading sqlc
+// comment gives it ("-- name: JobGetAvailable :many", River's), else its
+// first keyword (SELECT, INSERT, WITH, …), else "query".
 func operation(sql string) string {
 	s := strings.TrimSpace(sql)
 	for strings.HasPrefix(s, "--") { // a leading comment line
 		i := strings.IndexByte(s, '\n')
 		if i < 0 {
 			return "query"
+		}
+		if name, ok := strings.CutPrefix(strings.TrimSpace(s[2:i]), "name:"); ok {
+			if f := strings.Fields(name); len(f) > 0 && len(f[0]) <= 64 {
+				return f[0]
+			}
 		}
 		s = strings.TrimSpace(s[i+1:])
 	}

@@ -86,7 +86,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return nil
 	})
 	skip := fs.String("skip", "", "comma-separated scenarios to skip (token,mint,status,open,flow,nocache,pgbench,trivial,"+
-		"proxy: the 1 KB provider GET direct and through the proxy, proxy256: the 256 KB one through the proxy)")
+		"proxy: the 1 KB provider GET direct and through the proxy, proxy256: the 256 KB one through the proxy, "+
+		"tracing: the token lookup with tracing off, on at 1 % and on at 100 %, alternating)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -362,6 +363,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		logf("credential cache off done")
 	}
 
+	// 3b. The token lookup with tracing off, on at 1 % and on at 100 %
+	// sampled (exporting to the harness's OTLP sink), alternating, each on
+	// replicas of its own started together: read-only, so before the writes
+	// like the rest of the read path.
+	if !o.skip["tracing"] {
+		quiet()
+		if err := measureTracing(ctx, o, env, clientKey, tokens, res, logf); err != nil {
+			return err
+		}
+	}
+
 	// 4. The write paths, on the replicas of step 2, each on a quiet
 	// database.
 	for _, c := range o.levels {
@@ -431,6 +443,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	res.Elapsed = time.Since(started).Round(time.Second).String()
 	res.ratios()
+	res.tracingRatios()
 	res.print(stdout)
 	if err := res.write(o.jsonOut, o.docOut); err != nil {
 		return err

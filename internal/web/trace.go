@@ -43,23 +43,20 @@ func Tracing(tp trace.TracerProvider, lookup func(*http.Request) Route) func(htt
 				ctx = prop.Extract(ctx, propagation.HeaderCarrier(r.Header))
 			}
 			method := spanMethod(r.Method)
-			route := rt.Pattern
-			if i := strings.IndexByte(route, ' '); i >= 0 {
-				route = route[i+1:]
-			}
-			name := method
-			if route != "" {
-				name = method + " " + route
-			}
-			attrs := []attribute.KeyValue{
-				attribute.String("http.request.method", method),
-				attribute.String("http.route", route),
-			}
-			if id := reqid.From(ctx); id != "" {
-				attrs = append(attrs, attribute.String("connectd.request_id", id))
-			}
-			ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+			name, route := spanName(method, rt.Pattern)
+			ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer))
 			defer span.End()
+			if !span.IsRecording() {
+				// Not sampled: nothing below looks at a span that does not
+				// record, so the request goes on as it came, at the cost of
+				// the sampler's decision alone.
+				next.ServeHTTP(w, r)
+				return
+			}
+			span.SetAttributes(attribute.String("http.request.method", method), attribute.String("http.route", route))
+			if id := reqid.From(ctx); id != "" {
+				span.SetAttributes(attribute.String("connectd.request_id", id))
+			}
 			sw := &statusWriter{ResponseWriter: w}
 			next.ServeHTTP(sw, r.WithContext(ctx))
 			status := sw.status
@@ -73,6 +70,20 @@ func Tracing(tp trace.TracerProvider, lookup func(*http.Request) Route) func(htt
 			}
 		})
 	}
+}
+
+// spanName is the span name and http.route of a request with method to a
+// route registered as pattern: the pattern itself when it names its method
+// ("GET /c/{id}", the usual case, so no string is built), else the method
+// and the pattern; the method alone when nothing matched.
+func spanName(method, pattern string) (name, route string) {
+	if pattern == "" {
+		return method, ""
+	}
+	if i := strings.IndexByte(pattern, ' '); i >= 0 {
+		return pattern, pattern[i+1:]
+	}
+	return method + " " + pattern, pattern
 }
 
 // spanMethod is r.Method when it is a standard method, else "_OTHER"

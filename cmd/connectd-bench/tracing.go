@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// The token lookup with tracing on (issue 28 §1): replicas exporting to the
+// harness's OTLP sink, sampling 1 % and 100 % of traces, measured in
+// alternation with tracing-off replicas at each level, and reported as
+// ratios to the tracing-off figures of the same rounds. The tracing-off
+// replicas are started with the others, not step 2's: replicas of one age
+// and history, so that only tracing differs (step 2's replica, which had
+// served the whole token scenario, measured slower than fresh ones).
+const (
+	scenarioTraceOff = "token lookup, tracing off (alternating)"
+	scenarioTrace1   = "token lookup, tracing on, 1 % sampled"
+	scenarioTrace100 = "token lookup, tracing on, 100 % sampled"
+)
+
+// traced reports whether scenario is one of the tracing comparison's.
+func traced(scenario string) bool {
+	return scenario == scenarioTraceOff || scenario == scenarioTrace1 || scenario == scenarioTrace100
+}
+
+// otlpSink is the collector of the tracing scenarios: it accepts every OTLP/HTTP
+// export (POST /v1/traces) and answers an empty ExportTraceServiceResponse
+// (zero protobuf bytes), counting exports and bytes, as a collector's
+// receiver would before its pipeline. It decodes nothing: its CPU is the
+// harness's, not connectd's.
+type otlpSink struct {
+	srv            *http.Server
+	url            string
+	exports, bytes atomic.Int64
+}
+
+func startSink() (*otlpSink, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &otlpSink{url: "http://" + ln.Addr().String() + "/v1/traces"}
+	s.srv = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/traces" {
+			http.NotFound(w, r)
+			return
+		}
+		n, _ := io.Copy(io.Discard, r.Body)
+		s.exports.Add(1)
+		s.bytes.Add(n)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(http.StatusOK)
+	})}
+	go func() {
+		if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			fmt.Println("bench: OTLP sink:", err)
+		}
+	}()
+	return s, nil
+}
+
+func (s *otlpSink) close() { s.srv.Close() }
+
+// tracingEnv is what a replica needs to export to the sink, sampling ratio
+// of new traces (the load sends no traceparent: every trace is a root).
+func tracingEnv(sinkURL, ratio string) []string {
+	return []string{"CONNECTD_TRACING=otlp", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=" + sinkURL,
+		"OTEL_TRACES_SAMPLER=parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG=" + ratio}
+}
+
+// measureTracing runs the comparison at every level: two rounds, off → 1 %
+// → 100 %, then 100 % → 1 % → off, each measurement on primed replicas, so
+// that a drift of the shared machine during a level weighs on every
+// variant alike.
+func measureTracing(ctx context.Context, o *options, env []string, clientKey string, tokens []string,
+	res *results, logf func(string, ...any)) error {
+	sink, err := startSink()
+	if err != nil {
+		return err
+	}
+	defer sink.close()
+	sets := map[string][]*process{}
+	for _, v := range []struct{ scenario, ratio string }{{scenarioTraceOff, ""}, {scenarioTrace1, "0.01"}, {scenarioTrace100, "1"}} {
+		set := make([]*process, o.replicas)
+		for i := range set {
+			if set[i], err = newProcess(); err != nil {
+				return err
+			}
+		}
+		e := append([]string{}, env...)
+		if v.ratio != "" {
+			e = append(e, tracingEnv(sink.url, v.ratio)...)
+		}
+		if err := startSet(ctx, o.binary, e, set); err != nil {
+			return err
+		}
+		defer stopSet(set)
+		sets[v.scenario] = set
+	}
+	order := []string{scenarioTraceOff, scenarioTrace1, scenarioTrace100, scenarioTrace100, scenarioTrace1, scenarioTraceOff}
+	for _, c := range o.levels {
+		for _, scenario := range order {
+			lg := newLoad(clientKey, tokens, sets[scenario])
+			if err := lg.prime(ctx); err != nil {
+				return err
+			}
+			res.add(measure(ctx, scenario, c, o.duration, sets[scenario], lg.token))
+		}
+	}
+	logf("tracing done: %d OTLP exports, %.1f MB received", sink.exports.Load(), float64(sink.bytes.Load())/1e6)
+	return nil
+}
+
+// tracingRatios sets VsTracingOff of every traced row: its req/s over the
+// mean req/s of the tracing-off rows at the same level.
+func (r *results) tracingRatios() {
+	sum, n := map[int]float64{}, map[int]int{}
+	for _, x := range r.Results {
+		if x.Scenario == scenarioTraceOff {
+			sum[x.Concurrency] += x.RPS
+			n[x.Concurrency]++
+		}
+	}
+	for i := range r.Results {
+		x := &r.Results[i]
+		if traced(x.Scenario) && n[x.Concurrency] > 0 && sum[x.Concurrency] > 0 {
+			x.VsTracingOff = x.RPS / (sum[x.Concurrency] / float64(n[x.Concurrency]))
+		}
+	}
+}
+
+// tracingTable writes the comparison, when measured: each variant's mean
+// req/s and p99 over its two rounds at each level, and its req/s as a
+// share of tracing off's.
+func (r *results) tracingTable(w io.Writer) {
+	type agg struct {
+		rps, p99, cpu float64
+		n             int
+	}
+	m := map[string]map[int]*agg{}
+	var levels []int
+	for _, x := range r.Results {
+		if !traced(x.Scenario) {
+			continue
+		}
+		if m[x.Scenario] == nil {
+			m[x.Scenario] = map[int]*agg{}
+		}
+		a := m[x.Scenario][x.Concurrency]
+		if a == nil {
+			a = &agg{}
+			m[x.Scenario][x.Concurrency] = a
+			if x.Scenario == scenarioTraceOff {
+				levels = append(levels, x.Concurrency)
+			}
+		}
+		a.rps += x.RPS
+		a.p99 += x.P99ms
+		a.cpu += x.CPUPer1k
+		a.n++
+	}
+	if len(levels) == 0 {
+		return
+	}
+	fmt.Fprint(w, "\n## Tracing\n\nThe token lookup with tracing off and on (`CONNECTD_TRACING=otlp`, exporting over OTLP/HTTP "+
+		"to the harness's sink, `OTEL_TRACES_SAMPLER=parentbased_traceidratio` at 1 % and at 100 %), each on its own "+
+		"replicas, measured in alternation at each level (off, 1 %, 100 %, 100 %, 1 %, off); each figure is the mean of "+
+		"its two rounds, the share is of tracing off's req/s in the same rounds.\n\n")
+	fmt.Fprint(w, "| callers | off req/s | 1 % req/s | 1 % / off | 100 % req/s | 100 % / off | off p99 ms | 1 % p99 ms | 100 % p99 ms | "+
+		"off CPU s/1k | 100 % CPU s/1k |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	get := func(s string, c int) (agg, bool) {
+		a := m[s][c]
+		if a == nil || a.n == 0 {
+			return agg{}, false
+		}
+		return agg{a.rps / float64(a.n), a.p99 / float64(a.n), a.cpu / float64(a.n), a.n}, true
+	}
+	for _, c := range levels {
+		off, _ := get(scenarioTraceOff, c)
+		one, ok1 := get(scenarioTrace1, c)
+		all, ok100 := get(scenarioTrace100, c)
+		share := func(ok bool, a agg) string {
+			if !ok || off.rps == 0 {
+				return "—"
+			}
+			return percentDown(a.rps / off.rps)
+		}
+		fmt.Fprintf(w, "| %d | %.0f | %.0f | %s | %.0f | %s | %.2f | %.2f | %.2f | %.3f | %.3f |\n", c, off.rps, one.rps, share(ok1, one),
+			all.rps, share(ok100, all), off.p99, one.p99, all.p99, off.cpu, all.cpu)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -96,4 +97,41 @@ func sampled(s sdktrace.Sampler) bool {
 	r := s.ShouldSample(sdktrace.SamplingParameters{ParentContext: context.Background(),
 		TraceID: trace.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, Name: "x"})
 	return r.Decision == sdktrace.RecordAndSample
+}
+
+// TestTracingVariablesDocumented: every variable loadTracing reads is in
+// docs/configuration.md.
+func TestTracingVariablesDocumented(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var read []string
+	(&Config{}).loadTracing(&env{getenv: func(k string) string {
+		read = append(read, k)
+		switch k {
+		case "CONNECTD_TRACING":
+			return "otlp"
+		}
+		return ""
+	}})
+	(&Config{}).loadTracing(&env{getenv: func(k string) string {
+		read = append(read, k)
+		switch k {
+		case "CONNECTD_TRACING":
+			return "otlp"
+		case "OTEL_EXPORTER_OTLP_ENDPOINT":
+			return "http://c:4318"
+		}
+		return ""
+	}})
+	if len(read) < 8 {
+		t.Fatalf("read only %v", read)
+	}
+	for _, k := range read {
+		if !strings.Contains(string(doc), "| `"+k+"` |") {
+			t.Errorf("%s is not in docs/configuration.md's tables", k)
+		}
+	}
 }

@@ -233,6 +233,7 @@ func TestTracing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		_, _ = io.Copy(io.Discard, resp.Body) // the whole answer: the span has ended
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("token read: %d", resp.StatusCode)
@@ -256,6 +257,7 @@ func TestTracing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, _ = io.Copy(io.Discard, presp.Body)
 	presp.Body.Close()
 	if presp.StatusCode != http.StatusOK {
 		t.Fatalf("proxy: %d", presp.StatusCode)
@@ -265,12 +267,21 @@ func TestTracing(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/c/"+strings.Repeat("A", 22), nil)
 	req.Header.Set("Traceparent", "00-"+pageTrace+"-b7ad6b7169203331-01")
 	if resp, err := e.srv.Client().Do(req); err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	// The operators' listener is traced too.
+	if resp, err := http.Get(e.Internal.URL + "/metrics"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("metrics: %v %v", resp, err)
+	} else {
+		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
 	hooks.wait("elicitation.completed")
 
 	// Everything exported: a River span ends after its job's webhook
-	// arrived, so wait for it before the last flush.
+	// arrived (and other jobs, the periodic ones, may run first), so wait
+	// for the delivery's before the last flush.
 	var spans []span
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -278,7 +289,7 @@ func TestTracing(t *testing.T) {
 			t.Fatal(err)
 		}
 		spans = rec.spans()
-		if hasSpan(spans, func(s span) bool { return strings.HasPrefix(s.Name, "river.work/") }) || time.Now().After(deadline) {
+		if hasSpan(spans, func(s span) bool { return s.Name == "river.work/webhook_deliver" }) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -305,7 +316,7 @@ func TestTracing(t *testing.T) {
 		return func(s span) bool { return s.Kind == tracepb.Span_SPAN_KIND_SERVER && s.Name == name }
 	}
 	for _, name := range []string{"POST /v1/elicitations", "GET /c/{id}", "POST /c/{id}", "GET /login", "GET /login/callback",
-		"GET /oauth/callback", "GET /v1/connections/{provider}/token", "GET /v1/proxy/{provider}/{path...}"} {
+		"GET /oauth/callback", "GET /v1/connections/{provider}/token", "GET /v1/proxy/{provider}/{path...}", "GET /metrics"} {
 		s := find("server span "+name, server(name))
 		if s.attr("http.route") == "" || s.attr("http.request.method") == "" || s.attr("http.response.status_code") == "" {
 			t.Errorf("%s: attributes %v", name, attrs(s.Attributes))
@@ -348,7 +359,7 @@ func TestTracing(t *testing.T) {
 	}
 	find("page span in a trace of its own", server("GET /c/{id}"))
 	// The webhook delivery: a River work span, its outbound call under it.
-	work := find("River work span", func(s span) bool { return strings.HasPrefix(s.Name, "river.work/") })
+	work := find("River work span", func(s span) bool { return s.Name == "river.work/webhook_deliver" })
 	hookURL, _ := url.Parse(hooks.srv.URL)
 	find("webhook delivery under the job", func(s span) bool {
 		return s.Kind == tracepb.Span_SPAN_KIND_CLIENT && s.attr("server.address") == hookURL.Hostname() &&

@@ -24,6 +24,12 @@ with a connection and consent, and measures, in this order:
    server cannot hide its queue);
 3. N more replicas with ` + "`CONNECTD_CREDENTIAL_CACHE=false`" + `: the token lookup again,
    one database round trip per request, against pgbench -S;
+   then (issue 28) three more sets of N, started together: tracing off, and
+   ` + "`CONNECTD_TRACING=otlp`" + ` exporting over OTLP/HTTP to a sink in the harness with
+   ` + "`parentbased_traceidratio`" + ` at 1 % and at 100 %: the token lookup on each, in
+   alternation at every level (off, 1 %, 100 %, 100 %, 1 %, off), each variant's req/s
+   and CPU per lookup reported as a share of tracing off's in the same rounds
+   (` + "`-skip tracing`" + ` leaves it out);
 4. the write paths on the replicas of step 2: elicitation status (one read), mint, and
    the whole browser flow (mint; in a fresh cookie jar, login at the IdP, consent,
    authorization at the fake provider, callback; then the token and an unlink, so that

@@ -37,6 +37,7 @@ import (
 // options are the harness's knobs (flags, some with environment defaults).
 type options struct {
 	binary   string
+	baseline string // -baseline-connectd: measured beside tracing off ("" none)
 	replicas int
 	users    int
 	levels   []int
@@ -66,6 +67,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		replicas = 1
 	}
 	fs.StringVar(&o.binary, "connectd", "bin/connectd", "connectd binary to benchmark")
+	fs.StringVar(&o.baseline, "baseline-connectd", "", "another connectd binary (built before a change) whose token lookup the tracing scenario measures beside tracing off")
 	fs.IntVar(&o.replicas, "replicas", replicas, "connectd replicas (env REPLICAS)")
 	fs.IntVar(&o.users, "users", 10000, "users seeded with a connection")
 	levels := fs.String("levels", "16,64,256", "concurrency levels")

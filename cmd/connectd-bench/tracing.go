@@ -22,11 +22,15 @@ const (
 	scenarioTraceOff = "token lookup, tracing off (alternating)"
 	scenarioTrace1   = "token lookup, tracing on, 1 % sampled"
 	scenarioTrace100 = "token lookup, tracing on, 100 % sampled"
+	// scenarioTraceBase is the token lookup on -baseline-connectd (a binary
+	// built before a change, tracing off as it must be there): that tracing
+	// off costs nothing is this row's req/s against tracing off's.
+	scenarioTraceBase = "token lookup, baseline binary"
 )
 
 // traced reports whether scenario is one of the tracing comparison's.
 func traced(scenario string) bool {
-	return scenario == scenarioTraceOff || scenario == scenarioTrace1 || scenario == scenarioTrace100
+	return scenario == scenarioTraceOff || scenario == scenarioTrace1 || scenario == scenarioTrace100 || scenario == scenarioTraceBase
 }
 
 // otlpSink is the collector of the tracing scenarios: it accepts every OTLP/HTTP
@@ -86,7 +90,14 @@ func measureTracing(ctx context.Context, o *options, env []string, clientKey str
 	}
 	defer sink.close()
 	sets := map[string][]*process{}
-	for _, v := range []struct{ scenario, ratio string }{{scenarioTraceOff, ""}, {scenarioTrace1, "0.01"}, {scenarioTrace100, "1"}} {
+	variants := []struct{ scenario, ratio, binary string }{{scenarioTraceOff, "", o.binary}, {scenarioTrace1, "0.01", o.binary},
+		{scenarioTrace100, "1", o.binary}}
+	order := []string{scenarioTraceOff, scenarioTrace1, scenarioTrace100, scenarioTrace100, scenarioTrace1, scenarioTraceOff}
+	if o.baseline != "" {
+		variants = append(variants, struct{ scenario, ratio, binary string }{scenarioTraceBase, "", o.baseline})
+		order = append(append([]string{scenarioTraceBase}, order...), scenarioTraceBase)
+	}
+	for _, v := range variants {
 		set := make([]*process, o.replicas)
 		for i := range set {
 			if set[i], err = newProcess(); err != nil {
@@ -97,13 +108,12 @@ func measureTracing(ctx context.Context, o *options, env []string, clientKey str
 		if v.ratio != "" {
 			e = append(e, tracingEnv(sink.url, v.ratio)...)
 		}
-		if err := startSet(ctx, o.binary, e, set); err != nil {
+		if err := startSet(ctx, v.binary, e, set); err != nil {
 			return err
 		}
 		defer stopSet(set)
 		sets[v.scenario] = set
 	}
-	order := []string{scenarioTraceOff, scenarioTrace1, scenarioTrace100, scenarioTrace100, scenarioTrace1, scenarioTraceOff}
 	for _, c := range o.levels {
 		for _, scenario := range order {
 			lg := newLoad(clientKey, tokens, sets[scenario])
@@ -174,9 +184,16 @@ func (r *results) tracingTable(w io.Writer) {
 		"to the harness's sink, `OTEL_TRACES_SAMPLER=parentbased_traceidratio` at 1 % and at 100 %), each on its own "+
 		"replicas, measured in alternation at each level (off, 1 %, 100 %, 100 %, 1 %, off); each figure is the mean of "+
 		"its two rounds, the shares are of tracing off's req/s and CPU per lookup in the same rounds. The sink runs in the "+
-		"harness, on the same cores: the req/s of the 100 % rows pay for its reading too, the CPU column is connectd's alone.\n\n")
-	fmt.Fprint(w, "| callers | off req/s | 1 % req/s | 1 % / off | 100 % req/s | 100 % / off | p99 ms off / 1 % / 100 % | "+
-		"CPU s/1k off / 1 % / 100 % | CPU 1 % / off | CPU 100 % / off |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+		"harness, on the same cores: the req/s of the 100 % rows pay for its reading too, the CPU column is connectd's alone. "+
+		"With `-baseline-connectd BINARY` (a connectd built before a change) its token lookup is measured in the same "+
+		"alternation, first and last, and tracing off is shown against it.\n\n")
+	_, base := m[scenarioTraceBase]
+	head, sep := "| callers | off req/s | 1 % req/s | 1 % / off | 100 % req/s | 100 % / off | p99 ms off / 1 % / 100 % | "+
+		"CPU s/1k off / 1 % / 100 % | CPU 1 % / off | CPU 100 % / off |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+	if base {
+		head, sep = head+" baseline req/s | off / baseline | CPU off / baseline |", sep+" --- | --- | --- |"
+	}
+	fmt.Fprint(w, head+"\n"+sep+"\n")
 	get := func(s string, c int) (agg, bool) {
 		a := m[s][c]
 		if a == nil || a.n == 0 {
@@ -200,8 +217,16 @@ func (r *results) tracingTable(w io.Writer) {
 			}
 			return fmt.Sprintf("%.2f", a.cpu/off.cpu)
 		}
-		fmt.Fprintf(w, "| %d | %.0f | %.0f | %s | %.0f | %s | %.2f / %.2f / %.2f | %.3f / %.3f / %.3f | %s | %s |\n", c,
+		fmt.Fprintf(w, "| %d | %.0f | %.0f | %s | %.0f | %s | %.2f / %.2f / %.2f | %.3f / %.3f / %.3f | %s | %s |", c,
 			off.rps, one.rps, share(ok1, one), all.rps, share(ok100, all), off.p99, one.p99, all.p99,
 			off.cpu, one.cpu, all.cpu, cpu(ok1, one), cpu(ok100, all))
+		if base {
+			if b, ok := get(scenarioTraceBase, c); ok && b.rps > 0 && b.cpu > 0 {
+				fmt.Fprintf(w, " %.0f | %s | %.2f |", b.rps, percentDown(off.rps/b.rps), off.cpu/b.cpu)
+			} else {
+				fmt.Fprint(w, " — | — | — |")
+			}
+		}
+		fmt.Fprintln(w)
 	}
 }

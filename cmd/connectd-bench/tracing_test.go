@@ -52,3 +52,20 @@ func TestSink(t *testing.T) {
 		t.Fatalf("sink: %d %q, %d exports, %d bytes", resp.StatusCode, body, s.exports.Load(), s.bytes.Load())
 	}
 }
+
+// TestTracingBaselineColumn: with a baseline binary measured, tracing off
+// is shown against it.
+func TestTracingBaselineColumn(t *testing.T) {
+	r := &results{Results: []result{
+		{Scenario: scenarioTraceBase, Concurrency: 64, RPS: 10000, CPUPer1k: 0.05},
+		{Scenario: scenarioTraceOff, Concurrency: 64, RPS: 9900, CPUPer1k: 0.05},
+		{Scenario: scenarioTrace1, Concurrency: 64, RPS: 9800, CPUPer1k: 0.05},
+		{Scenario: scenarioTrace100, Concurrency: 64, RPS: 5000, CPUPer1k: 0.1},
+	}}
+	r.tracingRatios()
+	var b strings.Builder
+	r.tracingTable(&b)
+	if !strings.Contains(b.String(), "off / baseline") || !strings.Contains(b.String(), "| 10000 | 99.0 % | 1.00 |\n") {
+		t.Errorf("tracing table:\n%s", b.String())
+	}
+}

@@ -38,14 +38,17 @@ import (
 type options struct {
 	binary   string
 	baseline string // -baseline-connectd: measured beside tracing off ("" none)
-	replicas int
-	users    int
-	levels   []int
-	duration time.Duration
-	openRate int
-	jsonOut  string
-	docOut   string
-	skip     map[string]bool
+	// tracingRounds is how many passes the tracing scenario makes over its
+	// variants at each level, alternating in direction.
+	tracingRounds int
+	replicas      int
+	users         int
+	levels        []int
+	duration      time.Duration
+	openRate      int
+	jsonOut       string
+	docOut        string
+	skip          map[string]bool
 	// During the token scenario at profileLevel the harness profiles replica
 	// 0 (the report summarises the CPU profile); profile, when set, is a
 	// directory to keep the profiles in (go tool pprof bin/connectd
@@ -67,6 +70,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		replicas = 1
 	}
 	fs.StringVar(&o.binary, "connectd", "bin/connectd", "connectd binary to benchmark")
+	fs.IntVar(&o.tracingRounds, "tracing-rounds", 2, "passes of the tracing scenario over its variants at each level (the report shows medians)")
 	fs.StringVar(&o.baseline, "baseline-connectd", "", "another connectd binary (built before a change) whose token lookup the tracing scenario measures beside tracing off")
 	fs.IntVar(&o.replicas, "replicas", replicas, "connectd replicas (env REPLICAS)")
 	fs.IntVar(&o.users, "users", 10000, "users seeded with a connection")

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -78,10 +79,8 @@ func tracingEnv(sinkURL, ratio string) []string {
 		"OTEL_TRACES_SAMPLER=parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG=" + ratio}
 }
 
-// measureTracing runs the comparison at every level: two rounds, off → 1 %
-// → 100 %, then 100 % → 1 % → off, each measurement on primed replicas, so
-// that a drift of the shared machine during a level weighs on every
-// variant alike.
+// measureTracing runs the comparison at every level: -tracing-rounds passes
+// over the variants, each measurement on primed replicas.
 func measureTracing(ctx context.Context, o *options, env []string, clientKey string, tokens []string,
 	res *results, logf func(string, ...any)) error {
 	sink, err := startSink()
@@ -92,10 +91,20 @@ func measureTracing(ctx context.Context, o *options, env []string, clientKey str
 	sets := map[string][]*process{}
 	variants := []struct{ scenario, ratio, binary string }{{scenarioTraceOff, "", o.binary}, {scenarioTrace1, "0.01", o.binary},
 		{scenarioTrace100, "1", o.binary}}
-	order := []string{scenarioTraceOff, scenarioTrace1, scenarioTrace100, scenarioTrace100, scenarioTrace1, scenarioTraceOff}
+	pass := []string{scenarioTraceOff, scenarioTrace1, scenarioTrace100}
 	if o.baseline != "" {
 		variants = append(variants, struct{ scenario, ratio, binary string }{scenarioTraceBase, "", o.baseline})
-		order = append(append([]string{scenarioTraceBase}, order...), scenarioTraceBase)
+		pass = append([]string{scenarioTraceBase}, pass...)
+	}
+	// Passes alternate in direction (off, 1 %, 100 %, then 100 %, 1 %,
+	// off, …), so that a drift of the machine weighs on every variant alike.
+	var order []string
+	for i := range max(o.tracingRounds, 1) {
+		p := slices.Clone(pass)
+		if i%2 == 1 {
+			slices.Reverse(p)
+		}
+		order = append(order, p...)
 	}
 	for _, v := range variants {
 		set := make([]*process, o.replicas)
@@ -128,33 +137,45 @@ func measureTracing(ctx context.Context, o *options, env []string, clientKey str
 }
 
 // tracingRatios sets VsTracingOff of every traced row: its req/s over the
-// mean req/s of the tracing-off rows at the same level.
+// median req/s of the tracing-off rows at the same level.
 func (r *results) tracingRatios() {
-	sum, n := map[int]float64{}, map[int]int{}
+	off := map[int][]float64{}
 	for _, x := range r.Results {
 		if x.Scenario == scenarioTraceOff {
-			sum[x.Concurrency] += x.RPS
-			n[x.Concurrency]++
+			off[x.Concurrency] = append(off[x.Concurrency], x.RPS)
 		}
 	}
 	for i := range r.Results {
 		x := &r.Results[i]
-		if traced(x.Scenario) && n[x.Concurrency] > 0 && sum[x.Concurrency] > 0 {
-			x.VsTracingOff = x.RPS / (sum[x.Concurrency] / float64(n[x.Concurrency]))
+		if m := median(off[x.Concurrency]); traced(x.Scenario) && m > 0 {
+			x.VsTracingOff = x.RPS / m
 		}
 	}
 }
 
-// tracingTable writes the comparison, when measured: each variant's mean
-// req/s, p99 and connectd CPU per 1,000 lookups over its two rounds at each
+// median of v (the mean of the middle two for an even count; 0 for none).
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// tracingTable writes the comparison, when measured: each variant's median
+// req/s, p99 and connectd CPU per 1,000 lookups over its passes at each
 // level, its req/s as a share of tracing off's, and its CPU per lookup as a
 // multiple of tracing off's — the steadier figure on a shared machine, where
 // req/s moves with whatever else runs on the cores.
 func (r *results) tracingTable(w io.Writer) {
 	type agg struct {
-		rps, p99, cpu float64
-		n             int
+		rps, p99, cpu []float64
 	}
+	type figures struct{ rps, p99, cpu float64 }
 	m := map[string]map[int]*agg{}
 	var levels []int
 	for _, x := range r.Results {
@@ -172,21 +193,20 @@ func (r *results) tracingTable(w io.Writer) {
 				levels = append(levels, x.Concurrency)
 			}
 		}
-		a.rps += x.RPS
-		a.p99 += x.P99ms
-		a.cpu += x.CPUPer1k
-		a.n++
+		a.rps = append(a.rps, x.RPS)
+		a.p99 = append(a.p99, x.P99ms)
+		a.cpu = append(a.cpu, x.CPUPer1k)
 	}
 	if len(levels) == 0 {
 		return
 	}
 	fmt.Fprint(w, "\n## Tracing\n\nThe token lookup with tracing off and on (`CONNECTD_TRACING=otlp`, exporting over OTLP/HTTP "+
 		"to the harness's sink, `OTEL_TRACES_SAMPLER=parentbased_traceidratio` at 1 % and at 100 %), each on its own "+
-		"replicas, measured in alternation at each level (off, 1 %, 100 %, 100 %, 1 %, off); each figure is the mean of "+
-		"its two rounds, the shares are of tracing off's req/s and CPU per lookup in the same rounds. The sink runs in the "+
+		"replicas, measured in alternating passes at each level (off, 1 %, 100 %, then 100 %, 1 %, off, … "+
+		"`-tracing-rounds` passes); each figure is the median of its passes, the shares are of tracing off's req/s and CPU per lookup in the same rounds. The sink runs in the "+
 		"harness, on the same cores: the req/s of the 100 % rows pay for its reading too, the CPU column is connectd's alone. "+
 		"With `-baseline-connectd BINARY` (a connectd built before a change) its token lookup is measured in the same "+
-		"alternation, first and last, and tracing off is shown against it.\n\n")
+		"alternation, and tracing off is shown against it.\n\n")
 	_, base := m[scenarioTraceBase]
 	head, sep := "| callers | off req/s | 1 % req/s | 1 % / off | 100 % req/s | 100 % / off | p99 ms off / 1 % / 100 % | "+
 		"CPU s/1k off / 1 % / 100 % | CPU 1 % / off | CPU 100 % / off |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
@@ -194,24 +214,24 @@ func (r *results) tracingTable(w io.Writer) {
 		head, sep = head+" baseline req/s | off / baseline | CPU off / baseline |", sep+" --- | --- | --- |"
 	}
 	fmt.Fprint(w, head+"\n"+sep+"\n")
-	get := func(s string, c int) (agg, bool) {
+	get := func(s string, c int) (figures, bool) {
 		a := m[s][c]
-		if a == nil || a.n == 0 {
-			return agg{}, false
+		if a == nil || len(a.rps) == 0 {
+			return figures{}, false
 		}
-		return agg{a.rps / float64(a.n), a.p99 / float64(a.n), a.cpu / float64(a.n), a.n}, true
+		return figures{median(a.rps), median(a.p99), median(a.cpu)}, true
 	}
 	for _, c := range levels {
 		off, _ := get(scenarioTraceOff, c)
 		one, ok1 := get(scenarioTrace1, c)
 		all, ok100 := get(scenarioTrace100, c)
-		share := func(ok bool, a agg) string {
+		share := func(ok bool, a figures) string {
 			if !ok || off.rps == 0 {
 				return "—"
 			}
 			return percentDown(a.rps / off.rps)
 		}
-		cpu := func(ok bool, a agg) string {
+		cpu := func(ok bool, a figures) string {
 			if !ok || off.cpu == 0 {
 				return "—"
 			}

@@ -49,7 +49,7 @@ func Public(m *Mux, c PublicConfig) (http.Handler, error) {
 	}
 	chain := []func(http.Handler) http.Handler{RequestContext(c.Limits.TrustedProxies), Routing(m)}
 	if c.Tracer != nil {
-		chain = append(chain, Tracing(c.Tracer, m.Lookup))
+		chain = append(chain, Tracing(c.Tracer, m.Routed))
 	}
 	return public{Handler: Chain(m, append(chain,
 		AccessLog(c.Logger, c.Observe),

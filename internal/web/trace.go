@@ -20,7 +20,8 @@ const traceScope = "github.com/connectd/connectd/internal/web"
 // pattern ("GET /c/{id}", never the path with its ids), and puts it on the
 // request's context, so the statements (package db), outbound calls
 // (package egress) and log lines (ContextHandler) under it are its children.
-// lookup names the route a request dispatches to (Mux.Lookup).
+// lookup names the route a request dispatches to (Mux.Routed, which reads
+// what Routing found).
 //
 // An incoming W3C traceparent is continued only on KindAPI routes: those
 // are called by programs (MCP servers on /v1, operators' tools on the admin
@@ -35,16 +36,19 @@ const traceScope = "github.com/connectd/connectd/internal/web"
 func Tracing(tp trace.TracerProvider, lookup func(*http.Request) Route) func(http.Handler) http.Handler {
 	tracer := tp.Tracer(traceScope)
 	prop := propagation.TraceContext{}
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)} // made once, not per request
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			rt := lookup(r)
 			ctx := r.Context()
-			if rt.Kind == KindAPI {
+			if _, ok := r.Header["Traceparent"]; ok && rt.Kind == KindAPI {
+				// Looked up by its canonical name first: HeaderCarrier.Get
+				// would build that name on every request.
 				ctx = prop.Extract(ctx, propagation.HeaderCarrier(r.Header))
 			}
 			method := spanMethod(r.Method)
 			name, route := spanName(method, rt.Pattern)
-			ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer))
+			ctx, span := tracer.Start(ctx, name, opts...)
 			defer span.End()
 			if !span.IsRecording() {
 				// Not sampled: nothing below looks at a span that does not

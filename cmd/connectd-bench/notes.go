@@ -135,6 +135,19 @@ provider per hour), and a refresh when one is due.
   and 5.6 ms with the collector on. Reaching 3 ms on this machine would take both a
   quieter generator and fewer collections, i.e. fewer bytes allocated per lookup (4.3
   KB, of which 1 KB is net/http parsing the request headers) or more memory.
+- **Tracing.** The tracing table compares replicas started together, in alternating
+  passes, by medians; on these shared cores one 3 s measurement of the same replica
+  moved by up to half between passes, so read its CPU-per-lookup columns (connectd's
+  own CPU, steadier than req/s) before its req/s shares. Off, connectd installs
+  nothing of tracing; with ` + "`-baseline-connectd`" + ` (a binary built before tracing) its
+  CPU per lookup was within 10 % (1.01 and 1.10 in two runs) and its req/s within the
+  noise. Off is not free
+  in memory: the OTLP/HTTP exporter links grpc and the collector's protobufs (the
+  generated package it shares types with), about 9 MB of binary and 4–5 MB more
+  peak RSS under the token load than the binary before. On, an unsampled request
+  costs the sampler's decision (two allocations, about 150 B, in
+  ` + "`internal/web.BenchmarkTracing`" + `), a sampled one its spans (about 1.5 KB before export)
+  and the batch exporter's work, off the request path but on the same cores.
 - **Credential cache off.** Every lookup then also makes a round trip to Postgres:
   about 0.075–0.08 CPU-ms per lookup in connectd instead of 0.04, plus Postgres's own
   work for the query, against pgbench's C client doing nothing else. Over this

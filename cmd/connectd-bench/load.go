@@ -306,6 +306,9 @@ type result struct {
 	// at the same concurrency, and how much later its p50 is (ms).
 	VsDirect   float64  `json:"ratio_vs_direct,omitempty"`
 	P50AddedMs *float64 `json:"p50_added_ms,omitempty"`
+	// The tracing comparison only: req/s over the mean of the tracing-off
+	// rows at the same concurrency in the same run.
+	VsTracingOff float64 `json:"ratio_vs_tracing_off,omitempty"`
 	// Open loop only: how late the generator itself sent (p99, ms), part of
 	// every latency above, and whether it ran at raised priority.
 	SendLateP99ms float64 `json:"send_late_p99_ms,omitempty"`

@@ -24,6 +24,12 @@ with a connection and consent, and measures, in this order:
    server cannot hide its queue);
 3. N more replicas with ` + "`CONNECTD_CREDENTIAL_CACHE=false`" + `: the token lookup again,
    one database round trip per request, against pgbench -S;
+   then (issue 28) three more sets of N, started together: tracing off, and
+   ` + "`CONNECTD_TRACING=otlp`" + ` exporting over OTLP/HTTP to a sink in the harness with
+   ` + "`parentbased_traceidratio`" + ` at 1 % and at 100 %: the token lookup on each, in
+   alternation at every level (off, 1 %, 100 %, 100 %, 1 %, off), each variant's req/s
+   and CPU per lookup reported as a share of tracing off's in the same rounds
+   (` + "`-skip tracing`" + ` leaves it out);
 4. the write paths on the replicas of step 2: elicitation status (one read), mint, and
    the whole browser flow (mint; in a fresh cookie jar, login at the IdP, consent,
    authorization at the fake provider, callback; then the token and an unlink, so that
@@ -129,6 +135,19 @@ provider per hour), and a refresh when one is due.
   and 5.6 ms with the collector on. Reaching 3 ms on this machine would take both a
   quieter generator and fewer collections, i.e. fewer bytes allocated per lookup (4.3
   KB, of which 1 KB is net/http parsing the request headers) or more memory.
+- **Tracing.** The tracing table compares replicas started together, in alternating
+  passes, by medians; on these shared cores one 3 s measurement of the same replica
+  moved by up to half between passes, so read its CPU-per-lookup columns (connectd's
+  own CPU, steadier than req/s) before its req/s shares. Off, connectd installs
+  nothing of tracing; with ` + "`-baseline-connectd`" + ` (a binary built before tracing) its
+  CPU per lookup was within 10 % (1.01 and 1.10 in two runs) and its req/s within the
+  noise. Off is not free
+  in memory: the OTLP/HTTP exporter links grpc and the collector's protobufs (the
+  generated package it shares types with), about 9 MB of binary and 4–5 MB more
+  peak RSS under the token load than the binary before. On, an unsampled request
+  costs the sampler's decision (two allocations, about 150 B, in
+  ` + "`internal/web.BenchmarkTracing`" + `), a sampled one its spans (about 1.5 KB before export)
+  and the batch exporter's work, off the request path but on the same cores.
 - **Credential cache off.** Every lookup then also makes a round trip to Postgres:
   about 0.075–0.08 CPU-ms per lookup in connectd instead of 0.04, plus Postgres's own
   work for the query, against pgbench's C client doing nothing else. Over this

@@ -132,6 +132,7 @@ func (r *results) print(w io.Writer) {
 	tw.Flush()
 	var b strings.Builder
 	r.proxyTable(&b)
+	r.tracingTable(&b)
 	fmt.Fprint(w, b.String())
 }
 
@@ -163,6 +164,7 @@ func (r *results) write(jsonPath, docPath string) error {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.What, t.Got, met)
 	}
 	r.proxyTable(&b)
+	r.tracingTable(&b)
 	if len(r.Profile) > 0 {
 		fmt.Fprintf(&b, "\n## Where the time goes\n\nCPU profile of replica 0 during the token lookup at %d callers "+
 			"(inclusive share of that process's CPU time; nested rows are part of the rows above them).\n\n", r.ProfileLevel)

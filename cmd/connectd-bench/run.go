@@ -37,14 +37,18 @@ import (
 // options are the harness's knobs (flags, some with environment defaults).
 type options struct {
 	binary   string
-	replicas int
-	users    int
-	levels   []int
-	duration time.Duration
-	openRate int
-	jsonOut  string
-	docOut   string
-	skip     map[string]bool
+	baseline string // -baseline-connectd: measured beside tracing off ("" none)
+	// tracingRounds is how many passes the tracing scenario makes over its
+	// variants at each level, alternating in direction.
+	tracingRounds int
+	replicas      int
+	users         int
+	levels        []int
+	duration      time.Duration
+	openRate      int
+	jsonOut       string
+	docOut        string
+	skip          map[string]bool
 	// During the token scenario at profileLevel the harness profiles replica
 	// 0 (the report summarises the CPU profile); profile, when set, is a
 	// directory to keep the profiles in (go tool pprof bin/connectd
@@ -66,6 +70,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		replicas = 1
 	}
 	fs.StringVar(&o.binary, "connectd", "bin/connectd", "connectd binary to benchmark")
+	fs.IntVar(&o.tracingRounds, "tracing-rounds", 2, "passes of the tracing scenario over its variants at each level (the report shows medians)")
+	fs.StringVar(&o.baseline, "baseline-connectd", "", "another connectd binary (built before a change) whose token lookup the tracing scenario measures beside tracing off")
 	fs.IntVar(&o.replicas, "replicas", replicas, "connectd replicas (env REPLICAS)")
 	fs.IntVar(&o.users, "users", 10000, "users seeded with a connection")
 	levels := fs.String("levels", "16,64,256", "concurrency levels")
@@ -86,7 +92,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return nil
 	})
 	skip := fs.String("skip", "", "comma-separated scenarios to skip (token,mint,status,open,flow,nocache,pgbench,trivial,"+
-		"proxy: the 1 KB provider GET direct and through the proxy, proxy256: the 256 KB one through the proxy)")
+		"proxy: the 1 KB provider GET direct and through the proxy, proxy256: the 256 KB one through the proxy, "+
+		"tracing: the token lookup with tracing off, on at 1 % and on at 100 %, alternating)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -362,6 +369,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		logf("credential cache off done")
 	}
 
+	// 3b. The token lookup with tracing off, on at 1 % and on at 100 %
+	// sampled (exporting to the harness's OTLP sink), alternating, each on
+	// replicas of its own started together: read-only, so before the writes
+	// like the rest of the read path.
+	if !o.skip["tracing"] {
+		quiet()
+		if err := measureTracing(ctx, o, env, clientKey, tokens, res, logf); err != nil {
+			return err
+		}
+	}
+
 	// 4. The write paths, on the replicas of step 2, each on a quiet
 	// database.
 	for _, c := range o.levels {
@@ -431,6 +449,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	res.Elapsed = time.Since(started).Round(time.Second).String()
 	res.ratios()
+	res.tracingRatios()
 	res.print(stdout)
 	if err := res.write(o.jsonOut, o.docOut); err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/connectd/connectd/internal/db"
 	"github.com/connectd/connectd/internal/server"
+	"github.com/connectd/connectd/internal/tracing"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -49,6 +50,8 @@ type Config struct {
 	RateLimit server.RateLimitConfig // config_ratelimit.go
 	Cache     server.CacheConfig     // config_scaling.go
 	Jobs      server.JobsConfig      // config_jobs.go
+
+	Tracing tracing.Config // config_tracing.go; serve builds the provider
 }
 
 // DBConfig holds pgxpool settings.
@@ -299,6 +302,7 @@ func loadConfig(getenv func(string) string, n needs) (*Config, error) {
 	c.loadRateLimit(e)
 	c.loadScaling(e)
 	c.loadJobs(e)
+	c.loadTracing(e)
 
 	if n.keys && !c.Dev {
 		if len(c.Identity.SessionKeys) == 0 && !e.failed("CONNECTD_SESSION_KEYS") {

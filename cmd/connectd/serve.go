@@ -11,7 +11,10 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel"
+
 	"github.com/connectd/connectd/internal/server"
+	"github.com/connectd/connectd/internal/tracing"
 	"github.com/connectd/connectd/internal/web"
 )
 
@@ -64,8 +67,25 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		ln.Close()
 		return fmt.Errorf("listen on CONNECTD_INTERNAL_ADDR %s: %w", cfg.InternalAddr, err)
 	}
+	// Tracing is set up before anything is traced, and shut down (flushing
+	// the spans still queued) after everything that makes spans has ended.
+	tr, err := newTracing(ctx, cfg.Tracing, logger)
+	if err != nil {
+		ln.Close()
+		iln.Close()
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tr.Shutdown(sctx); err != nil {
+			logger.WarnContext(sctx, "tracing: spans not exported at shutdown", slog.String("error", err.Error()))
+		}
+	}()
+	sc := cfg.server(pool, logger)
+	sc.Tracing = tr.Provider()
 	// Built after listening: the dev IdP's back channel needs the real address.
-	srv, err := server.New(ctx, cfg.server(pool, logger))
+	srv, err := server.New(ctx, sc)
 	if err != nil {
 		ln.Close()
 		iln.Close()
@@ -81,7 +101,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	defer func() { stopRun(); <-runDone }()
 	logger.InfoContext(ctx, "listening", slog.String("addr", ln.Addr().String()),
 		slog.String("internal_addr", iln.Addr().String()), slog.String("public_url", cfg.PublicURL.String()),
-		slog.Bool("dev", cfg.Dev), slog.String("version", buildVersion()))
+		slog.Bool("dev", cfg.Dev), slog.String("version", buildVersion()), slog.Bool("tracing", sc.Tracing != nil))
 
 	errc := make(chan error, 2)
 	go func() {
@@ -128,4 +148,18 @@ func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, grace tim
 		return err
 	}
 	return nil
+}
+
+// newTracing builds the tracer provider cfg asks for (none when tracing is
+// off). The SDK's own troubles — a collector that is down, a full queue —
+// are process-wide in OpenTelemetry's API; they go to logger as warnings,
+// never to stderr on their own.
+func newTracing(ctx context.Context, cfg tracing.Config, logger *slog.Logger) (*tracing.Tracing, error) {
+	if !cfg.Enabled {
+		return &tracing.Tracing{}, nil
+	}
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		logger.Warn("tracing: export failed", slog.String("component", "otel"), slog.String("error", err.Error()))
+	}))
+	return tracing.New(ctx, cfg)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/devidp"
@@ -79,6 +80,8 @@ type envOptions struct {
 	fakeEntry func(map[string]any)
 	// brand is the operator's branding (CONNECTD_BRAND_*).
 	brand templates.Brand
+	// tracing is the tracer provider (nil: tracing off).
+	tracing trace.TracerProvider
 }
 
 func newEnv(t *testing.T, opts envOptions) *env {
@@ -101,6 +104,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 			c.RateLimit = server.RateLimitConfig{Public: opts.limits, Mint: opts.mintLimit, MintUser: opts.mintUserLimit,
 				MaxWaiters: opts.maxWaiters}
 			c.Connect.Brand = opts.brand
+			c.Tracing = opts.tracing
 		},
 	})
 	e := &env{Env: s, t: t, pool: s.Pool, srv: s.Public, cfg: s.Config, server: s.Server,

@@ -12,8 +12,11 @@
 // that is not a request (migrations, River's jobs, sweeps, the CLI) keeps
 // the deadlines of its own context.
 //
+// With tracing on, the same hooks make a span for each statement under a
+// traced request or job (trace.go): never with a parameter's value.
+//
 // It must never import another connectd package, and never log: it only
-// bounds and classifies.
+// bounds, classifies and traces.
 package db
 
 import (
@@ -172,30 +175,37 @@ func (t *tracer) statement(ctx context.Context) context.Context {
 	return context.WithValue(c, spanKey{}, s)
 }
 
-func (t *tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	return t.statement(ctx)
+// The statement hooks also make the statement's span (trace.go) when the
+// context is traced: the span is started first, so the deadline's context
+// lies under it and End finds both.
+
+func (t *tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	return t.statement(startSpan(ctx, "", d.SQL))
 }
 
-func (t *tracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+func (t *tracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
 	end(ctx, t)
+	endSpan(ctx, d.Err)
 }
 
 func (t *tracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return t.statement(ctx)
+	return t.statement(startSpan(ctx, "batch", ""))
 }
 
 func (t *tracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 
-func (t *tracer) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchEndData) {
+func (t *tracer) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchEndData) {
 	end(ctx, t)
+	endSpan(ctx, d.Err)
 }
 
 func (t *tracer) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
-	return t.statement(ctx)
+	return t.statement(startSpan(ctx, "copy", ""))
 }
 
-func (t *tracer) TraceCopyFromEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromEndData) {
+func (t *tracer) TraceCopyFromEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceCopyFromEndData) {
 	end(ctx, t)
+	endSpan(ctx, d.Err)
 }
 
 // Unavailable reports whether err means the database cannot serve now — it

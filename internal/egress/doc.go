@@ -19,6 +19,10 @@
 // follows no redirects, uses no proxy, bounds every phase with a timeout and
 // caps every response body.
 //
+// Every call made under a traced request or job gets a client span (Trace,
+// built into New's client): method, host, status, never the path, query,
+// headers or body, and no trace context sent to the third party.
+//
 // Development and tests may name exact host:port pairs (Config.AllowHosts)
 // that may be reached over http and on loopback — nothing else, and never a
 // private or link-local network.

@@ -254,6 +254,10 @@ type transport struct {
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return roundTripTraced(req, t.roundTrip)
+}
+
+func (t *transport) roundTrip(req *http.Request) (*http.Response, error) {
 	if err := t.checkScheme(req.URL); err != nil {
 		if req.Body != nil {
 			req.Body.Close() // RoundTripper contract

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/connectd/connectd/internal/db"
 	"github.com/connectd/connectd/internal/keyring"
@@ -55,6 +56,12 @@ type Config struct {
 	// Now is the clock of the flows, client keys, the vault and the admin
 	// store (default time.Now); tests move it.
 	Now func() time.Time
+	// Tracing, when set, is the tracer provider of every span connectd
+	// makes (package tracing; CONNECTD_TRACING): a server span per request
+	// on both listeners, with spans for the statements, outbound calls and
+	// River jobs under it. Nil (the default): tracing off, and nothing of it
+	// installed.
+	Tracing trace.TracerProvider
 	// HTTPClient, when set, replaces the egress client (docs/egress.md) for
 	// every outbound call: issuer discovery and JWKS, provider token,
 	// refresh, revocation and API-key checks. Tests set it to trust their

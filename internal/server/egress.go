@@ -25,7 +25,7 @@ func outboundClient(cfg Config) (*http.Client, error) {
 func providerClient(cfg Config) (*http.Client, error) {
 	d := providerTimeout(cfg)
 	if cfg.HTTPClient != nil {
-		c := *cfg.HTTPClient
+		c := *testClient(cfg)
 		if c.Timeout < d {
 			c.Timeout = d
 		}
@@ -45,7 +45,7 @@ func providerTimeout(cfg Config) time.Duration {
 
 func outboundClientWith(cfg Config, ec egress.Config) (*http.Client, error) {
 	if cfg.HTTPClient != nil {
-		return cfg.HTTPClient, nil
+		return testClient(cfg), nil
 	}
 	ec.AllowHosts = slices.Clone(cfg.Egress.AllowHosts)
 	c, err := egress.New(ec)
@@ -53,4 +53,20 @@ func outboundClientWith(cfg Config, ec egress.Config) (*http.Client, error) {
 		return nil, fmt.Errorf("outbound HTTP: %w", err)
 	}
 	return c, nil
+}
+
+// testClient is cfg.HTTPClient, which replaces the egress client: with
+// tracing on, a copy whose transport makes the client spans New's client
+// makes (egress.Trace), so a test sees the spans production makes.
+func testClient(cfg Config) *http.Client {
+	if cfg.Tracing == nil {
+		return cfg.HTTPClient
+	}
+	c := *cfg.HTTPClient
+	base := c.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	c.Transport = egress.Trace(base)
+	return &c
 }

@@ -9,6 +9,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/riverqueue/rivercontrib/otelriver"
+	noopmetric "go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/connectd/connectd/internal/keepalive"
 	"github.com/connectd/connectd/internal/keyring"
@@ -68,6 +71,7 @@ func (s *Server) newJobs() error {
 		// River wants the default job timeout within the rescue time; the
 		// delivery worker sets its own (webhook.Worker.Timeout).
 		JobTimeout: min(30*time.Second, rescue),
+		Middleware: jobTracing(cfg),
 	})
 	if err != nil {
 		return err
@@ -99,7 +103,7 @@ func NewWebhooks(cfg Config, pool *pgxpool.Pool, keys *keyring.Keyring) (*webhoo
 	if err != nil {
 		return nil, err
 	}
-	rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: riverLogger(cfg.Logger)})
+	rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: riverLogger(cfg.Logger), Middleware: jobTracing(cfg)})
 	if err != nil {
 		return nil, err
 	}
@@ -151,3 +155,22 @@ type reauthHook = func(ctx context.Context, tx pgx.Tx, c vault.Connection, reaso
 
 // reauthEvents is the one owner's OnReauth (package lifecycle).
 func reauthEvents(w func() *webhook.Service) reauthHook { return lifecycle.ReauthEvents(w) }
+
+// jobTracing is River's OpenTelemetry middleware when tracing is on (none
+// otherwise): a span for each insert (under the request that enqueued) and
+// each job worked ("river.work/<kind>"), with the statements and outbound
+// calls of the job under it. The inserting span's context rides in the
+// job's metadata (a traceparent, no secret), so the work span links back to
+// it. Its spans carry the job's kind, queue, attempt, id and tags — never its
+// arguments. River's metrics stay off: Prometheus has connectd's.
+func jobTracing(cfg Config) []rivertype.Middleware {
+	if cfg.Tracing == nil {
+		return nil
+	}
+	return []rivertype.Middleware{otelriver.NewMiddleware(&otelriver.MiddlewareConfig{
+		TracerProvider:              cfg.Tracing,
+		MeterProvider:               noopmetric.NewMeterProvider(),
+		EnableTracePropagation:      true,
+		EnableWorkSpanJobKindSuffix: true,
+	})}
+}

@@ -238,6 +238,7 @@ func (s *Server) publicHandler() (http.Handler, error) {
 		Observe:        s.metrics.Observer(mux),
 		DB:             s.cfg.DB,
 		Brand:          s.cfg.Connect.Brand,
+		Tracer:         s.cfg.Tracing,
 	})
 }
 
@@ -252,6 +253,9 @@ func (s *Server) internalHandler() http.Handler {
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	if s.cfg.Tracing != nil {
+		return web.Chain(mux, web.RequestIDs, web.Tracing(s.cfg.Tracing, web.MuxRoutes(mux)), web.TextOnly(s.cfg.Logger))
+	}
 	return web.Chain(mux, web.RequestIDs, web.TextOnly(s.cfg.Logger))
 }
 

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // NewLogger returns a JSON (or text) slog logger writing to w whose records
@@ -22,7 +24,9 @@ func NewLogger(w io.Writer, level slog.Leveler, format string) *slog.Logger {
 }
 
 // ContextHandler wraps a slog.Handler and adds the request id found in the
-// record's context as the attribute "request_id".
+// record's context as the attribute "request_id", and, when the context
+// holds a recording span (tracing on, this trace sampled), its ids as
+// "trace_id" and "span_id", so a log line leads to its trace.
 type ContextHandler struct {
 	slog.Handler
 }
@@ -31,6 +35,10 @@ type ContextHandler struct {
 func (h ContextHandler) Handle(ctx context.Context, r slog.Record) error {
 	if id := RequestID(ctx); id != "" {
 		r.AddAttrs(slog.String("request_id", id))
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		sc := span.SpanContext()
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
 	}
 	return h.Handler.Handle(ctx, r)
 }

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"net/http"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/connectd/connectd/internal/db"
 	"github.com/connectd/connectd/web/templates"
 )
@@ -24,6 +26,10 @@ type PublicConfig struct {
 	DB db.Deadlines
 	// Brand is the operator's name, logo and accent on every page (Branded).
 	Brand templates.Brand
+	// Tracer, when set, gives every request a server span (Tracing), with
+	// the access log's line inside it; nil (tracing off): no span, and
+	// nothing of tracing in the chain.
+	Tracer trace.TracerProvider
 }
 
 // Public wraps the public listener's route table in everything every response
@@ -33,7 +39,8 @@ type PublicConfig struct {
 // refused before any policy looks at it, as net/http refuses a malformed
 // request line), cross-origin protection for state-changing requests, the
 // rate limits, and the database deadlines of package db on every request's
-// context. Every route registered on the public mux, by any package, gets all
+// context (and, with tracing on, a server span around all but the first
+// two). Every route registered on the public mux, by any package, gets all
 // of it.
 //
 // The handler also lists m's routes: it has a Routes() []Route method, for
@@ -43,9 +50,11 @@ func Public(m *Mux, c PublicConfig) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return public{Handler: Chain(m,
-		RequestContext(c.Limits.TrustedProxies),
-		Routing(m),
+	chain := []func(http.Handler) http.Handler{RequestContext(c.Limits.TrustedProxies), Routing(m)}
+	if c.Tracer != nil {
+		chain = append(chain, Tracing(c.Tracer, m.Routed))
+	}
+	return public{Handler: Chain(m, append(chain,
 		AccessLog(c.Logger, c.Observe),
 		Recover(c.Logger),
 		SecurityHeaders(c.HSTS),
@@ -54,7 +63,7 @@ func Public(m *Mux, c PublicConfig) (http.Handler, error) {
 		cross,
 		RateLimit(c.Limits, c.Logger),
 		DatabaseDeadlines(c.DB),
-	), mux: m}, nil
+	)...), mux: m}, nil
 }
 
 // public is the handler Public returns: the chain, and the table under it.

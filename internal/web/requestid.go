@@ -21,10 +21,11 @@ type ctxKey struct{}
 // request id rides beside it in package reqid's value, for the packages
 // below web.
 type requestInfo struct {
-	addr   string // "" when unknown
-	kind   Kind   // the route's, recorded by Routing
-	class  RouteClass
-	routed bool
+	addr    string // "" when unknown
+	kind    Kind   // the route's, recorded by Routing
+	class   RouteClass
+	pattern string // the route's pattern, recorded by Routing (for Tracing)
+	routed  bool
 }
 
 func infoOf(ctx context.Context) *requestInfo {

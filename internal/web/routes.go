@@ -139,11 +139,21 @@ func Routing(m *Mux) func(http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if ri := infoOf(r.Context()); ri != nil {
 				rt := m.Lookup(r)
-				ri.kind, ri.class, ri.routed = rt.Kind, rt.Class, true
+				ri.kind, ri.class, ri.pattern, ri.routed = rt.Kind, rt.Class, rt.Pattern, true
 			}
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// Routed returns the route Routing recorded for r (its pattern and kind),
+// or m.Lookup(r) when r went through no Routing: Tracing's lookup on the
+// public listener, which so matches each request against the table once.
+func (m *Mux) Routed(r *http.Request) Route {
+	if ri := infoOf(r.Context()); ri != nil && ri.routed {
+		return Route{Pattern: ri.pattern, Kind: ri.kind, Class: ri.class}
+	}
+	return m.Lookup(r)
 }
 
 // RouteOf returns the Kind and Class Routing recorded for r: a page drawing

@@ -253,6 +253,7 @@ _CODES: dict[str, type[APIError]] = {
     "account_required": AccountRequiredError,
     "not_found": NotFoundError,
     "invalid_client": InvalidClientError,
+    "invalid_dpop_proof": InvalidClientError,  # a client that must prove its calls with DPoP
     "missing_user_token": UserTokenError,
     "invalid_token": UserTokenError,
     "token_expired": UserTokenError,

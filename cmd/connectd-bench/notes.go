@@ -141,10 +141,12 @@ provider per hour), and a refresh when one is due.
   own CPU, steadier than req/s) before its req/s shares. Off, connectd installs
   nothing of tracing; with ` + "`-baseline-connectd`" + ` (a binary built before tracing) its
   CPU per lookup was within 10 % (1.01 and 1.10 in two runs) and its req/s within the
-  noise. Off is not free
-  in memory: the OTLP/HTTP exporter links grpc and the collector's protobufs (the
-  generated package it shares types with), about 9 MB of binary and 4–5 MB more
-  peak RSS under the token load than the binary before. On, an unsampled request
+  noise. The standard OTLP/HTTP exporter (otlptracehttp) linked grpc and the
+  collector's gRPC service code even for HTTP: 7.8 MB more binary and 5–6 MB more peak
+  RSS in every scenario, tracing off (the 256 KB proxy GET went from 61–62 to 67–68 MB,
+  over the 64 MB budget, measured alternated against the binary before tracing); connectd
+  now has its own exporter (internal/tracing/otlp.go: the OTLP protobuf messages, which
+  link no gRPC), and the binary and RSS are back where they were. On, an unsampled request
   costs the sampler's decision (two allocations, about 150 B, in
   ` + "`internal/web.BenchmarkTracing`" + `), a sampled one its spans (about 1.5 KB before export)
   and the batch exporter's work, off the request path but on the same cores.

@@ -115,6 +115,19 @@ function refusalAnswer(log: Logger, err: unknown, account: string): CallToolResu
   return undefined;
 }
 
+/** The tool's answer when connectd could not mint the connect link. */
+function mintFailed(log: Logger, err: unknown): CallToolResult {
+  if (err instanceof URLElicitationUnsupportedError) {
+    // The fallback is off (fallback: false).
+    return stop(
+      "This tool needs your file-service account, but this MCP client cannot open a connect link " +
+        "(it needs protocol 2025-11-25 or later with URL-mode elicitation).",
+    );
+  }
+  log.warn("connectd mint failed", { error: errCode(err) });
+  return stop(`Could not start connecting your file-service account (${errCode(err)}).`);
+}
+
 function stop(text: string): CallToolResult {
   return { isError: true, content: [{ type: "text", text }] };
 }
@@ -174,15 +187,7 @@ export async function listFiles(
       { signal: extra.signal },
     );
   } catch (err) {
-    if (err instanceof URLElicitationUnsupportedError) {
-      // The fallback is off (fallback: false).
-      return stop(
-        "This tool needs your file-service account, but this MCP client cannot open a connect link " +
-          "(it needs protocol 2025-11-25 or later with URL-mode elicitation).",
-      );
-    }
-    log.warn("connectd mint failed", { error: errCode(err) });
-    return stop(`Could not start connecting your file-service account (${errCode(err)}).`);
+    return mintFailed(log, err);
   }
   if (ans.ready) {
     // A retry while the link was pending, and the user finished while
@@ -311,14 +316,7 @@ export async function listFilesModern(
       { signal },
     );
   } catch (err) {
-    if (err instanceof URLElicitationUnsupportedError) {
-      return stop(
-        "This tool needs your file-service account, but this MCP client cannot open a connect link " +
-          "(it needs protocol 2025-11-25 or later with URL-mode elicitation).",
-      );
-    }
-    log.warn("connectd mint failed", { error: errCode(err) });
-    return stop(`Could not start connecting your file-service account (${errCode(err)}).`);
+    return mintFailed(log, err);
   }
   if (ans.ready) {
     log.info("connected while the retried request waited", { elicitation: ans.elicitation.id });

@@ -422,9 +422,15 @@ func (s *Server) waitFor(r *http.Request, c caller, id string, wait time.Duratio
 	recheck := true
 	for {
 		if recheck {
-			if err := s.auth.Recheck(r, c.client.ID); err != nil {
+			// Only a refusal ends the poll; a check the database could not
+			// answer (the listener's reconnect wakes every poll at once)
+			// leaves it waiting, to be checked at the next change.
+			if err := s.auth.Recheck(r, c.client.ID); mcpauth.Refused(err) {
 				s.sampleRefusal(r, mcpauth.Client{}, err)
 				return nil, err
+			} else if err != nil {
+				s.logger.WarnContext(ctx, "long-poll: the client could not be checked again; the poll goes on",
+					slog.String("client_id", c.client.ID), slog.Any("error", err))
 			}
 			recheck = false
 		}

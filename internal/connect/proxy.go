@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -166,9 +167,15 @@ func (s *Server) whileAllowed(r *http.Request, clientID string) (*http.Request, 
 		defer unwatch()
 		for {
 			// Checked once subscribed too: a change before is not missed.
-			if err := s.auth.Recheck(r, clientID); err != nil {
+			// Only a refusal ends the call: a check the database could not
+			// answer (a hiccup, the listener's reconnect waking every call
+			// at once) leaves it running, to be checked at the next change.
+			if err := s.auth.Recheck(r, clientID); mcpauth.Refused(err) {
 				cancel(&clientRefused{err})
 				return
+			} else if err != nil {
+				s.logger.WarnContext(r.Context(), "proxy: the client could not be checked again; the call goes on",
+					slog.String("client_id", clientID), slog.Any("error", err))
 			}
 			select {
 			case <-changed:

@@ -83,6 +83,19 @@ func (a *Authenticator) authenticateClient(r *http.Request, dpop bool) (Client, 
 // still be enabled and still have keys for private_key_jwt. A DPoP proof is
 // not checked again either (its jti is spent too).
 func (a *Authenticator) Recheck(r *http.Request, clientID string) error {
+	return a.recheck(r, clientID)
+}
+
+// Refused reports whether err says the client's credentials are refused
+// now (no key, a bad or ended key, a disabled client, an assertion that no
+// longer verifies) — not that they could not be checked (the database
+// busy or down): a held request ends on the first, never on the second.
+func Refused(err error) bool {
+	return errors.Is(err, ErrMissingClientKey) || errors.Is(err, ErrInvalidClientKey) ||
+		errors.Is(err, ErrClientDisabled) || errors.Is(err, ErrInvalidAssertion)
+}
+
+func (a *Authenticator) recheck(r *http.Request, clientID string) error {
 	if key, ok := Bearer(r.Header.Get("Authorization")); !ok || !LooksLikeAssertion(key) {
 		_, err := a.authenticateClient(r, false)
 		return err

@@ -111,9 +111,6 @@ func (c *Clients) AuthenticateAssertion(ctx context.Context, raw, audience strin
 	if err != nil {
 		return Client{}, err
 	}
-	if cl.Disabled {
-		return Client{}, ErrClientDisabled
-	}
 	kf, err := c.assertionKeys(ctx, cl)
 	if err != nil {
 		return Client{}, err
@@ -144,6 +141,11 @@ func (c *Clients) AuthenticateAssertion(ctx context.Context, raw, audience strin
 	}
 	if len(claims.Audience) != 1 || claims.Audience[0] != audience {
 		return bad("aud must be exactly %s", audience)
+	}
+	// Only once the assertion is the client's own: an unsigned one must
+	// not learn which client ids are disabled (cut off).
+	if cl.Disabled {
+		return Client{}, ErrClientDisabled
 	}
 	if claims.IssuedAt == nil || claims.ExpiresAt.Sub(claims.IssuedAt.Time) > MaxAssertionLifetime ||
 		claims.ExpiresAt.Sub(now) > MaxAssertionLifetime+c.skew {

@@ -296,6 +296,12 @@ func TestClientAssertions(t *testing.T) {
 			t.Fatal(err)
 		}
 		refused(clients, edKey.assertion(t, byJWK.ID, tokenEndpoint, clock.Now(), nil), mcpauth.ErrClientDisabled)
+		// One not signed by its key learns nothing of that: invalid, as for
+		// any client.
+		if _, err := clients.AuthenticateAssertion(ctx, a.assertion(t, byJWK.ID, tokenEndpoint, clock.Now(), nil),
+			tokenEndpoint); errors.Is(err, mcpauth.ErrClientDisabled) || !errors.Is(err, mcpauth.ErrInvalidAssertion) {
+			t.Fatalf("a forged assertion for a disabled client: %v", err)
+		}
 	})
 
 	t.Run("spent jtis are swept once expired", func(t *testing.T) {

@@ -47,6 +47,9 @@ const (
 	remoteKeysLifetime = 5 * time.Minute
 	unknownKeyInterval = 10 * time.Second
 	maxRemoteSets      = 10_000
+	// maxStaleKeys is how long after their last good fetch a JWKS URL's keys
+	// keep verifying while the URL fails.
+	maxStaleKeys = time.Hour
 )
 
 // AssertionAlgorithms is the signature allow-list of client assertions (the
@@ -205,7 +208,9 @@ func (c *Clients) assertionKeys(ctx context.Context, cl Client) (keyfunc.Keyfunc
 // remoteKeys caches the keys of registered JWKS URLs, by URL: each used
 // for remoteKeysLifetime, fetched again sooner (once per
 // unknownKeyInterval) for an unknown kid. While a URL fails, its last keys
-// keep verifying.
+// keep verifying, for maxStaleKeys at most after their last good fetch: a
+// key the client took off its JWKS (a leaked one) must not verify for as
+// long as someone keeps the URL failing.
 type remoteKeys struct {
 	mu      sync.Mutex
 	entries map[string]*remoteSet
@@ -262,7 +267,7 @@ func (r *remoteKeys) keys(ctx context.Context, c *Clients, u string) (*jwkset.Me
 	// A failing URL is tried once per interval, whatever asks (stale is
 	// set only as often: refetchFor).
 	if !e.stale && !e.tried.IsZero() && now.Sub(e.tried) < unknownKeyInterval {
-		if e.fetched.IsZero() {
+		if e.fetched.IsZero() || now.Sub(e.fetched) > maxStaleKeys {
 			return nil, unavailable(unknownKeyInterval-now.Sub(e.tried), "client JWKS %s: unreachable", u)
 		}
 		return e.store, nil
@@ -274,10 +279,10 @@ func (r *remoteKeys) keys(ctx context.Context, c *Clients, u string) (*jwkset.Me
 	}
 	if err != nil {
 		c.logger.WarnContext(ctx, "client JWKS fetch failed", slog.Any("error", err))
-		if e.fetched.IsZero() {
+		if e.fetched.IsZero() || now.Sub(e.fetched) > maxStaleKeys {
 			return nil, unavailable(unknownKeyInterval, "client JWKS %s: %w", u, err)
 		}
-		return e.store, nil // the last keys keep verifying
+		return e.store, nil // the last keys keep verifying, for a while
 	}
 	e.fetched = now
 	return e.store, nil

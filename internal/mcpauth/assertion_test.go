@@ -38,12 +38,17 @@ type jwksServer struct {
 	mu      sync.Mutex
 	keys    []jwkset.JWK
 	fetches atomic.Int32
+	failing atomic.Bool // answer 503 (the URL down, or kept down)
 }
 
 func newJWKSServer(t *testing.T) *jwksServer {
 	s := &jwksServer{}
 	s.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.fetches.Add(1)
+		if s.failing.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		doc := jwkset.JWKSMarshal{}
@@ -288,6 +293,18 @@ func TestClientAssertions(t *testing.T) {
 		jwks.publish(t, b)
 		clock.Advance(6 * time.Minute)
 		refused(clients, a.assertion(t, byURL.ID, tokenEndpoint, clock.Now(), nil), mcpauth.ErrInvalidAssertion)
+		ok(clients, b.assertion(t, byURL.ID, tokenEndpoint, clock.Now(), nil), byURL.ID)
+	})
+
+	t.Run("a failing JWKS URL: the last keys verify for a while, not for ever", func(t *testing.T) {
+		jwks.failing.Store(true)
+		defer jwks.failing.Store(false)
+		clock.Advance(6 * time.Minute) // past the keys' lifetime: a fetch, which fails
+		ok(clients, b.assertion(t, byURL.ID, tokenEndpoint, clock.Now(), nil), byURL.ID)
+		clock.Advance(61 * time.Minute) // kept failing past maxStaleKeys
+		refused(clients, b.assertion(t, byURL.ID, tokenEndpoint, clock.Now(), nil), mcpauth.ErrIssuerUnavailable)
+		jwks.failing.Store(false)
+		clock.Advance(11 * time.Second)
 		ok(clients, b.assertion(t, byURL.ID, tokenEndpoint, clock.Now(), nil), byURL.ID)
 	})
 

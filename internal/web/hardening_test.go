@@ -57,6 +57,11 @@ type answer struct {
 	body   string
 }
 
+// testClient is the tests' own: http.DefaultTransport's idle connections
+// are closed by every httptest.Server that closes, which breaks a request
+// of a parallel test on one of them.
+var testClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+
 func send(t *testing.T, method, u string, hdr map[string]string) answer {
 	t.Helper()
 	req, err := http.NewRequest(method, u, nil)
@@ -66,7 +71,7 @@ func send(t *testing.T, method, u string, hdr map[string]string) answer {
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func TestPanicAnswersJSON500WithoutInternals(t *testing.T) {
 	srv := newServer(t, logs, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		panic("boom: secret-internal-detail")
 	}))
-	resp, err := http.Get(srv.URL + "/x")
+	resp, err := testClient.Get(srv.URL + "/x")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestPanicForBrowserRendersErrorPage(t *testing.T) {
 	srv := newServer(t, io.Discard, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { panic("x") }))
 	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
 	req.Header.Set("Accept", "text/html")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestRequestIDPropagation(t *testing.T) {
 			if tt.incoming != "" {
 				req.Header[web.RequestIDHeader] = []string{tt.incoming}
 			}
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := testClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -183,7 +183,7 @@ func TestAPIErrorMapping(t *testing.T) {
 			srv := newServer(t, io.Discard, web.API(slog.New(slog.DiscardHandler), func(w http.ResponseWriter, r *http.Request) error {
 				return tt.err
 			}))
-			resp, err := http.Get(srv.URL)
+			resp, err := testClient.Get(srv.URL)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -206,7 +206,7 @@ func TestAPIErrorMapping(t *testing.T) {
 func TestSecurityHeaders(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t, io.Discard, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-	resp, err := http.Get(srv.URL)
+	resp, err := testClient.Get(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestSecurityHeadersNotShared(t *testing.T) {
 		}
 	}))
 	for i, want := range [][]string{{"no-store", "private"}, {"no-store"}} {
-		resp, err := http.Get(srv.URL + "/page")
+		resp, err := testClient.Get(srv.URL + "/page")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,13 @@ func Branded(b templates.Brand) func(http.Handler) http.Handler {
 			return next
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if kind, _ := RouteOf(r); b.LogoURL != "" && kind != KindAPI { // a JSON answer shows no logo
+			if kind, _ := RouteOf(r); kind == KindAPI {
+				// A JSON answer shows no brand: the token lookup's hot path
+				// pays nothing for it (no context copy).
+				next.ServeHTTP(w, r)
+				return
+			}
+			if b.LogoURL != "" {
 				AllowImages(w.Header(), b.LogoURL)
 			}
 			next.ServeHTTP(w, r.WithContext(templates.WithBrand(r.Context(), b)))

@@ -22,6 +22,7 @@ import (
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/notice"
 	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/release"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
@@ -120,9 +121,13 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 		// The sealed credential names the account; an approval covers the
 		// connection only for that account and every scope it grants.
 		_, cred, err := s.vault.Get(ctx, u, c.Provider, c.ID)
+		var held vault.Held
 		switch {
 		case err == nil:
 			ac.Account = accountName(cred)
+			if held, err = s.vault.HeldOf(ctx, u, c); err != nil {
+				return v, err
+			}
 		case errors.Is(err, vault.ErrNotConnected):
 			continue // deleted meanwhile
 		case errors.Is(err, keyring.ErrDecrypt):
@@ -139,9 +144,9 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 			sv := templates.AccountServer{ClientID: a.ClientID, Name: a.ClientID, Scopes: a.Scopes,
 				ApprovedAt: when(a.UpdatedAt), AccountChanged: true}
 			if cred != nil {
-				d := consent.Decide(consent.HeldBy(cred), &a.Approval, s.narrows(c.Provider))
-				sv.Current, sv.AccountChanged = d.Release != consent.Nothing, d.AccountChanged
-				if d.Release == consent.Narrowed {
+				d := release.Decide(held, &a.Approval, s.narrows(c.Provider))
+				sv.Current, sv.AccountChanged = d.Release != release.Nothing, d.AccountChanged
+				if d.Release == release.Narrowed {
 					sv.NarrowedTo = d.Scopes
 				}
 			}

@@ -3,13 +3,12 @@ package connect
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
-	"slices"
 
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/problem"
+	"github.com/connectd/connectd/internal/release"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
 )
@@ -26,17 +25,9 @@ const AccountNew = "new"
 // approved for at the provider.
 const AccountAll = "all"
 
-// accountDoc names a connection to a client: never the provider's own
-// account id.
-type accountDoc struct {
-	ID          string `json:"id"`
-	DisplayName string `json:"display_name"`
-	Label       string `json:"label,omitempty"`
-}
-
-func docOf(c vault.Connection) accountDoc {
-	return accountDoc{ID: c.ID, DisplayName: c.DisplayName, Label: c.Label}
-}
+// accountDoc names a connection to a client (release.Account): never the
+// provider's own account id.
+type accountDoc = release.Account
 
 // errNoSuchConnection is the answer to a connection id that is not one of
 // the user's at the provider: whether it exists elsewhere is not said.
@@ -60,56 +51,34 @@ func (s *Server) checkMintAccount(ctx context.Context, u identity.User, provider
 	return nil
 }
 
-// chosen is the approval a client's request is about: the one for account
-// (a connection id) when given, else the client's only one at the provider.
-// approvals are the client's (consent.Store.For, never empty). A connection
-// of the user's the client is not approved for is consent_required; an id
-// that is not the user's connection there is not_found; several approvals
-// and no account is account_required, with the accounts to choose from.
+// chosen is the approval a client's request is about (release.Choose): the
+// one for account (a connection id) when given, else the client's only one
+// at the provider. approvals are the client's (consent.Store.For). An id
+// that is not the user's connection there is not_found rather than the
+// decision's consent_required; account_required lists the accounts to
+// choose from (release.Choosable).
 func (s *Server) chosen(ctx context.Context, u identity.User, name, account string, approvals []consent.Approval) (*consent.Approval, error) {
-	if account == "" {
-		if len(approvals) == 1 {
-			return &approvals[0], nil
-		}
-		return nil, s.accountRequired(ctx, u, name, approvals)
-	}
-	if !vault.ValidID(account) {
+	if account != "" && !vault.ValidID(account) {
 		return nil, web.Errorf(http.StatusBadRequest, "invalid_request", "account must be a connection id (cn_…)")
 	}
-	if i := slices.IndexFunc(approvals, func(a consent.Approval) bool { return a.ConnectionID == account }); i >= 0 {
-		return &approvals[i], nil
+	a, err := release.Choose(name, approvals, account)
+	var refused *release.Refusal
+	if !errors.As(err, &refused) {
+		return a, err
 	}
-	if _, err := s.vault.Lookup(ctx, u, name, account); errors.Is(err, vault.ErrNotConnected) {
-		return nil, errNoSuchConnection
-	} else if err != nil {
-		return nil, err
-	}
-	return nil, web.Errorf(http.StatusForbidden, "consent_required",
-		"the user has not allowed this client to use that %s account; mint an elicitation with it", name)
-}
-
-// accountRequired is the answer to a client approved for several of the
-// user's accounts at a provider that named none: the accounts, so the MCP
-// server can ask the user which (a choice, not a secret).
-func (s *Server) accountRequired(ctx context.Context, u identity.User, name string, approvals []consent.Approval) error {
-	conns, err := s.vault.List(ctx, u)
-	if err != nil {
-		return err
-	}
-	accounts := []accountDoc{}
-	for _, c := range conns {
-		if c.Provider != name {
-			continue
+	switch {
+	case refused.Kind == release.AccountRequired:
+		conns, err := s.vault.List(ctx, u)
+		if err != nil {
+			return nil, err
 		}
-		// Only connections this client would receive something of: one
-		// that holds another account than it was approved for is not its
-		// to name (it answers consent_required when asked for).
-		i := slices.IndexFunc(approvals, func(a consent.Approval) bool { return a.ConnectionID == c.ID })
-		if i >= 0 && (c.AccountHash == nil || !consent.Decide(consent.Held{Scopes: c.Scopes, Account: c.AccountHash}, &approvals[i], true).AccountChanged) {
-			accounts = append(accounts, docOf(c))
+		refused.Accounts = release.Choosable(name, conns, approvals)
+	case account != "":
+		if _, err := s.vault.Lookup(ctx, u, name, account); errors.Is(err, vault.ErrNotConnected) {
+			return nil, errNoSuchConnection
+		} else if err != nil {
+			return nil, err
 		}
 	}
-	return &web.Error{Status: http.StatusConflict, Code: "account_required",
-		Description: fmt.Sprintf("this client may use several of the user's %s accounts; name one with account=<id>", name),
-		Fields:      map[string]any{"accounts": accounts}}
+	return nil, refused
 }

@@ -16,12 +16,12 @@ import (
 	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/identity"
-	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/lifecycle"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/release"
 	"github.com/connectd/connectd/internal/scope"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
@@ -173,8 +173,8 @@ func (s *Server) mint(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return web.Errorf(http.StatusBadRequest, "unknown_provider", "unknown provider %q", req.Provider)
 	}
-	if !allowed(c.client.Providers, req.Provider) {
-		return web.Errorf(http.StatusForbidden, "provider_not_allowed", "this client may not use provider %q", req.Provider)
+	if err := release.Admit(releaseClient(c.client), req.Provider, release.Describe); err != nil {
+		return err
 	}
 	if err := validScopes(req.Scopes); err != nil {
 		return err
@@ -270,15 +270,6 @@ func (s *Server) writeMinted(w http.ResponseWriter, e *Elicitation, rs string, s
 	w.Header().Set("Location", "/v1/elicitations/"+e.ID)
 	web.WriteJSON(w, status, resp)
 	return nil
-}
-
-func allowed(list []string, p string) bool {
-	for _, x := range list {
-		if x == p || x == "*" {
-			return true
-		}
-	}
-	return false
 }
 
 // printableASCII reports whether s is only visible ASCII (and spaces).
@@ -597,14 +588,14 @@ func (s *Server) listConnections(w http.ResponseWriter, r *http.Request) error {
 		// provider that cannot narrow, or now another provider account — is
 		// marked; its token answers consent_required. Only the scopes it may
 		// see are listed.
-		h, err := s.held(r.Context(), c.user, cn)
+		h, err := s.vault.HeldOf(r.Context(), c.user, cn)
 		if err != nil {
 			return err
 		}
-		dec := consent.Decide(h, &a, s.narrows(cn.Provider))
-		d := connectionDoc{Provider: cn.Provider, ID: cn.ID, Status: string(cn.Status), Scopes: dec.Visible(h, &a),
-			CreatedAt: cn.CreatedAt.UTC(), UpdatedAt: cn.UpdatedAt.UTC(), ConsentRequired: dec.Release == consent.Nothing}
-		if !dec.AccountChanged { // another account's name is not this client's to know
+		dec := release.Decide(h, &a, s.narrows(cn.Provider))
+		d := connectionDoc{Provider: cn.Provider, ID: cn.ID, Status: string(cn.Status), Scopes: dec.Visible(),
+			CreatedAt: cn.CreatedAt.UTC(), UpdatedAt: cn.UpdatedAt.UTC(), ConsentRequired: dec.Release == release.Nothing}
+		if dec.MayName() { // another account's name is not this client's to know
 			d.DisplayName, d.Label = cn.DisplayName, cn.Label
 		}
 		if !cn.Expiry.IsZero() {
@@ -660,17 +651,18 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// releaseClient is the one way the release decision's client is made of
+// an authenticated MCP server.
+func releaseClient(cl mcpauth.Client) release.Client {
+	return release.Client{ID: cl.ID, Providers: cl.Providers, ProxyOnly: cl.ProxyOnly}
+}
+
 // releaseToken is the release of a raw credential to client c, for the
-// token read and token exchange alike: refused to a proxy-only client, else
-// the one decision (release), and the read sampled into the audit trail
-// naming the connection.
+// token read and token exchange alike (release.Read: refused to a
+// proxy-only client), the read sampled into the audit trail naming the
+// connection.
 func (s *Server) releaseToken(r *http.Request, c *caller, name, account string, required []string) (released, error) {
-	if c.client.ProxyOnly {
-		s.sampleDenied(r, c, "security.token_release_refused", name)
-		return released{}, web.Errorf(http.StatusForbidden, "token_release_disabled",
-			"this client is registered proxy-only: it never receives a credential; call the provider through /v1/proxy/%s/…", name)
-	}
-	rel, err := s.release(r, c, name, account, required)
+	rel, err := s.release(r, c, release.Read, name, account, required)
 	if err != nil {
 		return released{}, err
 	}
@@ -690,12 +682,18 @@ type released struct {
 	narrowedTo []string
 }
 
-// release is the one credential-release path, for the token read and the
-// proxy alike: the provider allowed to the client (before any lookup), the
-// connection it names or is approved for (account), the credential holding
-// what it requires, and the decision — the whole credential, a narrowed
-// one, or the refusal the API answers.
-func (s *Server) release(r *http.Request, c *caller, name, account string, required []string) (released, error) {
+// release is the one credential-release path, for the token read, token
+// exchange and the proxy: package release admits the client (before any
+// lookup), chooses the approval the request is about (account), and decides
+// on the stored row — before the credential is opened or refreshed — the
+// whole credential, a narrowed one, or its typed refusal, which the error
+// table answers.
+func (s *Server) release(r *http.Request, c *caller, use release.Use, name, account string, required []string) (released, error) {
+	admitted := release.Admit(releaseClient(c.client), name, use)
+	if errors.Is(admitted, release.ErrProxyOnly) {
+		s.sampleDenied(r, c, "security.token_release_refused", name)
+		return released{}, admitted
+	}
 	if !names.ValidProvider(name) {
 		return released{}, notConnected(name)
 	}
@@ -703,8 +701,8 @@ func (s *Server) release(r *http.Request, c *caller, name, account string, requi
 	if err != nil {
 		return released{}, notConnected(name)
 	}
-	if err := providerAllowed(c, name); err != nil {
-		return released{}, err
+	if admitted != nil {
+		return released{}, admitted
 	}
 	approvals, err := s.consents.For(r.Context(), c.user, c.client.ID, name)
 	if errors.Is(err, consent.ErrNotGiven) {
@@ -718,48 +716,37 @@ func (s *Server) release(r *http.Request, c *caller, name, account string, requi
 		return released{}, err
 	}
 	appr := *ap
-	// The connection must hold what the caller requires (insufficient_scope),
-	// and this client's approval must cover everything the credential carries,
-	// for its account (consent_required): the credential is handed over whole,
-	// unless the provider can narrow it to what the client was approved for.
-	cred, err := s.vault.Token(r.Context(), c.user, name, appr.ConnectionID, required)
+	info := p.Info()
+	var d release.Decision
+	cred, err := s.vault.TokenFor(r.Context(), c.user, name, appr.ConnectionID, required, func(h vault.Held) error {
+		var err error
+		d, err = release.Credential(name, h, &appr, info.NarrowOnRefresh, required)
+		return err
+	})
 	if err != nil {
 		return released{}, aboutConnection(name, appr.ConnectionID, err)
 	}
 	var narrowedTo []string
-	switch d := consent.Decide(consent.HeldBy(cred), &appr, p.Info().NarrowOnRefresh); d.Release {
-	case consent.Whole:
-	case consent.Narrowed:
-		if cred, err = s.narrowed(r, c, name, appr, cred, required, d); err != nil {
+	if d.Release == release.Narrowed {
+		if cred, err = s.narrowed(r, c.user, name, appr, cred, d); err != nil {
 			return released{}, err
 		}
 		narrowedTo = d.Scopes
-	default:
-		return released{}, consentRequired(name, d)
 	}
-	return released{cred: cred, approval: appr, info: p.Info(), narrowedTo: narrowedTo}, nil
+	return released{cred: cred, approval: appr, info: info, narrowedTo: narrowedTo}, nil
 }
 
-// narrowed is the token for a client whose approval does not cover the
-// whole credential (refused, the consent_required answer): at a provider
-// that narrows tokens, and for the account the client was approved for, a
-// token limited to what the approval and the connection have in common;
-// refused otherwise. A required scope outside the approval is
-// consent_required for it.
-func (s *Server) narrowed(r *http.Request, c *caller, name string, appr consent.Approval, cred *vault.Credential,
-	required []string, d consent.Decision) (*vault.Credential, error) {
-	refused := consentRequired(name, d)
-	if unapproved := scope.Missing(required, appr.Scopes); len(unapproved) > 0 {
-		return nil, &web.Error{Status: http.StatusForbidden, Code: "consent_required",
-			Description: fmt.Sprintf("the user has not approved this client for every scope it requires of their %s connection; "+
-				"mint an elicitation with them", name),
-			Fields: map[string]any{"unapproved_scopes": unapproved, "account_changed": false}}
-	}
-	n, err := s.vault.Narrowed(r.Context(), c.user, name, appr.ConnectionID, d.Scopes, cred.AccountID)
+// narrowed is the token for a client the decision gives a token narrowed to
+// d.Scopes (release.Narrowed): fetched for the account the client was
+// approved for; refused (consent_required) when the provider cannot narrow
+// it after all.
+func (s *Server) narrowed(r *http.Request, u identity.User, name string, appr consent.Approval, cred *vault.Credential,
+	d release.Decision) (*vault.Credential, error) {
+	n, err := s.vault.Narrowed(r.Context(), u, name, appr.ConnectionID, d.Scopes, cred.AccountID)
 	if errors.Is(err, vault.ErrCannotNarrow) {
 		s.logger.WarnContext(r.Context(), "token could not be narrowed; the client must be approved for the whole connection",
 			slog.String("provider", name), slog.Any("error", err))
-		return nil, refused
+		return nil, release.NotNarrowed(name, d)
 	}
 	if err != nil {
 		return nil, problem.About(name, err)
@@ -773,7 +760,7 @@ func (s *Server) narrowed(r *http.Request, c *caller, name string, appr consent.
 // credential is never read for it.
 func (s *Server) withoutConsent(ctx context.Context, u identity.User, name, account string) error {
 	if account != "" && account != AccountAll {
-		if _, err := s.chosen(ctx, u, name, account, nil); err != nil {
+		if _, err := s.chosen(ctx, u, name, account, nil); !errors.Is(err, release.ErrConsentRequired) {
 			return err // not_found for an id that is not the user's connection here
 		}
 	}
@@ -784,43 +771,8 @@ func (s *Server) withoutConsent(ctx context.Context, u identity.User, name, acco
 	if !ok {
 		return notConnected(name)
 	}
-	return web.Errorf(http.StatusForbidden, "consent_required",
-		"the user has not allowed this client to use their %s connection; mint an elicitation", name)
-}
-
-// consentRequired is the answer to a client the decision gives nothing:
-// what it needs the user to approve again.
-func consentRequired(name string, d consent.Decision) error {
-	desc := fmt.Sprintf("the user has not approved this client for everything their %s connection now grants; "+
-		"mint an elicitation (the user approves on the consent page, no new sign-in at the provider)", name)
-	return &web.Error{Status: http.StatusForbidden, Code: "consent_required", Description: desc,
-		Fields: map[string]any{"unapproved_scopes": d.Unapproved, "account_changed": d.AccountChanged}}
-}
-
-// providerAllowed refuses a provider the client is not registered for,
-// before anything about the user's connection there is looked up (a client
-// must not learn whether a user has one).
-func providerAllowed(c *caller, name string) error {
-	if !allowed(c.client.Providers, name) {
-		return web.Errorf(http.StatusForbidden, "provider_not_allowed", "this client may not use provider %q", name)
-	}
-	return nil
-}
-
-// held is what connection cn holds, for the decision: from the row, or,
-// for a row from before account hashes were kept, its credential.
-func (s *Server) held(ctx context.Context, u identity.User, cn vault.Connection) (consent.Held, error) {
-	if cn.AccountHash != nil {
-		return consent.Held{Scopes: cn.Scopes, Account: cn.AccountHash}, nil
-	}
-	_, cred, err := s.vault.Get(ctx, u, cn.Provider, cn.ID)
-	switch {
-	case err == nil:
-		return consent.HeldBy(cred), nil
-	case errors.Is(err, keyring.ErrDecrypt), errors.Is(err, vault.ErrNotConnected):
-		return consent.Held{Scopes: cn.Scopes}, nil // names no account: no approval covers it
-	}
-	return consent.Held{}, err // the database: 503, not a false consent_required
+	_, err = release.Choose(name, nil, "")
+	return err
 }
 
 // narrows reports whether provider narrows tokens on refresh.
@@ -872,7 +824,7 @@ func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 	if !names.ValidProvider(name) {
 		return notConnected(name)
 	}
-	if err := providerAllowed(&c, name); err != nil {
+	if err := release.Admit(releaseClient(c.client), name, release.Describe); err != nil {
 		return err
 	}
 	approvals, err := s.consents.For(r.Context(), c.user, c.client.ID, name)
@@ -905,12 +857,12 @@ func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		h, err := s.held(r.Context(), c.user, *conn)
+		h, err := s.vault.HeldOf(r.Context(), c.user, *conn)
 		if err != nil {
 			return err
 		}
-		if d := consent.Decide(h, &appr, false); d.AccountChanged {
-			return consentRequired(name, d)
+		if err := release.MayEnd(name, h, &appr); err != nil {
+			return err
 		}
 		targets = append(targets, target{conn, h.Account})
 	}
@@ -928,7 +880,7 @@ func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 		case errors.Is(err, lifecycle.ErrReplaced):
 			// Another account's credential since the approval was checked:
 			// that check is void.
-			return consentRequired(name, consent.Decision{AccountChanged: true, Unapproved: []string{}})
+			return release.Replaced(name)
 		case err != nil:
 			return err
 		}

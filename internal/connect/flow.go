@@ -24,6 +24,7 @@ import (
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/release"
 	"github.com/connectd/connectd/internal/scope"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/vault"
@@ -210,9 +211,13 @@ func (s *Server) offerFor(ctx context.Context, e *Elicitation, info provider.Inf
 	}
 	if o.narrow {
 		user := identity.User{Issuer: e.Issuer, Subject: e.Subject}
+		held, err := s.vault.HeldOf(ctx, user, *conn)
+		if err != nil {
+			return o, err
+		}
 		a, err := s.consents.Get(ctx, user, e.ClientID, e.Provider, conn.ID)
 		switch {
-		case err == nil && !consent.Decide(consent.HeldBy(cred), &a, true).AccountChanged: // approved for this account
+		case err == nil && release.SameAccount(held, &a): // approved for this account
 			o.scopes = scope.Union(a.Scopes, e.Scopes)
 		case err != nil && !errors.Is(err, consent.ErrNotGiven):
 			return o, err

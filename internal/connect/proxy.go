@@ -13,6 +13,7 @@ import (
 
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/proxy"
+	"github.com/connectd/connectd/internal/release"
 	"github.com/connectd/connectd/internal/web"
 )
 
@@ -57,7 +58,7 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	rel, err := s.release(r, &c, name, r.Header.Get(AccountHeader), required)
+	rel, err := s.release(r, &c, release.Proxy, name, r.Header.Get(AccountHeader), required)
 	if err != nil {
 		return err
 	}
@@ -93,7 +94,7 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 		} else if err := s.vault.Refused(ctx, c.user, name, connID, rel.cred.AccessToken); err != nil {
 			return "", err
 		}
-		again, err := s.release(r.WithContext(ctx), &c, name, connID, required)
+		again, err := s.release(r.WithContext(ctx), &c, release.Proxy, name, connID, required)
 		if err != nil {
 			return "", err
 		}

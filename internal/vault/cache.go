@@ -54,8 +54,10 @@ func (s *Store) forget(user identity.User, provider, id string) {
 
 // selectTokenRow reads what Token needs of a connection and nothing more:
 // the sealed credential is authoritative for scopes and expiry, and issuer,
-// subject and provider are the key.
-const selectTokenRow = `SELECT id, status, ciphertext, refreshed_at FROM connections
+// subject and provider are the key; the row's scopes and account hash (kept
+// with the credential by every write) are what a release decision is made
+// on before the credential is opened.
+const selectTokenRow = `SELECT id, status, ciphertext, refreshed_at, scopes, account_hash FROM connections
 	WHERE issuer = $1 AND subject = $2 AND provider = $3 AND id = $4`
 
 // tokenRow is what Token needs of a connection, and what the credential
@@ -67,7 +69,12 @@ type tokenRow struct {
 	status      Status
 	refreshedAt time.Time
 	ciphertext  []byte // shared by every reader: never modified
+	scopes      []string
+	accountHash []byte // nil: a row from before account hashes were kept
 }
+
+// held is what r holds, for a release decision.
+func (r tokenRow) held() Held { return Held{ID: r.id, Scopes: r.scopes, Account: r.accountHash} }
 
 // loadForToken is load for Token, from the cache when it holds the row. An
 // empty id is the user's only connection at provider.
@@ -98,7 +105,8 @@ func (s *Store) loadTokenRow(ctx context.Context, user identity.User, provider, 
 	var r tokenRow
 	var status string
 	var refreshedAt *time.Time
-	err := s.pool.QueryRow(ctx, selectTokenRow, user.Issuer, user.Subject, provider, id).Scan(&r.id, &status, &r.ciphertext, &refreshedAt)
+	err := s.pool.QueryRow(ctx, selectTokenRow, user.Issuer, user.Subject, provider, id).Scan(&r.id, &status, &r.ciphertext, &refreshedAt,
+		&r.scopes, &r.accountHash)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return tokenRow{}, fmt.Errorf("%w to %s", ErrNotConnected, provider)
 	}

@@ -155,7 +155,7 @@ func (s *Store) narrowed(ctx context.Context, user identity.User, provider, id s
 	if len(set) == 0 {
 		return nil, fmt.Errorf("%w: a narrowed token needs scopes", ErrInvalid)
 	}
-	r, _, err := s.usable(ctx, user, provider, id, set)
+	r, _, err := s.usable(ctx, user, provider, id, set, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,17 @@ import (
 )
 
 // Token returns a currently valid credential of the user's connection to
-// provider, holding every scope in required.
+// provider, holding every scope in required: TokenFor without a decision.
+func (s *Store) Token(ctx context.Context, user identity.User, provider, id string, required []string) (*Credential, error) {
+	return s.TokenFor(ctx, user, provider, id, required, nil)
+}
+
+// TokenFor returns a currently valid credential of the user's connection to
+// provider, holding every scope in required, if decide (when not nil)
+// allows it on what the row holds: decide is asked before the credential is
+// opened or refreshed, so a refused read costs no decryption and no call to
+// the provider, and again after a refresh that changed what the connection
+// holds. With decide, the required scopes are its to check.
 //
 // When the access token expires within the skew, Token refreshes it first, and
 // the refresh token is used exactly once however many callers and replicas ask
@@ -31,12 +41,12 @@ import (
 //
 // Errors: ErrNotConnected; ErrReauthorizationRequired (the provider refused the
 // grant; the row is marked reauthorization_required); ErrProviderUnavailable
-// (retryable; the row is untouched); *MissingScopesError; ErrDecrypt.
-func (s *Store) Token(ctx context.Context, user identity.User, provider, id string, required []string) (*Credential, error) {
+// (retryable; the row is untouched); *MissingScopesError; ErrDecrypt; decide's.
+func (s *Store) TokenFor(ctx context.Context, user identity.User, provider, id string, required []string, decide Decider) (*Credential, error) {
 	if err := validate(user, provider); err != nil {
 		return nil, err
 	}
-	r, cred, err := s.usable(ctx, user, provider, id, required)
+	r, cred, err := s.usable(ctx, user, provider, id, required, decide)
 	if err != nil {
 		return nil, err
 	}
@@ -71,17 +81,28 @@ func (s *Store) Token(ctx context.Context, user identity.User, provider, id stri
 		}
 		return nil, res.Err
 	}
-	cred = clone(res.Val.(*Credential))
-	if m := cred.missing(required); len(m) > 0 {
+	fresh := clone(res.Val.(*Credential))
+	if decide != nil {
+		// What the provider granted on refresh is what the client would now
+		// receive: decided again when it differs from what was decided on.
+		if !slices.Equal(fresh.Scopes, cred.Scopes) {
+			if err := decide(Held{ID: r.id, Scopes: fresh.Scopes, Account: AccountHash(fresh.AccountID)}); err != nil {
+				return nil, err
+			}
+		}
+		return fresh, nil
+	}
+	if m := fresh.missing(required); len(m) > 0 {
 		return nil, &MissingScopesError{Provider: provider, Missing: m}
 	}
-	return cred, nil
+	return fresh, nil
 }
 
 // usable reads the user's connection to provider (from the cache when it can)
-// and opens its credential, refusing a connection that is not active or
-// lacks a required scope: what Token and Narrowed both start from.
-func (s *Store) usable(ctx context.Context, user identity.User, provider, id string, required []string) (tokenRow, *Credential, error) {
+// and opens its credential, refusing a connection that is not active, or that
+// decide refuses on what its row holds (without decide: that lacks a required
+// scope): what Token and Narrowed both start from.
+func (s *Store) usable(ctx context.Context, user identity.User, provider, id string, required []string, decide Decider) (tokenRow, *Credential, error) {
 	r, err := s.loadForToken(ctx, user, provider, id)
 	if err != nil {
 		return r, nil, err
@@ -89,12 +110,26 @@ func (s *Store) usable(ctx context.Context, user identity.User, provider, id str
 	if err := usableStatus(r.status, provider); err != nil {
 		return r, nil, err
 	}
+	if decide != nil && r.accountHash != nil {
+		if err := decide(r.held()); err != nil {
+			return r, nil, err
+		}
+	}
 	cred, err := s.openCredential(r.id, user, provider, r.ciphertext)
 	if err != nil {
 		return r, nil, err
 	}
-	if m := cred.missing(required); len(m) > 0 {
-		return r, nil, &MissingScopesError{Provider: provider, Missing: m}
+	switch {
+	case decide != nil && r.accountHash == nil:
+		// A row from before account hashes were kept: its credential says
+		// whose it is.
+		if err := decide(Held{ID: r.id, Scopes: cred.Scopes, Account: AccountHash(cred.AccountID)}); err != nil {
+			return r, nil, err
+		}
+	case decide == nil:
+		if m := cred.missing(required); len(m) > 0 {
+			return r, nil, &MissingScopesError{Provider: provider, Missing: m}
+		}
 	}
 	return r, cred, nil
 }

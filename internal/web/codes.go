@@ -11,6 +11,7 @@ import (
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/problem"
+	"github.com/connectd/connectd/internal/release"
 	"github.com/connectd/connectd/internal/vault"
 )
 
@@ -81,6 +82,20 @@ var codes = []row{
 	auth(mcpauth.ErrInvalidToken, http.StatusUnauthorized, "invalid_token", "the user token is not valid",
 		challenge(challengeInvalid)),
 
+	// The release decision (package release): what a client may receive.
+	{err: release.ErrProxyOnly, status: http.StatusForbidden, code: "token_release_disabled",
+		desc: "this client is registered proxy-only: it never receives a credential"},
+	{err: release.ErrProviderNotAllowed, status: http.StatusForbidden, code: "provider_not_allowed",
+		desc: "this client may not use that provider"},
+	{err: release.ErrConsentRequired, status: http.StatusForbidden, code: "consent_required",
+		desc: "the user has not approved this client for it; mint an elicitation", fields: consentFields},
+	{err: release.ErrAccountRequired, status: http.StatusConflict, code: "account_required",
+		desc: "this client may use several of the user's accounts there; name one with account=<id>", fields: accountFields},
+	{err: release.ErrAccountMismatch, status: http.StatusConflict, code: "account_mismatch",
+		desc: "the provider signed in another account than the request was for; nothing was stored"},
+	{err: release.ErrInsufficientScope, status: http.StatusForbidden, code: "insufficient_scope",
+		desc: "the connection lacks required scopes; mint an elicitation with them", fields: scopeFields},
+
 	// Connections (package vault, keyring), as a handler wraps them with
 	// problem.About(provider, err).
 	{err: vault.ErrNotConnected, status: http.StatusNotFound, code: "not_connected",
@@ -114,6 +129,44 @@ var codes = []row{
 // auth is a row of authentication (package mcpauth).
 func auth(err error, status int, code, desc string, header func(error) http.Header) row {
 	return row{err: err, status: status, code: code, desc: desc, header: header}
+}
+
+// refusal is the release decision's refusal in err (errors.As).
+func refusal(err error) *release.Refusal {
+	var r *release.Refusal
+	errors.As(err, &r)
+	return r
+}
+
+// consentFields: what the client must have approved — for a connection
+// that grew past its approval or a required scope outside it.
+func consentFields(err error) map[string]any {
+	r := refusal(err)
+	if r.Unapproved == nil {
+		return nil
+	}
+	return map[string]any{"unapproved_scopes": r.Unapproved, "account_changed": r.AccountChanged}
+}
+
+// accountFields: the accounts to choose from.
+func accountFields(err error) map[string]any {
+	r := refusal(err)
+	accounts := r.Accounts
+	if accounts == nil {
+		accounts = []release.Account{}
+	}
+	return map[string]any{"accounts": accounts}
+}
+
+// scopeFields: the scopes missing, and the connection to step up (the mint
+// names it with account=<id>, so the right account is asked for).
+func scopeFields(err error) map[string]any {
+	r := refusal(err)
+	f := map[string]any{"missing_scopes": r.Missing}
+	if r.Connection != "" {
+		f["account"] = map[string]any{"id": r.Connection}
+	}
+	return f
 }
 
 func isMissingScopes(err error) bool {
@@ -171,6 +224,9 @@ func AsError(err error) *Error { return asError(err) }
 func describe(c row, err error) string {
 	if d, ok := problem.Description(err); ok {
 		return d
+	}
+	if r := refusal(err); r != nil {
+		return r.Describe()
 	}
 	if name, ok := problem.Subject(err); ok && c.about != "" {
 		return fmt.Sprintf(c.about, name)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/release"
 	"github.com/connectd/connectd/internal/scope"
 	"github.com/connectd/connectd/internal/vault"
 )
@@ -34,21 +35,21 @@ func ElicitationEvent(status, id, clientID string, u identity.User, provider str
 // changed, reauthorization required, revoked) to each client approved for it
 // (approvals, read in the change's transaction before anything was
 // withdrawn), one event each, naming only the scopes the release decision
-// lets that client see (consent.Decision.Visible): a client approved for
+// lets that client see (release.Decision.Visible): a client approved for
 // read never learns from a payload that the connection also grants
 // mail.send. old, when not nil, are the scopes before the change
 // (old_scopes), cut per client the same way. extra adds type-specific
 // members (account_changed, reason, by).
 func ConnectionEvents(typ string, c vault.Connection, approvals map[string]consent.Approval, old []string,
 	extra map[string]any) []Event {
-	h := consent.Held{Scopes: c.Scopes, Account: c.AccountHash}
+	h := c.Held()
 	var out []Event
 	for _, id := range slices.Sorted(maps.Keys(approvals)) {
 		a := approvals[id]
-		d := consent.Decide(h, &a, false)
+		d := release.Decide(h, &a, false)
 		data := map[string]any{"connection_id": c.ID, "display_name": "", "user": user(c.User),
-			"provider": c.Provider, "scopes": d.Visible(h, &a), "status": string(c.Status)}
-		if !d.AccountChanged { // another account's name is not this client's to know
+			"provider": c.Provider, "scopes": d.Visible(), "status": string(c.Status)}
+		if d.MayName() { // another account's name is not this client's to know
 			data["display_name"] = c.DisplayName
 			if c.Label != "" {
 				data["label"] = c.Label

@@ -3,7 +3,7 @@ package connect_test
 import (
 	"context"
 	"net/http"
-	"slices"
+	"strings"
 	"testing"
 
 	"github.com/connectd/connectd/internal/identity"
@@ -101,39 +101,71 @@ func TestAccountChangeAtProviderThatNamesNone(t *testing.T) {
 }
 
 // reconnectAsAnother: alice's connection needs reauthorization; A asks for
-// it again (account=<it>) and she signs in at the provider as user-2. At a
-// provider that names its accounts that is another connection: the first
-// stays as it was (reauthorization_required), and B, approved for the
-// first, never receives user-2's token.
+// it again (account=<it>) and she signs in at the provider as user-2. A
+// request that names a connection ends on it or fails (release.Completes):
+// at a provider that names its accounts, user-2 is another account, so
+// nothing is stored or granted, the page says so, and the first stays as it
+// was (reauthorization_required). Signing in as the right account then
+// completes the same link.
 func reconnectAsAnother(t *testing.T, e *env, a, b *mcpServer, scopes []string) {
 	t.Helper()
 	first := e.connID("alice")
 	e.needsReauth("alice")
 	e.fake.SetSubject("user-2")
-	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": scopes, "account": first})
-	ids := e.connIDs("alice")
-	if len(ids) != 2 || !slices.Contains(ids, first) {
-		t.Fatalf("connections %v, want %s and a new one", ids, first)
+	el := a.mint("alice", map[string]any{"provider": "fake", "scopes": scopes, "account": first})
+	e.signedInAsAnother(el, "alice")
+	if ids := e.connIDs("alice"); len(ids) != 1 || ids[0] != first {
+		t.Fatalf("connections %v, want only %s", ids, first)
 	}
-	if ids[1] == first { // the same instant on the test clock: any order
-		ids[0], ids[1] = ids[1], ids[0]
+	for _, m := range []*mcpServer{a, b} {
+		st, out := m.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
+		expectError(t, st, out, http.StatusConflict, "reauthorization_required") // its own account, still to reauthorize
+		if acct, _ := out["account"].(map[string]any); acct["id"] != first {
+			t.Fatalf("reauthorization_required names %v, want %s (to mint with)", out["account"], first)
+		}
 	}
-	st, out := b.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
-	expectError(t, st, out, http.StatusConflict, "reauthorization_required") // its own account, still to reauthorize
-	if acct, _ := out["account"].(map[string]any); acct["id"] != first {
-		t.Fatalf("reauthorization_required names %v, want %s (to mint with)", out["account"], first)
+	e.fake.SetSubject("user-1")
+	e.finishAgain(el, "alice")
+	tokenAt(t, a, "alice", first)
+	tokenOf(t, b, "alice")
+}
+
+// signedInAsAnother runs the flow of elicitation el as user in the
+// browser, the provider signing in another account than the one el names,
+// and checks the refusal: 409 account_mismatch with the page that says what
+// happened and offers to try again, the elicitation still pending.
+func (e *env) signedInAsAnother(el map[string]any, user string) {
+	e.t.Helper()
+	b := e.browser()
+	u := el["url"].(string)
+	page := e.openAs(b, u, user)
+	if !strings.Contains(page.body, "Sign in to") || !strings.Contains(page.body, "nothing is stored") {
+		e.t.Fatalf("the consent page of a step-up does not say which account to sign in as:\n%s", page.body)
 	}
-	second := tokenAt(t, a, "alice", ids[1])
-	if acct := second["account"].(map[string]any); acct["id"] != ids[1] {
-		t.Fatalf("A's token of the second account names %v", acct)
+	done := b.get(e.authorize(e.allow(b, u, page)))
+	if done.status != http.StatusConflict || !strings.Contains(done.body, "That was another") ||
+		!strings.Contains(done.body, "Nothing was stored") || !strings.Contains(done.body, `href="`+strings.TrimPrefix(u, e.srv.URL)+`"`) {
+		e.t.Fatalf("callback signed in as another account: %d %s", done.status, done.body)
 	}
-	st, out = b.call(http.MethodGet, "/v1/connections/fake/token?account="+ids[1], "alice", nil)
-	expectError(t, st, out, http.StatusForbidden, "consent_required")
-	// A is approved for both: it must say which.
-	st, out = a.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
-	expectError(t, st, out, http.StatusConflict, "account_required")
-	if accts, _ := out["accounts"].([]any); len(accts) != 2 {
-		t.Fatalf("account_required lists %v", out["accounts"])
+	var status string
+	id := u[strings.LastIndex(u, "/")+1:]
+	if err := e.pool.QueryRow(context.Background(), "SELECT status FROM elicitations WHERE id = $1", id).Scan(&status); err != nil {
+		e.t.Fatal(err)
+	}
+	if status != "pending" {
+		e.t.Fatalf("after the mismatch the elicitation is %s, want pending", status)
+	}
+}
+
+// finishAgain completes elicitation el in a new browser as user (the link
+// opened again after a refused round trip).
+func (e *env) finishAgain(el map[string]any, user string) {
+	e.t.Helper()
+	b := e.browser()
+	u := el["url"].(string)
+	done := b.get(e.authorize(e.allow(b, u, e.openAs(b, u, user))))
+	if done.status != http.StatusOK || !strings.Contains(done.body, "Connected") {
+		e.t.Fatalf("callback: %d %s", done.status, done.body)
 	}
 }
 

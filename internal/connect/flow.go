@@ -193,6 +193,11 @@ type offer struct {
 	accountLabel string
 	label        string // the user's label of the shared connection
 	connID       string // the shared connection
+	// stepUp names the connection the request is for when Allow goes to
+	// the provider for it (more scopes, or connecting it again): the
+	// provider must sign that account in (release.Completes).
+	stepUp                  bool
+	stepUpName, stepUpLabel string
 }
 
 // offerFor works out what Allow would give e's client now. The consent page
@@ -230,6 +235,8 @@ func (s *Server) offerFor(ctx context.Context, e *Elicitation, info provider.Inf
 	}
 	if conn.Status == vault.StatusActive && len(scope.Missing(e.Scopes, conn.Scopes)) == 0 {
 		o.shared, o.accountID, o.accountLabel, o.connID, o.label = true, cred.AccountID, cred.AccountLabel, conn.ID, conn.Label
+	} else if vault.ValidID(e.Account) {
+		o.stepUp, o.stepUpName, o.stepUpLabel = true, accountName(cred), conn.Label
 	}
 	return o, nil
 }
@@ -290,6 +297,7 @@ func (s *Server) consentView(w http.ResponseWriter, ctx context.Context, fs *flo
 	}
 	if info.Kind == provider.KindOAuth2 {
 		v.DestinationHost = info.AuthorizeHost
+		v.StepUp, v.AccountName, v.AccountLabel = o.stepUp, o.stepUpName, o.stepUpLabel
 		if o.shared {
 			// Which account is shared, in the provider's words ("octocat"),
 			// with the user's label; none when the provider named it not.
@@ -615,6 +623,14 @@ func (s *Server) store(w http.ResponseWriter, r *http.Request, e *Elicitation, h
 	}
 	var connID string
 	_, err := s.vault.PutWith(r.Context(), user, e.Provider, target, cred, func(ctx context.Context, tx pgx.Tx, c vault.Connection, ch vault.Change) error {
+		// A request that named a connection ends on it or fails: the
+		// provider's answer for another account rolls back, storing and
+		// granting nothing (release.Completes).
+		if vault.ValidID(e.Account) {
+			if err := release.Completes(e.Provider, e.Account, c.ID, accountName(&cred)); err != nil {
+				return err
+			}
+		}
 		var err error
 		connID = c.ID
 		if ok, err = s.completeIn(r, tx, e, scopes, ch.AccountID, c.ID); err != nil {
@@ -622,6 +638,9 @@ func (s *Server) store(w http.ResponseWriter, r *http.Request, e *Elicitation, h
 		}
 		return s.emitStored(ctx, tx, c, ch)
 	})
+	if errors.Is(err, release.ErrAccountMismatch) {
+		return s.accountMismatch(w, r, e, err)
+	}
 	if errors.Is(err, vault.ErrTooManyAccounts) {
 		if _, ferr := s.settle(r, e, StatusFailed, "too_many_accounts"); ferr != nil {
 			return ferr
@@ -634,6 +653,39 @@ func (s *Server) store(w http.ResponseWriter, r *http.Request, e *Elicitation, h
 		return err
 	}
 	return s.completed(w, r, e, how, ok, connID)
+}
+
+// accountMismatch answers a provider round trip that signed in another
+// account than the connection the request named: nothing was stored or
+// granted, the elicitation stays pending (the user may try again with the
+// right account; the state was used up, so the next Allow starts a new
+// round trip), and a page says what happened. The token the provider
+// issued is dropped, not revoked: at providers that revoke a whole grant
+// (Google) that would end the user's own connection of that account.
+func (s *Server) accountMismatch(w http.ResponseWriter, r *http.Request, e *Elicitation, err error) error {
+	s.audit(r, audit.Event{Kind: "security.account_mismatch", Issuer: e.Issuer, Subject: e.Subject,
+		ClientID: e.ClientID, Provider: e.Provider, Target: e.ID})
+	s.logger.WarnContext(r.Context(), "provider signed in another account than the request named; nothing stored",
+		slog.String("elicitation", e.ID), slog.String("provider", e.Provider))
+	refused := web.AsError(err)
+	v := templates.AccountMismatchView{ProviderName: e.Provider, Retry: "/c/" + e.ID}
+	var rf *release.Refusal
+	if errors.As(err, &rf) {
+		v.Got = rf.Shown
+	}
+	u := identity.User{Issuer: e.Issuer, Subject: e.Subject}
+	if conn, cred, gerr := s.vault.Get(r.Context(), u, e.Provider, e.Account); gerr == nil {
+		v.Wanted, v.WantedLabel = accountName(cred), conn.Label
+	}
+	if client, cerr := s.clients.Get(r.Context(), e.ClientID); cerr == nil {
+		v.ClientName, v.Client = client.Name, clientMark(w, client)
+	}
+	if p, perr := s.catalog.Get(e.Provider); perr == nil {
+		v.ProviderName, v.Provider = p.Info().DisplayName, providerMark(w, p.Info())
+	}
+	c := *refused
+	c.Page = templates.AccountMismatch(v)
+	return &c
 }
 
 // submitKey handles POST /c/{id}/key: the API-key form.

@@ -335,3 +335,71 @@ func TestAccountChoiceBoundAtTheProvider(t *testing.T) {
 		t.Fatalf("connections %v: the late choice changed where the callback stored the credential", ids)
 	}
 }
+
+// TestStepUpSignedInAsAnotherAccount (issue 33, the review's medium): alpha
+// is approved only for alice's home account, beta only for her work
+// account. Alpha mints a step-up for home (account=home, more scopes);
+// alice clicks Allow and, at the provider, is signed in as work. The
+// request named home, so it ends on home or fails: nothing is stored on
+// work (its scopes stay), alpha is granted nothing on work (it still
+// cannot read it), alpha's approval of home is unchanged, the page says
+// what happened and offers to try again, and the audit trail records it.
+// Signing in as home then completes the same link on home.
+func TestStepUpSignedInAsAnotherAccount(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	alpha := e.newMCPServer("alpha", "fake")
+	beta := e.newMCPServer("beta", "fake")
+	ctx := context.Background()
+
+	e.connectFully(beta, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}}) // user-1: work
+	work := e.connID("alice")
+	e.fake.SetSubject("user-2")
+	e.connectFully(alpha, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}, "account": "new"})
+	var home string
+	for _, id := range e.connIDs("alice") {
+		if id != work {
+			home = id
+		}
+	}
+	workBefore := tokenAt(t, beta, "alice", work)
+	st, out := alpha.call(http.MethodGet, "/v1/connections/fake/token?account="+work, "alice", nil)
+	expectError(t, st, out, http.StatusForbidden, "consent_required")
+
+	el := alpha.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"read", "write"}, "account": home})
+	e.fake.SetSubject("user-1") // at the provider, alice is signed in as work
+	consents := e.count("consents")
+	e.signedInAsAnother(el, "alice")
+
+	if n := e.count("consents"); n != consents {
+		t.Fatalf("consents %d → %d: something was granted", consents, n)
+	}
+	if ids := e.connIDs("alice"); len(ids) != 2 {
+		t.Fatalf("connections %v", ids)
+	}
+	st, out = alpha.call(http.MethodGet, "/v1/connections/fake/token?account="+work, "alice", nil)
+	expectError(t, st, out, http.StatusForbidden, "consent_required")
+	if got := tokenAt(t, beta, "alice", work); got["access_token"] != workBefore["access_token"] ||
+		!slices.Equal(scopesOf(got), []string{"read"}) {
+		t.Fatalf("work's connection changed: %v → %v", workBefore, got)
+	}
+	if h := tokenAt(t, alpha, "alice", home); !slices.Equal(scopesOf(h), []string{"read"}) {
+		t.Fatalf("home's scopes %v, want read only", scopesOf(h))
+	}
+	if n := e.auditCount("security.account_mismatch"); n != 1 {
+		t.Fatalf("%d security.account_mismatch audit rows, want 1", n)
+	}
+	_, lerr := e.vault.Lookup(ctx, identity.User{Issuer: e.idps[0].Issuer(), Subject: "alice"}, "fake", work)
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+
+	// The right account this time: the same link completes, on home.
+	e.fake.SetSubject("user-2")
+	e.finishAgain(el, "alice")
+	if h := tokenAt(t, alpha, "alice", home); !slices.Equal(scopesOf(h), []string{"read", "write"}) {
+		t.Fatalf("after the step-up home has %v", scopesOf(h))
+	}
+	st, out = alpha.call(http.MethodGet, "/v1/connections/fake/token?account="+work, "alice", nil)
+	expectError(t, st, out, http.StatusForbidden, "consent_required")
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/provider/providertest"
@@ -346,5 +347,35 @@ func TestListingFlagsAccountChange(t *testing.T) {
 	}
 	if c := listed(a); c["consent_required"] == true {
 		t.Fatalf("alpha's listing: %v", c)
+	}
+}
+
+// TestRefusedClientCausesNoRefresh (issue 33: the decision is made on the
+// stored row, before the credential is opened or refreshed): alpha's
+// approval no longer covers alice's connection (beta stepped it up to
+// write at a provider that cannot narrow), and the access token is within
+// the refresh skew. Alpha's token read is consent_required and costs the
+// user nothing at the provider: no refresh, so a client the user did not
+// approve cannot rotate her tokens. Beta's read then refreshes once.
+func TestRefusedClientCausesNoRefresh(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	alpha := e.newMCPServer("alpha", "fake")
+	beta := e.newMCPServer("beta", "fake")
+	e.connectFully(alpha, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	e.connectFully(beta, "alice", map[string]any{"provider": "fake", "scopes": []string{"read", "write"}})
+	before := tokenOf(t, beta, "alice")
+
+	e.clock.Advance(59*time.Minute + 30*time.Second) // within the vault's refresh skew
+	refreshes := e.fake.Counts().Refresh
+	for range 3 {
+		st, out := alpha.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
+		consentRequired(t, st, out, []string{"write"}, false)
+	}
+	if n := e.fake.Counts().Refresh - refreshes; n != 0 {
+		t.Fatalf("a client refused the credential caused %d refreshes at the provider", n)
+	}
+	if after := tokenOf(t, beta, "alice"); after["access_token"] == before["access_token"] || e.fake.Counts().Refresh != refreshes+1 {
+		t.Fatalf("beta's read did not refresh once: %d refreshes", e.fake.Counts().Refresh-refreshes)
 	}
 }

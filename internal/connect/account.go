@@ -122,7 +122,7 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 		_, cred, err := s.vault.Get(ctx, u, c.Provider, c.ID)
 		switch {
 		case err == nil:
-			ac.Account = accountName(cred)
+			ac.Account = cred.DisplayName()
 		case errors.Is(err, vault.ErrNotConnected):
 			continue // deleted meanwhile
 		case errors.Is(err, keyring.ErrDecrypt):

@@ -26,8 +26,9 @@ const AccountNew = "new"
 // approved for at the provider.
 const AccountAll = "all"
 
-// accountDoc names a connection to a client: never the provider's own
-// account id.
+// accountDoc names a connection to a client by connectd's id, never the
+// provider's own account id — which display_name is only when the provider
+// gives no other name for the account (vault.Credential.DisplayName).
 type accountDoc struct {
 	ID          string `json:"id"`
 	DisplayName string `json:"display_name"`

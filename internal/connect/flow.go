@@ -188,7 +188,7 @@ type offer struct {
 	// Allow shares it as is (no provider round trip) with its account.
 	shared       bool
 	accountID    string
-	accountName  string // vault.Credential.DisplayName of the shared connection
+	accountShown string // vault.Credential.DisplayName of the shared connection
 	label        string // the user's label of the shared connection
 	connID       string // the shared connection
 }
@@ -223,7 +223,7 @@ func (s *Server) offerFor(ctx context.Context, e *Elicitation, info provider.Inf
 		o.authorize = o.scopes
 	}
 	if conn.Status == vault.StatusActive && len(scope.Missing(e.Scopes, conn.Scopes)) == 0 {
-		o.shared, o.accountID, o.accountName, o.connID, o.label = true, cred.AccountID, cred.DisplayName(), conn.ID, conn.Label
+		o.shared, o.accountID, o.accountShown, o.connID, o.label = true, cred.AccountID, cred.DisplayName(), conn.ID, conn.Label
 	}
 	return o, nil
 }
@@ -288,7 +288,7 @@ func (s *Server) consentView(w http.ResponseWriter, ctx context.Context, fs *flo
 			// Which account is shared, in the provider's words ("octocat"),
 			// with the user's label; none when the provider named it not.
 			v.Shared, v.AccountLabel, v.DestinationHost = true, o.label, ""
-			v.AccountName = o.accountName
+			v.AccountName = o.accountShown
 		}
 	}
 	return v, nil

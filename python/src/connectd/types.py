@@ -97,7 +97,8 @@ class MintRequest:
 @dataclass(frozen=True)
 class Account:
     """One of the user's accounts (connections) at a provider, as connectd names it to a client:
-    by connection id, never by the provider's own account id."""
+    addressed by connection id, never by the provider's own account id (which display_name is only
+    when the provider gives the account no other name)."""
 
     id: str
     """The connection id, cn_ and 26 characters of [a-z2-7]: stable, not a secret."""

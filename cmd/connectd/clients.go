@@ -18,14 +18,15 @@ import (
 
 const clientsUsage = `usage:
   connectd clients create --name NAME --resource URI [--resource URI...] [--provider ID...] [--proxy-only]
-      [--logo-url URL] [--homepage URL]: what users see of it on the consent and success pages
+                          [--logo-url URL] [--homepage URL] [--jwks-url URL | --public-key FILE]
+      --logo-url and --homepage: what users see of it on the consent and success pages;
+      with --jwks-url or --public-key the MCP server authenticates with private_key_jwt only: no client key is made
   connectd clients update ID [--name NAME] [--resource URI...] [--provider ID...] [--no-providers]
+                          [--logo-url URL] [--homepage URL]
       --resource and --provider replace the lists; a provider the catalog lacks is warned about
   connectd clients delete ID --yes
       deletes it with its keys, resource URIs (free again), approvals, webhook endpoints and connect links,
       audited; the users' connections stay. An enabled client that has been used must be disabled first.
-                          [--jwks-url URL | --public-key FILE]
-      with --jwks-url or --public-key the MCP server authenticates with private_key_jwt only: no client key is made
   connectd clients list
   connectd clients disable ID
   connectd clients enable ID

@@ -36,12 +36,17 @@ func TestCutOffEndToEnd(t *testing.T) {
 	}
 	conns := map[string]string{"alice": e.connectFully(bad, "alice"), "bob": e.connectFully(bad, "bob")}
 	var tokens []string
+	names := map[string]string{} // each account's display name, as the token read says it
 	for user, conn := range conns {
 		st, out := bad.call(http.MethodGet, "/v1/connections/fake/token", user, nil)
 		if st != http.StatusOK {
 			t.Fatalf("token of %s: %d %v", user, st, out)
 		}
 		tokens = append(tokens, out["access_token"].(string))
+		// The fake names its accounts only by id (user.id): that is the name.
+		if names[user], _ = out["account"].(map[string]any)["display_name"].(string); names[user] == "" {
+			t.Fatalf("the token read of %s names no account: %v", user, out["account"])
+		}
 		eventually(t, "the token.read row of "+user, func() bool {
 			return e.count(`SELECT count(*) FROM audit_events WHERE kind = 'token.read' AND target = $1`, conn) > 0
 		})
@@ -93,7 +98,7 @@ func TestCutOffEndToEnd(t *testing.T) {
 		t.Fatalf("cut-off: %d %s", result.status, result.body)
 	}
 	for user, conn := range conns {
-		for _, want := range []string{conn, user + " (", "revoked (at the provider: revoked)"} {
+		for _, want := range []string{conn, user + " (", names[user], "revoked (at the provider: revoked)"} {
 			if !strings.Contains(result.body, want) {
 				t.Fatalf("the result page lacks %q: %s", want, result.body)
 			}
@@ -150,12 +155,14 @@ func TestCutOffEndToEnd(t *testing.T) {
 		}
 	}
 
-	// alice is told why, on /account.
+	// alice is told why, on /account, naming the provider and the account
+	// as the token read did.
 	ub := e.browser()
 	e.userLogin(ub, "alice")
 	acct := ub.get(e.srv.URL + "/account")
 	if acct.status != http.StatusOK || !strings.Contains(acct.body, "cut off the application <strong>shady</strong>") ||
-		!strings.Contains(acct.body, "may have been compromised") {
+		!strings.Contains(acct.body, "may have been compromised") || !strings.Contains(acct.body, "Your Fake fake account") ||
+		!strings.Contains(acct.body, "Account: <strong>"+names["alice"]+"</strong>") {
 		t.Fatalf("alice's account page: %d %s", acct.status, acct.body)
 	}
 	if e.auditCount("client.cut_off") != 1 ||

@@ -20,8 +20,15 @@ func TestCutOffClient(t *testing.T) {
 	since := e.clock.Now().Add(-time.Minute)
 	read := e.connectFully(bad, "alice")
 	unread := e.connectFully(good, "bob")
-	if st, out := bad.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil); st != http.StatusOK {
+	st, out := bad.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)
+	if st != http.StatusOK {
 		t.Fatalf("token: %d %v", st, out)
+	}
+	// The exposure names the account as the token read did: the fake names
+	// it only by id (issue 33).
+	name, _ := out["account"].(map[string]any)["display_name"].(string)
+	if name == "" {
+		t.Fatalf("the token read names no account: %v", out["account"])
 	}
 	// The read's sampled audit row is written off the request's path.
 	deadline := time.Now().Add(5 * time.Second)
@@ -36,12 +43,12 @@ func TestCutOffClient(t *testing.T) {
 	if st, out := e.adminAPI(key, http.MethodPost, path, map[string]any{"since": since, "revoke": true}); st != http.StatusBadRequest {
 		t.Fatalf("without confirmation: %d %v", st, out)
 	}
-	st, out := e.adminAPI(key, http.MethodPost, path, map[string]any{"confirm": bad.client.ID, "since": since, "revoke": true})
+	st, out = e.adminAPI(key, http.MethodPost, path, map[string]any{"confirm": bad.client.ID, "since": since, "revoke": true})
 	if st != http.StatusOK || out["disabled"] != true {
 		t.Fatalf("cut-off: %d %v", st, out)
 	}
 	exposed, _ := out["exposed"].([]any)
-	if len(exposed) != 1 || exposed[0].(map[string]any)["connection_id"] != read {
+	if len(exposed) != 1 || exposed[0].(map[string]any)["connection_id"] != read || exposed[0].(map[string]any)["display_name"] != name {
 		t.Fatalf("exposure: %v", out["exposed"])
 	}
 	if revoked, _ := out["revoked"].([]any); len(revoked) != 1 || revoked[0] != read {

@@ -124,7 +124,7 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 		var held vault.Held
 		switch {
 		case err == nil:
-			ac.Account = accountName(cred)
+			ac.Account = cred.DisplayName()
 			if held, err = s.vault.HeldOf(ctx, u, c); err != nil {
 				return v, err
 			}

@@ -25,8 +25,10 @@ const AccountNew = "new"
 // approved for at the provider.
 const AccountAll = "all"
 
-// accountDoc names a connection to a client (release.Account): never the
-// provider's own account id.
+// accountDoc names a connection to a client (release.Account) by
+// connectd's id, never the provider's own account id — which display_name
+// is only when the provider gives no other name for the account
+// (vault.Credential.DisplayName).
 type accountDoc = release.Account
 
 // errNoSuchConnection is the answer to a connection id that is not one of

@@ -637,7 +637,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	cred := rel.cred
-	doc := tokenDoc{Provider: name, Account: accountDoc{ID: rel.approval.ConnectionID, DisplayName: cred.AccountLabel},
+	doc := tokenDoc{Provider: name, Account: accountDoc{ID: rel.approval.ConnectionID, DisplayName: cred.DisplayName()},
 		Kind: string(rel.info.Kind), TokenType: cred.TokenType,
 		AccessToken: cred.AccessToken, Scopes: nonNil(cred.Scopes)}
 	if doc.TokenType == "" {

@@ -109,7 +109,7 @@ func (s *Server) exchangeToken(w http.ResponseWriter, r *http.Request) (string, 
 	cred := rel.cred
 	doc := exchangeDoc{AccessToken: cred.AccessToken, IssuedTokenType: TokenTypeAccessToken, TokenType: cred.TokenType,
 		Scope:   strings.Join(cred.Scopes, " "),
-		Account: accountDoc{ID: rel.approval.ConnectionID, DisplayName: cred.AccountLabel}}
+		Account: accountDoc{ID: rel.approval.ConnectionID, DisplayName: cred.DisplayName()}}
 	if doc.TokenType == "" {
 		doc.TokenType = "Bearer"
 	}

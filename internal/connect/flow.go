@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -190,7 +189,7 @@ type offer struct {
 	// Allow shares it as is (no provider round trip) with its account.
 	shared       bool
 	accountID    string
-	accountLabel string
+	accountShown string // vault.Credential.DisplayName of the shared connection
 	label        string // the user's label of the shared connection
 	connID       string // the shared connection
 	// stepUp names the connection the request is for when Allow goes to
@@ -234,9 +233,9 @@ func (s *Server) offerFor(ctx context.Context, e *Elicitation, info provider.Inf
 		o.authorize = o.scopes
 	}
 	if conn.Status == vault.StatusActive && len(scope.Missing(e.Scopes, conn.Scopes)) == 0 {
-		o.shared, o.accountID, o.accountLabel, o.connID, o.label = true, cred.AccountID, cred.AccountLabel, conn.ID, conn.Label
+		o.shared, o.accountID, o.accountShown, o.connID, o.label = true, cred.AccountID, cred.DisplayName(), conn.ID, conn.Label
 	} else if vault.ValidID(e.Account) {
-		o.stepUp, o.stepUpName, o.stepUpLabel = true, accountName(cred), conn.Label
+		o.stepUp, o.stepUpName, o.stepUpLabel = true, cred.DisplayName(), conn.Label
 	}
 	return o, nil
 }
@@ -302,10 +301,7 @@ func (s *Server) consentView(w http.ResponseWriter, ctx context.Context, fs *flo
 			// Which account is shared, in the provider's words ("octocat"),
 			// with the user's label; none when the provider named it not.
 			v.Shared, v.AccountLabel, v.DestinationHost = true, o.label, ""
-			v.AccountName = o.accountLabel
-			if v.AccountName == "" && !madeUpAccount(o.accountID) {
-				v.AccountName = o.accountID
-			}
+			v.AccountName = o.accountShown
 		}
 	}
 	return v, nil
@@ -583,7 +579,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 		// is taken as a new account, as a typed API key is, so approvals
 		// given for the account before stop covering it — it may be
 		// another person's.
-		account = newAccountID(unnamedAccount)
+		account = vault.NewAccountID(vault.UnnamedAccount)
 		s.logger.InfoContext(r.Context(), "provider named no account; the connection is taken as a new account",
 			slog.String("provider", e.Provider))
 	}
@@ -610,7 +606,7 @@ func (s *Server) store(w http.ResponseWriter, r *http.Request, e *Elicitation, h
 	// only one there (what the page offered), or another account. A
 	// credential whose account the provider did not name replaces that
 	// connection (reauthorizing it, or a new API key), not a new one.
-	target := vault.Target{New: e.Account == AccountNew, Unnamed: madeUpAccount(cred.AccountID)}
+	target := vault.Target{New: e.Account == AccountNew, Unnamed: vault.MadeUpAccount(cred.AccountID)}
 	switch {
 	case vault.ValidID(e.Account):
 		target.ID = e.Account
@@ -627,7 +623,7 @@ func (s *Server) store(w http.ResponseWriter, r *http.Request, e *Elicitation, h
 		// provider's answer for another account rolls back, storing and
 		// granting nothing (release.Completes).
 		if vault.ValidID(e.Account) {
-			if err := release.Completes(e.Provider, e.Account, c.ID, accountName(&cred)); err != nil {
+			if err := release.Completes(e.Provider, e.Account, c.ID, cred.DisplayName()); err != nil {
 				return err
 			}
 		}
@@ -675,7 +671,7 @@ func (s *Server) accountMismatch(w http.ResponseWriter, r *http.Request, e *Elic
 	}
 	u := identity.User{Issuer: e.Issuer, Subject: e.Subject}
 	if conn, cred, gerr := s.vault.Get(r.Context(), u, e.Provider, e.Account); gerr == nil {
-		v.Wanted, v.WantedLabel = accountName(cred), conn.Label
+		v.Wanted, v.WantedLabel = cred.DisplayName(), conn.Label
 	}
 	if client, cerr := s.clients.Get(r.Context(), e.ClientID); cerr == nil {
 		v.ClientName, v.Client = client.Name, clientMark(w, client)
@@ -725,42 +721,8 @@ func (s *Server) submitKey(w http.ResponseWriter, r *http.Request) error {
 	// An API key names no account connectd can read. Each key typed is
 	// taken as a new account, so a key replaced through one application is
 	// not handed to the others until the user approves them again.
-	cred := vault.Credential{AccessToken: key, TokenType: "api_key", AccountID: newAccountID(keyAccount)}
+	cred := vault.Credential{AccessToken: key, TokenType: "api_key", AccountID: vault.NewAccountID(vault.KeyAccount)}
 	return s.store(w, r, e, "api_key", cred, nil)
-}
-
-// Prefixes of the account ids connectd makes up for a credential whose
-// provider names no account: a typed API key, an OAuth round trip the
-// provider did not say whose it was. They are random, never derived from
-// the credential, and never shown as if the provider had said them.
-const (
-	keyAccount     = "key-"
-	unnamedAccount = "unnamed-"
-)
-
-// newAccountID names an account connectd cannot read from the provider.
-func newAccountID(prefix string) string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return prefix + base64.RawURLEncoding.EncodeToString(b)
-}
-
-// accountName is what pages show of a credential's provider account: its
-// label, else its id, unless connectd made the id up ("" then).
-func accountName(c *vault.Credential) string {
-	if c.AccountLabel != "" {
-		return c.AccountLabel
-	}
-	if madeUpAccount(c.AccountID) {
-		return ""
-	}
-	return c.AccountID
-}
-
-// madeUpAccount: the account id is connectd's own (newAccountID), not the
-// provider's.
-func madeUpAccount(id string) bool {
-	return strings.HasPrefix(id, keyAccount) || strings.HasPrefix(id, unnamedAccount)
 }
 
 // complete marks e completed (waking waiters) and records the user's
@@ -832,7 +794,7 @@ func (s *Server) connectedView(w http.ResponseWriter, ctx context.Context, e *El
 	if err != nil {
 		return nil, err
 	}
-	v.AccountName, v.AccountLabel = accountName(cred), conn.Label
+	v.AccountName, v.AccountLabel = cred.DisplayName(), conn.Label
 	return v, nil
 }
 

@@ -132,8 +132,9 @@ func (o *Owner) audit(ctx context.Context, tx pgx.Tx, a Actor, kind string, c va
 	return audit.Write(ctx, o.Pool, ev)
 }
 
-// accountName is how a notice names the connection's account: the
-// provider's name of it and the user's label.
+// accountName is how a notice names the connection's account: its display
+// name (vault.Credential.DisplayName, as the row keeps it — what the API and
+// /account call it) and the user's label.
 func accountName(c vault.Connection) string {
 	switch {
 	case c.DisplayName != "" && c.Label != "":

@@ -1,7 +1,9 @@
 package vault
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -34,6 +36,48 @@ type Credential struct {
 func AccountHash(accountID string) []byte {
 	h := sha256.Sum256([]byte("connectd/account/v1\x00" + accountID))
 	return h[:]
+}
+
+// Prefixes of the account ids connectd makes up for a credential whose
+// provider names no account: a typed API key (KeyAccount), an OAuth round
+// trip the provider did not say whose it was (UnnamedAccount). Such an id is
+// random, never derived from the credential, and never shown as if the
+// provider had said it.
+const (
+	KeyAccount     = "key-"
+	UnnamedAccount = "unnamed-"
+)
+
+// NewAccountID names an account connectd cannot read from the provider:
+// prefix (KeyAccount, UnnamedAccount) and 128 random bits.
+func NewAccountID(prefix string) string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return prefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// MadeUpAccount reports whether the account id is one NewAccountID made,
+// not the provider's.
+func MadeUpAccount(id string) bool {
+	return strings.HasPrefix(id, KeyAccount) || strings.HasPrefix(id, UnnamedAccount)
+}
+
+// DisplayName is the one name of the credential's provider account that
+// anyone is shown — the listing, the token read and exchange, the
+// account_required choices, webhook events, a cut-off's exposure and notice,
+// the pages — and the one the connections table keeps in clear
+// (Connection.DisplayName): the provider's label for it (login, email,
+// workspace), else the provider's own id for it (a provider that names
+// accounts only by an ID token's sub), else "" when connectd made the id up
+// (MadeUpAccount) or there is none.
+func (c *Credential) DisplayName() string {
+	switch {
+	case c.AccountLabel != "":
+		return c.AccountLabel
+	case MadeUpAccount(c.AccountID):
+		return ""
+	}
+	return c.AccountID
 }
 
 // missing lists the scopes in required that were not granted.

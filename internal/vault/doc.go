@@ -8,7 +8,10 @@
 // with revocation at the provider. It records the outcome of refreshes in the
 // shared audit trail (package audit) itself, inside the refresh transaction,
 // and DeleteWith lets a caller (an admin revocation) write in the deleting
-// transaction. Token may answer from an in-memory cache of connection rows
+// transaction. It owns how an account is named: the one display name
+// (Credential.DisplayName), kept in clear beside the sealed credential, and
+// the account ids connectd makes up when a provider names none
+// (NewAccountID, MadeUpAccount). Token may answer from an in-memory cache of connection rows
 // with their sealed credentials (cache.go), which every write announces to
 // every replica through Postgres NOTIFY.
 //

@@ -261,8 +261,11 @@ const (
 
 // BackfillAccounts reads, for at most limit connections stored before
 // connections were per provider account (display_name NULL, migration
-// 00018), what their sealed credential says of the account — its display
-// name and, for rows from before 00017, its account hash — so listings and
+// 00018) or before their display name fell back to the provider's account
+// id (00025 set it NULL again where it was empty), what their sealed
+// credential says of the account — its display name
+// (Credential.DisplayName) and, for rows from before 00017, its account
+// hash — so listings and
 // the account page name every account without opening credentials. A row
 // whose credential does not open gets an empty name (it is not tried
 // again). It reports how many rows it read; run it until it reports 0. It
@@ -282,7 +285,7 @@ func (s *Store) BackfillAccounts(ctx context.Context, limit int) (int64, error) 
 		for _, r := range todo {
 			name, hash := "", []byte(nil)
 			if c, err := s.open(r); err == nil {
-				name, hash = c.AccountLabel, AccountHash(c.AccountID)
+				name, hash = c.DisplayName(), AccountHash(c.AccountID)
 			}
 			if _, err := tx.Exec(ctx, setRead, r.ID, name, hash, connKey(r.User, r.Provider, r.ID).Payload()); err != nil {
 				return err

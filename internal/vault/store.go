@@ -100,9 +100,12 @@ type Connection struct {
 	// for; nil on a row not stored or refreshed since it was kept (open the
 	// credential to know).
 	AccountHash []byte
-	// DisplayName is what the provider calls the account (login, email,
-	// workspace; "" when it said nothing); Label is the user's own name for
-	// the connection ("work"), "" when none. Neither is a secret.
+	// DisplayName is Credential.DisplayName of the stored credential, kept
+	// in clear: what the provider calls the account (login, email,
+	// workspace), else its id for it; "" when it named the account not at
+	// all (an API key) or on a row not read since migration 00025. Label is
+	// the user's own name for the connection ("work"), "" when none.
+	// Neither is a secret.
 	DisplayName string
 	Label       string
 }
@@ -732,7 +735,7 @@ func (s *Store) putIn(ctx context.Context, tx pgx.Tx, user identity.User, provid
 		return nil, Change{}, err
 	}
 	if _, err := tx.Exec(ctx, updateCredential, r.ID, int32(s.keys.Primary()), ct, nonNil(cred.Scopes),
-		nullTime(cred.Expiry), now, connKey(user, provider, r.ID).Payload(), hash, cred.AccountLabel,
+		nullTime(cred.Expiry), now, connKey(user, provider, r.ID).Payload(), hash, cred.DisplayName(),
 		dropLabel); err != nil {
 		return nil, Change{}, fmt.Errorf("vault: update connection: %w", err)
 	}
@@ -742,7 +745,7 @@ func (s *Store) putIn(ctx context.Context, tx pgx.Tx, user identity.User, provid
 	}
 	conn := &r.Connection
 	conn.Status, conn.KeyVersion, conn.Scopes, conn.Expiry, conn.UpdatedAt, conn.AccountHash, conn.DisplayName =
-		StatusActive, s.keys.Primary(), cred.Scopes, cred.Expiry, now, hash, cred.AccountLabel
+		StatusActive, s.keys.Primary(), cred.Scopes, cred.Expiry, now, hash, cred.DisplayName()
 	ch.Scopes, ch.AccountID = cred.Scopes, cred.AccountID
 	return conn, ch, nil
 }
@@ -763,7 +766,7 @@ func (s *Store) insert(ctx context.Context, q querier, user identity.User, provi
 	hash := AccountHash(cred.AccountID)
 	tag, err := q.Exec(ctx, insertConnection, id, user.Issuer, user.Subject, provider,
 		int32(s.keys.Primary()), ct, nonNil(cred.Scopes), nullTime(cred.Expiry), now, connKey(user, provider, id).Payload(),
-		hash, cred.AccountLabel)
+		hash, cred.DisplayName())
 	if err != nil {
 		return nil, fmt.Errorf("vault: insert connection: %w", err)
 	}
@@ -772,7 +775,7 @@ func (s *Store) insert(ctx context.Context, q querier, user identity.User, provi
 	}
 	return &Connection{ID: id, User: user, Provider: provider, Status: StatusActive, KeyVersion: s.keys.Primary(),
 		Scopes: cred.Scopes, Expiry: cred.Expiry, CreatedAt: now, UpdatedAt: now, AccountHash: hash,
-		DisplayName: cred.AccountLabel}, nil
+		DisplayName: cred.DisplayName()}, nil
 }
 
 // Get returns the user's connection id at provider (empty: the only one)

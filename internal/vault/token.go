@@ -223,7 +223,7 @@ func (s *Store) refreshShared(ctx context.Context, user identity.User, provider,
 		}
 		now := s.now().UTC()
 		if _, err := tx.Exec(ctx, updateRefreshed, r.ID, int32(s.keys.Primary()), ct, nonNil(next.Scopes),
-			nullTime(next.Expiry), now, connKey(user, provider, r.ID).Payload(), AccountHash(next.AccountID), next.AccountLabel); err != nil {
+			nullTime(next.Expiry), now, connKey(user, provider, r.ID).Payload(), AccountHash(next.AccountID), next.DisplayName()); err != nil {
 			return fmt.Errorf("vault: store refreshed token: %w", err)
 		}
 		s.auditIn(ctx, tx, "connection.refreshed", r, map[string]any{

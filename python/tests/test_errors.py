@@ -7,7 +7,7 @@ import unittest
 
 import connectd
 from connectd import errors
-from connectd.client import api_error
+from connectd.errors import api_error
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import http
 import json
 import math
 import ssl
@@ -19,12 +18,11 @@ from .errors import (
     UnavailableError,
     UserTokenError,
     WaitTimeoutError,
-    error_class,
-    parse_retry_after,
+    api_error,
 )
 from .mcp import Answer, Peer, answer_for, can_open_url, connect_key, fallback_result, generation_of, input_key
 from .proxy import ProviderProxy, ProxyResponse
-from .types import Account, Connection, Elicitation, ElicitationStatus, MintRequest, Token, Unlinked, is_final
+from .types import Connection, Elicitation, ElicitationStatus, MintRequest, Token, Unlinked, is_final
 
 __all__ = ["Client", "UserTokenHeader"]
 
@@ -338,40 +336,6 @@ class Client:
 
     def _proxy_parts(self) -> tuple[Transport, str, str]:
         return self._transport, self._path, self._key
-
-
-def api_error(status: int, raw: bytes, retry_after: Optional[str]) -> APIError:
-    """connectd's error answer as the APIError subclass of its code."""
-    b: Any = None
-    try:
-        b = json.loads(raw)
-    except ValueError:
-        pass
-    ra = parse_retry_after(retry_after)
-    if isinstance(b, dict) and isinstance(b.get("error"), str) and b["error"]:
-        code = b["error"]
-        acct = b.get("account")
-        return error_class(status, code)(
-            status,
-            code,
-            str(b.get("error_description") or ""),
-            request_id=str(b.get("request_id") or ""),
-            missing_scopes=_strs(b.get("missing_scopes")),
-            unapproved_scopes=_strs(b.get("unapproved_scopes")),
-            account_changed=b.get("account_changed") is True,
-            accounts=[Account.from_json(a) for a in b.get("accounts") or [] if isinstance(a, dict)],
-            account=str(acct.get("id") or "") if isinstance(acct, dict) else "",
-            retry_after=ra,
-        )
-    try:
-        phrase = http.HTTPStatus(status).phrase
-    except ValueError:
-        phrase = str(status)
-    return error_class(status, "")(status, "", f"unexpected answer: {phrase}", retry_after=ra)
-
-
-def _strs(v: Any) -> list[str]:
-    return [str(x) for x in v] if isinstance(v, list) else []
 
 
 def _seg(s: str) -> str:

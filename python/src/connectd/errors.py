@@ -16,11 +16,12 @@ which never holds a secret.
 from __future__ import annotations
 
 import email.utils
+import http
+import json
 import time
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import Any, Optional, Sequence
 
-if TYPE_CHECKING:
-    from .types import Account
+from .types import Account  # types imports nothing of this package
 
 __all__ = [
     "ConnectdError",
@@ -323,6 +324,41 @@ def parse_retry_after(value: Optional[str], now: Optional[float] = None) -> Opti
     if t is None:
         return None
     return max(t.timestamp() - (time.time() if now is None else now), 0.0)
+
+
+def api_error(status: int, raw: bytes, retry_after: Optional[str]) -> APIError:
+    """connectd's error answer (status, body, Retry-After) as the APIError subclass of its code:
+    the one reading of the JSON error envelope, for the client's calls and the proxy's alike."""
+    b: Any = None
+    try:
+        b = json.loads(raw)
+    except ValueError:
+        pass
+    ra = parse_retry_after(retry_after)
+    if isinstance(b, dict) and isinstance(b.get("error"), str) and b["error"]:
+        code = b["error"]
+        acct = b.get("account")
+        return error_class(status, code)(
+            status,
+            code,
+            str(b.get("error_description") or ""),
+            request_id=str(b.get("request_id") or ""),
+            missing_scopes=_strs(b.get("missing_scopes")),
+            unapproved_scopes=_strs(b.get("unapproved_scopes")),
+            account_changed=b.get("account_changed") is True,
+            accounts=[Account.from_json(a) for a in b.get("accounts") or [] if isinstance(a, dict)],
+            account=str(acct.get("id") or "") if isinstance(acct, dict) else "",
+            retry_after=ra,
+        )
+    try:
+        phrase = http.HTTPStatus(status).phrase
+    except ValueError:
+        phrase = str(status)
+    return error_class(status, "")(status, "", f"unexpected answer: {phrase}", retry_after=ra)
+
+
+def _strs(v: Any) -> list[str]:
+    return [str(x) for x in v] if isinstance(v, list) else []
 
 
 def needs_connection(err: BaseException) -> bool:

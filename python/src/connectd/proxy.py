@@ -12,7 +12,7 @@ import urllib.parse
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional
 
 from ._transport import TransportErrors
-from .errors import APIError, ConnectdNetworkError, UserTokenError
+from .errors import APIError, ConnectdNetworkError, UserTokenError, api_error
 
 if TYPE_CHECKING:
     from .client import Client
@@ -316,6 +316,4 @@ def _refusal(resp: http.client.HTTPResponse, sent: str) -> bytes:
         return raw
     if rid != sent and rid != resp.getheader(RequestIDHeader):
         return raw
-    from .client import api_error
-
     raise api_error(resp.status, raw, resp.getheader("Retry-After"))

@@ -97,12 +97,14 @@ class MintRequest:
 @dataclass(frozen=True)
 class Account:
     """One of the user's accounts (connections) at a provider, as connectd names it to a client:
-    never the provider's own account id."""
+    addressed by connection id, never by the provider's own account id (which display_name is only
+    when the provider gives the account no other name)."""
 
     id: str
     """The connection id, cn_ and 26 characters of [a-z2-7]: stable, not a secret."""
     display_name: str = ""
-    """What the provider calls the account (login, email, workspace); "" when it says nothing."""
+    """What the provider calls the account (login, email, workspace), else the provider's id for it
+    (a provider that names accounts only by id); "" for one it does not name at all (an API key)."""
     label: str = ""
     """The user's own name for it ("work"), set on connectd's account page; often empty."""
 

@@ -11,6 +11,7 @@ import (
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/problem"
+	"github.com/connectd/connectd/internal/refusal"
 	"github.com/connectd/connectd/internal/vault"
 )
 
@@ -33,6 +34,17 @@ const (
 // is the one for an error problem.About names a subject (the provider the
 // caller named), its "%s"; a problem.Detail description replaces both. header and fields,
 // when set, add headers and body members from the error itself.
+//
+// The rest are what the answer is, for the routes that format it: oauth
+// is its RFC 6749 §5.2 / RFC 8693 code at the token endpoint when the /v1
+// code means nothing to an OAuth client (the /v1 code then rides in
+// connectd_error; empty: the code as it is); client marks a refusal of the
+// client's own credentials (RFC 6749 invalid_client: 401 with the Basic
+// challenge to a Basic client there; sampled as a bad client key); mint an
+// answer that asks the MCP server to send the user through a connect link
+// (the token endpoint adds the POST /v1/elicitations body); names one
+// about a connection the handler knows, which names it (account.id) so
+// that the mint asks for that account.
 type row struct {
 	err    error
 	as     func(error) bool
@@ -42,6 +54,11 @@ type row struct {
 	about  string
 	header func(error) http.Header
 	fields func(error) map[string]any
+
+	oauth  string
+	client bool
+	mint   bool
+	names  bool
 }
 
 func challenge(c string) func(error) http.Header {
@@ -50,70 +67,147 @@ func challenge(c string) func(error) http.Header {
 
 // codes is read top to bottom: the first row whose error err is answers it.
 var codes = []row{
+	// Sign-in (package signin), first: its errors wrap refusal.ErrSignIn,
+	// and the mcpauth sentinels an ID token or an issuer fails with get the
+	// sign-in page's answer there, not the /v1 one below. The descriptions
+	// are the page's words.
+	signIn(mcpauth.ErrUnknownIssuer, http.StatusBadRequest, "unknown_issuer", "There is no sign-in at that issuer."),
+	signIn(mcpauth.ErrLoginState, http.StatusBadRequest, "invalid_state",
+		"This sign-in link was already used or has expired. Please start again."),
+	signIn(mcpauth.ErrStateMismatch, http.StatusBadRequest, "state_mismatch",
+		"This sign-in was started in another browser. Please start again here."),
+	signIn(mcpauth.ErrIssuerMismatch, http.StatusBadRequest, "issuer_mismatch",
+		"The sign-in answer came from an unexpected issuer."),
+	signIn(mcpauth.ErrLoginDenied, http.StatusForbidden, "login_denied", "Sign-in was cancelled or refused."),
+	signIn(mcpauth.ErrLoginFailed, http.StatusBadRequest, "login_failed",
+		"The issuer did not complete the sign-in. Please start again."),
+	signIn(mcpauth.ErrIssuerUnavailable, http.StatusServiceUnavailable, "issuer_unavailable",
+		"The sign-in service cannot be reached. Please try again later."),
+	signIn(mcpauth.ErrInvalidToken, http.StatusBadRequest, "invalid_id_token",
+		"The issuer's answer could not be verified. Please start again."),
+	// Described by the sign-in's own rule (problem.Detail).
+	{err: refusal.ErrReturnTo, status: http.StatusBadRequest, code: "invalid_return_to",
+		desc: "return_to is not a path this sign-in returns to."},
+	{err: refusal.ErrBadForm, status: http.StatusBadRequest, code: "bad_form", desc: "The form could not be read."},
+	{err: refusal.ErrCSRF, status: http.StatusForbidden, code: "csrf_failed",
+		desc: "The form has expired. Reload the page and try again."},
+
 	// Authentication of /v1 calls (package mcpauth).
-	auth(mcpauth.ErrMissingClientKey, http.StatusUnauthorized, "invalid_client",
-		"an Authorization: Bearer client key is required", challenge(challengeMissing)),
-	auth(mcpauth.ErrInvalidClientKey, http.StatusUnauthorized, "invalid_client", "the client key is not valid",
-		challenge(challengeInvalid)),
-	auth(mcpauth.ErrClientDisabled, http.StatusUnauthorized, "invalid_client", "the client is disabled",
-		challenge(challengeInvalid)),
-	auth(mcpauth.ErrInvalidAssertion, http.StatusUnauthorized, "invalid_client", "the client assertion is not valid",
-		challenge(challengeInvalid)),
-	auth(mcpauth.ErrInvalidDPoP, http.StatusUnauthorized, "invalid_dpop_proof",
-		"this client must prove each call with a valid DPoP proof signed by one of its registered keys",
-		challenge(`DPoP realm="connectd", error="invalid_dpop_proof", algs="`+strings.Join(mcpauth.AssertionAlgorithms(), " ")+`"`)),
-	auth(mcpauth.ErrAuthMethods, http.StatusBadRequest, "invalid_request",
-		"use exactly one client authentication method (client_secret_basic, client_secret_post or private_key_jwt)", nil),
-	auth(mcpauth.ErrMissingUserToken, http.StatusUnauthorized, "missing_user_token",
-		"the user's access token is required in "+mcpauth.UserTokenHeader, challenge(challengeMissing)),
-	auth(mcpauth.ErrIssuerUnavailable, http.StatusServiceUnavailable, "jwks_unavailable",
-		"the token issuer's keys could not be fetched; retry later", jwksRetryAfter),
-	auth(mcpauth.ErrTokenExpired, http.StatusUnauthorized, "token_expired", "the user token has expired",
-		challenge(challengeInvalid)),
-	auth(mcpauth.ErrTokenNotYetValid, http.StatusUnauthorized, "token_not_yet_valid", "the user token is not valid yet",
-		challenge(challengeInvalid)),
-	auth(mcpauth.ErrUntrustedIssuer, http.StatusUnauthorized, "untrusted_issuer", "the user token's issuer is not trusted",
-		challenge(challengeInvalid)),
-	auth(mcpauth.ErrWrongAudience, http.StatusUnauthorized, "wrong_audience",
-		"the user token was not issued for this client's resource", challenge(challengeInvalid)),
-	auth(mcpauth.ErrIdentity, http.StatusUnauthorized, "invalid_token",
-		"the user token's sub or iss is not an identity connectd accepts", challenge(challengeInvalid)),
-	auth(mcpauth.ErrInvalidToken, http.StatusUnauthorized, "invalid_token", "the user token is not valid",
-		challenge(challengeInvalid)),
+	clientAuth(mcpauth.ErrMissingClientKey, "an Authorization: Bearer client key is required", challengeMissing),
+	clientAuth(mcpauth.ErrInvalidClientKey, "the client key is not valid", challengeInvalid),
+	clientAuth(mcpauth.ErrClientDisabled, "the client is disabled", challengeInvalid),
+	clientAuth(mcpauth.ErrInvalidAssertion, "the client assertion is not valid", challengeInvalid),
+	{err: mcpauth.ErrInvalidDPoP, status: http.StatusUnauthorized, code: "invalid_dpop_proof", client: true,
+		desc: "this client must prove each call with a valid DPoP proof signed by one of its registered keys",
+		header: challenge(`DPoP realm="connectd", error="invalid_dpop_proof", algs="` +
+			strings.Join(mcpauth.AssertionAlgorithms(), " ") + `"`)},
+	{err: mcpauth.ErrAuthMethods, status: http.StatusBadRequest, code: "invalid_request",
+		desc: "use exactly one client authentication method (client_secret_basic, client_secret_post or private_key_jwt)"},
+	// The user token, the grant of a token exchange.
+	grant(mcpauth.ErrMissingUserToken, "missing_user_token",
+		"the user's access token is required in "+mcpauth.UserTokenHeader, challengeMissing),
+	{err: mcpauth.ErrIssuerUnavailable, status: http.StatusServiceUnavailable, code: "jwks_unavailable",
+		desc: "the token issuer's keys could not be fetched; retry later", header: jwksRetryAfter},
+	grant(mcpauth.ErrTokenExpired, "token_expired", "the user token has expired", challengeInvalid),
+	grant(mcpauth.ErrTokenNotYetValid, "token_not_yet_valid", "the user token is not valid yet", challengeInvalid),
+	grant(mcpauth.ErrUntrustedIssuer, "untrusted_issuer", "the user token's issuer is not trusted", challengeInvalid),
+	grant(mcpauth.ErrWrongAudience, "wrong_audience", "the user token was not issued for this client's resource",
+		challengeInvalid),
+	grant(mcpauth.ErrIdentity, "invalid_token", "the user token's sub or iss is not an identity connectd accepts",
+		challengeInvalid),
+	grant(mcpauth.ErrInvalidToken, "invalid_token", "the user token is not valid", challengeInvalid),
+
+	// request_state (POST /v1/elicitations/resolve).
+	{err: refusal.ErrStateInvalid, status: http.StatusBadRequest, code: "request_state_invalid",
+		desc: "the request_state is not one connectd issued, or was altered"},
+	{err: refusal.ErrStateExpired, status: http.StatusBadRequest, code: "request_state_expired",
+		desc: "the request_state has expired; mint a new elicitation"},
+	{err: refusal.ErrStateReplayed, status: http.StatusConflict, code: "request_state_replayed",
+		desc: "the request_state was already resolved; use the fresh one from that answer"},
+	{err: refusal.ErrStateWrongUser, status: http.StatusForbidden, code: "request_state_wrong_user",
+		desc: "the request_state was issued for another user"},
+	{err: refusal.ErrStateWrongClient, status: http.StatusForbidden, code: "request_state_wrong_client",
+		desc: "the request_state was issued to another client"},
+	{err: refusal.ErrDigestMismatch, status: http.StatusBadRequest, code: "request_digest_mismatch",
+		desc: "request_digest does not match the one given at mint"},
+
+	// The token endpoint's request (RFC 6749 §5.2, RFC 8693 §2.2.2),
+	// described by the error's problem.Detail.
+	{err: refusal.ErrGrantType, status: http.StatusBadRequest, code: "unsupported_grant_type",
+		desc: "the grant_type is not supported"},
+	{err: refusal.ErrTarget, status: http.StatusBadRequest, code: "invalid_target",
+		desc: "the target names no provider connectd releases"},
+
+	// The release of a credential to a client, as a handler wraps its
+	// refusals with problem.Detail.
+	{err: refusal.ErrProviderNotAllowed, status: http.StatusForbidden, code: "provider_not_allowed",
+		desc: "this client may not use that provider", oauth: "invalid_target"},
+	{err: refusal.ErrTokenReleaseDisabled, status: http.StatusForbidden, code: "token_release_disabled",
+		desc: "this client is registered proxy-only: it never receives a credential", oauth: "unauthorized_client"},
+	{err: refusal.ErrConsentRequired, status: http.StatusForbidden, code: "consent_required",
+		desc: "the user has not allowed this client what it asks; mint an elicitation", fields: consent, mint: true},
 
 	// Connections (package vault, keyring), as a handler wraps them with
 	// problem.About(provider, err).
-	{err: vault.ErrNotConnected, status: http.StatusNotFound, code: "not_connected",
+	{err: vault.ErrNotConnected, status: http.StatusNotFound, code: "not_connected", mint: true,
 		desc: "the user has no such connection", about: "no %s connection for this user"},
-	{as: isMissingScopes, status: http.StatusForbidden, code: "insufficient_scope",
+	{as: isMissingScopes, status: http.StatusForbidden, code: "insufficient_scope", mint: true, names: true,
 		desc:  "the connection lacks required scopes; mint an elicitation with them",
 		about: "the %s connection lacks required scopes; mint an elicitation with them", fields: missingScopes},
 	{err: vault.ErrReauthorizationRequired, status: http.StatusConflict, code: "reauthorization_required",
+		mint: true, names: true,
 		desc:  "the connection must be authorized again; mint an elicitation",
 		about: "the %s connection must be authorized again; mint an elicitation"},
 	{err: vault.ErrProviderUnavailable, status: http.StatusServiceUnavailable, code: "provider_unavailable",
 		desc:  "the provider could not be reached to refresh the token; retry later",
 		about: "%s could not be reached to refresh the token; retry later", header: retryAfter("5")},
-	{err: vault.ErrAccountChanged, status: http.StatusForbidden, code: "consent_required",
+	{err: vault.ErrAccountChanged, status: http.StatusForbidden, code: "consent_required", mint: true,
 		desc:  "the connection is now to another provider account; mint an elicitation",
 		about: "the %s connection is now to another provider account; mint an elicitation",
 		fields: func(error) map[string]any {
 			return map[string]any{"unapproved_scopes": []string{}, "account_changed": true}
 		}},
-	{err: keyring.ErrDecrypt, status: http.StatusConflict, code: "reauthorization_required",
+	{err: keyring.ErrDecrypt, status: http.StatusConflict, code: "reauthorization_required", mint: true, names: true,
 		desc:  "the stored credential cannot be used; mint an elicitation",
 		about: "the stored %s credential cannot be used; mint an elicitation"},
 
 	// The kinds of package problem (webhook, the admin store...), described
 	// by the error's problem.Detail.
 	{err: problem.ErrInvalid, status: http.StatusBadRequest, code: "invalid_request", desc: "the request is not valid"},
-	{err: problem.ErrNotFound, status: http.StatusNotFound, code: "not_found", desc: "no such resource"},
+	// At the token endpoint: a connection id that is not the user's
+	// connection at the provider.
+	{err: problem.ErrNotFound, status: http.StatusNotFound, code: "not_found", desc: "no such resource",
+		oauth: "invalid_target"},
 	{err: problem.ErrConflict, status: http.StatusConflict, code: "conflict", desc: "the request conflicts with what exists"},
 }
 
-// auth is a row of authentication (package mcpauth).
-func auth(err error, status int, code, desc string, header func(error) http.Header) row {
-	return row{err: err, status: status, code: code, desc: desc, header: header}
+// signIn is a row of sign-in: err, met during a sign-in.
+func signIn(err error, status int, code, desc string) row {
+	return row{as: func(e error) bool { return errors.Is(e, refusal.ErrSignIn) && errors.Is(e, err) },
+		status: status, code: code, desc: desc}
+}
+
+// clientAuth is a row refusing the client's credentials (package mcpauth).
+func clientAuth(err error, desc, c string) row {
+	return row{err: err, status: http.StatusUnauthorized, code: "invalid_client", desc: desc, header: challenge(c),
+		client: true}
+}
+
+// grant is a row refusing the user token (package mcpauth): RFC 6749's
+// invalid_grant at the token endpoint, whose subject token it is.
+func grant(err error, code, desc, c string) row {
+	return row{err: err, status: http.StatusUnauthorized, code: code, desc: desc, header: challenge(c),
+		oauth: "invalid_grant"}
+}
+
+// consent is the body members of a refusal.ConsentError: the scopes to
+// approve and whether the account changed.
+func consent(err error) map[string]any {
+	var ce *refusal.ConsentError
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	return map[string]any{"unapproved_scopes": ce.Unapproved, "account_changed": ce.AccountChanged}
 }
 
 func isMissingScopes(err error) bool {
@@ -144,11 +238,12 @@ func jwksRetryAfter(err error) http.Header {
 
 // fromTable is the table's answer to err, if a row has it.
 func fromTable(err error) (*Error, bool) {
-	for _, c := range codes {
+	for i := range codes {
+		c := &codes[i]
 		if c.as != nil && !c.as(err) || c.as == nil && !errors.Is(err, c.err) {
 			continue
 		}
-		e := &Error{Status: c.status, Code: c.code, Description: describe(c, err), Err: err}
+		e := &Error{Status: c.status, Code: c.code, Description: describe(*c, err), Err: err, row: c}
 		if c.header != nil {
 			e.Header = c.header(err)
 		}

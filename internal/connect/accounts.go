@@ -10,6 +10,7 @@ import (
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/problem"
+	"github.com/connectd/connectd/internal/refusal"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
 )
@@ -84,7 +85,7 @@ func (s *Server) chosen(ctx context.Context, u identity.User, name, account stri
 	} else if err != nil {
 		return nil, err
 	}
-	return nil, web.Errorf(http.StatusForbidden, "consent_required",
+	return nil, problem.Detail(refusal.ErrConsentRequired,
 		"the user has not allowed this client to use that %s account; mint an elicitation with it", name)
 }
 

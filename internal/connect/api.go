@@ -636,7 +636,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) releaseToken(r *http.Request, c *caller, name, account string, required []string) (released, error) {
 	if c.client.ProxyOnly {
 		s.sampleDenied(r, c, "security.token_release_refused", name)
-		return released{}, web.Errorf(http.StatusForbidden, "token_release_disabled",
+		return released{}, problem.Detail(refusal.ErrTokenReleaseDisabled,
 			"this client is registered proxy-only: it never receives a credential; call the provider through /v1/proxy/%s/…", name)
 	}
 	rel, err := s.release(r, c, name, account, required)
@@ -719,10 +719,9 @@ func (s *Server) narrowed(r *http.Request, c *caller, name string, appr consent.
 	required []string, d consent.Decision) (*vault.Credential, error) {
 	refused := consentRequired(name, d)
 	if unapproved := scope.Missing(required, appr.Scopes); len(unapproved) > 0 {
-		return nil, &web.Error{Status: http.StatusForbidden, Code: "consent_required",
-			Description: fmt.Sprintf("the user has not approved this client for every scope it requires of their %s connection; "+
-				"mint an elicitation with them", name),
-			Fields: map[string]any{"unapproved_scopes": unapproved, "account_changed": false}}
+		return nil, problem.Detail(&refusal.ConsentError{Unapproved: unapproved},
+			"the user has not approved this client for every scope it requires of their %s connection; "+
+				"mint an elicitation with them", name)
 	}
 	n, err := s.vault.Narrowed(r.Context(), c.user, name, appr.ConnectionID, d.Scopes, cred.AccountID)
 	if errors.Is(err, vault.ErrCannotNarrow) {
@@ -753,7 +752,7 @@ func (s *Server) withoutConsent(ctx context.Context, u identity.User, name, acco
 	if !ok {
 		return notConnected(name)
 	}
-	return web.Errorf(http.StatusForbidden, "consent_required",
+	return problem.Detail(refusal.ErrConsentRequired,
 		"the user has not allowed this client to use their %s connection; mint an elicitation", name)
 }
 
@@ -762,8 +761,7 @@ func (s *Server) withoutConsent(ctx context.Context, u identity.User, name, acco
 func consentRequired(name string, d consent.Decision) error {
 	desc := fmt.Sprintf("the user has not approved this client for everything their %s connection now grants; "+
 		"mint an elicitation (the user approves on the consent page, no new sign-in at the provider)", name)
-	return &web.Error{Status: http.StatusForbidden, Code: "consent_required", Description: desc,
-		Fields: map[string]any{"unapproved_scopes": d.Unapproved, "account_changed": d.AccountChanged}}
+	return problem.Detail(&refusal.ConsentError{Unapproved: d.Unapproved, AccountChanged: d.AccountChanged}, "%s", desc)
 }
 
 // providerAllowed refuses a provider the client is not registered for,
@@ -771,7 +769,7 @@ func consentRequired(name string, d consent.Decision) error {
 // must not learn whether a user has one).
 func providerAllowed(c *caller, name string) error {
 	if !allowed(c.client.Providers, name) {
-		return web.Errorf(http.StatusForbidden, "provider_not_allowed", "this client may not use provider %q", name)
+		return problem.Detail(refusal.ErrProviderNotAllowed, "this client may not use provider %q", name)
 	}
 	return nil
 }

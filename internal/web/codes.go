@@ -19,8 +19,13 @@ import (
 // client sees: status, stable code, description and headers (pkgsite's
 // internal/derrors is the model). The packages return their sentinels,
 // wrapped; none imports this one or picks a status; no handler builds an
-// answer by reading an error's text. docs/openapi.yaml lists every code,
-// docs/identity.md says when each authentication code is given.
+// answer by reading an error's text. A route chooses only the answer's
+// format — the JSON problem (WriteAPIError), the page (WritePageError), the
+// RFC 6749 token endpoint's (AsOAuthError) — and reads what else an answer
+// is from its row (Error.Mint, NamesConnection, ClientRefused), never from
+// its code string (TestNothingBranchesOnACode). docs/openapi.yaml lists
+// every /v1 and token endpoint code, docs/identity.md the sign-in pages'
+// and says when each authentication code is given (TestErrorTableIsClosed).
 
 // Challenges sent in WWW-Authenticate (RFC 6750 §3): no error code when no
 // credentials were sent at all.
@@ -93,29 +98,35 @@ var codes = []row{
 		desc: "The form has expired. Reload the page and try again."},
 
 	// Authentication of /v1 calls (package mcpauth).
-	clientAuth(mcpauth.ErrMissingClientKey, "an Authorization: Bearer client key is required", challengeMissing),
-	clientAuth(mcpauth.ErrInvalidClientKey, "the client key is not valid", challengeInvalid),
-	clientAuth(mcpauth.ErrClientDisabled, "the client is disabled", challengeInvalid),
-	clientAuth(mcpauth.ErrInvalidAssertion, "the client assertion is not valid", challengeInvalid),
-	{err: mcpauth.ErrInvalidDPoP, status: http.StatusUnauthorized, code: "invalid_dpop_proof", client: true,
-		desc: "this client must prove each call with a valid DPoP proof signed by one of its registered keys",
-		header: challenge(`DPoP realm="connectd", error="invalid_dpop_proof", algs="` +
-			strings.Join(mcpauth.AssertionAlgorithms(), " ") + `"`)},
-	{err: mcpauth.ErrAuthMethods, status: http.StatusBadRequest, code: "invalid_request",
-		desc: "use exactly one client authentication method (client_secret_basic, client_secret_post or private_key_jwt)"},
-	// The user token, the grant of a token exchange.
-	grant(mcpauth.ErrMissingUserToken, "missing_user_token",
-		"the user's access token is required in "+mcpauth.UserTokenHeader, challengeMissing),
-	{err: mcpauth.ErrIssuerUnavailable, status: http.StatusServiceUnavailable, code: "jwks_unavailable",
-		desc: "the token issuer's keys could not be fetched; retry later", header: jwksRetryAfter},
-	grant(mcpauth.ErrTokenExpired, "token_expired", "the user token has expired", challengeInvalid),
-	grant(mcpauth.ErrTokenNotYetValid, "token_not_yet_valid", "the user token is not valid yet", challengeInvalid),
-	grant(mcpauth.ErrUntrustedIssuer, "untrusted_issuer", "the user token's issuer is not trusted", challengeInvalid),
-	grant(mcpauth.ErrWrongAudience, "wrong_audience", "the user token was not issued for this client's resource",
-		challengeInvalid),
-	grant(mcpauth.ErrIdentity, "invalid_token", "the user token's sub or iss is not an identity connectd accepts",
-		challengeInvalid),
-	grant(mcpauth.ErrInvalidToken, "invalid_token", "the user token is not valid", challengeInvalid),
+	auth(mcpauth.ErrMissingClientKey, http.StatusUnauthorized, "invalid_client",
+		"an Authorization: Bearer client key is required", challenge(challengeMissing)).clientRefused(),
+	auth(mcpauth.ErrInvalidClientKey, http.StatusUnauthorized, "invalid_client", "the client key is not valid",
+		challenge(challengeInvalid)).clientRefused(),
+	auth(mcpauth.ErrClientDisabled, http.StatusUnauthorized, "invalid_client", "the client is disabled",
+		challenge(challengeInvalid)).clientRefused(),
+	auth(mcpauth.ErrInvalidAssertion, http.StatusUnauthorized, "invalid_client", "the client assertion is not valid",
+		challenge(challengeInvalid)).clientRefused(),
+	auth(mcpauth.ErrInvalidDPoP, http.StatusUnauthorized, "invalid_dpop_proof",
+		"this client must prove each call with a valid DPoP proof signed by one of its registered keys",
+		challenge(`DPoP realm="connectd", error="invalid_dpop_proof", algs="`+strings.Join(mcpauth.AssertionAlgorithms(), " ")+`"`)).clientRefused(),
+	auth(mcpauth.ErrAuthMethods, http.StatusBadRequest, "invalid_request",
+		"use exactly one client authentication method (client_secret_basic, client_secret_post or private_key_jwt)", nil),
+	auth(mcpauth.ErrMissingUserToken, http.StatusUnauthorized, "missing_user_token",
+		"the user's access token is required in "+mcpauth.UserTokenHeader, challenge(challengeMissing)).oauthAs("invalid_grant"),
+	auth(mcpauth.ErrIssuerUnavailable, http.StatusServiceUnavailable, "jwks_unavailable",
+		"the token issuer's keys could not be fetched; retry later", jwksRetryAfter),
+	auth(mcpauth.ErrTokenExpired, http.StatusUnauthorized, "token_expired", "the user token has expired",
+		challenge(challengeInvalid)).oauthAs("invalid_grant"),
+	auth(mcpauth.ErrTokenNotYetValid, http.StatusUnauthorized, "token_not_yet_valid", "the user token is not valid yet",
+		challenge(challengeInvalid)).oauthAs("invalid_grant"),
+	auth(mcpauth.ErrUntrustedIssuer, http.StatusUnauthorized, "untrusted_issuer", "the user token's issuer is not trusted",
+		challenge(challengeInvalid)).oauthAs("invalid_grant"),
+	auth(mcpauth.ErrWrongAudience, http.StatusUnauthorized, "wrong_audience",
+		"the user token was not issued for this client's resource", challenge(challengeInvalid)).oauthAs("invalid_grant"),
+	auth(mcpauth.ErrIdentity, http.StatusUnauthorized, "invalid_token",
+		"the user token's sub or iss is not an identity connectd accepts", challenge(challengeInvalid)).oauthAs("invalid_grant"),
+	auth(mcpauth.ErrInvalidToken, http.StatusUnauthorized, "invalid_token", "the user token is not valid",
+		challenge(challengeInvalid)).oauthAs("invalid_grant"),
 
 	// request_state (POST /v1/elicitations/resolve).
 	{err: refusal.ErrStateInvalid, status: http.StatusBadRequest, code: "request_state_invalid",
@@ -187,17 +198,21 @@ func signIn(err error, status int, code, desc string) row {
 		status: status, code: code, desc: desc}
 }
 
-// clientAuth is a row refusing the client's credentials (package mcpauth).
-func clientAuth(err error, desc, c string) row {
-	return row{err: err, status: http.StatusUnauthorized, code: "invalid_client", desc: desc, header: challenge(c),
-		client: true}
+// auth is a row of authentication (package mcpauth).
+func auth(err error, status int, code, desc string, header func(error) http.Header) row {
+	return row{err: err, status: status, code: code, desc: desc, header: header}
 }
 
-// grant is a row refusing the user token (package mcpauth): RFC 6749's
-// invalid_grant at the token endpoint, whose subject token it is.
-func grant(err error, code, desc, c string) row {
-	return row{err: err, status: http.StatusUnauthorized, code: code, desc: desc, header: challenge(c),
-		oauth: "invalid_grant"}
+// clientRefused is r, a refusal of the client's own credentials.
+func (r row) clientRefused() row {
+	r.client = true
+	return r
+}
+
+// oauthAs is r, named code at the token endpoint.
+func (r row) oauthAs(code string) row {
+	r.oauth = code
+	return r
 }
 
 // consent is the body members of a refusal.ConsentError: the scopes to

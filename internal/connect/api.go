@@ -21,6 +21,7 @@ import (
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/refusal"
 	"github.com/connectd/connectd/internal/release"
 	"github.com/connectd/connectd/internal/scope"
 	"github.com/connectd/connectd/internal/vault"
@@ -482,7 +483,7 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request) error {
 			s.audit(r, audit.Event{Kind: "security.request_state_refused", Issuer: c.user.Issuer, Subject: c.user.Subject,
 				ClientID: c.client.ID, Detail: map[string]any{"reason": kind}})
 		}
-		return requestStateError(err)
+		return err
 	}
 	e, err := s.ownElicitation(r.Context(), c, rs.Elicitation)
 	if err != nil {
@@ -498,46 +499,14 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// requestStateKind is the reason a refused request_state is audited
+// with: the code the error table answers it with; "" for an error that is
+// no request_state refusal (the database's, say).
 func requestStateKind(err error) string {
-	switch {
-	case errors.Is(err, errStateInvalid):
-		return "request_state_invalid"
-	case errors.Is(err, errStateExpired):
-		return "request_state_expired"
-	case errors.Is(err, errStateReplayed):
-		return "request_state_replayed"
-	case errors.Is(err, errStateWrongUser):
-		return "request_state_wrong_user"
-	case errors.Is(err, errStateWrongClient):
-		return "request_state_wrong_client"
-	case errors.Is(err, errDigestMismatch):
-		return "request_digest_mismatch"
+	if !errors.Is(err, refusal.ErrRequestState) {
+		return ""
 	}
-	return ""
-}
-
-func requestStateError(err error) error {
-	kind := requestStateKind(err)
-	status := map[string]int{
-		"request_state_invalid":      http.StatusBadRequest,
-		"request_state_expired":      http.StatusBadRequest,
-		"request_state_replayed":     http.StatusConflict,
-		"request_state_wrong_user":   http.StatusForbidden,
-		"request_state_wrong_client": http.StatusForbidden,
-		"request_digest_mismatch":    http.StatusBadRequest,
-	}[kind]
-	desc := map[string]string{
-		"request_state_invalid":      "the request_state is not one connectd issued, or was altered",
-		"request_state_expired":      "the request_state has expired; mint a new elicitation",
-		"request_state_replayed":     "the request_state was already resolved; use the fresh one from that answer",
-		"request_state_wrong_user":   "the request_state was issued for another user",
-		"request_state_wrong_client": "the request_state was issued to another client",
-		"request_digest_mismatch":    "request_digest does not match the one given at mint",
-	}[kind]
-	if status == 0 {
-		return err
-	}
-	return &web.Error{Status: status, Code: kind, Description: desc, Err: err}
+	return web.AsError(err).Code
 }
 
 type connectionDoc struct {
@@ -787,7 +756,7 @@ func (s *Server) narrows(provider string) bool {
 // names it (account=<id>) and the right account is asked for.
 func aboutConnection(name, id string, err error) error {
 	e := web.AsError(problem.About(name, err))
-	if e.Code == "reauthorization_required" || e.Code == "insufficient_scope" {
+	if e.NamesConnection() {
 		c := *e
 		c.Fields = maps.Clone(e.Fields)
 		if c.Fields == nil {

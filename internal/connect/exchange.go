@@ -13,6 +13,8 @@ import (
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/names"
+	"github.com/connectd/connectd/internal/problem"
+	"github.com/connectd/connectd/internal/refusal"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
 )
@@ -94,7 +96,7 @@ func (s *Server) exchangeToken(w http.ResponseWriter, r *http.Request) (string, 
 		return method, err
 	}
 	if _, err := s.catalog.Get(req.provider); err != nil {
-		return method, web.Errorf(http.StatusBadRequest, "invalid_target", "unknown provider %q", req.provider)
+		return method, problem.Detail(refusal.ErrTarget, "unknown provider %q", req.provider)
 	}
 	id, err := s.auth.Identify(r.Context(), client, req.subjectToken)
 	if err != nil {
@@ -126,18 +128,18 @@ func (s *Server) exchangeToken(w http.ResponseWriter, r *http.Request) (string, 
 // application/x-www-form-urlencoded, no parameter twice).
 func tokenForm(r *http.Request) (url.Values, error) {
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
-		return nil, web.Errorf(http.StatusBadRequest, "invalid_request", "the body must be application/x-www-form-urlencoded")
+		return nil, problem.Detail(problem.ErrInvalid, "the body must be application/x-www-form-urlencoded")
 	}
 	if err := r.ParseForm(); err != nil {
-		return nil, web.Errorf(http.StatusBadRequest, "invalid_request", "the form body cannot be read")
+		return nil, problem.Detail(problem.ErrInvalid, "the form body cannot be read")
 	}
 	for k, vs := range r.PostForm {
 		if len(vs) > 1 {
-			code := "invalid_request"
+			kind := problem.ErrInvalid
 			if k == "resource" || k == "audience" {
-				code = "invalid_target" // RFC 8693 allows several; connectd releases one credential per request
+				kind = refusal.ErrTarget // RFC 8693 allows several; connectd releases one credential per request
 			}
-			return nil, web.Errorf(http.StatusBadRequest, code, "%s is given more than once", k)
+			return nil, problem.Detail(kind, "%s is given more than once", k)
 		}
 	}
 	return r.PostForm, nil
@@ -149,15 +151,14 @@ func tokenForm(r *http.Request) (url.Values, error) {
 // both are given they must name the same.
 func parseExchange(form url.Values, publicURL string) (exchangeRequest, error) {
 	bad := func(format string, args ...any) (exchangeRequest, error) {
-		return exchangeRequest{}, web.Errorf(http.StatusBadRequest, "invalid_request", format, args...)
+		return exchangeRequest{}, problem.Detail(problem.ErrInvalid, format, args...)
 	}
 	switch gt := form.Get("grant_type"); gt {
 	case GrantTokenExchange:
 	case "":
 		return bad("grant_type is required")
 	default:
-		return exchangeRequest{}, web.Errorf(http.StatusBadRequest, "unsupported_grant_type",
-			"the only grant_type is %s", GrantTokenExchange)
+		return exchangeRequest{}, problem.Detail(refusal.ErrGrantType, "the only grant_type is %s", GrantTokenExchange)
 	}
 	req := exchangeRequest{subjectToken: form.Get("subject_token")}
 	if req.subjectToken == "" {
@@ -217,17 +218,15 @@ func parseExchange(form url.Values, publicURL string) (exchangeRequest, error) {
 }
 
 func invalidTarget(format string, args ...any) (exchangeRequest, error) {
-	return exchangeRequest{}, web.Errorf(http.StatusBadRequest, "invalid_target", format, args...)
+	return exchangeRequest{}, problem.Detail(refusal.ErrTarget, format, args...)
 }
 
 // withMint adds to an answer that asks the MCP server to send the user
-// through a connect link what it needs to mint that link: the
-// POST /v1/elicitations body for this request.
+// through a connect link (its row's mint) what it needs to mint that
+// link: the POST /v1/elicitations body for this request.
 func withMint(err error, req exchangeRequest) error {
 	e := web.AsError(err)
-	switch e.Code {
-	case "not_connected", "consent_required", "reauthorization_required", "insufficient_scope":
-	default:
+	if !e.Mint() {
 		return err
 	}
 	c := *e
@@ -245,61 +244,11 @@ func withMint(err error, req exchangeRequest) error {
 	return &c
 }
 
-// oauthCodes is how the /v1 answers read at the token endpoint, whose
-// errors are RFC 6749 §5.2's (400, or 401 invalid_client) with the
-// extension codes docs/api.md lists. The answer itself still comes from the
-// one error table (web.AsError); this only renames it for OAuth clients. A
-// code missing here keeps its /v1 code, and its status unless below 500 (400).
-var oauthCodes = map[string]string{
-	// The user token is the grant.
-	"missing_user_token":  "invalid_grant",
-	"token_expired":       "invalid_grant",
-	"token_not_yet_valid": "invalid_grant",
-	"untrusted_issuer":    "invalid_grant",
-	"wrong_audience":      "invalid_grant",
-	"invalid_token":       "invalid_grant",
-	// The target.
-	"provider_not_allowed": "invalid_target",
-	"not_found":            "invalid_target", // an account that is not the user's connection there
-	"unknown_provider":     "invalid_target",
-	// A proxy-only client may not be given a credential by any grant.
-	"token_release_disabled": "unauthorized_client",
-}
-
-// oauthError is err as the token endpoint answers it: RFC 6749 §5.2 codes
-// and statuses; the /v1 code the error table gave is kept in
-// connectd_error when it was renamed, and a refused Basic client gets the
-// Basic challenge (RFC 6749 §5.2).
+// oauthError is err as the token endpoint answers it: the error table's
+// answer in RFC 6749 §5.2 form (web.AsOAuthError), the Basic challenge to
+// a refused client that used Basic.
 func (s *Server) oauthError(err error, method string) error {
-	e := web.AsError(err)
-	o := *e
-	o.Header = e.Header.Clone()
-	o.Fields = maps.Clone(e.Fields)
-	if o.Err == nil {
-		o.Err = err
-	}
-	if code, ok := oauthCodes[e.Code]; ok {
-		o.Code = code
-		if o.Fields == nil {
-			o.Fields = map[string]any{}
-		}
-		o.Fields["connectd_error"] = e.Code
-	}
-	switch {
-	case o.Code == "invalid_client":
-		o.Status = http.StatusUnauthorized
-		o.Header.Del("Www-Authenticate")
-		if method == mcpauth.AuthClientSecretBasic {
-			if o.Header == nil {
-				o.Header = http.Header{}
-			}
-			o.Header.Set("Www-Authenticate", `Basic realm="connectd"`)
-		}
-	case o.Status < 500 && o.Status != http.StatusTooManyRequests && o.Status != 499:
-		o.Status = http.StatusBadRequest
-		o.Header.Del("Www-Authenticate")
-	}
-	return &o
+	return web.AsOAuthError(err, method == mcpauth.AuthClientSecretBasic)
 }
 
 // metadata handles GET /.well-known/oauth-authorization-server: RFC 8414

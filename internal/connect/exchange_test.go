@@ -227,6 +227,11 @@ func TestTokenExchangeRefusals(t *testing.T) {
 			if tt.v1 != "" && out["connectd_error"] != tt.v1 {
 				t.Fatalf("connectd_error %v, want %q", out["connectd_error"], tt.v1)
 			}
+			// The answers that ask for a connect link carry its mint body.
+			wantMint := tt.code == "not_connected" || tt.code == "consent_required" || tt.code == "insufficient_scope"
+			if _, ok := out["mint"].(map[string]any); ok != wantMint {
+				t.Fatalf("mint %v in %v", out["mint"], out)
+			}
 			wantBasic := st == 401 && strings.HasPrefix(tt.auth, "Basic ")
 			if got := h.Get("WWW-Authenticate"); wantBasic != (got == `Basic realm="connectd"`) || !wantBasic && got != "" {
 				t.Fatalf("WWW-Authenticate %q", got)

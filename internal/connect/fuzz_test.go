@@ -15,6 +15,7 @@ import (
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/refusal"
 	"github.com/connectd/connectd/internal/scope"
 	"github.com/connectd/connectd/internal/web"
 )
@@ -67,7 +68,7 @@ func FuzzOpenRequestState(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw string) {
 		rs, err := s.openRequestState(raw)
 		if err != nil {
-			if !errors.Is(err, errStateInvalid) {
+			if !errors.Is(err, refusal.ErrStateInvalid) {
 				t.Fatalf("unexpected error class %v", err)
 			}
 			return

@@ -7,13 +7,13 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/keyring"
+	"github.com/connectd/connectd/internal/refusal"
 )
 
 // A request_state is what an MCP server hands its client as the MCP
@@ -37,15 +37,8 @@ const requestStatePrefix = "rs1."
 // maxRequestState bounds what resolve will try to decode.
 const maxRequestState = 4096
 
-// Errors of request_state handling; each maps to its own API error code.
-var (
-	errStateInvalid     = errors.New("connect: request_state invalid")
-	errStateExpired     = errors.New("connect: request_state expired")
-	errStateReplayed    = errors.New("connect: request_state already used")
-	errStateWrongUser   = errors.New("connect: request_state minted for another user")
-	errStateWrongClient = errors.New("connect: request_state minted for another client")
-	errDigestMismatch   = errors.New("connect: request digest mismatch")
-)
+// Its refusals are package refusal's request_state sentinels (the error
+// table gives each its code).
 
 // requestStateAAD names the purpose of these ciphertexts, so a sealed
 // credential or PKCE verifier can never be passed off as a request_state.
@@ -79,7 +72,7 @@ func (s *Server) sealRequestState(e *Elicitation) (string, error) {
 // presents it; see checkRequestState.
 func (s *Server) openRequestState(raw string) (*requestState, error) {
 	if len(raw) > maxRequestState || !strings.HasPrefix(raw, requestStatePrefix) {
-		return nil, errStateInvalid
+		return nil, refusal.ErrStateInvalid
 	}
 	// Strict and alphabet-only: the decoder would otherwise skip CR/LF and
 	// accept non-zero padding bits, so that several strings opened as the
@@ -87,22 +80,22 @@ func (s *Server) openRequestState(raw string) (*requestState, error) {
 	enc := raw[len(requestStatePrefix):]
 	for i := 0; i < len(enc); i++ {
 		if !isBase64URL(enc[i]) {
-			return nil, errStateInvalid
+			return nil, refusal.ErrStateInvalid
 		}
 	}
 	ct, err := base64.RawURLEncoding.Strict().DecodeString(enc)
 	if err != nil {
-		return nil, errStateInvalid
+		return nil, refusal.ErrStateInvalid
 	}
 	b, err := s.stateKeys().Open(ct, requestStateAAD)
 	if err != nil {
-		return nil, errStateInvalid
+		return nil, refusal.ErrStateInvalid
 	}
 	var rs requestState
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&rs); err != nil || rs.ID == "" || rs.Elicitation == "" {
-		return nil, errStateInvalid
+		return nil, refusal.ErrStateInvalid
 	}
 	return &rs, nil
 }
@@ -112,31 +105,31 @@ func (s *Server) openRequestState(raw string) (*requestState, error) {
 func (s *Server) checkRequestState(rs *requestState, clientID string, u identity.User, digest string) error {
 	switch {
 	case rs.ClientID != clientID:
-		return errStateWrongClient
+		return refusal.ErrStateWrongClient
 	case rs.Issuer != u.Issuer || rs.Subject != u.Subject:
-		return errStateWrongUser
+		return refusal.ErrStateWrongUser
 	case !s.now().Before(time.Unix(rs.Expires, 0)):
-		return errStateExpired
+		return refusal.ErrStateExpired
 	case subtle.ConstantTimeCompare([]byte(rs.Digest), []byte(digest)) != 1:
-		return errDigestMismatch
+		return refusal.ErrDigestMismatch
 	}
 	return nil
 }
 
 const insertStateUse = `INSERT INTO request_state_uses (id, expires_at) VALUES ($1, $2) ON CONFLICT DO NOTHING`
 
-// consumeRequestState marks rs used; errStateReplayed when it already was.
+// consumeRequestState marks rs used; refusal.ErrStateReplayed when it already was.
 func (s *Server) consumeRequestState(ctx context.Context, rs *requestState) error {
 	id, err := base64.RawURLEncoding.DecodeString(rs.ID)
 	if err != nil {
-		return errStateInvalid
+		return refusal.ErrStateInvalid
 	}
 	tag, err := s.pool.Exec(ctx, insertStateUse, id, time.Unix(rs.Expires, 0))
 	if err != nil {
 		return fmt.Errorf("connect: consume request_state: %w", err)
 	}
 	if tag.RowsAffected() != 1 {
-		return errStateReplayed
+		return refusal.ErrStateReplayed
 	}
 	return nil
 }

@@ -449,7 +449,7 @@ func (s *Server) sampleRefusal(r *http.Request, client mcpauth.Client, err error
 		return // 503 jwks_unavailable and the like are outages, not refusals
 	}
 	k := sampleKey{kind: "security.invalid_user_token", client: client.ID, reason: we.Code}
-	if we.Code == "invalid_client" || we.Code == "invalid_dpop_proof" { // the client's credentials, not the user's
+	if we.ClientRefused() { // the client's credentials (key, assertion, DPoP proof), not the user's
 		k.kind = "security.invalid_client_key"
 	}
 	s.sample(r, s.refusals, k)

@@ -5,7 +5,9 @@
 // new one started, back to a safe path) and sign-out (CSRF-checked, ended
 // on the server). A Flow is parameterised by its session store, issuer,
 // return-path rule and what to do around a sign-in (admit, audit, log); the
-// refusals — codes, statuses, pages — are the same everywhere.
+// refusals are package refusal's and mcpauth's sentinels, whose codes,
+// statuses and page words the one error table (internal/web's codes.go)
+// gives, the same everywhere.
 //
 // It must never redirect to a target its Config's rule did not accept, never
 // start a session for a login the Config did not admit, never leave the
@@ -20,6 +22,8 @@ import (
 	"net/http"
 
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/problem"
+	"github.com/connectd/connectd/internal/refusal"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/web/templates"
@@ -81,7 +85,7 @@ func (f *Flow) Start(w http.ResponseWriter, r *http.Request) error {
 		returnTo = f.cfg.Home
 	}
 	if !f.cfg.SafePath(returnTo) {
-		return web.Refuse(http.StatusBadRequest, "invalid_return_to", f.cfg.PathRule, nil)
+		return problem.Detail(refusal.ErrReturnTo, "%s", f.cfg.PathRule)
 	}
 	issuer := f.cfg.Issuer
 	if issuer == "" {
@@ -97,7 +101,7 @@ func (f *Flow) Start(w http.ResponseWriter, r *http.Request) error {
 	}
 	target, err := f.cfg.Login.Start(r.Context(), issuer, returnTo, binding)
 	if err != nil {
-		return Error(err)
+		return failed(err)
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, target, http.StatusFound)
@@ -115,12 +119,12 @@ func (f *Flow) Finish(w http.ResponseWriter, r *http.Request) error {
 	cb, err := mcpauth.ParseRedirect(r.URL.Query())
 	if err != nil {
 		// Missing, repeated or malformed: refused before the database is asked.
-		return Error(fmt.Errorf("%w: %w", mcpauth.ErrLoginState, err))
+		return failed(fmt.Errorf("%w: %w", mcpauth.ErrLoginState, err))
 	}
 	cb.Binding, _ = f.cfg.Sessions.ReadBinding(r) // nil: Finish refuses with ErrStateMismatch
 	res, err := f.cfg.Login.Finish(r.Context(), cb)
 	if err != nil {
-		return Error(err)
+		return failed(err)
 	}
 	// Whoever signed in, the browser's previous session ends on the server,
 	// as at sign-out: a copy of its cookie (another user's on a shared
@@ -160,7 +164,7 @@ func (f *Flow) Logout(w http.ResponseWriter, r *http.Request) error {
 		return f.cfg.Disabled
 	}
 	if err := r.ParseForm(); err != nil {
-		return web.Refuse(http.StatusBadRequest, "bad_form", "The form could not be read.", err)
+		return fmt.Errorf("%w: %w", refusal.ErrBadForm, err)
 	}
 	sess, err := f.cfg.Sessions.Get(r)
 	if errors.Is(err, session.ErrNoSession) {
@@ -172,7 +176,7 @@ func (f *Flow) Logout(w http.ResponseWriter, r *http.Request) error {
 		return err // the database cannot say: the session is not ended, so do not pretend
 	}
 	if err := f.cfg.Sessions.CheckCSRF(sess, r.PostForm.Get(session.CSRFField)); err != nil {
-		return web.Refuse(http.StatusForbidden, "csrf_failed", f.cfg.CSRFHelp, err)
+		return fmt.Errorf("%w: %w", problem.Detail(refusal.ErrCSRF, "%s", f.cfg.CSRFHelp), err)
 	}
 	if err := f.cfg.Sessions.End(r.Context(), w, sess); err != nil {
 		return err
@@ -183,29 +187,9 @@ func (f *Flow) Logout(w http.ResponseWriter, r *http.Request) error {
 	return web.Render(w, r, http.StatusOK, templates.SignedOutPage())
 }
 
-// Error maps a sign-in failure onto the page the browser sees. None of them
-// reveals more than what went wrong in general terms; any other error is
-// returned as it is (a 500).
-func Error(err error) error {
-	refuse := func(status int, code, desc string) error { return web.Refuse(status, code, desc, err) }
-	switch {
-	case errors.Is(err, mcpauth.ErrUnknownIssuer):
-		return refuse(http.StatusBadRequest, "unknown_issuer", "There is no sign-in at that issuer.")
-	case errors.Is(err, mcpauth.ErrLoginState):
-		return refuse(http.StatusBadRequest, "invalid_state", "This sign-in link was already used or has expired. Please start again.")
-	case errors.Is(err, mcpauth.ErrStateMismatch):
-		return refuse(http.StatusBadRequest, "state_mismatch", "This sign-in was started in another browser. Please start again here.")
-	case errors.Is(err, mcpauth.ErrIssuerMismatch):
-		return refuse(http.StatusBadRequest, "issuer_mismatch", "The sign-in answer came from an unexpected issuer.")
-	case errors.Is(err, mcpauth.ErrLoginDenied):
-		return refuse(http.StatusForbidden, "login_denied", "Sign-in was cancelled or refused.")
-	case errors.Is(err, mcpauth.ErrLoginFailed):
-		return refuse(http.StatusBadRequest, "login_failed", "The issuer did not complete the sign-in. Please start again.")
-	case errors.Is(err, mcpauth.ErrIssuerUnavailable):
-		return refuse(http.StatusServiceUnavailable, "issuer_unavailable", "The sign-in service cannot be reached. Please try again later.")
-	case errors.Is(err, mcpauth.ErrInvalidToken):
-		return refuse(http.StatusBadRequest, "invalid_id_token", "The issuer's answer could not be verified. Please start again.")
-	default:
-		return err
-	}
-}
+// failed is a sign-in failure as the handlers return it: wrapping
+// refusal.ErrSignIn, so that the error table gives the mcpauth sentinel it
+// wraps the sign-in page's answer (the same for every Flow). None reveals
+// more than what went wrong in general terms; any other error (the
+// database's, say) keeps its own answer.
+func failed(err error) error { return fmt.Errorf("%w: %w", refusal.ErrSignIn, err) }

@@ -11,6 +11,7 @@ import (
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/problem"
+	"github.com/connectd/connectd/internal/refusal"
 	"github.com/connectd/connectd/internal/release"
 	"github.com/connectd/connectd/internal/vault"
 )
@@ -19,8 +20,13 @@ import (
 // client sees: status, stable code, description and headers (pkgsite's
 // internal/derrors is the model). The packages return their sentinels,
 // wrapped; none imports this one or picks a status; no handler builds an
-// answer by reading an error's text. docs/openapi.yaml lists every code,
-// docs/identity.md says when each authentication code is given.
+// answer by reading an error's text. A route chooses only the answer's
+// format — the JSON problem (WriteAPIError), the page (WritePageError), the
+// RFC 6749 token endpoint's (AsOAuthError) — and reads what else an answer
+// is from its row (Error.Mint, NamesConnection, ClientRefused), never from
+// its code string (TestNothingBranchesOnACode). docs/openapi.yaml lists
+// every /v1 and token endpoint code, docs/identity.md the sign-in pages'
+// and says when each authentication code is given (TestErrorTableIsClosed).
 
 // Challenges sent in WWW-Authenticate (RFC 6750 §3): no error code when no
 // credentials were sent at all.
@@ -34,6 +40,17 @@ const (
 // is the one for an error problem.About names a subject (the provider the
 // caller named), its "%s"; a problem.Detail description replaces both. header and fields,
 // when set, add headers and body members from the error itself.
+//
+// The rest are what the answer is, for the routes that format it: oauth
+// is its RFC 6749 §5.2 / RFC 8693 code at the token endpoint when the /v1
+// code means nothing to an OAuth client (the /v1 code then rides in
+// connectd_error; empty: the code as it is); client marks a refusal of the
+// client's own credentials (RFC 6749 invalid_client: 401 with the Basic
+// challenge to a Basic client there; sampled as a bad client key); mint an
+// answer that asks the MCP server to send the user through a connect link
+// (the token endpoint adds the POST /v1/elicitations body); names one
+// about a connection the handler knows, which names it (account.id) so
+// that the mint asks for that account.
 type row struct {
 	err    error
 	as     func(error) bool
@@ -43,6 +60,11 @@ type row struct {
 	about  string
 	header func(error) http.Header
 	fields func(error) map[string]any
+
+	oauth  string
+	client bool
+	mint   bool
+	names  bool
 }
 
 func challenge(c string) func(error) http.Header {
@@ -51,79 +73,135 @@ func challenge(c string) func(error) http.Header {
 
 // codes is read top to bottom: the first row whose error err is answers it.
 var codes = []row{
+	// Sign-in (package signin), first: its errors wrap refusal.ErrSignIn,
+	// and the mcpauth sentinels an ID token or an issuer fails with get the
+	// sign-in page's answer there, not the /v1 one below. The descriptions
+	// are the page's words.
+	signIn(mcpauth.ErrUnknownIssuer, http.StatusBadRequest, "unknown_issuer", "There is no sign-in at that issuer."),
+	signIn(mcpauth.ErrLoginState, http.StatusBadRequest, "invalid_state",
+		"This sign-in link was already used or has expired. Please start again."),
+	signIn(mcpauth.ErrStateMismatch, http.StatusBadRequest, "state_mismatch",
+		"This sign-in was started in another browser. Please start again here."),
+	signIn(mcpauth.ErrIssuerMismatch, http.StatusBadRequest, "issuer_mismatch",
+		"The sign-in answer came from an unexpected issuer."),
+	signIn(mcpauth.ErrLoginDenied, http.StatusForbidden, "login_denied", "Sign-in was cancelled or refused."),
+	signIn(mcpauth.ErrLoginFailed, http.StatusBadRequest, "login_failed",
+		"The issuer did not complete the sign-in. Please start again."),
+	signIn(mcpauth.ErrIssuerUnavailable, http.StatusServiceUnavailable, "issuer_unavailable",
+		"The sign-in service cannot be reached. Please try again later."),
+	signIn(mcpauth.ErrInvalidToken, http.StatusBadRequest, "invalid_id_token",
+		"The issuer's answer could not be verified. Please start again."),
+	// Described by the sign-in's own rule (problem.Detail).
+	{err: refusal.ErrReturnTo, status: http.StatusBadRequest, code: "invalid_return_to",
+		desc: "return_to is not a path this sign-in returns to."},
+	{err: refusal.ErrBadForm, status: http.StatusBadRequest, code: "bad_form", desc: "The form could not be read."},
+	{err: refusal.ErrCSRF, status: http.StatusForbidden, code: "csrf_failed",
+		desc: "The form has expired. Reload the page and try again."},
+
 	// Authentication of /v1 calls (package mcpauth).
 	auth(mcpauth.ErrMissingClientKey, http.StatusUnauthorized, "invalid_client",
-		"an Authorization: Bearer client key is required", challenge(challengeMissing)),
+		"an Authorization: Bearer client key is required", challenge(challengeMissing)).clientRefused(),
 	auth(mcpauth.ErrInvalidClientKey, http.StatusUnauthorized, "invalid_client", "the client key is not valid",
-		challenge(challengeInvalid)),
+		challenge(challengeInvalid)).clientRefused(),
 	auth(mcpauth.ErrClientDisabled, http.StatusUnauthorized, "invalid_client", "the client is disabled",
-		challenge(challengeInvalid)),
+		challenge(challengeInvalid)).clientRefused(),
 	auth(mcpauth.ErrInvalidAssertion, http.StatusUnauthorized, "invalid_client", "the client assertion is not valid",
-		challenge(challengeInvalid)),
+		challenge(challengeInvalid)).clientRefused(),
 	auth(mcpauth.ErrInvalidDPoP, http.StatusUnauthorized, "invalid_dpop_proof",
 		"this client must prove each call with a valid DPoP proof signed by one of its registered keys",
-		challenge(`DPoP realm="connectd", error="invalid_dpop_proof", algs="`+strings.Join(mcpauth.AssertionAlgorithms(), " ")+`"`)),
+		challenge(`DPoP realm="connectd", error="invalid_dpop_proof", algs="`+strings.Join(mcpauth.AssertionAlgorithms(), " ")+`"`)).clientRefused(),
 	auth(mcpauth.ErrAuthMethods, http.StatusBadRequest, "invalid_request",
 		"use exactly one client authentication method (client_secret_basic, client_secret_post or private_key_jwt)", nil),
 	auth(mcpauth.ErrMissingUserToken, http.StatusUnauthorized, "missing_user_token",
-		"the user's access token is required in "+mcpauth.UserTokenHeader, challenge(challengeMissing)),
+		"the user's access token is required in "+mcpauth.UserTokenHeader, challenge(challengeMissing)).oauthAs("invalid_grant"),
 	auth(mcpauth.ErrIssuerUnavailable, http.StatusServiceUnavailable, "jwks_unavailable",
 		"the token issuer's keys could not be fetched; retry later", jwksRetryAfter),
 	auth(mcpauth.ErrTokenExpired, http.StatusUnauthorized, "token_expired", "the user token has expired",
-		challenge(challengeInvalid)),
+		challenge(challengeInvalid)).oauthAs("invalid_grant"),
 	auth(mcpauth.ErrTokenNotYetValid, http.StatusUnauthorized, "token_not_yet_valid", "the user token is not valid yet",
-		challenge(challengeInvalid)),
+		challenge(challengeInvalid)).oauthAs("invalid_grant"),
 	auth(mcpauth.ErrUntrustedIssuer, http.StatusUnauthorized, "untrusted_issuer", "the user token's issuer is not trusted",
-		challenge(challengeInvalid)),
+		challenge(challengeInvalid)).oauthAs("invalid_grant"),
 	auth(mcpauth.ErrWrongAudience, http.StatusUnauthorized, "wrong_audience",
-		"the user token was not issued for this client's resource", challenge(challengeInvalid)),
+		"the user token was not issued for this client's resource", challenge(challengeInvalid)).oauthAs("invalid_grant"),
 	auth(mcpauth.ErrIdentity, http.StatusUnauthorized, "invalid_token",
-		"the user token's sub or iss is not an identity connectd accepts", challenge(challengeInvalid)),
+		"the user token's sub or iss is not an identity connectd accepts", challenge(challengeInvalid)).oauthAs("invalid_grant"),
 	auth(mcpauth.ErrInvalidToken, http.StatusUnauthorized, "invalid_token", "the user token is not valid",
-		challenge(challengeInvalid)),
+		challenge(challengeInvalid)).oauthAs("invalid_grant"),
+
+	// request_state (POST /v1/elicitations/resolve).
+	{err: refusal.ErrStateInvalid, status: http.StatusBadRequest, code: "request_state_invalid",
+		desc: "the request_state is not one connectd issued, or was altered"},
+	{err: refusal.ErrStateExpired, status: http.StatusBadRequest, code: "request_state_expired",
+		desc: "the request_state has expired; mint a new elicitation"},
+	{err: refusal.ErrStateReplayed, status: http.StatusConflict, code: "request_state_replayed",
+		desc: "the request_state was already resolved; use the fresh one from that answer"},
+	{err: refusal.ErrStateWrongUser, status: http.StatusForbidden, code: "request_state_wrong_user",
+		desc: "the request_state was issued for another user"},
+	{err: refusal.ErrStateWrongClient, status: http.StatusForbidden, code: "request_state_wrong_client",
+		desc: "the request_state was issued to another client"},
+	{err: refusal.ErrDigestMismatch, status: http.StatusBadRequest, code: "request_digest_mismatch",
+		desc: "request_digest does not match the one given at mint"},
+
+	// The token endpoint's request (RFC 6749 §5.2, RFC 8693 §2.2.2),
+	// described by the error's problem.Detail.
+	{err: refusal.ErrGrantType, status: http.StatusBadRequest, code: "unsupported_grant_type",
+		desc: "the grant_type is not supported"},
+	{err: refusal.ErrTarget, status: http.StatusBadRequest, code: "invalid_target",
+		desc: "the target names no provider connectd releases"},
 
 	// The release decision (package release): what a client may receive.
 	{err: release.ErrProxyOnly, status: http.StatusForbidden, code: "token_release_disabled",
-		desc: "this client is registered proxy-only: it never receives a credential"},
+		desc: "this client is registered proxy-only: it never receives a credential", oauth: "unauthorized_client"},
 	{err: release.ErrProviderNotAllowed, status: http.StatusForbidden, code: "provider_not_allowed",
-		desc: "this client may not use that provider"},
+		desc: "this client may not use that provider", oauth: "invalid_target"},
 	{err: release.ErrConsentRequired, status: http.StatusForbidden, code: "consent_required",
-		desc: "the user has not approved this client for it; mint an elicitation", fields: consentFields},
+		desc: "the user has not approved this client for it; mint an elicitation", fields: consentFields, mint: true},
 	{err: release.ErrAccountRequired, status: http.StatusConflict, code: "account_required",
 		desc: "this client may use several of the user's accounts there; name one with account=<id>", fields: accountFields},
 	{err: release.ErrAccountMismatch, status: http.StatusConflict, code: "account_mismatch",
 		desc: "the provider signed in another account than the request was for; nothing was stored"},
-	{err: release.ErrInsufficientScope, status: http.StatusForbidden, code: "insufficient_scope",
+	{err: release.ErrInsufficientScope, status: http.StatusForbidden, code: "insufficient_scope", mint: true, names: true,
 		desc: "the connection lacks required scopes; mint an elicitation with them", fields: scopeFields},
 
 	// Connections (package vault, keyring), as a handler wraps them with
 	// problem.About(provider, err).
-	{err: vault.ErrNotConnected, status: http.StatusNotFound, code: "not_connected",
+	{err: vault.ErrNotConnected, status: http.StatusNotFound, code: "not_connected", mint: true,
 		desc: "the user has no such connection", about: "no %s connection for this user"},
-	{as: isMissingScopes, status: http.StatusForbidden, code: "insufficient_scope",
+	{as: isMissingScopes, status: http.StatusForbidden, code: "insufficient_scope", mint: true, names: true,
 		desc:  "the connection lacks required scopes; mint an elicitation with them",
 		about: "the %s connection lacks required scopes; mint an elicitation with them", fields: missingScopes},
 	{err: vault.ErrReauthorizationRequired, status: http.StatusConflict, code: "reauthorization_required",
+		mint: true, names: true,
 		desc:  "the connection must be authorized again; mint an elicitation",
 		about: "the %s connection must be authorized again; mint an elicitation"},
 	{err: vault.ErrProviderUnavailable, status: http.StatusServiceUnavailable, code: "provider_unavailable",
 		desc:  "the provider could not be reached to refresh the token; retry later",
 		about: "%s could not be reached to refresh the token; retry later", header: retryAfter("5")},
-	{err: vault.ErrAccountChanged, status: http.StatusForbidden, code: "consent_required",
+	{err: vault.ErrAccountChanged, status: http.StatusForbidden, code: "consent_required", mint: true,
 		desc:  "the connection is now to another provider account; mint an elicitation",
 		about: "the %s connection is now to another provider account; mint an elicitation",
 		fields: func(error) map[string]any {
 			return map[string]any{"unapproved_scopes": []string{}, "account_changed": true}
 		}},
-	{err: keyring.ErrDecrypt, status: http.StatusConflict, code: "reauthorization_required",
+	{err: keyring.ErrDecrypt, status: http.StatusConflict, code: "reauthorization_required", mint: true, names: true,
 		desc:  "the stored credential cannot be used; mint an elicitation",
 		about: "the stored %s credential cannot be used; mint an elicitation"},
 
 	// The kinds of package problem (webhook, the admin store...), described
 	// by the error's problem.Detail.
 	{err: problem.ErrInvalid, status: http.StatusBadRequest, code: "invalid_request", desc: "the request is not valid"},
-	{err: problem.ErrNotFound, status: http.StatusNotFound, code: "not_found", desc: "no such resource"},
+	// At the token endpoint: a connection id that is not the user's
+	// connection at the provider.
+	{err: problem.ErrNotFound, status: http.StatusNotFound, code: "not_found", desc: "no such resource",
+		oauth: "invalid_target"},
 	{err: problem.ErrConflict, status: http.StatusConflict, code: "conflict", desc: "the request conflicts with what exists"},
+}
+
+// signIn is a row of sign-in: err, met during a sign-in.
+func signIn(err error, status int, code, desc string) row {
+	return row{as: func(e error) bool { return errors.Is(e, refusal.ErrSignIn) && errors.Is(e, err) },
+		status: status, code: code, desc: desc}
 }
 
 // auth is a row of authentication (package mcpauth).
@@ -131,8 +209,20 @@ func auth(err error, status int, code, desc string, header func(error) http.Head
 	return row{err: err, status: status, code: code, desc: desc, header: header}
 }
 
-// refusal is the release decision's refusal in err (errors.As).
-func refusal(err error) *release.Refusal {
+// clientRefused is r, a refusal of the client's own credentials.
+func (r row) clientRefused() row {
+	r.client = true
+	return r
+}
+
+// oauthAs is r, named code at the token endpoint.
+func (r row) oauthAs(code string) row {
+	r.oauth = code
+	return r
+}
+
+// releaseRefusal is the release decision's refusal in err (errors.As).
+func releaseRefusal(err error) *release.Refusal {
 	var r *release.Refusal
 	errors.As(err, &r)
 	return r
@@ -141,7 +231,7 @@ func refusal(err error) *release.Refusal {
 // consentFields: what the client must have approved — for a connection
 // that grew past its approval or a required scope outside it.
 func consentFields(err error) map[string]any {
-	r := refusal(err)
+	r := releaseRefusal(err)
 	if r.Unapproved == nil {
 		return nil
 	}
@@ -150,7 +240,7 @@ func consentFields(err error) map[string]any {
 
 // accountFields: the accounts to choose from.
 func accountFields(err error) map[string]any {
-	r := refusal(err)
+	r := releaseRefusal(err)
 	accounts := r.Accounts
 	if accounts == nil {
 		accounts = []release.Account{}
@@ -161,7 +251,7 @@ func accountFields(err error) map[string]any {
 // scopeFields: the scopes missing, and the connection to step up (the mint
 // names it with account=<id>, so the right account is asked for).
 func scopeFields(err error) map[string]any {
-	r := refusal(err)
+	r := releaseRefusal(err)
 	f := map[string]any{"missing_scopes": r.Missing}
 	if r.Connection != "" {
 		f["account"] = map[string]any{"id": r.Connection}
@@ -197,11 +287,12 @@ func jwksRetryAfter(err error) http.Header {
 
 // fromTable is the table's answer to err, if a row has it.
 func fromTable(err error) (*Error, bool) {
-	for _, c := range codes {
+	for i := range codes {
+		c := &codes[i]
 		if c.as != nil && !c.as(err) || c.as == nil && !errors.Is(err, c.err) {
 			continue
 		}
-		e := &Error{Status: c.status, Code: c.code, Description: describe(c, err), Err: err}
+		e := &Error{Status: c.status, Code: c.code, Description: describe(*c, err), Err: err, row: c}
 		if c.header != nil {
 			e.Header = c.header(err)
 		}
@@ -225,7 +316,7 @@ func describe(c row, err error) string {
 	if d, ok := problem.Description(err); ok {
 		return d
 	}
-	if r := refusal(err); r != nil {
+	if r := releaseRefusal(err); r != nil {
 		return r.Describe()
 	}
 	if name, ok := problem.Subject(err); ok && c.about != "" {

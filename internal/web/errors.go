@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -34,7 +35,25 @@ type Error struct {
 	// page (one that offers a way on, say); the status, logging and code are
 	// the same.
 	Page templ.Component
+
+	// row is the table's row the answer came from (nil: a handler's own).
+	row *row
 }
+
+// Mint reports whether the answer asks the MCP server to send the user
+// through a connect link (not_connected, consent_required,
+// reauthorization_required, insufficient_scope): a route that can adds
+// what it needs to mint that link.
+func (e *Error) Mint() bool { return e.row != nil && e.row.mint }
+
+// NamesConnection reports whether a handler that knows the connection the
+// answer is about names it (account.id), so that the connect link asks
+// for that account (reauthorization_required, insufficient_scope).
+func (e *Error) NamesConnection() bool { return e.row != nil && e.row.names }
+
+// ClientRefused reports whether the answer refuses the client's own
+// credentials (its key, assertion or DPoP proof), not the user's token.
+func (e *Error) ClientRefused() bool { return e.row != nil && e.row.client }
 
 func (e *Error) Error() string {
 	if e.Err != nil {
@@ -86,6 +105,44 @@ func asError(err error) *Error {
 		return databaseUnavailable
 	}
 	return internalError
+}
+
+// AsOAuthError is err as an OAuth token endpoint answers it (RFC 6749
+// §5.2): the table's answer, with its row's OAuth code when the /v1 code
+// means nothing to an OAuth client (the /v1 code kept in connectd_error);
+// status 400 — 401 for a refused client, with the Basic challenge when the
+// client authenticated with Basic (basic), and no other challenge — while
+// 429 and 5xx stay as on /v1.
+func AsOAuthError(err error, basic bool) *Error {
+	e := asError(err)
+	o := *e
+	o.Header = e.Header.Clone()
+	o.Fields = maps.Clone(e.Fields)
+	if o.Err == nil {
+		o.Err = err
+	}
+	if e.row != nil && e.row.oauth != "" {
+		o.Code = e.row.oauth
+		if o.Fields == nil {
+			o.Fields = map[string]any{}
+		}
+		o.Fields["connectd_error"] = e.Code
+	}
+	switch {
+	case e.ClientRefused():
+		o.Status = http.StatusUnauthorized
+		o.Header.Del("Www-Authenticate")
+		if basic {
+			if o.Header == nil {
+				o.Header = http.Header{}
+			}
+			o.Header.Set("Www-Authenticate", `Basic realm="connectd"`)
+		}
+	case o.Status < 500 && o.Status != http.StatusTooManyRequests && o.Status != 499:
+		o.Status = http.StatusBadRequest
+		o.Header.Del("Www-Authenticate")
+	}
+	return &o
 }
 
 // APIFunc is an API handler: it writes a response and returns nil, or returns an

@@ -3,6 +3,7 @@ package mcpauth
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -79,15 +80,22 @@ func validMethod(m string) bool {
 	return true
 }
 
-// Allows reports whether a call of method to path (the API path, starting
-// with "/") matches one of the rules. HEAD is a GET for the rules.
+// ErrProxyNotAllowed: the call is outside the client's request rules at
+// the provider.
+var ErrProxyNotAllowed = errors.New("mcpauth: the client's request rules do not allow this call")
+
+// Allows reports whether a call of method to path matches one of the
+// rules. path is the API path exactly as the provider will receive it
+// below its API base, starting with "/" (package proxy's Clean form: still
+// escaped, an escaped "/" stays "%2F"); a pattern matches it byte for byte,
+// case-sensitively, "*" standing for any run of characters. Methods are
+// case-sensitive too: a rule's method is the call's, "*", or, for a HEAD
+// call, GET (HEAD is GET without the body: a GET rule allows it; a HEAD
+// rule allows HEAD alone).
 func (r ProxyRules) Allows(method, path string) bool {
-	if method == http.MethodHead {
-		method = http.MethodGet
-	}
 	for _, rule := range r.Rules {
 		m, pattern, _ := strings.Cut(rule, " ")
-		if (m == "*" || m == method) && globMatch(pattern, path) {
+		if (m == "*" || m == method || method == http.MethodHead && m == http.MethodGet) && globMatch(pattern, path) {
 			return true
 		}
 	}

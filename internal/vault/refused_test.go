@@ -64,12 +64,12 @@ func TestRefusedOncePerWindow(t *testing.T) {
 	if n := srv.Counts().Refresh - before; n != 1 || second == first {
 		t.Fatalf("after a 401: %d refreshes (want 1), token changed: %v", n, second != first)
 	}
-	for i := range 20 { // the refreshed token refused again, within the window
+	for i := range 20 { // the token in use refused again and again, within the window
 		s := r1
 		if i%2 == 1 {
 			s = r2
 		}
-		if err := s.Refused(ctx, alice, "fake", conn.ID, second); err != nil {
+		if err := s.Refused(ctx, alice, "fake", conn.ID, token()); err != nil {
 			t.Fatal(err)
 		}
 	}

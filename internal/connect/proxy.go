@@ -35,11 +35,11 @@ const AccountHeader = "Connectd-Account"
 // provider's 403. It is not forwarded.
 const ScopesHeader = "Connectd-Scopes"
 
-// ProxyPrefix is where the proxy's paths start: /v1/proxy/{provider}/{path}.
+// proxyPrefix is where the proxy's paths start: /v1/proxy/{provider}/{path}.
 // Its route is Raw (server.go): ServeMux neither cleans nor redirects a path
 // below it, so that what ServeMux would redirect ("..", ".", "//") is
 // refused here like any path the proxy will not send.
-const ProxyPrefix = "/v1/proxy/"
+const proxyPrefix = "/v1/proxy/"
 
 // proxyCall handles /v1/proxy/{provider}/{path...}. The path is checked
 // (proxy.Clean), then the method and any override (proxy.Check), before
@@ -120,11 +120,11 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	return problem.About(name, err)
 }
 
-// proxyPath splits r's escaped path below ProxyPrefix into the provider
+// proxyPath splits r's escaped path below proxyPrefix into the provider
 // and the path below its API (proxy.Clean's form), or refuses it
 // (proxy.ErrPath): the provider must be a provider id as it is, unescaped.
 func proxyPath(r *http.Request) (name, path string, err error) {
-	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), ProxyPrefix)
+	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), proxyPrefix)
 	name, p, found := strings.Cut(rest, "/")
 	if !ok || !found || !names.ValidProvider(name) {
 		return "", "", fmt.Errorf("%w: /v1/proxy/{provider}/{path} with a provider id", proxy.ErrPath)

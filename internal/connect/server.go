@@ -246,7 +246,7 @@ func (s *Server) routes() []web.Route {
 		// bodies up to the proxy's cap, streamed; raw (its paths are the
 		// provider's: ServeMux does not clean or redirect them).
 		func() web.Route {
-			rt := api(ProxyPrefix+"{provider}/{path...}", s.proxyCall)
+			rt := api(proxyPrefix+"{provider}/{path...}", s.proxyCall)
 			rt.MaxBody, rt.Raw = s.proxyMaxBody, true
 			return rt
 		}(),

@@ -3,10 +3,9 @@
 // (issue 25). It owns the forwarding rules: where a call may go (the
 // provider's API base URL and a path below it, never a host the caller
 // names), which methods, paths and request and response headers cross
-// (request.go), the body caps, the
-// retry of a call the provider refused with 401 once the credential is
-// refreshed, and the window during which a provider's 429/503 Retry-After
-// is answered without calling it. Who may call, and with which credential,
+// (request.go), the body caps, the retry of a call the provider refused
+// with 401 once the credential is refreshed, and the window during which a
+// provider's 429/503 Retry-After is answered without calling it. Who may call, and with which credential,
 // is package connect's (the one release decision).
 package proxy
 
@@ -115,11 +114,9 @@ var (
 
 // HeldError: the provider asked (429/503 with Retry-After) not to be called
 // until Until; the call was not made.
-// Left is how long from when the call was refused (rounded up to whole
-// seconds by the answer's Retry-After).
 type HeldError struct {
 	Until time.Time
-	Left  time.Duration
+	Left  time.Duration // what was left of the window when the call was refused (the answer's Retry-After)
 }
 
 func (e *HeldError) Error() string {
@@ -327,8 +324,10 @@ func (f *Forwarder) replayable(r *http.Request) (*http.Request, error) {
 	if err != nil {
 		return nil, ErrTooLarge
 	}
-	if k, ok := overrideField(string(b)); ok && form {
-		return nil, fmt.Errorf("%w: form field %q", ErrOverride, k)
+	if form {
+		if k, ok := overrideField(string(b)); ok {
+			return nil, fmt.Errorf("%w: form field %q", ErrOverride, k)
+		}
 	}
 	out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }

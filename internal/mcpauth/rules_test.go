@@ -54,12 +54,20 @@ func TestCheckProxyRules(t *testing.T) {
 		{Rules: []string{"GET /" + strings.Repeat("a", 600)}},
 		{Rules: []string{"GET /x"}, Description: "line\nforged"},
 		{Rules: []string{"GET /x"}, Description: strings.Repeat("d", 301)},
+		// Patterns no path the proxy sends can match (its path rule).
+		{Rules: []string{"GET /x;jsessionid=*"}},
+		{Rules: []string{"GET /x/../admin"}},
+		{Rules: []string{"GET /x/./y"}},
+		{Rules: []string{"GET /x//y"}},
+		{Rules: []string{"GET /projects/a%2fb/*"}},
+		{Rules: []string{"GET /fil%65s"}},
 	} {
 		if err := CheckProxyRules(bad); !errors.Is(err, ErrInvalidClient) {
 			t.Errorf("%+v: %v", bad, err)
 		}
 	}
-	if err := CheckProxyRules(ProxyRules{Rules: []string{"GET /repos/*/issues*", "* /x"}, Description: "reads your issues; cannot change code"}); err != nil {
+	if err := CheckProxyRules(ProxyRules{Rules: []string{"GET /repos/*/issues*", "* /x", "GET /projects/a%2Fb/*",
+		"GET /v1.2/a..b/.well-known", "GET /users/%40me"}, Description: "reads your issues; cannot change code"}); err != nil {
 		t.Fatal(err)
 	}
 }

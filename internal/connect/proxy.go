@@ -7,14 +7,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/names"
+	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/proxy"
 	"github.com/connectd/connectd/internal/release"
-	"github.com/connectd/connectd/internal/web"
 )
 
 // The proxy (issue 25): an MCP server calls the provider's API through
@@ -26,7 +26,7 @@ import (
 
 // AccountHeader names the connection a proxied call is for, as the token
 // read's account=<id> (the query belongs to the provider's API); it is not
-// forwarded.
+// forwarded (no Connectd-* header is).
 const AccountHeader = "Connectd-Account"
 
 // ScopesHeader names the scopes a proxied call needs, as the token read's
@@ -36,20 +36,33 @@ const AccountHeader = "Connectd-Account"
 // provider's 403. It is not forwarded.
 const ScopesHeader = "Connectd-Scopes"
 
-// proxyCall handles any method on /v1/proxy/{provider}/{path...}.
+// proxyPrefix is where the proxy's paths start: /v1/proxy/{provider}/{path}.
+// Its route is Raw (server.go): ServeMux neither cleans nor redirects a path
+// below it, so that what ServeMux would redirect ("..", ".", "//") is
+// refused here like any path the proxy will not send.
+const proxyPrefix = "/v1/proxy/"
+
+// proxyCall handles /v1/proxy/{provider}/{path...}. The path is checked
+// (proxy.Clean), then the method and any override (proxy.Check), before
+// the caller is authenticated or anything is looked up; the request rules
+// match the cleaned path, the very one sent, before the release could
+// refresh a token at the provider. It picks no status: its errors are
+// rows of the one error table (internal/web's codes.go).
 func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
-	name := r.PathValue("provider")
+	name, path, err := proxyPath(r)
+	if err != nil {
+		return err
+	}
+	if err := proxy.Check(r); err != nil {
+		return problem.About(name, err)
+	}
 	c, err := s.authenticate(r)
 	if err != nil {
 		return err
 	}
-	// The operator's request rules for this client at this provider, on
-	// the decoded path: before anything is looked up, and before the release
-	// could refresh a token at the provider.
-	if rules, ok := c.client.ProxyRules[name]; ok && !rules.Allows(r.Method, "/"+r.PathValue("path")) {
+	if rules, ok := c.client.ProxyRules[name]; ok && !rules.Allows(r.Method, "/"+path) {
 		s.sampleDenied(r, &c, "security.proxy_not_allowed", name)
-		return web.Errorf(http.StatusForbidden, "proxy_not_allowed",
-			"this client may not make that call at %s (its request rules)", name)
+		return problem.About(name, mcpauth.ErrProxyNotAllowed)
 	}
 	var required []string
 	if h := r.Header.Get(ScopesHeader); h != "" {
@@ -63,8 +76,7 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if rel.info.APIBaseURL == "" || rel.info.APIAuth.Header == "" {
-		return web.Errorf(http.StatusNotFound, "proxy_not_supported",
-			"connectd knows no API base URL for %s; read the token instead", name)
+		return problem.About(name, proxy.ErrNotSupported)
 	}
 	base, err := url.Parse(rel.info.APIBaseURL)
 	if err != nil {
@@ -72,18 +84,13 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	}
 	connID := rel.approval.ConnectionID
 	start := s.now()
-	// The path as sent (escaped): an escaped slash stays one (GitLab's
-	// project ids); package proxy refuses one that climbs out.
-	path, ok := strings.CutPrefix(r.URL.EscapedPath(), "/v1/proxy/"+name+"/")
-	if !ok {
-		path = ""
-	}
 	call := &proxy.Call{Base: base, Path: path, Header: rel.info.APIAuth.Header,
 		Value: rel.info.APIAuth.HeaderValue(rel.cred.AccessToken), HoldKey: name + "\x00" + connID, Provider: name,
 		Drop: []string{mcpauth.UserTokenHeader, mcpauth.DPoPHeader, AccountHeader, ScopesHeader}}
 	call.Refresh = func(ctx context.Context) (string, error) {
 		// The provider refused the token: refresh it once (across
-		// replicas, under the connection's lease) — a narrowed token is
+		// replicas, under the connection's lease; at most once a window
+		// for 401s, vault.RefusedRefreshWindow) — a narrowed token is
 		// fetched anew, the connection's own token otherwise — then decide
 		// again.
 		if rel.narrowedTo != nil {
@@ -99,7 +106,7 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 			return "", err
 		}
 		if again.cred.AccessToken == rel.cred.AccessToken {
-			return "", errors.New("connect: nothing to refresh the token with")
+			return "", errors.New("connect: the token was not refreshed (none to refresh it with, or refreshed for a 401 a moment ago)")
 		}
 		return rel.info.APIAuth.HeaderValue(again.cred.AccessToken), nil
 	}
@@ -111,37 +118,22 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.onProxy(name, status, time.Since(start))
 	s.sampleProxy(r, &c, name, connID)
-	var held *proxy.HeldError
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, proxy.ErrPath):
-		return web.Errorf(http.StatusBadRequest, "invalid_request", "the path must be a plain path below the provider's API")
-	case errors.Is(err, proxy.ErrTooLarge):
-		return web.Errorf(http.StatusRequestEntityTooLarge, "request_too_large", "the request body is over the proxy's limit")
-	case errors.Is(err, proxy.ErrResponseTooLarge):
-		return web.Errorf(http.StatusBadGateway, "provider_response_too_large", "%s's answer is over the proxy's limit", name)
-	case errors.Is(err, proxy.ErrRefused):
-		return web.Errorf(http.StatusUnauthorized, "provider_unauthorized",
-			"%s refused the credential, even refreshed; the user may have to connect again", name)
-	case errors.As(err, &held):
-		secs := max(1, int(held.Until.Sub(s.now()).Seconds()+0.999))
-		return &web.Error{Status: http.StatusTooManyRequests, Code: "provider_rate_limited",
-			Description: fmt.Sprintf("%s asked not to be called for now; retry later", name),
-			Header:      http.Header{"Retry-After": {strconv.Itoa(secs)}}}
-	case errors.Is(err, proxy.ErrBusy):
-		return &web.Error{Status: http.StatusServiceUnavailable, Code: "provider_unavailable", Err: err,
-			Description: fmt.Sprintf("too many calls to %s are in flight; retry shortly", name),
-			Header:      http.Header{"Retry-After": {"1"}}}
-	case errors.Is(err, context.Canceled):
-		return err // the caller went away (499, as for any request)
-	case errors.Is(err, proxy.ErrUnavailable):
-		s.logger.WarnContext(r.Context(), "proxied call failed", "provider", name, "error", err)
-		return &web.Error{Status: http.StatusServiceUnavailable, Code: "provider_unavailable", Err: err,
-			Description: fmt.Sprintf("%s could not be reached; retry later", name),
-			Header:      http.Header{"Retry-After": {"5"}}}
+	return problem.About(name, err)
+}
+
+// proxyPath splits r's escaped path below proxyPrefix into the provider
+// and the path below its API (proxy.Clean's form), or refuses it
+// (proxy.ErrPath): the provider must be a provider id as it is, unescaped.
+func proxyPath(r *http.Request) (name, path string, err error) {
+	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), proxyPrefix)
+	name, p, found := strings.Cut(rest, "/")
+	if !ok || !found || !names.ValidProvider(name) {
+		return "", "", fmt.Errorf("%w: /v1/proxy/{provider}/{path} with a provider id", proxy.ErrPath)
 	}
-	return err
+	if path, err = proxy.Clean(p); err != nil {
+		return "", "", problem.About(name, err)
+	}
+	return name, path, nil
 }
 
 // watchAfter is how long a proxied call runs before it watches for its

@@ -242,11 +242,12 @@ func (s *Server) routes() []web.Route {
 		api("GET /v1/connections", s.listConnections),
 		api("GET /v1/connections/{provider}/token", s.token),
 		api("DELETE /v1/connections/{provider}", s.unlink),
-		// The provider API proxy (proxy.go): any method, bodies up to the
-		// proxy's cap, streamed.
+		// The provider API proxy (proxy.go): the methods it forwards,
+		// bodies up to the proxy's cap, streamed; raw (its paths are the
+		// provider's: ServeMux does not clean or redirect them).
 		func() web.Route {
-			rt := api("/v1/proxy/{provider}/{path...}", s.proxyCall)
-			rt.MaxBody = s.proxyMaxBody
+			rt := api(proxyPrefix+"{provider}/{path...}", s.proxyCall)
+			rt.MaxBody, rt.Raw = s.proxyMaxBody, true
 			return rt
 		}(),
 		api("/v1/", func(w http.ResponseWriter, r *http.Request) error {

@@ -3,8 +3,10 @@ package mcpauth
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -44,8 +46,8 @@ func decodeRules(raw []byte) (map[string]ProxyRules, error) {
 
 // CheckProxyRules checks a rule set: 1–50 rules "METHOD PATTERN", METHOD an
 // HTTP method token or "*", PATTERN a path starting with "/" (at most 512
-// bytes, no white space or control character); a description of at most
-// 300 characters of text.
+// bytes, no white space or control character) that a path the proxy sends
+// could match (neverSent); a description of at most 300 characters of text.
 func CheckProxyRules(r ProxyRules) error {
 	if len(r.Rules) == 0 || len(r.Rules) > maxRules {
 		return fmt.Errorf("%w: 1-%d proxy rules are required", ErrInvalidClient, maxRules)
@@ -56,12 +58,50 @@ func CheckProxyRules(r ProxyRules) error {
 			strings.ContainsFunc(pattern, func(c rune) bool { return unicode.IsSpace(c) || unicode.IsControl(c) }) {
 			return fmt.Errorf("%w: proxy rule %d must be \"METHOD /path/pattern\" (e.g. \"GET /repos/*/issues*\")", ErrInvalidClient, i+1)
 		}
+		if why := neverSent(pattern); why != "" {
+			return fmt.Errorf("%w: proxy rule %d can never match: the proxy sends no path with %s", ErrInvalidClient, i+1, why)
+		}
 	}
 	if utf8.RuneCountInString(r.Description) > maxDescription || !utf8.ValidString(r.Description) ||
 		strings.ContainsFunc(r.Description, unicode.IsControl) {
 		return fmt.Errorf("%w: the rules' description is at most %d characters of text", ErrInvalidClient, maxDescription)
 	}
 	return nil
+}
+
+// neverSent names what of pattern no path the proxy sends can hold (its
+// path rule: docs/api.md#the-path-rule), so that a rule the operator
+// wrote for one never silently allows nothing: ";", an empty, "." or ".."
+// segment, a lower-case escape, an escape of a letter, digit or "-._~"
+// (the proxy sends those decoded).
+func neverSent(pattern string) string {
+	switch {
+	case strings.Contains(pattern, ";"):
+		return `";"`
+	case strings.Contains(pattern, "//"):
+		return "an empty segment"
+	}
+	for _, seg := range strings.Split(pattern, "/") {
+		if seg == "." || seg == ".." {
+			return `a "." or ".." segment`
+		}
+	}
+	for i := strings.IndexByte(pattern, '%'); i >= 0 && i+2 < len(pattern); {
+		h := pattern[i+1 : i+3]
+		if strings.ToUpper(h) != h {
+			return "a lower-case escape (write %" + strings.ToUpper(h) + ")"
+		}
+		if c, err := strconv.ParseUint(h, 16, 8); err == nil && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' ||
+			c >= '0' && c <= '9' || strings.IndexByte("-._~", byte(c)) >= 0) {
+			return "an escaped letter, digit or \"-._~\" (write it as it is)"
+		}
+		j := strings.IndexByte(pattern[i+1:], '%')
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return ""
 }
 
 func validMethod(m string) bool {
@@ -79,15 +119,22 @@ func validMethod(m string) bool {
 	return true
 }
 
-// Allows reports whether a call of method to path (the API path, starting
-// with "/") matches one of the rules. HEAD is a GET for the rules.
+// ErrProxyNotAllowed: the call is outside the client's request rules at
+// the provider.
+var ErrProxyNotAllowed = errors.New("mcpauth: the client's request rules do not allow this call")
+
+// Allows reports whether a call of method to path matches one of the
+// rules. path is the API path exactly as the provider will receive it
+// below its API base, starting with "/" (package proxy's Clean form: still
+// escaped, an escaped "/" stays "%2F"); a pattern matches it byte for byte,
+// case-sensitively, "*" standing for any run of characters. Methods are
+// case-sensitive too: a rule's method is the call's, "*", or, for a HEAD
+// call, GET (HEAD is GET without the body: a GET rule allows it; a HEAD
+// rule allows HEAD alone).
 func (r ProxyRules) Allows(method, path string) bool {
-	if method == http.MethodHead {
-		method = http.MethodGet
-	}
 	for _, rule := range r.Rules {
 		m, pattern, _ := strings.Cut(rule, " ")
-		if (m == "*" || m == method) && globMatch(pattern, path) {
+		if (m == "*" || m == method || method == http.MethodHead && m == http.MethodGet) && globMatch(pattern, path) {
 			return true
 		}
 	}

@@ -2,10 +2,10 @@
 // user's credential attached by connectd, so the MCP server never holds it
 // (issue 25). It owns the forwarding rules: where a call may go (the
 // provider's API base URL and a path below it, never a host the caller
-// names), which request and response headers cross, the body caps, the
-// retry of a call the provider refused with 401 once the credential is
-// refreshed, and the window during which a provider's 429/503 Retry-After
-// is answered without calling it. Who may call, and with which credential,
+// names), which methods, paths and request and response headers cross
+// (request.go), the body caps, the retry of a call the provider refused
+// with 401 once the credential is refreshed, and the window during which a
+// provider's 429/503 Retry-After is answered without calling it. Who may call, and with which credential,
 // is package connect's (the one release decision).
 package proxy
 
@@ -84,10 +84,20 @@ func New(cfg Config) *Forwarder {
 	return &Forwarder{cfg: cfg, holds: map[string]time.Time{}, slots: map[string]chan struct{}{}}
 }
 
-// Errors the caller maps to its answers.
+// Errors the caller maps to its answers (internal/web's one error table
+// has a row for each): each is returned wrapped, never a status.
 var (
-	// ErrPath: the path leaves the API base or is not a plain path.
-	ErrPath = errors.New("proxy: not a path below the provider's API")
+	// ErrPath: the path leaves the API base or is not a plain path (Clean).
+	ErrPath = errors.New("proxy: not a plain path below the provider's API")
+	// ErrMethod: the method is not one the proxy forwards (Methods).
+	ErrMethod = errors.New("proxy: the method is not forwarded")
+	// ErrOverride: the request carries a method override or a URL rewrite
+	// (a header, a query parameter or a form field) that a provider might
+	// honour over the method and path the rules matched.
+	ErrOverride = errors.New("proxy: a method or URL override")
+	// ErrNotSupported: the provider has no API base URL (or no way to
+	// attach the credential) for the proxy.
+	ErrNotSupported = errors.New("proxy: no API base URL for this provider")
 	// ErrTooLarge: the request body is over the cap (or the response's
 	// announced length is).
 	ErrTooLarge = errors.New("proxy: body too large")
@@ -104,7 +114,10 @@ var (
 
 // HeldError: the provider asked (429/503 with Retry-After) not to be called
 // until Until; the call was not made.
-type HeldError struct{ Until time.Time }
+type HeldError struct {
+	Until time.Time
+	Left  time.Duration // what was left of the window when the call was refused (the answer's Retry-After)
+}
 
 func (e *HeldError) Error() string {
 	return "proxy: the provider asked not to be called until " + e.Until.UTC().Format(time.RFC3339)
@@ -113,8 +126,9 @@ func (e *HeldError) Error() string {
 // Call is one forwarded call.
 type Call struct {
 	Base *url.URL // the provider's API base: scheme, host, optional path prefix
-	// Path is the caller's path below Base as it was sent, escaped: an
-	// escaped slash (%2F, GitLab's project ids) stays one.
+	// Path is the caller's path below Base, escaped, as Clean answers it
+	// (Target cleans it again): an escaped slash (%2F, GitLab's project
+	// ids) stays one.
 	Path string
 	// Header and Value attach the credential: Value is the header's whole
 	// value (e.g. "Bearer …").
@@ -127,58 +141,33 @@ type Call struct {
 	HoldKey string
 	// Provider names the bulkhead the call takes a place in.
 	Provider string
-	// Drop are request headers of connectd's own that must not cross (the
-	// user token header, the account header).
+	// Drop are request headers of connectd's own that must not cross
+	// beyond those dropped by name or family (the user token header, the
+	// DPoP proof).
 	Drop []string
 }
 
 // Target is where c goes: Base's scheme and host, Base's path joined with
-// c.Path, which must be a plain relative path: no segment, unescaped — nor
-// any part of one an escaped slash separates — is empty, "." or "..", and
-// none holds a backslash or a control character.
+// c.Path cleaned (Clean: the path the rules matched is the one sent, byte
+// for byte).
 func (c *Call) Target() (*url.URL, error) {
-	p := c.Path
-	if p == "" || strings.HasPrefix(p, "/") {
-		return nil, ErrPath
-	}
-	decoded := make([]string, 0, 8)
-	for _, seg := range strings.Split(p, "/") {
-		d, err := url.PathUnescape(seg)
-		if err != nil || strings.ContainsRune(d, '\\') {
-			return nil, ErrPath
-		}
-		// An escaped slash stays one, but what it separates follows the
-		// same rule: a provider that decodes it must not find ".." there.
-		for _, part := range strings.Split(d, "/") {
-			if part == "" || part == "." || part == ".." {
-				return nil, ErrPath
-			}
-		}
-		for _, r := range d {
-			if r < 0x20 || r == 0x7f {
-				return nil, ErrPath
-			}
-		}
-		decoded = append(decoded, d)
+	p, err := Clean(c.Path)
+	if err != nil {
+		return nil, err
 	}
 	u := *c.Base
-	prefix := strings.TrimSuffix(c.Base.Path, "/")
-	u.Path = prefix + "/" + strings.Join(decoded, "/")
+	dp, err := url.PathUnescape(p)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPath, err)
+	}
+	u.Path = strings.TrimSuffix(c.Base.Path, "/") + "/" + dp
 	u.RawPath = strings.TrimSuffix(c.Base.EscapedPath(), "/") + "/" + p
-	if u.EscapedPath() != u.RawPath { // p's escaping is not one url accepts: take the decoded form
-		u.RawPath = ""
+	if u.EscapedPath() != u.RawPath { // not a form url would send as it is: refused, not sent another way
+		return nil, fmt.Errorf("%w: not sent as checked", ErrPath)
 	}
 	u.RawQuery, u.Fragment, u.User = "", "", nil
 	return &u, nil
 }
-
-// requestDrop are request headers never forwarded: hop-by-hop ones
-// (httputil.ReverseProxy removes those it knows too), the caller's own
-// credentials and cookies, and who the caller is.
-var requestDrop = []string{"Authorization", "Proxy-Authorization", "Cookie", "Forwarded", "X-Forwarded-For",
-	"X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Port", "X-Forwarded-Prefix", "X-Real-Ip", "Via",
-	"X-Request-Id", "Origin", "Referer", "Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer",
-	"Transfer-Encoding", "Upgrade", "Host"}
 
 // responseKeep are the provider's response headers the caller receives;
 // every other (Set-Cookie, its own security headers, WWW-Authenticate of a
@@ -203,17 +192,20 @@ func keepResponse(k string) bool {
 // httputil.ReverseProxy: status, the kept headers and the body as it
 // arrives (a chunked or server-sent-events answer flushed piece by piece,
 // nothing buffered beyond one copy buffer). It returns an error, having written nothing, when the call was
-// not made or failed before an answer (ErrPath, ErrTooLarge, *HeldError,
+// not made or failed before an answer (Check's, ErrPath, ErrTooLarge, ErrOverride, *HeldError, ErrBusy,
 // ErrResponseTooLarge, ErrUnavailable); else the status the caller got
 // (after a 401 and a refresh, the second answer's). A body past the
 // response cap is cut off mid-stream.
 func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (int, error) {
+	if err := Check(r); err != nil {
+		return 0, err
+	}
 	target, err := c.Target()
 	if err != nil {
 		return 0, err
 	}
 	if until, ok := f.held(c.HoldKey); ok {
-		return 0, &HeldError{Until: until}
+		return 0, &HeldError{Until: until, Left: until.Sub(f.cfg.Now())}
 	}
 	if r.ContentLength > f.cfg.MaxRequestBytes {
 		return 0, ErrTooLarge
@@ -237,8 +229,10 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (in
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			target.RawQuery = pr.In.URL.RawQuery // target is this call's own copy
 			pr.Out.URL, pr.Out.Host = target, ""
-			for _, h := range requestDrop {
-				pr.Out.Header.Del(h)
+			for k := range pr.Out.Header {
+				if dropRequest(http.CanonicalHeaderKey(k)) {
+					delete(pr.Out.Header, k)
+				}
 			}
 			for _, h := range c.Drop {
 				pr.Out.Header.Del(h)
@@ -306,7 +300,10 @@ func (b *bufferPool) Put(x []byte) { b.p.Put(&x) }
 
 // replayable caps r's body and, when it is small, keeps it so that the
 // call can be sent again after a refresh (GetBody); a larger body streams
-// and is not retried.
+// and is not retried. A form-encoded body is read before it is sent, and
+// refused holding a method override (ErrOverride: a framework would read
+// it as the method); one too large to read first (over 1 MiB, or of
+// unknown length) is ErrTooLarge.
 func (f *Forwarder) replayable(r *http.Request) (*http.Request, error) {
 	out := r // Forward's own shallow copy (WithContext); ReverseProxy clones it again
 	if r.Body == nil || r.Body == http.NoBody {
@@ -314,14 +311,23 @@ func (f *Forwarder) replayable(r *http.Request) (*http.Request, error) {
 		out.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
 		return out, nil
 	}
+	form := isForm(r.Header.Get("Content-Type"))
 	limited := http.MaxBytesReader(nil, r.Body, f.cfg.MaxRequestBytes)
 	if r.ContentLength < 0 || r.ContentLength > replayable {
+		if form {
+			return nil, fmt.Errorf("%w: a form body must have a Content-Length of at most 1 MiB", ErrTooLarge)
+		}
 		out.Body = limited
 		return out, nil
 	}
 	b, err := io.ReadAll(limited)
 	if err != nil {
 		return nil, ErrTooLarge
+	}
+	if form {
+		if k, ok := overrideField(string(b)); ok {
+			return nil, fmt.Errorf("%w: form field %q", ErrOverride, k)
+		}
 	}
 	out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }

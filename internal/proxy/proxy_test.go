@@ -361,3 +361,111 @@ func TestTargetStaysOnTheBase(t *testing.T) {
 		}
 	}
 }
+
+// TestClean (issue 33): the path rule, and the one form a path is matched
+// and sent in.
+func TestClean(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"repos/octo/hello/issues", "repos/octo/hello/issues"},
+		{"fil%65s", "files"},
+		{"a%2fb/c", "a%2Fb/c"},
+		{"projects/group%2Fsub%2fproj/issues", "projects/group%2Fsub%2Fproj/issues"},
+		{"x%7e%41%2d", "x~A-"},
+		{"a%20b", "a%20b"},
+		{"users/%40me", "users/%40me"},
+		{"v1.2/a..b/.hidden/x.", "v1.2/a..b/.hidden/x."},
+		{"sheets/A1:B2,C3/'x'(y)*+=!$&@", "sheets/A1:B2,C3/'x'(y)*+=!$&@"},
+		{"100%25", "100%25"},
+	} {
+		if got, err := proxy.Clean(tc.in); err != nil || got != tc.want {
+			t.Errorf("Clean(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "/x", "x/", "x//y", ".", "..", "x/./y", "x/../y", "%2e", "%2E%2e", ".%2E", "x/%2e%2e/y",
+		"..;", "x/..;/y", ".;", "x;y", "x/y;jsessionid=1", "x%3by", "x%3By", "%2e%2e%3b", "a%2F..%2Fb", "a%2f%2fb", "a%2F",
+		"%2Fa", "a%2F.%2Fb", "a%5Cb", "a\\b", "a%00b", "a%0d%0ab", "a%7fb", "a%zzb", "a%2", "a%", "x?y", "x#y", "x y",
+		"a%252e%252e", "a%252Fb", "a%255cb", "a%253bb", "a%2500", "\u2215x", "x[1]"} {
+		if got, err := proxy.Clean(bad); !errors.Is(err, proxy.ErrPath) {
+			t.Errorf("Clean(%q) = %q, %v; want ErrPath", bad, got, err)
+		}
+	}
+}
+
+// TestCheck (issue 33): the methods forwarded, and the overrides refused.
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	req := func(method, target string, h http.Header) *http.Request {
+		r := httptest.NewRequest(method, target, nil)
+		for k, v := range h {
+			r.Header[k] = v
+		}
+		return r
+	}
+	for _, m := range proxy.Methods {
+		if err := proxy.Check(req(m, "/x?method=artist.getinfo&methodical=1", http.Header{"X-Custom": {"1"}})); err != nil {
+			t.Errorf("%s: %v", m, err)
+		}
+	}
+	for _, m := range []string{"TRACE", "TRACK", "CONNECT", "OPTIONS", "PROPFIND", "get", "Post", "X"} {
+		if err := proxy.Check(req(m, "/x", nil)); !errors.Is(err, proxy.ErrMethod) {
+			t.Errorf("%s: %v", m, err)
+		}
+	}
+	for _, h := range []string{"X-HTTP-Method-Override", "x-http-method-override", "X-Method-Override", "X-HTTP-Method",
+		"X-Original-Method", "X-Forwarded-Method", "X-Original-URL", "X-Original-Uri", "X-Rewrite-URL", "X-Override-URL",
+		"X-Envoy-Original-Path", "Access-Control-Request-Method"} {
+		if err := proxy.Check(req("GET", "/x", http.Header{h: {"DELETE"}})); !errors.Is(err, proxy.ErrOverride) {
+			t.Errorf("header %s: %v", h, err)
+		}
+	}
+	for _, q := range []string{"_method=DELETE", "a=1&_method=PUT", "a=1;_method=PUT", "%5Fmethod=DELETE", "_METHOD=x",
+		"__method=x", "$method=x", "x-http-method-override=DELETE", "X-HTTP-Method=PUT", "http_method_override=1", "_method"} {
+		if err := proxy.Check(req("POST", "/x?"+q, nil)); !errors.Is(err, proxy.ErrOverride) {
+			t.Errorf("query %s: %v", q, err)
+		}
+	}
+}
+
+// TestForwardRefusesFormOverrides: a form body's _method is refused before
+// the call; one of unknown length cannot be read first and is refused too.
+func TestForwardRefusesFormOverrides(t *testing.T) {
+	t.Parallel()
+	var token atomic.Value
+	token.Store("t0")
+	api := upstream(t, &token)
+	base, _ := url.Parse(api.URL + "/api")
+	f := proxy.New(proxy.Config{})
+	srv, last := front(t, f, func(r *http.Request) *proxy.Call {
+		return &proxy.Call{Base: base, Path: "echo", Header: "Authorization", Value: "Bearer t0"}
+	})
+	post := func(body io.Reader, ct string) int {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/p/echo", body)
+		req.Header.Set("Content-Type", ct)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	form := "application/x-www-form-urlencoded; charset=utf-8"
+	if st := post(strings.NewReader("a=1&b=2"), form); st != http.StatusOK {
+		t.Fatalf("a plain form: %d", st)
+	}
+	if st := post(strings.NewReader(`{"_method":"DELETE"}`), "application/json"); st != http.StatusOK {
+		t.Fatalf("JSON (not read): %d", st)
+	}
+	for _, tc := range []struct {
+		body io.Reader
+		want error
+	}{
+		{strings.NewReader("a=1&_method=DELETE"), proxy.ErrOverride},
+		{strings.NewReader("a=1;%5Fmethod=DELETE"), proxy.ErrOverride},
+		{io.MultiReader(strings.NewReader("a=1")), proxy.ErrTooLarge},
+	} {
+		if st := post(tc.body, form); st != 599 || !errors.Is(last.Load().(box).error, tc.want) {
+			t.Errorf("%d %v, want %v", st, last.Load(), tc.want)
+		}
+	}
+}

@@ -134,8 +134,11 @@ func (s *Store) Narrowed(ctx context.Context, user identity.User, provider, id s
 // NarrowedRefused is Narrowed after the provider refused (401) the
 // narrowed token refused although it had not expired: a stored token is
 // used only if it is another one (a call here or on another replica
-// fetched it since), else a new one is fetched, once across replicas; the
-// connection's own access token is left alone. The errors are Narrowed's.
+// fetched it since), else a new one is fetched, once across replicas,
+// unless the connection was refreshed for a 401 within
+// RefusedRefreshWindow (then refused is answered again: the provider's
+// answer stands); the connection's own access token is left alone. The
+// errors are Narrowed's.
 func (s *Store) NarrowedRefused(ctx context.Context, user identity.User, provider, id string, scopes []string, account,
 	refused string) (*Credential, error) {
 	if refused == "" {
@@ -205,8 +208,9 @@ func (s *Store) narrowed(ctx context.Context, user identity.User, provider, id s
 func (s *Store) narrowLeased(ctx context.Context, user identity.User, provider, id string, set []string, key string,
 	seen time.Time, refused string) (*Credential, error) {
 	var (
-		out    *Credential
-		outErr error
+		out     *Credential
+		outErr  error
+		refusal bool // the fetch is for a 401 on the stored token
 	)
 	attrs := []any{slog.String("provider", provider), slog.Any("scopes", set)}
 	op := leaseOp{op: "narrow", provider: provider, user: user, id: id, attrs: attrs, failed: func(err error) { outErr = err }}
@@ -231,6 +235,14 @@ func (s *Store) narrowLeased(ctx context.Context, user identity.User, provider, 
 			(!s.needsRefresh(n) || (at.After(seen) && !s.expired(n))) {
 			out = n
 			return nil, nil
+		}
+		// For a 401 on the stored token: one fetch a window per connection
+		// (RefusedRefreshWindow, shared with the connection's own token).
+		if refusal = isRefused(n, refused); refusal {
+			if recent, err := s.refusedRecently(ctx, tx, r.ID); err != nil || recent {
+				out = n // the provider's answer stands
+				return nil, err
+			}
 		}
 		if cred.RefreshToken == "" || s.refreshScoped == nil {
 			outErr = fmt.Errorf("%w: no refresh token, or scoped refresh is not configured", ErrCannotNarrow)
@@ -292,6 +304,11 @@ func (s *Store) narrowLeased(ctx context.Context, user identity.User, provider, 
 		if _, err := tx.Exec(ctx, upsertNarrowed, r.ID, key, set, int32(s.narrowKeys.Primary()), ct,
 			nullTime(nt.Expiry), now); err != nil {
 			return fmt.Errorf("vault: store narrowed token: %w", err)
+		}
+		if refusal {
+			if err := s.markRefused(ctx, tx, r.ID); err != nil {
+				return err
+			}
 		}
 		s.auditIn(ctx, tx, "connection.narrowed", r, map[string]any{"scopes": granted,
 			"new_refresh_token": rotated, "expires_at": nullTime(nt.Expiry)})

@@ -167,6 +167,14 @@ func clone(c *Credential) *Credential {
 // under the row lock) says it still needs one, through the row's refresh
 // lease (lease.go).
 func (s *Store) refreshShared(ctx context.Context, user identity.User, provider, id string, due func(*row, *Credential) bool) (*Credential, error) {
+	return s.refreshLeased(ctx, user, provider, id, due, false)
+}
+
+// refreshLeased is refreshShared; refusal says the refresh is for a
+// provider's 401 (Refused): then it is made only outside the window of
+// the connection's last such refresh, whose time it records.
+func (s *Store) refreshLeased(ctx context.Context, user identity.User, provider, id string, due func(*row, *Credential) bool,
+	refusal bool) (*Credential, error) {
 	var (
 		out    *Credential
 		outErr error
@@ -182,6 +190,12 @@ func (s *Store) refreshShared(ctx context.Context, user identity.User, provider,
 		if !due(r, cred) {
 			out = cred
 			return nil, nil
+		}
+		if refusal {
+			if recent, err := s.refusedRecently(ctx, tx, r.ID); err != nil || recent {
+				out = cred // the provider refused a token refreshed for a 401 a moment ago: its answer stands
+				return nil, err
+			}
 		}
 		if cred.RefreshToken == "" || s.refresh == nil {
 			if !s.expired(cred) {
@@ -225,6 +239,11 @@ func (s *Store) refreshShared(ctx context.Context, user identity.User, provider,
 		if _, err := tx.Exec(ctx, updateRefreshed, r.ID, int32(s.keys.Primary()), ct, nonNil(next.Scopes),
 			nullTime(next.Expiry), now, connKey(user, provider, r.ID).Payload(), AccountHash(next.AccountID), next.DisplayName()); err != nil {
 			return fmt.Errorf("vault: store refreshed token: %w", err)
+		}
+		if refusal {
+			if err := s.markRefused(ctx, tx, r.ID); err != nil {
+				return err
+			}
 		}
 		s.auditIn(ctx, tx, "connection.refreshed", r, map[string]any{
 			"new_refresh_token": ref.RefreshToken != "", "expires_at": nullTime(next.Expiry)})
@@ -318,14 +337,54 @@ func (s *Store) Renew(ctx context.Context, user identity.User, provider, id stri
 	return err
 }
 
+// RefusedRefreshWindow is how long after a refresh made for a provider's
+// 401 (Refused, NarrowedRefused) a 401 on any token of the same connection
+// makes no other: the token the provider refused is then its answer. A
+// client that provokes 401s (an endpoint that answers 401 whatever the
+// token) so costs the user at most one refresh a window, not one a call:
+// it cannot rotate the tokens other clients read, nor spend the provider's
+// refresh budget. The time is in Postgres (connections.refused_refresh_at),
+// so the window holds across replicas.
+const RefusedRefreshWindow = 5 * time.Minute
+
+const (
+	selectRefusedRecently = `SELECT coalesce(refused_refresh_at > $2, false) FROM connections WHERE id = $1`
+	updateRefusedRefresh  = `UPDATE connections SET refused_refresh_at = $2 WHERE id = $1`
+)
+
+// refusedRecently reports, within tx (the row locked), whether connection
+// id was refreshed for a 401 within RefusedRefreshWindow.
+func (s *Store) refusedRecently(ctx context.Context, tx pgx.Tx, id string) (bool, error) {
+	var recent bool
+	if err := tx.QueryRow(ctx, selectRefusedRecently, id, s.now().Add(-RefusedRefreshWindow).UTC()).Scan(&recent); err != nil {
+		return false, fmt.Errorf("vault: read the last refresh for a 401: %w", err)
+	}
+	if recent {
+		s.logger.InfoContext(ctx, "vault: the provider refused a token within the window of a refresh for a 401; "+
+			"its answer stands", slog.String("connection_id", id))
+	}
+	return recent, nil
+}
+
+// markRefused records, within tx, that connection id was refreshed for a
+// 401 now.
+func (s *Store) markRefused(ctx context.Context, tx pgx.Tx, id string) error {
+	if _, err := tx.Exec(ctx, updateRefusedRefresh, id, s.now().UTC()); err != nil {
+		return fmt.Errorf("vault: record the refresh for a 401: %w", err)
+	}
+	return nil
+}
+
 // Refused is told that the provider refused (401) refused, the access
 // token of the user's connection to provider, although it had not expired
 // (revoked at the provider, say): the connection is refreshed, once across
 // replicas under the row's lock, unless its token is already another one
-// (a call here or on another replica refreshed it since). This replica's
-// cached copy is dropped either way, so the next Token reads what is
-// stored. Errors are Token's (ErrReauthorizationRequired when the provider
-// refuses the grant too: the connection is marked).
+// (a call here or on another replica refreshed it since) or it was
+// refreshed for a 401 within RefusedRefreshWindow (then nothing changes:
+// the caller finds the token it had, and the provider's answer stands).
+// This replica's cached copy is dropped either way, so the next Token
+// reads what is stored. Errors are Token's (ErrReauthorizationRequired
+// when the provider refuses the grant too: the connection is marked).
 func (s *Store) Refused(ctx context.Context, user identity.User, provider, id, refused string) error {
 	if err := validate(user, provider); err != nil {
 		return err
@@ -336,9 +395,9 @@ func (s *Store) Refused(ctx context.Context, user identity.User, provider, id, r
 	defer s.forget(user, provider, id)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.leaseFor(provider)+time.Second)
 	defer cancel()
-	_, err := s.refreshShared(rctx, user, provider, id, func(_ *row, cred *Credential) bool {
+	_, err := s.refreshLeased(rctx, user, provider, id, func(_ *row, cred *Credential) bool {
 		return cred.RefreshToken != "" && subtle.ConstantTimeCompare([]byte(cred.AccessToken), []byte(refused)) == 1
-	})
+	}, true)
 	return err
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/problem"
+	"github.com/connectd/connectd/internal/proxy"
 	"github.com/connectd/connectd/internal/refusal"
 	"github.com/connectd/connectd/internal/release"
 	"github.com/connectd/connectd/internal/vault"
@@ -188,6 +189,43 @@ var codes = []row{
 		desc:  "the stored credential cannot be used; mint an elicitation",
 		about: "the stored %s credential cannot be used; mint an elicitation"},
 
+	// The provider API proxy (package proxy; the request rules are
+	// mcpauth's), as connect's proxy route wraps them with
+	// problem.About(provider, err). Refusals of the request come first:
+	// nothing was looked up, nothing reached the provider.
+	{err: proxy.ErrPath, status: http.StatusBadRequest, code: "invalid_proxy_path",
+		desc: "the path must be a plain path below the provider's API: no empty, \".\" or \"..\" segment in any " +
+			"encoding, no \";\", no backslash or control character, no escaped \"/\" around such a segment"},
+	{err: proxy.ErrMethod, status: http.StatusMethodNotAllowed, code: "method_not_allowed",
+		desc:   "the proxy forwards only " + proxy.Allow,
+		header: func(error) http.Header { return http.Header{"Allow": {proxy.Allow}} }},
+	{err: proxy.ErrOverride, status: http.StatusBadRequest, code: "proxy_override_refused",
+		desc: "the call carries a method override or a URL rewrite (a header such as X-HTTP-Method-Override or " +
+			"X-Original-URL, a _method parameter or form field): send the method and path you mean"},
+	{err: mcpauth.ErrProxyNotAllowed, status: http.StatusForbidden, code: "proxy_not_allowed",
+		desc:  "this client may not make that call (its request rules)",
+		about: "this client may not make that call at %s (its request rules)"},
+	{err: proxy.ErrNotSupported, status: http.StatusNotFound, code: "proxy_not_supported",
+		desc:  "connectd knows no API base URL for this provider; read the token instead",
+		about: "connectd knows no API base URL for %s; read the token instead"},
+	{err: proxy.ErrTooLarge, status: http.StatusRequestEntityTooLarge, code: "request_too_large",
+		desc: "the request body is over the proxy's limit (a form body: over 1 MiB, or of unknown length)"},
+	{err: proxy.ErrResponseTooLarge, status: http.StatusBadGateway, code: "provider_response_too_large",
+		desc: "the provider's answer is over the proxy's limit", about: "%s's answer is over the proxy's limit"},
+	{err: proxy.ErrRefused, status: http.StatusUnauthorized, code: "provider_unauthorized",
+		desc: "the provider refused the credential, refreshed where it could be; the user may have to connect again",
+		about: "%s refused the credential, refreshed where it could be (at most once in " +
+			strconv.Itoa(int(vault.RefusedRefreshWindow/time.Minute)) + " minutes per connection); the user may have to connect again"},
+	{as: isHeld, status: http.StatusTooManyRequests, code: "provider_rate_limited",
+		desc: "the provider asked not to be called for now; retry later", about: "%s asked not to be called for now; retry later",
+		header: heldRetryAfter},
+	{err: proxy.ErrBusy, status: http.StatusServiceUnavailable, code: "provider_unavailable",
+		desc:  "too many calls to the provider are in flight; retry shortly",
+		about: "too many calls to %s are in flight; retry shortly", header: retryAfter("1")},
+	{err: proxy.ErrUnavailable, status: http.StatusServiceUnavailable, code: "provider_unavailable",
+		desc: "the provider could not be reached; retry later", about: "%s could not be reached; retry later",
+		header: retryAfter("5")},
+
 	// The kinds of package problem (webhook, the admin store...), described
 	// by the error's problem.Detail.
 	{err: problem.ErrInvalid, status: http.StatusBadRequest, code: "invalid_request", desc: "the request is not valid"},
@@ -268,6 +306,19 @@ func missingScopes(err error) map[string]any {
 	var ms *vault.MissingScopesError
 	errors.As(err, &ms)
 	return map[string]any{"missing_scopes": ms.Missing}
+}
+
+func isHeld(err error) bool {
+	var h *proxy.HeldError
+	return errors.As(err, &h)
+}
+
+// heldRetryAfter is the Retry-After of a call the provider's own
+// Retry-After holds back: what is left of it, in whole seconds (at least one).
+func heldRetryAfter(err error) http.Header {
+	var h *proxy.HeldError
+	errors.As(err, &h)
+	return http.Header{"Retry-After": {strconv.Itoa(int(max(1, (h.Left+time.Second-1)/time.Second)))}}
 }
 
 func retryAfter(s string) func(error) http.Header {

@@ -36,6 +36,14 @@ type Route struct {
 	// assets, which read no body). The one place inbound sizes are set: a
 	// handler parses its form or JSON and gets 413 / bad_form past it.
 	MaxBody int64
+	// Raw routes (a pattern without a method) get every request whose
+	// escaped path starts with the pattern's path up to its first
+	// wildcard, as it arrived: ServeMux neither cleans nor redirects the
+	// path (it would redirect one holding "..", "." or "//" to another of
+	// connectd's paths) nor fills the wildcards; the handler reads the
+	// path from r.URL and refuses what it must. The provider API proxy's
+	// paths are the provider's, not connectd's.
+	Raw bool
 }
 
 // MaxFormBody is the default body cap of a page route: its forms hold a
@@ -62,6 +70,14 @@ func AssetRoute(pattern string, h http.Handler) Route {
 type Mux struct {
 	mux    *http.ServeMux
 	routes map[string]Route
+	raw    []rawRoute
+}
+
+// rawRoute is a Raw route: its path prefix and its handler.
+type rawRoute struct {
+	prefix string
+	h      http.Handler
+	rt     Route
 }
 
 // NewMux returns an empty route table.
@@ -78,6 +94,26 @@ func (m *Mux) Handle(rt Route) {
 	}
 	m.mux.Handle(rt.Pattern, h)
 	m.routes[rt.Pattern] = rt
+	if rt.Raw {
+		prefix, _, _ := strings.Cut(rt.Pattern, "{")
+		if !strings.HasPrefix(prefix, "/") || !strings.HasSuffix(prefix, "/") {
+			panic("web: raw route " + rt.Pattern + " must be a path without a method, with a wildcard after a /")
+		}
+		m.raw = append(m.raw, rawRoute{prefix: prefix, h: h, rt: rt})
+	}
+}
+
+// rawFor is the Raw route r's escaped path falls under, if any.
+func (m *Mux) rawFor(r *http.Request) (rawRoute, bool) {
+	if len(m.raw) > 0 {
+		p := r.URL.EscapedPath()
+		for _, rr := range m.raw {
+			if strings.HasPrefix(p, rr.prefix) {
+				return rr, true
+			}
+		}
+	}
+	return rawRoute{}, false
 }
 
 // bodyCap is the route's MaxBody, or its kind's default.
@@ -114,16 +150,30 @@ func (m *Mux) Routes() []Route {
 }
 
 // ServeHTTP dispatches to the matching route.
-func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.mux.ServeHTTP(w, r) }
+func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if rr, ok := m.rawFor(r); ok {
+		rr.h.ServeHTTP(w, r)
+		return
+	}
+	m.mux.ServeHTTP(w, r)
+}
 
 // Handler returns the handler and pattern r dispatches to, as
 // http.ServeMux.Handler does.
-func (m *Mux) Handler(r *http.Request) (http.Handler, string) { return m.mux.Handler(r) }
+func (m *Mux) Handler(r *http.Request) (http.Handler, string) {
+	if rr, ok := m.rawFor(r); ok {
+		return rr.h, rr.rt.Pattern
+	}
+	return m.mux.Handler(r)
+}
 
 // Lookup returns the route r dispatches to. A request that matches no
 // registered pattern (ServeMux's own redirects and 404s) is a page drawing
 // from the browser budget.
 func (m *Mux) Lookup(r *http.Request) Route {
+	if rr, ok := m.rawFor(r); ok {
+		return rr.rt
+	}
 	if _, pattern := m.mux.Handler(r); pattern != "" {
 		if rt, ok := m.routes[pattern]; ok {
 			return rt

@@ -23,6 +23,7 @@
 //	GET  /api/redirect?to=URL                       302 to URL (another host, say)
 //	GET  /api/cookie                                200 with a Set-Cookie
 //	GET  /api/limited?after=N                       429 with Retry-After: N
+//	*    /api/denied                                401 whatever the token (APIRequests records every /api request)
 //	GET  /api/bytes?n=N                             a body of exactly N bytes
 //	GET  /.well-known/oauth-authorization-server    RFC 8414 metadata
 //	GET  /.well-known/openid-configuration          the same document
@@ -195,7 +196,16 @@ type Counts struct {
 	API       int // GET /api/files
 	Discovery int
 	// The proxy-test endpoints under /api.
-	Stream, Echo, Redirect, Cookie, Limited, Bytes int
+	Stream, Echo, Redirect, Cookie, Limited, Bytes, Denied int
+}
+
+// APIRequest is one request that reached the fake under /api, whatever its
+// path (one no endpoint serves included), as it arrived.
+type APIRequest struct {
+	Method string
+	Path   string // escaped, as sent
+	Query  string
+	Header http.Header
 }
 
 // EchoAnswer is what /api/echo answers: the request as it arrived.
@@ -306,6 +316,7 @@ type Server struct {
 	counts      Counts
 	revocations []Revocation
 	tokenReqs   []TokenRequest
+	apiReqs     []APIRequest
 	prompts     []string           // the prompt of each authorization request
 	choices     map[string]*choice // requests on the account chooser, by its form's request id
 }
@@ -381,13 +392,20 @@ func newServer(opts Options) (*Server, http.Handler) {
 	mux.Handle("GET /api/cookie", s.apiEndpoint(func(c *Counts) *int { return &c.Cookie }, s.cookie))
 	mux.Handle("GET /api/limited", s.apiEndpoint(func(c *Counts) *int { return &c.Limited }, s.limited))
 	mux.Handle("GET /api/bytes", s.apiEndpoint(func(c *Counts) *int { return &c.Bytes }, s.bytes))
+	mux.Handle("/api/denied", http.HandlerFunc(s.denied))
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.metadata)
 	mux.HandleFunc("GET /.well-known/openid-configuration", s.metadata)
 	return s, http.HandlerFunc(s.serve)
 }
 
-// serve applies Quirks.CustomerHost before routing.
+// serve applies Quirks.CustomerHost before routing, and records every
+// request under /api (APIRequests).
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.EscapedPath(); strings.HasPrefix(p, "/api") {
+		s.mu.Lock()
+		s.apiReqs = append(s.apiReqs, APIRequest{Method: r.Method, Path: p, Query: r.URL.RawQuery, Header: r.Header.Clone()})
+		s.mu.Unlock()
+	}
 	if h := s.Quirks().CustomerHost; h != "" && hostOnly(r.Host) != h {
 		http.NotFound(w, r)
 		return
@@ -469,6 +487,15 @@ func (s *Server) Counts() Counts {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.counts
+}
+
+// APIRequests returns every request that reached /api (and below), in
+// order, with its headers as received (Authorization included: a test's
+// own record, never an answer).
+func (s *Server) APIRequests() []APIRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.apiReqs)
 }
 
 // Revocations returns the revocation requests received, in order.
@@ -1335,6 +1362,16 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// denied answers 401 invalid_token to any method, whatever the token: an
+// API endpoint that refuses every credential (a client can provoke 401s).
+func (s *Server) denied(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.counts.Denied++
+	s.mu.Unlock()
+	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+	writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "invalid_token"})
 }
 
 // echo answers the request it received as JSON (EchoAnswer), reading at

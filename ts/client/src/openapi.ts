@@ -302,8 +302,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * A call to the provider's API with the user's credential attached by connectd (any method)
-         * @description Decided exactly as the token read (client key, user token, approval, account). The request's method, query, body and headers (less Authorization, cookies, forwarding headers and connectd's own) go to the provider's API base URL; its status, a fixed set of headers (no Set-Cookie) and its body come back as the provider sent them, streamed. A redirect is answered, never followed.
+         * A call to the provider's API with the user's credential attached by connectd (GET, HEAD, POST, PUT, PATCH, DELETE)
+         * @description Refused before anything is looked up: a path that is not a plain path below the API base (400 invalid_proxy_path: a ";", a "." or ".." or empty segment in any encoding, an escaped "/" or "\" around one; a literal "..", "." or "//" too, never redirected), a method outside GET, HEAD, POST, PUT, PATCH, DELETE (405 method_not_allowed with Allow), a method override or URL rewrite (400 proxy_override_refused: a header such as X-HTTP-Method-Override or X-Original-URL, a _method query parameter or form-encoded field). Then decided exactly as the token read (client key, user token, approval, account), the client's request rules matching the method and the path exactly as sent (docs/api.md). The request's method, path, query, body and headers (less Authorization, cookies, forwarding and client-address headers by family, every Connectd-* and hop-by-hop header) go to the provider's API base URL; its status, a fixed set of headers (no Set-Cookie) and its body come back as the provider sent them, streamed. A redirect is answered, never followed. A provider 401 refreshes the credential at most once per connection in 5 minutes (401 provider_unauthorized).
          */
         get: {
             parameters: {
@@ -317,14 +317,14 @@ export interface paths {
                 };
                 path: {
                     provider: components["parameters"]["Provider"];
-                    /** @description the API path below the provider's API base URL (may hold slashes) */
+                    /** @description the API path below the provider's API base URL (may hold slashes; docs/api.md#the-path-rule) */
                     path: string;
                 };
                 cookie?: never;
             };
             requestBody?: never;
             responses: {
-                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md) */
+                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable */
                 default: {
                     headers: {
                         [name: string]: unknown;
@@ -334,8 +334,8 @@ export interface paths {
             };
         };
         /**
-         * A call to the provider's API with the user's credential attached by connectd (any method)
-         * @description Decided exactly as the token read (client key, user token, approval, account). The request's method, query, body and headers (less Authorization, cookies, forwarding headers and connectd's own) go to the provider's API base URL; its status, a fixed set of headers (no Set-Cookie) and its body come back as the provider sent them, streamed. A redirect is answered, never followed.
+         * A call to the provider's API with the user's credential attached by connectd (GET, HEAD, POST, PUT, PATCH, DELETE)
+         * @description Refused before anything is looked up: a path that is not a plain path below the API base (400 invalid_proxy_path: a ";", a "." or ".." or empty segment in any encoding, an escaped "/" or "\" around one; a literal "..", "." or "//" too, never redirected), a method outside GET, HEAD, POST, PUT, PATCH, DELETE (405 method_not_allowed with Allow), a method override or URL rewrite (400 proxy_override_refused: a header such as X-HTTP-Method-Override or X-Original-URL, a _method query parameter or form-encoded field). Then decided exactly as the token read (client key, user token, approval, account), the client's request rules matching the method and the path exactly as sent (docs/api.md). The request's method, path, query, body and headers (less Authorization, cookies, forwarding and client-address headers by family, every Connectd-* and hop-by-hop header) go to the provider's API base URL; its status, a fixed set of headers (no Set-Cookie) and its body come back as the provider sent them, streamed. A redirect is answered, never followed. A provider 401 refreshes the credential at most once per connection in 5 minutes (401 provider_unauthorized).
          */
         put: {
             parameters: {
@@ -349,14 +349,14 @@ export interface paths {
                 };
                 path: {
                     provider: components["parameters"]["Provider"];
-                    /** @description the API path below the provider's API base URL (may hold slashes) */
+                    /** @description the API path below the provider's API base URL (may hold slashes; docs/api.md#the-path-rule) */
                     path: string;
                 };
                 cookie?: never;
             };
             requestBody?: never;
             responses: {
-                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md) */
+                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable */
                 default: {
                     headers: {
                         [name: string]: unknown;
@@ -366,8 +366,8 @@ export interface paths {
             };
         };
         /**
-         * A call to the provider's API with the user's credential attached by connectd (any method)
-         * @description Decided exactly as the token read (client key, user token, approval, account). The request's method, query, body and headers (less Authorization, cookies, forwarding headers and connectd's own) go to the provider's API base URL; its status, a fixed set of headers (no Set-Cookie) and its body come back as the provider sent them, streamed. A redirect is answered, never followed.
+         * A call to the provider's API with the user's credential attached by connectd (GET, HEAD, POST, PUT, PATCH, DELETE)
+         * @description Refused before anything is looked up: a path that is not a plain path below the API base (400 invalid_proxy_path: a ";", a "." or ".." or empty segment in any encoding, an escaped "/" or "\" around one; a literal "..", "." or "//" too, never redirected), a method outside GET, HEAD, POST, PUT, PATCH, DELETE (405 method_not_allowed with Allow), a method override or URL rewrite (400 proxy_override_refused: a header such as X-HTTP-Method-Override or X-Original-URL, a _method query parameter or form-encoded field). Then decided exactly as the token read (client key, user token, approval, account), the client's request rules matching the method and the path exactly as sent (docs/api.md). The request's method, path, query, body and headers (less Authorization, cookies, forwarding and client-address headers by family, every Connectd-* and hop-by-hop header) go to the provider's API base URL; its status, a fixed set of headers (no Set-Cookie) and its body come back as the provider sent them, streamed. A redirect is answered, never followed. A provider 401 refreshes the credential at most once per connection in 5 minutes (401 provider_unauthorized).
          */
         post: {
             parameters: {
@@ -381,14 +381,14 @@ export interface paths {
                 };
                 path: {
                     provider: components["parameters"]["Provider"];
-                    /** @description the API path below the provider's API base URL (may hold slashes) */
+                    /** @description the API path below the provider's API base URL (may hold slashes; docs/api.md#the-path-rule) */
                     path: string;
                 };
                 cookie?: never;
             };
             requestBody?: never;
             responses: {
-                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md) */
+                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable */
                 default: {
                     headers: {
                         [name: string]: unknown;
@@ -398,8 +398,8 @@ export interface paths {
             };
         };
         /**
-         * A call to the provider's API with the user's credential attached by connectd (any method)
-         * @description Decided exactly as the token read (client key, user token, approval, account). The request's method, query, body and headers (less Authorization, cookies, forwarding headers and connectd's own) go to the provider's API base URL; its status, a fixed set of headers (no Set-Cookie) and its body come back as the provider sent them, streamed. A redirect is answered, never followed.
+         * A call to the provider's API with the user's credential attached by connectd (GET, HEAD, POST, PUT, PATCH, DELETE)
+         * @description Refused before anything is looked up: a path that is not a plain path below the API base (400 invalid_proxy_path: a ";", a "." or ".." or empty segment in any encoding, an escaped "/" or "\" around one; a literal "..", "." or "//" too, never redirected), a method outside GET, HEAD, POST, PUT, PATCH, DELETE (405 method_not_allowed with Allow), a method override or URL rewrite (400 proxy_override_refused: a header such as X-HTTP-Method-Override or X-Original-URL, a _method query parameter or form-encoded field). Then decided exactly as the token read (client key, user token, approval, account), the client's request rules matching the method and the path exactly as sent (docs/api.md). The request's method, path, query, body and headers (less Authorization, cookies, forwarding and client-address headers by family, every Connectd-* and hop-by-hop header) go to the provider's API base URL; its status, a fixed set of headers (no Set-Cookie) and its body come back as the provider sent them, streamed. A redirect is answered, never followed. A provider 401 refreshes the credential at most once per connection in 5 minutes (401 provider_unauthorized).
          */
         delete: {
             parameters: {
@@ -413,14 +413,14 @@ export interface paths {
                 };
                 path: {
                     provider: components["parameters"]["Provider"];
-                    /** @description the API path below the provider's API base URL (may hold slashes) */
+                    /** @description the API path below the provider's API base URL (may hold slashes; docs/api.md#the-path-rule) */
                     path: string;
                 };
                 cookie?: never;
             };
             requestBody?: never;
             responses: {
-                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md) */
+                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable */
                 default: {
                     headers: {
                         [name: string]: unknown;
@@ -429,11 +429,69 @@ export interface paths {
                 };
             };
         };
-        options?: never;
-        head?: never;
         /**
-         * A call to the provider's API with the user's credential attached by connectd (any method)
-         * @description Decided exactly as the token read (client key, user token, approval, account). The request's method, query, body and headers (less Authorization, cookies, forwarding headers and connectd's own) go to the provider's API base URL; its status, a fixed set of headers (no Set-Cookie) and its body come back as the provider sent them, streamed. A redirect is answered, never followed.
+         * Not forwarded (nor TRACE, TRACK, CONNECT, any other method, or a listed one in lower case)
+         * @description 405 method_not_allowed before anything is looked up, with Allow: GET, HEAD, POST, PUT, PATCH, DELETE. Nothing reaches the provider (a TRACE an API echoes would carry the credential back).
+         */
+        options: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    provider: components["parameters"]["Provider"];
+                    path: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description method_not_allowed */
+                405: {
+                    headers: {
+                        Allow?: "GET, HEAD, POST, PUT, PATCH, DELETE";
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        /**
+         * A call to the provider's API with the user's credential attached by connectd (GET, HEAD, POST, PUT, PATCH, DELETE)
+         * @description Refused before anything is looked up: a path that is not a plain path below the API base (400 invalid_proxy_path: a ";", a "." or ".." or empty segment in any encoding, an escaped "/" or "\" around one; a literal "..", "." or "//" too, never redirected), a method outside GET, HEAD, POST, PUT, PATCH, DELETE (405 method_not_allowed with Allow), a method override or URL rewrite (400 proxy_override_refused: a header such as X-HTTP-Method-Override or X-Original-URL, a _method query parameter or form-encoded field). Then decided exactly as the token read (client key, user token, approval, account), the client's request rules matching the method and the path exactly as sent (docs/api.md). The request's method, path, query, body and headers (less Authorization, cookies, forwarding and client-address headers by family, every Connectd-* and hop-by-hop header) go to the provider's API base URL; its status, a fixed set of headers (no Set-Cookie) and its body come back as the provider sent them, streamed. A redirect is answered, never followed. A provider 401 refreshes the credential at most once per connection in 5 minutes (401 provider_unauthorized).
+         */
+        head: {
+            parameters: {
+                query?: never;
+                header: {
+                    "X-User-Token": components["parameters"]["UserToken"];
+                    /** @description the connection to call as (account=<id> of the token read); not forwarded */
+                    "Connectd-Account"?: string;
+                    /** @description scopes the call needs, comma- or space-separated (scopes=… of the token read): a connection without them is 403 insufficient_scope, one this client is not approved for them consent_required, before the provider is called; not forwarded */
+                    "Connectd-Scopes"?: string;
+                };
+                path: {
+                    provider: components["parameters"]["Provider"];
+                    /** @description the API path below the provider's API base URL (may hold slashes; docs/api.md#the-path-rule) */
+                    path: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        /**
+         * A call to the provider's API with the user's credential attached by connectd (GET, HEAD, POST, PUT, PATCH, DELETE)
+         * @description Refused before anything is looked up: a path that is not a plain path below the API base (400 invalid_proxy_path: a ";", a "." or ".." or empty segment in any encoding, an escaped "/" or "\" around one; a literal "..", "." or "//" too, never redirected), a method outside GET, HEAD, POST, PUT, PATCH, DELETE (405 method_not_allowed with Allow), a method override or URL rewrite (400 proxy_override_refused: a header such as X-HTTP-Method-Override or X-Original-URL, a _method query parameter or form-encoded field). Then decided exactly as the token read (client key, user token, approval, account), the client's request rules matching the method and the path exactly as sent (docs/api.md). The request's method, path, query, body and headers (less Authorization, cookies, forwarding and client-address headers by family, every Connectd-* and hop-by-hop header) go to the provider's API base URL; its status, a fixed set of headers (no Set-Cookie) and its body come back as the provider sent them, streamed. A redirect is answered, never followed. A provider 401 refreshes the credential at most once per connection in 5 minutes (401 provider_unauthorized).
          */
         patch: {
             parameters: {
@@ -447,14 +505,14 @@ export interface paths {
                 };
                 path: {
                     provider: components["parameters"]["Provider"];
-                    /** @description the API path below the provider's API base URL (may hold slashes) */
+                    /** @description the API path below the provider's API base URL (may hold slashes; docs/api.md#the-path-rule) */
                     path: string;
                 };
                 cookie?: never;
             };
             requestBody?: never;
             responses: {
-                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md) */
+                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable */
                 default: {
                     headers: {
                         [name: string]: unknown;
@@ -463,7 +521,34 @@ export interface paths {
                 };
             };
         };
-        trace?: never;
+        /**
+         * Not forwarded (nor TRACE, TRACK, CONNECT, any other method, or a listed one in lower case)
+         * @description 405 method_not_allowed before anything is looked up, with Allow: GET, HEAD, POST, PUT, PATCH, DELETE. Nothing reaches the provider (a TRACE an API echoes would carry the credential back).
+         */
+        trace: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    provider: components["parameters"]["Provider"];
+                    path: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description method_not_allowed */
+                405: {
+                    headers: {
+                        Allow?: "GET, HEAD, POST, PUT, PATCH, DELETE";
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
     };
     "/v1/connections/{provider}": {
         parameters: {
@@ -687,7 +772,7 @@ export interface components {
              * @description stable error code; docs/api.md says when each is given. The Go and TypeScript clients map every one of them to an error family (client.TestErrorCodesMatchTheSpec, the TypeScript unit tests), except the three that need no action of their own (internal_error, unsupported_media_type, cross_origin_request).
              * @enum {string}
              */
-            error: "account_required" | "consent_required" | "cross_origin_request" | "database_unavailable" | "insufficient_scope" | "internal_error" | "invalid_client" | "invalid_dpop_proof" | "invalid_request" | "invalid_scope" | "invalid_token" | "jwks_unavailable" | "missing_user_token" | "not_connected" | "not_found" | "provider_not_allowed" | "provider_rate_limited" | "provider_response_too_large" | "provider_unauthorized" | "provider_unavailable" | "proxy_not_allowed" | "proxy_not_supported" | "rate_limited" | "reauthorization_required" | "request_digest_mismatch" | "request_state_expired" | "request_state_invalid" | "request_state_replayed" | "request_state_wrong_client" | "request_state_wrong_user" | "request_too_large" | "token_expired" | "token_not_yet_valid" | "token_release_disabled" | "unknown_provider" | "unsupported_media_type" | "untrusted_issuer" | "wrong_audience";
+            error: "account_required" | "consent_required" | "cross_origin_request" | "database_unavailable" | "insufficient_scope" | "internal_error" | "invalid_client" | "invalid_dpop_proof" | "invalid_proxy_path" | "invalid_request" | "invalid_scope" | "invalid_token" | "jwks_unavailable" | "method_not_allowed" | "missing_user_token" | "not_connected" | "not_found" | "provider_not_allowed" | "provider_rate_limited" | "provider_response_too_large" | "provider_unauthorized" | "provider_unavailable" | "proxy_not_allowed" | "proxy_not_supported" | "proxy_override_refused" | "rate_limited" | "reauthorization_required" | "request_digest_mismatch" | "request_state_expired" | "request_state_invalid" | "request_state_replayed" | "request_state_wrong_client" | "request_state_wrong_user" | "request_too_large" | "token_expired" | "token_not_yet_valid" | "token_release_disabled" | "unknown_provider" | "unsupported_media_type" | "untrusted_issuer" | "wrong_audience";
             /** @description for people; never a secret */
             error_description?: string;
             /** @description the X-Request-Id of this answer */

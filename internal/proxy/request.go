@@ -1,0 +1,223 @@
+package proxy
+
+import (
+	"fmt"
+	"mime"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// What of a caller's request may reach the provider: the methods, the path,
+// the headers. The rule is that a provider acts on exactly the method and
+// path connectd checked (the operator's request rules among them): nothing
+// a provider might honour instead — a method-override header, a rewritten
+// URL, a ";" path parameter that Tomcat and Spring strip before resolving
+// "..", an encoding that decodes to another path — crosses; and nothing that
+// says who the caller is, or was for a proxy in front of it, does either.
+
+// Methods are the methods the proxy forwards, as documented (docs/api.md):
+// any other (TRACE, TRACK, CONNECT, OPTIONS, an unknown or lower-case one)
+// is ErrMethod before a credential is attached. A TRACE that an API echoes
+// would hand the caller the credential.
+var Methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+	http.MethodDelete}
+
+// Allow is the Allow header of a refused method.
+var Allow = strings.Join(Methods, ", ")
+
+// Check refuses what of r the proxy never forwards, before anything is
+// looked up: a method outside Methods (ErrMethod, method names are
+// case-sensitive), a method-override or URL-rewrite header, or a query
+// parameter that overrides the method (ErrOverride). A form body's
+// override fields are Forward's to refuse (it reads the body).
+func Check(r *http.Request) error {
+	if !slices.Contains(Methods, r.Method) {
+		return fmt.Errorf("%w: %q", ErrMethod, r.Method)
+	}
+	for k := range r.Header {
+		if overrideHeader(k) {
+			return fmt.Errorf("%w: header %s", ErrOverride, k)
+		}
+	}
+	if k, ok := overrideField(r.URL.RawQuery); ok {
+		return fmt.Errorf("%w: query parameter %q", ErrOverride, k)
+	}
+	return nil
+}
+
+// overrideHeader reports whether header k asks a server or a proxy in
+// front of it to act on another method or URL than the request line's:
+// X-HTTP-Method-Override, X-Method-Override, X-HTTP-Method,
+// X-Original-Method and every name holding "method"; X-Original-URL,
+// X-Rewrite-URL and the families they belong to (X-Original-*,
+// X-Rewrite-*, X-Override-*, X-Envoy-Original-*).
+func overrideHeader(k string) bool {
+	k = strings.ToLower(k)
+	return strings.Contains(k, "method") || strings.HasPrefix(k, "x-original-") ||
+		strings.HasPrefix(k, "x-rewrite-") || strings.HasPrefix(k, "x-override-") ||
+		strings.HasPrefix(k, "x-envoy-original-")
+}
+
+// overrideField finds, in a query or a form-encoded body, a field that
+// frameworks read as the method (Rails, Laravel, Symfony, Express'
+// method-override: "_method"; "X-HTTP-Method-Override" as a parameter):
+// a name, decoded and lower-cased, that starts with "_", "$" or "x-" and
+// holds "method", or that holds "method-override" or "method_override".
+// Pairs are split on "&" and ";" alike: some servers split on either.
+func overrideField(raw string) (string, bool) {
+	for raw != "" {
+		var pair string
+		if i := strings.IndexAny(raw, "&;"); i >= 0 {
+			pair, raw = raw[:i], raw[i+1:]
+		} else {
+			pair, raw = raw, ""
+		}
+		k, _, _ := strings.Cut(pair, "=")
+		if d, err := url.QueryUnescape(k); err == nil {
+			k = d
+		}
+		l := strings.ToLower(strings.TrimSpace(k))
+		if strings.Contains(l, "method") && (strings.HasPrefix(l, "_") || strings.HasPrefix(l, "$") ||
+			strings.HasPrefix(l, "x-")) || strings.Contains(l, "method-override") || strings.Contains(l, "method_override") {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+// isForm reports whether a request body of content type ct is form-encoded
+// (application/x-www-form-urlencoded), whose fields frameworks read.
+func isForm(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		mt, _, _ = strings.Cut(ct, ";")
+	}
+	return strings.EqualFold(strings.TrimSpace(mt), "application/x-www-form-urlencoded")
+}
+
+// Clean is the path rule: p, the caller's path below the API base as sent
+// (escaped), is refused (ErrPath) unless it is a plain relative path, and
+// is answered in the one form the rules match and the provider receives
+// (RFC 3986 §6.2.2: escapes of unreserved characters decoded, every other
+// escape's hex upper-cased). Refused: an empty p, an empty segment (so a
+// leading, trailing or doubled "/"), a "." or ".." segment in any encoding
+// ("%2e", "%2E", ".%2e"), a ";" anywhere (raw or "%3B": a path parameter,
+// which Tomcat and Spring strip, so that "..;" is ".." to them), a
+// backslash or a control character (raw or escaped), an escaped "/" that
+// would separate an empty, "." or ".." part, an escape that is not one, a
+// character a path cannot hold unescaped ("?", "#", space...), and, once
+// decoded, what decodes a second time to "%2e", "%2f", "%5c", "%3b" or
+// "%00" (a server that decodes twice must not find them either).
+func Clean(p string) (string, error) {
+	if p == "" {
+		return "", fmt.Errorf("%w: no path", ErrPath)
+	}
+	var b strings.Builder
+	b.Grow(len(p))
+	for i, seg := range strings.Split(p, "/") {
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		if err := cleanSegment(&b, seg); err != nil {
+			return "", err
+		}
+	}
+	return b.String(), nil
+}
+
+// cleanSegment writes seg, one segment of an escaped path, normalized to b,
+// or refuses it (Clean).
+func cleanSegment(b *strings.Builder, seg string) error {
+	decoded := make([]byte, 0, len(seg))
+	for i := 0; i < len(seg); i++ {
+		c := seg[i]
+		switch {
+		case c == '%':
+			if i+2 >= len(seg) || !isHex(seg[i+1]) || !isHex(seg[i+2]) {
+				return fmt.Errorf("%w: a bad escape", ErrPath)
+			}
+			d := unhex(seg[i+1])<<4 | unhex(seg[i+2])
+			i += 2
+			decoded = append(decoded, d)
+			if unreserved(d) {
+				b.WriteByte(d)
+			} else {
+				b.WriteString(fmt.Sprintf("%%%02X", d))
+			}
+		case unreserved(c) || strings.IndexByte("!$&'()*+,=:@", c) >= 0:
+			decoded = append(decoded, c)
+			b.WriteByte(c)
+		default: // ';', '\\', '?', '#', space, a control or a non-ASCII byte unescaped
+			return fmt.Errorf("%w: %q is not a path character here", ErrPath, c)
+		}
+	}
+	d := string(decoded)
+	for _, c := range []byte(d) {
+		if c == ';' || c == '\\' || c < 0x20 || c == 0x7f {
+			return fmt.Errorf("%w: a segment holds %q", ErrPath, c)
+		}
+	}
+	// An escaped slash stays one (GitLab's project ids), but what it
+	// separates follows the same rule: a provider that decodes it must not
+	// find an empty, "." or ".." segment there.
+	for _, part := range strings.Split(d, "/") {
+		if part == "" || part == "." || part == ".." {
+			return fmt.Errorf("%w: an empty, \".\" or \"..\" segment", ErrPath)
+		}
+	}
+	l := strings.ToLower(d)
+	for _, twice := range []string{"%2e", "%2f", "%5c", "%3b", "%00"} {
+		if strings.Contains(l, twice) {
+			return fmt.Errorf("%w: a segment decodes twice to %s", ErrPath, twice)
+		}
+	}
+	return nil
+}
+
+func unreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' ||
+		c == '~'
+}
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
+}
+
+// requestDrop are request headers never forwarded, by name: the caller's
+// own credentials and cookies, hop-by-hop ones (httputil.ReverseProxy
+// removes those it knows, and those Connection names, too), who the caller
+// is or where it came from, and the browser's origin headers.
+var requestDrop = []string{"Authorization", "Proxy-Authorization", "Cookie", "Forwarded", "Via", "X-Real-Ip",
+	"X-Client-Ip", "True-Client-Ip", "X-Cluster-Client-Ip", "Client-Ip", "X-Originating-Ip", "X-Remote-Ip",
+	"X-Remote-Addr", "X-Host", "X-Request-Id", "Origin", "Referer", "Connection", "Keep-Alive", "Proxy-Connection",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Host"}
+
+// requestDropPrefixes are request header families never forwarded:
+// forwarding headers (X-Forwarded-For, -Host, -Proto, -Server, -User,
+// -Email...), a CDN's or edge proxy's (Cloudflare's CF-Connecting-IP,
+// Fastly-Client-IP, Envoy's, AWS's), and connectd's own (Connectd-*: the
+// account and scopes headers, and any other a caller invents).
+var requestDropPrefixes = []string{"X-Forwarded-", "Connectd-", "Cf-", "Fastly-", "X-Envoy-", "X-Amzn-"}
+
+// dropRequest reports whether request header k (canonical) stays behind.
+func dropRequest(k string) bool {
+	if slices.Contains(requestDrop, k) {
+		return true
+	}
+	for _, p := range requestDropPrefixes {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return false
+}

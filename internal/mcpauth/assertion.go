@@ -104,6 +104,12 @@ func (c *Clients) AuthenticateAssertion(ctx context.Context, raw, audience strin
 	if alg, _ := tok.Header["alg"].(string); !slices.Contains(algorithms, alg) {
 		return bad("algorithm %q not allowed", alg)
 	}
+	if err := assertionType(tok.Header["typ"]); err != nil {
+		return bad("%v", err)
+	}
+	if err := noCrit(tok.Header); err != nil {
+		return bad("%v", err)
+	}
 	if pre.Issuer == "" || pre.Issuer != pre.Subject || !strings.HasPrefix(pre.Issuer, "cli_") || len(pre.Issuer) > 64 {
 		return bad("iss and sub must both be the client id")
 	}
@@ -157,14 +163,12 @@ func (c *Clients) AuthenticateAssertion(ctx context.Context, raw, audience strin
 	if claims.ID == "" || len(claims.ID) > maxJTI {
 		return bad("jti must be 1-%d characters", maxJTI)
 	}
-	// The jti is spent on every replica by this one insert: a second use,
-	// concurrent or later, inserts nothing. Kept past exp by the skew, as
-	// long as the assertion could still be accepted.
-	tag, err := c.pool.Exec(ctx, spendJTISQL, cl.ID, claims.ID, claims.ExpiresAt.Add(c.skew))
+	// Acceptable until exp + skew on this replica's clock.
+	spent, err := c.spendJTI(ctx, cl.ID, claims.ID, claims.ExpiresAt.Add(c.skew))
 	if err != nil {
 		return Client{}, fmt.Errorf("mcpauth: record assertion: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
+	if !spent {
 		return bad("jti already used (a replayed assertion)")
 	}
 	c.touch(ctx, cl.ID, now.UTC())
@@ -176,6 +180,45 @@ const (
 		ON CONFLICT DO NOTHING`
 	sweepJTISQL = `DELETE FROM client_assertions WHERE expires_at < $1`
 )
+
+// jtiRetention is how long after the last instant an assertion or proof
+// could be accepted its spent jti is kept. Acceptance is judged by each
+// replica's clock, the sweep by the sweeping replica's: without it, a
+// replica whose clock runs ahead sweeps the jti while one whose clock runs
+// behind still accepts the assertion — a replay answered 200. With it,
+// replicas whose clocks disagree by less than this cannot reopen a jti.
+const jtiRetention = 5 * time.Minute
+
+// spendJTI spends client's jti on every replica, by this one insert before
+// anything is answered: a second use, concurrent or later, on any replica,
+// inserts nothing and gets false. acceptableUntil is the last instant this
+// replica's clock would accept the assertion or proof; the row is kept
+// jtiRetention longer.
+func (c *Clients) spendJTI(ctx context.Context, clientID, jti string, acceptableUntil time.Time) (bool, error) {
+	tag, err := c.pool.Exec(ctx, spendJTISQL, clientID, jti, acceptableUntil.Add(jtiRetention))
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// assertionType accepts a client assertion's typ: absent, JWT, or
+// client-authentication+jwt (media-type names are case-insensitive and may
+// carry "application/"). Any other — dpop+jwt, at+jwt, … — is a JWT made for
+// something else, never a client's proof of itself.
+func assertionType(h any) error {
+	if h == nil {
+		return nil
+	}
+	typ, ok := h.(string)
+	switch strings.TrimPrefix(strings.ToLower(typ), "application/") {
+	case "jwt", "client-authentication+jwt":
+		if ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("typ %q is not a client assertion's (JWT or client-authentication+jwt)", typ)
+}
 
 // SweepAssertions deletes the spent jtis of assertions that have expired.
 func (c *Clients) SweepAssertions(ctx context.Context) (int64, error) {

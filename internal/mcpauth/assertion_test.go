@@ -144,6 +144,29 @@ func (k *signingKey) assertion(t *testing.T, id, aud string, now time.Time, mod 
 	return s
 }
 
+// withHeader is k's assertion for client id at aud with header members set
+// (nil: deleted).
+func (k *signingKey) withHeader(t *testing.T, id, aud string, now time.Time, header map[string]any) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(k.method, jwt.MapClaims{"iss": id, "sub": id, "aud": aud, "iat": now.Unix(),
+		"exp": now.Add(time.Minute).Unix(), "jti": rand.Text()})
+	if k.kid != "" {
+		tok.Header["kid"] = k.kid
+	}
+	for name, v := range header {
+		if v == nil {
+			delete(tok.Header, name)
+		} else {
+			tok.Header[name] = v
+		}
+	}
+	s, err := tok.SignedString(k.priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestClientAssertions (issue 28 part 3): a client registered with public
 // keys or a JWKS URL authenticates with RFC 7523 assertions, and each attack
 // is refused.
@@ -240,10 +263,39 @@ func TestClientAssertions(t *testing.T) {
 			return s
 		}()},
 		{"unknown client", a.assertion(t, "cli_nosuchclient", tokenEndpoint, now, nil)},
+		// Issue 33: a JWT made for something else, or one that depends on
+		// a header extension connectd does not understand.
+		{"typ dpop+jwt", a.withHeader(t, byURL.ID, tokenEndpoint, now, map[string]any{"typ": "dpop+jwt"})},
+		{"typ at+jwt", a.withHeader(t, byURL.ID, tokenEndpoint, now, map[string]any{"typ": "at+jwt"})},
+		{"typ not a string", a.withHeader(t, byURL.ID, tokenEndpoint, now, map[string]any{"typ": 1})},
+		{"an unknown crit header", a.withHeader(t, byURL.ID, tokenEndpoint, now,
+			map[string]any{"crit": []string{"urn:example:must"}, "urn:example:must": true})},
+		{"an empty crit", a.withHeader(t, byURL.ID, tokenEndpoint, now, map[string]any{"crit": []string{}})},
 		{"a kid not in the JWKS", newKey(t, "zzz", "ES256").assertion(t, byURL.ID, tokenEndpoint, now, nil)},
 	} {
 		t.Run(tt.name, func(t *testing.T) { refused(clients, tt.raw, mcpauth.ErrInvalidAssertion) })
 	}
+
+	t.Run("typ: absent, JWT or client-authentication+jwt", func(t *testing.T) {
+		for _, typ := range []any{nil, "JWT", "jwt", "client-authentication+jwt", "application/client-authentication+jwt"} {
+			ok(clients, a.withHeader(t, byURL.ID, tokenEndpoint, clock.Now(), map[string]any{"typ": typ}), byURL.ID)
+		}
+	})
+
+	// Issue 33: acceptance is judged by each replica's clock, the sweep by
+	// the sweeping one's. A replica whose clock runs ahead sweeping must not
+	// reopen a jti that one whose clock runs behind still accepts.
+	t.Run("a sweep by a replica whose clock runs ahead reopens no jti", func(t *testing.T) {
+		aheadCfg := cfg
+		aheadCfg.Now = func() time.Time { return clock.Now().Add(2 * time.Minute) }
+		ahead := mcpauth.NewClients(aheadCfg)
+		raw := rsaKey.assertion(t, byPEM.ID, tokenEndpoint, clock.Now(), nil)
+		ok(clients, raw, byPEM.ID)
+		if _, err := ahead.SweepAssertions(ctx); err != nil {
+			t.Fatal(err)
+		}
+		refused(replica, raw, mcpauth.ErrInvalidAssertion)
+	})
 
 	t.Run("replayed on another replica", func(t *testing.T) {
 		raw := rsaKey.assertion(t, byPEM.ID, tokenEndpoint, clock.Now(), nil)

@@ -3,6 +3,9 @@ package mcpauth
 import (
 	"context"
 	"crypto"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,12 +21,19 @@ import (
 // DPoPHeader carries an RFC 9449 DPoP proof.
 const DPoPHeader = "DPoP"
 
-// ErrInvalidDPoP means a client that must prove its calls with DPoP sent no
-// proof, or one that was refused: not typ dpop+jwt, an algorithm outside the
-// allow-list, a jwk that is none of the client's registered keys, a bad
-// signature, htm or htu not this request's, iat too old or in the future, or
-// a jti already used.
+// ErrInvalidDPoP means a client that must prove its calls with DPoP, or a
+// call made with the DPoP authorization scheme, came with a proof that was
+// refused: more than one DPoP header, not typ dpop+jwt, a crit header, an
+// algorithm outside the allow-list, a jwk that is none of the client's
+// registered keys, a bad signature, htm or htu not this request's, ath not
+// the hash of this request's Authorization credential, iat too old or in
+// the future, or a jti already used.
 var ErrInvalidDPoP = errors.New("mcpauth: invalid DPoP proof")
+
+// ErrMissingDPoP means a call that needs a DPoP proof (the client requires
+// DPoP, or it used the DPoP authorization scheme) sent no DPoP header. It
+// wraps ErrInvalidDPoP.
+var ErrMissingDPoP = fmt.Errorf("%w: no DPoP proof", ErrInvalidDPoP)
 
 // dpopWindow is how old a proof's iat may be (beside the skew): a proof is
 // made for one request, at once.
@@ -33,20 +43,37 @@ type dpopClaims struct {
 	jwt.RegisteredClaims
 	HTM string `json:"htm"`
 	HTU string `json:"htu"`
+	ATH string `json:"ath"`
 }
 
-// VerifyDPoP checks proof, the DPoP header of a request of client cl with
-// method to htu (scheme, host and path, without query): RFC 9449 §4.3, with
-// the key bound to the client — the proof's jwk must be one of the keys cl
-// registered for private_key_jwt (a newly published one is found as for
-// assertions). Its jti is spent across replicas like an assertion's.
-func (c *Clients) VerifyDPoP(ctx context.Context, cl Client, proof, method, htu string) error {
+// AccessTokenHash is a DPoP proof's ath for the access token it is sent
+// with (RFC 9449 §4.2): base64url(SHA-256(token)), unpadded. On /v1 the
+// access token is the Authorization credential: the client key, or the
+// client assertion.
+func AccessTokenHash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// VerifyDPoP checks proofs, the DPoP headers of a request of client cl
+// whose Authorization credential is accessToken, with method to htu (scheme,
+// host and path, without query): RFC 9449 §4.3, with the key bound to the
+// client — the proof's jwk must be one of the keys cl registered for
+// private_key_jwt (a newly published one is found as for assertions) — and
+// ath required, the hash of accessToken. Exactly one header: none is
+// ErrMissingDPoP, more than one ErrInvalidDPoP. Its jti is spent across
+// replicas like an assertion's, before anything is answered.
+func (c *Clients) VerifyDPoP(ctx context.Context, cl Client, proofs []string, accessToken, method, htu string) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidDPoP}, args...)...)
 	}
-	if proof == "" {
-		return bad("this client must send a %s proof with every call", DPoPHeader)
+	switch {
+	case len(proofs) == 0 || len(proofs) == 1 && proofs[0] == "":
+		return fmt.Errorf("%w: send one %s header with every call", ErrMissingDPoP, DPoPHeader)
+	case len(proofs) > 1:
+		return bad("more than one %s header", DPoPHeader)
 	}
+	proof := proofs[0]
 	if len(proof) > maxAssertionBytes {
 		return bad("oversized")
 	}
@@ -56,6 +83,9 @@ func (c *Clients) VerifyDPoP(ctx context.Context, cl Client, proof, method, htu 
 	}
 	if typ, _ := tok.Header["typ"].(string); !strings.EqualFold(typ, "dpop+jwt") {
 		return bad("typ must be dpop+jwt")
+	}
+	if err := noCrit(tok.Header); err != nil {
+		return bad("%v", err)
 	}
 	if alg, _ := tok.Header["alg"].(string); !slices.Contains(algorithms, alg) {
 		return bad("algorithm %q not allowed", alg)
@@ -89,17 +119,21 @@ func (c *Clients) VerifyDPoP(ctx context.Context, cl Client, proof, method, htu 
 	if !sameHTU(claims.HTU, htu) {
 		return bad("htu is not this request's URL")
 	}
+	if claims.ATH == "" || subtle.ConstantTimeCompare([]byte(claims.ATH), []byte(AccessTokenHash(accessToken))) != 1 {
+		return bad("ath must be the hash of this request's Authorization credential")
+	}
 	if claims.IssuedAt == nil || now.Sub(claims.IssuedAt.Time) > dpopWindow+c.skew {
 		return bad("iat must be within %s", dpopWindow)
 	}
 	if claims.ID == "" || len(claims.ID) > maxJTI {
 		return bad("jti must be 1-%d characters", maxJTI)
 	}
-	tag, err := c.pool.Exec(ctx, spendJTISQL, cl.ID, "dpop:"+claims.ID, claims.IssuedAt.Add(dpopWindow+2*c.skew))
+	// Acceptable until iat + window + skew on this replica's clock.
+	spent, err := c.spendJTI(ctx, cl.ID, "dpop:"+claims.ID, claims.IssuedAt.Add(dpopWindow+c.skew))
 	if err != nil {
 		return fmt.Errorf("mcpauth: record DPoP proof: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
+	if !spent {
 		return bad("jti already used (a replayed proof)")
 	}
 	return nil

@@ -23,6 +23,15 @@ import (
 // key as an HMAC secret never verifies.
 var algorithms = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 
+// noCrit refuses a JOSE header with crit (RFC 7515 §4.1.11): it names
+// extensions the recipient must understand, and connectd understands none.
+func noCrit(h map[string]any) error {
+	if _, ok := h["crit"]; ok {
+		return errors.New("crit names header extensions connectd does not understand")
+	}
+	return nil
+}
+
 // maxTokenBytes bounds what is parsed at all.
 const maxTokenBytes = 16 << 10
 

@@ -22,10 +22,19 @@ import (
 // docs/identity.md says when each authentication code is given.
 
 // Challenges sent in WWW-Authenticate (RFC 6750 §3): no error code when no
-// credentials were sent at all.
+// credentials were sent at all. A client credential is accepted in the
+// Bearer and the DPoP scheme (RFC 9449 §7.1), so a refused one is
+// challenged in both, DPoP with the proofs' algorithms.
 const (
 	challengeMissing = `Bearer realm="connectd"`
 	challengeInvalid = `Bearer realm="connectd", error="invalid_token"`
+)
+
+var (
+	dpopAlgs             = `algs="` + strings.Join(mcpauth.AssertionAlgorithms(), " ") + `"`
+	dpopChallengeMissing = `DPoP realm="connectd", ` + dpopAlgs
+	dpopChallengeInvalid = `DPoP realm="connectd", error="invalid_token", ` + dpopAlgs
+	dpopChallengeProof   = `DPoP realm="connectd", error="invalid_dpop_proof", ` + dpopAlgs
 )
 
 // row is one line of the table. The error is err (errors.Is), or, when as
@@ -44,24 +53,30 @@ type row struct {
 	fields func(error) map[string]any
 }
 
-func challenge(c string) func(error) http.Header {
-	return func(error) http.Header { return http.Header{"Www-Authenticate": {c}} }
+func challenge(c ...string) func(error) http.Header {
+	return func(error) http.Header { return http.Header{"Www-Authenticate": append([]string(nil), c...)} }
 }
 
 // codes is read top to bottom: the first row whose error err is answers it.
 var codes = []row{
 	// Authentication of /v1 calls (package mcpauth).
 	auth(mcpauth.ErrMissingClientKey, http.StatusUnauthorized, "invalid_client",
-		"an Authorization: Bearer client key is required", challenge(challengeMissing)),
+		"an Authorization: Bearer (or DPoP, with a DPoP proof) client key is required",
+		challenge(challengeMissing, dpopChallengeMissing)),
 	auth(mcpauth.ErrInvalidClientKey, http.StatusUnauthorized, "invalid_client", "the client key is not valid",
-		challenge(challengeInvalid)),
+		challenge(challengeInvalid, dpopChallengeInvalid)),
 	auth(mcpauth.ErrClientDisabled, http.StatusUnauthorized, "invalid_client", "the client is disabled",
-		challenge(challengeInvalid)),
+		challenge(challengeInvalid, dpopChallengeInvalid)),
 	auth(mcpauth.ErrInvalidAssertion, http.StatusUnauthorized, "invalid_client", "the client assertion is not valid",
-		challenge(challengeInvalid)),
+		challenge(challengeInvalid, dpopChallengeInvalid)),
+	auth(mcpauth.ErrMissingDPoP, http.StatusUnauthorized, "invalid_dpop_proof",
+		"this call needs one DPoP header: a proof signed by one of the client's registered keys "+
+			"(the client requires DPoP, or used the DPoP authorization scheme)",
+		challenge(dpopChallengeProof)),
 	auth(mcpauth.ErrInvalidDPoP, http.StatusUnauthorized, "invalid_dpop_proof",
-		"this client must prove each call with a valid DPoP proof signed by one of its registered keys",
-		challenge(`DPoP realm="connectd", error="invalid_dpop_proof", algs="`+strings.Join(mcpauth.AssertionAlgorithms(), " ")+`"`)),
+		"the DPoP proof is not valid: send exactly one, signed by one of the client's registered keys, "+
+			"for this method and URL, with ath the hash of the Authorization credential and a fresh jti",
+		challenge(dpopChallengeProof)),
 	auth(mcpauth.ErrAuthMethods, http.StatusBadRequest, "invalid_request",
 		"use exactly one client authentication method (client_secret_basic, client_secret_post or private_key_jwt)", nil),
 	auth(mcpauth.ErrMissingUserToken, http.StatusUnauthorized, "missing_user_token",

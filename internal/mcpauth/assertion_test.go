@@ -271,7 +271,8 @@ func TestClientAssertions(t *testing.T) {
 		{"an unknown crit header", a.withHeader(t, byURL.ID, tokenEndpoint, now,
 			map[string]any{"crit": []string{"urn:example:must"}, "urn:example:must": true})},
 		{"an empty crit", a.withHeader(t, byURL.ID, tokenEndpoint, now, map[string]any{"crit": []string{}})},
-		{"a kid not in the JWKS", newKey(t, "zzz", "ES256").assertion(t, byURL.ID, tokenEndpoint, now, nil)},
+		// Issued before the JWKS was fetched: a key it would have held.
+		{"a kid not in the JWKS", newKey(t, "zzz", "ES256").assertion(t, byURL.ID, tokenEndpoint, now.Add(-40*time.Second), nil)},
 	} {
 		t.Run(tt.name, func(t *testing.T) { refused(clients, tt.raw, mcpauth.ErrInvalidAssertion) })
 	}
@@ -334,16 +335,24 @@ func TestClientAssertions(t *testing.T) {
 		if jwks.fetches.Load() != fetches+1 {
 			t.Fatalf("%d fetches for the new kid, want 1", jwks.fetches.Load()-fetches)
 		}
-		// A flood of unknown kids costs at most one fetch per interval.
+		// A flood of unknown kids costs at most one fetch per interval: one
+		// that may be newer than the keys just fetched is a 503 until the
+		// interval has passed (as for issuers), never accepted.
 		for range 5 {
-			refused(clients, newKey(t, "made-up", "ES256").assertion(t, byURL.ID, tokenEndpoint, clock.Now(), nil), mcpauth.ErrInvalidAssertion)
+			refused(clients, newKey(t, "made-up", "ES256").assertion(t, byURL.ID, tokenEndpoint, clock.Now(), nil), mcpauth.ErrIssuerUnavailable)
 		}
 		if jwks.fetches.Load() > fetches+2 {
 			t.Fatalf("%d fetches for a flood of unknown kids", jwks.fetches.Load()-fetches)
 		}
-		// The old key, no longer published, stops working.
+		// The old key, no longer published, stops working: 401 for an
+		// assertion older than the fetch that dropped it (a newer one may
+		// name a key published since: a 503 for an interval, then 401).
 		jwks.publish(t, b)
 		clock.Advance(6 * time.Minute)
+		ok(clients, b.assertion(t, byURL.ID, tokenEndpoint, clock.Now(), nil), byURL.ID)
+		refused(clients, a.assertion(t, byURL.ID, tokenEndpoint, clock.Now().Add(-40*time.Second), nil), mcpauth.ErrInvalidAssertion)
+		refused(clients, a.assertion(t, byURL.ID, tokenEndpoint, clock.Now(), nil), mcpauth.ErrIssuerUnavailable)
+		clock.Advance(11 * time.Second)
 		refused(clients, a.assertion(t, byURL.ID, tokenEndpoint, clock.Now(), nil), mcpauth.ErrInvalidAssertion)
 		ok(clients, b.assertion(t, byURL.ID, tokenEndpoint, clock.Now(), nil), byURL.ID)
 	})

@@ -77,7 +77,8 @@ func (c *Clients) VerifyDPoP(ctx context.Context, cl Client, proofs []string, ac
 	if len(proof) > maxAssertionBytes {
 		return bad("oversized")
 	}
-	tok, _, err := jwt.NewParser().ParseUnverified(proof, &dpopClaims{})
+	var pre dpopClaims
+	tok, _, err := jwt.NewParser().ParseUnverified(proof, &pre)
 	if err != nil {
 		return bad("malformed")
 	}
@@ -102,7 +103,7 @@ func (c *Clients) VerifyDPoP(ctx context.Context, cl Client, proofs []string, ac
 	if err != nil {
 		return bad("jwk: %v", err)
 	}
-	key, err := c.registeredKey(ctx, cl, jwk.Key())
+	key, err := c.registeredKey(ctx, cl, jwk.Key(), pre.IssuedAt)
 	if err != nil {
 		return err
 	}
@@ -139,45 +140,54 @@ func (c *Clients) VerifyDPoP(ctx context.Context, cl Client, proofs []string, ac
 	return nil
 }
 
-// registeredKey is the one of cl's registered keys that equals pub.
-func (c *Clients) registeredKey(ctx context.Context, cl Client, pub any) (crypto.PublicKey, error) {
-	find := func() (crypto.PublicKey, error) {
-		var keys []jwkset.JWK
-		switch {
-		case len(cl.JWKS) > 0:
-			var err error
-			if keys, err = publicKeys(cl.JWKS); err != nil {
-				return nil, fmt.Errorf("mcpauth: client %s: registered keys: %w", cl.ID, err)
-			}
-		case cl.JWKSURL != "":
-			store, err := c.remote.keys(ctx, c, cl.JWKSURL)
-			if err != nil {
-				return nil, err
-			}
-			if keys, err = store.KeyReadAll(ctx); err != nil {
-				return nil, err
-			}
-		default:
-			return nil, fmt.Errorf("%w: the client registered no key", ErrInvalidDPoP)
-		}
+// registeredKey is the one of cl's registered keys that equals pub: of its
+// JWK Set, or of its JWKS URL's keys in the key cache, fetched again for a
+// proof issued at iat (unverified) that may be newer than them, as for an
+// unknown kid (keySet.unknownKey).
+func (c *Clients) registeredKey(ctx context.Context, cl Client, pub any, iat *jwt.NumericDate) (crypto.PublicKey, error) {
+	match := func(keys []jwkset.JWK) crypto.PublicKey {
 		for _, k := range keys {
 			if e, ok := k.Key().(interface{ Equal(crypto.PublicKey) bool }); ok && e.Equal(pub) {
-				return k.Key(), nil
+				return k.Key()
 			}
 		}
-		return nil, nil
+		return nil
 	}
-	key, err := find()
-	if err == nil && key == nil && cl.JWKSURL != "" && c.remote.refetchFor(c, cl.JWKSURL) {
-		key, err = find() // a key just published
+	none := fmt.Errorf("%w: jwk is none of the client's registered keys", ErrInvalidDPoP)
+	switch {
+	case len(cl.JWKS) > 0:
+		keys, err := publicKeys(cl.JWKS)
+		if err != nil {
+			return nil, fmt.Errorf("mcpauth: client %s: registered keys: %w", cl.ID, err)
+		}
+		if key := match(keys); key != nil {
+			return key, nil
+		}
+		return nil, none
+	case cl.JWKSURL != "":
+		s := c.remote.set(cl.JWKSURL)
+		if err := s.keys(ctx); err != nil {
+			return nil, err
+		}
+		var key crypto.PublicKey
+		found := func() bool {
+			keys, err := s.verifying(ctx)
+			key = match(keys)
+			return err == nil && key != nil
+		}
+		if found() {
+			return key, nil
+		}
+		switch err := s.unknownKey(ctx, iat, found); {
+		case err == nil:
+			return key, nil
+		case errors.Is(err, errUnknownKey):
+			return nil, none
+		default:
+			return nil, err
+		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	if key == nil {
-		return nil, fmt.Errorf("%w: jwk is none of the client's registered keys", ErrInvalidDPoP)
-	}
-	return key, nil
+	return nil, fmt.Errorf("%w: the client registered no key", ErrInvalidDPoP)
 }
 
 // sameHTU compares a proof's htu with the request's URL: scheme and host

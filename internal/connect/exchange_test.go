@@ -413,10 +413,12 @@ func TestPrivateKeyJWT(t *testing.T) {
 	})
 }
 
-// dpop is a DPoP proof (RFC 9449) by k for method at u, its jwk in the header.
-func (k *assertionKey) dpop(t *testing.T, method, u string, now time.Time) string {
+// dpop is a DPoP proof (RFC 9449) by k for method at u, its jwk in the
+// header, bound to the Authorization credential cred (ath).
+func (k *assertionKey) dpop(t *testing.T, method, u, cred string, now time.Time) string {
 	t.Helper()
-	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"htm": method, "htu": u, "iat": now.Unix(), "jti": rand.Text()})
+	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"htm": method, "htu": u, "iat": now.Unix(), "jti": rand.Text(),
+		"ath": mcpauth.AccessTokenHash(cred)})
 	tok.Header["typ"] = "dpop+jwt"
 	jwk, err := jwkset.NewJWKFromKey(&k.priv.PublicKey, jwkset.JWKOptions{})
 	if err != nil {
@@ -463,17 +465,17 @@ func TestDPoP(t *testing.T) {
 		return resp.StatusCode, resp.Header, out
 	}
 	now := e.clock.Now()
-	good := k.dpop(t, "GET", e.srv.URL+path, now)
+	good := k.dpop(t, "GET", e.srv.URL+path, a.key, now)
 	if st, _, out := call("GET", path, good); st != http.StatusOK || out["access_token"] == nil {
 		t.Fatalf("with a proof: %d %v", st, out)
 	}
 	for _, tt := range []struct{ name, proof string }{
 		{"no proof", ""},
 		{"replayed", good},
-		{"another key", other.dpop(t, "GET", e.srv.URL+path, now)},
-		{"another method", k.dpop(t, "POST", e.srv.URL+path, now)},
-		{"another URL", k.dpop(t, "GET", e.srv.URL+"/v1/connections", now)},
-		{"old", k.dpop(t, "GET", e.srv.URL+path, now.Add(-10*time.Minute))},
+		{"another key", other.dpop(t, "GET", e.srv.URL+path, a.key, now)},
+		{"another method", k.dpop(t, "POST", e.srv.URL+path, a.key, now)},
+		{"another URL", k.dpop(t, "GET", e.srv.URL+"/v1/connections", a.key, now)},
+		{"old", k.dpop(t, "GET", e.srv.URL+path, a.key, now.Add(-10*time.Minute))},
 		{"a client assertion, not a proof", k.sign(t, a.client.ID, e.srv.URL+"/v1", now)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -489,7 +491,7 @@ func TestDPoP(t *testing.T) {
 		if st, _, out := call("GET", p, ""); st != http.StatusUnauthorized || out["error"] != "invalid_dpop_proof" {
 			t.Fatalf("proxy without a proof: %d %v", st, out)
 		}
-		st, _, out := call("GET", p, k.dpop(t, "GET", e.srv.URL+p, now))
+		st, _, out := call("GET", p, k.dpop(t, "GET", e.srv.URL+p, a.key, now))
 		headers, _ := out["headers"].(map[string]any)
 		if st != http.StatusOK || out["path"] != "/api/echo/x" || headers == nil {
 			t.Fatalf("proxy with a proof: %d %v", st, out)

@@ -2,20 +2,13 @@ package mcpauth
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/ed25519"
-	"crypto/rsa"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/MicahParks/jwkset"
@@ -41,15 +34,14 @@ const (
 	maxAssertionBytes    = 8 << 10
 	maxJTI               = 256
 	maxJWKSBytes         = 64 << 10
-	// remoteKeysLifetime is how long a registered JWKS URL's answer is
-	// used; unknownKeyInterval the least time between fetches brought
-	// forward by an unknown kid (a key just published: rotation).
+	// The key cache of registered JWKS URLs (keyCache, the issuers' own
+	// kind): remoteKeysLifetime is the longest an answer is used;
+	// unknownKeyInterval the least time between fetches brought forward by
+	// an unknown key (a key just published: rotation); maxRemoteSets the
+	// URLs remembered.
 	remoteKeysLifetime = 5 * time.Minute
 	unknownKeyInterval = 10 * time.Second
 	maxRemoteSets      = 10_000
-	// maxStaleKeys is how long after their last good fetch a JWKS URL's keys
-	// keep verifying while the URL fails.
-	maxStaleKeys = time.Hour
 )
 
 // AssertionAlgorithms is the signature allow-list of client assertions (the
@@ -87,8 +79,9 @@ func AssertionIssuer(raw string) (string, bool) {
 // allow-list, a key of the client's registered JWK Set or JWKS URL, and a
 // jti never seen before for that client on any replica (client_assertions).
 // Errors: ErrInvalidAssertion, wrapped; ErrClientDisabled;
-// ErrIssuerUnavailable (the client's JWKS URL could not be fetched and no
-// keys of it are cached: a 503).
+// ErrIssuerUnavailable (a 503: the client's JWKS URL could not be fetched
+// and no keys of it may verify, or a kid it lacks may be newer than it and
+// it was fetched less than unknownKeyInterval ago).
 func (c *Clients) AuthenticateAssertion(ctx context.Context, raw, audience string) (Client, error) {
 	bad := func(format string, args ...any) (Client, error) {
 		return Client{}, fmt.Errorf("%w: "+format, append([]any{ErrInvalidAssertion}, args...)...)
@@ -104,6 +97,12 @@ func (c *Clients) AuthenticateAssertion(ctx context.Context, raw, audience strin
 	if alg, _ := tok.Header["alg"].(string); !slices.Contains(algorithms, alg) {
 		return bad("algorithm %q not allowed", alg)
 	}
+	if err := assertionType(tok.Header["typ"]); err != nil {
+		return bad("%v", err)
+	}
+	if err := noCrit(tok.Header); err != nil {
+		return bad("%v", err)
+	}
 	if pre.Issuer == "" || pre.Issuer != pre.Subject || !strings.HasPrefix(pre.Issuer, "cli_") || len(pre.Issuer) > 64 {
 		return bad("iss and sub must both be the client id")
 	}
@@ -114,7 +113,8 @@ func (c *Clients) AuthenticateAssertion(ctx context.Context, raw, audience strin
 	if err != nil {
 		return Client{}, err
 	}
-	kf, err := c.assertionKeys(ctx, cl)
+	var verdict error // the key cache's, on an unknown kid
+	kf, err := c.assertionKeys(ctx, cl, &verdict)
 	if err != nil {
 		return Client{}, err
 	}
@@ -129,18 +129,11 @@ func (c *Clients) AuthenticateAssertion(ctx context.Context, raw, audience strin
 		jwt.WithSubject(cl.ID),
 	)
 	var claims assertionClaims
-	if _, err := parser.ParseWithClaims(raw, &claims, kf.KeyfuncCtx(ctx)); err != nil {
-		if errors.Is(err, jwkset.ErrKeyNotFound) && cl.JWKSURL != "" && c.remote.refetchFor(c, cl.JWKSURL) {
-			// A kid not yet in the cache: a key just published. One
-			// fetch per interval brings it, whoever asked.
-			if kf, err = c.assertionKeys(ctx, cl); err != nil {
-				return Client{}, err
-			}
-			_, err = parser.ParseWithClaims(raw, &claims, kf.KeyfuncCtx(ctx))
+	if _, err := parser.ParseWithClaims(raw, &claims, kf); err != nil {
+		if verdict != nil && !errors.Is(verdict, errUnknownKey) {
+			return Client{}, verdict // its keys cannot be brought up to date now: 503
 		}
-		if err != nil {
-			return bad("%v", err) // jwt's text: no secret in it
-		}
+		return bad("%v", err) // jwt's text: no secret in it
 	}
 	if len(claims.Audience) != 1 || claims.Audience[0] != audience {
 		return bad("aud must be exactly %s", audience)
@@ -157,14 +150,12 @@ func (c *Clients) AuthenticateAssertion(ctx context.Context, raw, audience strin
 	if claims.ID == "" || len(claims.ID) > maxJTI {
 		return bad("jti must be 1-%d characters", maxJTI)
 	}
-	// The jti is spent on every replica by this one insert: a second use,
-	// concurrent or later, inserts nothing. Kept past exp by the skew, as
-	// long as the assertion could still be accepted.
-	tag, err := c.pool.Exec(ctx, spendJTISQL, cl.ID, claims.ID, claims.ExpiresAt.Add(c.skew))
+	// Acceptable until exp + skew on this replica's clock.
+	spent, err := c.spendJTI(ctx, cl.ID, claims.ID, claims.ExpiresAt.Add(c.skew))
 	if err != nil {
 		return Client{}, fmt.Errorf("mcpauth: record assertion: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
+	if !spent {
 		return bad("jti already used (a replayed assertion)")
 	}
 	c.touch(ctx, cl.ID, now.UTC())
@@ -177,6 +168,45 @@ const (
 	sweepJTISQL = `DELETE FROM client_assertions WHERE expires_at < $1`
 )
 
+// jtiRetention is how long after the last instant an assertion or proof
+// could be accepted its spent jti is kept. Acceptance is judged by each
+// replica's clock, the sweep by the sweeping replica's: without it, a
+// replica whose clock runs ahead sweeps the jti while one whose clock runs
+// behind still accepts the assertion — a replay answered 200. With it,
+// replicas whose clocks disagree by less than this cannot reopen a jti.
+const jtiRetention = 5 * time.Minute
+
+// spendJTI spends client's jti on every replica, by this one insert before
+// anything is answered: a second use, concurrent or later, on any replica,
+// inserts nothing and gets false. acceptableUntil is the last instant this
+// replica's clock would accept the assertion or proof; the row is kept
+// jtiRetention longer.
+func (c *Clients) spendJTI(ctx context.Context, clientID, jti string, acceptableUntil time.Time) (bool, error) {
+	tag, err := c.pool.Exec(ctx, spendJTISQL, clientID, jti, acceptableUntil.Add(jtiRetention))
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// assertionType accepts a client assertion's typ: absent, JWT, or
+// client-authentication+jwt (media-type names are case-insensitive and may
+// carry "application/"). Any other — dpop+jwt, at+jwt, … — is a JWT made for
+// something else, never a client's proof of itself.
+func assertionType(h any) error {
+	if h == nil {
+		return nil
+	}
+	typ, ok := h.(string)
+	switch strings.TrimPrefix(strings.ToLower(typ), "application/") {
+	case "jwt", "client-authentication+jwt":
+		if ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("typ %q is not a client assertion's (JWT or client-authentication+jwt)", typ)
+}
+
 // SweepAssertions deletes the spent jtis of assertions that have expired.
 func (c *Clients) SweepAssertions(ctx context.Context) (int64, error) {
 	tag, err := c.pool.Exec(ctx, sweepJTISQL, c.now())
@@ -186,181 +216,25 @@ func (c *Clients) SweepAssertions(ctx context.Context) (int64, error) {
 	return tag.RowsAffected(), nil
 }
 
-// assertionKeys is the keyfunc over cl's registered keys.
-func (c *Clients) assertionKeys(ctx context.Context, cl Client) (keyfunc.Keyfunc, error) {
+// assertionKeys is the keyfunc over cl's registered keys: its JWK Set, or
+// its JWKS URL's keys in the key cache (an unknown kid may fetch them again:
+// keySet.keyfunc, whose verdict is left in *verdict).
+func (c *Clients) assertionKeys(ctx context.Context, cl Client, verdict *error) (jwt.Keyfunc, error) {
 	switch {
 	case len(cl.JWKS) > 0:
 		kf, err := keyfunc.NewJWKSetJSON(cl.JWKS)
 		if err != nil {
 			return nil, fmt.Errorf("mcpauth: client %s: registered keys: %w", cl.ID, err)
 		}
-		return kf, nil
+		return kf.KeyfuncCtx(ctx), nil
 	case cl.JWKSURL != "":
-		store, err := c.remote.keys(ctx, c, cl.JWKSURL)
-		if err != nil {
+		s := c.remote.set(cl.JWKSURL)
+		if err := s.keys(ctx); err != nil {
 			return nil, err
 		}
-		return keyfunc.New(keyfunc.Options{Storage: store})
+		return s.keyfunc(ctx, verdict), nil
 	}
 	return nil, fmt.Errorf("%w: client %s registered no key for private_key_jwt", ErrInvalidAssertion, cl.ID)
-}
-
-// remoteKeys caches the keys of registered JWKS URLs, by URL: each used
-// for remoteKeysLifetime, fetched again sooner (once per
-// unknownKeyInterval) for an unknown kid. While a URL fails, its last keys
-// keep verifying, for maxStaleKeys at most after their last good fetch: a
-// key the client took off its JWKS (a leaked one) must not verify for as
-// long as someone keeps the URL failing.
-type remoteKeys struct {
-	mu      sync.Mutex
-	entries map[string]*remoteSet
-}
-
-type remoteSet struct {
-	mu      sync.Mutex // held across a fetch: one at a time per URL
-	store   *jwkset.MemoryJWKSet
-	fetched time.Time // last good fetch; zero: none
-	tried   time.Time // last attempt
-	stale   bool      // fetch again at the next use (an unknown kid)
-}
-
-func (r *remoteKeys) entry(u string) *remoteSet {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e := r.entries[u]
-	if e == nil {
-		if len(r.entries) >= maxRemoteSets {
-			for k := range r.entries { // any one: a bound, not a policy
-				delete(r.entries, k)
-				break
-			}
-		}
-		e = &remoteSet{store: jwkset.NewMemoryStorage()}
-		r.entries[u] = e
-	}
-	return e
-}
-
-// refetchFor marks u's keys to be fetched again, if the last attempt is
-// older than unknownKeyInterval.
-func (r *remoteKeys) refetchFor(c *Clients, u string) bool {
-	e := r.entry(u)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if c.now().Sub(e.tried) < unknownKeyInterval {
-		return false
-	}
-	e.stale = true
-	return true
-}
-
-// keys returns u's keys, fetching them when none are cached, they are older
-// than remoteKeysLifetime, or an unknown kid asked.
-func (r *remoteKeys) keys(ctx context.Context, c *Clients, u string) (*jwkset.MemoryJWKSet, error) {
-	e := r.entry(u)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now := c.now()
-	if !e.fetched.IsZero() && now.Sub(e.fetched) < remoteKeysLifetime && !e.stale {
-		return e.store, nil
-	}
-	// A failing URL is tried once per interval, whatever asks (stale is
-	// set only as often: refetchFor).
-	if !e.stale && !e.tried.IsZero() && now.Sub(e.tried) < unknownKeyInterval {
-		if e.fetched.IsZero() || now.Sub(e.fetched) > maxStaleKeys {
-			return nil, unavailable(unknownKeyInterval-now.Sub(e.tried), "client JWKS %s: unreachable", u)
-		}
-		return e.store, nil
-	}
-	e.tried, e.stale = now, false
-	keys, err := c.fetchJWKS(ctx, u)
-	if err == nil {
-		err = e.store.KeyReplaceAll(ctx, keys)
-	}
-	if err != nil {
-		c.logger.WarnContext(ctx, "client JWKS fetch failed", slog.Any("error", err))
-		if e.fetched.IsZero() || now.Sub(e.fetched) > maxStaleKeys {
-			return nil, unavailable(unknownKeyInterval, "client JWKS %s: %w", u, err)
-		}
-		return e.store, nil // the last keys keep verifying, for a while
-	}
-	e.fetched = now
-	return e.store, nil
-}
-
-// fetchJWKS GETs a registered JWKS URL through the bounded egress client.
-func (c *Clients) fetchJWKS(ctx context.Context, u string) ([]jwkset.JWK, error) {
-	// Not the request's own cancellation: anyone may send an assertion
-	// naming a client, and one that hangs up at once must not make the
-	// fetch fail for the client's own calls (a failure is not retried
-	// for unknownKeyInterval).
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", u, err)
-	}
-	req.Header.Set("Accept", "application/jwk-set+json, application/json")
-	resp, err := c.httpClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return nil, fmt.Errorf("GET %s: HTTP %d", u, resp.StatusCode)
-	}
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", u, err)
-	}
-	return publicKeys(raw)
-}
-
-// publicKeys parses a JWK Set, keeping the public keys of the kinds the
-// allow-list can verify with; a symmetric or private key, or none, is an
-// error.
-func publicKeys(raw []byte) ([]jwkset.JWK, error) {
-	var doc jwkset.JWKSMarshal
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return nil, fmt.Errorf("not a JWK Set: %w", err)
-	}
-	var out []jwkset.JWK
-	for _, m := range doc.Keys {
-		if m.D != "" || m.K != "" {
-			return nil, errors.New("a JWK Set for client assertions holds public keys only (no private or symmetric key)")
-		}
-		k, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{}, jwkset.JWKValidateOptions{})
-		switch {
-		case errors.Is(err, jwkset.ErrUnsupportedKey):
-			continue
-		case err != nil:
-			return nil, fmt.Errorf("a key of the JWK Set: %w", err)
-		}
-		if err := checkPublic(k.Key()); err != nil {
-			return nil, err
-		}
-		out = append(out, k)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("the JWK Set has no usable public key")
-	}
-	return out, nil
-}
-
-// checkPublic accepts the public keys the allow-list verifies with: RSA of
-// at least 2048 bits, EC, Ed25519.
-func checkPublic(key any) error {
-	switch pk := key.(type) {
-	case *rsa.PublicKey:
-		if pk.N.BitLen() < 2048 {
-			return errors.New("an RSA key must have at least 2048 bits")
-		}
-	case *ecdsa.PublicKey, ed25519.PublicKey:
-	default:
-		return fmt.Errorf("a %T is not a public key connectd verifies assertions with (RSA, EC or Ed25519)", key)
-	}
-	return nil
 }
 
 // AssertionKeys is what a client registers for private_key_jwt: a JWKS URL,

@@ -144,6 +144,29 @@ func (k *signingKey) assertion(t *testing.T, id, aud string, now time.Time, mod 
 	return s
 }
 
+// withHeader is k's assertion for client id at aud with header members set
+// (nil: deleted).
+func (k *signingKey) withHeader(t *testing.T, id, aud string, now time.Time, header map[string]any) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(k.method, jwt.MapClaims{"iss": id, "sub": id, "aud": aud, "iat": now.Unix(),
+		"exp": now.Add(time.Minute).Unix(), "jti": rand.Text()})
+	if k.kid != "" {
+		tok.Header["kid"] = k.kid
+	}
+	for name, v := range header {
+		if v == nil {
+			delete(tok.Header, name)
+		} else {
+			tok.Header[name] = v
+		}
+	}
+	s, err := tok.SignedString(k.priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestClientAssertions (issue 28 part 3): a client registered with public
 // keys or a JWKS URL authenticates with RFC 7523 assertions, and each attack
 // is refused.
@@ -240,10 +263,40 @@ func TestClientAssertions(t *testing.T) {
 			return s
 		}()},
 		{"unknown client", a.assertion(t, "cli_nosuchclient", tokenEndpoint, now, nil)},
-		{"a kid not in the JWKS", newKey(t, "zzz", "ES256").assertion(t, byURL.ID, tokenEndpoint, now, nil)},
+		// Issue 33: a JWT made for something else, or one that depends on
+		// a header extension connectd does not understand.
+		{"typ dpop+jwt", a.withHeader(t, byURL.ID, tokenEndpoint, now, map[string]any{"typ": "dpop+jwt"})},
+		{"typ at+jwt", a.withHeader(t, byURL.ID, tokenEndpoint, now, map[string]any{"typ": "at+jwt"})},
+		{"typ not a string", a.withHeader(t, byURL.ID, tokenEndpoint, now, map[string]any{"typ": 1})},
+		{"an unknown crit header", a.withHeader(t, byURL.ID, tokenEndpoint, now,
+			map[string]any{"crit": []string{"urn:example:must"}, "urn:example:must": true})},
+		{"an empty crit", a.withHeader(t, byURL.ID, tokenEndpoint, now, map[string]any{"crit": []string{}})},
+		// Issued before the JWKS was fetched: a key it would have held.
+		{"a kid not in the JWKS", newKey(t, "zzz", "ES256").assertion(t, byURL.ID, tokenEndpoint, now.Add(-40*time.Second), nil)},
 	} {
 		t.Run(tt.name, func(t *testing.T) { refused(clients, tt.raw, mcpauth.ErrInvalidAssertion) })
 	}
+
+	t.Run("typ: absent, JWT or client-authentication+jwt", func(t *testing.T) {
+		for _, typ := range []any{nil, "JWT", "jwt", "client-authentication+jwt", "application/client-authentication+jwt"} {
+			ok(clients, a.withHeader(t, byURL.ID, tokenEndpoint, clock.Now(), map[string]any{"typ": typ}), byURL.ID)
+		}
+	})
+
+	// Issue 33: acceptance is judged by each replica's clock, the sweep by
+	// the sweeping one's. A replica whose clock runs ahead sweeping must not
+	// reopen a jti that one whose clock runs behind still accepts.
+	t.Run("a sweep by a replica whose clock runs ahead reopens no jti", func(t *testing.T) {
+		aheadCfg := cfg
+		aheadCfg.Now = func() time.Time { return clock.Now().Add(2 * time.Minute) }
+		ahead := mcpauth.NewClients(aheadCfg)
+		raw := rsaKey.assertion(t, byPEM.ID, tokenEndpoint, clock.Now(), nil)
+		ok(clients, raw, byPEM.ID)
+		if _, err := ahead.SweepAssertions(ctx); err != nil {
+			t.Fatal(err)
+		}
+		refused(replica, raw, mcpauth.ErrInvalidAssertion)
+	})
 
 	t.Run("replayed on another replica", func(t *testing.T) {
 		raw := rsaKey.assertion(t, byPEM.ID, tokenEndpoint, clock.Now(), nil)
@@ -282,16 +335,24 @@ func TestClientAssertions(t *testing.T) {
 		if jwks.fetches.Load() != fetches+1 {
 			t.Fatalf("%d fetches for the new kid, want 1", jwks.fetches.Load()-fetches)
 		}
-		// A flood of unknown kids costs at most one fetch per interval.
+		// A flood of unknown kids costs at most one fetch per interval: one
+		// that may be newer than the keys just fetched is a 503 until the
+		// interval has passed (as for issuers), never accepted.
 		for range 5 {
-			refused(clients, newKey(t, "made-up", "ES256").assertion(t, byURL.ID, tokenEndpoint, clock.Now(), nil), mcpauth.ErrInvalidAssertion)
+			refused(clients, newKey(t, "made-up", "ES256").assertion(t, byURL.ID, tokenEndpoint, clock.Now(), nil), mcpauth.ErrIssuerUnavailable)
 		}
 		if jwks.fetches.Load() > fetches+2 {
 			t.Fatalf("%d fetches for a flood of unknown kids", jwks.fetches.Load()-fetches)
 		}
-		// The old key, no longer published, stops working.
+		// The old key, no longer published, stops working: 401 for an
+		// assertion older than the fetch that dropped it (a newer one may
+		// name a key published since: a 503 for an interval, then 401).
 		jwks.publish(t, b)
 		clock.Advance(6 * time.Minute)
+		ok(clients, b.assertion(t, byURL.ID, tokenEndpoint, clock.Now(), nil), byURL.ID)
+		refused(clients, a.assertion(t, byURL.ID, tokenEndpoint, clock.Now().Add(-40*time.Second), nil), mcpauth.ErrInvalidAssertion)
+		refused(clients, a.assertion(t, byURL.ID, tokenEndpoint, clock.Now(), nil), mcpauth.ErrIssuerUnavailable)
+		clock.Advance(11 * time.Second)
 		refused(clients, a.assertion(t, byURL.ID, tokenEndpoint, clock.Now(), nil), mcpauth.ErrInvalidAssertion)
 		ok(clients, b.assertion(t, byURL.ID, tokenEndpoint, clock.Now(), nil), byURL.ID)
 	})

@@ -35,20 +35,23 @@ func NewAuthenticator(clients *Clients, verifier *Verifier, publicURL string) *A
 }
 
 // AuthenticateClient authenticates only the calling MCP server, by the
-// bearer credential: its client key (cks_…), or a client assertion
-// (private_key_jwt: a JWT for the /v1 audience, its jti single-use). Errors
+// Authorization credential — "Bearer <credential>", or "DPoP <credential>"
+// (RFC 9449 §7.1) with a DPoP proof — its client key (cks_…), or a client
+// assertion (private_key_jwt: a JWT for the /v1 audience, its jti
+// single-use). A DPoP proof is checked when the client requires DPoP or the
+// DPoP scheme is used; its ath must be the hash of the credential. Errors
 // are this package's sentinels (ErrMissingClientKey, ErrInvalidClientKey,
-// ErrClientDisabled, ErrInvalidAssertion), wrapped; internal/web's error
-// table answers them.
+// ErrClientDisabled, ErrInvalidAssertion, ErrMissingDPoP, ErrInvalidDPoP),
+// wrapped; internal/web's error table answers them.
 func (a *Authenticator) AuthenticateClient(r *http.Request) (Client, error) {
 	return a.authenticateClient(r, true)
 }
 
-// authenticateClient is AuthenticateClient; dpop says whether a client that
-// must prove its calls with DPoP is asked for the request's proof (not when
-// the request is checked again: its proof's jti is spent).
+// authenticateClient is AuthenticateClient; dpop says whether the request's
+// DPoP proof is checked (not when the request is checked again: its proof's
+// jti is spent).
 func (a *Authenticator) authenticateClient(r *http.Request, dpop bool) (Client, error) {
-	key, ok := Bearer(r.Header.Get("Authorization"))
+	key, scheme, ok := credential(r.Header.Get("Authorization"))
 	if !ok {
 		return Client{}, ErrMissingClientKey
 	}
@@ -65,11 +68,12 @@ func (a *Authenticator) authenticateClient(r *http.Request, dpop bool) (Client, 
 	if err != nil {
 		return Client{}, err
 	}
-	if c.DPoPRequired && dpop {
+	if dpop && (c.DPoPRequired || scheme == schemeDPoP) {
 		if a.origin == "" {
 			return Client{}, ErrInvalidDPoP
 		}
-		if err := a.clients.VerifyDPoP(r.Context(), c, r.Header.Get(DPoPHeader), r.Method, a.origin+r.URL.EscapedPath()); err != nil {
+		if err := a.clients.VerifyDPoP(r.Context(), c, r.Header.Values(DPoPHeader), key, r.Method,
+			a.origin+r.URL.EscapedPath()); err != nil {
 			return Client{}, err
 		}
 	}
@@ -96,7 +100,7 @@ func Refused(err error) bool {
 }
 
 func (a *Authenticator) recheck(r *http.Request, clientID string) error {
-	if key, ok := Bearer(r.Header.Get("Authorization")); !ok || !LooksLikeAssertion(key) {
+	if key, _, ok := credential(r.Header.Get("Authorization")); !ok || !LooksLikeAssertion(key) {
 		_, err := a.authenticateClient(r, false)
 		return err
 	}
@@ -148,13 +152,33 @@ func RetryAfter(err error) (time.Duration, bool) {
 	return u.retry, true
 }
 
-// Bearer extracts the credential of an "Authorization: Bearer ..." header:
-// how a client key travels (the rate limiter keys /v1 budgets by it too).
-func Bearer(h string) (string, bool) {
-	scheme, cred, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
+// The authorization schemes a client credential travels in.
+const (
+	schemeBearer = "Bearer"
+	schemeDPoP   = "DPoP" // RFC 9449 §7.1: with a DPoP proof
+)
+
+// ClientCredential extracts the client credential of an Authorization
+// header, "Bearer <credential>" or "DPoP <credential>": how a client key or
+// assertion travels (the rate limiter keys /v1 budgets by it too).
+func ClientCredential(h string) (string, bool) {
+	cred, _, ok := credential(h)
+	return cred, ok
+}
+
+// credential is ClientCredential, with the scheme it came in.
+func credential(h string) (cred, scheme string, ok bool) {
+	scheme, cred, ok = strings.Cut(h, " ")
+	switch {
+	case !ok:
+		return "", "", false
+	case strings.EqualFold(scheme, schemeBearer):
+		scheme = schemeBearer
+	case strings.EqualFold(scheme, schemeDPoP):
+		scheme = schemeDPoP
+	default:
+		return "", "", false
 	}
 	cred = strings.TrimSpace(cred)
-	return cred, cred != ""
+	return cred, scheme, cred != ""
 }

@@ -104,7 +104,7 @@ type Clients struct {
 	httpClient *http.Client // fetches registered JWKS URLs (bounded)
 	rawClient  *http.Client // as configured: registration asks its guard
 	skew       time.Duration
-	remote     remoteKeys // the registered JWKS URLs' keys, cached (assertion.go)
+	remote     *keyCache // the registered JWKS URLs' keys (jwks.go)
 }
 
 // NewClients returns the client registry over cfg.Pool.
@@ -124,7 +124,9 @@ func NewClients(cfg ClientsConfig) *Clients {
 	c.rawClient = cfg.HTTPClient
 	c.httpClient = egress.Bound(cfg.HTTPClient, egress.Limits{Timeout: 10 * time.Second, MaxResponseBytes: maxJWKSBytes})
 	c.skew = orDefault(cfg.Skew, 30*time.Second)
-	c.remote.entries = map[string]*remoteSet{}
+	c.remote = newKeyCache(keyCacheConfig{client: c.httpClient, lifetime: remoteKeysLifetime,
+		unknownKeyInterval: unknownKeyInterval, skew: c.skew, timeout: 10 * time.Second, maxSets: maxRemoteSets,
+		now: c.now, logger: c.logger, what: "client"})
 	return c
 }
 

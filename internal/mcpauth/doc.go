@@ -6,15 +6,19 @@
 //     rotating its keys clears on every replica (clientcache.go);
 //   - client authentication without a shared secret: RFC 7523 client
 //     assertions (private_key_jwt) against the keys a client registered (a
-//     public JWK Set, or a JWKS URL fetched through egress and cached), and
-//     DPoP proofs (RFC 9449) by those keys, each jti spent once across
-//     replicas (table client_assertions; assertion.go, dpop.go), and the
-//     token endpoint's client authentication methods (tokenclient.go);
+//     public JWK Set, or a JWKS URL fetched through egress into the JWKS
+//     cache), and DPoP proofs (RFC 9449, ath bound to the Authorization
+//     credential) by those keys, each jti spent once across replicas (table
+//     client_assertions; assertion.go, dpop.go), and the token endpoint's
+//     client authentication methods (tokenclient.go);
 //   - verification of MCP user access tokens (RFC 9068 JWTs) against trusted
-//     issuers, with discovery (egress.Discover: RFC 8414, then OIDC) and a
-//     JWKS cache (jwks.go) that follows the answer's cache headers, retries a
-//     failing JWKS within seconds, and refreshes early, at most once per
-//     interval, for an unknown key id that may be newer than the cache;
+//     issuers, with discovery (egress.Discover: RFC 8414, then OIDC);
+//   - the one JWKS cache (jwks.go), for issuers and clients alike: public
+//     keys only, following the answer's cache headers up to a lifetime,
+//     retrying a failing JWKS within seconds, refreshing early, at most once
+//     per interval, for an unknown key that may be newer than the cache, and
+//     verifying with a failing URL's last keys for an hour past their
+//     lifetime at most;
 //   - the OIDC relying-party side of browser login (authorization code + PKCE
 //     S256 + nonce) and its single-use login states (table login_states).
 //

@@ -3,6 +3,9 @@ package mcpauth
 import (
 	"context"
 	"crypto"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,12 +21,19 @@ import (
 // DPoPHeader carries an RFC 9449 DPoP proof.
 const DPoPHeader = "DPoP"
 
-// ErrInvalidDPoP means a client that must prove its calls with DPoP sent no
-// proof, or one that was refused: not typ dpop+jwt, an algorithm outside the
-// allow-list, a jwk that is none of the client's registered keys, a bad
-// signature, htm or htu not this request's, iat too old or in the future, or
-// a jti already used.
+// ErrInvalidDPoP means a client that must prove its calls with DPoP, or a
+// call made with the DPoP authorization scheme, came with a proof that was
+// refused: more than one DPoP header, not typ dpop+jwt, a crit header, an
+// algorithm outside the allow-list, a jwk that is none of the client's
+// registered keys, a bad signature, htm or htu not this request's, ath not
+// the hash of this request's Authorization credential, iat too old or in
+// the future, or a jti already used.
 var ErrInvalidDPoP = errors.New("mcpauth: invalid DPoP proof")
+
+// ErrMissingDPoP means a call that needs a DPoP proof (the client requires
+// DPoP, or it used the DPoP authorization scheme) sent no DPoP header. It
+// wraps ErrInvalidDPoP.
+var ErrMissingDPoP = fmt.Errorf("%w: no DPoP proof", ErrInvalidDPoP)
 
 // dpopWindow is how old a proof's iat may be (beside the skew): a proof is
 // made for one request, at once.
@@ -33,29 +43,50 @@ type dpopClaims struct {
 	jwt.RegisteredClaims
 	HTM string `json:"htm"`
 	HTU string `json:"htu"`
+	ATH string `json:"ath"`
 }
 
-// VerifyDPoP checks proof, the DPoP header of a request of client cl with
-// method to htu (scheme, host and path, without query): RFC 9449 §4.3, with
-// the key bound to the client — the proof's jwk must be one of the keys cl
-// registered for private_key_jwt (a newly published one is found as for
-// assertions). Its jti is spent across replicas like an assertion's.
-func (c *Clients) VerifyDPoP(ctx context.Context, cl Client, proof, method, htu string) error {
+// AccessTokenHash is a DPoP proof's ath for the access token it is sent
+// with (RFC 9449 §4.2): base64url(SHA-256(token)), unpadded. On /v1 the
+// access token is the Authorization credential: the client key, or the
+// client assertion.
+func AccessTokenHash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// VerifyDPoP checks proofs, the DPoP headers of a request of client cl
+// whose Authorization credential is accessToken, with method to htu (scheme,
+// host and path, without query): RFC 9449 §4.3, with the key bound to the
+// client — the proof's jwk must be one of the keys cl registered for
+// private_key_jwt (a newly published one is found as for assertions) — and
+// ath required, the hash of accessToken. Exactly one header: none is
+// ErrMissingDPoP, more than one ErrInvalidDPoP. Its jti is spent across
+// replicas like an assertion's, before anything is answered.
+func (c *Clients) VerifyDPoP(ctx context.Context, cl Client, proofs []string, accessToken, method, htu string) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidDPoP}, args...)...)
 	}
-	if proof == "" {
-		return bad("this client must send a %s proof with every call", DPoPHeader)
+	switch {
+	case len(proofs) == 0 || len(proofs) == 1 && proofs[0] == "":
+		return fmt.Errorf("%w: send one %s header with every call", ErrMissingDPoP, DPoPHeader)
+	case len(proofs) > 1:
+		return bad("more than one %s header", DPoPHeader)
 	}
+	proof := proofs[0]
 	if len(proof) > maxAssertionBytes {
 		return bad("oversized")
 	}
-	tok, _, err := jwt.NewParser().ParseUnverified(proof, &dpopClaims{})
+	var pre dpopClaims
+	tok, _, err := jwt.NewParser().ParseUnverified(proof, &pre)
 	if err != nil {
 		return bad("malformed")
 	}
 	if typ, _ := tok.Header["typ"].(string); !strings.EqualFold(typ, "dpop+jwt") {
 		return bad("typ must be dpop+jwt")
+	}
+	if err := noCrit(tok.Header); err != nil {
+		return bad("%v", err)
 	}
 	if alg, _ := tok.Header["alg"].(string); !slices.Contains(algorithms, alg) {
 		return bad("algorithm %q not allowed", alg)
@@ -72,7 +103,7 @@ func (c *Clients) VerifyDPoP(ctx context.Context, cl Client, proof, method, htu 
 	if err != nil {
 		return bad("jwk: %v", err)
 	}
-	key, err := c.registeredKey(ctx, cl, jwk.Key())
+	key, err := c.registeredKey(ctx, cl, jwk.Key(), pre.IssuedAt)
 	if err != nil {
 		return err
 	}
@@ -89,61 +120,74 @@ func (c *Clients) VerifyDPoP(ctx context.Context, cl Client, proof, method, htu 
 	if !sameHTU(claims.HTU, htu) {
 		return bad("htu is not this request's URL")
 	}
+	if claims.ATH == "" || subtle.ConstantTimeCompare([]byte(claims.ATH), []byte(AccessTokenHash(accessToken))) != 1 {
+		return bad("ath must be the hash of this request's Authorization credential")
+	}
 	if claims.IssuedAt == nil || now.Sub(claims.IssuedAt.Time) > dpopWindow+c.skew {
 		return bad("iat must be within %s", dpopWindow)
 	}
 	if claims.ID == "" || len(claims.ID) > maxJTI {
 		return bad("jti must be 1-%d characters", maxJTI)
 	}
-	tag, err := c.pool.Exec(ctx, spendJTISQL, cl.ID, "dpop:"+claims.ID, claims.IssuedAt.Add(dpopWindow+2*c.skew))
+	// Acceptable until iat + window + skew on this replica's clock.
+	spent, err := c.spendJTI(ctx, cl.ID, "dpop:"+claims.ID, claims.IssuedAt.Add(dpopWindow+c.skew))
 	if err != nil {
 		return fmt.Errorf("mcpauth: record DPoP proof: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
+	if !spent {
 		return bad("jti already used (a replayed proof)")
 	}
 	return nil
 }
 
-// registeredKey is the one of cl's registered keys that equals pub.
-func (c *Clients) registeredKey(ctx context.Context, cl Client, pub any) (crypto.PublicKey, error) {
-	find := func() (crypto.PublicKey, error) {
-		var keys []jwkset.JWK
-		switch {
-		case len(cl.JWKS) > 0:
-			var err error
-			if keys, err = publicKeys(cl.JWKS); err != nil {
-				return nil, fmt.Errorf("mcpauth: client %s: registered keys: %w", cl.ID, err)
-			}
-		case cl.JWKSURL != "":
-			store, err := c.remote.keys(ctx, c, cl.JWKSURL)
-			if err != nil {
-				return nil, err
-			}
-			if keys, err = store.KeyReadAll(ctx); err != nil {
-				return nil, err
-			}
-		default:
-			return nil, fmt.Errorf("%w: the client registered no key", ErrInvalidDPoP)
-		}
+// registeredKey is the one of cl's registered keys that equals pub: of its
+// JWK Set, or of its JWKS URL's keys in the key cache, fetched again for a
+// proof issued at iat (unverified) that may be newer than them, as for an
+// unknown kid (keySet.unknownKey).
+func (c *Clients) registeredKey(ctx context.Context, cl Client, pub any, iat *jwt.NumericDate) (crypto.PublicKey, error) {
+	match := func(keys []jwkset.JWK) crypto.PublicKey {
 		for _, k := range keys {
 			if e, ok := k.Key().(interface{ Equal(crypto.PublicKey) bool }); ok && e.Equal(pub) {
-				return k.Key(), nil
+				return k.Key()
 			}
 		}
-		return nil, nil
+		return nil
 	}
-	key, err := find()
-	if err == nil && key == nil && cl.JWKSURL != "" && c.remote.refetchFor(c, cl.JWKSURL) {
-		key, err = find() // a key just published
+	none := fmt.Errorf("%w: jwk is none of the client's registered keys", ErrInvalidDPoP)
+	switch {
+	case len(cl.JWKS) > 0:
+		keys, err := publicKeys(cl.JWKS)
+		if err != nil {
+			return nil, fmt.Errorf("mcpauth: client %s: registered keys: %w", cl.ID, err)
+		}
+		if key := match(keys); key != nil {
+			return key, nil
+		}
+		return nil, none
+	case cl.JWKSURL != "":
+		s := c.remote.set(cl.JWKSURL)
+		if err := s.keys(ctx); err != nil {
+			return nil, err
+		}
+		var key crypto.PublicKey
+		found := func() bool {
+			keys, err := s.verifying(ctx)
+			key = match(keys)
+			return err == nil && key != nil
+		}
+		if found() {
+			return key, nil
+		}
+		switch err := s.unknownKey(ctx, iat, found); {
+		case err == nil:
+			return key, nil
+		case errors.Is(err, errUnknownKey):
+			return nil, none
+		default:
+			return nil, err
+		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	if key == nil {
-		return nil, fmt.Errorf("%w: jwk is none of the client's registered keys", ErrInvalidDPoP)
-	}
-	return key, nil
+	return nil, fmt.Errorf("%w: the client registered no key", ErrInvalidDPoP)
 }
 
 // sameHTU compares a proof's htu with the request's URL: scheme and host

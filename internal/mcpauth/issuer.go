@@ -10,9 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/MicahParks/jwkset"
-	"github.com/MicahParks/keyfunc/v3"
-
 	"github.com/connectd/connectd/internal/egress"
 )
 
@@ -72,26 +69,26 @@ func (i Issuer) Validate(allowHTTP bool) error {
 	return nil
 }
 
-// issuerState is one issuer's lazily discovered metadata and JWKS cache.
+// issuerState is one issuer's lazily discovered metadata and its keys in
+// the JWKS cache.
 type issuerState struct {
 	cfg Issuer
 
-	mu       sync.Mutex // held while discovering and creating the cache
+	mu       sync.Mutex // held while discovering
 	meta     *egress.Metadata
-	kf       keyfunc.Keyfunc
 	keys     *keySet
 	failedAt time.Time // last failed set-up; retried after retryAfter
 }
 
-// ready discovers the issuer and creates its JWKS cache on first use (the
-// first fetch is the cache's own: see keySet). A failure is remembered for
-// retryAfter so an unreachable issuer costs one attempt per interval, not one
-// per request.
+// ready discovers the issuer and finds its keys in the JWKS cache on first
+// use (the first fetch is the cache's own: see keySet). A failure is
+// remembered for retryAfter so an unreachable issuer costs one attempt per
+// interval, not one per request.
 func (v *Verifier) ready(ctx context.Context, st *issuerState) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	needMeta := st.cfg.JWKSURL == "" || st.cfg.Login
-	if st.kf != nil && (!needMeta || st.meta != nil) {
+	if st.keys != nil && (!needMeta || st.meta != nil) {
 		return nil
 	}
 	if !st.failedAt.IsZero() {
@@ -108,23 +105,12 @@ func (v *Verifier) ready(ctx context.Context, st *issuerState) error {
 		}
 		st.meta = m
 	}
-	if st.kf == nil {
+	if st.keys == nil {
 		jwksURL := st.cfg.JWKSURL
 		if jwksURL == "" {
 			jwksURL = st.meta.JWKSURI
 		}
-		keys := &keySet{v: v, id: st.cfg.ID, url: jwksURL, store: jwkset.NewMemoryStorage()}
-		kf, err := keyfunc.New(keyfunc.Options{
-			Ctx:     v.ctx,
-			Storage: keys.store,
-			// Keys marked for encryption never verify signatures.
-			UseWhitelist: []jwkset.USE{jwkset.UseSig, jwkset.USE("")},
-		})
-		if err != nil {
-			st.failedAt = v.now()
-			return unavailable(v.retryAfter, "issuer %s: %w", st.cfg.ID, err)
-		}
-		st.kf, st.keys = kf, keys
+		st.keys = v.keys.set(jwksURL)
 	}
 	st.failedAt = time.Time{}
 	return nil

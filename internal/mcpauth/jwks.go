@@ -2,18 +2,23 @@ package mcpauth
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rsa"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/MicahParks/jwkset"
+	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -24,60 +29,164 @@ const (
 	minKeysLifetime = time.Minute
 	// maxBackoff caps the wait between two attempts at a failing JWKS.
 	maxBackoff = time.Minute
+	// maxStaleKeys is how long past the end of its answer's lifetime a
+	// JWK Set keeps verifying while its URL fails (RFC 5861's
+	// stale-if-error): a key taken off the JWKS — a leaked one — must stop
+	// verifying even while someone keeps the URL failing. The same bound for
+	// issuers and clients.
+	maxStaleKeys = time.Hour
 )
 
-// keySet is one issuer's JWKS: the keys keyfunc reads, and when to fetch them
+// errUnknownKey means the key a JWT names (its kid, or a DPoP proof's jwk)
+// is not in a JWK Set that is up to date for it; each caller answers it
+// with its own sentinel (ErrSignature, ErrInvalidAssertion, ErrInvalidDPoP).
+var errUnknownKey = errors.New("mcpauth: no such key in the JWK Set")
+
+// keyCacheConfig configures a keyCache.
+type keyCacheConfig struct {
+	client *http.Client // bounded (egress.Bound), guarded by the caller's transport
+	// lifetime is the longest a JWKS answer is used before it is fetched
+	// again; its Cache-Control max-age or Expires may make it shorter, down
+	// to minKeysLifetime.
+	lifetime time.Duration
+	// unknownKeyInterval is the least time between a fetch and one brought
+	// forward by an unknown key; also the first retry after a failure,
+	// doubling up to maxBackoff.
+	unknownKeyInterval time.Duration
+	skew               time.Duration // tolerated on a JWT's iat
+	timeout            time.Duration // of one fetch
+	maxSets            int           // URLs remembered at most
+	now                func() time.Time
+	logger             *slog.Logger
+	what               string // "issuer" or "client", for logs and errors
+}
+
+// keyCache is the one JWKS cache, by URL: the keys of trusted issuers (user
+// tokens) and of the JWKS URLs clients register (private_key_jwt
+// assertions, DPoP proofs), under one policy (keySet). It holds public keys
+// only: an answer with a private or symmetric key is refused whole. Its
+// fetches run on its own context, which close ends.
+type keyCache struct {
+	keyCacheConfig
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu   sync.Mutex
+	sets map[string]*keySet
+}
+
+func newKeyCache(cfg keyCacheConfig) *keyCache {
+	c := &keyCache{keyCacheConfig: cfg, sets: map[string]*keySet{}}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c
+}
+
+// close ends the fetches under way.
+func (c *keyCache) close() { c.cancel() }
+
+// set is u's keys, created (unfetched) on first use.
+func (c *keyCache) set(u string) *keySet {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sets[u]
+	if s == nil {
+		if len(c.sets) >= c.maxSets {
+			for k := range c.sets { // any one: a bound, not a policy
+				delete(c.sets, k)
+				break
+			}
+		}
+		s = &keySet{c: c, url: u, store: jwkset.NewMemoryStorage()}
+		// Keys marked for encryption never verify signatures.
+		kf, err := keyfunc.New(keyfunc.Options{Ctx: c.ctx, Storage: s.store,
+			UseWhitelist: []jwkset.USE{jwkset.UseSig, jwkset.USE("")}})
+		if err != nil { // only for a nil storage
+			panic(err)
+		}
+		s.kf = kf
+		c.sets[u] = s
+	}
+	return s
+}
+
+// keySet is one JWKS URL's keys: what keyfunc reads, and when to fetch them
 // again. jwkset's own HTTP storage refreshes on a fixed ticker, ignores cache
 // headers, retries a failure only a whole interval later and keeps its fetch
 // unexported; so the fetch is here, and jwkset only parses and stores keys.
 //
-// A fetch is due when the last answer's lifetime ends (RefreshInterval, or
-// sooner when its Cache-Control max-age or Expires says so, but never sooner
-// than minKeysLifetime) or, after a failure, on a backoff from
-// UnknownKIDInterval doubling up to maxBackoff. A token whose kid the set
-// lacks may bring a fetch forward, at most once per UnknownKIDInterval after
-// the last fetch of any kind, and only if the token could be newer than the
-// set: one issued before the last good fetch started names a key the issuer
-// had not published, and is refused without a fetch. Its iat is unverified
-// then, which is fine: it only chooses between fetching, 503 and 401, never
-// acceptance. So a flood of made-up kids costs at most one fetch per
-// interval, and a rotated key is found within one interval whatever the flood
-// does: that fetch brings it, whoever triggered it.
+// A fetch is due when the last answer's lifetime ends (the cache's lifetime,
+// or sooner when its Cache-Control max-age or Expires says so, but never
+// sooner than minKeysLifetime) or, after a failure, on a backoff from
+// unknownKeyInterval doubling up to maxBackoff. While the URL fails, the
+// last keys keep verifying for maxStaleKeys past that lifetime at most;
+// after that, or before any good fetch, a JWT is neither accepted nor
+// refused (503). A JWT whose key the set lacks may bring a fetch forward,
+// at most once per unknownKeyInterval after the last fetch of any kind, and
+// only if the JWT could be newer than the set: one issued before the last
+// good fetch started names a key that was not published, and is refused
+// without a fetch. Its iat is unverified then, which is fine: it only
+// chooses between fetching, 503 and 401, never acceptance. So a flood of
+// made-up kids costs at most one fetch per interval, and a rotated key is
+// found within one interval whatever the flood does: that fetch brings it,
+// whoever triggered it.
 //
-// Fetches run one at a time, in their own goroutine on the Verifier's context
+// Fetches run one at a time, in their own goroutine on the cache's context
 // (one caller giving up does not fail the fetch the others wait for); a
 // caller that needs a fetch while one runs waits for that one.
 type keySet struct {
-	v     *Verifier
-	id    string // the issuer's, for logs and errors
+	c     *keyCache
 	url   string
 	store *jwkset.MemoryJWKSet
+	kf    keyfunc.Keyfunc // over store
 
-	mu       sync.Mutex
-	fetching chan struct{} // non-nil while a fetch runs; closed when it ends
-	tried    time.Time     // when the last fetch started
-	fetched  time.Time     // when the last good fetch started
-	ok       bool          // the last fetch succeeded
-	failures int           // fetches failed in a row
-	due      time.Time     // when the next fetch is due
+	mu         sync.Mutex
+	fetching   chan struct{} // non-nil while a fetch runs; closed when it ends
+	tried      time.Time     // when the last fetch started
+	fetched    time.Time     // when the last good fetch started
+	freshUntil time.Time     // when the last good answer's lifetime ends
+	ok         bool          // the last fetch succeeded
+	failures   int           // fetches failed in a row
+	due        time.Time     // when the next fetch is due
 }
 
-// maintain starts a fetch when one is due. It waits for it only when the set
-// has never been fetched or its last answer merely expired (a key may have
-// been revoked since); while the issuer is failing, the cached keys keep
-// verifying and the retry runs in the background, so no request waits for a
-// timeout on every backoff.
+// keys makes the set as current as it must be for a JWT to be verified
+// now, and says whether its keys may verify: nil, or an *unavailableError
+// (never fetched, or failing past maxStaleKeys).
+func (s *keySet) keys(ctx context.Context) error {
+	s.maintain(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.usable(s.c.now()) {
+		return nil
+	}
+	return unavailable(max(s.due.Sub(s.c.now()), time.Second), "%s JWKS %s: unreachable", s.c.what, s.url)
+}
+
+// usable reports whether the keys may verify at now: fetched, and within
+// maxStaleKeys of their answer's lifetime; s.mu is held.
+func (s *keySet) usable(now time.Time) bool {
+	return !s.fetched.IsZero() && !now.After(s.freshUntil.Add(maxStaleKeys))
+}
+
+// maintain starts a fetch when one is due — or, when no key may verify,
+// once per unknownKeyInterval whatever the backoff (as an unknown key
+// would). It waits for it when the set has never been fetched, its last
+// answer merely expired (a key may have been revoked since), or its keys
+// may no longer verify; while the URL is failing and the cached keys still
+// may, the retry runs in the background, so no request waits for a timeout
+// on every backoff.
 func (s *keySet) maintain(ctx context.Context) {
 	s.mu.Lock()
+	now := s.c.now()
 	done := s.fetching
 	if done == nil {
-		if s.v.now().Before(s.due) {
+		if now.Before(s.due) && (s.usable(now) || now.Before(s.tried.Add(s.c.unknownKeyInterval))) {
 			s.mu.Unlock()
 			return
 		}
 		done = s.start()
 	}
-	wait := s.ok || (s.fetched.IsZero() && s.failures == 0)
+	wait := s.ok || !s.usable(now)
 	s.mu.Unlock()
 	if wait {
 		select {
@@ -87,25 +196,52 @@ func (s *keySet) maintain(ctx context.Context) {
 	}
 }
 
-// unknownKID is called for a token whose kid is not in the set. It returns nil
-// once a fetch has brought the kid, ErrSignature when the issuer does not
-// publish it, or an *unavailableError when the set cannot be brought up to
-// date now.
-func (s *keySet) unknownKID(ctx context.Context, kid string, iat *jwt.NumericDate) error {
+// keyfunc is the jwt.Keyfunc over the set: a kid not in it is unknownKey's
+// to decide on — fetched now, at most once per interval; refused
+// (errUnknownKey) when the set is newer than the JWT; or 503 until a fetch
+// is allowed. That verdict is left in *verdict, to be returned as it is.
+func (s *keySet) keyfunc(ctx context.Context, verdict *error) jwt.Keyfunc {
+	inner := s.kf.KeyfuncCtx(ctx)
+	return func(t *jwt.Token) (any, error) {
+		if kid, ok := t.Header["kid"].(string); ok {
+			if _, err := s.store.KeyRead(ctx, kid); err != nil {
+				iat, _ := t.Claims.GetIssuedAt()
+				if err := s.unknownKey(ctx, iat, func() bool { _, err := s.store.KeyRead(ctx, kid); return err == nil }); err != nil {
+					*verdict = err
+					return nil, err
+				}
+			}
+		}
+		return inner(t)
+	}
+}
+
+// verifying lists the set's keys that may verify signatures (not marked
+// for encryption).
+func (s *keySet) verifying(ctx context.Context) ([]jwkset.JWK, error) {
+	all, err := s.store.KeyReadAll(ctx)
+	return slices.DeleteFunc(all, func(k jwkset.JWK) bool { u := k.Marshal().USE; return u != jwkset.UseSig && u != "" }), err
+}
+
+// unknownKey is called for a JWT issued at iat whose key is not in the set.
+// It returns nil once a fetch has brought a key that has says is the one,
+// errUnknownKey when the set is up to date and lacks it, or an
+// *unavailableError when the set cannot be brought up to date now.
+func (s *keySet) unknownKey(ctx context.Context, iat *jwt.NumericDate, has func() bool) error {
 	if iat == nil {
-		return fmt.Errorf("%w: sub and iat are required", ErrMalformedToken) // refused anyway
+		return fmt.Errorf("%w: the JWT has no iat", errUnknownKey) // refused anyway
 	}
 	s.mu.Lock()
 	// iat has whole seconds: a second on top of the skew.
-	if !s.fetched.IsZero() && s.fetched.After(iat.Add(s.v.skew+time.Second)) {
+	if !s.fetched.IsZero() && s.fetched.After(iat.Add(s.c.skew+time.Second)) {
 		s.mu.Unlock()
-		return ErrSignature
+		return errUnknownKey
 	}
 	done := s.fetching
 	if done == nil {
-		if wait := s.tried.Add(s.v.unknownKIDInterval).Sub(s.v.now()); wait > 0 {
+		if wait := s.tried.Add(s.c.unknownKeyInterval).Sub(s.c.now()); wait > 0 {
 			s.mu.Unlock()
-			return unavailable(wait, "issuer %s: unknown kid; its JWKS was fetched less than %s ago", s.id, s.v.unknownKIDInterval)
+			return unavailable(wait, "%s JWKS %s: unknown key; fetched less than %s ago", s.c.what, s.url, s.c.unknownKeyInterval)
 		}
 		done = s.start()
 	}
@@ -113,17 +249,17 @@ func (s *keySet) unknownKID(ctx context.Context, kid string, iat *jwt.NumericDat
 	select {
 	case <-done:
 	case <-ctx.Done():
-		return unavailable(s.v.unknownKIDInterval, "issuer %s: waiting for its JWKS: %w", s.id, ctx.Err())
+		return unavailable(s.c.unknownKeyInterval, "%s JWKS %s: waiting for it: %w", s.c.what, s.url, ctx.Err())
 	}
-	if _, err := s.store.KeyRead(ctx, kid); err == nil {
+	if has() {
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ok {
-		return ErrSignature
+		return errUnknownKey
 	}
-	return unavailable(s.tried.Add(s.v.unknownKIDInterval).Sub(s.v.now()), "issuer %s: JWKS unreachable", s.id)
+	return unavailable(s.tried.Add(s.c.unknownKeyInterval).Sub(s.c.now()), "%s JWKS %s: unreachable", s.c.what, s.url)
 }
 
 // healthy reports whether the last fetch succeeded, which tells "unknown
@@ -138,14 +274,14 @@ func (s *keySet) healthy() bool {
 func (s *keySet) retryIn() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.due.Sub(s.v.now())
+	return s.due.Sub(s.c.now())
 }
 
 // start begins a fetch and returns the channel closed when it ends; s.mu is
 // held.
 func (s *keySet) start() chan struct{} {
 	done := make(chan struct{})
-	started := s.v.now()
+	started := s.c.now()
 	s.fetching, s.tried = done, started
 	go func() {
 		h, err := s.fetch()
@@ -153,46 +289,48 @@ func (s *keySet) start() chan struct{} {
 		defer s.mu.Unlock()
 		defer close(done)
 		s.fetching = nil
-		now := s.v.now()
+		now := s.c.now()
 		if err != nil {
 			s.ok = false
 			s.failures++
 			s.due = now.Add(s.backoff())
-			if s.v.ctx.Err() == nil { // not merely Close
-				s.v.logger.WarnContext(s.v.ctx, "JWKS fetch failed", slog.String("issuer", s.id),
+			if s.c.ctx.Err() == nil { // not merely close
+				s.c.logger.WarnContext(s.c.ctx, "JWKS fetch failed", slog.String("of", s.c.what),
 					slog.Int("failures", s.failures), slog.Any("error", err))
 			}
 			return
 		}
 		s.ok, s.failures, s.fetched = true, 0, started
-		s.due = now.Add(s.v.lifetime(h, now))
+		s.due = now.Add(s.c.answerLifetime(h, now))
+		s.freshUntil = s.due
 	}()
 	return done
 }
 
 // backoff is the wait after s.failures failed fetches in a row: the
-// unknown-kid interval, doubled per further failure, at most maxBackoff (or
-// RefreshInterval when that is shorter); s.mu is held.
+// unknown-key interval, doubled per further failure, at most maxBackoff (or
+// the lifetime when that is shorter); s.mu is held.
 func (s *keySet) backoff() time.Duration {
-	d := s.v.unknownKIDInterval
+	d := s.c.unknownKeyInterval
 	for i := 1; i < s.failures && d < maxBackoff; i++ {
 		d *= 2
 	}
-	return min(d, maxBackoff, s.v.refreshInterval)
+	return min(d, maxBackoff, s.c.lifetime)
 }
 
-// fetch GETs the JWKS through the guarded client and replaces the stored keys
-// with its keys. It returns the answer's headers, which say how long it may be
-// used.
+// fetch GETs the JWKS through the bounded client and replaces the stored
+// keys with its public keys (publicKeys: a private or symmetric key fails the
+// whole answer). It returns the answer's headers, which say how long it may
+// be used.
 func (s *keySet) fetch() (http.Header, error) {
-	ctx, cancel := context.WithTimeout(s.v.ctx, s.v.httpTimeout)
+	ctx, cancel := context.WithTimeout(s.c.ctx, s.c.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", s.url, err)
 	}
 	req.Header.Set("Accept", "application/jwk-set+json, application/json")
-	resp, err := s.v.client.Do(req)
+	resp, err := s.c.client.Do(req)
 	if err != nil {
 		return nil, err // a *url.Error: it names the URL
 	}
@@ -201,22 +339,13 @@ func (s *keySet) fetch() (http.Header, error) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return nil, fmt.Errorf("GET %s: HTTP %d", s.url, resp.StatusCode)
 	}
-	var doc jwkset.JWKSMarshal
-	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", s.url, err)
 	}
-	keys := make([]jwkset.JWK, 0, len(doc.Keys))
-	for _, m := range doc.Keys {
-		// As jwkset's HTTP storage does: a key of a type it does not support
-		// is skipped, any other bad key fails the whole answer.
-		k, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{Private: true}, jwkset.JWKValidateOptions{})
-		switch {
-		case errors.Is(err, jwkset.ErrUnsupportedKey):
-			continue
-		case err != nil:
-			return nil, fmt.Errorf("GET %s: %w", s.url, err)
-		}
-		keys = append(keys, k)
+	keys, err := publicKeys(raw)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", s.url, err)
 	}
 	if err := s.store.KeyReplaceAll(ctx, keys); err != nil {
 		return nil, err
@@ -224,16 +353,63 @@ func (s *keySet) fetch() (http.Header, error) {
 	return resp.Header, nil
 }
 
-// lifetime is how long a JWKS answer received at now may be used:
-// RefreshInterval, or less when its Cache-Control max-age (minus its Age) or,
-// without max-age, its Expires says so (RFC 9111 §4.2.1), but never less than
-// minKeysLifetime. no-cache and no-store count as max-age=0.
-func (v *Verifier) lifetime(h http.Header, now time.Time) time.Duration {
+// publicKeys parses a JWK Set — a client's registered one, or any answer
+// of the key cache — keeping the public keys of the kinds the allow-list
+// can verify with; a symmetric or private key, or none, is an error.
+func publicKeys(raw []byte) ([]jwkset.JWK, error) {
+	var doc jwkset.JWKSMarshal
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("not a JWK Set: %w", err)
+	}
+	var out []jwkset.JWK
+	for _, m := range doc.Keys {
+		if m.D != "" || m.K != "" {
+			return nil, errors.New("a JWK Set here holds public keys only (no private or symmetric key)")
+		}
+		k, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{}, jwkset.JWKValidateOptions{})
+		switch {
+		case errors.Is(err, jwkset.ErrUnsupportedKey):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("a key of the JWK Set: %w", err)
+		}
+		if err := checkPublic(k.Key()); err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("the JWK Set has no usable public key")
+	}
+	return out, nil
+}
+
+// checkPublic accepts the public keys the allow-list verifies with: RSA of
+// at least 2048 bits, EC, Ed25519.
+func checkPublic(key any) error {
+	switch pk := key.(type) {
+	case *rsa.PublicKey:
+		if pk.N.BitLen() < 2048 {
+			return errors.New("an RSA key must have at least 2048 bits")
+		}
+	case *ecdsa.PublicKey, ed25519.PublicKey:
+	default:
+		return fmt.Errorf("a %T is not a public key connectd verifies assertions with (RSA, EC or Ed25519)", key)
+	}
+	return nil
+}
+
+// answerLifetime is how long a JWKS answer received at now may be used:
+// the cache's lifetime, or less when its Cache-Control max-age (minus its
+// Age) or, without max-age, its Expires says so (RFC 9111 §4.2.1), but
+// never less than minKeysLifetime. no-cache and no-store count as
+// max-age=0.
+func (c *keyCache) answerLifetime(h http.Header, now time.Time) time.Duration {
 	fresh, ok := freshness(h, now)
 	if !ok {
-		return v.refreshInterval
+		return c.lifetime
 	}
-	return min(v.refreshInterval, max(fresh, minKeysLifetime))
+	return min(c.lifetime, max(fresh, minKeysLifetime))
 }
 
 // freshness is what is left of the answer's freshness lifetime, if its

@@ -2,12 +2,20 @@ package mcpauth_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/mcpauth"
@@ -402,5 +410,111 @@ func TestJWKSBackoffRecovers(t *testing.T) {
 	}
 	if n := a.jwksHits.Load(); n != 3 {
 		t.Fatalf("%d JWKS fetches, want 3 (first, failed refresh, retry)", n)
+	}
+}
+
+// TestJWKSOutageIsBounded (issue 33, security review): an issuer's key
+// taken off its JWKS while the JWKS URL fails — a leaked key, and someone
+// keeping the URL failing — keeps verifying new tokens for at most an hour
+// past the last answer's lifetime, as a client's key does; then they are 503
+// jwks_unavailable, and once the JWKS answers again the key is unknown.
+func TestJWKSOutageIsBounded(t *testing.T) {
+	t.Parallel()
+	a, v, clk := clocked(t, mcpauth.VerifierConfig{})
+	ctx := context.Background()
+	// Each check is a token the leaked key signs now: none is in the
+	// verified-token cache.
+	verify := func(when string, want error) {
+		t.Helper()
+		err := verifyNew(t, a, v)
+		if want == nil && err != nil || want != nil && !errors.Is(err, want) {
+			t.Fatalf("%s: got %v, want %v", when, err, want)
+		}
+		if want == mcpauth.ErrIssuerUnavailable {
+			want503AnyRetry(t, err)
+		}
+	}
+	verify("fetched", nil)
+
+	// From now on the key is no longer published, but the JWKS URL fails.
+	a.jwksFails.Store(true)
+	clk.Advance(time.Hour) // the answer's lifetime (RefreshInterval) ends: the refresh fails
+	verify("at the failed refresh", nil)
+	clk.Advance(59 * time.Minute)
+	verify("failing for 59 minutes", nil)
+	clk.Advance(time.Minute)
+	verify("failing for an hour past the lifetime", nil)
+	clk.Advance(time.Second)
+	verify("failing for an hour and a second", mcpauth.ErrIssuerUnavailable)
+	clk.Advance(10 * time.Hour)
+	verify("failing for longer", mcpauth.ErrIssuerUnavailable)
+
+	// The JWKS answers again, without the key.
+	leaked, err := a.AccessToken("alice", resource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := a.Rotate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.jwksFails.Store(false)
+	clk.Advance(time.Minute)
+	if _, err := v.VerifyAccessToken(ctx, leaked, []string{resource}); !errors.Is(err, mcpauth.ErrSignature) {
+		t.Fatalf("the key taken off the JWKS, once it answers: %v", err)
+	}
+	verify("a token of the published key", nil)
+}
+
+// want503AnyRetry fails t unless err is answered 503 with a Retry-After.
+func want503AnyRetry(t *testing.T, err error) {
+	t.Helper()
+	if errors.Is(err, mcpauth.ErrInvalidToken) {
+		t.Fatalf("%v is a refusal, want only ErrIssuerUnavailable", err)
+	}
+	if status, got := retryAfter(t, err); status != http.StatusServiceUnavailable || got == "" {
+		t.Fatalf("answer %d Retry-After %q, want 503 with Retry-After", status, got)
+	}
+}
+
+// TestIssuerJWKSPublicKeysOnly (issue 33): the JWKS cache holds public keys
+// only, for issuers as for clients: an issuer's JWKS answer carrying a
+// private or symmetric key is refused whole (its keys are unavailable: 503),
+// never used to verify.
+func TestIssuerJWKSPublicKeysOnly(t *testing.T) {
+	t.Parallel()
+	priv := must(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))
+	privJWK := must(jwkset.NewJWKFromKey(priv, jwkset.JWKOptions{Marshal: jwkset.JWKMarshalOptions{Private: true},
+		Metadata: jwkset.JWKMetadataOptions{KID: "k"}})).Marshal()
+	pubJWK := must(jwkset.NewJWKFromKey(&priv.PublicKey, jwkset.JWKOptions{Metadata: jwkset.JWKMetadataOptions{KID: "k"}})).Marshal()
+	for _, tt := range []struct {
+		name string
+		keys []any
+		want error // nil: verified
+	}{
+		{"public keys", []any{pubJWK}, nil},
+		{"the private key", []any{privJWK}, mcpauth.ErrIssuerUnavailable},
+		{"a symmetric key beside the public one", []any{pubJWK, map[string]string{"kty": "oct", "kid": "s", "k": "c2VjcmV0"}},
+			mcpauth.ErrIssuerUnavailable},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_ = json.NewEncoder(w).Encode(map[string]any{"keys": tt.keys})
+			}))
+			t.Cleanup(srv.Close)
+			iss := srv.URL + "/issuer"
+			v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{{ID: "x", URL: iss, JWKSURL: srv.URL + "/jwks"}}})
+			now := time.Now()
+			tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": iss, "sub": "alice", "aud": resource,
+				"iat": now.Unix(), "exp": now.Add(time.Hour).Unix()})
+			tok.Header["typ"], tok.Header["kid"] = "at+jwt", "k"
+			raw := must(tok.SignedString(priv))
+			_, err := v.VerifyAccessToken(context.Background(), raw, []string{resource})
+			if tt.want == nil && err != nil || tt.want != nil && !errors.Is(err, tt.want) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+		})
 	}
 }

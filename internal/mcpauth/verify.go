@@ -23,6 +23,15 @@ import (
 // key as an HMAC secret never verifies.
 var algorithms = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 
+// noCrit refuses a JOSE header with crit (RFC 7515 §4.1.11): it names
+// extensions the recipient must understand, and connectd understands none.
+func noCrit(h map[string]any) error {
+	if _, ok := h["crit"]; ok {
+		return errors.New("crit names header extensions connectd does not understand")
+	}
+	return nil
+}
+
 // maxTokenBytes bounds what is parsed at all.
 const maxTokenBytes = 16 << 10
 
@@ -60,7 +69,9 @@ type VerifierConfig struct {
 	// UnknownKIDInterval is the least time between a JWKS fetch and one
 	// brought forward by a token with an unknown kid, so a rotated key is
 	// picked up within it; also the first retry after a failed fetch, doubling
-	// up to a minute while the JWKS keeps failing (default 5s).
+	// up to a minute while the JWKS keeps failing (default 5s). While it
+	// fails, the last keys verify for an hour past their answer's lifetime
+	// at most, then tokens are 503 (ErrIssuerUnavailable).
 	UnknownKIDInterval time.Duration
 	// RetryAfter is how long a failed discovery is not retried (default 10s).
 	RetryAfter time.Duration
@@ -91,9 +102,7 @@ type Verifier struct {
 	now                func() time.Time
 	logger             *slog.Logger
 	tokens             *tokenCache
-
-	ctx    context.Context
-	cancel context.CancelFunc
+	keys               *keyCache // the issuers' JWKS
 }
 
 // NewVerifier checks the issuer configuration and returns a Verifier. It makes
@@ -134,7 +143,9 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 		v.issuers = append(v.issuers, st)
 		v.byURL[is.URL], v.byID[is.ID] = st, st
 	}
-	v.ctx, v.cancel = context.WithCancel(context.Background())
+	v.keys = newKeyCache(keyCacheConfig{client: v.client, lifetime: v.refreshInterval,
+		unknownKeyInterval: v.unknownKIDInterval, skew: v.skew, timeout: v.httpTimeout,
+		maxSets: max(1, len(v.issuers)), now: v.now, logger: v.logger, what: "issuer"})
 	return v, nil
 }
 
@@ -146,7 +157,7 @@ func orDefault(d, def time.Duration) time.Duration {
 }
 
 // Close ends the JWKS fetches under way.
-func (v *Verifier) Close() { v.cancel() }
+func (v *Verifier) Close() { v.keys.close() }
 
 // Issuers lists the configured issuers in configuration order.
 func (v *Verifier) Issuers() []Issuer {
@@ -288,7 +299,9 @@ func (v *Verifier) verify(ctx context.Context, raw string, kind tokenKind, wantI
 	if err := v.ready(ctx, st); err != nil {
 		return nil, err
 	}
-	st.keys.maintain(ctx)
+	if err := st.keys.keys(ctx); err != nil {
+		return nil, err
+	}
 	var c claims
 	parser := jwt.NewParser(
 		jwt.WithValidMethods(algorithms),
@@ -340,23 +353,19 @@ func checkType(h any, kind tokenKind, allowPlain bool) error {
 	}
 }
 
-// keyFunc resolves the verification key through the issuer's JWKS cache. A
-// kid not in the cache is the keySet's to decide on (see unknownKID): fetched
-// now, at most once per interval; refused when the cache is newer than the
-// token; or 503 until a fetch is allowed. It never waits for the interval.
+// keyFunc resolves the verification key through the issuer's keys in the
+// JWKS cache (keySet.keyfunc: an unknown kid fetched now at most once per
+// interval, refused when the cache is newer than the token, or 503 until a
+// fetch is allowed; never waiting for the interval). Its verdict is left in
+// *verdict, an unknown key as ErrSignature.
 func (v *Verifier) keyFunc(ctx context.Context, st *issuerState, verdict *error) jwt.Keyfunc {
-	inner := st.kf.KeyfuncCtx(ctx)
+	inner := st.keys.keyfunc(ctx, verdict)
 	return func(t *jwt.Token) (any, error) {
-		if kid, ok := t.Header["kid"].(string); ok {
-			if _, err := st.keys.store.KeyRead(ctx, kid); err != nil {
-				c, _ := t.Claims.(*claims)
-				if err := st.keys.unknownKID(ctx, kid, c.IssuedAt); err != nil {
-					*verdict = err
-					return nil, err
-				}
-			}
+		key, err := inner(t)
+		if errors.Is(*verdict, errUnknownKey) {
+			*verdict = ErrSignature
 		}
-		return inner(t)
+		return key, err
 	}
 }
 

@@ -30,10 +30,19 @@ import (
 // and says when each authentication code is given (TestErrorTableIsClosed).
 
 // Challenges sent in WWW-Authenticate (RFC 6750 §3): no error code when no
-// credentials were sent at all.
+// credentials were sent at all. A client credential is accepted in the
+// Bearer and the DPoP scheme (RFC 9449 §7.1), so a refused one is
+// challenged in both, DPoP with the proofs' algorithms.
 const (
 	challengeMissing = `Bearer realm="connectd"`
 	challengeInvalid = `Bearer realm="connectd", error="invalid_token"`
+)
+
+var (
+	dpopAlgs             = `algs="` + strings.Join(mcpauth.AssertionAlgorithms(), " ") + `"`
+	dpopChallengeMissing = `DPoP realm="connectd", ` + dpopAlgs
+	dpopChallengeInvalid = `DPoP realm="connectd", error="invalid_token", ` + dpopAlgs
+	dpopChallengeProof   = `DPoP realm="connectd", error="invalid_dpop_proof", ` + dpopAlgs
 )
 
 // row is one line of the table. The error is err (errors.Is), or, when as
@@ -68,8 +77,8 @@ type row struct {
 	names  bool
 }
 
-func challenge(c string) func(error) http.Header {
-	return func(error) http.Header { return http.Header{"Www-Authenticate": {c}} }
+func challenge(c ...string) func(error) http.Header {
+	return func(error) http.Header { return http.Header{"Www-Authenticate": append([]string(nil), c...)} }
 }
 
 // codes is read top to bottom: the first row whose error err is answers it.
@@ -101,16 +110,22 @@ var codes = []row{
 
 	// Authentication of /v1 calls (package mcpauth).
 	auth(mcpauth.ErrMissingClientKey, http.StatusUnauthorized, "invalid_client",
-		"an Authorization: Bearer client key is required", challenge(challengeMissing)).clientRefused(),
+		"an Authorization: Bearer (or DPoP, with a DPoP proof) client key is required",
+		challenge(challengeMissing, dpopChallengeMissing)).clientRefused(),
 	auth(mcpauth.ErrInvalidClientKey, http.StatusUnauthorized, "invalid_client", "the client key is not valid",
-		challenge(challengeInvalid)).clientRefused(),
+		challenge(challengeInvalid, dpopChallengeInvalid)).clientRefused(),
 	auth(mcpauth.ErrClientDisabled, http.StatusUnauthorized, "invalid_client", "the client is disabled",
-		challenge(challengeInvalid)).clientRefused(),
+		challenge(challengeInvalid, dpopChallengeInvalid)).clientRefused(),
 	auth(mcpauth.ErrInvalidAssertion, http.StatusUnauthorized, "invalid_client", "the client assertion is not valid",
-		challenge(challengeInvalid)).clientRefused(),
+		challenge(challengeInvalid, dpopChallengeInvalid)).clientRefused(),
+	auth(mcpauth.ErrMissingDPoP, http.StatusUnauthorized, "invalid_dpop_proof",
+		"this call needs one DPoP header: a proof signed by one of the client's registered keys "+
+			"(the client requires DPoP, or used the DPoP authorization scheme)",
+		challenge(dpopChallengeProof)).clientRefused(),
 	auth(mcpauth.ErrInvalidDPoP, http.StatusUnauthorized, "invalid_dpop_proof",
-		"this client must prove each call with a valid DPoP proof signed by one of its registered keys",
-		challenge(`DPoP realm="connectd", error="invalid_dpop_proof", algs="`+strings.Join(mcpauth.AssertionAlgorithms(), " ")+`"`)).clientRefused(),
+		"the DPoP proof is not valid: send exactly one, signed by one of the client's registered keys, "+
+			"for this method and URL, with ath the hash of the Authorization credential and a fresh jti",
+		challenge(dpopChallengeProof)).clientRefused(),
 	auth(mcpauth.ErrAuthMethods, http.StatusBadRequest, "invalid_request",
 		"use exactly one client authentication method (client_secret_basic, client_secret_post or private_key_jwt)", nil),
 	auth(mcpauth.ErrMissingUserToken, http.StatusUnauthorized, "missing_user_token",

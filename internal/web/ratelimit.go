@@ -207,7 +207,7 @@ func RateLimit(c RateLimits, logger *slog.Logger) func(http.Handler) http.Handle
 				err = apiIP.Allow(w, r, "ip:"+ip)
 				if err == nil {
 					key := "ip:" + ip
-					if cred, ok := mcpauth.Bearer(r.Header.Get("Authorization")); ok {
+					if cred, ok := mcpauth.ClientCredential(r.Header.Get("Authorization")); ok {
 						key = "key:" + KeyOf(cred)
 						// A client assertion is new on every call: its
 						// budget is its (unverified) client's from this

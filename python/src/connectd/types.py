@@ -81,9 +81,10 @@ class MintRequest:
     account: str = ""
     """A connection id (reauthorize or step up that one), AccountNew (connect another), or empty
     (whichever account the user signs in with). A flow for a connection id ends on that connection
-    or not at all: a user who signs in at the provider as another account gets connectd's page
-    saying so (account_mismatch), nothing is stored or approved, and the elicitation stays pending,
-    so the user may try again from the same link (wait keeps waiting; no other connection appears)."""
+    or not at all: a user who signs in at the provider as another account (one it names) gets
+    connectd's page saying so (account_mismatch), nothing is stored or approved, and the
+    elicitation stays pending, so the user may try again from the same link (wait keeps waiting;
+    no other connection appears)."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"provider": self.provider}

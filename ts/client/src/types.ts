@@ -31,10 +31,10 @@ export interface MintRequest {
    * AccountNew (connect another account; the provider is asked to let the user
    * choose), or left out (the user connects whichever account they sign in with).
    * A flow for a connection id ends on that connection or not at all: a user who
-   * signs in at the provider as another account gets connectd's page saying so
-   * (account_mismatch), nothing is stored or approved, and the elicitation stays
-   * pending, so the user may try again from the same link (wait keeps waiting; no
-   * other connection appears).
+   * signs in at the provider as another account (one it names) gets connectd's
+   * page saying so (account_mismatch), nothing is stored or approved, and the
+   * elicitation stays pending, so the user may try again from the same link
+   * (wait keeps waiting; no other connection appears).
    */
   account?: string;
 }

@@ -83,9 +83,10 @@
 //
 // Instead of reading the token, an MCP server can let the credential stay
 // in connectd: ProviderClient returns an *http.Client for a provider's own
-// Go SDK whose every request goes to connectd's provider API proxy (ANY
-// /v1/proxy/{provider}/{path}, docs/api.md), which attaches the user's
-// credential and forwards the call to the provider's API:
+// Go SDK whose every request goes to connectd's provider API proxy (GET,
+// HEAD, POST, PUT, PATCH, DELETE /v1/proxy/{provider}/{path}, docs/api.md),
+// which attaches the user's credential and forwards the call to the
+// provider's API:
 //
 //	gh := github.NewClient(cd.ProviderClient(userToken, "github"))
 //	repos, _, err := gh.Repositories.ListByAuthenticatedUser(ctx, nil)
@@ -106,6 +107,10 @@
 // body cross, streamed both ways. A redirect is followed only to the first
 // request's host (through connectd again); any other comes back to the SDK.
 // ProviderTransport is the bare http.RoundTripper, which follows none.
+// connectd refuses another method (405 method_not_allowed), a path that is
+// not a plain path below the API base (400 invalid_proxy_path) and a method
+// override or URL rewrite (400 proxy_override_refused): each is an
+// *APIError matching ErrInvalidRequest.
 //
 // A refusal by connectd itself (not connected, no consent, the provider
 // refused the credential even refreshed, rate limited, …) comes back as an

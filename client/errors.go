@@ -51,7 +51,12 @@ var (
 	ErrUnknownProvider = errors.New("connectd: unknown provider")
 	// ErrProviderNotAllowed: this client may not use that provider.
 	ErrProviderNotAllowed = errors.New("connectd: provider not allowed for this client")
-	// ErrInvalidRequest: malformed input (bad scope, message too long, …).
+	// ErrInvalidRequest: malformed input (bad scope, message too long, …),
+	// or a proxied call connectd does not forward as it is: a path that is
+	// not a plain path below the provider's API (invalid_proxy_path), a
+	// method outside GET, HEAD, POST, PUT, PATCH, DELETE (405
+	// method_not_allowed), a method override or URL rewrite
+	// (proxy_override_refused).
 	ErrInvalidRequest = errors.New("connectd: invalid request")
 	// ErrRequestState matches every refusal of a request_state; the
 	// specific errors below say why.
@@ -160,6 +165,13 @@ var codeErrors = map[string][]error{
 	"token_release_disabled":      {ErrProviderNotAllowed}, // a proxy-only client: call through the proxy
 	"proxy_not_allowed":           {ErrProviderNotAllowed}, // outside the client's request rules
 	"database_unavailable":        {ErrUnavailable},
+	// The proxy's refusals of the call itself, before anything is looked
+	// up: a path that is not a plain path below the API base, a method it
+	// does not forward (405, with Allow), a method override or URL rewrite.
+	// The call is wrong as made; sending it again will not help.
+	"invalid_proxy_path":     {ErrInvalidRequest},
+	"method_not_allowed":     {ErrInvalidRequest},
+	"proxy_override_refused": {ErrInvalidRequest},
 }
 
 // KnownCodes lists the error codes this client maps to its sentinels,

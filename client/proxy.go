@@ -76,11 +76,12 @@ func WithBaseTransport(rt http.RoundTripper) ProviderOption {
 }
 
 // ProviderTransport is an http.RoundTripper that sends every request to
-// connectd's provider API proxy (ANY /v1/proxy/{provider}/{path}), for one
-// user, one provider and optionally one account: connectd attaches the
-// user's credential and forwards the call to the provider's API, so the MCP
-// server never holds the credential. Make one with Client.ProviderTransport
-// or Client.ProviderClient. It is safe for concurrent use.
+// connectd's provider API proxy (GET, HEAD, POST, PUT, PATCH or DELETE
+// /v1/proxy/{provider}/{path}), for one user, one provider and optionally
+// one account: connectd attaches the user's credential and forwards the
+// call to the provider's API, so the MCP server never holds the credential.
+// Make one with Client.ProviderTransport or Client.ProviderClient. It is
+// safe for concurrent use.
 //
 // The path maps as follows: whatever scheme and host the request names
 // (the SDK's base URL), its path — less the WithPathPrefix prefix — is the
@@ -98,6 +99,20 @@ func WithBaseTransport(rt http.RoundTripper) ProviderOption {
 // Response.Request the caller's request; a redirect is returned, not
 // followed (whether to follow it is the http.Client's CheckRedirect).
 //
+// connectd forwards only GET, HEAD, POST, PUT, PATCH and DELETE, as
+// written (methods are case-sensitive: "patch" is not PATCH), and only a
+// call whose provider acts on exactly that method and path. It refuses,
+// before anything is looked up, as an *APIError matching ErrInvalidRequest:
+// any other method (405 method_not_allowed, with an Allow header); a path
+// that is not a plain path below the API base — an empty, "." or ".."
+// segment in any encoding, a ";", a backslash (400 invalid_proxy_path); a
+// method override or URL rewrite — a header such as X-HTTP-Method-Override
+// or X-Original-URL, a _method query parameter or form-encoded field (400
+// proxy_override_refused). An SDK that tunnels PATCH or DELETE through POST
+// with an override must be set to send the method itself. The transport
+// does not check these before sending: connectd's answer is the one rule
+// (docs/api.md), and it names what was wrong.
+//
 // A refusal by connectd itself (not connected, no consent, the provider
 // refused the credential even refreshed, rate limited, …) is returned as
 // an *APIError, with no response: it matches the package's sentinels with
@@ -109,7 +124,8 @@ func WithBaseTransport(rt http.RoundTripper) ProviderOption {
 // whose JSON body names the same request_id can only be connectd's. Every
 // other answer, the provider's errors included, is the provider's and
 // passes through untouched. An answer without a body (to HEAD) cannot be
-// told apart and also passes through.
+// told apart and also passes through: a HEAD connectd refuses is a bare
+// 400 or 405 response.
 type ProviderTransport struct {
 	connectd  *url.URL
 	key       string

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -392,6 +393,77 @@ func TestProviderRefusals(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
+}
+
+// TestProviderCallRefused (issue 33): the calls connectd's proxy refuses
+// before anything is looked up — a method it does not forward (lower case
+// included), an override header or _method parameter, a path that is not
+// plain — are sent as made (the transport keeps no copy of connectd's rule)
+// and come back as an *APIError matching ErrInvalidRequest with connectd's
+// code; a provider's own 405 still reaches the caller untouched.
+func TestProviderCallRefused(t *testing.T) {
+	forwarded := []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
+	f, c := newProxyFake(t, "", func(w http.ResponseWriter, r *http.Request) {
+		// A stand-in for connectd's first checks, enough for these calls.
+		switch {
+		case !slices.Contains(forwarded, r.Method):
+			w.Header().Set("Allow", strings.Join(forwarded, ", "))
+			envelope(w, r, http.StatusMethodNotAllowed, map[string]any{"error": "method_not_allowed"})
+		case r.Header.Get("X-HTTP-Method-Override") != "" || r.URL.Query().Has("_method"):
+			envelope(w, r, http.StatusBadRequest, map[string]any{"error": "proxy_override_refused"})
+		case strings.Contains(r.URL.EscapedPath(), ";"):
+			envelope(w, r, http.StatusBadRequest, map[string]any{"error": "invalid_proxy_path"})
+		case r.URL.Path == "/v1/proxy/github/provider-405":
+			w.Header().Set("Allow", "GET")
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"message": "Method Not Allowed"})
+		default:
+			writeJSON(w, http.StatusOK, map[string]any{})
+		}
+	})
+	hc := c.ProviderClient(testToken, "github")
+	cases := []struct {
+		name, method, url string
+		header            string // an X-HTTP-Method-Override value, if any
+		status            int
+		code              string
+	}{
+		{"TRACE", "TRACE", "https://api.github.com/user", "", 405, "method_not_allowed"},
+		{"PROPFIND", "PROPFIND", "https://api.github.com/user", "", 405, "method_not_allowed"},
+		{"lower-case patch", "patch", "https://api.github.com/user", "", 405, "method_not_allowed"},
+		{"override header", "POST", "https://api.github.com/user", "DELETE", 400, "proxy_override_refused"},
+		{"_method parameter", "POST", "https://api.github.com/user?_method=DELETE", "", 400, "proxy_override_refused"},
+		{"path parameter", "GET", "https://api.github.com/repos/o/r/..;/x", "", 400, "invalid_proxy_path"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n := len(f.requests())
+			req, _ := http.NewRequest(tc.method, tc.url, nil)
+			if tc.header != "" {
+				req.Header.Set("X-HTTP-Method-Override", tc.header)
+			}
+			resp, err := hc.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			var ae *client.APIError
+			if !errors.As(err, &ae) || !errors.Is(err, client.ErrInvalidRequest) || ae.Status != tc.status || ae.Code != tc.code {
+				t.Fatalf("%v (%#v), want an *APIError %d %s", err, ae, tc.status, tc.code)
+			}
+			if client.NeedsConnection(err) {
+				t.Error("a refused call is no reason to connect")
+			}
+			got := f.requests()
+			if len(got) != n+1 || got[n].method != tc.method {
+				t.Errorf("sent %d requests (%v), want the call as made, once", len(got)-n, got[n:])
+			}
+		})
+	}
+	req, _ := http.NewRequest(http.MethodDelete, "https://api.github.com/provider-405", nil)
+	resp, err := hc.Do(req)
+	if err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("the provider's own 405: %v", err)
+	}
+	resp.Body.Close()
 }
 
 // TestProviderRequestID: a request id the caller sets is kept (connectd

@@ -23,7 +23,12 @@ type MintRequest struct {
 	// connection id (Account.ID: reauthorize or step up that one; connectd
 	// answers ErrNotFound when it is not this user's), AccountNew (connect
 	// another account; the provider is asked to let the user choose), or
-	// empty (the user connects whichever account they sign in with).
+	// empty (the user connects whichever account they sign in with). A flow
+	// for a connection id ends on that connection or not at all: a user who
+	// signs in at the provider as another account (one it names) gets
+	// connectd's page saying so (account_mismatch), nothing is stored or
+	// approved, and the elicitation stays pending, so the user may try again
+	// from the same link (Wait keeps waiting; no other connection appears).
 	Account string `json:"account,omitempty"`
 }
 
@@ -46,8 +51,14 @@ type Account struct {
 	// ID is the connection id, cn_ and 26 characters of [a-z2-7]. It is
 	// stable and not a secret.
 	ID string `json:"id"`
-	// DisplayName is what the provider calls the account (login, email,
-	// workspace); empty when it says nothing.
+	// DisplayName is connectd's one name for the account, the same in
+	// every answer: the provider's label for it (login, email, workspace),
+	// else the provider's own id for it (a provider that names accounts
+	// only by an id, an ID token's sub). It is "" only for an account the
+	// provider does not name — an API key, a sign-in the provider said
+	// nothing about, which Label or ID tells apart — and for a listed
+	// connection now to another provider account than this client is
+	// approved for (Connection.ConsentRequired): not this client's to know.
 	DisplayName string `json:"display_name"`
 	// Label is the user's own name for it ("work"), set on connectd's
 	// account page; often empty.
@@ -120,7 +131,8 @@ type Elicitation struct {
 
 // Connection is one of the user's connections this client may use. It
 // never carries a credential. A user may have several at one provider: ID
-// tells them apart, DisplayName and Label say which is which.
+// tells them apart, DisplayName (as Account.DisplayName) and Label say
+// which is which.
 type Connection struct {
 	Provider     string     `json:"provider"`
 	ID           string     `json:"id"`
@@ -133,7 +145,9 @@ type Connection struct {
 	UpdatedAt    time.Time  `json:"updated_at"`
 	ExpiresAt    *time.Time `json:"expires_at,omitempty"`
 	// ConsentRequired: the connection grants more than this client is
-	// approved for, so its token answers ErrConsentRequired.
+	// approved for — scopes it gained since, or another provider account
+	// connected since (then DisplayName and Label are "") — so its token
+	// answers ErrConsentRequired.
 	ConsentRequired bool `json:"consent_required,omitempty"`
 }
 

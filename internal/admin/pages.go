@@ -11,6 +11,7 @@ import (
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/web/templates"
 )
@@ -328,14 +329,6 @@ func (s *Server) eventsPage(w http.ResponseWriter, r *http.Request) error {
 	return web.Render(w, r, http.StatusOK, templates.AdminEvents(v))
 }
 
-// accountText names a connection's provider account for the pages: its
-// display name and the user's label.
-func accountText(c Connection) string {
-	switch {
-	case c.Label != "" && c.DisplayName != "":
-		return c.DisplayName + " (" + c.Label + ")"
-	case c.Label != "":
-		return "(" + c.Label + ")"
-	}
-	return c.DisplayName
-}
+// accountText names a connection's provider account for the pages
+// (vault.AccountName).
+func accountText(c Connection) string { return vault.AccountName(c.DisplayName, c.Label) }

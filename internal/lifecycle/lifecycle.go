@@ -93,7 +93,8 @@ func (o *Owner) Delete(ctx context.Context, user identity.User, provider, id str
 		}
 		if a.Notice != nil {
 			n := *a.Notice
-			n.User, n.Provider, n.ConnectionID, n.Account = user, gone.Provider, gone.ID, accountName(gone)
+			n.User, n.Provider, n.ConnectionID, n.Account = user, gone.Provider, gone.ID,
+				vault.AccountName(gone.DisplayName, gone.Label)
 			if err := notice.Add(ctx, tx, n); err != nil {
 				return err
 			}
@@ -130,19 +131,6 @@ func (o *Owner) audit(ctx context.Context, tx pgx.Tx, a Actor, kind string, c va
 		return audit.Write(ctx, tx, ev)
 	}
 	return audit.Write(ctx, o.Pool, ev)
-}
-
-// accountName is how a notice names the connection's account: its display
-// name (vault.Credential.DisplayName, as the row keeps it — what the API and
-// /account call it) and the user's label.
-func accountName(c vault.Connection) string {
-	switch {
-	case c.DisplayName != "" && c.Label != "":
-		return c.DisplayName + " (" + c.Label + ")"
-	case c.Label != "":
-		return c.Label
-	}
-	return c.DisplayName
 }
 
 func nonNil(s []string) []string {

@@ -75,7 +75,7 @@ class Fake:
                 self.end_headers()
                 self.wfile.write(raw)
 
-            do_GET = do_POST = do_DELETE = do_PUT = do_HEAD = handle_one
+            do_GET = do_POST = do_DELETE = do_PUT = do_HEAD = do_PATCH = do_PROPFIND = do_TRACE = handle_one
 
         self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
         self.srv.daemon_threads = True
@@ -307,6 +307,45 @@ class ProxyTest(unittest.TestCase):
             self.assertEqual((r.status, r.json()), (401, {"message": "Bad credentials"}))
         with self.assertRaises(connectd.UserTokenError):
             self.c.proxy("", "github", "GET", "/user")
+
+    def test_call_refused(self) -> None:
+        """Issue 33: the calls connectd's proxy refuses before anything is looked up (another
+        method, an override header or _method parameter, a path that is not plain) are sent as
+        made and raised as InvalidRequestError with connectd's code; a provider's own 405 is an
+        answer."""
+        forwarded = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+        def stand_in(r: Fake.Req) -> tuple[int, dict[str, str], Any]:
+            # A stand-in for connectd's first checks, enough for these calls.
+            rid = r.headers["X-Request-Id"]
+            if r.method not in forwarded:
+                return 405, {"Allow": ", ".join(forwarded)}, {"error": "method_not_allowed", "request_id": rid}
+            if r.headers.get("X-HTTP-Method-Override") or "_method=" in r.query:
+                return 400, {}, {"error": "proxy_override_refused", "request_id": rid}
+            if ";" in r.path:
+                return 400, {}, {"error": "invalid_proxy_path", "request_id": rid}
+            return 405, {"Allow": "GET"}, {"message": "Method Not Allowed"}
+
+        cases = [
+            ("TRACE", "TRACE", "/user", {}, 405, "method_not_allowed"),
+            ("PROPFIND", "PROPFIND", "/user", {}, 405, "method_not_allowed"),
+            ("override header", "POST", "/user", {"X-HTTP-Method-Override": "DELETE"}, 400, "proxy_override_refused"),
+            ("_method parameter", "POST", "/user?_method=DELETE", {}, 400, "proxy_override_refused"),
+            ("path parameter", "GET", "/repos/o/r/..;/x", {}, 400, "invalid_proxy_path"),
+        ]
+        for name, method, path, headers, status, code in cases:
+            with self.subTest(name):
+                self.fake.routes[f"{method} /v1/proxy/github{path.partition('?')[0]}"] = stand_in
+                n = len(self.fake.seen)
+                with self.assertRaises(connectd.InvalidRequestError) as cm:
+                    self.c.proxy(TOKEN, "github", method, path, headers=headers)
+                self.assertEqual((cm.exception.status, cm.exception.code), (status, code))
+                self.assertFalse(connectd.needs_connection(cm.exception))
+                self.assertEqual(len(self.fake.seen), n + 1, "sent once, as made")
+                self.assertEqual(self.fake.seen[-1].method, method)
+        self.fake.routes["DELETE /v1/proxy/github/provider-405"] = stand_in
+        r = self.c.proxy(TOKEN, "github", "DELETE", "/provider-405")
+        self.assertEqual((r.status, r.json()), (405, {"message": "Method Not Allowed"}))
 
     def test_streams_both_ways(self) -> None:
         def events() -> Any:

@@ -70,6 +70,31 @@ class Integration(unittest.TestCase):
             self.a.connections(self.alice_b)
         self.assertEqual(cm.exception.status, 401)
 
+    def test_b_the_proxy_refuses_a_call_it_would_not_forward(self) -> None:
+        """Issue 33, against connectd itself: another method, a path that is not plain and a method
+        override are refused before anything is looked up, in an envelope naming the request's id,
+        so the client raises InvalidRequestError (a HEAD's refusal has no body: an answer)."""
+        a, alice, p = self.a, self.alice_a, self.provider_name
+        cases = [
+            ("TRACE", "/files", {}, 405, "method_not_allowed"),
+            ("PROPFIND", "/files", {}, 405, "method_not_allowed"),
+            ("GET", "/files/..;/admin", {}, 400, "invalid_proxy_path"),
+            ("GET", "/files/%2e%2e/admin", {}, 400, "invalid_proxy_path"),
+            ("POST", "/files", {"X-HTTP-Method-Override": "DELETE"}, 400, "proxy_override_refused"),
+            ("POST", "/files", {"X-Original-URL": "/admin"}, 400, "proxy_override_refused"),
+            ("POST", "/files?_method=DELETE", {}, 400, "proxy_override_refused"),
+        ]
+        for method, path, headers, status, code in cases:
+            with self.subTest(method=method, path=path, headers=headers):
+                with self.assertRaises(connectd.InvalidRequestError) as cm:
+                    a.proxy(alice, p, method, path, headers=headers)
+                e = cm.exception
+                self.assertEqual((e.status, e.code), (status, code))
+                self.assertTrue(e.request_id)
+                self.assertFalse(connectd.needs_connection(e))
+        r = a.proxy(alice, p, "HEAD", "/files/..;/admin")
+        self.assertEqual(r.status, 400)
+
     def test_c_connect_token_proxy_refusals_unlink(self) -> None:
         a, alice, p, scope = self.a, self.alice_a, self.provider_name, self.scope
         # Not connected yet.

@@ -272,9 +272,10 @@ class Client:
     # --- the provider API proxy ---------------------------------------------
 
     def provider(self, user_token: str, provider: str, *, account: str = "", path_prefix: str = "") -> ProviderProxy:
-        """A caller of connectd's provider API proxy (ANY /v1/proxy/{provider}/{path}) for
-        user_token's user at provider: connectd attaches the user's credential and forwards the
-        call to the provider's API, so the MCP server never holds it. See ProviderProxy."""
+        """A caller of connectd's provider API proxy (GET, HEAD, POST, PUT, PATCH, DELETE
+        /v1/proxy/{provider}/{path}) for user_token's user at provider: connectd attaches the
+        user's credential and forwards the call to the provider's API, so the MCP server never
+        holds it. See ProviderProxy."""
         return ProviderProxy(self, user_token, provider, account=account, path_prefix=path_prefix)
 
     def proxy(self, user_token: str, provider: str, method: str, path: str, *, account: str = "",

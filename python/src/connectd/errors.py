@@ -187,7 +187,10 @@ class ProviderNotAllowedError(APIError):
 
 
 class InvalidRequestError(APIError):
-    """Malformed input (bad scope, message too long, …)."""
+    """Malformed input (bad scope, message too long, …), or a proxied call connectd does not
+    forward as made: a path that is not a plain path below the provider's API
+    (invalid_proxy_path), a method outside GET, HEAD, POST, PUT, PATCH, DELETE (405
+    method_not_allowed), a method override or URL rewrite (proxy_override_refused)."""
 
 
 class RequestStateError(APIError):
@@ -285,6 +288,13 @@ _CODES: dict[str, type[APIError]] = {
     "proxy_not_supported": ProviderNotAllowedError,
     "token_release_disabled": ProviderNotAllowedError,  # a proxy-only client: call through the proxy
     "proxy_not_allowed": ProviderNotAllowedError,  # outside the client's request rules
+    # The proxy's refusals of the call itself, before anything is looked up: a
+    # path that is not a plain path below the API base, a method it does not
+    # forward (405, with Allow), a method override or URL rewrite. The call is
+    # wrong as made; sending it again will not help.
+    "invalid_proxy_path": InvalidRequestError,
+    "method_not_allowed": InvalidRequestError,
+    "proxy_override_refused": InvalidRequestError,
 }
 
 KNOWN_CODES: tuple[str, ...] = tuple(sorted(_CODES))

@@ -1,6 +1,7 @@
 """The provider API proxy: calls of a provider's API sent through connectd
-(ANY /v1/proxy/{provider}/{path}), which attaches the user's credential, so the MCP server
-never holds it (the Go client's proxy.go, the TypeScript providerFetch)."""
+(GET, HEAD, POST, PUT, PATCH, DELETE /v1/proxy/{provider}/{path}), which attaches the user's
+credential, so the MCP server never holds it (the Go client's proxy.go, the TypeScript
+providerFetch)."""
 
 from __future__ import annotations
 
@@ -165,6 +166,16 @@ class ProviderProxy:
     cross to connectd, which forwards them less Authorization, cookies and its own headers;
     Authorization carries the client key, and X-User-Token, Connectd-Account (account) and, unless
     given, a fresh X-Request-Id are set.
+
+    connectd forwards only GET, HEAD, POST, PUT, PATCH and DELETE (the method is sent upper-cased)
+    and only a call the provider will act on exactly as made. It refuses, before anything is looked
+    up, with InvalidRequestError: another method (405 method_not_allowed, with Allow); a path that
+    is not a plain path below the API base — an empty, "." or ".." segment in any encoding, a ";",
+    a backslash (400 invalid_proxy_path); a method override or URL rewrite — a header such as
+    X-HTTP-Method-Override or X-Original-URL, a _method query parameter or form-encoded field (400
+    proxy_override_refused). These are not checked before sending: connectd's answer is the one
+    rule. A HEAD connectd refuses has no body to tell it apart and comes back as a bare 400 or 405
+    ProxyResponse.
 
     A refusal by connectd itself (not connected, no consent, the provider refused the credential
     even refreshed, rate limited, …) is raised as the APIError subclass of its code

@@ -79,7 +79,12 @@ class MintRequest:
     request_digest: str = ""
     """Binds the request_state to the original MCP request (see request_digest())."""
     account: str = ""
-    """A connection id (reauthorize or step up that one), AccountNew (connect another), or empty."""
+    """A connection id (reauthorize or step up that one), AccountNew (connect another), or empty
+    (whichever account the user signs in with). A flow for a connection id ends on that connection
+    or not at all: a user who signs in at the provider as another account (one it names) gets
+    connectd's page saying so (account_mismatch), nothing is stored or approved, and the
+    elicitation stays pending, so the user may try again from the same link (wait keeps waiting;
+    no other connection appears)."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"provider": self.provider}
@@ -103,8 +108,12 @@ class Account:
     id: str
     """The connection id, cn_ and 26 characters of [a-z2-7]: stable, not a secret."""
     display_name: str = ""
-    """What the provider calls the account (login, email, workspace), else the provider's id for it
-    (a provider that names accounts only by id); "" for one it does not name at all (an API key)."""
+    """connectd's one name for the account, the same in every answer: the provider's label for it
+    (login, email, workspace), else the provider's own id for it (a provider that names accounts
+    only by an id, an ID token's sub). "" only for an account the provider does not name — an API
+    key, a sign-in the provider said nothing about, which label or id tells apart — and for a
+    listed connection now to another provider account than this client is approved for
+    (Connection.consent_required): not this client's to know."""
     label: str = ""
     """The user's own name for it ("work"), set on connectd's account page; often empty."""
 
@@ -209,6 +218,7 @@ class Connection:
     provider: str
     id: str
     display_name: str
+    """As Account.display_name."""
     status: str
     """active or reauthorization_required."""
     scopes: list[str] = field(default_factory=list)
@@ -218,7 +228,9 @@ class Connection:
     updated_at: Optional[datetime] = None
     expires_at: Optional[datetime] = None
     consent_required: bool = False
-    """The connection grants more than this client is approved for (its token answers consent_required)."""
+    """The connection grants more than this client is approved for — scopes it gained since, or
+    another provider account connected since (then display_name and label are "") — so its token
+    answers consent_required."""
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Connection":

@@ -396,7 +396,8 @@ export class ConnectdClient {
   /**
    * A fetch-compatible function for a provider's own SDK (Octokit's
    * request.fetch, …): every request it is given goes through connectd's
-   * provider API proxy (ANY /v1/proxy/{provider}/{path}) for userToken's user
+   * provider API proxy (GET, HEAD, POST, PUT, PATCH, DELETE
+   * /v1/proxy/{provider}/{path}) for userToken's user
    * at provider, and connectd attaches the user's credential, so the MCP
    * server never holds it.
    *
@@ -422,6 +423,21 @@ export class ConnectdClient {
    * JSON errors by its request_id, the request's X-Request-Id, which
    * connectd never forwards to the provider. Every other answer, the
    * provider's errors included, is returned untouched.
+   *
+   * connectd forwards only GET, HEAD, POST, PUT, PATCH and DELETE, as sent
+   * (methods are case-sensitive, and fetch upper-cases every method but
+   * "patch": write "PATCH"), and only a call the provider will act on
+   * exactly as made. It refuses, before anything is looked up, with a
+   * ConnectdError of the InvalidRequest family: another method (405
+   * method_not_allowed, with Allow); a path that is not a plain path below
+   * the API base — an empty, "." or ".." segment in any encoding, a ";", a
+   * backslash (400 invalid_proxy_path); a method override or URL rewrite — a
+   * header such as X-HTTP-Method-Override or X-Original-URL, a _method query
+   * parameter or form-encoded field (400 proxy_override_refused). An SDK that
+   * tunnels PATCH or DELETE through POST must be set to send the method
+   * itself. providerFetch does not check these before sending: connectd's
+   * answer is the one rule. A HEAD connectd refuses has no body to tell it
+   * apart and comes back as a bare 400 or 405 response.
    *
    * No timeout of its own: connectd bounds each proxied call
    * (CONNECTD_PROXY_TIMEOUT, 5 minutes by default); pass a signal for less.

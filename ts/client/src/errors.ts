@@ -31,7 +31,13 @@ export const ErrorFamily = {
   UserToken: "user_token",
   UnknownProvider: "unknown_provider",
   ProviderNotAllowed: "provider_not_allowed",
-  /** Malformed input (bad scope, message too long, …). */
+  /**
+   * Malformed input (bad scope, message too long, …), or a proxied call
+   * connectd does not forward as made: a path that is not a plain path below
+   * the provider's API (invalid_proxy_path), a method outside GET, HEAD, POST,
+   * PUT, PATCH, DELETE (405 method_not_allowed), a method override or URL
+   * rewrite (proxy_override_refused).
+   */
   InvalidRequest: "invalid_request",
   /** Every refusal of a request_state; the families below say why. */
   RequestState: "request_state",
@@ -88,6 +94,13 @@ const codeFamilies: Readonly<Record<string, readonly ErrorFamily[]>> = {
   token_release_disabled: [F.ProviderNotAllowed], // a proxy-only client: call through the proxy
   proxy_not_allowed: [F.ProviderNotAllowed], // outside the client's request rules
   database_unavailable: [F.Unavailable],
+  // The proxy's refusals of the call itself, before anything is looked up: a
+  // path that is not a plain path below the API base, a method it does not
+  // forward (405, with Allow), a method override or URL rewrite. The call is
+  // wrong as made; sending it again will not help.
+  invalid_proxy_path: [F.InvalidRequest],
+  method_not_allowed: [F.InvalidRequest],
+  proxy_override_refused: [F.InvalidRequest],
 };
 
 export interface ConnectdErrorInit {

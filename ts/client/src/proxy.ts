@@ -1,6 +1,9 @@
 // providerFetch: a fetch that sends a provider SDK's requests through
-// connectd's provider API proxy (ANY /v1/proxy/{provider}/{path}), the Go
-// client's proxy.go in TypeScript. It uses only the platform's fetch.
+// connectd's provider API proxy (GET, HEAD, POST, PUT, PATCH, DELETE
+// /v1/proxy/{provider}/{path}), the Go client's proxy.go in TypeScript. It
+// uses only the platform's fetch. What connectd refuses to forward (another
+// method, a path that is not plain, a method override) is not checked here:
+// connectd's answer is the one rule, thrown as a ConnectdError.
 import { ConnectdError, ConnectdNetworkError } from "./errors.js";
 
 /** Names the connection a proxied call is for (the token read's account=<id>); connectd does not forward it. */

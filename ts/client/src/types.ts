@@ -30,6 +30,11 @@ export interface MintRequest {
    * reauthorize or step up that one; not_found when it is not this user's),
    * AccountNew (connect another account; the provider is asked to let the user
    * choose), or left out (the user connects whichever account they sign in with).
+   * A flow for a connection id ends on that connection or not at all: a user who
+   * signs in at the provider as another account (one it names) gets connectd's
+   * page saying so (account_mismatch), nothing is stored or approved, and the
+   * elicitation stays pending, so the user may try again from the same link
+   * (wait keeps waiting; no other connection appears).
    */
   account?: string;
 }
@@ -48,7 +53,16 @@ export const AccountAll = "all";
 export interface Account {
   /** The connection id, cn_ and 26 characters of [a-z2-7]: stable, not a secret. */
   id: string;
-  /** What the provider calls the account (login, email, workspace); "" when it says nothing. */
+  /**
+   * connectd's one name for the account, the same in every answer: the
+   * provider's label for it (login, email, workspace), else the provider's own
+   * id for it (a provider that names accounts only by an id, an ID token's
+   * sub). "" only for an account the provider does not name — an API key, a
+   * sign-in the provider said nothing about, which label or id tells apart —
+   * and for a listed connection now to another provider account than this
+   * client is approved for (Connection.consentRequired): not this client's to
+   * know.
+   */
   displayName: string;
   /** The user's own name for it ("work"), set on connectd's account page. */
   label?: string;
@@ -155,7 +169,12 @@ export interface Connection {
   createdAt?: Date;
   updatedAt?: Date;
   expiresAt?: Date;
-  /** The connection grants more than this client is approved for (its token answers consent_required). */
+  /**
+   * The connection grants more than this client is approved for — scopes it
+   * gained since, or another provider account connected since (then
+   * displayName is "" and there is no label) — so its token answers
+   * consent_required.
+   */
   consentRequired?: boolean;
 }
 

@@ -221,6 +221,46 @@ test("providerFetch: connectd's refusals (its envelope naming the request's id) 
   assert.equal(ok.status, 200, "a 2xx answer is the provider's whatever its body");
 });
 
+test("providerFetch: the calls connectd's proxy refuses (another method, an override, a path that is not plain) are sent as made and thrown as InvalidRequest", async () => {
+  const forwarded = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"];
+  const seen: Recorded[] = [];
+  // A stand-in for connectd's first checks, enough for these calls.
+  const f = (async (input: string | URL | Request, init?: RequestInit) => {
+    const rec: Recorded = { url: String(input), method: init?.method ?? "GET", headers: new Headers(init?.headers), body: null };
+    seen.push(rec);
+    const u = new URL(rec.url);
+    if (!forwarded.includes(rec.method)) return envelope(rec, 405, { error: "method_not_allowed" }, { Allow: forwarded.join(", ") });
+    if (rec.headers.has("X-HTTP-Method-Override") || u.searchParams.has("_method")) return envelope(rec, 400, { error: "proxy_override_refused" });
+    if (u.pathname.includes(";")) return envelope(rec, 400, { error: "invalid_proxy_path" });
+    if (u.pathname.endsWith("/provider-405")) return json(405, { message: "Method Not Allowed" }, { Allow: "GET" });
+    return json(200, {});
+  }) as typeof fetch;
+  const pf = client(f).providerFetch(userToken, "github");
+  const cases: [string, string, string, RequestInit, number, string][] = [
+    ["PROPFIND", "https://api.github.com/user", "PROPFIND", {}, 405, "method_not_allowed"],
+    ["lower-case patch", "https://api.github.com/user", "patch", {}, 405, "method_not_allowed"],
+    ["override header", "https://api.github.com/user", "POST", { headers: { "X-HTTP-Method-Override": "DELETE" } }, 400, "proxy_override_refused"],
+    ["_method parameter", "https://api.github.com/user?_method=DELETE", "POST", {}, 400, "proxy_override_refused"],
+    ["path parameter", "https://api.github.com/repos/o/r/..;/x", "GET", {}, 400, "invalid_proxy_path"],
+  ];
+  for (const [name, url, method, init, status, code] of cases) {
+    const n = seen.length;
+    const err = await pf(url, { ...init, method }).then(
+      () => assert.fail(`${name}: no error`),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof ConnectdError, `${name}: ${String(err)}`);
+    assert.equal(err.status, status, name);
+    assert.equal(err.code, code, name);
+    assert.ok(err.is(ErrorFamily.InvalidRequest), `${name}: not InvalidRequest`);
+    assert.ok(!needsConnection(err), `${name}: a refused call is no reason to connect`);
+    assert.equal(seen.length, n + 1, `${name}: not sent once`);
+    assert.equal(seen[n]!.method, method, `${name}: the method was changed`);
+  }
+  const own = await pf("https://api.github.com/provider-405", { method: "DELETE" });
+  assert.equal(own.status, 405, "the provider's own 405 reaches the caller");
+});
+
 test("providerFetch keeps a request id the caller set and matches the refusal against it", async () => {
   const { fetch, calls } = scriptedFetch([(r) => envelope(r, 403, { error: "consent_required" })]);
   const err = await client(fetch)

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/connectd/connectd/internal/audit"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/keyring"
@@ -29,7 +30,7 @@ import (
 
 // caller is an authenticated /v1 request: the MCP server and the user.
 type caller struct {
-	client mcpauth.Client
+	client clientauth.Client
 	id     mcpauth.Identity
 	user   identity.User
 }
@@ -425,8 +426,8 @@ func (s *Server) waitFor(r *http.Request, c caller, id string, wait time.Duratio
 			// Only a refusal ends the poll; a check the database could not
 			// answer (the listener's reconnect wakes every poll at once)
 			// leaves it waiting, to be checked at the next change.
-			if err := s.auth.Recheck(r, c.client.ID); mcpauth.Refused(err) {
-				s.sampleRefusal(r, mcpauth.Client{}, err)
+			if err := s.auth.Recheck(r, c.client.ID); clientauth.Refused(err) {
+				s.sampleRefusal(r, clientauth.Client{}, err)
 				return nil, err
 			} else if err != nil {
 				s.logger.WarnContext(ctx, "long-poll: the client could not be checked again; the poll goes on",

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/identity"
-	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
@@ -86,7 +86,7 @@ func (s *Server) exchangeToken(w http.ResponseWriter, r *http.Request) (string, 
 	// The client first: an unauthenticated caller learns nothing else.
 	client, method, err := s.auth.AuthenticateTokenClient(r, form, s.TokenEndpoint())
 	if err != nil {
-		s.sampleRefusal(r, mcpauth.Client{}, err)
+		s.sampleRefusal(r, clientauth.Client{}, err)
 		return method, err
 	}
 	req, err := parseExchange(form, s.publicURL)
@@ -289,7 +289,7 @@ func (s *Server) oauthError(err error, method string) error {
 	case o.Code == "invalid_client":
 		o.Status = http.StatusUnauthorized
 		o.Header.Del("Www-Authenticate")
-		if method == mcpauth.AuthClientSecretBasic {
+		if method == clientauth.AuthClientSecretBasic {
 			if o.Header == nil {
 				o.Header = http.Header{}
 			}
@@ -312,7 +312,7 @@ func (s *Server) metadata(w http.ResponseWriter, r *http.Request) error {
 		"token_endpoint":                        s.TokenEndpoint(),
 		"grant_types_supported":                 []string{GrantTokenExchange},
 		"token_endpoint_auth_methods_supported": s.authMethods(),
-		"token_endpoint_auth_signing_alg_values_supported": mcpauth.AssertionAlgorithms(),
+		"token_endpoint_auth_signing_alg_values_supported": clientauth.AssertionAlgorithms(),
 		"service_documentation":                            "https://github.com/connectd/connectd/blob/main/docs/api.md#token-exchange",
 	}
 	body, err := json.Marshal(doc)
@@ -329,5 +329,5 @@ func (s *Server) metadata(w http.ResponseWriter, r *http.Request) error {
 
 // authMethods are the token endpoint's client authentication methods.
 func (s *Server) authMethods() []string {
-	return []string{mcpauth.AuthClientSecretBasic, mcpauth.AuthClientSecretPost, mcpauth.AuthPrivateKeyJWT}
+	return []string{clientauth.AuthClientSecretBasic, clientauth.AuthClientSecretPost, clientauth.AuthPrivateKeyJWT}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/proxy"
 	"github.com/connectd/connectd/internal/web"
@@ -79,7 +80,7 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	}
 	call := &proxy.Call{Base: base, Path: path, Header: rel.info.APIAuth.Header,
 		Value: rel.info.APIAuth.HeaderValue(rel.cred.AccessToken), HoldKey: name + "\x00" + connID, Provider: name,
-		Drop: []string{mcpauth.UserTokenHeader, mcpauth.DPoPHeader, AccountHeader, ScopesHeader}}
+		Drop: []string{mcpauth.UserTokenHeader, clientauth.DPoPHeader, AccountHeader, ScopesHeader}}
 	call.Refresh = func(ctx context.Context) (string, error) {
 		// The provider refused the token: refresh it once (across
 		// replicas, under the connection's lease) — a narrowed token is
@@ -170,7 +171,7 @@ func (s *Server) whileAllowed(r *http.Request, clientID string) (*http.Request, 
 			// Only a refusal ends the call: a check the database could not
 			// answer (a hiccup, the listener's reconnect waking every call
 			// at once) leaves it running, to be checked at the next change.
-			if err := s.auth.Recheck(r, clientID); mcpauth.Refused(err) {
+			if err := s.auth.Recheck(r, clientID); clientauth.Refused(err) {
 				cancel(&clientRefused{err})
 				return
 			} else if err != nil {

@@ -30,6 +30,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/flowtest"
 	"github.com/connectd/connectd/internal/identity"
@@ -281,7 +282,7 @@ func newClusterWith(t *testing.T, n int, opts clusterOptions) *cluster {
 	})
 	c.pool = pgtest.NewPool(t, c.dbURL)
 	c.waitListening()
-	clients := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: c.pool})
+	clients := clientauth.NewClients(clientauth.ClientsConfig{Pool: c.pool})
 	cl, key, err := clients.Create(context.Background(), "Files", []string{resource}, names)
 	if err != nil {
 		t.Fatal(err)

@@ -25,11 +25,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/keyring"
-	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/vault"
 )
@@ -557,7 +557,7 @@ func seed(ctx context.Context, pool *pgxpool.Pool, keyLine, issuer string, users
 	if err != nil {
 		return "", err
 	}
-	clients := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, AllowHTTP: true, Logger: slog.New(slog.DiscardHandler)})
+	clients := clientauth.NewClients(clientauth.ClientsConfig{Pool: pool, AllowHTTP: true, Logger: slog.New(slog.DiscardHandler)})
 	c, key, err := clients.Create(ctx, "bench", []string{benchResource}, []string{"bench", "flow"})
 	if err != nil {
 		return "", err

@@ -26,9 +26,9 @@ import (
 	mcpserver "github.com/connectd/connectd/examples/mcp-server"
 	"github.com/connectd/connectd/examples/mcp-server/devtoken"
 	"github.com/connectd/connectd/internal/admin"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/keyring"
-	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/web"
@@ -267,7 +267,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 
 	// The example MCP server, registered at connectd as a client:
 	// proxy-only unless it is to read tokens (-credential token).
-	clientID, key, err := demoClientKey(ctx, mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, AllowHTTP: true}), mcpURL,
+	clientID, key, err := demoClientKey(ctx, clientauth.NewClients(clientauth.ClientsConfig{Pool: pool, AllowHTTP: true}), mcpURL,
 		cred == mcpserver.CredentialProxy)
 	if err != nil {
 		return err
@@ -484,7 +484,7 @@ func writeDemoProviders(dir string, files *providertest.Server) (string, error) 
 // as asked (what `connectd clients proxy-only ID [--off]` does), and returns
 // its id and a fresh key (keys are stored hashed, so an earlier run's key
 // cannot be read back; the old one stops working at once).
-func demoClientKey(ctx context.Context, clients *mcpauth.Clients, resource string, proxyOnly bool) (id, key string, err error) {
+func demoClientKey(ctx context.Context, clients *clientauth.Clients, resource string, proxyOnly bool) (id, key string, err error) {
 	list, err := clients.List(ctx)
 	if err != nil {
 		return "", "", err

@@ -28,8 +28,8 @@ import (
 
 	"github.com/connectd/connectd/client"
 	"github.com/connectd/connectd/examples/mcp-server/devtoken"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/flowtest"
-	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/testkit"
@@ -242,7 +242,7 @@ func TestDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	clients := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, AllowHTTP: true})
+	clients := clientauth.NewClients(clientauth.ClientsConfig{Pool: pool, AllowHTTP: true})
 	if c := demoClient(t, clients); !c.ProxyOnly || !strings.Contains(d.out.String(), "proxy-only "+c.ID+" --off") {
 		t.Fatalf("the demo's client %s: proxy-only %v, want true, named in the walkthrough", c.ID, c.ProxyOnly)
 	}
@@ -438,7 +438,7 @@ func mustAtoi(s string) int {
 }
 
 // demoClient is the demo's registration of the example MCP server.
-func demoClient(t *testing.T, clients *mcpauth.Clients) mcpauth.Client {
+func demoClient(t *testing.T, clients *clientauth.Clients) clientauth.Client {
 	t.Helper()
 	list, err := clients.List(context.Background())
 	if err != nil {

@@ -23,11 +23,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/keyring"
-	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/vault"
 )
@@ -296,7 +296,7 @@ func (s *study) setup(ctx context.Context, adminURL, dir, logDir string) error {
 	if s.store, err = vault.New(vault.Config{Pool: s.pool, Keyring: keys}); err != nil {
 		return err
 	}
-	clients := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: s.pool, Logger: slog.New(slog.DiscardHandler)})
+	clients := clientauth.NewClients(clientauth.ClientsConfig{Pool: s.pool, Logger: slog.New(slog.DiscardHandler)})
 	cl, key, err := clients.Create(ctx, "faults", []string{resource}, []string{loadProvider, rotatingProvider, graceProvider})
 	if err != nil {
 		return err

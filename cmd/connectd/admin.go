@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/admin"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/identity"
-	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
@@ -179,7 +179,7 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 			}
 			t = time.Now().Add(-d)
 		}
-		clients := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, AllowHTTP: cfg.Dev})
+		clients := clientauth.NewClients(clientauth.ClientsConfig{Pool: pool, AllowHTTP: cfg.Dev})
 		c, err := st.CutOffClient(ctx, clients, pos[0], t, revoke, by)
 		if err != nil {
 			return adminErr(err)

@@ -16,9 +16,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/keyring"
-	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/vault"
@@ -57,7 +57,7 @@ func TestAdminCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, _, err := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool}).Create(ctx, "Acme tools",
+	client, _, err := clientauth.NewClients(clientauth.ClientsConfig{Pool: pool}).Create(ctx, "Acme tools",
 		[]string{"https://mcp.acme.example/"}, []string{"github"})
 	if err != nil {
 		t.Fatal(err)

@@ -12,8 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/egress"
-	"github.com/connectd/connectd/internal/mcpauth"
 )
 
 const clientsUsage = `usage:
@@ -173,20 +173,20 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	store := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, AllowHTTP: cfg.Dev, HTTPClient: outbound})
+	store := clientauth.NewClients(clientauth.ClientsConfig{Pool: pool, AllowHTTP: cfg.Dev, HTTPClient: outbound})
 
 	switch sub {
 	case "create":
 		// Checked first, so that a bad URL registers nothing.
-		if err := mcpauth.CheckDisplay(logoURL, homepage, cfg.Dev); err != nil {
+		if err := clientauth.CheckDisplay(logoURL, homepage, cfg.Dev); err != nil {
 			return &usageError{err.Error()}
 		}
 		warnUnknownProviders(cfg, providers, stderr)
 		c, key, err := store.Create(ctx, name, resources, providers)
-		if errors.Is(err, mcpauth.ErrInvalidClient) {
+		if errors.Is(err, clientauth.ErrInvalidClient) {
 			return &usageError{err.Error()}
 		}
-		if errors.Is(err, mcpauth.ErrResourceTaken) {
+		if errors.Is(err, clientauth.ErrResourceTaken) {
 			// The error names the resource and the client holding it.
 			return &usageError{err.Error() + "\nA resource URI belongs to one client only, disabled ones included " +
 				"(a client accepts user tokens issued for its resources); see docs/identity.md."}
@@ -244,7 +244,7 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		return tw.Flush()
 	case "update":
-		var u mcpauth.ClientUpdate
+		var u clientauth.ClientUpdate
 		if nameSet {
 			u.Name = &name
 		}
@@ -270,12 +270,12 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 			if !homepageSet {
 				homepage = cur.Homepage
 			}
-			if err := mcpauth.CheckDisplay(logoURL, homepage, cfg.Dev); err != nil {
+			if err := clientauth.CheckDisplay(logoURL, homepage, cfg.Dev); err != nil {
 				return &usageError{err.Error()}
 			}
 		}
 		c, err := store.Update(ctx, pos[0], u, cliActor(getenv).Name)
-		if errors.Is(err, mcpauth.ErrResourceTaken) {
+		if errors.Is(err, clientauth.ErrResourceTaken) {
 			return &usageError{err.Error() + "\nA resource URI belongs to one client only, disabled ones included; " +
 				"delete the other client (connectd clients delete) or take the URI off it (connectd clients update) first."}
 		}
@@ -295,7 +295,7 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 		return nil
 	case "delete":
 		d, err := store.Delete(ctx, pos[0], cliActor(getenv).Name)
-		if errors.Is(err, mcpauth.ErrClientInUse) {
+		if errors.Is(err, clientauth.ErrClientInUse) {
 			return &usageError{err.Error() + "\nDisabling stops its MCP server's calls at once on every replica; " +
 				"then delete it. (connectd admin clients cut-off also shows what it held.)"}
 		}
@@ -318,12 +318,12 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 		if ruleProvider == "" || (clearRules == (len(rules) > 0)) {
 			return &usageError{"proxy-rules needs --provider and either --rule... or --clear\n" + clientsUsage}
 		}
-		var set *mcpauth.ProxyRules
+		var set *clientauth.ProxyRules
 		if !clearRules {
-			set = &mcpauth.ProxyRules{Rules: rules, Description: description}
+			set = &clientauth.ProxyRules{Rules: rules, Description: description}
 		}
 		if err := store.SetProxyRules(ctx, pos[0], ruleProvider, set); err != nil {
-			if errors.Is(err, mcpauth.ErrInvalidClient) {
+			if errors.Is(err, clientauth.ErrInvalidClient) {
 				return &usageError{err.Error()}
 			}
 			return clientErr(err)
@@ -337,7 +337,7 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 	case "jwt-keys":
 		keys.DropSecrets = dropKeys
 		if err := store.SetAssertionKeys(ctx, pos[0], keys); err != nil {
-			if errors.Is(err, mcpauth.ErrInvalidClient) {
+			if errors.Is(err, clientauth.ErrInvalidClient) {
 				return &usageError{err.Error()}
 			}
 			return clientErr(err)
@@ -354,7 +354,7 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 		return nil
 	case "dpop":
 		if err := store.SetDPoPRequired(ctx, pos[0], !off); err != nil {
-			if errors.Is(err, mcpauth.ErrInvalidClient) {
+			if errors.Is(err, clientauth.ErrInvalidClient) {
 				return &usageError{err.Error()}
 			}
 			return clientErr(err)
@@ -417,7 +417,7 @@ func warnUnknownProviders(cfg *Config, providers []string, stderr io.Writer) {
 }
 
 func clientErr(err error) error {
-	if errors.Is(err, mcpauth.ErrClientNotFound) || errors.Is(err, mcpauth.ErrInvalidClient) {
+	if errors.Is(err, clientauth.ErrClientNotFound) || errors.Is(err, clientauth.ErrInvalidClient) {
 		return &usageError{err.Error()}
 	}
 	return err
@@ -430,15 +430,15 @@ func assertionFlags(fset *flag.FlagSet, jwksURL, publicKeyFile *string) {
 }
 
 // readAssertionKeys reads the --jwks-url and --public-key flags.
-func readAssertionKeys(jwksURL, publicKeyFile string) (mcpauth.AssertionKeys, error) {
+func readAssertionKeys(jwksURL, publicKeyFile string) (clientauth.AssertionKeys, error) {
 	if jwksURL != "" && publicKeyFile != "" {
-		return mcpauth.AssertionKeys{}, &usageError{"give --jwks-url or --public-key, not both"}
+		return clientauth.AssertionKeys{}, &usageError{"give --jwks-url or --public-key, not both"}
 	}
-	k := mcpauth.AssertionKeys{JWKSURL: jwksURL}
+	k := clientauth.AssertionKeys{JWKSURL: jwksURL}
 	if publicKeyFile != "" {
 		raw, err := os.ReadFile(publicKeyFile)
 		if err != nil {
-			return mcpauth.AssertionKeys{}, &usageError{fmt.Sprintf("--public-key: %v", err)}
+			return clientauth.AssertionKeys{}, &usageError{fmt.Sprintf("--public-key: %v", err)}
 		}
 		k.PublicKey = raw
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/pgtest"
 )
 
@@ -39,7 +39,7 @@ func TestClientsCreateDisplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	store := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool})
+	store := clientauth.NewClients(clientauth.ClientsConfig{Pool: pool})
 	c, err := store.Get(ctx, m[1])
 	if err != nil || c.LogoURL != "https://cdn.files.example/logo.png" || c.Homepage != "https://files.example/" {
 		t.Fatalf("client %+v %v", c, err)

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/identity"
-	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/vault"
@@ -53,7 +53,7 @@ func TestClientsUpdateDelete(t *testing.T) {
 		t.Fatalf("update: %v\n%s\n%s", err, out, warn)
 	}
 	pool := pgtest.NewPool(t, dbURL)
-	store := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool})
+	store := clientauth.NewClients(clientauth.ClientsConfig{Pool: pool})
 	if c, err := store.Get(ctx, id); err != nil || c.Name != "Files Assistant" || strings.Join(c.Providers, ",") != "github" {
 		t.Fatalf("after update: %+v %v", c, err)
 	}

@@ -17,8 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/admin"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/devidp"
-	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
 )
 
@@ -48,7 +48,7 @@ func TestClientsCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	store := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool})
+	store := clientauth.NewClients(clientauth.ClientsConfig{Pool: pool})
 	if c, err := store.Authenticate(ctx, key); err != nil || c.ID != id || len(c.Resources) != 2 || c.Providers[0] != "github" {
 		t.Fatalf("created client: %+v %v", c, err)
 	}
@@ -65,7 +65,7 @@ func TestClientsCommand(t *testing.T) {
 	if newKey == nil {
 		t.Fatalf("rotate-key output %q", out)
 	}
-	if _, err := store.Authenticate(ctx, key); !errors.Is(err, mcpauth.ErrInvalidClientKey) {
+	if _, err := store.Authenticate(ctx, key); !errors.Is(err, clientauth.ErrInvalidClientKey) {
 		t.Fatalf("old key after rotate-key --overlap 0s: %v", err)
 	}
 	if _, err := store.Authenticate(ctx, newKey[1]); err != nil {
@@ -74,7 +74,7 @@ func TestClientsCommand(t *testing.T) {
 	if _, err := clientsRun("disable", id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Authenticate(ctx, newKey[1]); !errors.Is(err, mcpauth.ErrClientDisabled) {
+	if _, err := store.Authenticate(ctx, newKey[1]); !errors.Is(err, clientauth.ErrClientDisabled) {
 		t.Fatalf("after disable: %v", err)
 	}
 	if out, _ := clientsRun("list"); !strings.Contains(out, "disabled") {

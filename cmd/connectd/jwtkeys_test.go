@@ -18,7 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/pgtest"
 )
 
@@ -59,7 +59,7 @@ func TestClientsJWTKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	store := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool})
+	store := clientauth.NewClients(clientauth.ClientsConfig{Pool: pool})
 	c, err := store.Get(ctx, id)
 	if err != nil || len(c.JWKS) == 0 || c.JWKSURL != "" {
 		t.Fatalf("registered: %+v %v", c, err)
@@ -106,7 +106,7 @@ func TestClientsJWTKeys(t *testing.T) {
 			t.Errorf("clients %v: %v (exit %d), want a usage error", args, err, exitCode(err))
 		}
 	}
-	if _, err := store.Get(ctx, "cli_nope"); !errors.Is(err, mcpauth.ErrClientNotFound) {
+	if _, err := store.Get(ctx, "cli_nope"); !errors.Is(err, clientauth.ErrClientNotFound) {
 		t.Fatal(err)
 	}
 }

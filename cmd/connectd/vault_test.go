@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/keyring"
-	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/provider/providertest"
@@ -73,7 +73,7 @@ func TestVaultStatusAndRewrap(t *testing.T) {
 	}
 	// A webhook endpoint's secret, sealed under key 1 too.
 	pool := pgtest.NewPool(t, dbURL)
-	cl, _, err := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool}).Create(ctx, "Files", []string{"https://files.mcp.example/"}, nil)
+	cl, _, err := clientauth.NewClients(clientauth.ClientsConfig{Pool: pool}).Create(ctx, "Files", []string{"https://files.mcp.example/"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

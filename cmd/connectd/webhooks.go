@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/connectd/connectd/internal/admin"
-	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/webhook"
 )
@@ -117,7 +117,7 @@ func webhooksCmd(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	by := cliActor(getenv)
-	clients := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, AllowHTTP: cfg.Dev})
+	clients := clientauth.NewClients(clientauth.ClientsConfig{Pool: pool, AllowHTTP: cfg.Dev})
 
 	switch sub {
 	case "add":

@@ -18,8 +18,8 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/keyring"
-	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/webhook"
@@ -50,7 +50,7 @@ func TestClientsWebhooksCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	client, _, err := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool}).Create(ctx, "Acme tools",
+	client, _, err := clientauth.NewClients(clientauth.ClientsConfig{Pool: pool}).Create(ctx, "Acme tools",
 		[]string{"https://mcp.acme.example/"}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/connectd/connectd/internal/audit"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/identity"
-	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/notice"
 	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/webhook"
@@ -87,18 +87,18 @@ func (st *Store) Exposure(ctx context.Context, id string, since time.Time) ([]Ex
 // their account page. The cut-off is audited (client.cut_off, by by) and
 // reported to the client's webhook endpoints (client.cut_off: counts only)
 // in one transaction.
-func (st *Store) CutOffClient(ctx context.Context, clients *mcpauth.Clients, id string, since time.Time, revoke bool,
+func (st *Store) CutOffClient(ctx context.Context, clients *clientauth.Clients, id string, since time.Time, revoke bool,
 	by Actor) (*CutOff, error) {
 	if since.IsZero() || since.After(time.Now()) {
 		return nil, problem.Detail(ErrInvalid, "since must be a time in the past")
 	}
 	c, err := clients.Get(ctx, id)
-	if errors.Is(err, mcpauth.ErrClientNotFound) {
+	if errors.Is(err, clientauth.ErrClientNotFound) {
 		return nil, problem.Detail(ErrNotFound, "no such client")
 	} else if err != nil {
 		return nil, err
 	}
-	if err := clients.SetDisabled(ctx, id, true); errors.Is(err, mcpauth.ErrClientNotFound) {
+	if err := clients.SetDisabled(ctx, id, true); errors.Is(err, clientauth.ErrClientNotFound) {
 		return nil, problem.Detail(ErrNotFound, "no such client")
 	} else if err != nil {
 		return nil, err
@@ -140,10 +140,10 @@ func (st *Store) CutOffClient(ctx context.Context, clients *mcpauth.Clients, id 
 // cut-off, and reads whose rows reached the trail after it — each with its
 // notice to the user; audited (client.exposure_revoked). The client must be
 // disabled already: revoking while it still reads would chase it.
-func (st *Store) RevokeExposure(ctx context.Context, clients *mcpauth.Clients, id string, since time.Time,
+func (st *Store) RevokeExposure(ctx context.Context, clients *clientauth.Clients, id string, since time.Time,
 	by Actor) (*CutOff, error) {
 	c, err := clients.Get(ctx, id)
-	if errors.Is(err, mcpauth.ErrClientNotFound) {
+	if errors.Is(err, clientauth.ErrClientNotFound) {
 		return nil, problem.Detail(ErrNotFound, "no such client")
 	} else if err != nil {
 		return nil, err
@@ -176,7 +176,7 @@ const (
 // revokeExposed revokes each exposed connection through the one owner of a
 // connection's end, with the notice that tells its user why, and records the
 // outcome in out.
-func (st *Store) revokeExposed(ctx context.Context, c mcpauth.Client, exposed []Exposed, out *CutOff, by Actor) {
+func (st *Store) revokeExposed(ctx context.Context, c clientauth.Client, exposed []Exposed, out *CutOff, by Actor) {
 	why := &notice.Notice{Kind: notice.KindClientCutOff, ClientID: c.ID, ClientName: c.Name}
 	// Detached from the admin's browser (a revocation once begun is seen
 	// through), bounded by the budget for starting new ones.

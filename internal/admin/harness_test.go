@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/admin"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/flowtest"
@@ -50,7 +51,7 @@ type env struct {
 	fake   *providertest.Server
 	server *server.Server
 
-	clients *mcpauth.Clients
+	clients *clientauth.Clients
 	vault   *vault.Store
 	connect *connect.Server
 	store   *admin.Store
@@ -178,7 +179,7 @@ func csrfOf(t *testing.T, body string) string { t.Helper(); return servertest.CS
 // mcpServer is an MCP server registered as a connectd client.
 type mcpServer struct {
 	e      *env
-	client mcpauth.Client
+	client clientauth.Client
 	key    string
 }
 

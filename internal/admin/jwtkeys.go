@@ -4,7 +4,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/web"
@@ -34,12 +34,12 @@ func (s *Server) apiJWTKeys(w http.ResponseWriter, r *http.Request) error {
 	if !names.ValidClientID(id) {
 		return problem.Detail(ErrNotFound, "no such client")
 	}
-	err := s.clients.SetAssertionKeys(r.Context(), id, mcpauth.AssertionKeys{JWKSURL: req.JWKSURL,
+	err := s.clients.SetAssertionKeys(r.Context(), id, clientauth.AssertionKeys{JWKSURL: req.JWKSURL,
 		PublicKey: []byte(req.PublicKey), DropSecrets: req.DropClientKeys})
 	switch {
-	case errors.Is(err, mcpauth.ErrClientNotFound):
+	case errors.Is(err, clientauth.ErrClientNotFound):
 		return problem.Detail(ErrNotFound, "no such client")
-	case errors.Is(err, mcpauth.ErrInvalidClient):
+	case errors.Is(err, clientauth.ErrInvalidClient):
 		return errKeysRefused
 	case err != nil:
 		return err

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/vault"
@@ -287,7 +287,7 @@ func (s *Server) clientsPage(w http.ResponseWriter, r *http.Request) error {
 	return web.Render(w, r, http.StatusOK, templates.AdminClients(v))
 }
 
-func clientRow(c mcpauth.Client) templates.AdminClientRow {
+func clientRow(c clientauth.Client) templates.AdminClientRow {
 	providers := strings.Join(c.Providers, " ")
 	if providers == "" {
 		providers = "none"

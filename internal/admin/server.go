@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/signin"
@@ -21,7 +22,7 @@ type Config struct {
 	Logger  *slog.Logger
 	Store   *Store
 	Keys    *Keys
-	Clients *mcpauth.Clients // the MCP-server clients page
+	Clients *clientauth.Clients // the MCP-server clients page
 	// Sessions is the admin session store: its own cookie (SessionCookie,
 	// BindingCookie), never the end users'. Required with Login.
 	Sessions *session.Store
@@ -38,7 +39,7 @@ type Server struct {
 	logger    *slog.Logger
 	store     *Store
 	keys      *Keys
-	clients   *mcpauth.Clients
+	clients   *clientauth.Clients
 	sessions  *session.Store
 	login     *mcpauth.Login
 	signin    *signin.Flow

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/session"
@@ -165,17 +165,17 @@ func (s *Server) clientOf(r *http.Request) (string, error) {
 }
 
 // client reads the MCP server (client) id of a request, or
-// mcpauth.ErrClientNotFound: at once, without a query, for an id that is not
+// clientauth.ErrClientNotFound: at once, without a query, for an id that is not
 // the shape of one (names.ValidClientID).
-func (s *Server) client(ctx context.Context, id string) (mcpauth.Client, error) {
+func (s *Server) client(ctx context.Context, id string) (clientauth.Client, error) {
 	if !names.ValidClientID(id) {
-		return mcpauth.Client{}, fmt.Errorf("%w: not a client id", mcpauth.ErrClientNotFound)
+		return clientauth.Client{}, fmt.Errorf("%w: not a client id", clientauth.ErrClientNotFound)
 	}
 	return s.clients.Get(ctx, id)
 }
 
 func clientError(err error) error {
-	if errors.Is(err, mcpauth.ErrClientNotFound) {
+	if errors.Is(err, clientauth.ErrClientNotFound) {
 		return &web.Error{Status: http.StatusNotFound, Code: "not_found", Description: "no such MCP server (client)", Err: err}
 	}
 	return fmt.Errorf("admin: client: %w", err)
@@ -367,7 +367,7 @@ func eventsText(events []string) string {
 	return strings.Join(events, ", ")
 }
 
-func clientName(c mcpauth.Client) string {
+func clientName(c clientauth.Client) string {
 	if c.Name == "" {
 		return c.ID
 	}

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/connectd/connectd/internal/audit"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/lifecycle"
@@ -30,7 +31,7 @@ import (
 
 // caller is an authenticated /v1 request: the MCP server and the user.
 type caller struct {
-	client mcpauth.Client
+	client clientauth.Client
 	id     mcpauth.Identity
 	user   identity.User
 }
@@ -417,8 +418,8 @@ func (s *Server) waitFor(r *http.Request, c caller, id string, wait time.Duratio
 			// Only a refusal ends the poll; a check the database could not
 			// answer (the listener's reconnect wakes every poll at once)
 			// leaves it waiting, to be checked at the next change.
-			if err := s.auth.Recheck(r, c.client.ID); mcpauth.Refused(err) {
-				s.sampleRefusal(r, mcpauth.Client{}, err)
+			if err := s.auth.Recheck(r, c.client.ID); clientauth.Refused(err) {
+				s.sampleRefusal(r, clientauth.Client{}, err)
 				return nil, err
 			} else if err != nil {
 				s.logger.WarnContext(ctx, "long-poll: the client could not be checked again; the poll goes on",
@@ -622,7 +623,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 
 // releaseClient is the one way the release decision's client is made of
 // an authenticated MCP server.
-func releaseClient(cl mcpauth.Client) release.Client {
+func releaseClient(cl clientauth.Client) release.Client {
 	return release.Client{ID: cl.ID, Providers: cl.Providers, ProxyOnly: cl.ProxyOnly}
 }
 

@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/identity"
-	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/vault"
 )
@@ -27,7 +27,7 @@ type replica struct {
 	pool   *pgxpool.Pool
 	srv    *server.Server
 	vault  *vault.Store
-	client *mcpauth.Clients
+	client *clientauth.Clients
 }
 
 func (e *env) cachingReplica() *replica {

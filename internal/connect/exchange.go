@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/identity"
-	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/refusal"
@@ -88,7 +88,7 @@ func (s *Server) exchangeToken(w http.ResponseWriter, r *http.Request) (string, 
 	// The client first: an unauthenticated caller learns nothing else.
 	client, method, err := s.auth.AuthenticateTokenClient(r, form, s.TokenEndpoint())
 	if err != nil {
-		s.sampleRefusal(r, mcpauth.Client{}, err)
+		s.sampleRefusal(r, clientauth.Client{}, err)
 		return method, err
 	}
 	req, err := parseExchange(form, s.publicURL)
@@ -248,7 +248,7 @@ func withMint(err error, req exchangeRequest) error {
 // answer in RFC 6749 §5.2 form (web.AsOAuthError), the Basic challenge to
 // a refused client that used Basic.
 func (s *Server) oauthError(err error, method string) error {
-	return web.AsOAuthError(err, method == mcpauth.AuthClientSecretBasic)
+	return web.AsOAuthError(err, method == clientauth.AuthClientSecretBasic)
 }
 
 // metadata handles GET /.well-known/oauth-authorization-server: RFC 8414
@@ -261,7 +261,7 @@ func (s *Server) metadata(w http.ResponseWriter, r *http.Request) error {
 		"token_endpoint":                        s.TokenEndpoint(),
 		"grant_types_supported":                 []string{GrantTokenExchange},
 		"token_endpoint_auth_methods_supported": s.authMethods(),
-		"token_endpoint_auth_signing_alg_values_supported": mcpauth.AssertionAlgorithms(),
+		"token_endpoint_auth_signing_alg_values_supported": clientauth.AssertionAlgorithms(),
 		"service_documentation":                            "https://github.com/connectd/connectd/blob/main/docs/api.md#token-exchange",
 	}
 	body, err := json.Marshal(doc)
@@ -278,5 +278,5 @@ func (s *Server) metadata(w http.ResponseWriter, r *http.Request) error {
 
 // authMethods are the token endpoint's client authentication methods.
 func (s *Server) authMethods() []string {
-	return []string{mcpauth.AuthClientSecretBasic, mcpauth.AuthClientSecretPost, mcpauth.AuthPrivateKeyJWT}
+	return []string{clientauth.AuthClientSecretBasic, clientauth.AuthClientSecretPost, clientauth.AuthPrivateKeyJWT}
 }

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/mcpauth"
 )
@@ -270,7 +271,7 @@ func (e *env) registerAssertionKey(m *mcpServer, dropSecrets bool) *assertionKey
 	e.t.Helper()
 	k := &assertionKey{priv: must(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))}
 	der := must(x509.MarshalPKIXPublicKey(&k.priv.PublicKey))
-	err := e.clients.SetAssertionKeys(context.Background(), m.client.ID, mcpauth.AssertionKeys{
+	err := e.clients.SetAssertionKeys(context.Background(), m.client.ID, clientauth.AssertionKeys{
 		PublicKey: pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), DropSecrets: dropSecrets})
 	if err != nil {
 		e.t.Fatal(err)
@@ -316,7 +317,7 @@ func TestPrivateKeyJWT(t *testing.T) {
 
 	t.Run("token endpoint, through x/oauth2", func(t *testing.T) {
 		params := exchangeParams(a.token("alice"), "connectd:provider:fake")
-		params.Set("client_assertion_type", mcpauth.AssertionType)
+		params.Set("client_assertion_type", clientauth.AssertionType)
 		params.Set("client_assertion", k.sign(t, a.client.ID, tokenURL, e.clock.Now()))
 		cfg := &clientcredentials.Config{ClientID: a.client.ID, TokenURL: tokenURL, AuthStyle: oauth2.AuthStyleInParams,
 			EndpointParams: params}
@@ -332,7 +333,7 @@ func TestPrivateKeyJWT(t *testing.T) {
 	t.Run("token endpoint refusals", func(t *testing.T) {
 		form := func(assertion string) url.Values {
 			f := exchangeParams(a.token("alice"), "connectd:provider:fake")
-			f.Set("client_assertion_type", mcpauth.AssertionType)
+			f.Set("client_assertion_type", clientauth.AssertionType)
 			f.Set("client_assertion", assertion)
 			return f
 		}
@@ -418,7 +419,7 @@ func TestPrivateKeyJWT(t *testing.T) {
 func (k *assertionKey) dpop(t *testing.T, method, u, cred string, now time.Time) string {
 	t.Helper()
 	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"htm": method, "htu": u, "iat": now.Unix(), "jti": rand.Text(),
-		"ath": mcpauth.AccessTokenHash(cred)})
+		"ath": clientauth.AccessTokenHash(cred)})
 	tok.Header["typ"] = "dpop+jwt"
 	jwk, err := jwkset.NewJWKFromKey(&k.priv.PublicKey, jwkset.JWKOptions{})
 	if err != nil {
@@ -453,7 +454,7 @@ func TestDPoP(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer "+a.key)
 		req.Header.Set(mcpauth.UserTokenHeader, a.token("alice"))
 		if proof != "" {
-			req.Header.Set(mcpauth.DPoPHeader, proof)
+			req.Header.Set(clientauth.DPoPHeader, proof)
 		}
 		resp, err := e.srv.Client().Do(req)
 		if err != nil {
@@ -496,7 +497,7 @@ func TestDPoP(t *testing.T) {
 		if st != http.StatusOK || out["path"] != "/api/echo/x" || headers == nil {
 			t.Fatalf("proxy with a proof: %d %v", st, out)
 		}
-		if headers[mcpauth.DPoPHeader] != nil || headers["Dpop"] != nil {
+		if headers[clientauth.DPoPHeader] != nil || headers["Dpop"] != nil {
 			t.Fatal("the DPoP proof reached the provider")
 		}
 	})
@@ -506,7 +507,7 @@ func TestDPoP(t *testing.T) {
 			t.Fatalf("%d %v", st, out)
 		}
 		f := exchangeParams(a.token("alice"), "connectd:provider:fake")
-		f.Set("client_assertion_type", mcpauth.AssertionType)
+		f.Set("client_assertion_type", clientauth.AssertionType)
 		f.Set("client_assertion", k.sign(t, a.client.ID, e.srv.URL+connect.TokenPath, now))
 		if st, _, out := e.postToken(e.srv.URL, "", f); st != http.StatusOK {
 			t.Fatalf("with private_key_jwt: %d %v", st, out)

@@ -18,10 +18,10 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/connectd/connectd/internal/audit"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/keyring"
-	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/release"
 	"github.com/connectd/connectd/internal/scope"
@@ -256,7 +256,7 @@ func (o offer) digest() string {
 
 // clientMark is an MCP server's picture on a page, whose CSP then names its
 // logo's origin (call it before the page is written).
-func clientMark(w http.ResponseWriter, cl mcpauth.Client) templates.Mark {
+func clientMark(w http.ResponseWriter, cl clientauth.Client) templates.Mark {
 	web.AllowImages(w.Header(), cl.LogoURL)
 	return templates.Mark{Name: cl.Name, LogoURL: cl.LogoURL}
 }

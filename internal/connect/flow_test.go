@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider/providertest"
@@ -22,7 +23,7 @@ import (
 // mcpServer is an MCP server registered as a connectd client.
 type mcpServer struct {
 	e      *env
-	client mcpauth.Client
+	client clientauth.Client
 	key    string
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/flowtest"
@@ -54,7 +55,7 @@ type env struct {
 	sessions *session.Store
 	rp       *mcpauth.Login
 	verifier *mcpauth.Verifier
-	clients  *mcpauth.Clients
+	clients  *clientauth.Clients
 	keyring  *keyring.Keyring
 	vault    *vault.Store
 	catalog  *provider.Catalog

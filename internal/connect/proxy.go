@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/problem"
@@ -62,7 +63,7 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	}
 	if rules, ok := c.client.ProxyRules[name]; ok && !rules.Allows(r.Method, "/"+path) {
 		s.sampleDenied(r, &c, "security.proxy_not_allowed", name)
-		return problem.About(name, mcpauth.ErrProxyNotAllowed)
+		return problem.About(name, clientauth.ErrProxyNotAllowed)
 	}
 	var required []string
 	if h := r.Header.Get(ScopesHeader); h != "" {
@@ -86,7 +87,7 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	start := s.now()
 	call := &proxy.Call{Base: base, Path: path, Header: rel.info.APIAuth.Header,
 		Value: rel.info.APIAuth.HeaderValue(rel.cred.AccessToken), HoldKey: name + "\x00" + connID, Provider: name,
-		Drop: []string{mcpauth.UserTokenHeader, mcpauth.DPoPHeader, AccountHeader, ScopesHeader}}
+		Drop: []string{mcpauth.UserTokenHeader, clientauth.DPoPHeader, AccountHeader, ScopesHeader}}
 	call.Refresh = func(ctx context.Context) (string, error) {
 		// The provider refused the token: refresh it once (across
 		// replicas, under the connection's lease; at most once a window
@@ -163,7 +164,7 @@ func (s *Server) whileAllowed(r *http.Request, clientID string) (*http.Request, 
 			// Only a refusal ends the call: a check the database could not
 			// answer (a hiccup, the listener's reconnect waking every call
 			// at once) leaves it running, to be checked at the next change.
-			if err := s.auth.Recheck(r, clientID); mcpauth.Refused(err) {
+			if err := s.auth.Recheck(r, clientID); clientauth.Refused(err) {
 				cancel(&clientRefused{err})
 				return
 			} else if err != nil {

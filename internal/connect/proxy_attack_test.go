@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/vault"
@@ -130,7 +131,7 @@ func TestProxyPathAttacks(t *testing.T) {
 	// character is decoded for the rule and the provider alike, another
 	// escape's hex upper-cased for both, and ";" never reaches either.
 	if err := e.server.Clients().SetProxyRules(context.Background(), a.client.ID, "fake",
-		&mcpauth.ProxyRules{Rules: []string{"GET /echo/open*", "GET /echo/a%2Fb"}}); err != nil {
+		&clientauth.ProxyRules{Rules: []string{"GET /echo/open*", "GET /echo/a%2Fb"}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ path, sent string }{
@@ -196,7 +197,7 @@ func TestProxyMethodAttacks(t *testing.T) {
 
 	// HEAD under a GET rule; a HEAD rule allows HEAD alone.
 	if err := e.server.Clients().SetProxyRules(context.Background(), a.client.ID, "fake",
-		&mcpauth.ProxyRules{Rules: []string{"GET /echo/read", "HEAD /echo/head"}}); err != nil {
+		&clientauth.ProxyRules{Rules: []string{"GET /echo/read", "HEAD /echo/head"}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -226,7 +227,7 @@ func TestProxyOverrideAttacks(t *testing.T) {
 	a := e.newMCPServer("alpha", "fake")
 	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
 	if err := e.server.Clients().SetProxyRules(context.Background(), a.client.ID, "fake",
-		&mcpauth.ProxyRules{Rules: []string{"GET /echo/*", "POST /echo/*"}}); err != nil {
+		&clientauth.ProxyRules{Rules: []string{"GET /echo/*", "POST /echo/*"}}); err != nil {
 		t.Fatal(err)
 	}
 	form := http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider/providertest"
@@ -314,7 +315,7 @@ func TestProxyRequestRules(t *testing.T) {
 	a := e.newMCPServer("alpha", "fake")
 	clients := e.server.Clients()
 	ctx := context.Background()
-	if err := clients.SetProxyRules(ctx, a.client.ID, "fake", &mcpauth.ProxyRules{Rules: []string{"GET /files*", "POST /echo/comments"},
+	if err := clients.SetProxyRules(ctx, a.client.ID, "fake", &clientauth.ProxyRules{Rules: []string{"GET /files*", "POST /echo/comments"},
 		Description: "reads your files; cannot change them"}); err != nil {
 		t.Fatal(err)
 	}

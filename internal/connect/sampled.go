@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/connectd/connectd/internal/audit"
-	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/web"
 )
 
@@ -443,7 +443,7 @@ func (s *Server) sampleDenied(r *http.Request, c *caller, kind, provider string)
 
 // sampleRefusal records a /v1 call refused for a bad client key or user
 // token; client is the authenticated client when only the user token failed.
-func (s *Server) sampleRefusal(r *http.Request, client mcpauth.Client, err error) {
+func (s *Server) sampleRefusal(r *http.Request, client clientauth.Client, err error) {
 	we := web.AsError(err) // the answer the caller gets (the one error table)
 	if we.Status != http.StatusUnauthorized {
 		return // 503 jwks_unavailable and the like are outages, not refusals

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/lifecycle"
@@ -31,10 +32,10 @@ type Config struct {
 	Pool     *pgxpool.Pool
 	Sessions *session.Store
 	Login    *mcpauth.Login
-	Auth     *mcpauth.Authenticator // /v1: client key + user token
+	Auth     *clientauth.Authenticator // /v1: client key + user token
 	// Clients is the registry Auth authenticates with (client names for
 	// consent pages; its key cache is kept fresh by the process hub).
-	Clients *mcpauth.Clients
+	Clients *clientauth.Clients
 	Vault   *vault.Store // its credential cache is kept fresh by the process hub
 	// Keyring is the vault keyring as configured; request_state and PKCE
 	// verifiers are each sealed under their own Purpose of it.
@@ -104,8 +105,8 @@ type Server struct {
 	pool            *pgxpool.Pool
 	sessions        *session.Store
 	login           *mcpauth.Login
-	auth            *mcpauth.Authenticator
-	clients         *mcpauth.Clients
+	auth            *clientauth.Authenticator
+	clients         *clientauth.Clients
 	vault           *vault.Store
 	keys            *keyring.Keyring // as configured: request_state is sealed under keys.Purpose(requestStatePurpose)
 	verifierKeys    *keyring.Keyring // keys.Purpose(verifierPurpose): seals PKCE verifiers

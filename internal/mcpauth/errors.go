@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/connectd/connectd/internal/jose"
 )
 
 // User-token errors. Every one of them wraps ErrInvalidToken, so callers that
@@ -40,40 +42,19 @@ var (
 var (
 	// ErrIssuerUnavailable means an issuer's discovery document or JWKS could
 	// not be fetched, so a token could be neither accepted nor refused: a 503,
-	// never a 401.
-	ErrIssuerUnavailable = errors.New("mcpauth: issuer keys unavailable")
+	// never a 401 (jose.ErrUnavailable, the JWKS cache's).
+	ErrIssuerUnavailable = jose.ErrUnavailable
 	// ErrMissingUserToken means the request carried no X-User-Token.
 	ErrMissingUserToken = errors.New("mcpauth: no user token")
 )
 
-// unavailableError is an ErrIssuerUnavailable that knows when trying again
-// can help: the Retry-After of its 503 (RetryAfter; internal/web's error table).
-type unavailableError struct {
-	err   error
-	retry time.Duration
-}
-
-func (e *unavailableError) Error() string { return e.err.Error() }
-func (e *unavailableError) Unwrap() error { return e.err }
-
 // unavailable returns an ErrIssuerUnavailable worth retrying after retry.
-func unavailable(retry time.Duration, format string, args ...any) error {
-	return &unavailableError{err: fmt.Errorf("%w: "+format, append([]any{ErrIssuerUnavailable}, args...)...), retry: retry}
-}
+var unavailable = jose.Unavailable
 
-// Client-key errors.
-var (
-	// ErrMissingClientKey means the request had no Bearer client key.
-	ErrMissingClientKey = errors.New("mcpauth: no client key")
-	// ErrInvalidClientKey means the key is malformed, unknown or past its overlap.
-	ErrInvalidClientKey = errors.New("mcpauth: invalid client key")
-	// ErrClientDisabled means the key is valid but its client is disabled.
-	ErrClientDisabled = errors.New("mcpauth: client disabled")
-	// ErrClientNotFound means no client has the given id.
-	ErrClientNotFound = errors.New("mcpauth: no such client")
-	// ErrInvalidClient means a client's registration data is not acceptable.
-	ErrInvalidClient = errors.New("mcpauth: invalid client registration")
-)
+// RetryAfter says how long until the issuer's keys may be fetched again, for
+// an ErrIssuerUnavailable that knows it (a key id that may be newer than the
+// last fetch, asked too soon after it); false when err does not say.
+func RetryAfter(err error) (time.Duration, bool) { return jose.RetryAfter(err) }
 
 // Login errors.
 var (

@@ -117,3 +117,10 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

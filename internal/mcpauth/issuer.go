@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/connectd/connectd/internal/egress"
+	"github.com/connectd/connectd/internal/jose"
 )
 
 // Issuer is one trusted MCP authorization server.
@@ -76,12 +77,12 @@ type issuerState struct {
 
 	mu       sync.Mutex // held while discovering
 	meta     *egress.Metadata
-	keys     *keySet
+	keys     *jose.Set
 	failedAt time.Time // last failed set-up; retried after retryAfter
 }
 
 // ready discovers the issuer and finds its keys in the JWKS cache on first
-// use (the first fetch is the cache's own: see keySet). A failure is
+// use (the first fetch is the cache's own: see jose.Set). A failure is
 // remembered for retryAfter so an unreachable issuer costs one attempt per
 // interval, not one per request.
 func (v *Verifier) ready(ctx context.Context, st *issuerState) error {
@@ -110,7 +111,7 @@ func (v *Verifier) ready(ctx context.Context, st *issuerState) error {
 		if jwksURL == "" {
 			jwksURL = st.meta.JWKSURI
 		}
-		st.keys = v.keys.set(jwksURL)
+		st.keys = v.keys.Set(jwksURL)
 	}
 	st.failedAt = time.Time{}
 	return nil

@@ -16,21 +16,15 @@ import (
 
 	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/egress"
+	"github.com/connectd/connectd/internal/jose"
 )
 
-// algorithms is the signature allow-list: asymmetric algorithms only. none and
-// every HMAC algorithm are refused, so a token "signed" with an issuer's public
-// key as an HMAC secret never verifies.
-var algorithms = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+// algorithms is the signature allow-list (jose's: asymmetric only).
+var algorithms = jose.Algorithms()
 
-// noCrit refuses a JOSE header with crit (RFC 7515 §4.1.11): it names
-// extensions the recipient must understand, and connectd understands none.
-func noCrit(h map[string]any) error {
-	if _, ok := h["crit"]; ok {
-		return errors.New("crit names header extensions connectd does not understand")
-	}
-	return nil
-}
+// UserTokenHeader carries the user's MCP access token on /v1 requests; the
+// Authorization header carries the client key.
+const UserTokenHeader = "X-User-Token"
 
 // maxTokenBytes bounds what is parsed at all.
 const maxTokenBytes = 16 << 10
@@ -102,7 +96,7 @@ type Verifier struct {
 	now                func() time.Time
 	logger             *slog.Logger
 	tokens             *tokenCache
-	keys               *keyCache // the issuers' JWKS
+	keys               *jose.Cache // the issuers' JWKS
 }
 
 // NewVerifier checks the issuer configuration and returns a Verifier. It makes
@@ -143,9 +137,9 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 		v.issuers = append(v.issuers, st)
 		v.byURL[is.URL], v.byID[is.ID] = st, st
 	}
-	v.keys = newKeyCache(keyCacheConfig{client: v.client, lifetime: v.refreshInterval,
-		unknownKeyInterval: v.unknownKIDInterval, skew: v.skew, timeout: v.httpTimeout,
-		maxSets: max(1, len(v.issuers)), now: v.now, logger: v.logger, what: "issuer"})
+	v.keys = jose.NewCache(jose.CacheConfig{Client: v.client, Lifetime: v.refreshInterval,
+		UnknownKeyInterval: v.unknownKIDInterval, Skew: v.skew, Timeout: v.httpTimeout,
+		MaxSets: max(1, len(v.issuers)), Now: v.now, Logger: v.logger, What: "issuer"})
 	return v, nil
 }
 
@@ -157,7 +151,7 @@ func orDefault(d, def time.Duration) time.Duration {
 }
 
 // Close ends the JWKS fetches under way.
-func (v *Verifier) Close() { v.keys.close() }
+func (v *Verifier) Close() { v.keys.Close() }
 
 // Issuers lists the configured issuers in configuration order.
 func (v *Verifier) Issuers() []Issuer {
@@ -299,7 +293,7 @@ func (v *Verifier) verify(ctx context.Context, raw string, kind tokenKind, wantI
 	if err := v.ready(ctx, st); err != nil {
 		return nil, err
 	}
-	if err := st.keys.keys(ctx); err != nil {
+	if err := st.keys.Keys(ctx); err != nil {
 		return nil, err
 	}
 	var c claims
@@ -354,15 +348,15 @@ func checkType(h any, kind tokenKind, allowPlain bool) error {
 }
 
 // keyFunc resolves the verification key through the issuer's keys in the
-// JWKS cache (keySet.keyfunc: an unknown kid fetched now at most once per
+// JWKS cache (jose.Set.Keyfunc: an unknown kid fetched now at most once per
 // interval, refused when the cache is newer than the token, or 503 until a
 // fetch is allowed; never waiting for the interval). Its verdict is left in
 // *verdict, an unknown key as ErrSignature.
 func (v *Verifier) keyFunc(ctx context.Context, st *issuerState, verdict *error) jwt.Keyfunc {
-	inner := st.keys.keyfunc(ctx, verdict)
+	inner := st.keys.Keyfunc(ctx, verdict)
 	return func(t *jwt.Token) (any, error) {
 		key, err := inner(t)
-		if errors.Is(*verdict, errUnknownKey) {
+		if errors.Is(*verdict, jose.ErrUnknownKey) {
 			*verdict = ErrSignature
 		}
 		return key, err
@@ -376,8 +370,8 @@ func (v *Verifier) classify(err error, st *issuerState) error {
 	case errors.Is(err, jwt.ErrTokenMalformed):
 		return ErrMalformedToken
 	case errors.Is(err, jwt.ErrTokenUnverifiable):
-		if !st.keys.healthy() {
-			return unavailable(st.keys.retryIn(), "issuer %s: JWKS unreachable", st.cfg.ID)
+		if !st.keys.Healthy() {
+			return unavailable(st.keys.RetryIn(), "issuer %s: JWKS unreachable", st.cfg.ID)
 		}
 		return ErrSignature
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):

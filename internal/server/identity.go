@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/session"
 )
@@ -16,8 +17,8 @@ type identity struct {
 	sessions    *session.Store
 	sessionKeys []session.Key // as configured, or the ephemeral dev key
 	login       *mcpauth.Login
-	clients     *mcpauth.Clients
-	auth        *mcpauth.Authenticator
+	clients     *clientauth.Clients
+	auth        *clientauth.Authenticator
 }
 
 // newIdentity builds the identity services.
@@ -69,9 +70,9 @@ func newIdentity(ctx context.Context, cfg Config) (*identity, error) {
 		return nil, err
 	}
 	id.sessions, id.login = sessions, login
-	id.clients = mcpauth.NewClients(mcpauth.ClientsConfig{Pool: cfg.Pool, AllowHTTP: cfg.Dev, Logger: logger, HTTPClient: client, Skew: ic.TokenSkew,
+	id.clients = clientauth.NewClients(clientauth.ClientsConfig{Pool: cfg.Pool, AllowHTTP: cfg.Dev, Logger: logger, HTTPClient: client, Skew: ic.TokenSkew,
 		CacheTTL: cfg.Cache.ClientKeyTTL, CacheSize: cfg.Cache.Size, Now: cfg.Now})
-	id.auth = mcpauth.NewAuthenticator(id.clients, id.verifier, cfg.PublicURL.String())
+	id.auth = clientauth.NewAuthenticator(id.clients, id.verifier, cfg.PublicURL.String())
 	return id, nil
 }
 

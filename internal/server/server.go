@@ -36,6 +36,7 @@ import (
 
 	"github.com/connectd/connectd/internal/admin"
 	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/egress"
 	"github.com/connectd/connectd/internal/health"
@@ -312,7 +313,7 @@ func (s *Server) Keyring() *keyring.Keyring { return s.keyring }
 func (s *Server) Catalog() *provider.Catalog { return s.catalog }
 
 // Clients is the MCP-server client registry.
-func (s *Server) Clients() *mcpauth.Clients { return s.ident.clients }
+func (s *Server) Clients() *clientauth.Clients { return s.ident.clients }
 
 // Verifier verifies MCP user tokens and ID tokens.
 func (s *Server) Verifier() *mcpauth.Verifier { return s.ident.verifier }

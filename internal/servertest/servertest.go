@@ -30,6 +30,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/admin"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/flowtest"
 	"github.com/connectd/connectd/internal/keyring"
@@ -264,7 +265,7 @@ func (e *Env) Replica(cfg server.Config) (*server.Server, string) {
 
 // NewClient registers an MCP server at connectd as a client for resources
 // and providers, and returns it with its client key.
-func (e *Env) NewClient(name string, resources, providers []string) (mcpauth.Client, string) {
+func (e *Env) NewClient(name string, resources, providers []string) (clientauth.Client, string) {
 	e.t.Helper()
 	c, key, err := e.Server.Clients().Create(context.Background(), name, resources, providers)
 	if err != nil {

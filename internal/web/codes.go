@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/problem"
@@ -39,7 +40,7 @@ const (
 )
 
 var (
-	dpopAlgs             = `algs="` + strings.Join(mcpauth.AssertionAlgorithms(), " ") + `"`
+	dpopAlgs             = `algs="` + strings.Join(clientauth.AssertionAlgorithms(), " ") + `"`
 	dpopChallengeMissing = `DPoP realm="connectd", ` + dpopAlgs
 	dpopChallengeInvalid = `DPoP realm="connectd", error="invalid_token", ` + dpopAlgs
 	dpopChallengeProof   = `DPoP realm="connectd", error="invalid_dpop_proof", ` + dpopAlgs
@@ -109,24 +110,24 @@ var codes = []row{
 		desc: "The form has expired. Reload the page and try again."},
 
 	// Authentication of /v1 calls (package mcpauth).
-	auth(mcpauth.ErrMissingClientKey, http.StatusUnauthorized, "invalid_client",
+	auth(clientauth.ErrMissingClientKey, http.StatusUnauthorized, "invalid_client",
 		"an Authorization: Bearer (or DPoP, with a DPoP proof) client key is required",
 		challenge(challengeMissing, dpopChallengeMissing)).clientRefused(),
-	auth(mcpauth.ErrInvalidClientKey, http.StatusUnauthorized, "invalid_client", "the client key is not valid",
+	auth(clientauth.ErrInvalidClientKey, http.StatusUnauthorized, "invalid_client", "the client key is not valid",
 		challenge(challengeInvalid, dpopChallengeInvalid)).clientRefused(),
-	auth(mcpauth.ErrClientDisabled, http.StatusUnauthorized, "invalid_client", "the client is disabled",
+	auth(clientauth.ErrClientDisabled, http.StatusUnauthorized, "invalid_client", "the client is disabled",
 		challenge(challengeInvalid, dpopChallengeInvalid)).clientRefused(),
-	auth(mcpauth.ErrInvalidAssertion, http.StatusUnauthorized, "invalid_client", "the client assertion is not valid",
+	auth(clientauth.ErrInvalidAssertion, http.StatusUnauthorized, "invalid_client", "the client assertion is not valid",
 		challenge(challengeInvalid, dpopChallengeInvalid)).clientRefused(),
-	auth(mcpauth.ErrMissingDPoP, http.StatusUnauthorized, "invalid_dpop_proof",
+	auth(clientauth.ErrMissingDPoP, http.StatusUnauthorized, "invalid_dpop_proof",
 		"this call needs one DPoP header: a proof signed by one of the client's registered keys "+
 			"(the client requires DPoP, or used the DPoP authorization scheme)",
 		challenge(dpopChallengeProof)).clientRefused(),
-	auth(mcpauth.ErrInvalidDPoP, http.StatusUnauthorized, "invalid_dpop_proof",
+	auth(clientauth.ErrInvalidDPoP, http.StatusUnauthorized, "invalid_dpop_proof",
 		"the DPoP proof is not valid: send exactly one, signed by one of the client's registered keys, "+
 			"for this method and URL, with ath the hash of the Authorization credential and a fresh jti",
 		challenge(dpopChallengeProof)).clientRefused(),
-	auth(mcpauth.ErrAuthMethods, http.StatusBadRequest, "invalid_request",
+	auth(clientauth.ErrAuthMethods, http.StatusBadRequest, "invalid_request",
 		"use exactly one client authentication method (client_secret_basic, client_secret_post or private_key_jwt)", nil),
 	auth(mcpauth.ErrMissingUserToken, http.StatusUnauthorized, "missing_user_token",
 		"the user's access token is required in "+mcpauth.UserTokenHeader, challenge(challengeMissing)).oauthAs("invalid_grant"),
@@ -217,7 +218,7 @@ var codes = []row{
 	{err: proxy.ErrOverride, status: http.StatusBadRequest, code: "proxy_override_refused",
 		desc: "the call carries a method override or a URL rewrite (a header such as X-HTTP-Method-Override or " +
 			"X-Original-URL, a _method parameter or form field): send the method and path you mean"},
-	{err: mcpauth.ErrProxyNotAllowed, status: http.StatusForbidden, code: "proxy_not_allowed",
+	{err: clientauth.ErrProxyNotAllowed, status: http.StatusForbidden, code: "proxy_not_allowed",
 		desc:  "this client may not make that call (its request rules)",
 		about: "this client may not make that call at %s (its request rules)"},
 	{err: proxy.ErrNotSupported, status: http.StatusNotFound, code: "proxy_not_supported",

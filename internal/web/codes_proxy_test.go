@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/proxy"
 	"github.com/connectd/connectd/internal/web"
@@ -28,7 +28,7 @@ func TestProxyRows(t *testing.T) {
 		{about(proxy.ErrPath), 400, "invalid_proxy_path", "", "", false},
 		{about(proxy.ErrMethod), 405, "method_not_allowed", "Allow", "GET, HEAD, POST, PUT, PATCH, DELETE", false},
 		{about(proxy.ErrOverride), 400, "proxy_override_refused", "", "", false},
-		{about(mcpauth.ErrProxyNotAllowed), 403, "proxy_not_allowed", "", "", true},
+		{about(clientauth.ErrProxyNotAllowed), 403, "proxy_not_allowed", "", "", true},
 		{about(proxy.ErrNotSupported), 404, "proxy_not_supported", "", "", true},
 		{about(proxy.ErrTooLarge), 413, "request_too_large", "", "", false},
 		{about(proxy.ErrResponseTooLarge), 502, "provider_response_too_large", "", "", true},

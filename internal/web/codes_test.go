@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/problem"
@@ -136,10 +137,10 @@ func TestRowProperties(t *testing.T) {
 		{"proxy-only", &release.Refusal{Kind: release.ProxyOnly, Provider: "github"}, false, false, false, false, 400, "unauthorized_client",
 			"token_release_disabled", ""},
 		{"grant type", refusal.ErrGrantType, false, false, false, false, 400, "unsupported_grant_type", "", ""},
-		{"client key, Basic", mcpauth.ErrInvalidClientKey, false, false, true, true, 401, "invalid_client", "", `Basic realm="connectd"`},
-		{"client key, post", mcpauth.ErrMissingClientKey, false, false, true, false, 401, "invalid_client", "", ""},
-		{"client assertion", mcpauth.ErrInvalidAssertion, false, false, true, false, 401, "invalid_client", "", ""},
-		{"DPoP proof", mcpauth.ErrInvalidDPoP, false, false, true, false, 401, "invalid_dpop_proof", "", ""},
+		{"client key, Basic", clientauth.ErrInvalidClientKey, false, false, true, true, 401, "invalid_client", "", `Basic realm="connectd"`},
+		{"client key, post", clientauth.ErrMissingClientKey, false, false, true, false, 401, "invalid_client", "", ""},
+		{"client assertion", clientauth.ErrInvalidAssertion, false, false, true, false, 401, "invalid_client", "", ""},
+		{"DPoP proof", clientauth.ErrInvalidDPoP, false, false, true, false, 401, "invalid_dpop_proof", "", ""},
 		{"issuer keys", mcpauth.ErrIssuerUnavailable, false, false, false, true, 503, "jwks_unavailable", "", ""},
 		{"a handler's own", web.Errorf(http.StatusForbidden, "consent_required", "ad hoc"), false, false, false, false, 400,
 			"consent_required", "", ""},

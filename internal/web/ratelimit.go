@@ -15,7 +15,7 @@ import (
 
 	"github.com/go-chi/httprate"
 
-	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/clientauth"
 )
 
 // Rate is a request budget: at most Requests per Window (a sliding window).
@@ -207,14 +207,14 @@ func RateLimit(c RateLimits, logger *slog.Logger) func(http.Handler) http.Handle
 				err = apiIP.Allow(w, r, "ip:"+ip)
 				if err == nil {
 					key := "ip:" + ip
-					if cred, ok := mcpauth.ClientCredential(r.Header.Get("Authorization")); ok {
+					if cred, ok := clientauth.ClientCredential(r.Header.Get("Authorization")); ok {
 						key = "key:" + KeyOf(cred)
 						// A client assertion is new on every call: its
 						// budget is its (unverified) client's from this
 						// address, so fresh assertions get no fresh budget
 						// and a forged iss spends only its sender's share.
-						if mcpauth.LooksLikeAssertion(cred) {
-							if iss, ok := mcpauth.AssertionIssuer(cred); ok {
+						if clientauth.LooksLikeAssertion(cred) {
+							if iss, ok := clientauth.AssertionIssuer(cred); ok {
 								key = "jwt:" + KeyOf(iss+"\x00"+ip)
 							}
 						}

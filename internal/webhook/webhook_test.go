@@ -19,10 +19,10 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/egress"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/keyring"
-	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/webhook"
@@ -120,7 +120,7 @@ func newHooksWith(t *testing.T, update func(*webhook.Config, *egress.Config)) *h
 	if h.svc, err = webhook.NewService(cfg, rc); err != nil {
 		t.Fatal(err)
 	}
-	cl, _, err := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: h.pool}).Create(ctx, "Files", []string{"https://files.mcp.example/"}, nil)
+	cl, _, err := clientauth.NewClients(clientauth.ClientsConfig{Pool: h.pool}).Create(ctx, "Files", []string{"https://files.mcp.example/"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package mcpauth_test
+package clientauth_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/testkit"
 	"github.com/connectd/connectd/migrations"
@@ -25,10 +25,10 @@ func newClock() *testkit.Clock {
 	return testkit.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 }
 
-func newClients(t *testing.T, clk *testkit.Clock) (*mcpauth.Clients, *pgxpool.Pool) {
+func newClients(t *testing.T, clk *testkit.Clock) (*clientauth.Clients, *pgxpool.Pool) {
 	t.Helper()
 	pool := pgtest.Pool(t)
-	return mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, Now: clk.Now}), pool
+	return clientauth.NewClients(clientauth.ClientsConfig{Pool: pool, Now: clk.Now}), pool
 }
 
 var keyShape = regexp.MustCompile(`^cks_[A-Za-z0-9_-]{43}$`)
@@ -111,14 +111,14 @@ func TestAuthenticateClientKey(t *testing.T) {
 		"with trailing space": key + " ",
 		"empty":               "",
 	} {
-		if _, err := clients.Authenticate(ctx, k); !errors.Is(err, mcpauth.ErrInvalidClientKey) {
+		if _, err := clients.Authenticate(ctx, k); !errors.Is(err, clientauth.ErrInvalidClientKey) {
 			t.Errorf("%s: got %v, want ErrInvalidClientKey", name, err)
 		}
 	}
 	if err := clients.SetDisabled(ctx, c.ID, true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := clients.Authenticate(ctx, key); !errors.Is(err, mcpauth.ErrClientDisabled) {
+	if _, err := clients.Authenticate(ctx, key); !errors.Is(err, clientauth.ErrClientDisabled) {
 		t.Fatalf("disabled client: %v", err)
 	}
 	if err := clients.SetDisabled(ctx, c.ID, false); err != nil {
@@ -127,7 +127,7 @@ func TestAuthenticateClientKey(t *testing.T) {
 	if _, err := clients.Authenticate(ctx, key); err != nil {
 		t.Fatalf("re-enabled client: %v", err)
 	}
-	if err := clients.SetDisabled(ctx, "cli_nope", true); !errors.Is(err, mcpauth.ErrClientNotFound) {
+	if err := clients.SetDisabled(ctx, "cli_nope", true); !errors.Is(err, clientauth.ErrClientNotFound) {
 		t.Fatalf("unknown client: %v", err)
 	}
 }
@@ -150,7 +150,7 @@ func TestRotateKeyOverlap(t *testing.T) {
 	}
 	works := func(k string) bool {
 		_, err := clients.Authenticate(ctx, k)
-		if err != nil && !errors.Is(err, mcpauth.ErrInvalidClientKey) {
+		if err != nil && !errors.Is(err, clientauth.ErrInvalidClientKey) {
 			t.Fatal(err)
 		}
 		return err == nil
@@ -178,7 +178,7 @@ func TestRotateKeyOverlap(t *testing.T) {
 	if works(key2) || !works(key3) {
 		t.Fatal("zero overlap: the old key must stop at once, the new one work")
 	}
-	if _, err := clients.RotateKey(ctx, "cli_nope", time.Hour); !errors.Is(err, mcpauth.ErrClientNotFound) {
+	if _, err := clients.RotateKey(ctx, "cli_nope", time.Hour); !errors.Is(err, clientauth.ErrClientNotFound) {
 		t.Fatalf("unknown client: %v", err)
 	}
 }
@@ -252,7 +252,7 @@ func TestCreateClientValidation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if _, _, err := clients.Create(ctx, tt.cname, tt.resources, tt.providers); !errors.Is(err, mcpauth.ErrInvalidClient) {
+			if _, _, err := clients.Create(ctx, tt.cname, tt.resources, tt.providers); !errors.Is(err, clientauth.ErrInvalidClient) {
 				t.Fatalf("got %v, want ErrInvalidClient", err)
 			}
 		})
@@ -284,12 +284,12 @@ func TestResourcesUnique(t *testing.T) {
 		want      error  // nil: created
 		holder    string // the client the error must name
 	}{
-		{"same resource", []string{resource}, mcpauth.ErrResourceTaken, holder.ID},
-		{"with a trailing slash", []string{resource + "/"}, mcpauth.ErrResourceTaken, holder.ID},
-		{"one of several", []string{"https://new.example.com/mcp", resource}, mcpauth.ErrResourceTaken, holder.ID},
-		{"a disabled client's", []string{otherResource + "/"}, mcpauth.ErrResourceTaken, off.ID},
-		{"a disabled client's, without the slash", []string{otherResource}, mcpauth.ErrResourceTaken, off.ID},
-		{"listed twice", []string{"https://twice.example.com/mcp", "https://twice.example.com/mcp/"}, mcpauth.ErrInvalidClient, ""},
+		{"same resource", []string{resource}, clientauth.ErrResourceTaken, holder.ID},
+		{"with a trailing slash", []string{resource + "/"}, clientauth.ErrResourceTaken, holder.ID},
+		{"one of several", []string{"https://new.example.com/mcp", resource}, clientauth.ErrResourceTaken, holder.ID},
+		{"a disabled client's", []string{otherResource + "/"}, clientauth.ErrResourceTaken, off.ID},
+		{"a disabled client's, without the slash", []string{otherResource}, clientauth.ErrResourceTaken, off.ID},
+		{"listed twice", []string{"https://twice.example.com/mcp", "https://twice.example.com/mcp/"}, clientauth.ErrInvalidClient, ""},
 		{"another path on the same host", []string{resource + "2"}, nil, ""},
 		{"another host", []string{"https://b.example.com/mcp"}, nil, ""},
 	}

@@ -1,4 +1,4 @@
-package mcpauth
+package clientauth
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func TestRefused(t *testing.T) {
 		{fmt.Errorf("%w: no keys", ErrInvalidAssertion), true},
 		{nil, false},
 		{context.DeadlineExceeded, false},
-		{fmt.Errorf("mcpauth: authenticate client: %w", errors.New("pool: too many waiting")), false},
+		{fmt.Errorf("clientauth: authenticate client: %w", errors.New("pool: too many waiting")), false},
 		{ErrIssuerUnavailable, false},
 	} {
 		if got := Refused(tc.err); got != tc.want {

@@ -1,4 +1,4 @@
-package mcpauth_test
+package clientauth_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
@@ -27,8 +28,8 @@ func TestAuthenticateHTTP(t *testing.T) {
 	down := newIDP(t, devidp.Config{}) // trusted, but its JWKS answers 500
 	down.jwksFails.Store(true)
 	v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{a.issuer("a"), down.issuer("down")}})
-	clients := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pgtest.Pool(t)})
-	auth := mcpauth.NewAuthenticator(clients, v, "")
+	clients := clientauth.NewClients(clientauth.ClientsConfig{Pool: pgtest.Pool(t)})
+	auth := clientauth.NewAuthenticator(clients, v, "")
 
 	client, key, err := clients.Create(ctx, "Demo", []string{resource}, nil)
 	if err != nil {

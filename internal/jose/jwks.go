@@ -1,4 +1,4 @@
-package mcpauth
+package jose
 
 import (
 	"context"
@@ -37,66 +37,66 @@ const (
 	maxStaleKeys = time.Hour
 )
 
-// errUnknownKey means the key a JWT names (its kid, or a DPoP proof's jwk)
+// ErrUnknownKey means the key a JWT names (its kid, or a DPoP proof's jwk)
 // is not in a JWK Set that is up to date for it; each caller answers it
 // with its own sentinel (ErrSignature, ErrInvalidAssertion, ErrInvalidDPoP).
-var errUnknownKey = errors.New("mcpauth: no such key in the JWK Set")
+var ErrUnknownKey = errors.New("mcpauth: no such key in the JWK Set")
 
-// keyCacheConfig configures a keyCache.
-type keyCacheConfig struct {
-	client *http.Client // bounded (egress.Bound), guarded by the caller's transport
-	// lifetime is the longest a JWKS answer is used before it is fetched
+// CacheConfig configures a Cache.
+type CacheConfig struct {
+	Client *http.Client // bounded (egress.Bound), guarded by the caller's transport
+	// Lifetime is the longest a JWKS answer is used before it is fetched
 	// again; its Cache-Control max-age or Expires may make it shorter, down
 	// to minKeysLifetime.
-	lifetime time.Duration
-	// unknownKeyInterval is the least time between a fetch and one brought
+	Lifetime time.Duration
+	// UnknownKeyInterval is the least time between a fetch and one brought
 	// forward by an unknown key; also the first retry after a failure,
 	// doubling up to maxBackoff.
-	unknownKeyInterval time.Duration
-	skew               time.Duration // tolerated on a JWT's iat
-	timeout            time.Duration // of one fetch
-	maxSets            int           // URLs remembered at most
-	now                func() time.Time
-	logger             *slog.Logger
-	what               string // "issuer" or "client", for logs and errors
+	UnknownKeyInterval time.Duration
+	Skew               time.Duration // tolerated on a JWT's iat
+	Timeout            time.Duration // of one fetch
+	MaxSets            int           // URLs remembered at most
+	Now                func() time.Time
+	Logger             *slog.Logger
+	What               string // "issuer" or "client", for logs and errors
 }
 
-// keyCache is the one JWKS cache, by URL: the keys of trusted issuers (user
+// Cache is the one JWKS cache, by URL: the keys of trusted issuers (user
 // tokens) and of the JWKS URLs clients register (private_key_jwt
-// assertions, DPoP proofs), under one policy (keySet). It holds public keys
+// assertions, DPoP proofs), under one policy (Set). It holds public keys
 // only: an answer with a private or symmetric key is refused whole. Its
 // fetches run on its own context, which close ends.
-type keyCache struct {
-	keyCacheConfig
+type Cache struct {
+	CacheConfig
 	ctx    context.Context
 	cancel context.CancelFunc
 
 	mu   sync.Mutex
-	sets map[string]*keySet
+	sets map[string]*Set
 }
 
-func newKeyCache(cfg keyCacheConfig) *keyCache {
-	c := &keyCache{keyCacheConfig: cfg, sets: map[string]*keySet{}}
+func NewCache(cfg CacheConfig) *Cache {
+	c := &Cache{CacheConfig: cfg, sets: map[string]*Set{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
 }
 
-// close ends the fetches under way.
-func (c *keyCache) close() { c.cancel() }
+// Close ends the fetches under way.
+func (c *Cache) Close() { c.cancel() }
 
-// set is u's keys, created (unfetched) on first use.
-func (c *keyCache) set(u string) *keySet {
+// Set is u's keys, created (unfetched) on first use.
+func (c *Cache) Set(u string) *Set {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.sets[u]
 	if s == nil {
-		if len(c.sets) >= c.maxSets {
+		if len(c.sets) >= c.MaxSets {
 			for k := range c.sets { // any one: a bound, not a policy
 				delete(c.sets, k)
 				break
 			}
 		}
-		s = &keySet{c: c, url: u, store: jwkset.NewMemoryStorage()}
+		s = &Set{c: c, url: u, store: jwkset.NewMemoryStorage()}
 		// Keys marked for encryption never verify signatures.
 		kf, err := keyfunc.New(keyfunc.Options{Ctx: c.ctx, Storage: s.store,
 			UseWhitelist: []jwkset.USE{jwkset.UseSig, jwkset.USE("")}})
@@ -109,7 +109,7 @@ func (c *keyCache) set(u string) *keySet {
 	return s
 }
 
-// keySet is one JWKS URL's keys: what keyfunc reads, and when to fetch them
+// Set is one JWKS URL's keys: what keyfunc reads, and when to fetch them
 // again. jwkset's own HTTP storage refreshes on a fixed ticker, ignores cache
 // headers, retries a failure only a whole interval later and keeps its fetch
 // unexported; so the fetch is here, and jwkset only parses and stores keys.
@@ -133,8 +133,8 @@ func (c *keyCache) set(u string) *keySet {
 // Fetches run one at a time, in their own goroutine on the cache's context
 // (one caller giving up does not fail the fetch the others wait for); a
 // caller that needs a fetch while one runs waits for that one.
-type keySet struct {
-	c     *keyCache
+type Set struct {
+	c     *Cache
 	url   string
 	store *jwkset.MemoryJWKSet
 	kf    keyfunc.Keyfunc // over store
@@ -149,22 +149,22 @@ type keySet struct {
 	due        time.Time     // when the next fetch is due
 }
 
-// keys makes the set as current as it must be for a JWT to be verified
+// Keys makes the set as current as it must be for a JWT to be verified
 // now, and says whether its keys may verify: nil, or an *unavailableError
 // (never fetched, or failing past maxStaleKeys).
-func (s *keySet) keys(ctx context.Context) error {
+func (s *Set) Keys(ctx context.Context) error {
 	s.maintain(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.usable(s.c.now()) {
+	if s.usable(s.c.Now()) {
 		return nil
 	}
-	return unavailable(max(s.due.Sub(s.c.now()), time.Second), "%s JWKS %s: unreachable", s.c.what, s.url)
+	return Unavailable(max(s.due.Sub(s.c.Now()), time.Second), "%s JWKS %s: unreachable", s.c.What, s.url)
 }
 
 // usable reports whether the keys may verify at now: fetched, and within
 // maxStaleKeys of their answer's lifetime; s.mu is held.
-func (s *keySet) usable(now time.Time) bool {
+func (s *Set) usable(now time.Time) bool {
 	return !s.fetched.IsZero() && !now.After(s.freshUntil.Add(maxStaleKeys))
 }
 
@@ -175,12 +175,12 @@ func (s *keySet) usable(now time.Time) bool {
 // may no longer verify; while the URL is failing and the cached keys still
 // may, the retry runs in the background, so no request waits for a timeout
 // on every backoff.
-func (s *keySet) maintain(ctx context.Context) {
+func (s *Set) maintain(ctx context.Context) {
 	s.mu.Lock()
-	now := s.c.now()
+	now := s.c.Now()
 	done := s.fetching
 	if done == nil {
-		if now.Before(s.due) && (s.usable(now) || now.Before(s.tried.Add(s.c.unknownKeyInterval))) {
+		if now.Before(s.due) && (s.usable(now) || now.Before(s.tried.Add(s.c.UnknownKeyInterval))) {
 			s.mu.Unlock()
 			return
 		}
@@ -196,17 +196,17 @@ func (s *keySet) maintain(ctx context.Context) {
 	}
 }
 
-// keyfunc is the jwt.Keyfunc over the set: a kid not in it is unknownKey's
+// Keyfunc is the jwt.Keyfunc over the set: a kid not in it is UnknownKey's
 // to decide on — fetched now, at most once per interval; refused
-// (errUnknownKey) when the set is newer than the JWT; or 503 until a fetch
+// (ErrUnknownKey) when the set is newer than the JWT; or 503 until a fetch
 // is allowed. That verdict is left in *verdict, to be returned as it is.
-func (s *keySet) keyfunc(ctx context.Context, verdict *error) jwt.Keyfunc {
+func (s *Set) Keyfunc(ctx context.Context, verdict *error) jwt.Keyfunc {
 	inner := s.kf.KeyfuncCtx(ctx)
 	return func(t *jwt.Token) (any, error) {
 		if kid, ok := t.Header["kid"].(string); ok {
 			if _, err := s.store.KeyRead(ctx, kid); err != nil {
 				iat, _ := t.Claims.GetIssuedAt()
-				if err := s.unknownKey(ctx, iat, func() bool { _, err := s.store.KeyRead(ctx, kid); return err == nil }); err != nil {
+				if err := s.UnknownKey(ctx, iat, func() bool { _, err := s.store.KeyRead(ctx, kid); return err == nil }); err != nil {
 					*verdict = err
 					return nil, err
 				}
@@ -216,32 +216,32 @@ func (s *keySet) keyfunc(ctx context.Context, verdict *error) jwt.Keyfunc {
 	}
 }
 
-// verifying lists the set's keys that may verify signatures (not marked
+// Verifying lists the set's keys that may verify signatures (not marked
 // for encryption).
-func (s *keySet) verifying(ctx context.Context) ([]jwkset.JWK, error) {
+func (s *Set) Verifying(ctx context.Context) ([]jwkset.JWK, error) {
 	all, err := s.store.KeyReadAll(ctx)
 	return slices.DeleteFunc(all, func(k jwkset.JWK) bool { u := k.Marshal().USE; return u != jwkset.UseSig && u != "" }), err
 }
 
-// unknownKey is called for a JWT issued at iat whose key is not in the set.
+// UnknownKey is called for a JWT issued at iat whose key is not in the set.
 // It returns nil once a fetch has brought a key that has says is the one,
-// errUnknownKey when the set is up to date and lacks it, or an
+// ErrUnknownKey when the set is up to date and lacks it, or an
 // *unavailableError when the set cannot be brought up to date now.
-func (s *keySet) unknownKey(ctx context.Context, iat *jwt.NumericDate, has func() bool) error {
+func (s *Set) UnknownKey(ctx context.Context, iat *jwt.NumericDate, has func() bool) error {
 	if iat == nil {
-		return fmt.Errorf("%w: the JWT has no iat", errUnknownKey) // refused anyway
+		return fmt.Errorf("%w: the JWT has no iat", ErrUnknownKey) // refused anyway
 	}
 	s.mu.Lock()
 	// iat has whole seconds: a second on top of the skew.
-	if !s.fetched.IsZero() && s.fetched.After(iat.Add(s.c.skew+time.Second)) {
+	if !s.fetched.IsZero() && s.fetched.After(iat.Add(s.c.Skew+time.Second)) {
 		s.mu.Unlock()
-		return errUnknownKey
+		return ErrUnknownKey
 	}
 	done := s.fetching
 	if done == nil {
-		if wait := s.tried.Add(s.c.unknownKeyInterval).Sub(s.c.now()); wait > 0 {
+		if wait := s.tried.Add(s.c.UnknownKeyInterval).Sub(s.c.Now()); wait > 0 {
 			s.mu.Unlock()
-			return unavailable(wait, "%s JWKS %s: unknown key; fetched less than %s ago", s.c.what, s.url, s.c.unknownKeyInterval)
+			return Unavailable(wait, "%s JWKS %s: unknown key; fetched less than %s ago", s.c.What, s.url, s.c.UnknownKeyInterval)
 		}
 		done = s.start()
 	}
@@ -249,7 +249,7 @@ func (s *keySet) unknownKey(ctx context.Context, iat *jwt.NumericDate, has func(
 	select {
 	case <-done:
 	case <-ctx.Done():
-		return unavailable(s.c.unknownKeyInterval, "%s JWKS %s: waiting for it: %w", s.c.what, s.url, ctx.Err())
+		return Unavailable(s.c.UnknownKeyInterval, "%s JWKS %s: waiting for it: %w", s.c.What, s.url, ctx.Err())
 	}
 	if has() {
 		return nil
@@ -257,31 +257,31 @@ func (s *keySet) unknownKey(ctx context.Context, iat *jwt.NumericDate, has func(
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ok {
-		return errUnknownKey
+		return ErrUnknownKey
 	}
-	return unavailable(s.tried.Add(s.c.unknownKeyInterval).Sub(s.c.now()), "%s JWKS %s: unreachable", s.c.what, s.url)
+	return Unavailable(s.tried.Add(s.c.UnknownKeyInterval).Sub(s.c.Now()), "%s JWKS %s: unreachable", s.c.What, s.url)
 }
 
-// healthy reports whether the last fetch succeeded, which tells "unknown
+// Healthy reports whether the last fetch succeeded, which tells "unknown
 // key" (401) from "keys unreachable" (503).
-func (s *keySet) healthy() bool {
+func (s *Set) Healthy() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ok
 }
 
-// retryIn is how long until the next fetch is due.
-func (s *keySet) retryIn() time.Duration {
+// RetryIn is how long until the next fetch is due.
+func (s *Set) RetryIn() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.due.Sub(s.c.now())
+	return s.due.Sub(s.c.Now())
 }
 
 // start begins a fetch and returns the channel closed when it ends; s.mu is
 // held.
-func (s *keySet) start() chan struct{} {
+func (s *Set) start() chan struct{} {
 	done := make(chan struct{})
-	started := s.c.now()
+	started := s.c.Now()
 	s.fetching, s.tried = done, started
 	go func() {
 		h, err := s.fetch()
@@ -289,13 +289,13 @@ func (s *keySet) start() chan struct{} {
 		defer s.mu.Unlock()
 		defer close(done)
 		s.fetching = nil
-		now := s.c.now()
+		now := s.c.Now()
 		if err != nil {
 			s.ok = false
 			s.failures++
 			s.due = now.Add(s.backoff())
 			if s.c.ctx.Err() == nil { // not merely close
-				s.c.logger.WarnContext(s.c.ctx, "JWKS fetch failed", slog.String("of", s.c.what),
+				s.c.Logger.WarnContext(s.c.ctx, "JWKS fetch failed", slog.String("of", s.c.What),
 					slog.Int("failures", s.failures), slog.Any("error", err))
 			}
 			return
@@ -310,27 +310,27 @@ func (s *keySet) start() chan struct{} {
 // backoff is the wait after s.failures failed fetches in a row: the
 // unknown-key interval, doubled per further failure, at most maxBackoff (or
 // the lifetime when that is shorter); s.mu is held.
-func (s *keySet) backoff() time.Duration {
-	d := s.c.unknownKeyInterval
+func (s *Set) backoff() time.Duration {
+	d := s.c.UnknownKeyInterval
 	for i := 1; i < s.failures && d < maxBackoff; i++ {
 		d *= 2
 	}
-	return min(d, maxBackoff, s.c.lifetime)
+	return min(d, maxBackoff, s.c.Lifetime)
 }
 
 // fetch GETs the JWKS through the bounded client and replaces the stored
 // keys with its public keys (publicKeys: a private or symmetric key fails the
 // whole answer). It returns the answer's headers, which say how long it may
 // be used.
-func (s *keySet) fetch() (http.Header, error) {
-	ctx, cancel := context.WithTimeout(s.c.ctx, s.c.timeout)
+func (s *Set) fetch() (http.Header, error) {
+	ctx, cancel := context.WithTimeout(s.c.ctx, s.c.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", s.url, err)
 	}
 	req.Header.Set("Accept", "application/jwk-set+json, application/json")
-	resp, err := s.c.client.Do(req)
+	resp, err := s.c.Client.Do(req)
 	if err != nil {
 		return nil, err // a *url.Error: it names the URL
 	}
@@ -343,7 +343,7 @@ func (s *keySet) fetch() (http.Header, error) {
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", s.url, err)
 	}
-	keys, err := publicKeys(raw)
+	keys, err := PublicKeys(raw)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", s.url, err)
 	}
@@ -356,7 +356,7 @@ func (s *keySet) fetch() (http.Header, error) {
 // publicKeys parses a JWK Set — a client's registered one, or any answer
 // of the key cache — keeping the public keys of the kinds the allow-list
 // can verify with; a symmetric or private key, or none, is an error.
-func publicKeys(raw []byte) ([]jwkset.JWK, error) {
+func PublicKeys(raw []byte) ([]jwkset.JWK, error) {
 	var doc jwkset.JWKSMarshal
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, fmt.Errorf("not a JWK Set: %w", err)
@@ -373,7 +373,7 @@ func publicKeys(raw []byte) ([]jwkset.JWK, error) {
 		case err != nil:
 			return nil, fmt.Errorf("a key of the JWK Set: %w", err)
 		}
-		if err := checkPublic(k.Key()); err != nil {
+		if err := CheckPublic(k.Key()); err != nil {
 			return nil, err
 		}
 		out = append(out, k)
@@ -386,7 +386,7 @@ func publicKeys(raw []byte) ([]jwkset.JWK, error) {
 
 // checkPublic accepts the public keys the allow-list verifies with: RSA of
 // at least 2048 bits, EC, Ed25519.
-func checkPublic(key any) error {
+func CheckPublic(key any) error {
 	switch pk := key.(type) {
 	case *rsa.PublicKey:
 		if pk.N.BitLen() < 2048 {
@@ -404,12 +404,12 @@ func checkPublic(key any) error {
 // Age) or, without max-age, its Expires says so (RFC 9111 §4.2.1), but
 // never less than minKeysLifetime. no-cache and no-store count as
 // max-age=0.
-func (c *keyCache) answerLifetime(h http.Header, now time.Time) time.Duration {
+func (c *Cache) answerLifetime(h http.Header, now time.Time) time.Duration {
 	fresh, ok := freshness(h, now)
 	if !ok {
-		return c.lifetime
+		return c.Lifetime
 	}
-	return min(c.lifetime, max(fresh, minKeysLifetime))
+	return min(c.Lifetime, max(fresh, minKeysLifetime))
 }
 
 // freshness is what is left of the answer's freshness lifetime, if its

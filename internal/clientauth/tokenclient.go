@@ -1,4 +1,4 @@
-package mcpauth
+package clientauth
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/connectd/connectd/internal/mcpauth"
 )
 
 // Client authentication methods at connectd's OAuth token endpoint (RFC 6749
@@ -24,7 +26,7 @@ const AssertionType = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 // ErrAuthMethods means a token request used more than one way of client
 // authentication (RFC 6749 §2.3: a client MUST NOT use more than one), or
 // an unknown client_assertion_type: invalid_request, not invalid_client.
-var ErrAuthMethods = errors.New("mcpauth: more than one client authentication method, or an unknown one")
+var ErrAuthMethods = errors.New("clientauth: more than one client authentication method, or an unknown one")
 
 // AuthenticateTokenClient authenticates the client of a request to the
 // OAuth token endpoint from its Authorization: Basic header
@@ -110,10 +112,10 @@ func (a *Authenticator) AuthenticateTokenClient(r *http.Request, form url.Values
 // Identify verifies raw, a user's MCP access token, for client c: what
 // Authenticate checks of X-User-Token, for a token that arrives another
 // way (an RFC 8693 subject_token). Errors are the user-token sentinels.
-func (a *Authenticator) Identify(ctx context.Context, c Client, raw string) (Identity, error) {
+func (a *Authenticator) Identify(ctx context.Context, c Client, raw string) (mcpauth.Identity, error) {
 	raw = strings.TrimSpace(raw)
 	if raw == "" {
-		return Identity{}, ErrMissingUserToken
+		return mcpauth.Identity{}, mcpauth.ErrMissingUserToken
 	}
 	return a.verifier.VerifyAccessToken(ctx, raw, c.Resources)
 }

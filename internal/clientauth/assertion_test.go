@@ -1,4 +1,4 @@
-package mcpauth_test
+package clientauth_test
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/egress"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/pgtest"
@@ -176,9 +177,9 @@ func TestClientAssertions(t *testing.T) {
 	pool := pgtest.Pool(t)
 	clock := testkit.NewClock(time.Now())
 	jwks := newJWKSServer(t)
-	cfg := mcpauth.ClientsConfig{Pool: pool, HTTPClient: jwks.Client(), Now: clock.Now}
-	clients := mcpauth.NewClients(cfg)
-	replica := mcpauth.NewClients(cfg) // another replica: its own caches, the same database
+	cfg := clientauth.ClientsConfig{Pool: pool, HTTPClient: jwks.Client(), Now: clock.Now}
+	clients := clientauth.NewClients(cfg)
+	replica := clientauth.NewClients(cfg) // another replica: its own caches, the same database
 
 	a, b := newKey(t, "a", "ES256"), newKey(t, "b", "ES256")
 	rsaKey, edKey := newKey(t, "", "RS256"), newKey(t, "ed", "EdDSA")
@@ -187,14 +188,14 @@ func TestClientAssertions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := clients.SetAssertionKeys(ctx, byURL.ID, mcpauth.AssertionKeys{JWKSURL: jwks.URL + "/jwks"}); err != nil {
+	if err := clients.SetAssertionKeys(ctx, byURL.ID, clientauth.AssertionKeys{JWKSURL: jwks.URL + "/jwks"}); err != nil {
 		t.Fatal(err)
 	}
 	byPEM, pemKey, err := clients.Create(ctx, "By PEM", []string{"https://pem.mcp.example/"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := clients.SetAssertionKeys(ctx, byPEM.ID, mcpauth.AssertionKeys{PublicKey: rsaKey.pem(t), DropSecrets: true}); err != nil {
+	if err := clients.SetAssertionKeys(ctx, byPEM.ID, clientauth.AssertionKeys{PublicKey: rsaKey.pem(t), DropSecrets: true}); err != nil {
 		t.Fatal(err)
 	}
 	byJWK, _, err := clients.Create(ctx, "By JWK", []string{"https://jwk.mcp.example/"}, nil)
@@ -202,18 +203,18 @@ func TestClientAssertions(t *testing.T) {
 		t.Fatal(err)
 	}
 	edJWK, _ := json.Marshal(edKey.jwk(t).Marshal())
-	if err := clients.SetAssertionKeys(ctx, byJWK.ID, mcpauth.AssertionKeys{PublicKey: edJWK}); err != nil {
+	if err := clients.SetAssertionKeys(ctx, byJWK.ID, clientauth.AssertionKeys{PublicKey: edJWK}); err != nil {
 		t.Fatal(err)
 	}
 
-	ok := func(c *mcpauth.Clients, raw string, want string) {
+	ok := func(c *clientauth.Clients, raw string, want string) {
 		t.Helper()
 		got, err := c.AuthenticateAssertion(ctx, raw, tokenEndpoint)
 		if err != nil || got.ID != want {
 			t.Fatalf("refused a good assertion: %v", err)
 		}
 	}
-	refused := func(c *mcpauth.Clients, raw string, want error) {
+	refused := func(c *clientauth.Clients, raw string, want error) {
 		t.Helper()
 		if _, err := c.AuthenticateAssertion(ctx, raw, tokenEndpoint); !errors.Is(err, want) {
 			t.Fatalf("got %v, want %v", err, want)
@@ -226,7 +227,7 @@ func TestClientAssertions(t *testing.T) {
 		ok(clients, edKey.assertion(t, byJWK.ID, tokenEndpoint, clock.Now(), nil), byJWK.ID)
 	})
 	t.Run("the client key is gone with DropSecrets", func(t *testing.T) {
-		if _, err := clients.Authenticate(ctx, pemKey); !errors.Is(err, mcpauth.ErrInvalidClientKey) {
+		if _, err := clients.Authenticate(ctx, pemKey); !errors.Is(err, clientauth.ErrInvalidClientKey) {
 			t.Fatalf("the dropped client key still authenticates: %v", err)
 		}
 	})
@@ -274,7 +275,7 @@ func TestClientAssertions(t *testing.T) {
 		// Issued before the JWKS was fetched: a key it would have held.
 		{"a kid not in the JWKS", newKey(t, "zzz", "ES256").assertion(t, byURL.ID, tokenEndpoint, now.Add(-40*time.Second), nil)},
 	} {
-		t.Run(tt.name, func(t *testing.T) { refused(clients, tt.raw, mcpauth.ErrInvalidAssertion) })
+		t.Run(tt.name, func(t *testing.T) { refused(clients, tt.raw, clientauth.ErrInvalidAssertion) })
 	}
 
 	t.Run("typ: absent, JWT or client-authentication+jwt", func(t *testing.T) {
@@ -289,20 +290,20 @@ func TestClientAssertions(t *testing.T) {
 	t.Run("a sweep by a replica whose clock runs ahead reopens no jti", func(t *testing.T) {
 		aheadCfg := cfg
 		aheadCfg.Now = func() time.Time { return clock.Now().Add(2 * time.Minute) }
-		ahead := mcpauth.NewClients(aheadCfg)
+		ahead := clientauth.NewClients(aheadCfg)
 		raw := rsaKey.assertion(t, byPEM.ID, tokenEndpoint, clock.Now(), nil)
 		ok(clients, raw, byPEM.ID)
 		if _, err := ahead.SweepAssertions(ctx); err != nil {
 			t.Fatal(err)
 		}
-		refused(replica, raw, mcpauth.ErrInvalidAssertion)
+		refused(replica, raw, clientauth.ErrInvalidAssertion)
 	})
 
 	t.Run("replayed on another replica", func(t *testing.T) {
 		raw := rsaKey.assertion(t, byPEM.ID, tokenEndpoint, clock.Now(), nil)
 		ok(clients, raw, byPEM.ID)
-		refused(replica, raw, mcpauth.ErrInvalidAssertion)
-		refused(clients, raw, mcpauth.ErrInvalidAssertion)
+		refused(replica, raw, clientauth.ErrInvalidAssertion)
+		refused(clients, raw, clientauth.ErrInvalidAssertion)
 	})
 	t.Run("replayed concurrently: one wins", func(t *testing.T) {
 		raw := edKey.assertion(t, byJWK.ID, tokenEndpoint, clock.Now(), nil)
@@ -350,10 +351,10 @@ func TestClientAssertions(t *testing.T) {
 		jwks.publish(t, b)
 		clock.Advance(6 * time.Minute)
 		ok(clients, b.assertion(t, byURL.ID, tokenEndpoint, clock.Now(), nil), byURL.ID)
-		refused(clients, a.assertion(t, byURL.ID, tokenEndpoint, clock.Now().Add(-40*time.Second), nil), mcpauth.ErrInvalidAssertion)
+		refused(clients, a.assertion(t, byURL.ID, tokenEndpoint, clock.Now().Add(-40*time.Second), nil), clientauth.ErrInvalidAssertion)
 		refused(clients, a.assertion(t, byURL.ID, tokenEndpoint, clock.Now(), nil), mcpauth.ErrIssuerUnavailable)
 		clock.Advance(11 * time.Second)
-		refused(clients, a.assertion(t, byURL.ID, tokenEndpoint, clock.Now(), nil), mcpauth.ErrInvalidAssertion)
+		refused(clients, a.assertion(t, byURL.ID, tokenEndpoint, clock.Now(), nil), clientauth.ErrInvalidAssertion)
 		ok(clients, b.assertion(t, byURL.ID, tokenEndpoint, clock.Now(), nil), byURL.ID)
 	})
 
@@ -373,11 +374,11 @@ func TestClientAssertions(t *testing.T) {
 		if err := clients.SetDisabled(ctx, byJWK.ID, true); err != nil {
 			t.Fatal(err)
 		}
-		refused(clients, edKey.assertion(t, byJWK.ID, tokenEndpoint, clock.Now(), nil), mcpauth.ErrClientDisabled)
+		refused(clients, edKey.assertion(t, byJWK.ID, tokenEndpoint, clock.Now(), nil), clientauth.ErrClientDisabled)
 		// One not signed by its key learns nothing of that: invalid, as for
 		// any client.
 		if _, err := clients.AuthenticateAssertion(ctx, a.assertion(t, byJWK.ID, tokenEndpoint, clock.Now(), nil),
-			tokenEndpoint); errors.Is(err, mcpauth.ErrClientDisabled) || !errors.Is(err, mcpauth.ErrInvalidAssertion) {
+			tokenEndpoint); errors.Is(err, clientauth.ErrClientDisabled) || !errors.Is(err, clientauth.ErrInvalidAssertion) {
 			t.Fatalf("a forged assertion for a disabled client: %v", err)
 		}
 	})
@@ -396,7 +397,7 @@ func TestClientAssertions(t *testing.T) {
 }
 
 // MaxLifetimePlus is past any recorded assertion's expiry.
-func MaxLifetimePlus() time.Duration { return mcpauth.MaxAssertionLifetime + 2*time.Minute }
+func MaxLifetimePlus() time.Duration { return clientauth.MaxAssertionLifetime + 2*time.Minute }
 
 // TestAssertionKeyRegistration: what a client may register for
 // private_key_jwt, and the SSRF guard on a JWKS URL, at registration and at
@@ -409,7 +410,7 @@ func TestAssertionKeyRegistration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clients := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, HTTPClient: guarded})
+	clients := clientauth.NewClients(clientauth.ClientsConfig{Pool: pool, HTTPClient: guarded})
 	c, _, err := clients.Create(ctx, "Reg", []string{"https://reg.mcp.example/"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -421,23 +422,23 @@ func TestAssertionKeyRegistration(t *testing.T) {
 	privJWK, _ := json.Marshal(must(jwkset.NewJWKFromKey(ec.priv, jwkset.JWKOptions{Marshal: jwkset.JWKMarshalOptions{Private: true}})).Marshal())
 	for _, tt := range []struct {
 		name string
-		keys mcpauth.AssertionKeys
+		keys clientauth.AssertionKeys
 	}{
-		{"both", mcpauth.AssertionKeys{JWKSURL: "https://keys.example/jwks", PublicKey: ec.pem(t)}},
-		{"http", mcpauth.AssertionKeys{JWKSURL: "http://keys.example/jwks"}},
-		{"javascript", mcpauth.AssertionKeys{JWKSURL: "javascript:alert(1)"}},
-		{"private IP", mcpauth.AssertionKeys{JWKSURL: "https://10.0.0.7/jwks"}},
-		{"loopback IP", mcpauth.AssertionKeys{JWKSURL: "https://127.0.0.1:8443/jwks"}},
-		{"metadata IP", mcpauth.AssertionKeys{JWKSURL: "https://169.254.169.254/latest"}},
-		{"RSA 1024", mcpauth.AssertionKeys{PublicKey: pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: weakDER})}},
-		{"private PEM", mcpauth.AssertionKeys{PublicKey: pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: privDER})}},
-		{"private JWK", mcpauth.AssertionKeys{PublicKey: privJWK}},
-		{"symmetric JWK", mcpauth.AssertionKeys{PublicKey: []byte(`{"kty":"oct","k":"c2VjcmV0"}`)}},
-		{"garbage", mcpauth.AssertionKeys{PublicKey: []byte("not a key")}},
-		{"drop secrets without keys", mcpauth.AssertionKeys{DropSecrets: true}},
+		{"both", clientauth.AssertionKeys{JWKSURL: "https://keys.example/jwks", PublicKey: ec.pem(t)}},
+		{"http", clientauth.AssertionKeys{JWKSURL: "http://keys.example/jwks"}},
+		{"javascript", clientauth.AssertionKeys{JWKSURL: "javascript:alert(1)"}},
+		{"private IP", clientauth.AssertionKeys{JWKSURL: "https://10.0.0.7/jwks"}},
+		{"loopback IP", clientauth.AssertionKeys{JWKSURL: "https://127.0.0.1:8443/jwks"}},
+		{"metadata IP", clientauth.AssertionKeys{JWKSURL: "https://169.254.169.254/latest"}},
+		{"RSA 1024", clientauth.AssertionKeys{PublicKey: pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: weakDER})}},
+		{"private PEM", clientauth.AssertionKeys{PublicKey: pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: privDER})}},
+		{"private JWK", clientauth.AssertionKeys{PublicKey: privJWK}},
+		{"symmetric JWK", clientauth.AssertionKeys{PublicKey: []byte(`{"kty":"oct","k":"c2VjcmV0"}`)}},
+		{"garbage", clientauth.AssertionKeys{PublicKey: []byte("not a key")}},
+		{"drop secrets without keys", clientauth.AssertionKeys{DropSecrets: true}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := clients.SetAssertionKeys(ctx, c.ID, tt.keys); !errors.Is(err, mcpauth.ErrInvalidClient) {
+			if err := clients.SetAssertionKeys(ctx, c.ID, tt.keys); !errors.Is(err, clientauth.ErrInvalidClient) {
 				t.Fatalf("registered: %v", err)
 			}
 		})
@@ -450,7 +451,7 @@ func TestAssertionKeyRegistration(t *testing.T) {
 		jwks := newJWKSServer(t)
 		jwks.publish(t, ec)
 		u, _ := url.Parse(jwks.URL)
-		if err := clients.SetAssertionKeys(ctx, c.ID, mcpauth.AssertionKeys{JWKSURL: "https://localhost:" + u.Port() + "/jwks"}); err != nil {
+		if err := clients.SetAssertionKeys(ctx, c.ID, clientauth.AssertionKeys{JWKSURL: "https://localhost:" + u.Port() + "/jwks"}); err != nil {
 			t.Fatal(err)
 		}
 		_, err := clients.AuthenticateAssertion(ctx, ec.assertion(t, c.ID, tokenEndpoint, time.Now(), nil), tokenEndpoint)
@@ -474,12 +475,12 @@ func TestJWKSFetchOutlivesItsCaller(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(keys)
 	}))
 	t.Cleanup(srv.Close)
-	clients := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pgtest.Pool(t), HTTPClient: srv.Client()})
+	clients := clientauth.NewClients(clientauth.ClientsConfig{Pool: pgtest.Pool(t), HTTPClient: srv.Client()})
 	c, _, err := clients.Create(ctx, "Slow keys", []string{"https://slow.mcp.example/"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := clients.SetAssertionKeys(ctx, c.ID, mcpauth.AssertionKeys{JWKSURL: srv.URL + "/jwks"}); err != nil {
+	if err := clients.SetAssertionKeys(ctx, c.ID, clientauth.AssertionKeys{JWKSURL: srv.URL + "/jwks"}); err != nil {
 		t.Fatal(err)
 	}
 	hangUp, cancel := context.WithTimeout(ctx, 100*time.Millisecond)

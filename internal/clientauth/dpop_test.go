@@ -1,4 +1,4 @@
-package mcpauth_test
+package clientauth_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/servertest"
 )
@@ -29,7 +30,7 @@ const dpopPath = "/v1/connections"
 // the header; mod edits header and claims before signing.
 func (k *signingKey) proof(t *testing.T, method, u, cred string, now time.Time, mod func(h map[string]any, c jwt.MapClaims)) string {
 	t.Helper()
-	c := jwt.MapClaims{"htm": method, "htu": u, "iat": now.Unix(), "jti": rand.Text(), "ath": mcpauth.AccessTokenHash(cred)}
+	c := jwt.MapClaims{"htm": method, "htu": u, "iat": now.Unix(), "jti": rand.Text(), "ath": clientauth.AccessTokenHash(cred)}
 	tok := jwt.NewWithClaims(k.method, c)
 	tok.Header["typ"] = "dpop+jwt"
 	jwk, err := jwkset.NewJWKFromKey(k.priv.Public(), jwkset.JWKOptions{})
@@ -61,11 +62,11 @@ func newDPoPEnv(t *testing.T) *dpopEnv {
 	e := servertest.New(t, servertest.Options{})
 	d := &dpopEnv{env: e, key: newKey(t, "", "ES256")}
 	ctx := context.Background()
-	var req, plain mcpauth.Client
+	var req, plain clientauth.Client
 	req, d.required = e.NewClient("Required", []string{resource}, []string{"fake"})
 	plain, d.plain = e.NewClient("Plain", []string{otherResource}, []string{"fake"})
 	for _, id := range []string{req.ID, plain.ID} {
-		if err := e.Server.Clients().SetAssertionKeys(ctx, id, mcpauth.AssertionKeys{PublicKey: d.key.pem(t)}); err != nil {
+		if err := e.Server.Clients().SetAssertionKeys(ctx, id, clientauth.AssertionKeys{PublicKey: d.key.pem(t)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -90,7 +91,7 @@ func (d *dpopEnv) call(t *testing.T, base, authz string, proofs ...string) (int,
 	}
 	req.Header.Set(mcpauth.UserTokenHeader, d.requiredUser)
 	for _, p := range proofs {
-		req.Header.Add(mcpauth.DPoPHeader, p)
+		req.Header.Add(clientauth.DPoPHeader, p)
 	}
 	resp, err := d.env.Public.Client().Do(req)
 	if err != nil {

@@ -1,4 +1,4 @@
-package mcpauth
+package clientauth
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/connectd/connectd/internal/egress"
+	"github.com/connectd/connectd/internal/jose"
 )
 
 // ErrInvalidAssertion means a client assertion (RFC 7523, private_key_jwt)
@@ -24,7 +25,7 @@ import (
 // by no key the client registered, iss or sub not the client, aud not
 // exactly the endpoint's, expired or living too long, or a jti already used.
 // The wrapped text says which (logged, never answered).
-var ErrInvalidAssertion = errors.New("mcpauth: invalid client assertion")
+var ErrInvalidAssertion = errors.New("clientauth: invalid client assertion")
 
 // Limits on client assertions.
 const (
@@ -43,6 +44,9 @@ const (
 	unknownKeyInterval = 10 * time.Second
 	maxRemoteSets      = 10_000
 )
+
+// algorithms is the signature allow-list (jose's: asymmetric only).
+var algorithms = jose.Algorithms()
 
 // AssertionAlgorithms is the signature allow-list of client assertions (the
 // user tokens' own: asymmetric only, never none or HS*), for metadata.
@@ -100,7 +104,7 @@ func (c *Clients) AuthenticateAssertion(ctx context.Context, raw, audience strin
 	if err := assertionType(tok.Header["typ"]); err != nil {
 		return bad("%v", err)
 	}
-	if err := noCrit(tok.Header); err != nil {
+	if err := jose.NoCrit(tok.Header); err != nil {
 		return bad("%v", err)
 	}
 	if pre.Issuer == "" || pre.Issuer != pre.Subject || !strings.HasPrefix(pre.Issuer, "cli_") || len(pre.Issuer) > 64 {
@@ -130,7 +134,7 @@ func (c *Clients) AuthenticateAssertion(ctx context.Context, raw, audience strin
 	)
 	var claims assertionClaims
 	if _, err := parser.ParseWithClaims(raw, &claims, kf); err != nil {
-		if verdict != nil && !errors.Is(verdict, errUnknownKey) {
+		if verdict != nil && !errors.Is(verdict, jose.ErrUnknownKey) {
 			return Client{}, verdict // its keys cannot be brought up to date now: 503
 		}
 		return bad("%v", err) // jwt's text: no secret in it
@@ -153,7 +157,7 @@ func (c *Clients) AuthenticateAssertion(ctx context.Context, raw, audience strin
 	// Acceptable until exp + skew on this replica's clock.
 	spent, err := c.spendJTI(ctx, cl.ID, claims.ID, claims.ExpiresAt.Add(c.skew))
 	if err != nil {
-		return Client{}, fmt.Errorf("mcpauth: record assertion: %w", err)
+		return Client{}, fmt.Errorf("clientauth: record assertion: %w", err)
 	}
 	if !spent {
 		return bad("jti already used (a replayed assertion)")
@@ -211,7 +215,7 @@ func assertionType(h any) error {
 func (c *Clients) SweepAssertions(ctx context.Context) (int64, error) {
 	tag, err := c.pool.Exec(ctx, sweepJTISQL, c.now())
 	if err != nil {
-		return 0, fmt.Errorf("mcpauth: sweep client assertions: %w", err)
+		return 0, fmt.Errorf("clientauth: sweep client assertions: %w", err)
 	}
 	return tag.RowsAffected(), nil
 }
@@ -224,15 +228,15 @@ func (c *Clients) assertionKeys(ctx context.Context, cl Client, verdict *error) 
 	case len(cl.JWKS) > 0:
 		kf, err := keyfunc.NewJWKSetJSON(cl.JWKS)
 		if err != nil {
-			return nil, fmt.Errorf("mcpauth: client %s: registered keys: %w", cl.ID, err)
+			return nil, fmt.Errorf("clientauth: client %s: registered keys: %w", cl.ID, err)
 		}
 		return kf.KeyfuncCtx(ctx), nil
 	case cl.JWKSURL != "":
-		s := c.remote.set(cl.JWKSURL)
-		if err := s.keys(ctx); err != nil {
+		s := c.remote.Set(cl.JWKSURL)
+		if err := s.Keys(ctx); err != nil {
 			return nil, err
 		}
-		return s.keyfunc(ctx, verdict), nil
+		return s.Keyfunc(ctx, verdict), nil
 	}
 	return nil, fmt.Errorf("%w: client %s registered no key for private_key_jwt", ErrInvalidAssertion, cl.ID)
 }
@@ -302,7 +306,7 @@ func (c *Clients) SetAssertionKeys(ctx context.Context, id string, k AssertionKe
 	})
 	c.forget(id)
 	if err != nil {
-		return fmt.Errorf("mcpauth: set assertion keys: %w", err)
+		return fmt.Errorf("clientauth: set assertion keys: %w", err)
 	}
 	if !found {
 		return fmt.Errorf("%w: %s", ErrClientNotFound, id)
@@ -328,7 +332,7 @@ func parsePublicKey(raw []byte) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("PEM %s: %w", block.Type, err)
 		}
-		if err := checkPublic(key); err != nil {
+		if err := jose.CheckPublic(key); err != nil {
 			return nil, err
 		}
 		k, err := jwkset.NewJWKFromKey(key, jwkset.JWKOptions{})
@@ -346,7 +350,7 @@ func parsePublicKey(raw []byte) ([]byte, error) {
 			set = append(append([]byte(`{"keys":[`), raw...), "]}"...)
 		}
 		var err error
-		if keys, err = publicKeys(set); err != nil {
+		if keys, err = jose.PublicKeys(set); err != nil {
 			return nil, err
 		}
 	}

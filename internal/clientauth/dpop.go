@@ -1,4 +1,4 @@
-package mcpauth
+package clientauth
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/connectd/connectd/internal/jose"
 )
 
 // DPoPHeader carries an RFC 9449 DPoP proof.
@@ -28,7 +30,7 @@ const DPoPHeader = "DPoP"
 // registered keys, a bad signature, htm or htu not this request's, ath not
 // the hash of this request's Authorization credential, iat too old or in
 // the future, or a jti already used.
-var ErrInvalidDPoP = errors.New("mcpauth: invalid DPoP proof")
+var ErrInvalidDPoP = errors.New("clientauth: invalid DPoP proof")
 
 // ErrMissingDPoP means a call that needs a DPoP proof (the client requires
 // DPoP, or it used the DPoP authorization scheme) sent no DPoP header. It
@@ -85,7 +87,7 @@ func (c *Clients) VerifyDPoP(ctx context.Context, cl Client, proofs []string, ac
 	if typ, _ := tok.Header["typ"].(string); !strings.EqualFold(typ, "dpop+jwt") {
 		return bad("typ must be dpop+jwt")
 	}
-	if err := noCrit(tok.Header); err != nil {
+	if err := jose.NoCrit(tok.Header); err != nil {
 		return bad("%v", err)
 	}
 	if alg, _ := tok.Header["alg"].(string); !slices.Contains(algorithms, alg) {
@@ -132,7 +134,7 @@ func (c *Clients) VerifyDPoP(ctx context.Context, cl Client, proofs []string, ac
 	// Acceptable until iat + window + skew on this replica's clock.
 	spent, err := c.spendJTI(ctx, cl.ID, "dpop:"+claims.ID, claims.IssuedAt.Add(dpopWindow+c.skew))
 	if err != nil {
-		return fmt.Errorf("mcpauth: record DPoP proof: %w", err)
+		return fmt.Errorf("clientauth: record DPoP proof: %w", err)
 	}
 	if !spent {
 		return bad("jti already used (a replayed proof)")
@@ -156,32 +158,32 @@ func (c *Clients) registeredKey(ctx context.Context, cl Client, pub any, iat *jw
 	none := fmt.Errorf("%w: jwk is none of the client's registered keys", ErrInvalidDPoP)
 	switch {
 	case len(cl.JWKS) > 0:
-		keys, err := publicKeys(cl.JWKS)
+		keys, err := jose.PublicKeys(cl.JWKS)
 		if err != nil {
-			return nil, fmt.Errorf("mcpauth: client %s: registered keys: %w", cl.ID, err)
+			return nil, fmt.Errorf("clientauth: client %s: registered keys: %w", cl.ID, err)
 		}
 		if key := match(keys); key != nil {
 			return key, nil
 		}
 		return nil, none
 	case cl.JWKSURL != "":
-		s := c.remote.set(cl.JWKSURL)
-		if err := s.keys(ctx); err != nil {
+		s := c.remote.Set(cl.JWKSURL)
+		if err := s.Keys(ctx); err != nil {
 			return nil, err
 		}
 		var key crypto.PublicKey
 		found := func() bool {
-			keys, err := s.verifying(ctx)
+			keys, err := s.Verifying(ctx)
 			key = match(keys)
 			return err == nil && key != nil
 		}
 		if found() {
 			return key, nil
 		}
-		switch err := s.unknownKey(ctx, iat, found); {
+		switch err := s.UnknownKey(ctx, iat, found); {
 		case err == nil:
 			return key, nil
-		case errors.Is(err, errUnknownKey):
+		case errors.Is(err, jose.ErrUnknownKey):
 			return nil, none
 		default:
 			return nil, err
@@ -213,7 +215,7 @@ func (c *Clients) SetDPoPRequired(ctx context.Context, id string, required bool)
 	}
 	c.forget(id)
 	if err != nil {
-		return fmt.Errorf("mcpauth: set DPoP: %w", err)
+		return fmt.Errorf("clientauth: set DPoP: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
 		if _, err := c.Get(ctx, id); err != nil {

@@ -1,23 +1,20 @@
-package mcpauth
+package clientauth
 
 import (
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
-)
 
-// UserTokenHeader carries the user's MCP access token on /v1 requests; the
-// Authorization header carries the client key.
-const UserTokenHeader = "X-User-Token"
+	"github.com/connectd/connectd/internal/mcpauth"
+)
 
 // Authenticator authenticates /v1 API requests: the calling MCP server by its
 // client key, then the user by their access token, which must have been issued
 // for one of that client's resources.
 type Authenticator struct {
 	clients     *Clients
-	verifier    *Verifier
+	verifier    *mcpauth.Verifier
 	origin      string // connectd's public origin: DPoP proofs' htu is it and the path
 	apiAudience string // the aud of a client assertion on /v1: origin + "/v1"
 }
@@ -26,7 +23,7 @@ type Authenticator struct {
 // token verifier. publicURL is connectd's public origin: a client assertion
 // presented as the /v1 bearer must carry aud <publicURL>/v1, a DPoP proof
 // htu <publicURL><path>; "" refuses assertions and DPoP there.
-func NewAuthenticator(clients *Clients, verifier *Verifier, publicURL string) *Authenticator {
+func NewAuthenticator(clients *Clients, verifier *mcpauth.Verifier, publicURL string) *Authenticator {
 	a := &Authenticator{clients: clients, verifier: verifier, origin: strings.TrimRight(publicURL, "/")}
 	if a.origin != "" {
 		a.apiAudience = a.origin + "/v1"
@@ -125,31 +122,20 @@ func (a *Authenticator) recheck(r *http.Request, clientID string) error {
 // table answers them; docs/identity.md lists the codes). When the
 // client key is good but the user token is not, the client is returned with
 // the error, so the refusal can be attributed to it.
-func (a *Authenticator) Authenticate(r *http.Request) (Client, Identity, error) {
+func (a *Authenticator) Authenticate(r *http.Request) (Client, mcpauth.Identity, error) {
 	c, err := a.AuthenticateClient(r)
 	if err != nil {
-		return Client{}, Identity{}, err
+		return Client{}, mcpauth.Identity{}, err
 	}
-	raw := strings.TrimSpace(r.Header.Get(UserTokenHeader))
+	raw := strings.TrimSpace(r.Header.Get(mcpauth.UserTokenHeader))
 	if raw == "" {
-		return c, Identity{}, ErrMissingUserToken
+		return c, mcpauth.Identity{}, mcpauth.ErrMissingUserToken
 	}
 	id, err := a.verifier.VerifyAccessToken(r.Context(), raw, c.Resources)
 	if err != nil {
-		return c, Identity{}, err
+		return c, mcpauth.Identity{}, err
 	}
 	return c, id, nil
-}
-
-// RetryAfter says how long until the issuer's keys may be fetched again, for
-// an ErrIssuerUnavailable that knows it (a key id that may be newer than the
-// last fetch, asked too soon after it); false when err does not say.
-func RetryAfter(err error) (time.Duration, bool) {
-	var u *unavailableError
-	if !errors.As(err, &u) {
-		return 0, false
-	}
-	return u.retry, true
 }
 
 // The authorization schemes a client credential travels in.

@@ -1,4 +1,4 @@
-package mcpauth_test
+package clientauth_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/pgtest"
 )
 
@@ -35,9 +35,9 @@ func TestClientKeyCacheAcrossReplicas(t *testing.T) {
 	ctx := context.Background()
 	clk := newClock()
 	dbURL := pgtest.URL(t)
-	replica := func() *mcpauth.Clients {
+	replica := func() *clientauth.Clients {
 		pool := pgtest.NewPool(t, dbURL)
-		c := mcpauth.NewClients(mcpauth.ClientsConfig{Pool: pool, Now: clk.Now, CacheTTL: time.Hour})
+		c := clientauth.NewClients(clientauth.ClientsConfig{Pool: pool, Now: clk.Now, CacheTTL: time.Hour})
 		pgtest.Listen(t, pool, c.CacheSubscriber())
 		return c
 	}
@@ -73,7 +73,7 @@ func TestClientKeyCacheAcrossReplicas(t *testing.T) {
 	if err := a.SetDisabled(ctx, cl.ID, true); err != nil {
 		t.Fatal(err)
 	}
-	within(t, "b refuses the disabled client", refused(key, mcpauth.ErrClientDisabled))
+	within(t, "b refuses the disabled client", refused(key, clientauth.ErrClientDisabled))
 	if err := a.SetDisabled(ctx, cl.ID, false); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestClientKeyCacheAcrossReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	within(t, "b refuses the rotated-away key", refused(key, mcpauth.ErrInvalidClientKey))
+	within(t, "b refuses the rotated-away key", refused(key, clientauth.ErrInvalidClientKey))
 	if err := works(key2)(); err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestClientKeyCacheAcrossReplicas(t *testing.T) {
 		}
 	}
 	clk.Advance(time.Minute)
-	if err := refused(key2, mcpauth.ErrInvalidClientKey)(); err != nil {
+	if err := refused(key2, clientauth.ErrInvalidClientKey)(); err != nil {
 		t.Fatal("a cached key outlived its overlap")
 	}
 	if err := works(key3)(); err != nil {

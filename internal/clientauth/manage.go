@@ -1,4 +1,4 @@
-package mcpauth
+package clientauth
 
 import (
 	"context"
@@ -24,7 +24,7 @@ type ClientUpdate struct {
 // ErrClientInUse means a client that is enabled and has been used cannot be
 // deleted: disable it first (its MCP server's calls stop at once), so nothing
 // in use vanishes in one step.
-var ErrClientInUse = errors.New("mcpauth: client is enabled and in use")
+var ErrClientInUse = errors.New("clientauth: client is enabled and in use")
 
 // checkRegistration validates a name, resources and providers as Create and
 // Update accept them.
@@ -122,7 +122,7 @@ func (c *Clients) Update(ctx context.Context, id string, u ClientUpdate, actor s
 		if errors.Is(err, ErrClientNotFound) || errors.Is(err, ErrInvalidClient) {
 			return Client{}, err
 		}
-		return Client{}, fmt.Errorf("mcpauth: update client: %w", err)
+		return Client{}, fmt.Errorf("clientauth: update client: %w", err)
 	}
 	c.forget(id)
 	return out, nil
@@ -216,7 +216,7 @@ func (c *Clients) Delete(ctx context.Context, id, actor string) (Deleted, error)
 		if errors.Is(err, ErrClientNotFound) || errors.Is(err, ErrClientInUse) {
 			return Deleted{}, err
 		}
-		return Deleted{}, fmt.Errorf("mcpauth: delete client: %w", err)
+		return Deleted{}, fmt.Errorf("clientauth: delete client: %w", err)
 	}
 	c.forget(id)
 	return d, nil

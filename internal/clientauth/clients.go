@@ -1,6 +1,7 @@
-package mcpauth
+package clientauth
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/egress"
+	"github.com/connectd/connectd/internal/jose"
 )
 
 // KeyPrefix starts every client key, so a leaked key is recognisable (secret
@@ -104,7 +106,7 @@ type Clients struct {
 	httpClient *http.Client // fetches registered JWKS URLs (bounded)
 	rawClient  *http.Client // as configured: registration asks its guard
 	skew       time.Duration
-	remote     *keyCache // the registered JWKS URLs' keys (jwks.go)
+	remote     *jose.Cache // the registered JWKS URLs' keys (jwks.go)
 }
 
 // NewClients returns the client registry over cfg.Pool.
@@ -123,10 +125,10 @@ func NewClients(cfg ClientsConfig) *Clients {
 	c.cache = cache.New[[32]byte, cachedKey](cfg.CacheTTL, cfg.CacheSize, c.now)
 	c.rawClient = cfg.HTTPClient
 	c.httpClient = egress.Bound(cfg.HTTPClient, egress.Limits{Timeout: 10 * time.Second, MaxResponseBytes: maxJWKSBytes})
-	c.skew = orDefault(cfg.Skew, 30*time.Second)
-	c.remote = newKeyCache(keyCacheConfig{client: c.httpClient, lifetime: remoteKeysLifetime,
-		unknownKeyInterval: unknownKeyInterval, skew: c.skew, timeout: 10 * time.Second, maxSets: maxRemoteSets,
-		now: c.now, logger: c.logger, what: "client"})
+	c.skew = cmp.Or(cfg.Skew, 30*time.Second)
+	c.remote = jose.NewCache(jose.CacheConfig{Client: c.httpClient, Lifetime: remoteKeysLifetime,
+		UnknownKeyInterval: unknownKeyInterval, Skew: c.skew, Timeout: 10 * time.Second, MaxSets: maxRemoteSets,
+		Now: c.now, Logger: c.logger, What: "client"})
 	return c
 }
 
@@ -172,7 +174,7 @@ func ValidateResource(raw string, allowHTTP bool) error {
 // by trailing slashes count as the same. The error text names the resource and
 // the client holding it. Enforced by the schema (client_resources, migration
 // 00007), so no writer can get around it.
-var ErrResourceTaken = errors.New("mcpauth: resource URI already registered")
+var ErrResourceTaken = errors.New("clientauth: resource URI already registered")
 
 // resourceKey is the form in which resources must be unique; the same rule as
 // client_resource_key in migrations/00007_unique_resources.sql.
@@ -205,7 +207,7 @@ func (c *Clients) Create(ctx context.Context, name string, resources, providers 
 		return Client{}, "", c.resourceTaken(ctx, resources)
 	}
 	if err != nil {
-		return Client{}, "", fmt.Errorf("mcpauth: create client: %w", err)
+		return Client{}, "", fmt.Errorf("clientauth: create client: %w", err)
 	}
 	return cl, key, nil
 }
@@ -235,11 +237,11 @@ func (c *Clients) resourceTaken(ctx context.Context, resources []string) error {
 func (c *Clients) List(ctx context.Context) ([]Client, error) {
 	rows, err := c.pool.Query(ctx, listClientsSQL)
 	if err != nil {
-		return nil, fmt.Errorf("mcpauth: list clients: %w", err)
+		return nil, fmt.Errorf("clientauth: list clients: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Client, error) { return scanClient(row) })
 	if err != nil {
-		return nil, fmt.Errorf("mcpauth: list clients: %w", err)
+		return nil, fmt.Errorf("clientauth: list clients: %w", err)
 	}
 	return out, nil
 }
@@ -251,7 +253,7 @@ func (c *Clients) Get(ctx context.Context, id string) (Client, error) {
 		return Client{}, fmt.Errorf("%w: %s", ErrClientNotFound, id)
 	}
 	if err != nil {
-		return Client{}, fmt.Errorf("mcpauth: get client: %w", err)
+		return Client{}, fmt.Errorf("clientauth: get client: %w", err)
 	}
 	return cl, nil
 }
@@ -261,7 +263,7 @@ func (c *Clients) Get(ctx context.Context, id string) (Client, error) {
 func (c *Clients) SetDisabled(ctx context.Context, id string, disabled bool) error {
 	tag, err := c.pool.Exec(ctx, setDisabledSQL, id, disabled)
 	if err != nil {
-		return fmt.Errorf("mcpauth: disable client: %w", err)
+		return fmt.Errorf("clientauth: disable client: %w", err)
 	}
 	c.forget(id)
 	if tag.RowsAffected() == 0 {
@@ -300,7 +302,7 @@ func (c *Clients) SetDisplay(ctx context.Context, id, logoURL, homepage string) 
 	}
 	tag, err := c.pool.Exec(ctx, setDisplaySQL, id, logoURL, homepage)
 	if err != nil {
-		return fmt.Errorf("mcpauth: set display: %w", err)
+		return fmt.Errorf("clientauth: set display: %w", err)
 	}
 	c.forget(id)
 	if tag.RowsAffected() == 0 {
@@ -315,7 +317,7 @@ func (c *Clients) SetDisplay(ctx context.Context, id, logoURL, homepage string) 
 func (c *Clients) SetProxyOnly(ctx context.Context, id string, proxyOnly bool) error {
 	tag, err := c.pool.Exec(ctx, setProxyOnlySQL, id, proxyOnly)
 	if err != nil {
-		return fmt.Errorf("mcpauth: set proxy-only: %w", err)
+		return fmt.Errorf("clientauth: set proxy-only: %w", err)
 	}
 	c.forget(id)
 	if tag.RowsAffected() == 0 {
@@ -353,7 +355,7 @@ func (c *Clients) RotateKey(ctx context.Context, id string, overlap time.Duratio
 	})
 	c.forget(id)
 	if err != nil {
-		return "", fmt.Errorf("mcpauth: rotate key: %w", err)
+		return "", fmt.Errorf("clientauth: rotate key: %w", err)
 	}
 	return key, nil
 }
@@ -399,7 +401,7 @@ func (c *Clients) lookup(ctx context.Context, want [32]byte, now time.Time) (Cli
 		return Client{}, ErrInvalidClientKey
 	}
 	if err != nil {
-		return Client{}, fmt.Errorf("mcpauth: authenticate client: %w", err)
+		return Client{}, fmt.Errorf("clientauth: authenticate client: %w", err)
 	}
 	if subtle.ConstantTimeCompare(got, want[:]) != 1 {
 		return Client{}, ErrInvalidClientKey

@@ -79,9 +79,12 @@ func TestVerifyAccessToken(t *testing.T) {
 	plain := newIDP(t, devidp.Config{}) // trusted, allowed to send plain JWTs
 	plainIssuer := plain.issuer("plain")
 	plainIssuer.AllowPlainJWT = true
-	v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{a.issuer("a"), plainIssuer}, Skew: 30 * time.Second})
-	jwksRaw, jwksPEM := fetchJWKS(t, a)
+	// The verifier's clock stands still at now: the table's times are
+	// relative to it, however long a busy machine takes to run the cases.
 	now := time.Now()
+	v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{a.issuer("a"), plainIssuer}, Skew: 30 * time.Second,
+		Now: func() time.Time { return now }})
+	jwksRaw, jwksPEM := fetchJWKS(t, a)
 
 	claims := func(mod func(jwt.MapClaims)) jwt.MapClaims {
 		c := a.AccessTokenClaims("alice", "mcp-client", "openid tools:read", resource)

@@ -28,6 +28,7 @@ func TestNoTestCodeLinked(t *testing.T) {
 		"github.com/connectd/connectd/internal/servertest",
 		"github.com/connectd/connectd/internal/openapitest",
 		"github.com/connectd/connectd/internal/provider/providertest",
+		"github.com/connectd/connectd/internal/mcpauth/mcpauthtest",
 	}
 	deps := strings.Fields(string(out))
 	if len(deps) < 10 {

@@ -14,6 +14,7 @@ import (
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/mcpauth/mcpauthtest"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/web"
 )
@@ -24,14 +25,14 @@ import (
 func TestAuthenticateHTTP(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	a := newIDP(t, devidp.Config{})
-	down := newIDP(t, devidp.Config{}) // trusted, but its JWKS answers 500
-	down.jwksFails.Store(true)
-	v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{a.issuer("a"), down.issuer("down")}})
+	a := mcpauthtest.NewIDP(t, devidp.Config{})
+	down := mcpauthtest.NewIDP(t, devidp.Config{}) // trusted, but its JWKS answers 500
+	down.JWKSFails.Store(true)
+	v := mcpauthtest.NewVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{a.TrustedIssuer("a"), down.TrustedIssuer("down")}})
 	clients := clientauth.NewClients(clientauth.ClientsConfig{Pool: pgtest.Pool(t)})
 	auth := clientauth.NewAuthenticator(clients, v, "")
 
-	client, key, err := clients.Create(ctx, "Demo", []string{resource}, nil)
+	client, key, err := clients.Create(ctx, "Demo", []string{mcpauthtest.Resource}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,8 +54,8 @@ func TestAuthenticateHTTP(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 
-	tok := func(i *idp, mod func(jwt.MapClaims)) string {
-		c := i.AccessTokenClaims("alice", "mcp-client", "", resource)
+	tok := func(i *mcpauthtest.IDP, mod func(jwt.MapClaims)) string {
+		c := i.AccessTokenClaims("alice", "mcp-client", "", mcpauthtest.Resource)
 		if mod != nil {
 			mod(c)
 		}
@@ -86,11 +87,11 @@ func TestAuthenticateHTTP(t *testing.T) {
 		}), 401, "token_expired", invalid},
 		{"not yet valid", "Bearer " + key, tok(a, func(c jwt.MapClaims) { c["nbf"] = time.Now().Add(time.Hour).Unix() }),
 			401, "token_not_yet_valid", invalid},
-		{"token for another MCP server", "Bearer " + key, tok(a, func(c jwt.MapClaims) { c["aud"] = otherResource }),
+		{"token for another MCP server", "Bearer " + key, tok(a, func(c jwt.MapClaims) { c["aud"] = mcpauthtest.OtherResource }),
 			401, "wrong_audience", invalid},
 		{"untrusted issuer", "Bearer " + key, tok(a, func(c jwt.MapClaims) { c["iss"] = "https://evil.example" }),
 			401, "untrusted_issuer", invalid},
-		{"alg none", "Bearer " + key, unsigned(t, a.AccessTokenClaims("alice", "x", "", resource)), 401, "invalid_token", invalid},
+		{"alg none", "Bearer " + key, unsigned(t, a.AccessTokenClaims("alice", "x", "", mcpauthtest.Resource)), 401, "invalid_token", invalid},
 		{"garbage", "Bearer " + key, "garbage", 401, "invalid_token", invalid},
 		{"jwks unreachable", "Bearer " + key, tok(down, nil), 503, "jwks_unavailable", ""},
 	}

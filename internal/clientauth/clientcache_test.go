@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/connectd/connectd/internal/clientauth"
+	"github.com/connectd/connectd/internal/mcpauth/mcpauthtest"
 	"github.com/connectd/connectd/internal/pgtest"
 )
 
@@ -42,7 +43,7 @@ func TestClientKeyCacheAcrossReplicas(t *testing.T) {
 		return c
 	}
 	a, b := replica(), replica()
-	cl, key, err := a.Create(ctx, "Demo", []string{resource}, []string{"github"})
+	cl, key, err := a.Create(ctx, "Demo", []string{mcpauthtest.Resource}, []string{"github"})
 	if err != nil {
 		t.Fatal(err)
 	}

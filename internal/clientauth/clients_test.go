@@ -16,6 +16,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/connectd/connectd/internal/clientauth"
+	"github.com/connectd/connectd/internal/mcpauth/mcpauthtest"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/testkit"
 	"github.com/connectd/connectd/migrations"
@@ -37,7 +38,7 @@ func TestClientKeyStoredOnlyAsHash(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clients, pool := newClients(t, newClock())
-	c, key, err := clients.Create(ctx, "Demo", []string{resource}, []string{"github"})
+	c, key, err := clients.Create(ctx, "Demo", []string{mcpauthtest.Resource}, []string{"github"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func TestAuthenticateClientKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clients, _ := newClients(t, newClock())
-	c, key, err := clients.Create(ctx, "Demo", []string{resource, otherResource}, nil)
+	c, key, err := clients.Create(ctx, "Demo", []string{mcpauthtest.Resource, mcpauthtest.OtherResource}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +145,7 @@ func TestRotateKeyOverlap(t *testing.T) {
 	ctx := context.Background()
 	clk := newClock()
 	clients, _ := newClients(t, clk)
-	c, key1, err := clients.Create(ctx, "Demo", []string{resource}, nil)
+	c, key1, err := clients.Create(ctx, "Demo", []string{mcpauthtest.Resource}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestLastUsedThrottled(t *testing.T) {
 	ctx := context.Background()
 	clk := newClock()
 	clients, pool := newClients(t, clk)
-	c, key, err := clients.Create(ctx, "Demo", []string{resource}, nil)
+	c, key, err := clients.Create(ctx, "Demo", []string{mcpauthtest.Resource}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ func TestCreateClientValidation(t *testing.T) {
 		resources []string
 		providers []string
 	}{
-		{"no name", " ", []string{resource}, nil},
+		{"no name", " ", []string{mcpauthtest.Resource}, nil},
 		{"no resource", "x", nil, nil},
 		{"http resource outside dev", "x", []string{"http://mcp.example.com"}, nil},
 		{"javascript resource", "x", []string{"javascript:alert(1)"}, nil},
@@ -247,7 +248,7 @@ func TestCreateClientValidation(t *testing.T) {
 		{"relative resource", "x", []string{"/mcp"}, nil},
 		{"resource with fragment", "x", []string{"https://mcp.example.com/#x"}, nil},
 		{"resource with user info", "x", []string{"https://u:p@mcp.example.com/"}, nil},
-		{"bad provider id", "x", []string{resource}, []string{"Git Hub"}},
+		{"bad provider id", "x", []string{mcpauthtest.Resource}, []string{"Git Hub"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -267,11 +268,11 @@ func TestResourcesUnique(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clients, pool := newClients(t, newClock())
-	holder, holderKey, err := clients.Create(ctx, "A", []string{resource}, nil)
+	holder, holderKey, err := clients.Create(ctx, "A", []string{mcpauthtest.Resource}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	off, _, err := clients.Create(ctx, "Off", []string{otherResource + "/"}, nil)
+	off, _, err := clients.Create(ctx, "Off", []string{mcpauthtest.OtherResource + "/"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,13 +285,13 @@ func TestResourcesUnique(t *testing.T) {
 		want      error  // nil: created
 		holder    string // the client the error must name
 	}{
-		{"same resource", []string{resource}, clientauth.ErrResourceTaken, holder.ID},
-		{"with a trailing slash", []string{resource + "/"}, clientauth.ErrResourceTaken, holder.ID},
-		{"one of several", []string{"https://new.example.com/mcp", resource}, clientauth.ErrResourceTaken, holder.ID},
-		{"a disabled client's", []string{otherResource + "/"}, clientauth.ErrResourceTaken, off.ID},
-		{"a disabled client's, without the slash", []string{otherResource}, clientauth.ErrResourceTaken, off.ID},
+		{"same resource", []string{mcpauthtest.Resource}, clientauth.ErrResourceTaken, holder.ID},
+		{"with a trailing slash", []string{mcpauthtest.Resource + "/"}, clientauth.ErrResourceTaken, holder.ID},
+		{"one of several", []string{"https://new.example.com/mcp", mcpauthtest.Resource}, clientauth.ErrResourceTaken, holder.ID},
+		{"a disabled client's", []string{mcpauthtest.OtherResource + "/"}, clientauth.ErrResourceTaken, off.ID},
+		{"a disabled client's, without the slash", []string{mcpauthtest.OtherResource}, clientauth.ErrResourceTaken, off.ID},
 		{"listed twice", []string{"https://twice.example.com/mcp", "https://twice.example.com/mcp/"}, clientauth.ErrInvalidClient, ""},
-		{"another path on the same host", []string{resource + "2"}, nil, ""},
+		{"another path on the same host", []string{mcpauthtest.Resource + "2"}, nil, ""},
 		{"another host", []string{"https://b.example.com/mcp"}, nil, ""},
 	}
 	for _, tt := range tests {
@@ -323,7 +324,7 @@ func TestResourcesUnique(t *testing.T) {
 	}
 	// Writes that do not go through Create: the schema refuses them.
 	for name, sql := range map[string]string{
-		"insert": `INSERT INTO clients (id, name, resources) VALUES ('cli_raw', 'raw', ARRAY['` + resource + `'])`,
+		"insert": `INSERT INTO clients (id, name, resources) VALUES ('cli_raw', 'raw', ARRAY['` + mcpauthtest.Resource + `'])`,
 		"update": `UPDATE clients SET resources = ARRAY['https://b.example.com/mcp/'] WHERE id = '` + off.ID + `'`,
 	} {
 		if _, err := pool.Exec(ctx, sql); err == nil || !strings.Contains(err.Error(), "client_resources_pkey") {
@@ -334,11 +335,11 @@ func TestResourcesUnique(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE clients SET resources = ARRAY['https://moved.example.com/mcp'] WHERE id = $1`, off.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := clients.Create(ctx, "Reuse", []string{otherResource}, nil); err != nil {
+	if _, _, err := clients.Create(ctx, "Reuse", []string{mcpauthtest.OtherResource}, nil); err != nil {
 		t.Fatalf("a dropped resource is still held: %v", err)
 	}
 	// The holder is untouched by all this.
-	if got, err := clients.Authenticate(ctx, holderKey); err != nil || !slices.Equal(got.Resources, []string{resource}) {
+	if got, err := clients.Authenticate(ctx, holderKey); err != nil || !slices.Equal(got.Resources, []string{mcpauthtest.Resource}) {
 		t.Fatalf("holder after refusals: %+v %v", got, err)
 	}
 }

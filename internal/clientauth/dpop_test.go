@@ -18,6 +18,7 @@ import (
 
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/mcpauth/mcpauthtest"
 	"github.com/connectd/connectd/internal/servertest"
 )
 
@@ -63,8 +64,8 @@ func newDPoPEnv(t *testing.T) *dpopEnv {
 	d := &dpopEnv{env: e, key: newKey(t, "", "ES256")}
 	ctx := context.Background()
 	var req, plain clientauth.Client
-	req, d.required = e.NewClient("Required", []string{resource}, []string{"fake"})
-	plain, d.plain = e.NewClient("Plain", []string{otherResource}, []string{"fake"})
+	req, d.required = e.NewClient("Required", []string{mcpauthtest.Resource}, []string{"fake"})
+	plain, d.plain = e.NewClient("Plain", []string{mcpauthtest.OtherResource}, []string{"fake"})
 	for _, id := range []string{req.ID, plain.ID} {
 		if err := e.Server.Clients().SetAssertionKeys(ctx, id, clientauth.AssertionKeys{PublicKey: d.key.pem(t)}); err != nil {
 			t.Fatal(err)
@@ -73,7 +74,7 @@ func newDPoPEnv(t *testing.T) *dpopEnv {
 	if err := e.Server.Clients().SetDPoPRequired(ctx, req.ID, true); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := e.IdPs[0].AccessToken("alice", resource, otherResource)
+	tok, err := e.IdPs[0].AccessToken("alice", mcpauthtest.Resource, mcpauthtest.OtherResource)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/mcpauth/mcpauthtest"
 )
 
 // FuzzVerifyToken: whatever string arrives as a user token (X-User-Token) or
@@ -21,8 +22,8 @@ import (
 //
 //	go test -run '^$' -fuzz FuzzVerifyToken -fuzztime 1m ./internal/mcpauth
 func FuzzVerifyToken(f *testing.F) {
-	a := newIDP(f, devidp.Config{})
-	v := newVerifier(f, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{a.issuer("a")}})
+	a := mcpauthtest.NewIDP(f, devidp.Config{})
+	v := mcpauthtest.NewVerifier(f, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{a.TrustedIssuer("a")}})
 	now := time.Now()
 	sign := func(typ string, c jwt.MapClaims) string {
 		s, err := a.Sign(typ, c)
@@ -31,12 +32,12 @@ func FuzzVerifyToken(f *testing.F) {
 		}
 		return s
 	}
-	access := sign("at+jwt", a.AccessTokenClaims("alice", "mcp-client", "tools:read", resource))
+	access := sign("at+jwt", a.AccessTokenClaims("alice", "mcp-client", "tools:read", mcpauthtest.Resource))
 	id := sign("JWT", jwt.MapClaims{"iss": a.Issuer(), "sub": "alice", "aud": "connectd", "nonce": "n-1",
 		"iat": now.Unix(), "exp": now.Add(time.Hour).Unix()})
-	otherAud := sign("at+jwt", a.AccessTokenClaims("alice", "mcp-client", "", otherResource))
+	otherAud := sign("at+jwt", a.AccessTokenClaims("alice", "mcp-client", "", mcpauthtest.OtherResource))
 	// The seeds that should pass do, so the property below is not vacuous.
-	if _, err := v.VerifyAccessToken(context.Background(), access, []string{resource}); err != nil {
+	if _, err := v.VerifyAccessToken(context.Background(), access, []string{mcpauthtest.Resource}); err != nil {
 		f.Fatal(err)
 	}
 	if _, err := v.VerifyIDToken(context.Background(), a.Issuer(), id, "connectd", "n-1"); err != nil {
@@ -53,7 +54,7 @@ func FuzzVerifyToken(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
 		ctx := context.Background()
-		ident, err := v.VerifyAccessToken(ctx, raw, []string{resource})
+		ident, err := v.VerifyAccessToken(ctx, raw, []string{mcpauthtest.Resource})
 		switch {
 		case err == nil:
 			if ident.Issuer != a.Issuer() || ident.Subject != "alice" || ident.ClientID != "mcp-client" {

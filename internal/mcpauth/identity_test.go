@@ -13,6 +13,7 @@ import (
 
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/mcpauth/mcpauthtest"
 	"github.com/connectd/connectd/internal/web"
 )
 
@@ -22,7 +23,7 @@ import (
 // bad bytes and all.
 func claimsWith(kind, issLiteral, subLiteral string) []byte {
 	now := time.Now().Unix()
-	aud, extra := resource, `"client_id":"mcp-client","scope":"tools:read"`
+	aud, extra := mcpauthtest.Resource, `"client_id":"mcp-client","scope":"tools:read"`
 	if kind == "id" {
 		aud, extra = "connectd", `"nonce":"n-1"`
 	}
@@ -103,8 +104,8 @@ func TestCheckSubject(t *testing.T) {
 // never passed on to storage to fail there), for access tokens and ID tokens
 // alike; acceptable ones come out byte for byte.
 func TestVerifyHostileIdentity(t *testing.T) {
-	a := newIDP(t, devidp.Config{})
-	v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{a.issuer("a")}})
+	a := mcpauthtest.NewIDP(t, devidp.Config{})
+	v := mcpauthtest.NewVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{a.TrustedIssuer("a")}})
 	iss := literal(a.Issuer())
 	for _, tc := range []struct {
 		name       string
@@ -150,7 +151,7 @@ func TestVerifyHostileIdentity(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			id, atErr := v.VerifyAccessToken(ctx, at, []string{resource})
+			id, atErr := v.VerifyAccessToken(ctx, at, []string{mcpauthtest.Resource})
 			tok, idErr := v.VerifyIDToken(ctx, a.Issuer(), idt, "connectd", "n-1")
 			for kind, got := range map[string]struct {
 				sub string
@@ -197,8 +198,8 @@ func TestIssuerConfigFollowsTheIdentityRule(t *testing.T) {
 //
 //	go test -run '^$' -fuzz FuzzUserIdentity -fuzztime 1m ./internal/mcpauth
 func FuzzUserIdentity(f *testing.F) {
-	a := newIDP(f, devidp.Config{})
-	v := newVerifier(f, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{a.issuer("a")}})
+	a := mcpauthtest.NewIDP(f, devidp.Config{})
+	v := mcpauthtest.NewVerifier(f, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{a.TrustedIssuer("a")}})
 	for _, seed := range []struct {
 		sub     string
 		escaped bool
@@ -232,7 +233,7 @@ func FuzzUserIdentity(f *testing.F) {
 			var got string
 			if kind == "at" {
 				var id mcpauth.Identity
-				id, err = v.VerifyAccessToken(ctx, raw, []string{resource})
+				id, err = v.VerifyAccessToken(ctx, raw, []string{mcpauthtest.Resource})
 				got = id.Subject
 			} else {
 				var tok mcpauth.IDToken

@@ -19,28 +19,29 @@ import (
 
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/mcpauth/mcpauthtest"
 	"github.com/connectd/connectd/internal/testkit"
 	"github.com/connectd/connectd/internal/web"
 )
 
 // clocked returns an IdP and a Verifier trusting it, both on one hand-moved
 // clock.
-func clocked(t *testing.T, cfg mcpauth.VerifierConfig) (*idp, *mcpauth.Verifier, *testkit.Clock) {
+func clocked(t *testing.T, cfg mcpauth.VerifierConfig) (*mcpauthtest.IDP, *mcpauth.Verifier, *testkit.Clock) {
 	t.Helper()
 	clk := testkit.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
-	a := newIDP(t, devidp.Config{Now: clk.Now})
-	cfg.Issuers, cfg.Now = []mcpauth.Issuer{a.issuer("a")}, clk.Now
-	return a, newVerifier(t, cfg), clk
+	a := mcpauthtest.NewIDP(t, devidp.Config{Now: clk.Now})
+	cfg.Issuers, cfg.Now = []mcpauth.Issuer{a.TrustedIssuer("a")}, clk.Now
+	return a, mcpauthtest.NewVerifier(t, cfg), clk
 }
 
 // verifyNew mints a token of a's current key at its clock's now and verifies it.
-func verifyNew(t *testing.T, a *idp, v *mcpauth.Verifier) error {
+func verifyNew(t *testing.T, a *mcpauthtest.IDP, v *mcpauth.Verifier) error {
 	t.Helper()
-	tok, err := a.AccessToken("alice", resource)
+	tok, err := a.AccessToken("alice", mcpauthtest.Resource)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = v.VerifyAccessToken(context.Background(), tok, []string{resource})
+	_, err = v.VerifyAccessToken(context.Background(), tok, []string{mcpauthtest.Resource})
 	return err
 }
 
@@ -77,17 +78,17 @@ func TestKeyRotation(t *testing.T) {
 	a, v, clk := clocked(t, mcpauth.VerifierConfig{})
 	ctx := context.Background()
 	verify := func(tok string) error {
-		_, err := v.VerifyAccessToken(ctx, tok, []string{resource})
+		_, err := v.VerifyAccessToken(ctx, tok, []string{mcpauthtest.Resource})
 		return err
 	}
 	hits := func(want int64, when string) {
 		t.Helper()
-		if n := a.jwksHits.Load(); n != want {
+		if n := a.JWKSHits.Load(); n != want {
 			t.Fatalf("%d JWKS fetches %s, want %d", n, when, want)
 		}
 	}
-	tok1, _ := a.AccessToken("alice", resource)
-	tok1b, _ := a.AccessToken("alice", resource) // verified after the rotation
+	tok1, _ := a.AccessToken("alice", mcpauthtest.Resource)
+	tok1b, _ := a.AccessToken("alice", mcpauthtest.Resource) // verified after the rotation
 	if err := verify(tok1); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestKeyRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Advance(2 * time.Second)
-	tok2, _ := a.AccessToken("alice", resource)
+	tok2, _ := a.AccessToken("alice", mcpauthtest.Resource)
 	want503(t, verify(tok2), "3")
 	hits(1, "within the interval")
 	clk.Advance(3 * time.Second)
@@ -114,7 +115,7 @@ func TestKeyRotation(t *testing.T) {
 	clk.Advance(time.Minute)
 	forger := devidpAt(t, a.Issuer(), clk)
 	for range 5 {
-		c := forger.AccessTokenClaims("alice", "x", "", resource)
+		c := forger.AccessTokenClaims("alice", "x", "", mcpauthtest.Resource)
 		c["iat"] = clk.Now().Add(-2 * time.Minute).Unix()
 		forged, _ := forger.Sign("at+jwt", c)
 		if err := verify(forged); !errors.Is(err, mcpauth.ErrSignature) {
@@ -125,13 +126,13 @@ func TestKeyRotation(t *testing.T) {
 
 	// Issued after the last fetch: the first costs a fetch (the kid might be
 	// new) and is then refused; the next ones within the interval are 503.
-	forged, _ := forger.Sign("at+jwt", forger.AccessTokenClaims("alice", "x", "", resource))
+	forged, _ := forger.Sign("at+jwt", forger.AccessTokenClaims("alice", "x", "", mcpauthtest.Resource))
 	if err := verify(forged); !errors.Is(err, mcpauth.ErrSignature) {
 		t.Fatalf("new unknown kid after a fetch that did not have it: %v", err)
 	}
 	hits(3, "after a new unknown kid")
 	clk.Advance(time.Second)
-	forged, _ = forger.Sign("at+jwt", forger.AccessTokenClaims("alice", "x", "", resource))
+	forged, _ = forger.Sign("at+jwt", forger.AccessTokenClaims("alice", "x", "", mcpauthtest.Resource))
 	want503(t, verify(forged), "4")
 	hits(3, "after a new unknown kid within the interval")
 }
@@ -173,8 +174,8 @@ func TestRotationUnderUnknownKIDFlood(t *testing.T) {
 			default:
 			}
 			_ = forger.Rotate() // a new random kid every time
-			tok, _ := forger.Sign("at+jwt", forger.AccessTokenClaims("mallory", "x", "", resource))
-			if _, err := v.VerifyAccessToken(ctx, tok, []string{resource}); err == nil ||
+			tok, _ := forger.Sign("at+jwt", forger.AccessTokenClaims("mallory", "x", "", mcpauthtest.Resource))
+			if _, err := v.VerifyAccessToken(ctx, tok, []string{mcpauthtest.Resource}); err == nil ||
 				!(errors.Is(err, mcpauth.ErrSignature) || errors.Is(err, mcpauth.ErrIssuerUnavailable)) {
 				wrong.Store(&err) // nil: accepted
 			}
@@ -193,9 +194,9 @@ func TestRotationUnderUnknownKIDFlood(t *testing.T) {
 	if err := a.Rotate(); err != nil {
 		t.Fatal(err)
 	}
-	tok, _ := a.AccessToken("alice", resource)
+	tok, _ := a.AccessToken("alice", mcpauthtest.Resource)
 	for attempt := 1; ; attempt++ {
-		_, err := v.VerifyAccessToken(ctx, tok, []string{resource})
+		_, err := v.VerifyAccessToken(ctx, tok, []string{mcpauthtest.Resource})
 		if err == nil {
 			break
 		}
@@ -213,7 +214,7 @@ func TestRotationUnderUnknownKIDFlood(t *testing.T) {
 	}
 	// The first fetch, then at most one per 5s.
 	elapsed := clk.Now().Sub(first)
-	if n, most := a.jwksHits.Load(), 1+int64(elapsed/(5*time.Second)); n > most {
+	if n, most := a.JWKSHits.Load(), 1+int64(elapsed/(5*time.Second)); n > most {
 		t.Fatalf("%d JWKS fetches in %s of flood, want at most %d", n, elapsed, most)
 	}
 	if p := wrong.Load(); p != nil {
@@ -251,15 +252,15 @@ func TestUnknownKIDSharesOneFetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Advance(5 * time.Second)
-	a.jwksDelay.Store(int64(50 * time.Millisecond)) // so that they overlap
+	a.JWKSDelay.Store(int64(50 * time.Millisecond)) // so that they overlap
 	toks := make([]string, 32)
 	for i := range toks {
-		toks[i], _ = a.AccessToken("alice", resource)
+		toks[i], _ = a.AccessToken("alice", mcpauthtest.Resource)
 	}
 	errs := make([]error, len(toks))
 	var wg sync.WaitGroup
 	for i, tok := range toks {
-		wg.Go(func() { _, errs[i] = v.VerifyAccessToken(context.Background(), tok, []string{resource}) })
+		wg.Go(func() { _, errs[i] = v.VerifyAccessToken(context.Background(), tok, []string{mcpauthtest.Resource}) })
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -267,7 +268,7 @@ func TestUnknownKIDSharesOneFetch(t *testing.T) {
 			t.Fatalf("token %d: %v", i, err)
 		}
 	}
-	if n := a.jwksHits.Load(); n != 2 {
+	if n := a.JWKSHits.Load(); n != 2 {
 		t.Fatalf("%d JWKS fetches, want 2 (the first and one shared refresh)", n)
 	}
 }
@@ -302,7 +303,7 @@ func TestJWKSCacheHeaders(t *testing.T) {
 			t.Parallel()
 			a, v, clk := clocked(t, mcpauth.VerifierConfig{})
 			if tt.header != nil {
-				a.jwksHeaders.Store(&tt.header)
+				a.JWKSHeaders.Store(&tt.header)
 			}
 			start := clk.Now()
 			for _, step := range []struct {
@@ -313,7 +314,7 @@ func TestJWKSCacheHeaders(t *testing.T) {
 				if err := verifyNew(t, a, v); err != nil {
 					t.Fatalf("at %s: %v", step.at, err)
 				}
-				if n := a.jwksHits.Load(); n != step.hits {
+				if n := a.JWKSHits.Load(); n != step.hits {
 					t.Fatalf("at %s: %d JWKS fetches, want %d", step.at, n, step.hits)
 				}
 			}
@@ -334,19 +335,19 @@ func TestJWKSOutage(t *testing.T) {
 	}
 	hits := func(want int64, when string) {
 		t.Helper()
-		if n := a.jwksHits.Load(); n != want {
+		if n := a.JWKSHits.Load(); n != want {
 			t.Fatalf("%d JWKS fetches %s, want %d", n, when, want)
 		}
 	}
 
 	// The outage begins; the scheduled refresh an hour later fails.
-	a.jwksFails.Store(true)
+	a.JWKSFails.Store(true)
 	clk.Advance(time.Hour)
 	var known [3]string // tokens of the cached key
 	for i := range known {
-		known[i], _ = a.AccessToken("alice", resource)
+		known[i], _ = a.AccessToken("alice", mcpauthtest.Resource)
 	}
-	if _, err := v.VerifyAccessToken(ctx, known[0], []string{resource}); err != nil {
+	if _, err := v.VerifyAccessToken(ctx, known[0], []string{mcpauthtest.Resource}); err != nil {
 		t.Fatalf("cached key while the JWKS fails: %v", err)
 	}
 	hits(2, "at the scheduled refresh")
@@ -354,10 +355,10 @@ func TestJWKSOutage(t *testing.T) {
 	if err := a.Rotate(); err != nil {
 		t.Fatal(err)
 	}
-	fresh, _ := a.AccessToken("alice", resource)
-	_, err := v.VerifyAccessToken(ctx, fresh, []string{resource})
+	fresh, _ := a.AccessToken("alice", mcpauthtest.Resource)
+	_, err := v.VerifyAccessToken(ctx, fresh, []string{mcpauthtest.Resource})
 	want503(t, err, "5")
-	if _, err := v.VerifyAccessToken(ctx, known[1], []string{resource}); err != nil {
+	if _, err := v.VerifyAccessToken(ctx, known[1], []string{mcpauthtest.Resource}); err != nil {
 		t.Fatalf("cached key while the JWKS fails: %v", err)
 	}
 	hits(2, "before the backoff")
@@ -365,17 +366,17 @@ func TestJWKSOutage(t *testing.T) {
 	// 5s on, the retry is due: a request of a known key starts it in the
 	// background; the new kid waits for that fetch rather than starting one.
 	clk.Advance(5 * time.Second)
-	if _, err := v.VerifyAccessToken(ctx, known[2], []string{resource}); err != nil {
+	if _, err := v.VerifyAccessToken(ctx, known[2], []string{mcpauthtest.Resource}); err != nil {
 		t.Fatalf("cached key while the JWKS fails: %v", err)
 	}
-	_, err = v.VerifyAccessToken(ctx, fresh, []string{resource})
+	_, err = v.VerifyAccessToken(ctx, fresh, []string{mcpauthtest.Resource})
 	want503(t, err, "5")
 	hits(3, "5s after the failure")
 
 	// The JWKS is back: the new kid verifies one interval later.
-	a.jwksFails.Store(false)
+	a.JWKSFails.Store(false)
 	clk.Advance(5 * time.Second)
-	if _, err := v.VerifyAccessToken(ctx, fresh, []string{resource}); err != nil {
+	if _, err := v.VerifyAccessToken(ctx, fresh, []string{mcpauthtest.Resource}); err != nil {
 		t.Fatalf("new kid 5s after the JWKS came back: %v", err)
 	}
 	hits(4, "after the outage")
@@ -390,25 +391,25 @@ func TestJWKSBackoffRecovers(t *testing.T) {
 	if err := verifyNew(t, a, v); err != nil {
 		t.Fatal(err)
 	}
-	a.jwksFails.Store(true)
+	a.JWKSFails.Store(true)
 	clk.Advance(time.Hour)
 	if err := verifyNew(t, a, v); err != nil { // fails the refresh, served from the cache
 		t.Fatal(err)
 	}
-	a.jwksFails.Store(false)
+	a.JWKSFails.Store(false)
 	clk.Advance(5 * time.Second)
 	if err := verifyNew(t, a, v); err != nil { // starts the retry in the background
 		t.Fatal(err)
 	}
 	// Issued before that retry, so it waits for the retry or finds it done,
 	// and starts no fetch of its own.
-	c := a.AccessTokenClaims("alice", "x", "", resource)
+	c := a.AccessTokenClaims("alice", "x", "", mcpauthtest.Resource)
 	c["iat"] = clk.Now().Add(-time.Minute).Unix()
 	forged, _ := signer(t, a.Issuer()).Sign("at+jwt", c)
-	if _, err := v.VerifyAccessToken(context.Background(), forged, []string{resource}); !errors.Is(err, mcpauth.ErrSignature) {
+	if _, err := v.VerifyAccessToken(context.Background(), forged, []string{mcpauthtest.Resource}); !errors.Is(err, mcpauth.ErrSignature) {
 		t.Fatalf("made-up kid after the JWKS came back: %v", err)
 	}
-	if n := a.jwksHits.Load(); n != 3 {
+	if n := a.JWKSHits.Load(); n != 3 {
 		t.Fatalf("%d JWKS fetches, want 3 (first, failed refresh, retry)", n)
 	}
 }
@@ -437,7 +438,7 @@ func TestJWKSOutageIsBounded(t *testing.T) {
 	verify("fetched", nil)
 
 	// From now on the key is no longer published, but the JWKS URL fails.
-	a.jwksFails.Store(true)
+	a.JWKSFails.Store(true)
 	clk.Advance(time.Hour) // the answer's lifetime (RefreshInterval) ends: the refresh fails
 	verify("at the failed refresh", nil)
 	clk.Advance(59 * time.Minute)
@@ -450,7 +451,7 @@ func TestJWKSOutageIsBounded(t *testing.T) {
 	verify("failing for longer", mcpauth.ErrIssuerUnavailable)
 
 	// The JWKS answers again, without the key.
-	leaked, err := a.AccessToken("alice", resource)
+	leaked, err := a.AccessToken("alice", mcpauthtest.Resource)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,9 +460,9 @@ func TestJWKSOutageIsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a.jwksFails.Store(false)
+	a.JWKSFails.Store(false)
 	clk.Advance(time.Minute)
-	if _, err := v.VerifyAccessToken(ctx, leaked, []string{resource}); !errors.Is(err, mcpauth.ErrSignature) {
+	if _, err := v.VerifyAccessToken(ctx, leaked, []string{mcpauthtest.Resource}); !errors.Is(err, mcpauth.ErrSignature) {
 		t.Fatalf("the key taken off the JWKS, once it answers: %v", err)
 	}
 	verify("a token of the published key", nil)
@@ -505,13 +506,13 @@ func TestIssuerJWKSPublicKeysOnly(t *testing.T) {
 			}))
 			t.Cleanup(srv.Close)
 			iss := srv.URL + "/issuer"
-			v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{{ID: "x", URL: iss, JWKSURL: srv.URL + "/jwks"}}})
+			v := mcpauthtest.NewVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{{ID: "x", URL: iss, JWKSURL: srv.URL + "/jwks"}}})
 			now := time.Now()
-			tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": iss, "sub": "alice", "aud": resource,
+			tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": iss, "sub": "alice", "aud": mcpauthtest.Resource,
 				"iat": now.Unix(), "exp": now.Add(time.Hour).Unix()})
 			tok.Header["typ"], tok.Header["kid"] = "at+jwt", "k"
 			raw := must(tok.SignedString(priv))
-			_, err := v.VerifyAccessToken(context.Background(), raw, []string{resource})
+			_, err := v.VerifyAccessToken(context.Background(), raw, []string{mcpauthtest.Resource})
 			if tt.want == nil && err != nil || tt.want != nil && !errors.Is(err, tt.want) {
 				t.Fatalf("got %v, want %v", err, tt.want)
 			}

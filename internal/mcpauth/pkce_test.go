@@ -11,6 +11,7 @@ import (
 
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/mcpauth/mcpauthtest"
 	"github.com/connectd/connectd/internal/pgtest"
 )
 
@@ -39,7 +40,7 @@ func TestLoginRefusesIssuerWithoutS256(t *testing.T) {
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(doc)
 		})
-		v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{{ID: "a", URL: srv.URL, Login: true,
+		v := mcpauthtest.NewVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{{ID: "a", URL: srv.URL, Login: true,
 			ClientID: "connectd", ClientSecret: "s"}}})
 		l, err := mcpauth.NewLogin(mcpauth.LoginConfig{Pool: pool, Verifier: v, RedirectURL: "https://connect.example.com/login/callback"})
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/mcpauth/mcpauthtest"
 )
 
 // TestTokenCacheKeepsEveryCheck: a token verified once (and so cached) is
@@ -19,20 +20,20 @@ func TestTokenCacheKeepsEveryCheck(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	i := newIDP(t, devidp.Config{AccessTokenTTL: 10 * time.Minute, Now: clock})
-	v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{i.issuer("a")}, Now: clock, Skew: time.Second})
-	tok, err := i.AccessToken("alice", resource)
+	i := mcpauthtest.NewIDP(t, devidp.Config{AccessTokenTTL: 10 * time.Minute, Now: clock})
+	v := mcpauthtest.NewVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{i.TrustedIssuer("a")}, Now: clock, Skew: time.Second})
+	tok, err := i.AccessToken("alice", mcpauthtest.Resource)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	for range 3 { // first call verifies and caches, the others hit the cache
-		id, err := v.VerifyAccessToken(ctx, tok, []string{resource})
+		id, err := v.VerifyAccessToken(ctx, tok, []string{mcpauthtest.Resource})
 		if err != nil || id.Subject != "alice" {
 			t.Fatalf("valid token: %v %v", id, err)
 		}
 	}
-	if _, err := v.VerifyAccessToken(ctx, tok, []string{otherResource}); !errors.Is(err, mcpauth.ErrWrongAudience) {
+	if _, err := v.VerifyAccessToken(ctx, tok, []string{mcpauthtest.OtherResource}); !errors.Is(err, mcpauth.ErrWrongAudience) {
 		t.Fatalf("cached token for another audience: %v", err)
 	}
 	// A token differing in one byte of its signature is another cache key and
@@ -43,13 +44,13 @@ func TestTokenCacheKeepsEveryCheck(t *testing.T) {
 	} else {
 		b[len(b)-10] = 'A'
 	}
-	if _, err := v.VerifyAccessToken(ctx, string(b), []string{resource}); err == nil {
+	if _, err := v.VerifyAccessToken(ctx, string(b), []string{mcpauthtest.Resource}); err == nil {
 		t.Fatal("forged signature accepted")
 	}
 	mu.Lock()
 	now = now.Add(11 * time.Minute)
 	mu.Unlock()
-	if _, err := v.VerifyAccessToken(ctx, tok, []string{resource}); !errors.Is(err, mcpauth.ErrTokenExpired) {
+	if _, err := v.VerifyAccessToken(ctx, tok, []string{mcpauthtest.Resource}); !errors.Is(err, mcpauth.ErrTokenExpired) {
 		t.Fatalf("cached token after expiry: %v", err)
 	}
 }
@@ -58,18 +59,18 @@ func TestTokenCacheKeepsEveryCheck(t *testing.T) {
 // of the same token does not re-fetch or re-verify; with it disabled, every
 // call verifies. Measured as allocations per call, a proxy for the work done.
 func TestTokenCacheSavesSignatureChecks(t *testing.T) { // not parallel: AllocsPerRun
-	i := newIDP(t, devidp.Config{})
-	tok, err := i.AccessToken("alice", resource)
+	i := mcpauthtest.NewIDP(t, devidp.Config{})
+	tok, err := i.AccessToken("alice", mcpauthtest.Resource)
 	if err != nil {
 		t.Fatal(err)
 	}
 	allocs := func(size int) float64 {
-		v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{i.issuer("a")}, TokenCacheSize: size})
-		if _, err := v.VerifyAccessToken(context.Background(), tok, []string{resource}); err != nil {
+		v := mcpauthtest.NewVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{i.TrustedIssuer("a")}, TokenCacheSize: size})
+		if _, err := v.VerifyAccessToken(context.Background(), tok, []string{mcpauthtest.Resource}); err != nil {
 			t.Fatal(err)
 		}
 		return testing.AllocsPerRun(50, func() {
-			if _, err := v.VerifyAccessToken(context.Background(), tok, []string{resource}); err != nil {
+			if _, err := v.VerifyAccessToken(context.Background(), tok, []string{mcpauthtest.Resource}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -86,19 +87,19 @@ func BenchmarkVerifyAccessToken(b *testing.B) {
 		size int
 	}{{"cached", 0}, {"uncached", -1}} {
 		b.Run(tc.name, func(b *testing.B) {
-			i := newIDP(&testing.T{}, devidp.Config{})
-			v, err := mcpauth.NewVerifier(mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{i.issuer("a")},
-				HTTPClient: tlsClient(), TokenCacheSize: tc.size})
+			i := mcpauthtest.NewIDP(&testing.T{}, devidp.Config{})
+			v, err := mcpauth.NewVerifier(mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{i.TrustedIssuer("a")},
+				HTTPClient: mcpauthtest.TLSClient(), TokenCacheSize: tc.size})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer v.Close()
-			tok, _ := i.AccessToken("alice", resource)
+			tok, _ := i.AccessToken("alice", mcpauthtest.Resource)
 			ctx := context.Background()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				if _, err := v.VerifyAccessToken(ctx, tok, []string{resource}); err != nil {
+				if _, err := v.VerifyAccessToken(ctx, tok, []string{mcpauthtest.Resource}); err != nil {
 					b.Fatal(err)
 				}
 			}

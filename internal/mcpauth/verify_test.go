@@ -25,13 +25,14 @@ import (
 
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/mcpauth/mcpauthtest"
 )
 
 // fetchJWKS returns the raw JWKS document of i and its first public key in
 // PEM: what an attacker can read and try as an HMAC secret.
-func fetchJWKS(t *testing.T, i *idp) (raw, pemBytes []byte) {
+func fetchJWKS(t *testing.T, i *mcpauthtest.IDP) (raw, pemBytes []byte) {
 	t.Helper()
-	resp, err := i.srv.Client().Get(i.srv.URL + "/jwks")
+	resp, err := i.Server.Client().Get(i.Server.URL + "/jwks")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func unsigned(t *testing.T, claims jwt.MapClaims) string {
 	return base64.RawURLEncoding.EncodeToString(h) + "." + base64.RawURLEncoding.EncodeToString(c) + "."
 }
 
-func hmacSigned(t *testing.T, i *idp, claims jwt.MapClaims, secret []byte) string {
+func hmacSigned(t *testing.T, i *mcpauthtest.IDP, claims jwt.MapClaims, secret []byte) string {
 	t.Helper()
 	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims)
 	tok.Header["typ"] = "at+jwt"
@@ -74,26 +75,26 @@ func hmacSigned(t *testing.T, i *idp, claims jwt.MapClaims, secret []byte) strin
 
 func TestVerifyAccessToken(t *testing.T) {
 	t.Parallel()
-	a := newIDP(t, devidp.Config{})
-	other := newIDP(t, devidp.Config{}) // a real issuer connectd does not trust
-	plain := newIDP(t, devidp.Config{}) // trusted, allowed to send plain JWTs
-	plainIssuer := plain.issuer("plain")
+	a := mcpauthtest.NewIDP(t, devidp.Config{})
+	other := mcpauthtest.NewIDP(t, devidp.Config{}) // a real issuer connectd does not trust
+	plain := mcpauthtest.NewIDP(t, devidp.Config{}) // trusted, allowed to send plain JWTs
+	plainIssuer := plain.TrustedIssuer("plain")
 	plainIssuer.AllowPlainJWT = true
 	// The verifier's clock stands still at now: the table's times are
 	// relative to it, however long a busy machine takes to run the cases.
 	now := time.Now()
-	v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{a.issuer("a"), plainIssuer}, Skew: 30 * time.Second,
+	v := mcpauthtest.NewVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{a.TrustedIssuer("a"), plainIssuer}, Skew: 30 * time.Second,
 		Now: func() time.Time { return now }})
 	jwksRaw, jwksPEM := fetchJWKS(t, a)
 
 	claims := func(mod func(jwt.MapClaims)) jwt.MapClaims {
-		c := a.AccessTokenClaims("alice", "mcp-client", "openid tools:read", resource)
+		c := a.AccessTokenClaims("alice", "mcp-client", "openid tools:read", mcpauthtest.Resource)
 		if mod != nil {
 			mod(c)
 		}
 		return c
 	}
-	sign := func(i *idp, typ string, c jwt.MapClaims) string {
+	sign := func(i *mcpauthtest.IDP, typ string, c jwt.MapClaims) string {
 		s, err := i.Sign(typ, c)
 		if err != nil {
 			t.Fatal(err)
@@ -108,59 +109,59 @@ func TestVerifyAccessToken(t *testing.T) {
 		audiences []string
 		want      error // nil: accepted
 	}{
-		{"valid", valid, []string{resource}, nil},
-		{"valid, one of several registered resources", valid, []string{otherResource, resource}, nil},
-		{"typ application/at+jwt", sign(a, "application/at+jwt", claims(nil)), []string{resource}, nil},
+		{"valid", valid, []string{mcpauthtest.Resource}, nil},
+		{"valid, one of several registered resources", valid, []string{mcpauthtest.OtherResource, mcpauthtest.Resource}, nil},
+		{"typ application/at+jwt", sign(a, "application/at+jwt", claims(nil)), []string{mcpauthtest.Resource}, nil},
 		{"expired within the skew", sign(a, "at+jwt", claims(func(c jwt.MapClaims) {
 			c["exp"] = now.Add(-10 * time.Second).Unix()
-		})), []string{resource}, nil},
+		})), []string{mcpauthtest.Resource}, nil},
 		{"expired", sign(a, "at+jwt", claims(func(c jwt.MapClaims) {
 			c["iat"], c["exp"] = now.Add(-2*time.Hour).Unix(), now.Add(-time.Hour).Unix()
-		})), []string{resource}, mcpauth.ErrTokenExpired},
+		})), []string{mcpauthtest.Resource}, mcpauth.ErrTokenExpired},
 		{"nbf in the future", sign(a, "at+jwt", claims(func(c jwt.MapClaims) {
 			c["nbf"] = now.Add(time.Hour).Unix()
-		})), []string{resource}, mcpauth.ErrTokenNotYetValid},
+		})), []string{mcpauthtest.Resource}, mcpauth.ErrTokenNotYetValid},
 		{"iat in the future", sign(a, "at+jwt", claims(func(c jwt.MapClaims) {
 			c["iat"] = now.Add(time.Hour).Unix()
-		})), []string{resource}, mcpauth.ErrTokenNotYetValid},
+		})), []string{mcpauthtest.Resource}, mcpauth.ErrTokenNotYetValid},
 		{"wrong iss, signed with a trusted key", sign(a, "at+jwt", claims(func(c jwt.MapClaims) {
 			c["iss"] = "https://evil.example"
-		})), []string{resource}, mcpauth.ErrUntrustedIssuer},
+		})), []string{mcpauthtest.Resource}, mcpauth.ErrUntrustedIssuer},
 		{"issued by an untrusted issuer", sign(other, "at+jwt", claims(func(c jwt.MapClaims) {
 			c["iss"] = other.Issuer()
-		})), []string{resource}, mcpauth.ErrUntrustedIssuer},
+		})), []string{mcpauthtest.Resource}, mcpauth.ErrUntrustedIssuer},
 		{"trusted iss forged with another key", sign(other, "at+jwt", claims(func(c jwt.MapClaims) {
 			c["iat"] = now.Add(-time.Hour).Unix() // before any fetch: a 401 without one (see TestKeyRotation)
-		})), []string{resource}, mcpauth.ErrSignature},
-		{"trusted iss forged with another key under the issuer's kid", forgedUnderKID(t, a, claims(nil)), []string{resource}, mcpauth.ErrSignature},
+		})), []string{mcpauthtest.Resource}, mcpauth.ErrSignature},
+		{"trusted iss forged with another key under the issuer's kid", forgedUnderKID(t, a, claims(nil)), []string{mcpauthtest.Resource}, mcpauth.ErrSignature},
 		{"aud of another MCP server (passthrough)", sign(a, "at+jwt", claims(func(c jwt.MapClaims) {
-			c["aud"] = []string{otherResource}
-		})), []string{resource}, mcpauth.ErrWrongAudience},
+			c["aud"] = []string{mcpauthtest.OtherResource}
+		})), []string{mcpauthtest.Resource}, mcpauth.ErrWrongAudience},
 		{"client has no registered resource", valid, nil, mcpauth.ErrWrongAudience},
 		{"empty registered resource matches nothing", sign(a, "at+jwt", claims(func(c jwt.MapClaims) {
 			c["aud"] = ""
 		})), []string{""}, mcpauth.ErrWrongAudience},
-		{"no aud", sign(a, "at+jwt", claims(func(c jwt.MapClaims) { delete(c, "aud") })), []string{resource}, mcpauth.ErrMalformedToken},
-		{"alg none", unsigned(t, claims(nil)), []string{resource}, mcpauth.ErrAlgorithm},
-		{"HS256 keyed with the issuer's JWKS", hmacSigned(t, a, claims(nil), jwksRaw), []string{resource}, mcpauth.ErrAlgorithm},
-		{"HS256 keyed with the issuer's PEM public key", hmacSigned(t, a, claims(nil), jwksPEM), []string{resource}, mcpauth.ErrAlgorithm},
-		{"typ JWT", sign(a, "JWT", claims(nil)), []string{resource}, mcpauth.ErrTokenType},
-		{"typ missing", sign(a, "", claims(nil)), []string{resource}, mcpauth.ErrTokenType},
-		{"typ of something else", sign(a, "dpop+jwt", claims(nil)), []string{resource}, mcpauth.ErrTokenType},
-		{"plain JWT where the issuer allows it", sign(plain, "JWT", plain.AccessTokenClaims("bob", "c", "", resource)), []string{resource}, nil},
-		{"no typ where the issuer allows plain JWTs", sign(plain, "", plain.AccessTokenClaims("bob", "c", "", resource)), []string{resource}, nil},
-		{"garbage", "not-a-token", []string{resource}, mcpauth.ErrMalformedToken},
-		{"three garbage segments", "a.b.c", []string{resource}, mcpauth.ErrMalformedToken},
-		{"empty", "", []string{resource}, mcpauth.ErrMalformedToken},
-		{"oversized", strings.Repeat("a", 20<<10), []string{resource}, mcpauth.ErrMalformedToken},
-		{"truncated signature", valid[:len(valid)-8], []string{resource}, mcpauth.ErrSignature},
-		{"truncated to two segments", valid[:strings.LastIndex(valid, ".")], []string{resource}, mcpauth.ErrMalformedToken},
-		{"truncated in the payload", valid[:strings.Index(valid, ".")+10], []string{resource}, mcpauth.ErrMalformedToken},
-		{"payload swapped under a valid signature", swapPayload(t, valid, claims(func(c jwt.MapClaims) { c["sub"] = "bob" })), []string{resource}, mcpauth.ErrSignature},
-		{"no sub", sign(a, "at+jwt", claims(func(c jwt.MapClaims) { delete(c, "sub") })), []string{resource}, mcpauth.ErrMalformedToken},
-		{"no exp", sign(a, "at+jwt", claims(func(c jwt.MapClaims) { delete(c, "exp") })), []string{resource}, mcpauth.ErrMalformedToken},
-		{"no iat", sign(a, "at+jwt", claims(func(c jwt.MapClaims) { delete(c, "iat") })), []string{resource}, mcpauth.ErrMalformedToken},
-		{"exp of the wrong type", sign(a, "at+jwt", claims(func(c jwt.MapClaims) { c["exp"] = "tomorrow" })), []string{resource}, mcpauth.ErrMalformedToken},
+		{"no aud", sign(a, "at+jwt", claims(func(c jwt.MapClaims) { delete(c, "aud") })), []string{mcpauthtest.Resource}, mcpauth.ErrMalformedToken},
+		{"alg none", unsigned(t, claims(nil)), []string{mcpauthtest.Resource}, mcpauth.ErrAlgorithm},
+		{"HS256 keyed with the issuer's JWKS", hmacSigned(t, a, claims(nil), jwksRaw), []string{mcpauthtest.Resource}, mcpauth.ErrAlgorithm},
+		{"HS256 keyed with the issuer's PEM public key", hmacSigned(t, a, claims(nil), jwksPEM), []string{mcpauthtest.Resource}, mcpauth.ErrAlgorithm},
+		{"typ JWT", sign(a, "JWT", claims(nil)), []string{mcpauthtest.Resource}, mcpauth.ErrTokenType},
+		{"typ missing", sign(a, "", claims(nil)), []string{mcpauthtest.Resource}, mcpauth.ErrTokenType},
+		{"typ of something else", sign(a, "dpop+jwt", claims(nil)), []string{mcpauthtest.Resource}, mcpauth.ErrTokenType},
+		{"plain JWT where the issuer allows it", sign(plain, "JWT", plain.AccessTokenClaims("bob", "c", "", mcpauthtest.Resource)), []string{mcpauthtest.Resource}, nil},
+		{"no typ where the issuer allows plain JWTs", sign(plain, "", plain.AccessTokenClaims("bob", "c", "", mcpauthtest.Resource)), []string{mcpauthtest.Resource}, nil},
+		{"garbage", "not-a-token", []string{mcpauthtest.Resource}, mcpauth.ErrMalformedToken},
+		{"three garbage segments", "a.b.c", []string{mcpauthtest.Resource}, mcpauth.ErrMalformedToken},
+		{"empty", "", []string{mcpauthtest.Resource}, mcpauth.ErrMalformedToken},
+		{"oversized", strings.Repeat("a", 20<<10), []string{mcpauthtest.Resource}, mcpauth.ErrMalformedToken},
+		{"truncated signature", valid[:len(valid)-8], []string{mcpauthtest.Resource}, mcpauth.ErrSignature},
+		{"truncated to two segments", valid[:strings.LastIndex(valid, ".")], []string{mcpauthtest.Resource}, mcpauth.ErrMalformedToken},
+		{"truncated in the payload", valid[:strings.Index(valid, ".")+10], []string{mcpauthtest.Resource}, mcpauth.ErrMalformedToken},
+		{"payload swapped under a valid signature", swapPayload(t, valid, claims(func(c jwt.MapClaims) { c["sub"] = "bob" })), []string{mcpauthtest.Resource}, mcpauth.ErrSignature},
+		{"no sub", sign(a, "at+jwt", claims(func(c jwt.MapClaims) { delete(c, "sub") })), []string{mcpauthtest.Resource}, mcpauth.ErrMalformedToken},
+		{"no exp", sign(a, "at+jwt", claims(func(c jwt.MapClaims) { delete(c, "exp") })), []string{mcpauthtest.Resource}, mcpauth.ErrMalformedToken},
+		{"no iat", sign(a, "at+jwt", claims(func(c jwt.MapClaims) { delete(c, "iat") })), []string{mcpauthtest.Resource}, mcpauth.ErrMalformedToken},
+		{"exp of the wrong type", sign(a, "at+jwt", claims(func(c jwt.MapClaims) { c["exp"] = "tomorrow" })), []string{mcpauthtest.Resource}, mcpauth.ErrMalformedToken},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -186,7 +187,7 @@ func TestVerifyAccessToken(t *testing.T) {
 
 	t.Run("identity", func(t *testing.T) {
 		t.Parallel()
-		id, err := v.VerifyAccessToken(context.Background(), valid, []string{resource})
+		id, err := v.VerifyAccessToken(context.Background(), valid, []string{mcpauthtest.Resource})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +200,7 @@ func TestVerifyAccessToken(t *testing.T) {
 
 // forgedUnderKID signs claims with a key of its own but the kid of i's
 // signing key.
-func forgedUnderKID(t *testing.T, i *idp, claims jwt.MapClaims) string {
+func forgedUnderKID(t *testing.T, i *mcpauthtest.IDP, claims jwt.MapClaims) string {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -231,13 +232,13 @@ func TestJWKSUnavailable(t *testing.T) {
 
 	t.Run("jwks endpoint down from the start", func(t *testing.T) {
 		t.Parallel()
-		a := newIDP(t, devidp.Config{})
-		is := a.issuer("a")
+		a := mcpauthtest.NewIDP(t, devidp.Config{})
+		is := a.TrustedIssuer("a")
 		is.JWKSURL = deadURL(t) + "/jwks"
-		v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{is}})
-		tok, _ := a.AccessToken("alice", resource)
+		v := mcpauthtest.NewVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{is}})
+		tok, _ := a.AccessToken("alice", mcpauthtest.Resource)
 		for range 2 { // the second attempt is rate-limited: still 503
-			_, err := v.VerifyAccessToken(ctx, tok, []string{resource})
+			_, err := v.VerifyAccessToken(ctx, tok, []string{mcpauthtest.Resource})
 			if !errors.Is(err, mcpauth.ErrIssuerUnavailable) || errors.Is(err, mcpauth.ErrInvalidToken) {
 				t.Fatalf("got %v, want ErrIssuerUnavailable only", err)
 			}
@@ -247,35 +248,35 @@ func TestJWKSUnavailable(t *testing.T) {
 		t.Parallel()
 		dead := deadURL(t)
 		ghost := signer(t, dead)
-		v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{{ID: "ghost", URL: dead}}})
-		tok, _ := ghost.Sign("at+jwt", ghost.AccessTokenClaims("alice", "x", "", resource))
-		_, err := v.VerifyAccessToken(ctx, tok, []string{resource})
+		v := mcpauthtest.NewVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{{ID: "ghost", URL: dead}}})
+		tok, _ := ghost.Sign("at+jwt", ghost.AccessTokenClaims("alice", "x", "", mcpauthtest.Resource))
+		_, err := v.VerifyAccessToken(ctx, tok, []string{mcpauthtest.Resource})
 		if !errors.Is(err, mcpauth.ErrIssuerUnavailable) {
 			t.Fatalf("got %v", err)
 		}
 	})
 	t.Run("jwks fails after a rotation", func(t *testing.T) {
 		t.Parallel()
-		a := newIDP(t, devidp.Config{})
-		v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{a.issuer("a")}})
-		old, _ := a.AccessToken("alice", resource)
-		if _, err := v.VerifyAccessToken(ctx, old, []string{resource}); err != nil {
+		a := mcpauthtest.NewIDP(t, devidp.Config{})
+		v := mcpauthtest.NewVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{a.TrustedIssuer("a")}})
+		old, _ := a.AccessToken("alice", mcpauthtest.Resource)
+		if _, err := v.VerifyAccessToken(ctx, old, []string{mcpauthtest.Resource}); err != nil {
 			t.Fatal(err)
 		}
-		a.jwksFails.Store(true)
+		a.JWKSFails.Store(true)
 		_ = a.Rotate()
-		fresh, _ := a.AccessToken("alice", resource)
-		if _, err := v.VerifyAccessToken(ctx, fresh, []string{resource}); !errors.Is(err, mcpauth.ErrIssuerUnavailable) {
+		fresh, _ := a.AccessToken("alice", mcpauthtest.Resource)
+		if _, err := v.VerifyAccessToken(ctx, fresh, []string{mcpauthtest.Resource}); !errors.Is(err, mcpauth.ErrIssuerUnavailable) {
 			t.Fatalf("new kid while the JWKS fails: %v", err)
 		}
 		// Cached keys keep working while the issuer is down.
-		if _, err := v.VerifyAccessToken(ctx, old, []string{resource}); err != nil {
+		if _, err := v.VerifyAccessToken(ctx, old, []string{mcpauthtest.Resource}); err != nil {
 			t.Fatalf("cached key while the JWKS fails: %v", err)
 		}
 	})
 	t.Run("jwks too large", func(t *testing.T) {
 		t.Parallel()
-		a := newIDP(t, devidp.Config{})
+		a := mcpauthtest.NewIDP(t, devidp.Config{})
 		// The real JWKS, padded past 1 MiB: valid, so only the size limit refuses it.
 		raw, _ := fetchJWKS(t, a)
 		var doc map[string]any
@@ -287,11 +288,11 @@ func TestJWKSUnavailable(t *testing.T) {
 			json.NewEncoder(w).Encode(doc)
 		}))
 		t.Cleanup(huge.Close)
-		is := a.issuer("a")
+		is := a.TrustedIssuer("a")
 		is.JWKSURL = huge.URL
-		v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{is}})
-		tok, _ := a.AccessToken("alice", resource)
-		if _, err := v.VerifyAccessToken(ctx, tok, []string{resource}); !errors.Is(err, mcpauth.ErrIssuerUnavailable) {
+		v := mcpauthtest.NewVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{is}})
+		tok, _ := a.AccessToken("alice", mcpauthtest.Resource)
+		if _, err := v.VerifyAccessToken(ctx, tok, []string{mcpauthtest.Resource}); !errors.Is(err, mcpauth.ErrIssuerUnavailable) {
 			t.Fatalf("got %v", err)
 		}
 	})
@@ -303,7 +304,7 @@ func TestJWKSUnavailable(t *testing.T) {
 func TestDiscovery(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	a := newIDP(t, devidp.Config{})
+	a := mcpauthtest.NewIDP(t, devidp.Config{})
 	// meta serves a metadata document at path, built by doc from its own URL.
 	meta := func(t *testing.T, path string, doc func(self string) map[string]any) *httptest.Server {
 		t.Helper()
@@ -337,12 +338,12 @@ func TestDiscovery(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv := meta(t, tt.path, tt.doc)
-			v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{{ID: "m", URL: srv.URL}}})
+			v := mcpauthtest.NewVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{{ID: "m", URL: srv.URL}}})
 			// The JWKS is a's; sign with a's key under this issuer's name.
-			c := a.AccessTokenClaims("alice", "x", "", resource)
+			c := a.AccessTokenClaims("alice", "x", "", mcpauthtest.Resource)
 			c["iss"] = srv.URL
 			tok, _ := a.Sign("at+jwt", c)
-			_, err := v.VerifyAccessToken(ctx, tok, []string{resource})
+			_, err := v.VerifyAccessToken(ctx, tok, []string{mcpauthtest.Resource})
 			if tt.ok && err != nil {
 				t.Fatalf("refused: %v", err)
 			}
@@ -388,10 +389,10 @@ func TestIssuerConfigValidation(t *testing.T) {
 
 func TestVerifyIDToken(t *testing.T) {
 	t.Parallel()
-	a, b := newIDP(t, devidp.Config{}), newIDP(t, devidp.Config{})
-	v := newVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{a.issuer("a"), b.issuer("b")}})
+	a, b := mcpauthtest.NewIDP(t, devidp.Config{}), mcpauthtest.NewIDP(t, devidp.Config{})
+	v := mcpauthtest.NewVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{a.TrustedIssuer("a"), b.TrustedIssuer("b")}})
 	now := time.Now()
-	claims := func(i *idp, mod func(jwt.MapClaims)) jwt.MapClaims {
+	claims := func(i *mcpauthtest.IDP, mod func(jwt.MapClaims)) jwt.MapClaims {
 		c := jwt.MapClaims{"iss": i.Issuer(), "sub": "alice", "aud": "connectd", "azp": "connectd",
 			"nonce": "n-123", "iat": now.Unix(), "exp": now.Add(5 * time.Minute).Unix()}
 		if mod != nil {
@@ -399,7 +400,7 @@ func TestVerifyIDToken(t *testing.T) {
 		}
 		return c
 	}
-	sign := func(i *idp, typ string, c jwt.MapClaims) string {
+	sign := func(i *mcpauthtest.IDP, typ string, c jwt.MapClaims) string {
 		s, err := i.Sign(typ, c)
 		if err != nil {
 			t.Fatal(err)

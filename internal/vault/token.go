@@ -83,12 +83,13 @@ func (s *Store) TokenFor(ctx context.Context, user identity.User, provider, id s
 	}
 	fresh := clone(res.Val.(*Credential))
 	if decide != nil {
-		// What the provider granted on refresh is what the client would now
-		// receive: decided again when it differs from what was decided on.
-		if !slices.Equal(fresh.Scopes, cred.Scopes) {
-			if err := decide(Held{ID: r.id, Scopes: fresh.Scopes, Account: AccountHash(fresh.AccountID)}); err != nil {
-				return nil, err
-			}
+		// What comes back is what the client would now receive: the
+		// provider's grant on refresh, or — when another write replaced the
+		// credential meanwhile (a reconnect that put another account in
+		// this connection) — another credential altogether. Decided again,
+		// on what it is: a refresh is rare, its one SHA-256 costs nothing.
+		if err := decide(Held{ID: r.id, Scopes: fresh.Scopes, Account: AccountHash(fresh.AccountID)}); err != nil {
+			return nil, err
 		}
 		return fresh, nil
 	}

@@ -91,13 +91,14 @@ type Decision struct {
 // connection holding h, at a provider that narrows tokens when narrows.
 func Decide(h vault.Held, a *consent.Approval, narrows bool) Decision {
 	if a == nil {
-		return Decision{NotApproved: true, Unapproved: nonNil(h.Scopes), visible: []string{}}
+		return Decision{NotApproved: true, Unapproved: []string{}, visible: []string{}}
+	}
+	if !SameAccount(h, a) {
+		// Another account's scopes are not this client's to know, not
+		// even as what it would have to be approved for.
+		return Decision{AccountChanged: true, Unapproved: []string{}, visible: []string{}}
 	}
 	d := Decision{Unapproved: nonNil(scope.Missing(h.Scopes, a.Scopes))}
-	if !SameAccount(h, a) {
-		d.AccountChanged, d.visible = true, []string{}
-		return d
-	}
 	switch set := scope.Intersect(a.Scopes, h.Scopes); {
 	case len(d.Unapproved) == 0:
 		d.Release, d.Scopes = Whole, nonNil(scope.Union(nil, h.Scopes))
@@ -196,11 +197,18 @@ func Choosable(provider string, conns []vault.Connection, approvals []consent.Ap
 
 // Credential is the decision of a release of the credential (Read or
 // Proxy) of the connection holding h under approval a: the decision, or the
-// refusal — insufficient_scope when the connection lacks a scope the caller
-// requires, consent_required when the client would receive nothing, or
-// when the token must be narrowed and a required scope is outside the
-// approval.
+// refusal — consent_required when the approval is for another account
+// (before anything else is said of it), insufficient_scope when the
+// connection lacks a scope the caller requires, consent_required when the
+// client would receive nothing, or when the token must be narrowed and a
+// required scope is outside the approval.
 func Credential(provider string, h vault.Held, a *consent.Approval, narrows bool, required []string) (Decision, error) {
+	if !SameAccount(h, a) {
+		// First: whether another account's connection holds a required
+		// scope is not this client's to learn either.
+		d := Decide(h, a, narrows)
+		return d, consentRequired(provider, d)
+	}
 	if m := scope.Missing(required, h.Scopes); len(m) > 0 {
 		return Decision{}, &Refusal{Kind: InsufficientScope, Provider: provider, Missing: m, Connection: h.ID}
 	}

@@ -236,10 +236,10 @@ func (s *Store) narrowLeased(ctx context.Context, user identity.User, provider, 
 			out = n
 			return nil, nil
 		}
-		// For a 401 on the stored token: one fetch a window per connection
-		// (RefusedRefreshWindow, shared with the connection's own token).
+		// For a 401 on the stored token: none on a token a fetch for a 401
+		// issued within RefusedRefreshWindow.
 		if refusal = isRefused(n, refused); refusal {
-			if recent, err := s.refusedRecently(ctx, tx, r.ID); err != nil || recent {
+			if recent, err := s.refusedRecently(ctx, tx, r.ID, n.AccessToken); err != nil || recent {
 				out = n // the provider's answer stands
 				return nil, err
 			}
@@ -306,7 +306,7 @@ func (s *Store) narrowLeased(ctx context.Context, user identity.User, provider, 
 			return fmt.Errorf("vault: store narrowed token: %w", err)
 		}
 		if refusal {
-			if err := s.markRefused(ctx, tx, r.ID); err != nil {
+			if err := s.markRefused(ctx, tx, r.ID, nt.AccessToken); err != nil {
 				return err
 			}
 		}

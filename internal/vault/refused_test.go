@@ -84,3 +84,58 @@ func TestRefusedOncePerWindow(t *testing.T) {
 		t.Fatalf("after the window: %d refreshes in all, want 2", n)
 	}
 }
+
+// TestRefusedWindowIsPerToken (security review of issue 33): the window
+// after a refresh for a 401 holds back only a 401 on the token that
+// refresh issued. One client that provokes 401s on its narrowed token
+// (every few minutes, keeping a shared window open) must not hold back the
+// refresh of the connection's own token, which another client reads and
+// the provider refused for real: that one is refreshed at once.
+func TestRefusedWindowIsPerToken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, p := fakeProvider(t, providertest.Options{RotateRefreshTokens: true})
+	s := newStore(t, pool(t), mustParse(t, keyLine(t, 1)), p, time.Minute)
+	conn, err := s.Put(ctx, alice, "fake", credOf(srv.Grant([]string{"read", "write"}, time.Hour)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := s.Token(ctx, alice, "fake", conn.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	narrowed, err := s.Narrowed(ctx, alice, "fake", conn.ID, []string{"read"}, own.AccountID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := srv.Counts().Refresh
+	// Client A provokes a 401 on its narrowed token: one fetch, and its
+	// new narrowed token is held back for the window.
+	again, err := s.NarrowedRefused(ctx, alice, "fake", conn.ID, []string{"read"}, own.AccountID, narrowed.AccessToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.AccessToken == narrowed.AccessToken {
+		t.Fatal("the refused narrowed token was not fetched anew")
+	}
+	if _, err := s.NarrowedRefused(ctx, alice, "fake", conn.ID, []string{"read"}, own.AccountID, again.AccessToken); err != nil {
+		t.Fatal(err)
+	}
+	afterA := srv.Counts().Refresh
+	if afterA-before != 1 {
+		t.Fatalf("client A's two 401s made %d fetches, want 1", afterA-before)
+	}
+	// Client B's token, the connection's own, refused by the provider
+	// within A's window: refreshed all the same.
+	if err := s.Refused(ctx, alice, "fake", conn.ID, own.AccessToken); err != nil {
+		t.Fatal(err)
+	}
+	now, err := s.Token(ctx, alice, "fake", conn.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv.Counts().Refresh != afterA+1 || now.AccessToken == own.AccessToken {
+		t.Fatalf("B's refused token was held back by A's window: %d refreshes, token changed: %v",
+			srv.Counts().Refresh-afterA, now.AccessToken != own.AccessToken)
+	}
+}

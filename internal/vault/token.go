@@ -2,6 +2,7 @@ package vault
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -193,7 +194,7 @@ func (s *Store) refreshLeased(ctx context.Context, user identity.User, provider,
 			return nil, nil
 		}
 		if refusal {
-			if recent, err := s.refusedRecently(ctx, tx, r.ID); err != nil || recent {
+			if recent, err := s.refusedRecently(ctx, tx, r.ID, cred.AccessToken); err != nil || recent {
 				out = cred // the provider refused a token refreshed for a 401 a moment ago: its answer stands
 				return nil, err
 			}
@@ -242,7 +243,7 @@ func (s *Store) refreshLeased(ctx context.Context, user identity.User, provider,
 			return fmt.Errorf("vault: store refreshed token: %w", err)
 		}
 		if refusal {
-			if err := s.markRefused(ctx, tx, r.ID); err != nil {
+			if err := s.markRefused(ctx, tx, r.ID, next.AccessToken); err != nil {
 				return err
 			}
 		}
@@ -339,25 +340,31 @@ func (s *Store) Renew(ctx context.Context, user identity.User, provider, id stri
 }
 
 // RefusedRefreshWindow is how long after a refresh made for a provider's
-// 401 (Refused, NarrowedRefused) a 401 on any token of the same connection
-// makes no other: the token the provider refused is then its answer. A
-// client that provokes 401s (an endpoint that answers 401 whatever the
-// token) so costs the user at most one refresh a window, not one a call:
-// it cannot rotate the tokens other clients read, nor spend the provider's
-// refresh budget. The time is in Postgres (connections.refused_refresh_at),
-// so the window holds across replicas.
+// 401 (Refused, NarrowedRefused) a 401 on the token that refresh issued
+// makes no other: the provider refused a token just refreshed, and that is
+// its answer. A client that provokes 401s (an endpoint that answers 401
+// whatever the token) so costs the user at most one refresh a window, not
+// one a call: it cannot rotate the tokens other clients read, nor spend the
+// provider's refresh budget. A 401 on another token of the connection
+// (another client's narrowed one, or the connection's own) is refreshed as
+// usual, so no client holds back another's refresh. The time and the
+// token's SHA-256 are in Postgres (connections.refused_refresh_at,
+// refused_refresh_token), so the window holds across replicas.
 const RefusedRefreshWindow = 5 * time.Minute
 
 const (
-	selectRefusedRecently = `SELECT coalesce(refused_refresh_at > $2, false) FROM connections WHERE id = $1`
-	updateRefusedRefresh  = `UPDATE connections SET refused_refresh_at = $2 WHERE id = $1`
+	selectRefusedRecently = `SELECT coalesce(refused_refresh_at > $2 AND refused_refresh_token = $3, false)
+		FROM connections WHERE id = $1`
+	updateRefusedRefresh = `UPDATE connections SET refused_refresh_at = $2, refused_refresh_token = $3 WHERE id = $1`
 )
 
-// refusedRecently reports, within tx (the row locked), whether connection
-// id was refreshed for a 401 within RefusedRefreshWindow.
-func (s *Store) refusedRecently(ctx context.Context, tx pgx.Tx, id string) (bool, error) {
+// refusedRecently reports, within tx (the row locked), whether refused, a
+// token of connection id the provider refused, was issued by a refresh for
+// a 401 within RefusedRefreshWindow.
+func (s *Store) refusedRecently(ctx context.Context, tx pgx.Tx, id, refused string) (bool, error) {
 	var recent bool
-	if err := tx.QueryRow(ctx, selectRefusedRecently, id, s.now().Add(-RefusedRefreshWindow).UTC()).Scan(&recent); err != nil {
+	if err := tx.QueryRow(ctx, selectRefusedRecently, id, s.now().Add(-RefusedRefreshWindow).UTC(),
+		refusedDigest(refused)).Scan(&recent); err != nil {
 		return false, fmt.Errorf("vault: read the last refresh for a 401: %w", err)
 	}
 	if recent {
@@ -367,10 +374,16 @@ func (s *Store) refusedRecently(ctx context.Context, tx pgx.Tx, id string) (bool
 	return recent, nil
 }
 
+// refusedDigest names a token in refused_refresh_token without keeping it.
+func refusedDigest(token string) []byte {
+	h := sha256.Sum256([]byte("connectd/refused-refresh/v1\x00" + token))
+	return h[:]
+}
+
 // markRefused records, within tx, that connection id was refreshed for a
-// 401 now.
-func (s *Store) markRefused(ctx context.Context, tx pgx.Tx, id string) error {
-	if _, err := tx.Exec(ctx, updateRefusedRefresh, id, s.now().UTC()); err != nil {
+// 401 now, and the access token that refresh issued.
+func (s *Store) markRefused(ctx context.Context, tx pgx.Tx, id, issued string) error {
+	if _, err := tx.Exec(ctx, updateRefusedRefresh, id, s.now().UTC(), refusedDigest(issued)); err != nil {
 		return fmt.Errorf("vault: record the refresh for a 401: %w", err)
 	}
 	return nil

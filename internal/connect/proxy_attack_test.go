@@ -251,6 +251,18 @@ func TestProxyOverrideAttacks(t *testing.T) {
 		{"X-HTTP-Method-Override query", "GET", "echo/x?X-HTTP-Method-Override=DELETE", "", nil},
 		{"_method form field", "POST", "echo/x", "title=hi&_method=DELETE", form},
 		{"_method form field after ;", "POST", "echo/x", "title=hi;_method=PUT", form},
+		// Rack reads a body without a Content-Type as a form; Rack and PHP's
+		// $_POST (Laravel, Symfony) read multipart/form-data fields.
+		{"_method field, no Content-Type", "POST", "echo/x", "title=hi&_method=DELETE", nil},
+		{"_method multipart field", "POST", "echo/x", "--b0\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nhi\r\n" +
+			"--b0\r\nContent-Disposition: form-data; name=\"_method\"\r\n\r\nDELETE\r\n--b0--\r\n",
+			http.Header{"Content-Type": {"multipart/form-data; boundary=b0"}}},
+		{"a multipart body that does not parse", "POST", "echo/x", "--b0\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1",
+			http.Header{"Content-Type": {"multipart/form-data; boundary=b0"}}},
+		// CGI-style servers read "_" as "-": HTTP_X_ORIGINAL_URL either way.
+		{"X_Original_URL", "GET", "echo/x", "", http.Header{"X_Original_URL": {"/admin/users"}}},
+		{"X_Rewrite_URL", "GET", "echo/x", "", http.Header{"X_Rewrite_URL": {"/admin/users"}}},
+		{"X_HTTP_Method_Override", "POST", "echo/x", "", http.Header{"X_HTTP_Method_Override": {"DELETE"}}},
 	} {
 		n, tokens := len(e.fake.APIRequests()), len(e.fake.TokenRequests())
 		var body io.Reader
@@ -294,6 +306,12 @@ func TestProxyHeadersDropped(t *testing.T) {
 	for _, k := range dropped {
 		h.Set(k, "203.0.113.7")
 	}
+	// CGI-style servers read "_" as "-": X_Forwarded_For is X-Forwarded-For.
+	underscored := []string{"X_User_Token", "X_Forwarded_For", "X_Forwarded_Host", "Cf_Connecting_Ip", "X_Real_IP", "True_Client_IP",
+		"Connectd_Account", "X_Envoy_External_Address"}
+	for _, k := range underscored {
+		h[k] = []string{"203.0.113.7"}
+	}
 	resp, raw := a.rawProxied(http.MethodGet, "/v1/proxy/fake/echo", "alice", nil, h)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("%d %s", resp.StatusCode, raw)
@@ -303,6 +321,13 @@ func TestProxyHeadersDropped(t *testing.T) {
 	for _, k := range dropped {
 		if v := sent.Values(k); len(v) > 0 {
 			t.Errorf("%s reached the provider: %q", k, v)
+		}
+	}
+	for k, v := range sent {
+		for _, u := range underscored {
+			if strings.EqualFold(k, u) {
+				t.Errorf("%s reached the provider as %s: %q", u, k, v)
+			}
 		}
 	}
 	if sent.Get("X-Custom") != "kept" || sent.Get("Accept") != "application/json" || len(sent.Values("Authorization")) != 1 {

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -143,7 +144,7 @@ type Call struct {
 	Provider string
 	// Drop are request headers of connectd's own that must not cross
 	// beyond those dropped by name or family (the user token header, the
-	// DPoP proof).
+	// DPoP proof), in their "_" spelling too (sameHeader).
 	Drop []string
 }
 
@@ -230,12 +231,9 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (in
 			target.RawQuery = pr.In.URL.RawQuery // target is this call's own copy
 			pr.Out.URL, pr.Out.Host = target, ""
 			for k := range pr.Out.Header {
-				if dropRequest(http.CanonicalHeaderKey(k)) {
+				if dropRequest(k) || slices.ContainsFunc(c.Drop, func(d string) bool { return sameHeader(k, d) }) {
 					delete(pr.Out.Header, k)
 				}
-			}
-			for _, h := range c.Drop {
-				pr.Out.Header.Del(h)
 			}
 			pr.Out.Header.Set(c.Header, c.Value)
 		},
@@ -300,10 +298,14 @@ func (b *bufferPool) Put(x []byte) { b.p.Put(&x) }
 
 // replayable caps r's body and, when it is small, keeps it so that the
 // call can be sent again after a refresh (GetBody); a larger body streams
-// and is not retried. A form-encoded body is read before it is sent, and
-// refused holding a method override (ErrOverride: a framework would read
-// it as the method); one too large to read first (over 1 MiB, or of
-// unknown length) is ErrTooLarge.
+// and is not retried. A body frameworks parse into form fields (bodyForm:
+// form-encoded, multipart/form-data, or one without a Content-Type) is
+// read before it is sent, and refused holding a method override
+// (ErrOverride: a framework would read it as the method; a multipart body
+// that does not parse is refused the same way, since what a framework
+// reads from it cannot be checked); one too large to read first (over
+// 1 MiB, or of unknown length) is ErrTooLarge. The bytes sent are the
+// bytes read, unchanged.
 func (f *Forwarder) replayable(r *http.Request) (*http.Request, error) {
 	out := r // Forward's own shallow copy (WithContext); ReverseProxy clones it again
 	if r.Body == nil || r.Body == http.NoBody {
@@ -311,10 +313,10 @@ func (f *Forwarder) replayable(r *http.Request) (*http.Request, error) {
 		out.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
 		return out, nil
 	}
-	form := isForm(r.Header.Get("Content-Type"))
+	form := bodyForm(r.Header.Get("Content-Type"))
 	limited := http.MaxBytesReader(nil, r.Body, f.cfg.MaxRequestBytes)
 	if r.ContentLength < 0 || r.ContentLength > replayable {
-		if form {
+		if form != notForm {
 			return nil, fmt.Errorf("%w: a form body must have a Content-Length of at most 1 MiB", ErrTooLarge)
 		}
 		out.Body = limited
@@ -324,9 +326,14 @@ func (f *Forwarder) replayable(r *http.Request) (*http.Request, error) {
 	if err != nil {
 		return nil, ErrTooLarge
 	}
-	if form {
+	switch form {
+	case urlencoded:
 		if k, ok := overrideField(string(b)); ok {
 			return nil, fmt.Errorf("%w: form field %q", ErrOverride, k)
+		}
+	case multipartForm:
+		if err := multipartOverride(b, r.Header.Get("Content-Type")); err != nil {
+			return nil, err
 		}
 	}
 	out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))

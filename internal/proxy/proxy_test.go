@@ -414,7 +414,10 @@ func TestCheck(t *testing.T) {
 	}
 	for _, h := range []string{"X-HTTP-Method-Override", "x-http-method-override", "X-Method-Override", "X-HTTP-Method",
 		"X-Original-Method", "X-Forwarded-Method", "X-Original-URL", "X-Original-Uri", "X-Rewrite-URL", "X-Override-URL",
-		"X-Envoy-Original-Path", "Access-Control-Request-Method"} {
+		"X-Envoy-Original-Path", "Access-Control-Request-Method",
+		// CGI-style servers read "_" as "-": HTTP_X_ORIGINAL_URL either way.
+		"X_Original_URL", "X_original_url", "X_Rewrite_URL", "X-Original_Url", "X_Override_URL",
+		"X_Envoy_Original_Path", "X_HTTP_Method_Override"} {
 		if err := proxy.Check(req("GET", "/x", http.Header{h: {"DELETE"}})); !errors.Is(err, proxy.ErrOverride) {
 			t.Errorf("header %s: %v", h, err)
 		}
@@ -441,7 +444,9 @@ func TestForwardRefusesFormOverrides(t *testing.T) {
 	})
 	post := func(body io.Reader, ct string) int {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/p/echo", body)
-		req.Header.Set("Content-Type", ct)
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
 		resp, err := srv.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -450,22 +455,95 @@ func TestForwardRefusesFormOverrides(t *testing.T) {
 		return resp.StatusCode
 	}
 	form := "application/x-www-form-urlencoded; charset=utf-8"
-	if st := post(strings.NewReader("a=1&b=2"), form); st != http.StatusOK {
-		t.Fatalf("a plain form: %d", st)
+	mp := `multipart/form-data; boundary="b0"`
+	part := func(disposition, value string) string {
+		return "--b0\r\nContent-Disposition: " + disposition + "\r\n\r\n" + value + "\r\n"
 	}
-	if st := post(strings.NewReader(`{"_method":"DELETE"}`), "application/json"); st != http.StatusOK {
-		t.Fatalf("JSON (not read): %d", st)
+	plainMultipart := part(`form-data; name="title"`, "hi") + part(`form-data; name="file"; filename="_method.txt"`,
+		"_method=DELETE") + "--b0--\r\n"
+	for _, tc := range []struct{ name, body, ct string }{
+		{"a plain form", "a=1&b=2", form},
+		{"JSON (not read)", `{"_method":"DELETE"}`, "application/json"},
+		{"no Content-Type", "a=1&methodical=1", ""},
+		{"a plain multipart", plainMultipart, mp},
+	} {
+		if st := post(strings.NewReader(tc.body), tc.ct); st != http.StatusOK {
+			t.Errorf("%s: %d %v", tc.name, st, last.Load())
+		}
 	}
 	for _, tc := range []struct {
+		name string
 		body io.Reader
+		ct   string
 		want error
 	}{
-		{strings.NewReader("a=1&_method=DELETE"), proxy.ErrOverride},
-		{strings.NewReader("a=1;%5Fmethod=DELETE"), proxy.ErrOverride},
-		{io.MultiReader(strings.NewReader("a=1")), proxy.ErrTooLarge},
+		{"form _method", strings.NewReader("a=1&_method=DELETE"), form, proxy.ErrOverride},
+		{"form %5Fmethod after ;", strings.NewReader("a=1;%5Fmethod=DELETE"), form, proxy.ErrOverride},
+		{"chunked form", io.MultiReader(strings.NewReader("a=1")), form, proxy.ErrTooLarge},
+		// Rack reads a body without a Content-Type as a form.
+		{"no Content-Type _method", strings.NewReader("title=hi&_method=DELETE"), "", proxy.ErrOverride},
+		{"no Content-Type, chunked", io.MultiReader(strings.NewReader("a=1")), "", proxy.ErrTooLarge},
+		// Rack, and PHP's $_POST (Laravel, Symfony), read multipart fields.
+		{"multipart _method", strings.NewReader(part(`form-data; name="title"`, "hi") +
+			part(`form-data; name="_method"`, "DELETE") + "--b0--\r\n"), mp, proxy.ErrOverride},
+		{"multipart _METHOD unquoted", strings.NewReader(part(`form-data; name=_METHOD`, "DELETE") + "--b0--\r\n"),
+			"multipart/form-data; boundary=b0", proxy.ErrOverride},
+		{"multipart X-HTTP-Method-Override in an RFC 2231 name", strings.NewReader(
+			part(`form-data; name*=UTF-8''X-HTTP-Method-Override`, "DELETE") + "--b0--\r\n"), mp, proxy.ErrOverride},
+		{"multipart _method as an attachment", strings.NewReader(part(`attachment; name="_method"`, "PUT") +
+			"--b0--\r\n"), mp, proxy.ErrOverride},
+		{"multipart without a boundary", strings.NewReader(part(`form-data; name="a"`, "1") + "--b0--\r\n"),
+			"multipart/form-data", proxy.ErrOverride},
+		{"multipart, a part without a Content-Disposition", strings.NewReader("--b0\r\nX: y\r\n\r\nz\r\n--b0--\r\n"),
+			mp, proxy.ErrOverride},
+		{"multipart without its closing boundary", strings.NewReader(part(`form-data; name="a"`, "1")), mp,
+			proxy.ErrOverride},
+		{"chunked multipart", io.MultiReader(strings.NewReader(plainMultipart)), mp, proxy.ErrTooLarge},
 	} {
-		if st := post(tc.body, form); st != 599 || !errors.Is(last.Load().(box).error, tc.want) {
-			t.Errorf("%d %v, want %v", st, last.Load(), tc.want)
+		if st := post(tc.body, tc.ct); st != 599 || !errors.Is(last.Load().(box).error, tc.want) {
+			t.Errorf("%s: %d %v, want %v", tc.name, st, last.Load(), tc.want)
 		}
+	}
+}
+
+// TestForwardDropsUnderscoreHeaders: a header dropped by name or family is
+// dropped in its "_" spelling too (CGI-style servers read X_Forwarded_For
+// as X-Forwarded-For); other headers with "_" cross.
+func TestForwardDropsUnderscoreHeaders(t *testing.T) {
+	t.Parallel()
+	var token atomic.Value
+	token.Store("t0")
+	api := upstream(t, &token)
+	base, _ := url.Parse(api.URL + "/api")
+	srv, last := front(t, proxy.New(proxy.Config{}), func(r *http.Request) *proxy.Call {
+		return &proxy.Call{Base: base, Path: "echo", Header: "Authorization", Value: "Bearer t0",
+			Drop: []string{"X-User-Token", "DPoP"}}
+	})
+	dropped := []string{"X_User_Token", "Dpop", "X_Forwarded_For", "X_forwarded_host", "X-Forwarded_Proto", "Cf_Connecting_Ip", "X_Real_IP",
+		"True_Client_IP", "Client_Ip", "Fastly_Client_IP", "X_Envoy_External_Address", "X_Amzn_Trace_Id",
+		"Connectd_Account", "Proxy_Authorization", "X_Request_Id", "X_Remote_Addr"}
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/p/echo", nil)
+	for _, k := range dropped {
+		req.Header[k] = []string{"203.0.113.7"}
+	}
+	req.Header["X_Custom"] = []string{"kept"}
+	resp, err := http.DefaultTransport.RoundTrip(req) // the header names as written
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct{ Header http.Header }
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %v %v", resp.StatusCode, err, last.Load())
+	}
+	for k, v := range got.Header {
+		for _, d := range dropped {
+			if strings.EqualFold(k, d) {
+				t.Errorf("%s reached the provider as %s: %q", d, k, v)
+			}
+		}
+	}
+	if got.Header.Get("X_custom") != "kept" {
+		t.Errorf("X_Custom did not cross: %v", got.Header)
 	}
 }

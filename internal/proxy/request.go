@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"mime"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"slices"
@@ -53,8 +56,11 @@ func Check(r *http.Request) error {
 // X-Original-Method and every name holding "method"; X-Original-URL,
 // X-Rewrite-URL and the families they belong to (X-Original-*,
 // X-Rewrite-*, X-Override-*, X-Envoy-Original-*).
+//
+// "_" counts as "-" (X_Original_URL is X-Original-URL): CGI-style servers
+// (PHP-FPM, WSGI, Rack) map both to the same HTTP_X_ORIGINAL_URL.
 func overrideHeader(k string) bool {
-	k = strings.ToLower(k)
+	k = strings.ReplaceAll(strings.ToLower(k), "_", "-")
 	return strings.Contains(k, "method") || strings.HasPrefix(k, "x-original-") ||
 		strings.HasPrefix(k, "x-rewrite-") || strings.HasPrefix(k, "x-override-") ||
 		strings.HasPrefix(k, "x-envoy-original-")
@@ -87,14 +93,66 @@ func overrideField(raw string) (string, bool) {
 	return "", false
 }
 
-// isForm reports whether a request body of content type ct is form-encoded
-// (application/x-www-form-urlencoded), whose fields frameworks read.
-func isForm(ct string) bool {
+// A body's kind, as frameworks read it (bodyForm).
+type formKind int
+
+const (
+	notForm       formKind = iota
+	urlencoded             // application/x-www-form-urlencoded, or no Content-Type
+	multipartForm          // multipart/form-data
+)
+
+// bodyForm reports whether a request body of content type ct is one whose
+// fields frameworks read: application/x-www-form-urlencoded, or a body
+// without a Content-Type (Rack reads it as a form: urlencoded), or
+// multipart/form-data (Rack, and PHP's $_POST for Laravel and Symfony).
+func bodyForm(ct string) formKind {
+	if strings.TrimSpace(ct) == "" {
+		return urlencoded
+	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil {
 		mt, _, _ = strings.Cut(ct, ";")
 	}
-	return strings.EqualFold(strings.TrimSpace(mt), "application/x-www-form-urlencoded")
+	switch mt = strings.ToLower(strings.TrimSpace(mt)); mt {
+	case "application/x-www-form-urlencoded":
+		return urlencoded
+	case "multipart/form-data":
+		return multipartForm
+	}
+	return notForm
+}
+
+// multipartOverride refuses (ErrOverride) multipart/form-data body b, of
+// content type ct, holding a part whose name (Content-Disposition's name,
+// whatever the disposition) is an override field (overrideField's rule),
+// or that does not parse: no boundary, a part without a Content-Disposition
+// that parses, a broken part or no closing boundary.
+func multipartOverride(b []byte, ct string) error {
+	_, params, err := mime.ParseMediaType(ct)
+	if err != nil || params["boundary"] == "" {
+		return fmt.Errorf("%w: a multipart body without a boundary", ErrOverride)
+	}
+	mr := multipart.NewReader(bytes.NewReader(b), params["boundary"])
+	for {
+		p, err := mr.NextRawPart()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%w: a multipart body that does not parse", ErrOverride)
+		}
+		_, dp, err := mime.ParseMediaType(p.Header.Get("Content-Disposition"))
+		if err != nil {
+			return fmt.Errorf("%w: a multipart part without a Content-Disposition", ErrOverride)
+		}
+		if k, ok := overrideField(dp["name"]); ok {
+			return fmt.Errorf("%w: multipart field %q", ErrOverride, k)
+		}
+		if _, err := io.Copy(io.Discard, p); err != nil {
+			return fmt.Errorf("%w: a multipart body that does not parse", ErrOverride)
+		}
+	}
 }
 
 // Clean is the path rule: p, the caller's path below the API base as sent
@@ -209,8 +267,12 @@ var requestDrop = []string{"Authorization", "Proxy-Authorization", "Cookie", "Fo
 // account and scopes headers, and any other a caller invents).
 var requestDropPrefixes = []string{"X-Forwarded-", "Connectd-", "Cf-", "Fastly-", "X-Envoy-", "X-Amzn-"}
 
-// dropRequest reports whether request header k (canonical) stays behind.
+// dropRequest reports whether request header k stays behind. "_" counts
+// as "-" (X_Forwarded_For is X-Forwarded-For, Cf_Connecting_Ip is
+// CF-Connecting-IP): CGI-style servers (PHP-FPM, WSGI, Rack) map both to
+// the same HTTP_X_FORWARDED_FOR.
 func dropRequest(k string) bool {
+	k = headerName(k)
 	if slices.Contains(requestDrop, k) {
 		return true
 	}
@@ -221,3 +283,10 @@ func dropRequest(k string) bool {
 	}
 	return false
 }
+
+// headerName is header k as CGI-style servers (PHP-FPM, WSGI, Rack) read
+// it, "_" as "-", in canonical form: X_forwarded_for is X-Forwarded-For.
+func headerName(k string) string { return http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-")) }
+
+// sameHeader reports whether headers a and b are one to such a server.
+func sameHeader(a, b string) bool { return headerName(a) == headerName(b) }

@@ -16,6 +16,25 @@ type Brand struct {
 	// Accent is #rrggbb, served by BrandCSS at BrandCSSPath (the CSP keeps
 	// style-src 'self', so no inline style); "" keeps the stylesheet's.
 	Accent string
+	// Org names the organization a page is for (the MCP server's, on the
+	// pages of its connect link): the header says whose connection this is.
+	// "" on pages that belong to no organization, and for a deployment
+	// with only its default one.
+	Org string
+	// CSSPath is where Accent's stylesheet is served when it is not
+	// BrandCSSPath (an organization's own: OrgBrandCSSPath).
+	CSSPath string
+}
+
+// OrgBrandCSSPath is where an organization's accent stylesheet is served.
+func OrgBrandCSSPath(org string) string { return "/static/brand/" + org + ".css" }
+
+// cssPath is the stylesheet of b's accent.
+func (b Brand) cssPath() string {
+	if b.CSSPath != "" {
+		return b.CSSPath
+	}
+	return BrandCSSPath
 }
 
 // BrandCSSPath is where the accent colour's stylesheet is served.

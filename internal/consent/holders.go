@@ -8,8 +8,8 @@ import (
 	"github.com/connectd/connectd/internal/identity"
 )
 
-const selectHolderApprovals = `SELECT client_id, scopes, account_hash, connection_id FROM consents
-	WHERE issuer = $1 AND subject = $2 AND provider = $3 AND connection_id = $4 ORDER BY client_id`
+const selectHolderApprovals = `SELECT c.client_id, c.scopes, c.account_hash, c.connection_id FROM ` + inOrg + `
+	WHERE c.issuer = $1 AND c.subject = $2 AND c.provider = $3 AND c.connection_id = $4 ORDER BY c.client_id`
 
 // HolderApprovals returns, read with q (the caller's transaction, to see its
 // own writes), every client's approval of the user's connection connID at

@@ -121,4 +121,22 @@ func TestApprovalStaysInItsOrganization(t *testing.T) {
 	if _, ok := holders["cl_beta"]; ok || len(holders) != 1 {
 		t.Fatalf("holders of acme's connection: %+v", holders)
 	}
+	// In a deletion's transaction, the connection gone: its holders are
+	// still told (acme's client), and HolderApprovalsIn, which knows the
+	// connection's organization, leaves beta's out.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `DELETE FROM connections WHERE id = $1`, conn.ID); err != nil {
+		t.Fatal(err)
+	}
+	if holders, err := consent.HolderApprovals(ctx, tx, alice, "github", conn.ID); err != nil || holders["cl_acme"].ConnectionID != conn.ID {
+		t.Fatalf("holders of the deleted connection: %+v %v", holders, err)
+	}
+	holders, err = consent.HolderApprovalsIn(ctx, tx, conn.Org, alice, "github", conn.ID)
+	if _, ok := holders["cl_beta"]; err != nil || ok || len(holders) != 1 {
+		t.Fatalf("holders in acme of the deleted connection: %+v %v", holders, err)
+	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/server"
+	"github.com/connectd/connectd/internal/vault"
 )
 
 // received is one verified webhook request.
@@ -202,7 +203,7 @@ func TestWebhookEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	secrets := []string{cred.AccessToken, cred.RefreshToken}
-	if err := server.RevokeFunc(e.catalog.OAuth)(ctx, "fake", cred); err != nil {
+	if err := server.RevokeFunc(e.catalog.OAuth)(ctx, vault.App{Provider: "fake"}, cred); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(3 * time.Hour)

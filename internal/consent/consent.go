@@ -8,6 +8,13 @@
 // it: those clients get consent_required until the user approves again, on
 // the consent page alone.
 //
+// An approval is of one connection and one client, and both belong to one
+// organization (issue 34): an approval is granted only for a connection of
+// the client's organization, checked by the granting statement itself, and
+// every read joins the connection and the client and drops an approval
+// whose two organizations differ (one an older replica might have written),
+// so none is found through a client of another organization.
+//
 // The connect flow grants approvals and reads them (through a cache every
 // replica keeps fresh, see Store); the connect API and an admin revocation
 // withdraw them. Each grant and withdrawal is one statement inside the
@@ -55,15 +62,19 @@ const (
 	// elicitation, $10 request id, $11 address, $12 detail) is written by the
 	// same statement: one round trip, and the row exists exactly when the
 	// grant does. A new approval replaces the client's earlier one: it is
-	// what the page listed last.
+	// what the page listed last. It is written only for the user's
+	// connection $13 at the provider, of the client's own organization:
+	// otherwise nothing is written, announced or audited.
 	upsertConsent = `WITH changed AS (INSERT INTO consents (issuer, subject, client_id, provider, scopes, account_hash,
 			granted_at, updated_at, connection_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $13)
+		SELECT $1, $2, $3, $4, $5::text[], $6::bytea, $7::timestamptz, $7::timestamptz, $13
+		WHERE EXISTS (SELECT 1 FROM connections cn JOIN clients cl ON cl.org_id = cn.org_id
+			WHERE cn.id = $13 AND cn.issuer = $1 AND cn.subject = $2 AND cn.provider = $4 AND cl.id = $3)
 		ON CONFLICT (issuer, subject, provider, client_id, connection_id) DO UPDATE
 		SET scopes = EXCLUDED.scopes, account_hash = EXCLUDED.account_hash, updated_at = EXCLUDED.updated_at
 		RETURNING 1),
 	audited AS (` + audit.Insert + `
-		VALUES ('consent.granted', 'user', $1, $2, $3, $4, $9, $10, $11, $12))
+		SELECT 'consent.granted', 'user', $1, $2, $3, $4, $9::text, $10::text, $11::text, $12::jsonb FROM changed)
 		SELECT pg_notify('` + Channel + `', $8) FROM changed`
 	// withdrawConsents deletes and announces in one statement ($4 is the
 	// cache key): notified runs once if any row went, and is evaluated
@@ -92,14 +103,20 @@ type Grant struct {
 }
 
 // Record stores g with q (the caller's transaction), replacing the client's
-// earlier approval, with its "consent.granted" audit row.
+// earlier approval, with its "consent.granted" audit row. It stores nothing
+// and returns an error wrapping vault.ErrNotConnected unless g.ConnectionID
+// is the user's connection at g.Provider in the client's organization.
 func Record(ctx context.Context, q audit.Execer, g Grant) error {
 	scopes := scope.Union(nil, g.Scopes) // never nil
-	if _, err := q.Exec(ctx, upsertConsent, g.User.Issuer, g.User.Subject, g.ClientID, g.Provider, scopes,
+	tag, err := q.Exec(ctx, upsertConsent, g.User.Issuer, g.User.Subject, g.ClientID, g.Provider, scopes,
 		AccountHash(g.AccountID), g.At, key(g.User, g.Provider).Payload(), g.Elicitation, g.RequestID, g.IP,
 		map[string]any{"scopes": scopes, "requested": append([]string{}, g.Requested...), "connection_id": g.ConnectionID},
-		g.ConnectionID); err != nil {
+		g.ConnectionID)
+	if err != nil {
 		return fmt.Errorf("consent: record: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("consent: record: connection %s: %w to %s", g.ConnectionID, vault.ErrNotConnected, g.Provider)
 	}
 	return nil
 }

@@ -27,13 +27,19 @@ import (
 // cache.Key(issuer, subject, provider) in hex, or cache.Flush.
 const Channel = "connectd_consents"
 
+// inOrg is what every read of approvals reads (as c): the approvals whose
+// connection is of their client's organization. One of another (which
+// Record never writes) is found through nobody.
+const inOrg = `consents c JOIN connections cn ON cn.id = c.connection_id
+	JOIN clients cl ON cl.id = c.client_id AND cl.org_id = cn.org_id`
+
 const (
-	selectConsents = `SELECT scopes, account_hash, connection_id FROM consents
-		WHERE issuer = $1 AND subject = $2 AND provider = $3 AND client_id = $4 ORDER BY granted_at, connection_id`
-	selectConsentedProviders = `SELECT provider, scopes, account_hash, connection_id FROM consents
-		WHERE issuer = $1 AND subject = $2 AND client_id = $3 ORDER BY provider, granted_at, connection_id`
-	selectConsentsOf = `SELECT client_id, scopes, account_hash, connection_id FROM consents
-		WHERE issuer = $1 AND subject = $2 AND provider = $3 ORDER BY granted_at, connection_id`
+	selectConsents = `SELECT c.scopes, c.account_hash, c.connection_id FROM ` + inOrg + `
+		WHERE c.issuer = $1 AND c.subject = $2 AND c.provider = $3 AND c.client_id = $4 ORDER BY c.granted_at, c.connection_id`
+	selectConsentedProviders = `SELECT c.provider, c.scopes, c.account_hash, c.connection_id FROM ` + inOrg + `
+		WHERE c.issuer = $1 AND c.subject = $2 AND c.client_id = $3 ORDER BY c.provider, c.granted_at, c.connection_id`
+	selectConsentsOf = `SELECT c.client_id, c.scopes, c.account_hash, c.connection_id FROM ` + inOrg + `
+		WHERE c.issuer = $1 AND c.subject = $2 AND c.provider = $3 ORDER BY c.granted_at, c.connection_id`
 )
 
 // clientApproval is one client's approval, as cached.
@@ -166,8 +172,9 @@ func (s *Store) CacheSubscriber() cache.Subscriber {
 // CacheStats reports the cache's counters (zero when disabled).
 func (s *Store) CacheStats() cache.Stats { return s.cache.Stats() }
 
-const selectConsentsOfUser = `SELECT provider, client_id, scopes, account_hash, connection_id, granted_at, updated_at FROM consents
-	WHERE issuer = $1 AND subject = $2 ORDER BY provider, granted_at, client_id, connection_id`
+const selectConsentsOfUser = `SELECT c.provider, c.client_id, c.scopes, c.account_hash, c.connection_id, c.granted_at, c.updated_at
+	FROM ` + inOrg + `
+	WHERE c.issuer = $1 AND c.subject = $2 ORDER BY c.provider, c.granted_at, c.client_id, c.connection_id`
 
 // Listed is one approval as the user's account page shows it.
 type Listed struct {

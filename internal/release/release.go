@@ -12,7 +12,19 @@
 // HTTP status: its refusals are *Refusal values, which the one error table
 // (internal/web) maps to answers. It reads no database and holds no state.
 //
-// It must never: release a credential for an approval of another provider
+// A client belongs to one organization (Client.Org), and a connection to the
+// organization whose app obtained it (vault.Held.Org): the first thing
+// decided on a stored row, before its account or scopes, is that it is the
+// client's organization's; another organization's row is, to the client, no
+// connection at all (vault.ErrNotConnected). The vault's handles scope every
+// query by organization already; this is the second line below them. The
+// package functions (Credential, Decide, MayEnd, Choosable) decide for a
+// client of the default organization; Client's methods of the same names for
+// the client's own.
+//
+// It must never: release anything of, or say anything about, a connection
+// of another organization than the client's, nor answer it otherwise than
+// "not connected"; release a credential for an approval of another provider
 // account, or for fewer scopes than the credential carries unless the token
 // is narrowed to the approved ones; let a request that names a connection end
 // on another one; tell a client the name or scopes of an account it is not
@@ -47,11 +59,35 @@ const (
 )
 
 // Client is what the decision needs of the authenticated client: who it is,
-// the providers it is registered for and whether it is proxy-only.
+// its organization, the providers it is registered for and whether it is
+// proxy-only.
 type Client struct {
-	ID        string
+	ID string
+	// Org is the client's organization; "" is the default one
+	// (vault.DefaultOrg).
+	Org       string
 	Providers []string
 	ProxyOnly bool
+}
+
+// orgOr is org, or the default organization for "".
+func orgOr(org string) string {
+	if org == "" {
+		return vault.DefaultOrg
+	}
+	return org
+}
+
+// InOrg is the decision's first step on a stored row, before anything about
+// its account or scopes: nil when the connection holding h is of c's
+// organization; else exactly what a user with no connection at provider gets
+// (vault.ErrNotConnected, so the same answer and code), never a hint that
+// it exists.
+func InOrg(c Client, provider string, h vault.Held) error {
+	if orgOr(c.Org) != orgOr(h.Org) {
+		return fmt.Errorf("%w to %s", vault.ErrNotConnected, provider)
+	}
+	return nil
 }
 
 // Release is what a client may receive of a connection.
@@ -87,9 +123,26 @@ type Decision struct {
 	visible []string
 }
 
-// Decide answers for a client whose approval is a (nil: none) of a
-// connection holding h, at a provider that narrows tokens when narrows.
+// Decide answers for a client of the default organization whose approval
+// is a (nil: none) of a connection holding h, at a provider that narrows
+// tokens when narrows: Client.Decide.
 func Decide(h vault.Held, a *consent.Approval, narrows bool) Decision {
+	return Client{}.Decide(h, a, narrows)
+}
+
+// Decide answers for c, whose approval is a (nil: none), of a connection
+// holding h, at a provider that narrows tokens when narrows. A connection of
+// another organization is answered as one c has no approval of: nothing
+// released, nothing to name (the callers that must say "not connected" ask
+// InOrg first, or Credential and MayEnd).
+func (c Client) Decide(h vault.Held, a *consent.Approval, narrows bool) Decision {
+	if InOrg(c, "", h) != nil {
+		a = nil
+	}
+	return decide(h, a, narrows)
+}
+
+func decide(h vault.Held, a *consent.Approval, narrows bool) Decision {
 	if a == nil {
 		return Decision{NotApproved: true, Unapproved: []string{}, visible: []string{}}
 	}
@@ -174,45 +227,60 @@ func Choose(provider string, approvals []consent.Approval, account string) (*con
 	return nil, &Refusal{Kind: ConsentRequired, Provider: provider, Reason: reasonOtherAccount}
 }
 
-// Choosable are the accounts an account_required answer lists: the user's
-// connections at provider that the client would receive something of under
-// its approvals (one that holds another account than it was approved for is
-// not its to name).
+// Choosable is Client.Choosable for a client of the default organization.
 func Choosable(provider string, conns []vault.Connection, approvals []consent.Approval) []Account {
+	return Client{}.Choosable(provider, conns, approvals)
+}
+
+// Choosable are the accounts an account_required answer to cl lists: the
+// user's connections at provider, in cl's organization, that it would
+// receive something of under its approvals (one that holds another account
+// than it was approved for is not its to name).
+func (cl Client) Choosable(provider string, conns []vault.Connection, approvals []consent.Approval) []Account {
 	out := []Account{}
 	for _, c := range conns {
-		if c.Provider != provider || c.Status == vault.StatusRevoked {
+		if c.Provider != provider || c.Status == vault.StatusRevoked || InOrg(cl, provider, c.Held()) != nil {
 			continue
 		}
 		i := slices.IndexFunc(approvals, func(a consent.Approval) bool { return a.ConnectionID == c.ID })
 		if i < 0 {
 			continue
 		}
-		if d := Decide(c.Held(), &approvals[i], true); d.MayName() {
+		if d := decide(c.Held(), &approvals[i], true); d.MayName() {
 			out = append(out, AccountOf(c))
 		}
 	}
 	return out
 }
 
-// Credential is the decision of a release of the credential (Read or
-// Proxy) of the connection holding h under approval a: the decision, or the
-// refusal — consent_required when the approval is for another account
-// (before anything else is said of it), insufficient_scope when the
-// connection lacks a scope the caller requires, consent_required when the
-// client would receive nothing, or when the token must be narrowed and a
-// required scope is outside the approval.
+// Credential is Client.Credential for a client of the default
+// organization.
 func Credential(provider string, h vault.Held, a *consent.Approval, narrows bool, required []string) (Decision, error) {
+	return Client{}.Credential(provider, h, a, narrows, required)
+}
+
+// Credential is the decision of a release of the credential (Read or
+// Proxy) of the connection holding h to c under approval a: the decision,
+// or the refusal — not connected when the connection is another
+// organization's (InOrg, first of all), consent_required when the approval
+// is for another account (before anything else is said of it),
+// insufficient_scope when the connection lacks a scope the caller requires,
+// consent_required when the client would receive nothing, or when the token
+// must be narrowed and a required scope is outside the approval.
+func (c Client) Credential(provider string, h vault.Held, a *consent.Approval, narrows bool, required []string) (Decision, error) {
+	if err := InOrg(c, provider, h); err != nil {
+		return decide(h, nil, narrows), err
+	}
 	if !SameAccount(h, a) {
 		// First: whether another account's connection holds a required
 		// scope is not this client's to learn either.
-		d := Decide(h, a, narrows)
+		d := decide(h, a, narrows)
 		return d, consentRequired(provider, d)
 	}
 	if m := scope.Missing(required, h.Scopes); len(m) > 0 {
 		return Decision{}, &Refusal{Kind: InsufficientScope, Provider: provider, Missing: m, Connection: h.ID}
 	}
-	d := Decide(h, a, narrows)
+	d := decide(h, a, narrows)
 	switch d.Release {
 	case Nothing:
 		return d, consentRequired(provider, d)
@@ -224,11 +292,20 @@ func Credential(provider string, h vault.Held, a *consent.Approval, narrows bool
 	return d, nil
 }
 
-// MayEnd is the decision of an unlink through a client: it may end a
-// connection only while its approval is for the account the connection
-// holds now (a stale approval of another account is no say over this one).
+// MayEnd is Client.MayEnd for a client of the default organization.
 func MayEnd(provider string, h vault.Held, a *consent.Approval) error {
-	if d := Decide(h, a, false); d.AccountChanged || d.NotApproved {
+	return Client{}.MayEnd(provider, h, a)
+}
+
+// MayEnd is the decision of an unlink through c: it may end a connection
+// only of its organization (else: not connected) and while its approval is
+// for the account the connection holds now (a stale approval of another
+// account is no say over this one).
+func (c Client) MayEnd(provider string, h vault.Held, a *consent.Approval) error {
+	if err := InOrg(c, provider, h); err != nil {
+		return err
+	}
+	if d := decide(h, a, false); d.AccountChanged || d.NotApproved {
 		return consentRequired(provider, d)
 	}
 	return nil

@@ -18,15 +18,31 @@ func held(account []byte, scopes ...string) vault.Held {
 	return vault.Held{ID: "cn_home", Scopes: scopes, Account: account}
 }
 
+// heldIn is held for a connection of organization org.
+func heldIn(org string, account []byte, scopes ...string) vault.Held {
+	h := held(account, scopes...)
+	h.Org = org
+	return h
+}
+
+var (
+	acme = Client{ID: "c", Org: "acme", Providers: []string{"github"}}
+	beta = Client{ID: "c", Org: "beta", Providers: []string{"github"}}
+)
+
 func approval(account []byte, scopes ...string) *consent.Approval {
 	return &consent.Approval{Scopes: scopes, Account: account, ConnectionID: "cn_home"}
 }
 
 // TestCredential: every release and every refusal of a credential (token
-// read, token exchange, proxy), and what each caller may say of it.
+// read, token exchange, proxy), and what each caller may say of it. A
+// connection of another organization than the client's is refused first,
+// as no connection at all (not_connected), whatever its account and
+// scopes.
 func TestCredential(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
+		client   Client // zero: a client of the default organization
 		h        vault.Held
 		a        *consent.Approval
 		narrows  bool
@@ -34,8 +50,10 @@ func TestCredential(t *testing.T) {
 		release  Release
 		scopes   []string // released
 		refusal  Kind     // 0: released
-		visible  []string
-		mayName  bool
+		// notConnected: refused as vault.ErrNotConnected (refusal is 0).
+		notConnected bool
+		visible      []string
+		mayName      bool
 	}{
 		{name: "approved for all it holds", h: held(home, "read"), a: approval(home, "read"),
 			release: Whole, scopes: []string{"read"}, visible: []string{"read"}, mayName: true},
@@ -59,11 +77,34 @@ func TestCredential(t *testing.T) {
 			refusal: InsufficientScope, visible: []string{"read"}, mayName: true},
 		{name: "lacks a required scope, another account: says nothing of it", h: held(work, "read"), a: approval(home, "read"),
 			required: []string{"admin"}, refusal: ConsentRequired, visible: []string{}},
+		// Organizations (issue 34).
+		{name: "the client's organization's connection", client: acme, h: heldIn("acme", home, "read"), a: approval(home, "read"),
+			release: Whole, scopes: []string{"read"}, visible: []string{"read"}, mayName: true},
+		{name: "another organization's connection, approved: not connected", client: beta, h: heldIn("acme", home, "read"),
+			a: approval(home, "read"), notConnected: true, visible: []string{}},
+		{name: "the default organization's connection, a client of another", client: acme, h: held(home, "read"),
+			a: approval(home, "read"), notConnected: true, visible: []string{}},
+		{name: "another organization's connection, a client of the default one", h: heldIn("acme", home, "read"),
+			a: approval(home, "read"), notConnected: true, visible: []string{}},
+		{name: "another organization's connection, narrows: not connected", client: beta, h: heldIn("acme", home, "read", "write"),
+			a: approval(home, "read"), narrows: true, notConnected: true, visible: []string{}},
+		{name: "another organization's: before its account and scopes", client: beta, h: heldIn("acme", work, "read"),
+			a: approval(home, "read"), required: []string{"admin"}, notConnected: true, visible: []string{}},
+		{name: "another organization's, no approval", client: beta, h: heldIn("acme", home, "read"),
+			notConnected: true, visible: []string{}},
+		{name: `"default" is the default organization`, client: Client{Org: vault.DefaultOrg}, h: held(home, "read"),
+			a: approval(home, "read"), release: Whole, scopes: []string{"read"}, visible: []string{"read"}, mayName: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := Credential("github", tc.h, tc.a, tc.narrows, tc.required)
+			d, err := tc.client.Credential("github", tc.h, tc.a, tc.narrows, tc.required)
 			var r *Refusal
 			switch {
+			case tc.notConnected:
+				// Exactly what a user with no connection gets: not a
+				// refusal that says more.
+				if !errors.Is(err, vault.ErrNotConnected) || errors.As(err, &r) || d.Release != Nothing || len(d.Scopes) != 0 {
+					t.Fatalf("got %v (%+v), want not connected", err, d)
+				}
 			case tc.refusal == 0 && err != nil:
 				t.Fatalf("refused: %v", err)
 			case tc.refusal != 0 && (!errors.As(err, &r) || r.Kind != tc.refusal):
@@ -71,8 +112,16 @@ func TestCredential(t *testing.T) {
 			case tc.refusal == 0 && (d.Release != tc.release || !slices.Equal(d.Scopes, tc.scopes)):
 				t.Fatalf("release %d %v, want %d %v", d.Release, d.Scopes, tc.release, tc.scopes)
 			}
+			if tc.client.Org == "" {
+				// The package function is the default organization's client.
+				d2, err2 := Credential("github", tc.h, tc.a, tc.narrows, tc.required)
+				if d2.Release != d.Release || !slices.Equal(d2.Scopes, d.Scopes) || (err2 == nil) != (err == nil) ||
+					errors.Is(err2, vault.ErrNotConnected) != errors.Is(err, vault.ErrNotConnected) {
+					t.Fatalf("package Credential %+v %v, Client{}.Credential %+v %v", d2, err2, d, err)
+				}
+			}
 			// What the listing, webhooks and the account page say of it.
-			dd := Decide(tc.h, tc.a, tc.narrows)
+			dd := tc.client.Decide(tc.h, tc.a, tc.narrows)
 			if !slices.Equal(dd.Visible(), tc.visible) || dd.MayName() != tc.mayName {
 				t.Fatalf("visible %v, may name %t; want %v, %t", dd.Visible(), dd.MayName(), tc.visible, tc.mayName)
 			}
@@ -168,6 +217,18 @@ func TestChoose(t *testing.T) {
 	if got := Choosable("github", conns, []consent.Approval{a, b}); len(got) != 1 || got[0].ID != "cn_a" || got[0].DisplayName != "octocat" {
 		t.Fatalf("choosable %+v, want only cn_a", got)
 	}
+	// Another organization's connections are never choosable, nor named.
+	if got := acme.Choosable("github", conns, []consent.Approval{a, b}); len(got) != 0 {
+		t.Fatalf("a client of acme may choose the default organization's %+v", got)
+	}
+	inAcme := slices.Clone(conns)
+	inAcme[0].Org = "acme"
+	if got := Choosable("github", inAcme, []consent.Approval{a, b}); len(got) != 0 {
+		t.Fatalf("a client of the default organization may choose acme's %+v", got)
+	}
+	if got := acme.Choosable("github", inAcme, []consent.Approval{a, b}); len(got) != 1 || got[0].ID != "cn_a" {
+		t.Fatalf("acme's own: %+v", got)
+	}
 }
 
 // TestCompletes: a flow that named a connection ends on it.
@@ -193,6 +254,24 @@ func TestMayEnd(t *testing.T) {
 	}
 	if err := MayEnd("github", held(work, "read"), approval(home, "read")); !errors.Is(err, ErrConsentRequired) {
 		t.Fatalf("another account: %v", err)
+	}
+	// Another organization's connection: not connected, even with an
+	// approval of its account.
+	for _, tc := range []struct {
+		name string
+		c    Client
+		h    vault.Held
+	}{
+		{"another organization's", beta, heldIn("acme", home, "read")},
+		{"the default organization's, a client of another", acme, held(home, "read")},
+		{"another organization's, a client of the default one", Client{}, heldIn("acme", home, "read")},
+	} {
+		if err := tc.c.MayEnd("github", tc.h, approval(home, "read")); !errors.Is(err, vault.ErrNotConnected) {
+			t.Fatalf("%s: %v, want not connected", tc.name, err)
+		}
+	}
+	if err := acme.MayEnd("github", heldIn("acme", home, "read"), approval(home, "read")); err != nil {
+		t.Fatalf("its own organization's: %v", err)
 	}
 }
 

@@ -109,8 +109,8 @@ func observeRefresh(f vault.RefreshFunc, m *metrics.Metrics) vault.RefreshFunc {
 	if m == nil {
 		return f
 	}
-	return func(ctx context.Context, name, refreshToken string) (*vault.Refreshed, error) {
-		r, err := f(ctx, name, refreshToken)
+	return func(ctx context.Context, app vault.App, refreshToken string) (*vault.Refreshed, error) {
+		r, err := f(ctx, app, refreshToken)
 		outcome := "ok"
 		switch {
 		case errors.Is(err, vault.ErrReauthorizationRequired):
@@ -120,7 +120,7 @@ func observeRefresh(f vault.RefreshFunc, m *metrics.Metrics) vault.RefreshFunc {
 		case err != nil:
 			outcome = "error"
 		}
-		m.Refresh(name, outcome)
+		m.Refresh(app.Provider, outcome)
 		return r, err
 	}
 }
@@ -149,9 +149,13 @@ func ReuseGraceFunc(cat *provider.Catalog) func(string) time.Duration {
 // user's. A call that was sent and got no usable answer is also marked
 // vault.ErrOutcomeUnknown: the provider may have rotated the refresh token.
 // The vault's own tests use it too, so they test this mapping.
+//
+// The app is found by app.Provider alone for now (the deployment's shared
+// app): resolving an organization's own app (app.Org, app.AppID) is the
+// wiring's next step.
 func RefreshFunc(oauthOf OAuthOf) vault.RefreshFunc {
-	return func(ctx context.Context, name, refreshToken string) (*vault.Refreshed, error) {
-		p, err := oauthOf(name)
+	return func(ctx context.Context, app vault.App, refreshToken string) (*vault.Refreshed, error) {
+		p, err := oauthOf(app.Provider)
 		if err != nil {
 			// Not a dead grant: the operator may put the provider back.
 			return nil, fmt.Errorf("%w: refresh: %w", vault.ErrProviderUnavailable, err)
@@ -193,8 +197,8 @@ func outcomeUnknown(err error) bool {
 // RefreshScopedFunc maps scoped refreshes (narrowed tokens) as RefreshFunc
 // does; the provider's invalid_scope means it will not narrow to that subset.
 func RefreshScopedFunc(oauthOf OAuthOf) vault.RefreshScopedFunc {
-	return func(ctx context.Context, name, refreshToken string, scopes []string) (*vault.Refreshed, error) {
-		p, err := oauthOf(name)
+	return func(ctx context.Context, app vault.App, refreshToken string, scopes []string) (*vault.Refreshed, error) {
+		p, err := oauthOf(app.Provider)
 		if err != nil {
 			return nil, fmt.Errorf("refresh: %w", err)
 		}
@@ -224,8 +228,8 @@ func RefreshScopedFunc(oauthOf OAuthOf) vault.RefreshScopedFunc {
 
 // RevokeFunc revokes a deleted credential at its provider (RFC 7009).
 func RevokeFunc(oauthOf OAuthOf) vault.RevokeFunc {
-	return func(ctx context.Context, name string, c *vault.Credential) error {
-		p, err := oauthOf(name)
+	return func(ctx context.Context, app vault.App, c *vault.Credential) error {
+		p, err := oauthOf(app.Provider)
 		if err != nil {
 			// api_key providers (and removed ones) have nothing to call.
 			return fmt.Errorf("%w: %w", vault.ErrRevocationNotSupported, err)

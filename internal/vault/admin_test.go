@@ -78,7 +78,7 @@ func TestRefreshOutcomesAreAudited(t *testing.T) {
 func revokeAtProvider(t *testing.T, srv *providertest.Server, cred *vault.Credential) {
 	t.Helper()
 	p := oauthFromEntry(t, srv, srv.ProviderConfig("fake", "FAKE_SECRET"))
-	if err := revoker(p)(context.Background(), "fake", cred); err != nil {
+	if err := revoker(p)(context.Background(), vault.App{Provider: "fake"}, cred); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -28,7 +28,7 @@ func benchStore(b *testing.B) *Store {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &Store{keys: k}
+	return &Store{shared: &shared{keys: k}, org: DefaultOrg}
 }
 
 var benchUser = identity.User{Issuer: "https://idp.example", Subject: "alice"}

@@ -24,8 +24,7 @@ import (
 // a Store nobody subscribes for never caches.
 
 // InvalidationChannel is the NOTIFY channel of connection changes. A payload
-// is the connection's cache.Key(issuer, subject, provider, id) in hex, or
-// cache.Flush.
+// is the connection's key (connKey) in hex, or cache.Flush.
 const InvalidationChannel = "connectd_vault"
 
 const (
@@ -37,18 +36,31 @@ const (
 )
 
 // connKey is a connection's cache key and, as its Payload, the notification
-// of a change to it: its id, under its user and provider (a lookup names
-// all three, so an id of another user's connection never finds its row).
-func connKey(user identity.User, provider, id string) cache.Digest {
-	return cache.Key(user.Issuer, user.Subject, provider, id)
+// of a change to it: its id, under its organization, user and provider (a
+// lookup names all four, so an id of another user's connection, or of
+// another organization's, never finds its row). The default
+// organization's key is the one from before organizations (four parts;
+// cache.Key's parts are length-prefixed, so it is no other organization's):
+// the notifications of replicas still running that code keep reaching it.
+func connKey(org string, user identity.User, provider, id string) cache.Digest {
+	if org == DefaultOrg {
+		return cache.Key(user.Issuer, user.Subject, provider, id)
+	}
+	return cache.Key(user.Issuer, user.Subject, provider, id, org)
 }
 
-// forget drops this replica's cached copy of connection id after a
-// committed (or failed) write; the others learn of it from the
+// forget drops this replica's cached copy of the handle's connection id
+// after a committed (or failed) write; the others learn of it from the
 // notification.
 func (s *Store) forget(user identity.User, provider, id string) {
+	s.forgetIn(s.org, user, provider, id)
+}
+
+// forgetIn is forget for a connection of org (the deployment-wide passes:
+// rewrap, backfill).
+func (s *Store) forgetIn(org string, user identity.User, provider, id string) {
 	if s.cache != nil && id != "" {
-		s.cache.Delete(connKey(user, provider, id))
+		s.cache.Delete(connKey(org, user, provider, id))
 	}
 }
 
@@ -57,8 +69,8 @@ func (s *Store) forget(user identity.User, provider, id string) {
 // subject and provider are the key; the row's scopes and account hash (kept
 // with the credential by every write) are what a release decision is made
 // on before the credential is opened.
-const selectTokenRow = `SELECT id, status, ciphertext, refreshed_at, scopes, account_hash FROM connections
-	WHERE issuer = $1 AND subject = $2 AND provider = $3 AND id = $4`
+const selectTokenRow = `SELECT id, status, ciphertext, refreshed_at, scopes, account_hash, org_id FROM connections
+	WHERE issuer = $1 AND subject = $2 AND provider = $3 AND id = $4 AND org_id = $5`
 
 // tokenRow is what Token needs of a connection, and what the credential
 // cache keeps of it: the sealed credential, never the plaintext. It is held
@@ -71,10 +83,13 @@ type tokenRow struct {
 	ciphertext  []byte // shared by every reader: never modified
 	scopes      []string
 	accountHash []byte // nil: a row from before account hashes were kept
+	org         string // the connection's organization (the key's too)
 }
 
 // held is what r holds, for a release decision.
-func (r tokenRow) held() Held { return Held{ID: r.id, Scopes: r.scopes, Account: r.accountHash} }
+func (r tokenRow) held() Held {
+	return Held{ID: r.id, Scopes: r.scopes, Account: r.accountHash, Org: r.org}
+}
 
 // loadForToken is load for Token, from the cache when it holds the row. An
 // empty id is the user's only connection at provider.
@@ -88,8 +103,8 @@ func (s *Store) loadForToken(ctx context.Context, user identity.User, provider, 
 	if s.cache == nil {
 		return s.loadTokenRow(ctx, user, provider, id)
 	}
-	k := connKey(user, provider, id)
-	if r, ok := s.cache.Get(k); ok {
+	k := connKey(s.org, user, provider, id)
+	if r, ok := s.cache.Get(k); ok && r.org == s.org {
 		return r, nil
 	}
 	gen := s.cache.Gen()
@@ -105,8 +120,8 @@ func (s *Store) loadTokenRow(ctx context.Context, user identity.User, provider, 
 	var r tokenRow
 	var status string
 	var refreshedAt *time.Time
-	err := s.pool.QueryRow(ctx, selectTokenRow, user.Issuer, user.Subject, provider, id).Scan(&r.id, &status, &r.ciphertext, &refreshedAt,
-		&r.scopes, &r.accountHash)
+	err := s.pool.QueryRow(ctx, selectTokenRow, user.Issuer, user.Subject, provider, id, s.org).Scan(&r.id, &status,
+		&r.ciphertext, &refreshedAt, &r.scopes, &r.accountHash, &r.org)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return tokenRow{}, fmt.Errorf("%w to %s", ErrNotConnected, provider)
 	}

@@ -3,7 +3,8 @@
 // credentials, one for each other thing connectd seals: Keyring.Purpose),
 // sealing and opening with associated data that binds every ciphertext to its
 // row and purpose, the connections table (one
-// connection per issuer, subject and provider), token retrieval with a refresh
+// connection per organization, issuer, subject, provider and provider
+// account), token retrieval with a refresh
 // that happens once across all replicas, key rotation (rewrap) and deletion
 // with revocation at the provider. It records the outcome of refreshes in the
 // shared audit trail (package audit) itself, inside the refresh transaction,
@@ -14,6 +15,17 @@
 // (NewAccountID, MadeUpAccount). Token may answer from an in-memory cache of connection rows
 // with their sealed credentials (cache.go), which every write announces to
 // every replica through Postgres NOTIFY.
+//
+// A connection belongs to the organization whose provider app obtained it
+// (issue 34). A Store is one organization's handle (New: the default
+// organization's; In: another's): every query it makes names its
+// organization, what it stores is that organization's (with the app,
+// Target.AppID), its cache entries and locks are keyed by it, and a
+// connection of another organization is ErrNotConnected through it, as if
+// it did not exist. Refreshes, narrowings and revocations are made for the
+// connection's own app (App). ListAll is the user's own view across
+// organizations; KeyStatus, Rewrap and BackfillAccounts are the operator's
+// passes over every organization's rows.
 //
 // It must never:
 //   - put a secret (token, refresh token, API key, key material, plaintext) into
@@ -26,5 +38,7 @@
 //     reach it as function values (RefreshFunc, RevokeFunc) supplied by the
 //     wiring in cmd/connectd;
 //   - hold a row lock across anything but the one provider call that must not
-//     happen twice (a refresh).
+//     happen twice (a refresh);
+//   - find, change or refresh a connection through another organization's
+//     handle, or present its refresh token to another app than its own.
 package vault

@@ -114,15 +114,15 @@ const (
 	selectLease = `SELECT refresh_lease <> '' AND refresh_lease_until > clock_timestamp(),
 		coalesce(extract(epoch FROM refresh_lease_until - clock_timestamp()), 0)::float8,
 		(refresh_lease <> '' AND refresh_lease_until <= clock_timestamp()) OR refresh_doubt_at IS NOT NULL
-		FROM connections WHERE id = $1`
+		FROM connections WHERE id = $1 AND org_id = $2`
 	takeLease = `UPDATE connections SET refresh_lease = $2,
-		refresh_lease_until = clock_timestamp() + $3 * interval '1 millisecond' WHERE id = $1`
-	leaseHeld = `SELECT EXISTS (SELECT 1 FROM connections WHERE id = $1 AND refresh_lease = $2)`
+		refresh_lease_until = clock_timestamp() + $3 * interval '1 millisecond' WHERE id = $1 AND org_id = $4`
+	leaseHeld = `SELECT EXISTS (SELECT 1 FROM connections WHERE id = $1 AND refresh_lease = $2 AND org_id = $3)`
 	// endLease gives the lease back; doubt ($3) records an unknown
 	// outcome, a success ($4) clears the record.
 	endLease = `UPDATE connections SET refresh_lease = '', refresh_lease_until = NULL,
 		refresh_doubt_at = CASE WHEN $3 THEN now() WHEN $4 THEN NULL ELSE refresh_doubt_at END
-		WHERE id = $1 AND refresh_lease = $2`
+		WHERE id = $1 AND refresh_lease = $2 AND org_id = $5`
 )
 
 func newLeaseID() string {
@@ -149,7 +149,7 @@ func (s *Store) runLeased(ctx context.Context, op leaseOp) error {
 	start := time.Now()
 	for {
 		waited := time.Since(start)
-		call, id, rt, lease, connID, err := s.planLeased(ctx, op, waited)
+		call, id, rt, lease, connID, app, err := s.planLeased(ctx, op, waited)
 		switch {
 		case errors.Is(err, errLeased):
 			if waited >= min(s.providerTimeout, leaseWaitMax) {
@@ -172,25 +172,27 @@ func (s *Store) runLeased(ctx context.Context, op leaseOp) error {
 		// of it, whatever waiting for another holder took.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.leaseFor(op.provider))
 		defer cancel()
-		return s.callLeased(cctx, op, call, connID, id, rt, lease)
+		return s.callLeased(cctx, op, call, connID, app, id, rt, lease)
 	}
 }
 
 // planLeased is step 1.
-func (s *Store) planLeased(ctx context.Context, op leaseOp, waited time.Duration) (call providerCall, id, rt string, lease leaseState, connID string, err error) {
+// app is the one the connection was obtained with, as its locked row says.
+func (s *Store) planLeased(ctx context.Context, op leaseOp, waited time.Duration) (call providerCall, id, rt string, lease leaseState,
+	connID string, app App, err error) {
 	lease.waited = waited
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		r, err := s.load(ctx, tx, op.user, op.provider, op.id, true)
 		if err != nil {
 			return err
 		}
-		connID = r.ID
+		connID, app = r.ID, r.App()
 		cred, err := s.open(r)
 		if err != nil {
 			return err
 		}
 		var left float64
-		if err := tx.QueryRow(ctx, selectLease, r.ID).Scan(&lease.elsewhere, &left, &lease.doubt); err != nil {
+		if err := tx.QueryRow(ctx, selectLease, r.ID, s.org).Scan(&lease.elsewhere, &left, &lease.doubt); err != nil {
 			return fmt.Errorf("vault: read refresh lease: %w", err)
 		}
 		lease.left = time.Duration(left * float64(time.Second))
@@ -202,17 +204,17 @@ func (s *Store) planLeased(ctx context.Context, op leaseOp, waited time.Duration
 			return errLeased
 		}
 		id, rt = newLeaseID(), cred.RefreshToken
-		if _, err := tx.Exec(ctx, takeLease, r.ID, id, s.leaseFor(op.provider).Milliseconds()); err != nil {
+		if _, err := tx.Exec(ctx, takeLease, r.ID, id, s.leaseFor(op.provider).Milliseconds(), s.org); err != nil {
 			return fmt.Errorf("vault: take refresh lease: %w", err)
 		}
 		return nil
 	})
 	s.forget(op.user, op.provider, connID)
-	return call, id, rt, lease, connID, err
+	return call, id, rt, lease, connID, app, err
 }
 
 // callLeased is steps 2 and 3.
-func (s *Store) callLeased(ctx context.Context, op leaseOp, call providerCall, connID, id, rt string, lease leaseState) error {
+func (s *Store) callLeased(ctx context.Context, op leaseOp, call providerCall, connID string, app App, id, rt string, lease leaseState) error {
 	attrs := append(op.attrs, slog.String("op", op.op), slog.String("connection_id", connID))
 	ref, err, timedOut := s.callOnce(ctx, op.provider, call, rt)
 	retried := false
@@ -251,7 +253,7 @@ func (s *Store) callLeased(ctx context.Context, op leaseOp, call providerCall, c
 	// token the provider may already have rotated.
 	deadline := time.Now().Add(s.leaseFor(op.provider) - s.providerTimeout)
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
-		serr := s.finishLeased(ctx, op, connID, id, ref, err, reason, doubt)
+		serr := s.finishLeased(ctx, op, connID, app, id, ref, err, reason, doubt)
 		if serr == nil {
 			return nil
 		}
@@ -284,7 +286,7 @@ func (s *Store) callOnce(ctx context.Context, provider string, call providerCall
 
 // finishLeased is one try of step 3: with the lease still ours, store the
 // answer (or the failure) and give the lease back.
-func (s *Store) finishLeased(ctx context.Context, op leaseOp, connID, id string, ref *Refreshed, callErr error,
+func (s *Store) finishLeased(ctx context.Context, op leaseOp, connID string, app App, id string, ref *Refreshed, callErr error,
 	reason string, doubt bool) error {
 	deleted := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -298,7 +300,7 @@ func (s *Store) finishLeased(ctx context.Context, op leaseOp, connID, id string,
 			return err
 		}
 		var ours bool
-		if err := tx.QueryRow(ctx, leaseHeld, connID, id).Scan(&ours); err != nil {
+		if err := tx.QueryRow(ctx, leaseHeld, connID, id, s.org).Scan(&ours); err != nil {
 			return fmt.Errorf("vault: read refresh lease: %w", err)
 		}
 		if !ours || r.ID != connID {
@@ -329,7 +331,7 @@ func (s *Store) finishLeased(ctx context.Context, op leaseOp, connID, id string,
 				return err
 			}
 		}
-		if _, err := tx.Exec(ctx, endLease, r.ID, id, doubt && callErr != nil, callErr == nil); err != nil {
+		if _, err := tx.Exec(ctx, endLease, r.ID, id, doubt && callErr != nil, callErr == nil, s.org); err != nil {
 			return fmt.Errorf("vault: end refresh lease: %w", err)
 		}
 		return nil
@@ -341,7 +343,7 @@ func (s *Store) finishLeased(ctx context.Context, op leaseOp, connID, id string,
 		// them, so they go too. (Not for a connection replaced by a
 		// reconnect: at some providers revoking any token of the app
 		// revokes the user's new grant with it.)
-		if rerr := s.revoke(ctx, op.provider, &Credential{AccessToken: ref.AccessToken, RefreshToken: ref.RefreshToken}); rerr != nil &&
+		if rerr := s.revoke(ctx, app, &Credential{AccessToken: ref.AccessToken, RefreshToken: ref.RefreshToken}); rerr != nil &&
 			!errors.Is(rerr, ErrRevocationNotSupported) {
 			s.logger.WarnContext(ctx, "vault: revoking the dropped answer's tokens failed", append(op.attrs, slog.Any("error", rerr))...)
 		}

@@ -43,28 +43,33 @@ var ErrAccountChanged = errors.New("vault: the connection is to another provider
 // with a refresh-token grant carrying "scope". Errors are classified as for
 // RefreshFunc; one wrapping ErrCannotNarrow says the provider refused the
 // subset (invalid_scope). Errors must not contain secrets.
-type RefreshScopedFunc func(ctx context.Context, provider, refreshToken string, scopes []string) (*Refreshed, error)
+// app is the provider app the connection was obtained with.
+type RefreshScopedFunc func(ctx context.Context, app App, refreshToken string, scopes []string) (*Refreshed, error)
 
 // narrowedKeys is the Keyring.Purpose label (and the associated data's
 // purpose) of narrowed tokens.
 const narrowedKeys = "connectd/vault/narrowed-token/v1"
 
 const (
-	selectNarrowed = `SELECT ciphertext, refreshed_at FROM narrowed_tokens
-		WHERE connection_id = $1 AND scope_key = $2`
+	// narrowed_tokens has no organization of its own: its statements are
+	// scoped through the connection's.
+	selectNarrowed = `SELECT n.ciphertext, n.refreshed_at FROM narrowed_tokens n
+		JOIN connections c ON c.id = n.connection_id AND c.org_id = $3
+		WHERE n.connection_id = $1 AND n.scope_key = $2`
 	upsertNarrowed = `INSERT INTO narrowed_tokens
 		(connection_id, scope_key, scopes, key_version, ciphertext, expires_at, refreshed_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		SELECT $1, $2, $3, $4, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM connections WHERE id = $1 AND org_id = $8)
 		ON CONFLICT (connection_id, scope_key) DO UPDATE
 		SET scopes = EXCLUDED.scopes, key_version = EXCLUDED.key_version, ciphertext = EXCLUDED.ciphertext,
 		    expires_at = EXCLUDED.expires_at, refreshed_at = EXCLUDED.refreshed_at`
 	// deleteNarrowedOf runs whenever a connection's credential is replaced
 	// (Put): tokens narrowed from the old grant must not outlive it.
-	deleteNarrowedOf = `DELETE FROM narrowed_tokens WHERE connection_id = $1`
+	deleteNarrowedOf = `DELETE FROM narrowed_tokens n USING connections c
+		WHERE n.connection_id = $1 AND c.id = n.connection_id AND c.org_id = $2`
 	// updateRotated stores a refresh token the provider rotated while
 	// narrowing; the connection's access token stays as it was.
 	updateRotated = `WITH changed AS (UPDATE connections SET key_version = $2, ciphertext = $3, updated_at = $4
-		WHERE id = $1 RETURNING 1)
+		WHERE id = $1 AND org_id = $6 RETURNING 1)
 		` + notifyChangedSQL + `$5) FROM changed`
 )
 
@@ -87,7 +92,7 @@ func (s *Store) loadNarrowed(ctx context.Context, q querier, connID, key string)
 		ct []byte
 		at time.Time
 	)
-	err := q.QueryRow(ctx, selectNarrowed, connID, key).Scan(&ct, &at)
+	err := q.QueryRow(ctx, selectNarrowed, connID, key, s.org).Scan(&ct, &at)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, time.Time{}, nil
 	}
@@ -174,7 +179,7 @@ func (s *Store) narrowed(ctx context.Context, user identity.User, provider, id s
 	}
 	// As in Token: one fetch per process (singleflight, on a context no
 	// single caller can cancel), then the row lock across processes.
-	flight := "narrow\x00" + r.id + "\x00" + key
+	flight := "narrow\x00" + s.org + "\x00" + r.id + "\x00" + key
 	if refused != "" {
 		flight += "\x00refused\x00" + tokenDigest(refused)
 	}
@@ -255,8 +260,9 @@ func (s *Store) narrowLeased(ctx context.Context, user identity.User, provider, 
 			}
 			return nil, errLeased
 		}
+		app := r.App() // as the locked row says
 		return func(ctx context.Context, rt string) (*Refreshed, error) {
-			return s.refreshScoped(ctx, provider, rt, set)
+			return s.refreshScoped(ctx, app, rt, set)
 		}, nil
 	}
 	op.store = func(ctx context.Context, tx pgx.Tx, r *row, cred *Credential, ref *Refreshed) error {
@@ -272,7 +278,7 @@ func (s *Store) narrowLeased(ctx context.Context, user identity.User, provider, 
 				return err
 			}
 			if _, err := tx.Exec(ctx, updateRotated, r.ID, int32(s.keys.Primary()), ct, now,
-				connKey(user, provider, r.ID).Payload()); err != nil {
+				connKey(s.org, user, provider, r.ID).Payload(), s.org); err != nil {
 				return fmt.Errorf("vault: store rotated refresh token: %w", err)
 			}
 			rotated = true
@@ -302,7 +308,7 @@ func (s *Store) narrowLeased(ctx context.Context, user identity.User, provider, 
 			return err
 		}
 		if _, err := tx.Exec(ctx, upsertNarrowed, r.ID, key, set, int32(s.narrowKeys.Primary()), ct,
-			nullTime(nt.Expiry), now); err != nil {
+			nullTime(nt.Expiry), now, s.org); err != nil {
 			return fmt.Errorf("vault: store narrowed token: %w", err)
 		}
 		if refusal {

@@ -94,7 +94,11 @@ const (
 	// key (sealed before per-purpose keys): the format byte that starts the
 	// ciphertext ($5) tells. (The filter reads each row's first byte; a
 	// rewrap pass reads every row anyway.)
-	selectRewrapBatch = `SELECT id, issuer, subject, provider, ciphertext FROM connections
+	//
+	// Rewrap, KeyStatus and BackfillAccounts are the operator's passes over
+	// the deployment's keyring: they cover every organization's rows, on
+	// any handle, and change no connection's organization.
+	selectRewrapBatch = `SELECT id, issuer, subject, provider, ciphertext, org_id FROM connections
 		WHERE id > $2 AND (key_version <> $1 OR substr(ciphertext, 1, 1) <> $5) AND NOT (id = ANY($3))
 		ORDER BY id LIMIT $4
 		FOR UPDATE SKIP LOCKED`
@@ -195,7 +199,7 @@ func (s *Store) rewrapBatch(ctx context.Context, primary int32, after string, n 
 		var items []row
 		for rows.Next() {
 			var r row
-			if err := rows.Scan(&r.ID, &r.User.Issuer, &r.User.Subject, &r.Provider, &r.ciphertext); err != nil {
+			if err := rows.Scan(&r.ID, &r.User.Issuer, &r.User.Subject, &r.Provider, &r.ciphertext, &r.Org); err != nil {
 				rows.Close()
 				return fmt.Errorf("vault: rewrap select: %w", err)
 			}
@@ -227,7 +231,7 @@ func (s *Store) rewrapBatch(ctx context.Context, primary int32, after string, n 
 			if _, err := tx.Exec(ctx, updateRewrapped, r.ID, primary, ct); err != nil {
 				return fmt.Errorf("vault: rewrap update: %w", err)
 			}
-			changed = append(changed, connKey(r.User, r.Provider, r.ID).Payload())
+			changed = append(changed, connKey(r.Org, r.User, r.Provider, r.ID).Payload())
 			done++
 		}
 		if len(changed) > 0 {
@@ -253,8 +257,8 @@ const (
 	// credential that did not open when it was connected).
 	setRead = `WITH changed AS (UPDATE connections c SET display_name = $2,
 		account_hash = CASE WHEN c.account_hash IS NULL AND $3::bytea IS NOT NULL AND NOT EXISTS (
-			SELECT 1 FROM connections o WHERE o.issuer = c.issuer AND o.subject = c.subject AND o.provider = c.provider
-			AND o.account_hash = $3) THEN $3 ELSE c.account_hash END
+			SELECT 1 FROM connections o WHERE o.org_id = c.org_id AND o.issuer = c.issuer AND o.subject = c.subject
+			AND o.provider = c.provider AND o.account_hash = $3) THEN $3 ELSE c.account_hash END
 		WHERE id = $1 RETURNING 1)
 		` + notifyChangedSQL + `$4) FROM changed`
 )
@@ -287,10 +291,10 @@ func (s *Store) BackfillAccounts(ctx context.Context, limit int) (int64, error) 
 			if c, err := s.open(r); err == nil {
 				name, hash = c.DisplayName(), AccountHash(c.AccountID)
 			}
-			if _, err := tx.Exec(ctx, setRead, r.ID, name, hash, connKey(r.User, r.Provider, r.ID).Payload()); err != nil {
+			if _, err := tx.Exec(ctx, setRead, r.ID, name, hash, connKey(r.Org, r.User, r.Provider, r.ID).Payload()); err != nil {
 				return err
 			}
-			s.forget(r.User, r.Provider, r.ID)
+			s.forgetIn(r.Org, r.User, r.Provider, r.ID)
 			n++
 		}
 		return nil

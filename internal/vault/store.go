@@ -108,13 +108,33 @@ type Connection struct {
 	// Neither is a secret.
 	DisplayName string
 	Label       string
+	// Org is the organization the connection belongs to: the one whose
+	// provider app obtained it. AppID is that app (provider_apps.id); ""
+	// for the deployment's shared app.
+	Org   string
+	AppID string
 }
+
+// App is the provider app a connection was obtained with, and so the only
+// one that may refresh, narrow or revoke its grant: the provider, the
+// organization and its app id ("": the deployment's shared app).
+type App struct {
+	Provider string
+	Org      string
+	AppID    string
+}
+
+// App is the app c was obtained with.
+func (c Connection) App() App { return App{Provider: c.Provider, Org: c.Org, AppID: c.AppID} }
 
 // RefreshFunc asks the provider for a new access token. It returns an error
 // wrapping ErrReauthorizationRequired when the provider rejects the refresh
 // token (invalid_grant), one wrapping ErrProviderUnavailable for retryable
 // failures, and any other error otherwise. Errors must not contain secrets.
-type RefreshFunc func(ctx context.Context, provider, refreshToken string) (*Refreshed, error)
+//
+// app is the provider app the connection was obtained with: the refresh
+// token was issued to it, and no other app can use it.
+type RefreshFunc func(ctx context.Context, app App, refreshToken string) (*Refreshed, error)
 
 // Refreshed is a provider's answer to a refresh.
 type Refreshed struct {
@@ -127,8 +147,9 @@ type Refreshed struct {
 
 // RevokeFunc revokes a credential at the provider (RFC 7009 or the provider's
 // equivalent). It returns an error wrapping ErrRevocationNotSupported when the
-// provider cannot revoke. Errors must not contain secrets.
-type RevokeFunc func(ctx context.Context, provider string, cred *Credential) error
+// provider cannot revoke. Errors must not contain secrets. app is the
+// provider app the credential was obtained with.
+type RevokeFunc func(ctx context.Context, app App, cred *Credential) error
 
 // Config holds a Store's dependencies. Pool and Keyring are required.
 type Config struct {
@@ -175,10 +196,25 @@ type Config struct {
 	OnReauth func(ctx context.Context, tx pgx.Tx, c Connection, reason string) error
 }
 
-// Store is the connections table: sealed credentials per (issuer, subject,
-// provider). It is safe for concurrent use; any number of Stores (one per
-// replica) may share a database.
+// Store is the connections table: sealed credentials per (organization,
+// issuer, subject, provider, provider account). It is safe for concurrent
+// use; any number of Stores (one per replica) may share a database.
+//
+// A Store is a handle on one organization's connections (issue 34): every
+// query it makes is scoped by organization (org_id), every connection it
+// writes is that organization's, and its cache entries are keyed by it, so a
+// connection made through one organization's app is not found, changed or
+// refreshed through another's handle (ErrNotConnected, as if it did not
+// exist). New returns the default organization's handle; In another's. The
+// handles of one Store share everything else (pool, keys, cache, the
+// in-process refresh flights) through one pointer.
 type Store struct {
+	*shared
+	org string // never empty
+}
+
+// shared is what every organization's handle of one Store shares.
+type shared struct {
 	pool            *pgxpool.Pool
 	root            *keyring.Keyring // as configured
 	keys            *keyring.Keyring // root.Purpose(credentialKeys): seals and opens credentials
@@ -197,17 +233,39 @@ type Store struct {
 	maxAccounts     int
 }
 
+// DefaultOrg is the organization every deployment starts with (migration
+// 00028), whose connections New's handle reads and writes.
+const DefaultOrg = "default"
+
+// orgOr is org, or DefaultOrg for "".
+func orgOr(org string) string {
+	if org == "" {
+		return DefaultOrg
+	}
+	return org
+}
+
+// In returns the handle of organization org's connections ("": the default
+// organization's), sharing s's pool, keys, cache and refreshes. An org that
+// does not exist finds nothing and stores nothing.
+func (s *Store) In(org string) *Store {
+	return &Store{shared: s.shared, org: orgOr(org)}
+}
+
+// Org is the organization of the handle.
+func (s *Store) Org() string { return s.org }
+
 // New returns a Store.
 func New(cfg Config) (*Store, error) {
 	if cfg.Pool == nil || cfg.Keyring == nil {
 		return nil, errors.New("vault: Config.Pool and Config.Keyring are required")
 	}
-	s := &Store{
+	s := &Store{org: DefaultOrg, shared: &shared{
 		pool: cfg.Pool, root: cfg.Keyring, keys: cfg.Keyring.Purpose(credentialKeys), refresh: cfg.Refresh, revoke: cfg.Revoke,
 		refreshScoped: cfg.RefreshScoped, narrowKeys: cfg.Keyring.Purpose(narrowedKeys),
 		skew: cfg.Skew, providerTimeout: cfg.ProviderTimeout, now: cfg.Now, logger: cfg.Logger, onReauth: cfg.OnReauth,
 		grace: cfg.ReuseGrace, maxAccounts: cfg.MaxAccounts,
-	}
+	}}
 	if s.maxAccounts <= 0 {
 		s.maxAccounts = DefaultMaxAccounts
 	}
@@ -243,29 +301,38 @@ func (s *Store) reuseGrace(provider string) time.Duration {
 func (s *Store) Keyring() *keyring.Keyring { return s.root }
 
 const connCols = `id, issuer, subject, provider, status, key_version, ciphertext, scopes, expires_at,
-	created_at, updated_at, refreshed_at, health_checked_at, last_error, account_hash, coalesce(display_name, ''), label`
+	created_at, updated_at, refreshed_at, health_checked_at, last_error, account_hash, coalesce(display_name, ''), label,
+	org_id, coalesce(app_id, '')`
 
+// Every statement on connections names the handle's organization (org_id),
+// even one by id within a transaction whose locking read already did: a
+// connection is found, changed and announced only within its organization.
 const (
 	selectConnection = `SELECT ` + connCols + ` FROM connections
-		WHERE issuer = $1 AND subject = $2 AND provider = $3 AND id = $4`
+		WHERE issuer = $1 AND subject = $2 AND provider = $3 AND id = $4 AND org_id = $5`
 	selectConnectionForUpdate = selectConnection + ` FOR UPDATE`
 	// selectIDs: the user's connections at a provider, the oldest first.
-	selectIDs         = `SELECT id FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3 ORDER BY created_at, id LIMIT $4`
+	selectIDs = `SELECT id FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3 AND org_id = $5
+		ORDER BY created_at, id LIMIT $4`
 	selectAtForUpdate = `SELECT ` + connCols + ` FROM connections
-		WHERE issuer = $1 AND subject = $2 AND provider = $3 ORDER BY created_at, id FOR UPDATE`
+		WHERE issuer = $1 AND subject = $2 AND provider = $3 AND org_id = $4 ORDER BY created_at, id FOR UPDATE`
 	// lockAccounts serializes the Puts of one user at one provider (the
 	// account limit, a legacy row's first account).
 	lockAccounts    = `SELECT pg_advisory_xact_lock($1)`
 	listConnections = `SELECT ` + connCols + ` FROM connections
-		WHERE issuer = $1 AND subject = $2 ORDER BY provider, created_at, id`
+		WHERE issuer = $1 AND subject = $2 AND org_id = $3 ORDER BY provider, created_at, id`
+	// listAllConnections is the user's own view across organizations
+	// (ListAll), for the account page.
+	listAllConnections = `SELECT ` + connCols + ` FROM connections
+		WHERE issuer = $1 AND subject = $2 ORDER BY org_id, provider, created_at, id`
 	// Every write announces itself to every replica's cache in the same
 	// statement (see cache.go): the last parameter is the connection's
 	// cache key. A statement that changed no row notifies nobody and
 	// reports 0 rows.
 	insertConnection = `WITH changed AS (INSERT INTO connections
 		(id, issuer, subject, provider, status, key_version, ciphertext, scopes, expires_at, created_at, updated_at, account_hash,
-		 display_name)
-		VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8, $9, $9, $11, $12)
+		 display_name, org_id, app_id)
+		VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8, $9, $9, $11, $12, $13, nullif($14, ''))
 		ON CONFLICT DO NOTHING RETURNING 1)
 		` + notifyChangedSQL + `$10) FROM changed`
 	// A new grant has no health on record yet, and ends any refresh lease:
@@ -274,21 +341,23 @@ const (
 		SET status = 'active', key_version = $2, ciphertext = $3, scopes = $4, expires_at = $5, updated_at = $6,
 		    health_checked_at = NULL, last_error = '',
 		    refresh_lease = '', refresh_lease_until = NULL, refresh_doubt_at = NULL, account_hash = $8, display_name = $9,
-		    label = CASE WHEN $10 THEN '' ELSE label END
-		WHERE id = $1 RETURNING 1)
+		    label = CASE WHEN $10 THEN '' ELSE label END, app_id = nullif($12, '')
+		WHERE id = $1 AND org_id = $11 RETURNING 1)
 		` + notifyChangedSQL + `$7) FROM changed`
 	updateRefreshed = `WITH changed AS (UPDATE connections
 		SET status = 'active', key_version = $2, ciphertext = $3, scopes = $4, expires_at = $5,
 		    updated_at = $6, refreshed_at = $6, account_hash = $8, display_name = $9
-		WHERE id = $1 RETURNING 1)
+		WHERE id = $1 AND org_id = $10 RETURNING 1)
 		` + notifyChangedSQL + `$7) FROM changed`
-	updateStatus = `WITH changed AS (UPDATE connections SET status = $2, updated_at = $3 WHERE id = $1 RETURNING 1)
+	updateStatus = `WITH changed AS (UPDATE connections SET status = $2, updated_at = $3 WHERE id = $1 AND org_id = $5
+		RETURNING 1)
 		` + notifyChangedSQL + `$4) FROM changed`
 	// deleteConnection deletes the user's connection to a provider and
 	// returns the row as it was (its credential is revoked at the provider
 	// after the commit): no separate locking read. notified is evaluated
 	// through the count, as Postgres skips a SELECT CTE nobody reads.
-	deleteConnection = `WITH changed AS (DELETE FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3 AND id = $5
+	deleteConnection = `WITH changed AS (DELETE FROM connections
+		WHERE issuer = $1 AND subject = $2 AND provider = $3 AND id = $5 AND org_id = $6
 		RETURNING ` + connCols + `),
 	notified AS (` + notifyChangedSQL + `$4) FROM changed)
 		SELECT changed.* FROM changed, (SELECT count(*) FROM notified) AS n`
@@ -316,7 +385,7 @@ func scanRow(r pgx.Row) (*row, error) {
 	)
 	err := r.Scan(&x.ID, &x.User.Issuer, &x.User.Subject, &x.Provider, &status, &version, &x.ciphertext,
 		&x.Scopes, &expires, &x.CreatedAt, &x.UpdatedAt, &refreshedAt, &checkedAt, &x.LastError, &x.AccountHash,
-		&x.DisplayName, &x.Label)
+		&x.DisplayName, &x.Label, &x.Org, &x.AppID)
 	if err != nil {
 		return nil, err
 	}
@@ -348,7 +417,7 @@ func (s *Store) load(ctx context.Context, q querier, user identity.User, provide
 	if forUpdate {
 		query = selectConnectionForUpdate
 	}
-	r, err := scanRow(q.QueryRow(ctx, query, user.Issuer, user.Subject, provider, id))
+	r, err := scanRow(q.QueryRow(ctx, query, user.Issuer, user.Subject, provider, id, s.org))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("%w to %s", ErrNotConnected, provider)
 	}
@@ -376,7 +445,7 @@ func (s *Store) onlyID(ctx context.Context, q querier, user identity.User, provi
 
 // ids lists (at most limit of) the user's connection ids at provider.
 func (s *Store) ids(ctx context.Context, q querier, user identity.User, provider string, limit int) ([]string, error) {
-	rows, err := q.Query(ctx, selectIDs, user.Issuer, user.Subject, provider, limit)
+	rows, err := q.Query(ctx, selectIDs, user.Issuer, user.Subject, provider, limit, s.org)
 	if err != nil {
 		return nil, fmt.Errorf("vault: read connections: %w", err)
 	}
@@ -478,7 +547,7 @@ func ValidLabel(label string) bool {
 }
 
 const setLabel = `WITH changed AS (UPDATE connections SET label = $5
-		WHERE issuer = $1 AND subject = $2 AND provider = $3 AND id = $4 RETURNING 1)
+		WHERE issuer = $1 AND subject = $2 AND provider = $3 AND id = $4 AND org_id = $7 RETURNING 1)
 		` + notifyChangedSQL + `$6) FROM changed`
 
 // SetLabel sets the user's own name for their connection id at provider
@@ -488,7 +557,8 @@ func (s *Store) SetLabel(ctx context.Context, user identity.User, provider, id, 
 	if err := validate(user, provider); err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, setLabel, user.Issuer, user.Subject, provider, id, label, connKey(user, provider, id).Payload())
+	tag, err := s.pool.Exec(ctx, setLabel, user.Issuer, user.Subject, provider, id, label,
+		connKey(s.org, user, provider, id).Payload(), s.org)
 	s.forget(user, provider, id)
 	if err != nil {
 		return fmt.Errorf("vault: set label: %w", err)
@@ -536,9 +606,13 @@ func nonNil(s []string) []string {
 }
 
 // accountsLock is the advisory lock key of a user's connections at a
-// provider.
-func accountsLock(user identity.User, provider string) int64 {
+// provider in org. The default organization's is the key from before
+// organizations, so replicas still running that code serialize with these.
+func accountsLock(org string, user identity.User, provider string) int64 {
 	d := cache.Key("connectd/vault/accounts", user.Issuer, user.Subject, provider)
+	if org != DefaultOrg {
+		d = cache.Key("connectd/vault/accounts", user.Issuer, user.Subject, provider, org)
+	}
 	return int64(binary.BigEndian.Uint64(d[:8]))
 }
 
@@ -598,6 +672,12 @@ type Target struct {
 	// it was). It then replaces the connection ID as another account
 	// instead of adding one.
 	Unnamed bool
+	// AppID is the provider app of the handle's organization the
+	// credential was obtained with ("": the deployment's shared app). The
+	// connection records it, and refreshes, narrows and revokes through it
+	// alone; a reconnect of the same account through another app of the
+	// organization replaces the credential and the app.
+	AppID string
 }
 
 // PutWith is Put with hook (if not nil) run inside the storing transaction,
@@ -645,10 +725,10 @@ func (s *Store) PutWith(ctx context.Context, user identity.User, provider string
 // told apart), locked, merging what the provider did not repeat; else a new
 // connection.
 func (s *Store) putIn(ctx context.Context, tx pgx.Tx, user identity.User, provider string, t Target, cred Credential) (*Connection, Change, error) {
-	if _, err := tx.Exec(ctx, lockAccounts, accountsLock(user, provider)); err != nil {
+	if _, err := tx.Exec(ctx, lockAccounts, accountsLock(s.org, user, provider)); err != nil {
 		return nil, Change{}, fmt.Errorf("vault: lock accounts: %w", err)
 	}
-	rows, err := tx.Query(ctx, selectAtForUpdate, user.Issuer, user.Subject, provider)
+	rows, err := tx.Query(ctx, selectAtForUpdate, user.Issuer, user.Subject, provider, s.org)
 	if err != nil {
 		return nil, Change{}, fmt.Errorf("vault: read connections: %w", err)
 	}
@@ -697,7 +777,7 @@ func (s *Store) putIn(ctx context.Context, tx pgx.Tx, user identity.User, provid
 		if len(existing) >= s.maxAccounts {
 			return nil, Change{}, fmt.Errorf("%w: %s: %d connections", ErrTooManyAccounts, provider, len(existing))
 		}
-		conn, err := s.insert(ctx, tx, user, provider, cred)
+		conn, err := s.insert(ctx, tx, user, provider, t.AppID, cred)
 		if err != nil {
 			return nil, Change{}, err // errPutConflict: PutWith starts over
 		}
@@ -717,6 +797,13 @@ func (s *Store) putIn(ctx context.Context, tx pgx.Tx, user identity.User, provid
 	case unsure || old.AccountID != cred.AccountID: // the target, now another account (or nobody can say)
 		cred.Scopes = scope.Union(nil, cred.Scopes)
 		ch.AccountChanged = true
+	case r.AppID != t.AppID:
+		// Same account through another app: what the old app was granted
+		// is not the new app's (its refresh token cannot be used with it).
+		cred.Scopes = scope.Union(nil, cred.Scopes)
+		if cred.AccountLabel == "" {
+			cred.AccountLabel = old.AccountLabel
+		}
 	default:
 		// Same account: keep what we knew.
 		cred.Scopes = scope.Union(old.Scopes, cred.Scopes)
@@ -735,24 +822,24 @@ func (s *Store) putIn(ctx context.Context, tx pgx.Tx, user identity.User, provid
 		return nil, Change{}, err
 	}
 	if _, err := tx.Exec(ctx, updateCredential, r.ID, int32(s.keys.Primary()), ct, nonNil(cred.Scopes),
-		nullTime(cred.Expiry), now, connKey(user, provider, r.ID).Payload(), hash, cred.DisplayName(),
-		dropLabel); err != nil {
+		nullTime(cred.Expiry), now, connKey(s.org, user, provider, r.ID).Payload(), hash, cred.DisplayName(),
+		dropLabel, s.org, t.AppID); err != nil {
 		return nil, Change{}, fmt.Errorf("vault: update connection: %w", err)
 	}
 	// Tokens narrowed from the replaced grant go with it.
-	if _, err := tx.Exec(ctx, deleteNarrowedOf, r.ID); err != nil {
+	if _, err := tx.Exec(ctx, deleteNarrowedOf, r.ID, s.org); err != nil {
 		return nil, Change{}, fmt.Errorf("vault: drop narrowed tokens: %w", err)
 	}
 	conn := &r.Connection
-	conn.Status, conn.KeyVersion, conn.Scopes, conn.Expiry, conn.UpdatedAt, conn.AccountHash, conn.DisplayName =
-		StatusActive, s.keys.Primary(), cred.Scopes, cred.Expiry, now, hash, cred.DisplayName()
+	conn.Status, conn.KeyVersion, conn.Scopes, conn.Expiry, conn.UpdatedAt, conn.AccountHash, conn.DisplayName, conn.AppID =
+		StatusActive, s.keys.Primary(), cred.Scopes, cred.Expiry, now, hash, cred.DisplayName(), t.AppID
 	ch.Scopes, ch.AccountID = cred.Scopes, cred.AccountID
 	return conn, ch, nil
 }
 
 // insert stores cred as a new connection with q; errPutConflict when the user
 // already has one for its account (a concurrent Put).
-func (s *Store) insert(ctx context.Context, q querier, user identity.User, provider string, cred Credential) (*Connection, error) {
+func (s *Store) insert(ctx context.Context, q querier, user identity.User, provider, appID string, cred Credential) (*Connection, error) {
 	now := s.now().UTC()
 	id, err := newID()
 	if err != nil {
@@ -765,8 +852,8 @@ func (s *Store) insert(ctx context.Context, q querier, user identity.User, provi
 	}
 	hash := AccountHash(cred.AccountID)
 	tag, err := q.Exec(ctx, insertConnection, id, user.Issuer, user.Subject, provider,
-		int32(s.keys.Primary()), ct, nonNil(cred.Scopes), nullTime(cred.Expiry), now, connKey(user, provider, id).Payload(),
-		hash, cred.DisplayName())
+		int32(s.keys.Primary()), ct, nonNil(cred.Scopes), nullTime(cred.Expiry), now, connKey(s.org, user, provider, id).Payload(),
+		hash, cred.DisplayName(), s.org, appID)
 	if err != nil {
 		return nil, fmt.Errorf("vault: insert connection: %w", err)
 	}
@@ -775,7 +862,7 @@ func (s *Store) insert(ctx context.Context, q querier, user identity.User, provi
 	}
 	return &Connection{ID: id, User: user, Provider: provider, Status: StatusActive, KeyVersion: s.keys.Primary(),
 		Scopes: cred.Scopes, Expiry: cred.Expiry, CreatedAt: now, UpdatedAt: now, AccountHash: hash,
-		DisplayName: cred.DisplayName()}, nil
+		DisplayName: cred.DisplayName(), Org: s.org, AppID: appID}, nil
 }
 
 // Get returns the user's connection id at provider (empty: the only one)
@@ -818,18 +905,32 @@ func (s *Store) Exists(ctx context.Context, user identity.User, provider string)
 		return false, err
 	}
 	var ok bool
-	if err := s.pool.QueryRow(ctx, connectionExists, user.Issuer, user.Subject, provider).Scan(&ok); err != nil {
+	if err := s.pool.QueryRow(ctx, connectionExists, user.Issuer, user.Subject, provider, s.org).Scan(&ok); err != nil {
 		return false, fmt.Errorf("vault: look up connection: %w", err)
 	}
 	return ok, nil
 }
 
-const connectionExists = `SELECT EXISTS (SELECT 1 FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3)`
+const connectionExists = `SELECT EXISTS (SELECT 1 FROM connections
+	WHERE issuer = $1 AND subject = $2 AND provider = $3 AND org_id = $4)`
 
-// List returns the user's connections, by provider and then the oldest
-// first, without opening them.
+// List returns the user's connections in the handle's organization, by
+// provider and then the oldest first, without opening them.
 func (s *Store) List(ctx context.Context, user identity.User) ([]Connection, error) {
-	rows, err := s.pool.Query(ctx, listConnections, user.Issuer, user.Subject)
+	return s.list(ctx, listConnections, user.Issuer, user.Subject, s.org)
+}
+
+// ListAll returns the user's connections in every organization, by
+// organization (Connection.Org), provider and then the oldest first,
+// without opening them: the user's own view (the account page), never a
+// client's. Acting on one goes through its organization's handle
+// (In(c.Org)).
+func (s *Store) ListAll(ctx context.Context, user identity.User) ([]Connection, error) {
+	return s.list(ctx, listAllConnections, user.Issuer, user.Subject)
+}
+
+func (s *Store) list(ctx context.Context, query string, args ...any) ([]Connection, error) {
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("vault: list connections: %w", err)
 	}
@@ -896,7 +997,7 @@ func (s *Store) DeleteWith(ctx context.Context, user identity.User, provider, id
 			}
 		}
 		r, err := scanRow(tx.QueryRow(ctx, deleteConnection, user.Issuer, user.Subject, provider,
-			connKey(user, provider, id).Payload(), id))
+			connKey(s.org, user, provider, id).Payload(), id, s.org))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w to %s", ErrNotConnected, provider)
 		}
@@ -929,7 +1030,7 @@ func (s *Store) DeleteWith(ctx context.Context, user identity.User, provider, id
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.providerTimeout)
 	defer cancel()
-	err = s.revoke(rctx, provider, cred)
+	err = s.revoke(rctx, d.Connection.App(), cred)
 	switch {
 	case err == nil:
 		d.Revocation = Revoked

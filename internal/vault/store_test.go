@@ -392,7 +392,7 @@ func TestToken(t *testing.T) {
 				tok.RefreshToken = ""
 			}
 			if tt.revoked {
-				if err := revoker(p)(ctx, "fake", &vault.Credential{RefreshToken: tok.RefreshToken}); err != nil {
+				if err := revoker(p)(ctx, vault.App{Provider: "fake"}, &vault.Credential{RefreshToken: tok.RefreshToken}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -57,7 +57,7 @@ func (s *Store) TokenFor(ctx context.Context, user identity.User, provider, id s
 	// The shared refresh must not die with the first caller's request: it runs
 	// on a context detached from any one caller, bounded by the lease.
 	seen := r
-	ch := s.flight.DoChan(r.id, func() (any, error) {
+	ch := s.flight.DoChan(s.org+"\x00"+r.id, func() (any, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.leaseFor(provider)+time.Second)
 		defer cancel()
 		return s.refreshShared(rctx, user, provider, seen.id, func(r *row, c *Credential) bool {
@@ -89,7 +89,7 @@ func (s *Store) TokenFor(ctx context.Context, user identity.User, provider, id s
 		// credential meanwhile (a reconnect that put another account in
 		// this connection) — another credential altogether. Decided again,
 		// on what it is: a refresh is rare, its one SHA-256 costs nothing.
-		if err := decide(Held{ID: r.id, Scopes: fresh.Scopes, Account: AccountHash(fresh.AccountID)}); err != nil {
+		if err := decide(Held{ID: r.id, Scopes: fresh.Scopes, Account: AccountHash(fresh.AccountID), Org: r.org}); err != nil {
 			return nil, err
 		}
 		return fresh, nil
@@ -125,7 +125,7 @@ func (s *Store) usable(ctx context.Context, user identity.User, provider, id str
 	case decide != nil && r.accountHash == nil:
 		// A row from before account hashes were kept: its credential says
 		// whose it is.
-		if err := decide(Held{ID: r.id, Scopes: cred.Scopes, Account: AccountHash(cred.AccountID)}); err != nil {
+		if err := decide(Held{ID: r.id, Scopes: cred.Scopes, Account: AccountHash(cred.AccountID), Org: r.org}); err != nil {
 			return r, nil, err
 		}
 	case decide == nil:
@@ -218,7 +218,10 @@ func (s *Store) refreshLeased(ctx context.Context, user identity.User, provider,
 			}
 			return nil, errLeased
 		}
-		return func(ctx context.Context, rt string) (*Refreshed, error) { return s.refresh(ctx, provider, rt) }, nil
+		// The app the row says obtained the grant, read under its lock: a
+		// reconnect through another app ends this lease.
+		app := r.App()
+		return func(ctx context.Context, rt string) (*Refreshed, error) { return s.refresh(ctx, app, rt) }, nil
 	}
 	op.store = func(ctx context.Context, tx pgx.Tx, r *row, cred *Credential, ref *Refreshed) error {
 		next := *cred
@@ -239,7 +242,8 @@ func (s *Store) refreshLeased(ctx context.Context, user identity.User, provider,
 		}
 		now := s.now().UTC()
 		if _, err := tx.Exec(ctx, updateRefreshed, r.ID, int32(s.keys.Primary()), ct, nonNil(next.Scopes),
-			nullTime(next.Expiry), now, connKey(user, provider, r.ID).Payload(), AccountHash(next.AccountID), next.DisplayName()); err != nil {
+			nullTime(next.Expiry), now, connKey(s.org, user, provider, r.ID).Payload(), AccountHash(next.AccountID), next.DisplayName(),
+			s.org); err != nil {
 			return fmt.Errorf("vault: store refreshed token: %w", err)
 		}
 		if refusal {
@@ -277,7 +281,7 @@ func (s *Store) refreshLeased(ctx context.Context, user identity.User, provider,
 
 func (s *Store) markReauth(ctx context.Context, tx pgx.Tx, r *row, reason string) error {
 	if _, err := tx.Exec(ctx, updateStatus, r.ID, string(StatusReauthorizationRequired), s.now().UTC(),
-		connKey(r.User, r.Provider, r.ID).Payload()); err != nil {
+		connKey(s.org, r.User, r.Provider, r.ID).Payload(), s.org); err != nil {
 		return fmt.Errorf("vault: mark reauthorization required: %w", err)
 	}
 	if s.onReauth != nil && r.Status != StatusReauthorizationRequired {
@@ -290,12 +294,12 @@ func (s *Store) markReauth(ctx context.Context, tx pgx.Tx, r *row, reason string
 	return nil
 }
 
-const setHealth = `UPDATE connections SET health_checked_at = $2, last_error = $3 WHERE id = $1`
+const setHealth = `UPDATE connections SET health_checked_at = $2, last_error = $3 WHERE id = $1 AND org_id = $4`
 
 // recordHealth notes, within tx, that a refresh of connection id reached the
 // provider with outcome err (nil: success). Only an error class is kept.
 func (s *Store) recordHealth(ctx context.Context, tx pgx.Tx, id string, err error) error {
-	if _, xerr := tx.Exec(ctx, setHealth, id, s.now().UTC(), errorClass(err)); xerr != nil {
+	if _, xerr := tx.Exec(ctx, setHealth, id, s.now().UTC(), errorClass(err), s.org); xerr != nil {
 		return fmt.Errorf("vault: record health: %w", xerr)
 	}
 	return nil
@@ -354,8 +358,9 @@ const RefusedRefreshWindow = 5 * time.Minute
 
 const (
 	selectRefusedRecently = `SELECT coalesce(refused_refresh_at > $2 AND refused_refresh_token = $3, false)
-		FROM connections WHERE id = $1`
-	updateRefusedRefresh = `UPDATE connections SET refused_refresh_at = $2, refused_refresh_token = $3 WHERE id = $1`
+		FROM connections WHERE id = $1 AND org_id = $4`
+	updateRefusedRefresh = `UPDATE connections SET refused_refresh_at = $2, refused_refresh_token = $3
+		WHERE id = $1 AND org_id = $4`
 )
 
 // refusedRecently reports, within tx (the row locked), whether refused, a
@@ -364,7 +369,7 @@ const (
 func (s *Store) refusedRecently(ctx context.Context, tx pgx.Tx, id, refused string) (bool, error) {
 	var recent bool
 	if err := tx.QueryRow(ctx, selectRefusedRecently, id, s.now().Add(-RefusedRefreshWindow).UTC(),
-		refusedDigest(refused)).Scan(&recent); err != nil {
+		refusedDigest(refused), s.org).Scan(&recent); err != nil {
 		return false, fmt.Errorf("vault: read the last refresh for a 401: %w", err)
 	}
 	if recent {
@@ -383,7 +388,7 @@ func refusedDigest(token string) []byte {
 // markRefused records, within tx, that connection id was refreshed for a
 // 401 now, and the access token that refresh issued.
 func (s *Store) markRefused(ctx context.Context, tx pgx.Tx, id, issued string) error {
-	if _, err := tx.Exec(ctx, updateRefusedRefresh, id, s.now().UTC(), refusedDigest(issued)); err != nil {
+	if _, err := tx.Exec(ctx, updateRefusedRefresh, id, s.now().UTC(), refusedDigest(issued), s.org); err != nil {
 		return fmt.Errorf("vault: record the refresh for a 401: %w", err)
 	}
 	return nil
@@ -415,27 +420,29 @@ func (s *Store) Refused(ctx context.Context, user identity.User, provider, id, r
 	return err
 }
 
-const selectIdle = `SELECT id, issuer, subject FROM connections
-	WHERE provider = $1 AND status = 'active' AND updated_at < $2
+const selectIdle = `SELECT id, issuer, subject, org_id FROM connections
+	WHERE provider = $1 AND status = 'active' AND updated_at < $2 AND org_id = $4
 	ORDER BY updated_at LIMIT $3`
 
-// Ref names one connection: its id and its user (at a provider the caller
-// knows).
+// Ref names one connection: its id, its user (at a provider the caller
+// knows) and its organization.
 type Ref struct {
 	ID   string
 	User identity.User
+	Org  string
 }
 
-// Idle lists (at most limit) active connections to provider not refreshed
-// or stored since idleSince, the longest idle first.
+// Idle lists (at most limit) active connections of the handle's
+// organization to provider not refreshed or stored since idleSince, the
+// longest idle first.
 func (s *Store) Idle(ctx context.Context, provider string, idleSince time.Time, limit int) ([]Ref, error) {
-	rows, err := s.pool.Query(ctx, selectIdle, provider, idleSince, limit)
+	rows, err := s.pool.Query(ctx, selectIdle, provider, idleSince, limit, s.org)
 	if err != nil {
 		return nil, fmt.Errorf("vault: idle connections: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Ref, error) {
 		var c Ref
-		err := r.Scan(&c.ID, &c.User.Issuer, &c.User.Subject)
+		err := r.Scan(&c.ID, &c.User.Issuer, &c.User.Subject, &c.Org)
 		return c, err
 	})
 	if err != nil {

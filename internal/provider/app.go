@@ -85,3 +85,9 @@ func (c *Catalog) SharedApp(name string) SharedAppPolicy {
 	}
 	return SharedDefault
 }
+
+// CallbackPath is the path of connectd's redirect URI, the one registered at
+// every provider (the deployment's app and each organization's): the public
+// URL and CallbackPath. The CLI prints it when an app is set, for the
+// operator to register at the provider.
+const CallbackPath = "/oauth/callback"

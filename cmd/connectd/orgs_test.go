@@ -88,6 +88,8 @@ func TestOrgsCommand(t *testing.T) {
 		t.Fatalf("apps set printed no app id: %s", out)
 	}
 	ok("acme-app", "orgs", "apps", "list", "acme")
+	ok("1 provider app secret; 1 under the primary key", "vault", "status")
+	ok("rewrapped 0 connections", "vault", "rewrap")
 	show := ok("clients: 0", "orgs", "show", "acme")
 	if !strings.Contains(show, "set") || !strings.Contains(show, "fake") {
 		t.Fatalf("orgs show lists no app: %s", show)

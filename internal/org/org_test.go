@@ -553,3 +553,40 @@ func TestResolveCache(t *testing.T) {
 		t.Fatalf("a after its own RemoveApp: %v", err)
 	}
 }
+
+// TestRewrapSecrets: after a key rotation, vault status counts the app
+// secrets under the old key, rewrap moves them to the new primary, and the
+// app still resolves (with the old key gone from the keyring).
+func TestRewrapSecrets(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t, "")
+	e.create(t, "acme")
+	if _, _, err := e.store.SetApp(ctx, "acme", "fake", "acme-app", appSecret, "t"); err != nil {
+		t.Fatal(err)
+	}
+	two, err := keyring.GenerateKey(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := keyring.Parse(testKeys + "\n*" + two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts, err := org.SecretKeyStatus(ctx, e.pool, rotated)
+	if err != nil || len(counts) != 1 || counts[0].KeyVersion != 1 || counts[0].Primary || !counts[0].InKeyring || counts[0].Apps != 1 {
+		t.Fatalf("status before rewrap: %+v %v", counts, err)
+	}
+	n, failed, err := org.RewrapSecrets(ctx, e.pool, rotated)
+	if err != nil || n != 1 || len(failed) != 0 {
+		t.Fatalf("rewrap: %d %v %v", n, failed, err)
+	}
+	onlyTwo, err := keyring.Parse(two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.keys = onlyTwo
+	if r, err := e.newStore(t, e.pool, -1).Resolve(ctx, "acme", "fake"); err != nil || r.AppID == "" {
+		t.Fatalf("resolve with only the new key: %+v %v", r, err)
+	}
+}

@@ -169,7 +169,7 @@ func (s *Store) SetApp(ctx context.Context, org, prov, clientID string, secret p
 		return App{}, "", problem.Detail(ErrNotFound, "no organization %s", org)
 	case errors.As(err, &pe) && pe.Code == "23505":
 		// Two first Sets raced (neither found a row to lock): the other won.
-		return App{}, "", problem.Detail(ErrExists, "the app of %s at %s was set concurrently; run it again", org, prov)
+		return App{}, "", problem.Detail(problem.ErrConflict, "the app of %s at %s was set concurrently; run it again", org, prov)
 	case err != nil:
 		return App{}, "", fmt.Errorf("org: set app of %s at %s: %w", org, prov, err)
 	}

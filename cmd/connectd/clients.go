@@ -14,11 +14,13 @@ import (
 
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/egress"
+	"github.com/connectd/connectd/internal/names"
 )
 
 const clientsUsage = `usage:
   connectd clients create --name NAME --resource URI [--resource URI...] [--provider ID...] [--proxy-only]
-                          [--logo-url URL] [--homepage URL] [--jwks-url URL | --public-key FILE]
+                          [--logo-url URL] [--homepage URL] [--jwks-url URL | --public-key FILE] [--org ID]
+      --org: the organization it belongs to (default: default; connectd orgs list);
       --logo-url and --homepage: what users see of it on the consent and success pages;
       with --jwks-url or --public-key the MCP server authenticates with private_key_jwt only: no client key is made
   connectd clients update ID [--name NAME] [--resource URI...] [--provider ID...] [--no-providers]
@@ -45,7 +47,7 @@ const clientsUsage = `usage:
 
 // clientsSubUsage is each clients subcommand's arguments, for its -h.
 var clientsSubUsage = map[string]string{
-	"create":      " --name NAME --resource URI [--resource URI...] [--provider ID...] [--proxy-only] [--logo-url URL] [--homepage URL] [--jwks-url URL | --public-key FILE]",
+	"create":      " --name NAME --resource URI [--resource URI...] [--provider ID...] [--proxy-only] [--logo-url URL] [--homepage URL] [--jwks-url URL | --public-key FILE] [--org ID]",
 	"update":      " ID [--name NAME] [--resource URI...] [--provider ID...] [--no-providers] [--logo-url URL] [--homepage URL]",
 	"delete":      " ID --yes",
 	"jwt-keys":    " ID (--jwks-url URL | --public-key FILE | --clear) [--drop-keys]",
@@ -85,6 +87,7 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 	var logoSet, homepageSet bool
 	var jwksURL, publicKeyFile string
 	var dropKeys bool
+	orgID := names.DefaultOrg
 	want := 0 // positional arguments
 	switch sub {
 	case "create":
@@ -94,6 +97,7 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 		fset.BoolVar(&proxyOnly, "proxy-only", false, "it never receives a credential: it calls providers through connectd's proxy")
 		fset.StringVar(&logoURL, "logo-url", "", "https URL of its logo, shown on the users' consent and success pages")
 		fset.StringVar(&homepage, "homepage", "", "its homepage, linked from the users' consent and success pages")
+		fset.StringVar(&orgID, "org", names.DefaultOrg, "the organization it belongs to (connectd orgs list)")
 		assertionFlags(fset, &jwksURL, &publicKeyFile)
 	case "update":
 		want = 1
@@ -145,6 +149,8 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 	case sub == "update" && !nameSet && len(resources) == 0 && len(providers) == 0 && !noProviders && !logoSet && !homepageSet:
 		return &usageError{"clients update: nothing to change (give --name, --resource, --provider, --no-providers, " +
 			"--logo-url or --homepage)\n" + clientsUsage}
+	case sub == "create" && !names.ValidOrg(orgID):
+		return &usageError{"--org: an organization id is 1-40 of a-z 0-9 -, not starting or ending with - (connectd orgs list)"}
 	case sub == "delete" && !yes:
 		return &usageError{"clients delete removes the client, its keys, resource URIs, approvals and webhook endpoints " +
 			"(the users' connections stay); it cannot be undone: add --yes"}
@@ -182,7 +188,7 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 			return &usageError{err.Error()}
 		}
 		warnUnknownProviders(cfg, providers, stderr)
-		c, key, err := store.Create(ctx, name, resources, providers)
+		c, key, err := store.CreateIn(ctx, orgID, name, resources, providers)
 		if errors.Is(err, clientauth.ErrInvalidClient) {
 			return &usageError{err.Error()}
 		}
@@ -216,6 +222,9 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 			return nil
 		}
 		fmt.Fprintf(stdout, "id: %s\nkey: %s\n", c.ID, key)
+		if c.Org != names.DefaultOrg {
+			fmt.Fprintf(stdout, "org: %s\n", c.Org)
+		}
 		fmt.Fprintln(stderr, "The key is shown only now: connectd keeps only its hash. Give it to the MCP server as a secret.")
 		return nil
 	case "list":
@@ -224,7 +233,7 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 			return err
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tRESOURCES\tPROVIDERS\tCREATED\tLAST USED")
+		fmt.Fprintln(tw, "ID\tNAME\tORG\tSTATUS\tRESOURCES\tPROVIDERS\tCREATED\tLAST USED")
 		for _, c := range list {
 			status, last := "active", "-"
 			if c.Disabled {
@@ -239,7 +248,7 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 			if prov == "" {
 				prov = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.ID, c.Name, status, strings.Join(c.Resources, ","), prov,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.ID, c.Name, c.Org, status, strings.Join(c.Resources, ","), prov,
 				c.CreatedAt.UTC().Format("2006-01-02 15:04Z"), last)
 		}
 		return tw.Flush()

@@ -44,12 +44,12 @@ func TestNoTestCodeLinked(t *testing.T) {
 }
 
 // TestLeavesStayLeaves (issue 23 §5): the packages below the HTTP layer do
-// not import it. The vault, consent, mcpauth, clientauth, jose and the request-id context link neither
+// not import it. The vault, consent, mcpauth, clientauth, org, jose and the request-id context link neither
 // internal/web nor the page templates, so a leaf can never pick a status or
 // render a page.
 func TestLeavesStayLeaves(t *testing.T) {
 	t.Parallel()
-	for _, leaf := range []string{"internal/vault", "internal/consent", "internal/mcpauth", "internal/clientauth", "internal/jose", "internal/reqid", "internal/db", "internal/audit", "internal/jsontext", "internal/keyring", "internal/identity"} {
+	for _, leaf := range []string{"internal/vault", "internal/consent", "internal/mcpauth", "internal/clientauth", "internal/org", "internal/jose", "internal/reqid", "internal/db", "internal/audit", "internal/jsontext", "internal/keyring", "internal/identity"} {
 		out, err := exec.Command("go", "list", "-deps", "../../"+leaf).CombinedOutput()
 		if err != nil {
 			t.Fatalf("go list -deps ./%s: %v\n%s", leaf, err, out)

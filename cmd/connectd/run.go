@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"runtime/debug"
 )
 
@@ -49,6 +50,8 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return &usageError{"the demo is a program of its own: make demo, or go run ./cmd/connectd-demo -h"}
 	case "clients":
 		return clientsCmd(ctx, rest, getenv, stdout, stderr)
+	case "orgs":
+		return orgsCmd(ctx, rest, getenv, os.Stdin, stdout, stderr)
 	case "vault":
 		return vaultCmd(ctx, rest, getenv, stdout, stderr)
 	case "admin":

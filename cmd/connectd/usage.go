@@ -17,6 +17,8 @@ commands:
   clients create|list|disable|enable|rotate-key|webhooks
                                  register MCP servers (clients), manage their keys and
                                  webhook endpoints
+  orgs create|list|show|update|delete|apps
+                                 organizations, their branding and their own OAuth apps
   vault gen-key|status|rewrap    credential encryption keys and key rotation
   admin connections|events|keys|sessions
                                  inspect and revoke linked accounts, read the audit trail, admin API keys,

@@ -53,6 +53,11 @@ func TestHelp(t *testing.T) {
 		{[]string{"admin", "connections", "revoke", "ID", "--help"}, "-yes"},
 		{[]string{"admin", "events", "--help"}, "-window"},
 		{[]string{"admin", "keys", "create", "--help"}, "-expires"},
+		{[]string{"orgs", "--help"}, "connectd orgs apps set ORG PROVIDER --client-id ID"},
+		{[]string{"help", "orgs"}, "connectd orgs update ID"},
+		{[]string{"orgs", "update", "-h"}, "-brand-color"},
+		{[]string{"orgs", "apps", "set", "--help"}, "-client-secret-file"},
+		{[]string{"clients", "create", "--help"}, "-org"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/keyring"
+	"github.com/connectd/connectd/internal/org"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/webhook"
 )
@@ -103,7 +104,7 @@ Reports what is sealed under each vault key version, for key rotation (docs/vaul
   and CONNECTIONS (how many);
   a line counting connections and how many are under the primary key;
   a line counting webhook endpoint secrets (sealed under the same keys) and how many are under the
-  primary key;
+  primary key, and one for organizations' provider app secrets when there are any;
   then what to do: run ` + "`connectd vault rewrap`" + ` when rows are under an older key you still hold,
   or retire the older keys when nothing uses them.
 
@@ -143,6 +144,10 @@ func vaultStatus(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	secrets, err := webhook.SecretKeyStatus(ctx, pool, s.Keyring())
+	if err != nil {
+		return err
+	}
+	appSecrets, err := org.SecretKeyStatus(ctx, pool, s.Keyring())
 	if err != nil {
 		return err
 	}
@@ -199,14 +204,38 @@ func vaultStatus(ctx context.Context, args []string, getenv func(string) string,
 	}
 	fmt.Fprintf(stdout, "\n%s; %d under the primary key %d\n", plural(conns, "connection", "connections"), connsPrimary, keys.Primary())
 	fmt.Fprintf(stdout, "%s; %d under the primary key\n", plural(secretsTotal, "webhook endpoint secret", "webhook endpoint secrets"), secretsPrimary)
-	older := (conns - connsPrimary - connsMissing) + (secretsTotal - secretsPrimary - secretsMissing)
+	// Organizations' provider app secrets, sealed under the same keys.
+	var appsTotal, appsPrimary, appsMissing int64
+	for _, c := range appSecrets {
+		appsTotal += c.Apps
+		switch {
+		case c.Primary:
+			appsPrimary += c.Apps
+		case !c.InKeyring:
+			appsMissing += c.Apps
+			if c.Apps > 0 && !slices.Contains(missing, c.KeyVersion) {
+				missing = append(missing, c.KeyVersion)
+			}
+		}
+	}
+	if appsTotal > 0 {
+		fmt.Fprintf(stdout, "%s; %d under the primary key\n", plural(appsTotal, "provider app secret", "provider app secrets"), appsPrimary)
+	}
+	if appsMissing > 0 {
+		fmt.Fprintf(stdout, "WARNING: %s cannot be opened: set those apps again (connectd orgs apps set, a secret from the provider).\n",
+			plural(appsMissing, "provider app secret", "provider app secrets"))
+	}
+	older := (conns - connsPrimary - connsMissing) + (secretsTotal - secretsPrimary - secretsMissing) + (appsTotal - appsPrimary - appsMissing)
 	switch {
 	case older > 0:
 		fmt.Fprintf(stdout, "%d under older keys you hold: run `connectd vault rewrap`\n", older)
-	case connsMissing+secretsMissing == 0:
+	case connsMissing+secretsMissing+appsMissing == 0:
 		fmt.Fprintln(stdout, "Keys other than the primary are no longer needed.")
 	}
 	if connsMissing+secretsMissing == 0 {
+		if appsMissing > 0 {
+			return errKeysMissing
+		}
 		return nil
 	}
 	slices.Sort(missing)
@@ -259,6 +288,17 @@ func vaultRewrap(ctx context.Context, args []string, getenv func(string) string,
 			fmt.Fprintf(stdout, "; %d did not open (key missing): %v", len(failed), failed)
 		}
 		fmt.Fprintln(stdout)
+		n, failed, werr = org.RewrapSecrets(ctx, pool, s.Keyring())
+		if werr != nil {
+			return werr
+		}
+		if n > 0 || len(failed) > 0 {
+			fmt.Fprintf(stdout, "rewrapped %s", plural(int64(n), "provider app secret", "provider app secrets"))
+			if len(failed) > 0 {
+				fmt.Fprintf(stdout, "; %d did not open (key missing): %v", len(failed), failed)
+			}
+			fmt.Fprintln(stdout)
+		}
 	}
 	if errors.Is(err, vault.ErrRewrapIncomplete) {
 		return fmt.Errorf("%w; run it again (it resumes), and check that every replica runs with key %d as primary", err, primary)

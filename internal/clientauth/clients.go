@@ -23,6 +23,7 @@ import (
 	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/egress"
 	"github.com/connectd/connectd/internal/jose"
+	"github.com/connectd/connectd/internal/names"
 )
 
 // KeyPrefix starts every client key, so a leaked key is recognisable (secret
@@ -62,6 +63,11 @@ type Client struct {
 	// DPoPRequired: every /v1 call carries a DPoP proof (RFC 9449) signed
 	// by one of those keys (dpop.go).
 	DPoPRequired bool
+	// Org is the organization the MCP server belongs to (clients.org_id,
+	// names.DefaultOrg for every client registered before organizations):
+	// loaded and cached with the client, so resolving the organization of a
+	// request costs no query of its own.
+	Org string
 }
 
 // ClientsConfig configures a Clients store.
@@ -133,9 +139,9 @@ func NewClients(cfg ClientsConfig) *Clients {
 }
 
 const (
-	insertClientSQL = `INSERT INTO clients (id, name, resources, providers, created_at) VALUES ($1, $2, $3, $4, $5)`
+	insertClientSQL = `INSERT INTO clients (id, name, resources, providers, created_at, org_id) VALUES ($1, $2, $3, $4, $5, $6)`
 	insertKeySQL    = `INSERT INTO client_keys (key_hash, client_id, created_at) VALUES ($1, $2, $3)`
-	clientColumns   = `c.id, c.name, c.resources, c.providers, c.disabled, c.created_at, c.last_used_at, c.proxy_only, ` + proxyRulesColumn + `, c.logo_url, c.homepage, c.jwks_url, c.jwks, c.dpop_required`
+	clientColumns   = `c.id, c.name, c.resources, c.providers, c.disabled, c.created_at, c.last_used_at, c.proxy_only, ` + proxyRulesColumn + `, c.logo_url, c.homepage, c.jwks_url, c.jwks, c.dpop_required, c.org_id`
 	listClientsSQL  = `SELECT ` + clientColumns + ` FROM clients c ORDER BY c.created_at, c.id`
 	getClientSQL    = `SELECT ` + clientColumns + ` FROM clients c WHERE c.id = $1`
 	// Every replica's key cache learns of the change on commit.
@@ -180,10 +186,23 @@ var ErrResourceTaken = errors.New("clientauth: resource URI already registered")
 // client_resource_key in migrations/00007_unique_resources.sql.
 func resourceKey(r string) string { return strings.TrimRight(r, "/") }
 
-// Create registers a client and returns it with its first key. The key is
-// returned only here; connectd keeps only its hash. A resource another client
-// holds is refused with ErrResourceTaken.
+// Create registers a client of the default organization and returns it
+// with its first key: CreateIn(ctx, names.DefaultOrg, …).
 func (c *Clients) Create(ctx context.Context, name string, resources, providers []string) (Client, string, error) {
+	return c.CreateIn(ctx, names.DefaultOrg, name, resources, providers)
+}
+
+// CreateIn registers a client of organization org and returns it with its
+// first key. The key is returned only here; connectd keeps only its hash. A
+// resource another client holds is refused with ErrResourceTaken (resource
+// URIs are unique across organizations too: a user token names its
+// audience, not an organization); an organization id that is malformed or
+// names no organization with ErrInvalidClient.
+func (c *Clients) CreateIn(ctx context.Context, org, name string, resources, providers []string) (Client, string, error) {
+	if !names.ValidOrg(org) {
+		return Client{}, "", fmt.Errorf("%w: organization id must be 1-%d of a-z 0-9 -, not starting or ending with -",
+			ErrInvalidClient, names.MaxOrgBytes)
+	}
 	name = strings.TrimSpace(name)
 	if providers == nil {
 		providers = []string{}
@@ -192,10 +211,10 @@ func (c *Clients) Create(ctx context.Context, name string, resources, providers 
 		return Client{}, "", err
 	}
 	cl := Client{ID: newClientID(), Name: name, Resources: resources, Providers: providers,
-		CreatedAt: c.now().UTC().Truncate(time.Microsecond)}
+		CreatedAt: c.now().UTC().Truncate(time.Microsecond), Org: org}
 	key, hash := newKey()
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, insertClientSQL, cl.ID, cl.Name, cl.Resources, cl.Providers, cl.CreatedAt); err != nil {
+		if _, err := tx.Exec(ctx, insertClientSQL, cl.ID, cl.Name, cl.Resources, cl.Providers, cl.CreatedAt, cl.Org); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, insertKeySQL, hash[:], cl.ID, cl.CreatedAt)
@@ -205,6 +224,9 @@ func (c *Clients) Create(ctx context.Context, name string, resources, providers 
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "client_resources_pkey" {
 		return Client{}, "", c.resourceTaken(ctx, resources)
+	}
+	if errors.As(err, &pgErr) && pgErr.Code == "23503" && pgErr.ConstraintName == "clients_org_id_fkey" {
+		return Client{}, "", fmt.Errorf("%w: no organization %s (connectd orgs list)", ErrInvalidClient, org)
 	}
 	if err != nil {
 		return Client{}, "", fmt.Errorf("clientauth: create client: %w", err)
@@ -396,7 +418,7 @@ func (c *Clients) lookup(ctx context.Context, want [32]byte, now time.Time) (Cli
 	var rules []byte
 	var jwksURL *string
 	err := row.Scan(&got, &keyExpires, &cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed,
-		&cl.ProxyOnly, &rules, &cl.LogoURL, &cl.Homepage, &jwksURL, &cl.JWKS, &cl.DPoPRequired)
+		&cl.ProxyOnly, &rules, &cl.LogoURL, &cl.Homepage, &jwksURL, &cl.JWKS, &cl.DPoPRequired, &cl.Org)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Client{}, ErrInvalidClientKey
 	}
@@ -436,7 +458,7 @@ func scanClient(row pgx.Row) (Client, error) {
 	var rules []byte
 	var jwksURL *string
 	if err := row.Scan(&cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed, &cl.ProxyOnly, &rules,
-		&cl.LogoURL, &cl.Homepage, &jwksURL, &cl.JWKS, &cl.DPoPRequired); err != nil {
+		&cl.LogoURL, &cl.Homepage, &jwksURL, &cl.JWKS, &cl.DPoPRequired, &cl.Org); err != nil {
 		return Client{}, err
 	}
 	if lastUsed != nil {

@@ -2,7 +2,9 @@
 // connectd. It owns:
 //
 //   - the registry of MCP-server clients and their secret keys (tables clients
-//     and client_keys), and authentication of the /v1 API by client key, with
+//     and client_keys), each client of one organization (clients.org_id,
+//     Client.Org, loaded and cached with it; the organizations themselves
+//     are package org's), and authentication of the /v1 API by client key, with
 //     a brief cache of authenticated keys (by hash) that disabling a client or
 //     rotating its keys clears on every replica (clientcache.go);
 //   - client authentication without a shared secret: RFC 7523 client

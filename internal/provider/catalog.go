@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"sync"
 
 	"github.com/connectd/connectd/internal/egress"
 )
@@ -32,9 +33,14 @@ type Options struct {
 	Logger        *slog.Logger // default: discard
 }
 
-// Catalog is the set of configured providers, by name.
+// Catalog is the set of configured providers, by name, and what it takes
+// to build an organization's own app at one of them (WithApp).
 type Catalog struct {
 	byName map[string]Provider
+
+	bound         *http.Client // opts.HTTPClient, bounded by egress.Bound: every app's calls go through it
+	maxConcurrent int
+	apps          sync.Map // appKey → *http.Client: each app's own bulkhead, made once
 }
 
 // New builds the catalog from a parsed providers file, running discovery for
@@ -45,7 +51,8 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Catalog, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Catalog{byName: map[string]Provider{}}
+	c := &Catalog{byName: map[string]Provider{}, maxConcurrent: opts.MaxConcurrent,
+		bound: egress.Bound(opts.HTTPClient, egress.Limits{MaxResponseBytes: opts.MaxResponseBytes})}
 	for i, spec := range cfg.Providers {
 		p, err := NewProvider(ctx, spec, cfg.Dev, opts)
 		if err != nil {
@@ -55,7 +62,8 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Catalog, error) {
 		info := p.Info()
 		logger.InfoContext(ctx, "provider configured", slog.String("provider", spec.Name),
 			slog.String("kind", string(info.Kind)), slog.String("template", spec.Template),
-			slog.Bool("discovered", spec.Discovery), slog.Bool("pkce", info.PKCE), slog.String("api_base_url", info.APIBaseURL))
+			slog.Bool("discovered", spec.Discovery), slog.Bool("pkce", info.PKCE), slog.String("api_base_url", info.APIBaseURL),
+			slog.String("shared_app", string(spec.SharedApp)))
 	}
 	return c, nil
 }

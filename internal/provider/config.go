@@ -76,8 +76,11 @@ type Spec struct {
 	APIAuth APIAuth
 
 	// oauth2
-	ClientID              string
-	ClientSecret          Secret
+	ClientID     string // the deployment's own app at the provider (an organization may have its own: WithApp)
+	ClientSecret Secret
+	// SharedApp is which organizations without an app of their own at the
+	// provider may use the deployment's (shared_app; "": SharedDefault).
+	SharedApp             SharedAppPolicy
 	Issuer                string
 	Discovery             bool // fill endpoints from RFC 8414 / OIDC discovery of Issuer at start-up
 	AuthorizeURL          string
@@ -272,6 +275,7 @@ type fileEntry struct {
 	ClientSecretEnv  string          `json:"client_secret_env"`
 	ClientSecretFile string          `json:"client_secret_file"`
 	ClientSecret     json.RawMessage `json:"client_secret"` // refused with a clear message
+	SharedApp        string          `json:"shared_app"`    // "default" or "all"
 
 	BaseURL               string            `json:"base_url"`
 	Subdomain             string            `json:"subdomain"`
@@ -466,7 +470,7 @@ func resolveAPIKey(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Sp
 	for field, set := range map[string]bool{
 		"client_id": e.ClientID != "", "client_id_env": e.ClientIDEnv != "",
 		"client_secret_env": e.ClientSecretEnv != "", "client_secret_file": e.ClientSecretFile != "",
-		"client_secret": e.ClientSecret != nil, "base_url": e.BaseURL != "", "subdomain": e.Subdomain != "", "tenant": e.Tenant != "",
+		"client_secret": e.ClientSecret != nil, "shared_app": e.SharedApp != "", "base_url": e.BaseURL != "", "subdomain": e.Subdomain != "", "tenant": e.Tenant != "",
 		"issuer": e.Issuer != "", "discovery": e.Discovery != nil, "authorize_url": e.AuthorizeURL != "",
 		"token_url": e.TokenURL != "", "revocation_url": e.RevocationURL != "", "revocation": e.Revocation != nil,
 		"scopes": e.Scopes != nil, "always_scopes": e.AlwaysScopes != nil, "scope_separator": e.ScopeSeparator != nil, "scope_param": e.ScopeParam != "",
@@ -598,6 +602,15 @@ func resolveOAuth(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Spe
 	}
 	if e.KeyPattern != nil {
 		return nil, fail("key_pattern", "applies only to an api_key provider")
+	}
+	switch SharedAppPolicy(e.SharedApp) {
+	case "", SharedDefault:
+		s.SharedApp = SharedDefault
+	case SharedAll:
+		s.SharedApp = SharedAll
+	default:
+		return nil, fail("shared_app", `must be "default" (only the default organization uses this app) or "all" `+
+			`(every organization without its own app at the provider uses it)`)
 	}
 	if e.ClientSecret != nil {
 		return nil, fail("client_secret", "must not be given inline; use client_secret_env (an environment variable name) or client_secret_file (a path)")

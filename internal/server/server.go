@@ -43,6 +43,7 @@ import (
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/metrics"
+	"github.com/connectd/connectd/internal/org"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/proxy"
 	"github.com/connectd/connectd/internal/session"
@@ -58,6 +59,7 @@ type Server struct {
 	ident    *identity
 	keyring  *keyring.Keyring
 	catalog  *provider.Catalog
+	orgs     *org.Store
 	vault    *vault.Store
 	conn     *connect.Server
 	adm      *admin.Server
@@ -116,6 +118,7 @@ func (s *Server) build(ctx context.Context) error {
 	if s.catalog, err = catalog(ctx, cfg, s.metrics); err != nil {
 		return err
 	}
+	s.orgs = org.New(org.Config{Pool: cfg.Pool, Keyring: s.keyring, Catalog: s.catalog, Now: cfg.Now, Logger: cfg.Logger})
 	onReauth := reauthEvents(func() *webhook.Service { return s.jobs.webhooks })
 	if s.vault, err = vaultStore(cfg, cfg.Pool, s.keyring, s.catalog, s.metrics, onReauth); err != nil {
 		return err
@@ -159,7 +162,8 @@ func (s *Server) build(ctx context.Context) error {
 	// The caches whose owners are leaf packages: the connect pages' live
 	// sessions (a sign-out or an admin's "end sessions" on any replica must
 	// reach them within a second), sealed credentials and client keys.
-	s.hub.Add(s.ident.sessions.CacheSubscriber(), s.vault.CacheSubscriber(), s.ident.clients.CacheSubscriber())
+	s.hub.Add(s.ident.sessions.CacheSubscriber(), s.vault.CacheSubscriber(), s.ident.clients.CacheSubscriber(),
+		s.orgs.CacheSubscriber())
 	if err := s.newAdmin(ctx); err != nil {
 		return err
 	}
@@ -311,6 +315,10 @@ func (s *Server) Keyring() *keyring.Keyring { return s.keyring }
 
 // Catalog is the provider catalog.
 func (s *Server) Catalog() *provider.Catalog { return s.catalog }
+
+// Orgs is the organizations and their provider apps (org.Store.Resolve:
+// which app an organization uses at a provider).
+func (s *Server) Orgs() *org.Store { return s.orgs }
 
 // Clients is the MCP-server client registry.
 func (s *Server) Clients() *clientauth.Clients { return s.ident.clients }

@@ -11,6 +11,7 @@ import (
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/org"
 	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/proxy"
 	"github.com/connectd/connectd/internal/refusal"
@@ -241,6 +242,12 @@ var codes = []row{
 	{err: proxy.ErrUnavailable, status: http.StatusServiceUnavailable, code: "provider_unavailable",
 		desc: "the provider could not be reached; retry later", about: "%s could not be reached; retry later",
 		header: retryAfter("5")},
+
+	// Organizations (package org): an organization without its own app at a
+	// provider that may not use the deployment's. Described by the error
+	// (the organization, the provider, the command that sets an app).
+	{err: org.ErrNoApp, status: http.StatusConflict, code: "provider_app_required",
+		desc: "the client's organization has no app of its own at this provider and may not use the deployment's"},
 
 	// The kinds of package problem (webhook, the admin store...), described
 	// by the error's problem.Detail.

@@ -19,6 +19,7 @@ import (
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/org"
 	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/refusal"
 	"github.com/connectd/connectd/internal/release"
@@ -58,6 +59,16 @@ func TestErrorTable(t *testing.T) {
 			"reauthorization_required", "the stored gitlab credential cannot be used; mint an elicitation", nil, ""},
 		{"invalid, described", fmt.Errorf("create: %w", problem.Detail(webhook.ErrInvalid, "url must be at most %d bytes", 2048)),
 			400, "invalid_request", "url must be at most 2048 bytes", nil, ""},
+		{"no provider app", fmt.Errorf("resolve: %w", problem.Detail(org.ErrNoApp, "organization acme has no app of its own at github")),
+			409, "provider_app_required", "organization acme has no app of its own at github", nil, ""},
+		{"no organization", problem.Detail(org.ErrNotFound, "no organization acme"), 404, "not_found", "no organization acme", nil, ""},
+		{"organization in use", problem.Detail(org.ErrInUse, "organization acme still has clients"), 409, "conflict",
+			"organization acme still has clients", nil, ""},
+		{"api_key provider app", problem.Detail(org.ErrAPIKeyProvider, "provider k is of the api_key kind"), 400, "invalid_request",
+			"provider k is of the api_key kind", nil, ""},
+		// An app secret that does not open is the operator's problem, not a
+		// credential to reauthorize.
+		{"app secret", fmt.Errorf("%w: app app_x", org.ErrAppSecret), 500, "internal_error", "internal server error", nil, ""},
 		{"not found, bare", errors.Join(secret, webhook.ErrNotFound), 404, "not_found", "no such resource", nil, ""},
 		{"conflict", webhook.ErrExists, 409, "conflict", "this MCP server already has an endpoint at that URL", nil, ""},
 		{"untyped", secret, 500, "internal_error", "internal server error", nil, ""},

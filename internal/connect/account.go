@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/connectd/connectd/internal/elicitation"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -216,7 +217,7 @@ func (s *Server) withdraw(w http.ResponseWriter, r *http.Request) error {
 	}
 	err = pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
 		if err := consent.WithdrawClient(r.Context(), tx, consent.Withdrawal{User: u, ClientID: client, Provider: p,
-			ConnectionID: id, Actor: "user", RequestID: web.RequestID(r.Context()), IP: clientIP(r)}); err != nil {
+			ConnectionID: id, Actor: "user", RequestID: web.RequestID(r.Context()), IP: web.ClientAddr(r)}); err != nil {
 			return err
 		}
 		return s.emit(r.Context(), tx, webhook.ApprovalEvent(client, u, p, id, "user"))
@@ -347,12 +348,12 @@ func (s *Server) relabel(w http.ResponseWriter, r *http.Request) error {
 // connection holding another's credential since is not deleted on that
 // decision (lifecycle.ErrReplaced).
 func (s *Server) deleteConnection(r *http.Request, u identity.User, p, id string, account []byte, by lifecycle.Actor) (*vault.Deletion, []string, error) {
-	by.RequestID, by.IP = web.RequestID(r.Context()), clientIP(r)
+	by.RequestID, by.IP = web.RequestID(r.Context()), web.ClientAddr(r)
 	ended, err := s.lifecycle.Delete(context.WithoutCancel(r.Context()), u, p, id, account, by)
 	if err != nil {
 		return nil, nil, err
 	}
-	return ended.Deletion, nonNil(ended.Withdrawn), nil
+	return ended.Deletion, elicitation.NonNil(ended.Withdrawn), nil
 }
 
 // noticesOf are the user's notices (package notice), for the page: only

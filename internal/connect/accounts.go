@@ -3,6 +3,7 @@ package connect
 import (
 	"context"
 	"errors"
+	"github.com/connectd/connectd/internal/elicitation"
 	"net/http"
 
 	"github.com/connectd/connectd/internal/consent"
@@ -18,9 +19,6 @@ import (
 // reads a token, or unlinks, names the connection (account=<id>) unless it
 // is approved for exactly one. Nothing ever picks one silently.
 
-// AccountNew, as a mint's account, asks for another account at the provider.
-const AccountNew = "new"
-
 // AccountAll, as an unlink's account, takes every connection the client is
 // approved for at the provider.
 const AccountAll = "all"
@@ -35,10 +33,10 @@ type accountDoc = release.Account
 // the user's at the provider: whether it exists elsewhere is not said.
 var errNoSuchConnection = problem.Detail(problem.ErrNotFound, "no such connection for this user and provider")
 
-// checkMintAccount checks a mint's account: "", AccountNew, or one of the
+// checkMintAccount checks a mint's account: "", elicitation.AccountNew, or one of the
 // user's connections at provider.
 func (s *Server) checkMintAccount(ctx context.Context, u identity.User, provider, account string) error {
-	if account == "" || account == AccountNew {
+	if account == "" || account == elicitation.AccountNew {
 		return nil
 	}
 	if !vault.ValidID(account) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/connectd/connectd/internal/elicitation"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -115,14 +116,14 @@ type urlElicitationErrata struct {
 const URLElicitationRequiredCode = -32042
 
 type statusDoc struct {
-	ElicitationID string     `json:"elicitation_id"`
-	Status        Status     `json:"status"`
-	Reason        string     `json:"reason,omitempty"`
-	Provider      string     `json:"provider"`
-	Scopes        []string   `json:"scopes"`
-	ExpiresAt     time.Time  `json:"expires_at"`
-	CompletedAt   *time.Time `json:"completed_at,omitempty"`
-	RequestState  string     `json:"request_state,omitempty"`
+	ElicitationID string             `json:"elicitation_id"`
+	Status        elicitation.Status `json:"status"`
+	Reason        string             `json:"reason,omitempty"`
+	Provider      string             `json:"provider"`
+	Scopes        []string           `json:"scopes"`
+	ExpiresAt     time.Time          `json:"expires_at"`
+	CompletedAt   *time.Time         `json:"completed_at,omitempty"`
+	RequestState  string             `json:"request_state,omitempty"`
 }
 
 type mintResponse struct {
@@ -133,9 +134,9 @@ type mintResponse struct {
 	InputRequest                inputRequest   `json:"input_request"`
 }
 
-func (s *Server) statusOf(e *Elicitation) statusDoc {
-	d := statusDoc{ElicitationID: e.ID, Status: e.effective(s.now()), Reason: e.Reason, Provider: e.Provider,
-		Scopes: nonNil(e.Scopes), ExpiresAt: e.ExpiresAt.UTC()}
+func (s *Server) statusOf(e *elicitation.Elicitation) statusDoc {
+	d := statusDoc{ElicitationID: e.ID, Status: e.Effective(s.now()), Reason: e.Reason, Provider: e.Provider,
+		Scopes: elicitation.NonNil(e.Scopes), ExpiresAt: e.ExpiresAt.UTC()}
 	if !e.CompletedAt.IsZero() {
 		t := e.CompletedAt.UTC()
 		d.CompletedAt = &t
@@ -203,10 +204,10 @@ func (s *Server) mint(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	now := s.now().Truncate(time.Microsecond) // as Postgres keeps it: an answer again shows the same expiry
-	e := &Elicitation{
-		ID: newElicitationID(), ClientID: c.client.ID, Issuer: c.user.Issuer, Subject: c.user.Subject,
+	e := &elicitation.Elicitation{
+		ID: elicitation.NewID(), ClientID: c.client.ID, Issuer: c.user.Issuer, Subject: c.user.Subject,
 		Provider: req.Provider, Scopes: scopes, Message: msg, RequestDigest: req.RequestDigest, Account: req.Account,
-		Status: StatusPending, CreatedAt: now, ExpiresAt: now.Add(s.elicitationTTL),
+		Status: elicitation.StatusPending, CreatedAt: now, ExpiresAt: now.Add(s.elicitationTTL),
 	}
 	// Idempotent: while an elicitation for the same request (client, user,
 	// provider, scope set, digest) is pending and not near its expiry, it is
@@ -214,17 +215,17 @@ func (s *Server) mint(w http.ResponseWriter, r *http.Request) error {
 	// the link they may already have opened. The insert goes first (one
 	// round trip in the common case); the unique index on the pending
 	// request key makes concurrent mints on any replicas yield one.
-	key := requestKey(e)
+	key := elicitation.RequestKey(e)
 	created := false
 	for attempt := 0; !created; attempt++ {
 		if attempt == 3 {
 			return fmt.Errorf("connect: mint: the pending elicitation for this request kept changing")
 		}
-		if created, err = s.insertMinted(r, e, key); err != nil || created {
+		if created, err = s.elicitations.InsertMinted(r, e, key); err != nil || created {
 			break
 		}
-		prev, err := s.pendingFor(r.Context(), key)
-		if errors.Is(err, ErrNotFound) {
+		prev, err := s.elicitations.PendingFor(r.Context(), key)
+		if errors.Is(err, elicitation.ErrNotFound) {
 			continue // settled meanwhile: insert again
 		}
 		if err != nil {
@@ -236,8 +237,8 @@ func (s *Server) mint(w http.ResponseWriter, r *http.Request) error {
 		}
 		// Too close to its expiry to hand out again: detach it (it stays
 		// usable) and mint a fresh one.
-		if _, err := s.pool.Exec(r.Context(), detachElicitation, prev.ID, key); err != nil {
-			return fmt.Errorf("connect: detach elicitation: %w", err)
+		if err := s.elicitations.Detach(r.Context(), prev.ID, key); err != nil {
+			return err
 		}
 	}
 	if err != nil {
@@ -256,7 +257,7 @@ func (s *Server) mint(w http.ResponseWriter, r *http.Request) error {
 
 // writeMinted answers a mint with e: its URL, the ready elicitation params of
 // both MCP protocol generations, and a fresh request_state.
-func (s *Server) writeMinted(w http.ResponseWriter, e *Elicitation, rs string, status int) error {
+func (s *Server) writeMinted(w http.ResponseWriter, e *elicitation.Elicitation, rs string, status int) error {
 	msg := e.Message
 	u := s.connectURL(e.ID)
 	el := urlElicitation{Mode: "url", ElicitationID: e.ID, URL: u, Message: msg}
@@ -325,15 +326,15 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !validElicitationID(id) {
+	if !elicitation.ValidID(id) {
 		return notFound()
 	}
 	e, err := s.ownElicitation(r.Context(), c, id)
 	if err != nil {
 		return err
 	}
-	if wait > 0 && e.effective(s.now()) == StatusPending {
-		release, err := s.waiters.acquire(c.client.ID)
+	if wait > 0 && e.Effective(s.now()) == elicitation.StatusPending {
+		release, err := s.waiters.Acquire(c.client.ID)
 		if err != nil {
 			return err
 		}
@@ -358,15 +359,15 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := r.PathValue("id")
-	if !validElicitationID(id) {
+	if !elicitation.ValidID(id) {
 		return notFound()
 	}
 	e, err := s.ownElicitation(r.Context(), c, id)
 	if err != nil {
 		return err
 	}
-	if e.effective(s.now()) == StatusPending {
-		if _, err := s.settle(r, e, StatusDeclined, "client_declined"); err != nil {
+	if e.Effective(s.now()) == elicitation.StatusPending {
+		if _, err := s.elicitations.Settle(r, e, elicitation.StatusDeclined, "client_declined"); err != nil {
 			return err
 		}
 		if e, err = s.ownElicitation(r.Context(), c, id); err != nil {
@@ -383,9 +384,9 @@ func notFound() error {
 
 // ownElicitation loads id if it was minted by this client for this user; any
 // other elicitation is indistinguishable from a missing one.
-func (s *Server) ownElicitation(ctx context.Context, c caller, id string) (*Elicitation, error) {
-	e, err := s.elicitation(ctx, s.pool, id)
-	if errors.Is(err, ErrNotFound) {
+func (s *Server) ownElicitation(ctx context.Context, c caller, id string) (*elicitation.Elicitation, error) {
+	e, err := s.elicitations.Get(ctx, id)
+	if errors.Is(err, elicitation.ErrNotFound) {
 		return nil, notFound()
 	}
 	if err != nil {
@@ -402,11 +403,11 @@ func (s *Server) ownElicitation(ctx context.Context, c caller, id string) (*Elic
 // When the calling client changes on any replica (disabled: a cut-off), its
 // key is checked again, and a key now refused ends the poll with the error
 // any request with it gets (401 invalid_client) instead of the status.
-func (s *Server) waitFor(r *http.Request, c caller, id string, wait time.Duration) (*Elicitation, error) {
+func (s *Server) waitFor(r *http.Request, c caller, id string, wait time.Duration) (*elicitation.Elicitation, error) {
 	ctx := r.Context()
-	ch, cancel := s.wakeups.subscribe(id)
+	ch, cancel := s.elicitations.Subscribe(id)
 	defer cancel()
-	changed, unwatch := s.clientWakeups.subscribe(c.client.ID)
+	changed, unwatch := s.clientWakeups.Subscribe(c.client.ID)
 	defer unwatch()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -433,7 +434,7 @@ func (s *Server) waitFor(r *http.Request, c caller, id string, wait time.Duratio
 		if err != nil {
 			return nil, err
 		}
-		if e.effective(s.now()) != StatusPending {
+		if e.Effective(s.now()) != elicitation.StatusPending {
 			return e, nil
 		}
 		expiry := time.NewTimer(time.Until(e.ExpiresAt) + 10*time.Millisecond)
@@ -481,7 +482,7 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err != nil {
 		if kind := requestStateKind(err); kind != "" {
-			s.audit(r, audit.Event{Kind: "security.request_state_refused", Issuer: c.user.Issuer, Subject: c.user.Subject,
+			s.elicitations.Audit(r, audit.Event{Kind: "security.request_state_refused", Issuer: c.user.Issuer, Subject: c.user.Subject,
 				ClientID: c.client.ID, Detail: map[string]any{"reason": kind}})
 		}
 		return err
@@ -491,7 +492,7 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	doc := s.statusOf(e)
-	if doc.Status == StatusPending {
+	if doc.Status == elicitation.StatusPending {
 		if doc.RequestState, err = s.sealRequestState(e); err != nil {
 			return err
 		}
@@ -609,7 +610,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	cred := rel.cred
 	doc := tokenDoc{Provider: name, Account: accountDoc{ID: rel.approval.ConnectionID, DisplayName: cred.DisplayName()},
 		Kind: string(rel.info.Kind), TokenType: cred.TokenType,
-		AccessToken: cred.AccessToken, Scopes: nonNil(cred.Scopes)}
+		AccessToken: cred.AccessToken, Scopes: elicitation.NonNil(cred.Scopes)}
 	if doc.TokenType == "" {
 		doc.TokenType = "Bearer"
 	}

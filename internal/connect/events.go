@@ -2,11 +2,11 @@ package connect
 
 import (
 	"context"
+	"github.com/connectd/connectd/internal/elicitation"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/connectd/connectd/internal/consent"
-	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/webhook"
 )
@@ -17,12 +17,6 @@ func (s *Server) emit(ctx context.Context, tx pgx.Tx, ev webhook.Event) error {
 		return nil
 	}
 	return s.webhooks.Emit(ctx, tx, ev)
-}
-
-// emitEnded reports an elicitation that ended to the client that minted it.
-func (s *Server) emitEnded(ctx context.Context, tx pgx.Tx, e *Elicitation, st Status, reason string) error {
-	return s.emit(ctx, tx, webhook.ElicitationEvent(string(st), e.ID, e.ClientID,
-		identity.User{Issuer: e.Issuer, Subject: e.Subject}, e.Provider, e.Scopes, reason))
 }
 
 // emitStored reports what a put did to the connection — created, or its
@@ -36,7 +30,7 @@ func (s *Server) emitStored(ctx context.Context, tx pgx.Tx, c vault.Connection, 
 	case ch.Created:
 		typ = webhook.ConnectionCreated
 	case ch.AccountChanged || !sameSet(ch.Scopes, ch.OldScopes):
-		old = nonNil(ch.OldScopes)
+		old = elicitation.NonNil(ch.OldScopes)
 		extra["account_changed"] = ch.AccountChanged
 	default:
 		return nil // the same grant again (a re-authorization that changed nothing)

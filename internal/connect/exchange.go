@@ -3,6 +3,7 @@ package connect
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/connectd/connectd/internal/elicitation"
 	"maps"
 	"mime"
 	"net/http"
@@ -234,7 +235,7 @@ func withMint(err error, req exchangeRequest) error {
 	if c.Fields == nil {
 		c.Fields = map[string]any{}
 	}
-	mint := map[string]any{"provider": req.provider, "scopes": nonNil(req.required)}
+	mint := map[string]any{"provider": req.provider, "scopes": elicitation.NonNil(req.required)}
 	if acct, ok := c.Fields["account"].(map[string]any); ok && acct["id"] != nil {
 		mint["account"] = acct["id"] // the connection to authorize again
 	} else if req.account != "" {

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/connectd/connectd/internal/elicitation"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -45,7 +46,7 @@ var errLinkInvalid = web.Refuse(http.StatusNotFound, "unknown_link",
 // flowState is what every step of the browser flow establishes first: the
 // elicitation, and a session of the very user it was minted for.
 type flowState struct {
-	e    *Elicitation
+	e    *elicitation.Elicitation
 	sess session.Session
 }
 
@@ -54,11 +55,11 @@ type flowState struct {
 // session of any other user is refused before anything else happens.
 func (s *Server) begin(w http.ResponseWriter, r *http.Request, loginIfNeeded bool) (*flowState, bool, error) {
 	id := r.PathValue("id")
-	if !validElicitationID(id) {
+	if !elicitation.ValidID(id) {
 		return nil, false, errLinkInvalid
 	}
-	e, err := s.elicitation(r.Context(), s.pool, id)
-	if errors.Is(err, ErrNotFound) {
+	e, err := s.elicitations.Get(r.Context(), id)
+	if errors.Is(err, elicitation.ErrNotFound) {
 		return nil, false, errLinkInvalid
 	}
 	if err != nil {
@@ -76,7 +77,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, loginIfNeeded boo
 	}
 	if sess.Issuer != e.Issuer || sess.Subject != e.Subject {
 		// The phishing case: someone else's link. Say nothing about whose.
-		s.audit(r, audit.Event{Kind: "security.identity_mismatch", Issuer: sess.Issuer, Subject: sess.Subject,
+		s.elicitations.Audit(r, audit.Event{Kind: "security.identity_mismatch", Issuer: sess.Issuer, Subject: sess.Subject,
 			ClientID: e.ClientID, Provider: e.Provider, Target: e.ID})
 		s.logger.WarnContext(r.Context(), "connect link opened by another user", slog.String("elicitation", e.ID))
 		refused := web.Refuse(http.StatusForbidden, "identity_mismatch",
@@ -91,15 +92,15 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, loginIfNeeded boo
 }
 
 // finished renders the page for an elicitation that is no longer pending.
-func (s *Server) finished(w http.ResponseWriter, r *http.Request, e *Elicitation) error {
-	switch e.effective(s.now()) {
-	case StatusCompleted:
+func (s *Server) finished(w http.ResponseWriter, r *http.Request, e *elicitation.Elicitation) error {
+	switch e.Effective(s.now()) {
+	case elicitation.StatusCompleted:
 		return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Already connected",
 			Message: "This request was already completed."})
-	case StatusDeclined:
+	case elicitation.StatusDeclined:
 		return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "Request declined",
 			Message: "This request was declined. Nothing was shared."})
-	case StatusExpired:
+	case elicitation.StatusExpired:
 		return s.outcome(w, r, http.StatusGone, templates.OutcomeView{Kind: "expired", Title: "This link has expired",
 			Message: "Ask your application for a new link."})
 	default:
@@ -115,11 +116,11 @@ func (s *Server) outcome(w http.ResponseWriter, r *http.Request, status int, v t
 // existing returns the user's connection the elicitation is about, whose
 // scopes decide what the consent page offers (and whether it is the
 // consent-only path): the one the request names, else the user's only one
-// at the provider. None for a request for another account (AccountNew), or
+// at the provider. None for a request for another account (elicitation.AccountNew), or
 // when the user has several and the request named none: the provider then
 // says which account the user connects.
-func (s *Server) existing(ctx context.Context, e *Elicitation) (*vault.Connection, *vault.Credential, error) {
-	if e.Account == AccountNew {
+func (s *Server) existing(ctx context.Context, e *elicitation.Elicitation) (*vault.Connection, *vault.Credential, error) {
+	if e.Account == elicitation.AccountNew {
 		return nil, nil, nil
 	}
 	conn, cred, err := s.vault.Get(ctx, identity.User{Issuer: e.Issuer, Subject: e.Subject}, e.Provider, e.Account)
@@ -139,7 +140,7 @@ func (s *Server) connectPage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	e := fs.e
-	if e.effective(s.now()) != StatusPending {
+	if e.Effective(s.now()) != elicitation.StatusPending {
 		return s.finished(w, r, e)
 	}
 	if e.Account == "" {
@@ -202,7 +203,7 @@ type offer struct {
 // offerFor works out what Allow would give e's client now. The consent page
 // lists it, and its digest travels in the form, so that Allow approves what
 // the page showed and not what the connection became meanwhile.
-func (s *Server) offerFor(ctx context.Context, e *Elicitation, info provider.Info) (offer, error) {
+func (s *Server) offerFor(ctx context.Context, e *elicitation.Elicitation, info provider.Info) (offer, error) {
 	o := offer{scopes: scope.Union(nil, e.Scopes)}
 	if info.Kind != provider.KindOAuth2 {
 		return o, nil
@@ -330,7 +331,7 @@ func (s *Server) beginForm(w http.ResponseWriter, r *http.Request) (*flowState, 
 	if err := s.checkForm(w, r, fs.sess); err != nil {
 		return nil, err
 	}
-	if fs.e.effective(s.now()) != StatusPending {
+	if fs.e.Effective(s.now()) != elicitation.StatusPending {
 		return nil, s.finished(w, r, fs.e)
 	}
 	return fs, nil
@@ -437,16 +438,16 @@ func (s *Server) startAuthorization(ctx context.Context, fs *flowState, p provid
 	now := s.now()
 	var approveCol any // NULL: the same as scopes
 	if !slices.Equal(approve, scopes) {
-		approveCol = nonNil(approve)
+		approveCol = elicitation.NonNil(approve)
 	}
-	if _, err := s.pool.Exec(ctx, insertOAuthState, sh[:], fs.e.ID, sessionHash(fs.sess), sealed, nonNil(scopes),
+	if _, err := s.pool.Exec(ctx, insertOAuthState, sh[:], fs.e.ID, sessionHash(fs.sess), sealed, elicitation.NonNil(scopes),
 		approveCol, now, now.Add(stateTTL)); err != nil {
 		return "", fmt.Errorf("connect: store state: %w", err)
 	}
 	// PKCE S256 on every authorization (the catalog has it on for every
 	// OAuth provider).
 	u := p.AuthCodeURL(state, oauth2.S256ChallengeFromVerifier(verifier), s.redirectURI(), scopes)
-	if fs.e.Account == AccountNew {
+	if fs.e.Account == elicitation.AccountNew {
 		u = withParams(u, p.Info().SelectAccount)
 	}
 	return u, nil
@@ -498,14 +499,14 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 		var other string
 		switch err := s.pool.QueryRow(r.Context(), selectOAuthState, sh[:]).Scan(&other); {
 		case err == nil:
-			s.audit(r, audit.Event{Kind: "security.state_session_mismatch", Issuer: sess.Issuer, Subject: sess.Subject,
+			s.elicitations.Audit(r, audit.Event{Kind: "security.state_session_mismatch", Issuer: sess.Issuer, Subject: sess.Subject,
 				Target: other})
 			return web.Refuse(http.StatusBadRequest, "state_mismatch",
 				"This sign-in was started in another browser session. Open the link from your application again.", nil)
 		case !errors.Is(err, pgx.ErrNoRows):
 			return err
 		}
-		s.audit(r, audit.Event{Kind: "security.state_unknown_or_replayed"})
+		s.elicitations.Audit(r, audit.Event{Kind: "security.state_unknown_or_replayed"})
 		return web.Refuse(http.StatusBadRequest, "invalid_state",
 			"This sign-in response was already used or is not valid. Open the link from your application again.", nil)
 	}
@@ -516,14 +517,14 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 		return web.Refuse(http.StatusBadRequest, "state_expired",
 			"This sign-in took too long. Open the link from your application again.", nil)
 	}
-	e, err := s.elicitation(r.Context(), s.pool, pa.elicitation)
+	e, err := s.elicitations.Get(r.Context(), pa.elicitation)
 	if err != nil {
 		return err
 	}
 	if sess.Issuer != e.Issuer || sess.Subject != e.Subject {
 		return web.Refuse(http.StatusForbidden, "identity_mismatch", "This request was created for another account.", nil)
 	}
-	if e.effective(s.now()) != StatusPending {
+	if e.Effective(s.now()) != elicitation.StatusPending {
 		return s.finished(w, r, e)
 	}
 	p, err := s.catalog.OAuth(e.Provider)
@@ -532,9 +533,9 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err := p.CheckIssuer(rp.Iss); err != nil {
 		// RFC 9207: the response came from another authorization server (mix-up).
-		s.audit(r, audit.Event{Kind: "security.issuer_mismatch", Issuer: e.Issuer, Subject: e.Subject,
+		s.elicitations.Audit(r, audit.Event{Kind: "security.issuer_mismatch", Issuer: e.Issuer, Subject: e.Subject,
 			ClientID: e.ClientID, Provider: e.Provider, Target: e.ID})
-		if _, ferr := s.settle(r, e, StatusFailed, "issuer_mismatch"); ferr != nil {
+		if _, ferr := s.elicitations.Settle(r, e, elicitation.StatusFailed, "issuer_mismatch"); ferr != nil {
 			return ferr
 		}
 		return web.Refuse(http.StatusBadRequest, "issuer_mismatch",
@@ -544,7 +545,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 		if errors.Is(cbErr, provider.ErrAccessDenied) {
 			return s.decline(w, r, e, "provider_access_denied")
 		}
-		if _, ferr := s.settle(r, e, StatusFailed, "provider_error"); ferr != nil {
+		if _, ferr := s.elicitations.Settle(r, e, elicitation.StatusFailed, "provider_error"); ferr != nil {
 			return ferr
 		}
 		return web.Refuse(http.StatusBadGateway, "provider_error", "The provider could not complete the authorization. Please try again.", nil)
@@ -563,7 +564,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 	clear(verifier)
 	if err != nil {
 		s.logger.WarnContext(r.Context(), "code exchange failed", slog.String("provider", e.Provider), slog.Any("error", err))
-		if _, ferr := s.settle(r, e, StatusFailed, "exchange_failed"); ferr != nil {
+		if _, ferr := s.elicitations.Settle(r, e, elicitation.StatusFailed, "exchange_failed"); ferr != nil {
 			return ferr
 		}
 		return web.Refuse(http.StatusBadGateway, "exchange_failed", "The provider did not accept the authorization. Please try again.", nil)
@@ -599,14 +600,14 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 // same transaction, completes e with the user's approval of scopes on the
 // stored account, and enqueues the webhook events of both; then shows the
 // success page.
-func (s *Server) store(w http.ResponseWriter, r *http.Request, e *Elicitation, how string, cred vault.Credential, scopes []string) error {
+func (s *Server) store(w http.ResponseWriter, r *http.Request, e *elicitation.Elicitation, how string, cred vault.Credential, scopes []string) error {
 	var ok bool
 	user := identity.User{Issuer: e.Issuer, Subject: e.Subject}
 	// What the request was about: the connection it named, or the user's
 	// only one there (what the page offered), or another account. A
 	// credential whose account the provider did not name replaces that
 	// connection (reauthorizing it, or a new API key), not a new one.
-	target := vault.Target{New: e.Account == AccountNew, Unnamed: vault.MadeUpAccount(cred.AccountID)}
+	target := vault.Target{New: e.Account == elicitation.AccountNew, Unnamed: vault.MadeUpAccount(cred.AccountID)}
 	switch {
 	case vault.ValidID(e.Account):
 		target.ID = e.Account
@@ -638,7 +639,7 @@ func (s *Server) store(w http.ResponseWriter, r *http.Request, e *Elicitation, h
 		return s.accountMismatch(w, r, e, err)
 	}
 	if errors.Is(err, vault.ErrTooManyAccounts) {
-		if _, ferr := s.settle(r, e, StatusFailed, "too_many_accounts"); ferr != nil {
+		if _, ferr := s.elicitations.Settle(r, e, elicitation.StatusFailed, "too_many_accounts"); ferr != nil {
 			return ferr
 		}
 		return web.Refuse(http.StatusConflict, "too_many_accounts",
@@ -658,8 +659,8 @@ func (s *Server) store(w http.ResponseWriter, r *http.Request, e *Elicitation, h
 // round trip), and a page says what happened. The token the provider
 // issued is dropped, not revoked: at providers that revoke a whole grant
 // (Google) that would end the user's own connection of that account.
-func (s *Server) accountMismatch(w http.ResponseWriter, r *http.Request, e *Elicitation, err error) error {
-	s.audit(r, audit.Event{Kind: "security.account_mismatch", Issuer: e.Issuer, Subject: e.Subject,
+func (s *Server) accountMismatch(w http.ResponseWriter, r *http.Request, e *elicitation.Elicitation, err error) error {
+	s.elicitations.Audit(r, audit.Event{Kind: "security.account_mismatch", Issuer: e.Issuer, Subject: e.Subject,
 		ClientID: e.ClientID, Provider: e.Provider, Target: e.ID})
 	s.logger.WarnContext(r.Context(), "provider signed in another account than the request named; nothing stored",
 		slog.String("elicitation", e.ID), slog.String("provider", e.Provider))
@@ -729,7 +730,7 @@ func (s *Server) submitKey(w http.ResponseWriter, r *http.Request) error {
 // approval of scopes on accountID's connection for e's client — the
 // consent-only path, where the connection is already stored — and shows the
 // success page.
-func (s *Server) complete(w http.ResponseWriter, r *http.Request, e *Elicitation, how string, scopes []string, accountID, connID string) error {
+func (s *Server) complete(w http.ResponseWriter, r *http.Request, e *elicitation.Elicitation, how string, scopes []string, accountID, connID string) error {
 	var ok bool
 	err := pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
 		var err error
@@ -745,24 +746,24 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, e *Elicitation
 // completeIn marks e completed within tx, with the approval and the
 // client's webhook event: consent exists exactly when the user finished the
 // flow. It reports false, writing nothing, when e was no longer pending.
-func (s *Server) completeIn(r *http.Request, tx pgx.Tx, e *Elicitation, scopes []string, accountID, connID string) (bool, error) {
-	ok, err := s.settleWith(r, tx, e, StatusCompleted, "")
+func (s *Server) completeIn(r *http.Request, tx pgx.Tx, e *elicitation.Elicitation, scopes []string, accountID, connID string) (bool, error) {
+	ok, err := s.elicitations.SettleWith(r, tx, e, elicitation.StatusCompleted, "")
 	if err != nil || !ok {
 		return false, err
 	}
 	if err := s.grantConsent(r, tx, e, scopes, accountID, connID); err != nil {
 		return false, err
 	}
-	return true, s.emitEnded(r.Context(), tx, e, StatusCompleted, "")
+	return true, s.elicitations.EmitEnded(r.Context(), tx, e, elicitation.StatusCompleted, "")
 }
 
 // completed shows the outcome of a completion: the success page, or the
 // page of however e ended first.
-func (s *Server) completed(w http.ResponseWriter, r *http.Request, e *Elicitation, how string, ok bool, connID string) error {
+func (s *Server) completed(w http.ResponseWriter, r *http.Request, e *elicitation.Elicitation, how string, ok bool, connID string) error {
 	if !ok {
 		return s.finished(w, r, e)
 	}
-	s.onFlow(StatusCompleted)
+	s.elicitations.Finished(elicitation.StatusCompleted)
 	s.logger.InfoContext(r.Context(), "connect completed", slog.String("elicitation", e.ID),
 		slog.String("provider", e.Provider), slog.String("via", how))
 	v := templates.OutcomeView{Kind: "success", Title: "Connected",
@@ -778,7 +779,7 @@ func (s *Server) completed(w http.ResponseWriter, r *http.Request, e *Elicitatio
 
 // connectedView names, for the success page, the application, the
 // provider and the account connID now shares with it.
-func (s *Server) connectedView(w http.ResponseWriter, ctx context.Context, e *Elicitation, connID string) (*templates.ConnectedView, error) {
+func (s *Server) connectedView(w http.ResponseWriter, ctx context.Context, e *elicitation.Elicitation, connID string) (*templates.ConnectedView, error) {
 	client, err := s.clients.Get(ctx, e.ClientID)
 	if err != nil {
 		return nil, err
@@ -799,8 +800,8 @@ func (s *Server) connectedView(w http.ResponseWriter, ctx context.Context, e *El
 }
 
 // decline marks e declined and shows the declined page.
-func (s *Server) decline(w http.ResponseWriter, r *http.Request, e *Elicitation, reason string) error {
-	if _, err := s.settle(r, e, StatusDeclined, reason); err != nil {
+func (s *Server) decline(w http.ResponseWriter, r *http.Request, e *elicitation.Elicitation, reason string) error {
+	if _, err := s.elicitations.Settle(r, e, elicitation.StatusDeclined, reason); err != nil {
 		return err
 	}
 	return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "Request declined",
@@ -864,11 +865,6 @@ func (s *Server) accountChoice(ctx context.Context, fs *flowState) (templates.Ac
 		SwitchAction: switchPath(e.ID)}, true, nil
 }
 
-// chooseAccount sets the request's account once, before the user is sent to
-// the provider (the callback's target must be what the page offered).
-const chooseAccount = `UPDATE elicitations SET account = $2 WHERE id = $1 AND status = 'pending' AND account = ''
-	AND NOT EXISTS (SELECT 1 FROM oauth_states WHERE elicitation_id = $1)`
-
 // chooseAccountForm handles POST /c/{id}/account: the account chooser's
 // answer, one of the user's connections at the provider or "new", becomes
 // the request's account; the consent page follows.
@@ -880,7 +876,7 @@ func (s *Server) chooseAccountForm(w http.ResponseWriter, r *http.Request) error
 	e := fs.e
 	choice := r.PostForm.Get("account")
 	switch {
-	case choice == AccountNew:
+	case choice == elicitation.AccountNew:
 	case vault.ValidID(choice):
 		if _, err := s.vault.Lookup(r.Context(), identity.User{Issuer: e.Issuer, Subject: e.Subject}, e.Provider, choice); errors.Is(err, vault.ErrNotConnected) {
 			return web.Refuse(http.StatusBadRequest, "bad_form", "Choose one of your accounts.", nil)
@@ -890,8 +886,8 @@ func (s *Server) chooseAccountForm(w http.ResponseWriter, r *http.Request) error
 	default:
 		return web.Refuse(http.StatusBadRequest, "bad_form", "Choose one of your accounts.", nil)
 	}
-	if _, err := s.pool.Exec(r.Context(), chooseAccount, e.ID, choice); err != nil {
-		return fmt.Errorf("connect: choose account: %w", err)
+	if err := s.elicitations.ChooseAccount(r.Context(), e.ID, choice); err != nil {
+		return err
 	}
 	noStore(w)
 	http.Redirect(w, r, "/c/"+e.ID, http.StatusSeeOther)
@@ -911,7 +907,7 @@ func switchPath(id string) string { return "/c/" + id + "/switch" }
 // the request.
 func (s *Server) switchAccount(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	if !validElicitationID(id) {
+	if !elicitation.ValidID(id) {
 		return errLinkInvalid
 	}
 	back := "/c/" + id

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connectd/connectd/internal/elicitation"
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/provider"
@@ -38,7 +39,7 @@ func fuzzKeyring(t testing.TB) *keyring.Keyring {
 }
 
 // fuzzElicitation is what every fuzz request_state is sealed for.
-var fuzzElicitation = &Elicitation{ID: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", ClientID: "client-1",
+var fuzzElicitation = &elicitation.Elicitation{ID: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", ClientID: "client-1",
 	Issuer: "https://issuer.example", Subject: "alice", RequestDigest: "d1"}
 
 // FuzzOpenRequestState: a request_state opens only if it is, byte for byte,

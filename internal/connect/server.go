@@ -2,6 +2,7 @@ package connect
 
 import (
 	"errors"
+	"github.com/connectd/connectd/internal/elicitation"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -70,11 +71,9 @@ type Config struct {
 	// connections created, changed or unlinked, approvals withdrawn) in the
 	// transactions of those changes; nil: none are sent.
 	Webhooks *webhook.Service
-	// OnFlow, when set, is called once for every elicitation that reaches a
-	// final status on this replica (completed, declined, failed, expired),
-	// for metrics.
-	OnFlow func(status Status)
-	Now    func() time.Time // default time.Now
+	// Elicitations is the elicitation store both surfaces share.
+	Elicitations *elicitation.Store
+	Now          func() time.Time // default time.Now
 	// OnAuditWriteError and OnAuditLost, when set, count the sampled audit
 	// rows (token reads, refused calls) that could not be written, for
 	// metrics: OnAuditWriteError once per failed write, whose rows are kept
@@ -116,13 +115,12 @@ type Server struct {
 	requestStateTTL time.Duration
 	mintLimit       *web.Limiter
 	mintUserLimit   *web.Limiter
-	waiters         *waiters
+	waiters         *elicitation.Waiters
 	now             func() time.Time
-	wakeups         *wakeups
-	clientWakeups   *wakeups // by client id: a client changed (disabled, keys rotated) on some replica
+	elicitations    *elicitation.Store
+	clientWakeups   *elicitation.Wakeups // by client id: a client changed (disabled, keys rotated) on some replica
 	consents        *consent.Store
 	signin          *signin.Flow // GET /login, /login/callback, POST /logout
-	onFlow          func(Status)
 	forwarder       *proxy.Forwarder
 	onProxy         func(string, int, time.Duration)
 	proxyMaxBody    int64
@@ -139,8 +137,8 @@ type Server struct {
 // New returns a Server over cfg's dependencies.
 func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil || cfg.Sessions == nil || cfg.Login == nil || cfg.Pool == nil || cfg.Auth == nil ||
-		cfg.Clients == nil || cfg.Vault == nil || cfg.Keyring == nil || cfg.Catalog == nil || cfg.PublicURL == "" || cfg.Hub == nil {
-		return nil, errors.New("connect: Logger, Pool, Sessions, Login, Auth, Clients, Vault, Keyring, Catalog, PublicURL and Hub are required")
+		cfg.Clients == nil || cfg.Vault == nil || cfg.Keyring == nil || cfg.Catalog == nil || cfg.PublicURL == "" || cfg.Hub == nil || cfg.Elicitations == nil {
+		return nil, errors.New("connect: Logger, Pool, Sessions, Login, Auth, Clients, Vault, Keyring, Catalog, PublicURL, Hub and Elicitations are required")
 	}
 	s := &Server{
 		logger: cfg.Logger, pool: cfg.Pool, sessions: cfg.Sessions, login: cfg.Login, auth: cfg.Auth,
@@ -148,7 +146,7 @@ func New(cfg Config) (*Server, error) {
 		keys: cfg.Keyring, verifierKeys: cfg.Keyring.Purpose(verifierPurpose),
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"), elicitationTTL: cfg.ElicitationTTL,
 		requestStateTTL: cfg.RequestStateTTL, mintLimit: cfg.MintLimit, mintUserLimit: cfg.MintUserLimit,
-		waiters: newWaiters(cfg.MaxWaiters), now: cfg.Now, done: make(chan struct{}),
+		waiters: elicitation.NewWaiters(cfg.MaxWaiters), now: cfg.Now, elicitations: cfg.Elicitations, done: make(chan struct{}),
 		reads: newSampler(readPeriod, maxReadKeys, true), refusals: newSampler(refusalPeriod, maxRefusalKeys, false),
 		onAuditWriteError: cfg.OnAuditWriteError, onAuditLost: cfg.OnAuditLost,
 	}
@@ -171,10 +169,6 @@ func New(cfg Config) (*Server, error) {
 	if s.onProxy == nil {
 		s.onProxy = func(string, int, time.Duration) {}
 	}
-	s.onFlow = cfg.OnFlow
-	if s.onFlow == nil {
-		s.onFlow = func(Status) {}
-	}
 	if cfg.ConsentCacheSize <= 0 {
 		cfg.ConsentCacheSize = 50_000
 	}
@@ -183,13 +177,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.consents = consent.NewStore(cfg.Pool, cfg.ConsentCacheTTL, cfg.ConsentCacheSize, s.now)
-	s.wakeups = newWakeups()
-	cfg.Hub.Add(s.wakeups.subscriber(), s.consents.CacheSubscriber())
+	cfg.Hub.Add(s.consents.CacheSubscriber())
 	// A client disabled on any replica ends its long-polls here at once
 	// (waitFor checks its key again); the client registry's notifications
 	// say which.
-	s.clientWakeups = newWakeups()
-	cfg.Clients.OnChange(s.clientWakeups.wakeKey)
+	s.clientWakeups = elicitation.NewWakeups()
+	cfg.Clients.OnChange(s.clientWakeups.WakeKey)
 	return s, nil
 }
 

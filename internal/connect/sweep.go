@@ -3,20 +3,13 @@ package connect
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 const (
 	sweepOAuthStates = `DELETE FROM oauth_states WHERE expires_at < $1`
 	sweepStateUses   = `DELETE FROM request_state_uses WHERE expires_at < $1`
 )
-
-// finishedRetention is how long finished elicitations are kept for status
-// reads and audits before the sweep deletes them.
-const finishedRetention = 7 * 24 * time.Hour
 
 // Sweep is what a replica's background work does over time, at once: it
 // writes the sampled audit rows that are due (the counts whose period has
@@ -36,7 +29,7 @@ func (s *Server) Sweep(ctx context.Context) error {
 // periodic job on River, so one replica does each run.
 func (s *Server) SweepDatabase(ctx context.Context) (int64, error) {
 	now := s.now()
-	expired, err := s.expire(ctx, now)
+	expired, err := s.elicitations.Sweep(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -44,9 +37,6 @@ func (s *Server) SweepDatabase(ctx context.Context) (int64, error) {
 		if _, err := s.pool.Exec(ctx, q, now); err != nil {
 			return expired, fmt.Errorf("connect: sweep: %w", err)
 		}
-	}
-	if _, err := s.pool.Exec(ctx, deleteOldElicitations, now.Add(-finishedRetention)); err != nil {
-		return expired, fmt.Errorf("connect: sweep old elicitations: %w", err)
 	}
 	// browser_sessions is the session package's (end users' and admins'
 	// sessions alike); its rows past their lifetime go with the rest.
@@ -58,51 +48,7 @@ func (s *Server) SweepDatabase(ctx context.Context) (int64, error) {
 	if _, err := s.clients.SweepAssertions(ctx); err != nil {
 		return expired, err
 	}
-	if expired > 0 {
-		s.logger.InfoContext(ctx, "elicitations expired", slog.Int64("count", expired))
-		for range expired {
-			s.onFlow(StatusExpired)
-		}
-	}
 	return expired, nil
-}
-
-// expire marks the pending elicitations past their expiry expired, a batch
-// at a time, each batch in one transaction with its clients' webhook events.
-// Replicas sweeping at once skip each other's rows.
-func (s *Server) expire(ctx context.Context, now time.Time) (int64, error) {
-	var total int64
-	for {
-		n := 0
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			rows, err := tx.Query(ctx, expireElicitations, now)
-			if err != nil {
-				return err
-			}
-			gone, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Elicitation, error) {
-				var e Elicitation
-				err := r.Scan(&e.ID, &e.ClientID, &e.Issuer, &e.Subject, &e.Provider, &e.Scopes)
-				return e, err
-			})
-			if err != nil {
-				return err
-			}
-			for i := range gone {
-				if err := s.emitEnded(ctx, tx, &gone[i], StatusExpired, ""); err != nil {
-					return err
-				}
-			}
-			n = len(gone)
-			return nil
-		})
-		if err != nil {
-			return total, fmt.Errorf("connect: sweep elicitations: %w", err)
-		}
-		total += int64(n)
-		if n < 1000 {
-			return total, nil
-		}
-	}
 }
 
 // Run serves this replica's background work until ctx ends: the counts of

@@ -39,6 +39,7 @@ import (
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/egress"
+	"github.com/connectd/connectd/internal/elicitation"
 	"github.com/connectd/connectd/internal/health"
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
@@ -54,21 +55,23 @@ import (
 
 // Server is one connectd process's services, wired.
 type Server struct {
-	cfg      Config
-	ident    *identity
-	keyring  *keyring.Keyring
-	catalog  *provider.Catalog
-	vault    *vault.Store
-	conn     *connect.Server
-	adm      *admin.Server
-	store    *admin.Store
-	keys     *admin.Keys
-	hub      *cache.Hub
-	jobs     *jobs
-	checker  *health.Checker
-	metrics  *metrics.Metrics
-	public   http.Handler
-	internal http.Handler
+	cfg     Config
+	ident   *identity
+	keyring *keyring.Keyring
+	catalog *provider.Catalog
+	vault   *vault.Store
+	conn    *connect.Server
+	// elicitations is the store both surfaces share.
+	elicitations *elicitation.Store
+	adm          *admin.Server
+	store        *admin.Store
+	keys         *admin.Keys
+	hub          *cache.Hub
+	jobs         *jobs
+	checker      *health.Checker
+	metrics      *metrics.Metrics
+	public       http.Handler
+	internal     http.Handler
 
 	runOnce sync.Once
 }
@@ -140,6 +143,10 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	proxyConfig := proxy.Config{Transport: transport, MaxRequestBytes: cfg.Vault.ProxyMaxRequestBytes,
 		MaxResponseBytes: maxResp, Timeout: cfg.Vault.ProxyTimeout, MaxInFlight: cfg.Vault.ProxyMaxInFlight, Now: cfg.Now}
+	if s.elicitations, err = elicitation.New(elicitation.Config{Pool: cfg.Pool, Logger: cfg.Logger, Hub: s.hub,
+		Webhooks: s.jobs.webhooks, OnFlow: func(st elicitation.Status) { s.metrics.Flow(string(st)) }, Now: cfg.Now}); err != nil {
+		return err
+	}
 	s.conn, err = connect.New(connect.Config{
 		Logger: cfg.Logger, Pool: cfg.Pool, Sessions: s.ident.sessions, Login: s.ident.login, Auth: s.ident.auth,
 		Clients: s.ident.clients, Vault: s.vault, Keyring: s.keyring, Catalog: s.catalog,
@@ -149,9 +156,9 @@ func (s *Server) build(ctx context.Context) error {
 		MintLimit: web.NewLimiter(cfg.RateLimit.Mint), MintUserLimit: web.NewLimiter(cfg.RateLimit.MintUser),
 		MaxWaiters:      cfg.RateLimit.MaxWaiters,
 		ConsentCacheTTL: cfg.Cache.ConsentTTL, ConsentCacheSize: cfg.Cache.Size,
-		OnFlow:   func(st connect.Status) { s.metrics.Flow(string(st)) },
-		Webhooks: s.jobs.webhooks,
-		Proxy:    proxyConfig, OnProxy: s.metrics.Proxy,
+		Elicitations: s.elicitations,
+		Webhooks:     s.jobs.webhooks,
+		Proxy:        proxyConfig, OnProxy: s.metrics.Proxy,
 	})
 	if err != nil {
 		return err

@@ -110,8 +110,10 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 				"); it is tried again"
 		}
 		ac.Mark = templates.Mark{Name: ac.ProviderName}
+		narrows := false // whether the provider narrows tokens on refresh
 		if p, err := s.catalog.Get(c.Provider); err == nil {
 			info := p.Info()
+			narrows = info.NarrowOnRefresh
 			ac.ProviderName = info.DisplayName
 			ac.ScopeText = info.ScopeDescriptions
 			ac.Mark = templates.ProviderMark(info.DisplayName, info.LogoURL, info.Template)
@@ -145,7 +147,7 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 			sv := templates.AccountServer{ClientID: a.ClientID, Name: a.ClientID, Scopes: a.Scopes,
 				ApprovedAt: when(a.UpdatedAt), AccountChanged: true}
 			if cred != nil {
-				d := release.Decide(held, &a.Approval, s.narrows(c.Provider))
+				d := release.Decide(held, &a.Approval, narrows)
 				sv.Current, sv.AccountChanged = d.Release != release.Nothing, d.AccountChanged
 				if d.Release == release.Narrowed {
 					sv.NarrowedTo = d.Scopes

@@ -4,7 +4,6 @@ import (
 	"github.com/connectd/connectd/internal/elicitation"
 	"net/http"
 
-	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/web"
@@ -24,6 +23,3 @@ func (s *Server) grantConsent(r *http.Request, q elicitation.Querier, e *elicita
 		ClientID: e.ClientID, Provider: e.Provider, Scopes: scopes, Requested: e.Scopes, AccountID: accountID, ConnectionID: connID,
 		Elicitation: e.ID, At: s.now(), RequestID: web.RequestID(ctx), IP: web.ClientAddr(r)})
 }
-
-// CacheStats reports the consent cache's counters (zero when disabled).
-func (s *Server) CacheStats() cache.Stats { return s.consents.CacheStats() }

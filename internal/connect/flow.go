@@ -709,7 +709,7 @@ func (s *Server) submitKey(w http.ResponseWriter, r *http.Request) error {
 			ProviderName: p.Info().DisplayName, Action: "/c/" + e.ID + "/key", CSRFToken: s.sessions.CSRFToken(fs.sess),
 			Client: clientMark(w, client), Provider: providerMark(w, p.Info()), Error: msg}))
 	}
-	if key == "" || len(key) > 4096 || hasControl(key) {
+	if key == "" || len(key) > 4096 || elicitation.HasControl(key) {
 		return form("Enter the API key exactly as the provider shows it.")
 	}
 	if err := p.Verify(r.Context(), key); err != nil {

@@ -336,6 +336,18 @@ func IsBase64URL(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_'
 }
 
+// HasControl reports whether s holds a control character other than a
+// newline or tab: text an elicitation carries (its message) and what a user
+// types into its forms (an API key) may not.
+func HasControl(s string) bool {
+	for _, r := range s {
+		if r < 0x20 && r != '\n' && r != '\t' || r == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
 // NonNil is s, or an empty list for nil: a list column or JSON field is
 // never NULL.
 func NonNil(s []string) []string {

@@ -35,13 +35,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/connectd/connectd/internal/admin"
+	"github.com/connectd/connectd/internal/api"
 	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/connect"
+	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/egress"
 	"github.com/connectd/connectd/internal/elicitation"
 	"github.com/connectd/connectd/internal/health"
 	"github.com/connectd/connectd/internal/keyring"
+	"github.com/connectd/connectd/internal/lifecycle"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/metrics"
 	"github.com/connectd/connectd/internal/provider"
@@ -60,9 +63,13 @@ type Server struct {
 	keyring *keyring.Keyring
 	catalog *provider.Catalog
 	vault   *vault.Store
-	conn    *connect.Server
-	// elicitations is the store both surfaces share.
+	conn    *connect.Server // the browser surface
+	api     *api.Server     // the MCP-server surface
+	// elicitations is the store both surfaces share, consents their
+	// approvals, lifecycle the one owner of a connection's changes and end.
 	elicitations *elicitation.Store
+	consents     *consent.Store
+	lifecycle    *lifecycle.Owner
 	adm          *admin.Server
 	store        *admin.Store
 	keys         *admin.Keys
@@ -147,18 +154,34 @@ func (s *Server) build(ctx context.Context) error {
 		Webhooks: s.jobs.webhooks, OnFlow: func(st elicitation.Status) { s.metrics.Flow(string(st)) }, Now: cfg.Now}); err != nil {
 		return err
 	}
+	// Approvals, shared by both surfaces: one cache, kept fresh by the hub.
+	size, now := cfg.Cache.Size, cfg.Now
+	if size <= 0 {
+		size = 50_000
+	}
+	if now == nil {
+		now = time.Now
+	}
+	s.consents = consent.NewStore(cfg.Pool, cfg.Cache.ConsentTTL, size, now)
+	s.hub.Add(s.consents.CacheSubscriber())
+	s.lifecycle = &lifecycle.Owner{Pool: cfg.Pool, Vault: s.vault, Webhooks: s.jobs.webhooks, Logger: cfg.Logger}
 	s.conn, err = connect.New(connect.Config{
-		Logger: cfg.Logger, Pool: cfg.Pool, Sessions: s.ident.sessions, Login: s.ident.login, Auth: s.ident.auth,
+		Logger: cfg.Logger, Pool: cfg.Pool, Sessions: s.ident.sessions, Login: s.ident.login,
 		Clients: s.ident.clients, Vault: s.vault, Keyring: s.keyring, Catalog: s.catalog,
-		PublicURL: cfg.PublicURL.String(), Now: cfg.Now, Hub: s.hub,
+		PublicURL: cfg.PublicURL.String(), Now: cfg.Now, Consents: s.consents, Webhooks: s.jobs.webhooks,
+		Elicitations: s.elicitations, Lifecycle: s.lifecycle,
+	})
+	if err != nil {
+		return err
+	}
+	s.api, err = api.New(api.Config{
+		Logger: cfg.Logger, Pool: cfg.Pool, Auth: s.ident.auth, Clients: s.ident.clients, Vault: s.vault,
+		Keyring: s.keyring, Catalog: s.catalog, PublicURL: cfg.PublicURL.String(), Now: cfg.Now,
 		OnAuditWriteError: s.metrics.AuditWriteError, OnAuditLost: s.metrics.AuditLost,
 		ElicitationTTL: cfg.Connect.ElicitationTTL, RequestStateTTL: cfg.Connect.RequestStateTTL,
 		MintLimit: web.NewLimiter(cfg.RateLimit.Mint), MintUserLimit: web.NewLimiter(cfg.RateLimit.MintUser),
-		MaxWaiters:      cfg.RateLimit.MaxWaiters,
-		ConsentCacheTTL: cfg.Cache.ConsentTTL, ConsentCacheSize: cfg.Cache.Size,
-		Elicitations: s.elicitations,
-		Webhooks:     s.jobs.webhooks,
-		Proxy:        proxyConfig, OnProxy: s.metrics.Proxy,
+		MaxWaiters: cfg.RateLimit.MaxWaiters, Consents: s.consents, Elicitations: s.elicitations,
+		Lifecycle: s.lifecycle, Proxy: proxyConfig, OnProxy: s.metrics.Proxy,
 	})
 	if err != nil {
 		return err
@@ -175,7 +198,7 @@ func (s *Server) build(ctx context.Context) error {
 	m.Cache("user_token", s.ident.verifier.TokenCacheStats)
 	m.Cache("client_key", s.ident.clients.CacheStats)
 	m.Cache("credential", s.vault.CacheStats)
-	m.Cache("consent", s.conn.CacheStats)
+	m.Cache("consent", s.consents.CacheStats)
 	return nil
 }
 
@@ -232,7 +255,8 @@ func (s *Server) publicHandler() (http.Handler, error) {
 	mux := web.NewMux()
 	mux.Handle(web.AssetRoute("GET /healthz", http.HandlerFunc(s.checker.Healthz)))
 	mux.Handle(web.AssetRoute("GET /readyz", http.HandlerFunc(s.checker.Readyz)))
-	s.conn.Routes(mux) // /v1/..., /c/{id}, /oauth/callback, /login, /login/callback, /session, /logout
+	s.conn.Routes(mux) // /c/{id}, /oauth/callback, /login, /login/callback, /session, /logout, /account
+	s.api.Routes(mux)  // /v1/..., /oauth/token, /.well-known/oauth-authorization-server
 	s.adm.Routes(mux)  // /admin/..., /admin/api/...
 	static, _ := fs.Sub(templates.Static, "static")
 	mux.Handle(web.AssetRoute("GET /static/", http.StripPrefix("/static/", web.Static(static))))
@@ -284,7 +308,7 @@ func (s *Server) Run(ctx context.Context) {
 	wg.Add(3)
 	go func() { defer wg.Done(); s.hub.Run(ctx) }()
 	go func() { defer wg.Done(); s.jobs.run(ctx, s.cfg.Logger) }()
-	go func() { defer wg.Done(); s.conn.Run(ctx) }()
+	go func() { defer wg.Done(); s.api.Run(ctx) }()
 	wg.Wait()
 }
 
@@ -295,8 +319,42 @@ func (s *Server) Close() {
 	s.checker.Close()
 }
 
-// Connect is the connect flow and /v1 API.
+// Connect is the browser surface: sign-in, the connect flow, the account
+// page.
 func (s *Server) Connect() *connect.Server { return s.conn }
+
+// Consents is the approvals store both surfaces share.
+func (s *Server) Consents() *consent.Store { return s.consents }
+
+// API is the MCP-server surface: /v1, the proxy, the token endpoint.
+func (s *Server) API() *api.Server { return s.api }
+
+// Sweep is what a replica's background work does over time, at once: it
+// writes the sampled audit rows that are due (the counts whose period has
+// passed, and the rows queued for Run's writer: a caller need not wait for
+// it) and sweeps the database (sweepDatabase). Tests call it; in service
+// the database part runs on the job queue, once for all replicas.
+func (s *Server) Sweep(ctx context.Context) error {
+	s.api.Sweep(ctx)
+	_, err := s.sweepDatabase(ctx)
+	return err
+}
+
+// sweepDatabase is the database sweep job's run: expired and old
+// elicitations (their store's), expired OAuth states and browser sessions
+// (the browser surface's), used request_state ids and spent client
+// assertions (the MCP-server surface's); it returns how many elicitations
+// expired.
+func (s *Server) sweepDatabase(ctx context.Context) (int64, error) {
+	expired, err := s.elicitations.Sweep(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.conn.SweepDatabase(ctx); err != nil {
+		return expired, err
+	}
+	return expired, s.api.SweepDatabase(ctx)
+}
 
 // Admin is the admin pages and API.
 func (s *Server) Admin() *admin.Server { return s.adm }

@@ -14,10 +14,10 @@ import (
 // periodic job (DESIGN "Events and background work"): one replica does each
 // run, whichever River's leader hands it to, instead of every replica on a
 // ticker of its own. What each replica must do itself (writing the sampled
-// audit counts it holds in memory) stays in connect's Run.
+// audit counts it holds in memory) stays in api's Run.
 
-// connectSweepArgs: expired elicitations, states, used request_state ids
-// and browser sessions (connect.Server.SweepDatabase).
+// connectSweepArgs: expired elicitations, states, used request_state ids,
+// browser sessions and spent client assertions (Server.sweepDatabase).
 type connectSweepArgs struct{}
 
 func (connectSweepArgs) Kind() string { return "connect_sweep" }
@@ -62,7 +62,7 @@ func (w *sweepWorker[A]) Work(ctx context.Context, _ *river.Job[A]) error {
 func (s *Server) addSweeps(workers *river.Workers) []*river.PeriodicJob {
 	logger := s.cfg.Logger
 	river.AddWorker(workers, &sweepWorker[connectSweepArgs]{what: "connect", logger: logger,
-		sweep: func(ctx context.Context) (int64, error) { return s.conn.SweepDatabase(ctx) }})
+		sweep: func(ctx context.Context) (int64, error) { return s.sweepDatabase(ctx) }})
 	river.AddWorker(workers, &sweepWorker[auditSweepArgs]{what: "audit retention", logger: logger,
 		sweep: func(ctx context.Context) (int64, error) {
 			retention := s.cfg.Admin.AuditRetention

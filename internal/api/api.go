@@ -1,4 +1,4 @@
-package connect
+package api
 
 import (
 	"context"
@@ -194,7 +194,7 @@ func (s *Server) mint(w http.ResponseWriter, r *http.Request) error {
 	if msg == "" {
 		msg = fmt.Sprintf("%s needs access to your %s account. Open the link to connect it.", c.client.Name, info.DisplayName)
 	}
-	if utf8.RuneCountInString(msg) > maxMessage || !utf8.ValidString(msg) || hasControl(msg) {
+	if utf8.RuneCountInString(msg) > maxMessage || !utf8.ValidString(msg) || elicitation.HasControl(msg) {
 		return web.Errorf(http.StatusBadRequest, "invalid_request", "message must be at most %d characters of text", maxMessage)
 	}
 	if len(req.RequestDigest) > maxDigest || !printableASCII(req.RequestDigest) {
@@ -283,15 +283,6 @@ func printableASCII(s string) bool {
 		}
 	}
 	return true
-}
-
-func hasControl(s string) bool {
-	for _, r := range s {
-		if r < 0x20 && r != '\n' && r != '\t' || r == 0x7f {
-			return true
-		}
-	}
-	return false
 }
 
 // maxWait bounds long-polls.
@@ -843,8 +834,9 @@ func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 	out := []unlinkDoc{}
 	for _, t := range targets {
 		// Credentials and every client's consent go in one transaction.
-		d, _, err := s.deleteConnection(r, c.user, name, t.conn.ID, t.account,
-			lifecycle.Actor{Audit: "client:" + c.client.ID, By: "client", ClientID: c.client.ID})
+		ended, err := s.lifecycle.Delete(context.WithoutCancel(r.Context()), c.user, name, t.conn.ID, t.account,
+			lifecycle.Actor{Audit: "client:" + c.client.ID, By: "client", ClientID: c.client.ID,
+				RequestID: web.RequestID(r.Context()), IP: web.ClientAddr(r)})
 		switch {
 		case errors.Is(err, vault.ErrNotConnected):
 			continue
@@ -855,6 +847,7 @@ func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 		case err != nil:
 			return err
 		}
+		d := ended.Deletion
 		out = append(out, unlinkDoc{ID: t.conn.ID, RevokedAtProvider: d.Revocation == vault.Revoked,
 			Revocation: string(d.Revocation)})
 	}

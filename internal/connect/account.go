@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/identity"
@@ -27,7 +25,6 @@ import (
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
-	"github.com/connectd/connectd/internal/webhook"
 	"github.com/connectd/connectd/web/templates"
 )
 
@@ -217,13 +214,8 @@ func (s *Server) withdraw(w http.ResponseWriter, r *http.Request) error {
 	if !names.ValidClientID(client) {
 		return web.Refuse(http.StatusBadRequest, "bad_form", "The form names no application.", nil)
 	}
-	err = pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
-		if err := consent.WithdrawClient(r.Context(), tx, consent.Withdrawal{User: u, ClientID: client, Provider: p,
-			ConnectionID: id, Actor: "user", RequestID: web.RequestID(r.Context()), IP: web.ClientAddr(r)}); err != nil {
-			return err
-		}
-		return s.emit(r.Context(), tx, webhook.ApprovalEvent(client, u, p, id, "user"))
-	})
+	err = s.lifecycle.Withdraw(r.Context(), consent.Withdrawal{User: u, ClientID: client, Provider: p,
+		ConnectionID: id, Actor: "user", RequestID: web.RequestID(r.Context()), IP: web.ClientAddr(r)}, "user")
 	done := "withdrawn"
 	switch {
 	case errors.Is(err, consent.ErrNotGiven):

@@ -633,7 +633,7 @@ func (s *Server) store(w http.ResponseWriter, r *http.Request, e *elicitation.El
 		if ok, err = s.completeIn(r, tx, e, scopes, ch.AccountID, c.ID); err != nil {
 			return err
 		}
-		return s.emitStored(ctx, tx, c, ch)
+		return s.lifecycle.Stored(ctx, tx, c, ch)
 	})
 	if errors.Is(err, release.ErrAccountMismatch) {
 		return s.accountMismatch(w, r, e, err)

@@ -20,7 +20,6 @@ import (
 	"github.com/connectd/connectd/internal/signin"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
-	"github.com/connectd/connectd/internal/webhook"
 	"github.com/connectd/connectd/web/templates"
 )
 
@@ -43,12 +42,10 @@ type Config struct {
 	// Consents is the approvals store (its cache kept fresh by the hub),
 	// shared with the MCP-server surface.
 	Consents *consent.Store
-	// Webhooks enqueues the events of the account page (approvals
-	// withdrawn) in the transactions of those changes; nil: none are sent.
-	Webhooks *webhook.Service
 	// Elicitations is the elicitation store both surfaces share.
 	Elicitations *elicitation.Store
-	// Lifecycle ends connections (Disconnect on the account page).
+	// Lifecycle owns a connection's changes and end: the events of a stored
+	// connection, an approval withdrawn and Disconnect on the account page.
 	Lifecycle *lifecycle.Owner
 	Now       func() time.Time // default time.Now
 }
@@ -75,9 +72,8 @@ type Server struct {
 	now          func() time.Time
 	elicitations *elicitation.Store
 	consents     *consent.Store
-	signin       *signin.Flow // GET /login, /login/callback, POST /logout
-	webhooks     *webhook.Service
-	lifecycle    *lifecycle.Owner // the end of a connection (Disconnect)
+	signin       *signin.Flow     // GET /login, /login/callback, POST /logout
+	lifecycle    *lifecycle.Owner // a connection's events, withdrawals and end (Disconnect)
 }
 
 // New returns a Server over cfg's dependencies.
@@ -91,7 +87,7 @@ func New(cfg Config) (*Server, error) {
 		logger: cfg.Logger, pool: cfg.Pool, sessions: cfg.Sessions, login: cfg.Login,
 		clients: cfg.Clients, vault: cfg.Vault, catalog: cfg.Catalog, verifierKeys: cfg.Keyring.Purpose(verifierPurpose),
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"), now: cfg.Now, elicitations: cfg.Elicitations,
-		consents: cfg.Consents, webhooks: cfg.Webhooks, lifecycle: cfg.Lifecycle,
+		consents: cfg.Consents, lifecycle: cfg.Lifecycle,
 	}
 	if s.now == nil {
 		s.now = time.Now

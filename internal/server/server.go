@@ -74,6 +74,8 @@ type Server struct {
 	store        *admin.Store
 	keys         *admin.Keys
 	hub          *cache.Hub
+	webhooks     *webhook.Service // the job enqueuer (webhook events), built before the vault
+	wcfg         webhook.Config   // its configuration, the delivery workers' too
 	jobs         *jobs
 	checker      *health.Checker
 	metrics      *metrics.Metrics
@@ -126,13 +128,20 @@ func (s *Server) build(ctx context.Context) error {
 	if s.catalog, err = catalog(ctx, cfg, s.metrics); err != nil {
 		return err
 	}
-	onReauth := reauthEvents(func() *webhook.Service { return s.jobs.webhooks })
-	if s.vault, err = vaultStore(cfg, cfg.Pool, s.keyring, s.catalog, s.metrics, onReauth); err != nil {
+	// The job enqueuer first: the vault, the one lifecycle owner and both
+	// surfaces enqueue webhook events in their transactions.
+	if err := s.newEnqueuer(); err != nil {
 		return err
 	}
-	if err := s.newJobs(); err != nil {
+	// The vault and the lifecycle owner need each other: the owner ends
+	// connections through the vault, the vault reports reauthorizations
+	// through the owner (OnReauth). The owner's reauthorization events need
+	// only the enqueuer; its Vault is set once the vault exists.
+	s.lifecycle = &lifecycle.Owner{Pool: cfg.Pool, Webhooks: s.webhooks, Logger: cfg.Logger}
+	if s.vault, err = vaultStore(cfg, cfg.Pool, s.keyring, s.catalog, s.metrics, s.lifecycle.ReauthRequired); err != nil {
 		return err
 	}
+	s.lifecycle.Vault = s.vault
 	// The provider API proxy's own outbound client: the egress rules, its
 	// own body cap, redirects handed back to the caller (never followed).
 	maxResp := cfg.Vault.ProxyMaxResponseBytes
@@ -151,7 +160,7 @@ func (s *Server) build(ctx context.Context) error {
 	proxyConfig := proxy.Config{Transport: transport, MaxRequestBytes: cfg.Vault.ProxyMaxRequestBytes,
 		MaxResponseBytes: maxResp, Timeout: cfg.Vault.ProxyTimeout, MaxInFlight: cfg.Vault.ProxyMaxInFlight, Now: cfg.Now}
 	if s.elicitations, err = elicitation.New(elicitation.Config{Pool: cfg.Pool, Logger: cfg.Logger, Hub: s.hub,
-		Webhooks: s.jobs.webhooks, OnFlow: func(st elicitation.Status) { s.metrics.Flow(string(st)) }, Now: cfg.Now}); err != nil {
+		Webhooks: s.webhooks, OnFlow: func(st elicitation.Status) { s.metrics.Flow(string(st)) }, Now: cfg.Now}); err != nil {
 		return err
 	}
 	// Approvals, shared by both surfaces: one cache, kept fresh by the hub.
@@ -164,11 +173,10 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	s.consents = consent.NewStore(cfg.Pool, cfg.Cache.ConsentTTL, size, now)
 	s.hub.Add(s.consents.CacheSubscriber())
-	s.lifecycle = &lifecycle.Owner{Pool: cfg.Pool, Vault: s.vault, Webhooks: s.jobs.webhooks, Logger: cfg.Logger}
 	s.conn, err = connect.New(connect.Config{
 		Logger: cfg.Logger, Pool: cfg.Pool, Sessions: s.ident.sessions, Login: s.ident.login,
 		Clients: s.ident.clients, Vault: s.vault, Keyring: s.keyring, Catalog: s.catalog,
-		PublicURL: cfg.PublicURL.String(), Now: cfg.Now, Consents: s.consents, Webhooks: s.jobs.webhooks,
+		PublicURL: cfg.PublicURL.String(), Now: cfg.Now, Consents: s.consents,
 		Elicitations: s.elicitations, Lifecycle: s.lifecycle,
 	})
 	if err != nil {
@@ -193,6 +201,11 @@ func (s *Server) build(ctx context.Context) error {
 	if err := s.newAdmin(ctx); err != nil {
 		return err
 	}
+	// The job queue last: its workers (deliveries, the health job, the
+	// sweeps) use what is built above.
+	if err := s.newJobs(); err != nil {
+		return err
+	}
 	m := s.metrics
 	m.Pool(cfg.Pool)
 	m.Cache("user_token", s.ident.verifier.TokenCacheStats)
@@ -210,7 +223,7 @@ func (s *Server) build(ctx context.Context) error {
 func (s *Server) newAdmin(ctx context.Context) error {
 	cfg := s.cfg
 	var err error
-	s.store, err = admin.NewStore(admin.StoreConfig{Pool: cfg.Pool, Vault: s.vault, Webhooks: s.jobs.webhooks,
+	s.store, err = admin.NewStore(admin.StoreConfig{Pool: cfg.Pool, Vault: s.vault, Webhooks: s.webhooks, Lifecycle: s.lifecycle,
 		Now: cfg.Now, Logger: cfg.Logger})
 	if err != nil {
 		return err
@@ -360,7 +373,7 @@ func (s *Server) sweepDatabase(ctx context.Context) (int64, error) {
 func (s *Server) Admin() *admin.Server { return s.adm }
 
 // Webhooks is the webhook service (endpoints, deliveries).
-func (s *Server) Webhooks() *webhook.Service { return s.jobs.webhooks }
+func (s *Server) Webhooks() *webhook.Service { return s.webhooks }
 
 // AdminStore is the admin Store (the CLI's too).
 func (s *Server) AdminStore() *admin.Store { return s.store }

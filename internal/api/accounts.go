@@ -3,10 +3,10 @@ package api
 import (
 	"context"
 	"errors"
-	"github.com/connectd/connectd/internal/elicitation"
 	"net/http"
 
 	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/elicitation"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/release"

@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/connectd/connectd/internal/elicitation"
 	"maps"
 	"mime"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/connectd/connectd/internal/clientauth"
+	"github.com/connectd/connectd/internal/elicitation"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/problem"

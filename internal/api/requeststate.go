@@ -8,10 +8,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/connectd/connectd/internal/elicitation"
 	"strings"
 	"time"
 
+	"github.com/connectd/connectd/internal/elicitation"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/refusal"

@@ -1,10 +1,10 @@
 package connect
 
 import (
-	"github.com/connectd/connectd/internal/elicitation"
 	"net/http"
 
 	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/elicitation"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/web"
 )

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
-	"github.com/connectd/connectd/internal/api"
 	"io"
 	"net/http"
 	"net/url"
@@ -22,6 +21,7 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
+	"github.com/connectd/connectd/internal/api"
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/mcpauth"
 )

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"github.com/connectd/connectd/internal/api"
 	"io"
 	"net/http"
 	"net/url"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connectd/connectd/internal/api"
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider/providertest"

@@ -2,7 +2,6 @@ package connect
 
 import (
 	"errors"
-	"github.com/connectd/connectd/internal/elicitation"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/elicitation"
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/lifecycle"
 	"github.com/connectd/connectd/internal/mcpauth"

@@ -1,14 +1,3 @@
-// Package lifecycle owns the end of a connection: deleting it — by the MCP
-// server (unlink), by the user (Disconnect on the account page) or by an
-// admin (revoke) — with everything that goes with it in the deleting
-// transaction: every client's approval withdrawn, one consent.withdrawn audit
-// row per client and one connection.revoked row, the clients' webhook events
-// (each told only what it may see); then the revocation at the provider,
-// whose outcome is audited (connection.provider_revocation). One shape for
-// every deletion, whoever asks.
-//
-// It must never be imported by the leaf packages it joins (vault, consent,
-// webhook, audit), and never hold a credential beyond the vault's call.
 package lifecycle
 
 import (

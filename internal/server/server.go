@@ -1,25 +1,3 @@
-// Package server wires connectd: it builds every service of one process
-// (identity, vault, provider catalog, the connect flow, the admin surface,
-// metrics, probes and the notification hub) from one Config, and serves them
-// on two handlers: Public (connect pages, /v1, /admin, behind the production
-// middleware of web.Public) and Internal (the operators' listener: probes,
-// metrics, pprof). cmd/connectd's serve, and every test harness that needs
-// the app (internal/connect, internal/admin, e2e), build it here, so what is
-// tested is what runs.
-//
-// It owns the process-wide plumbing: the Postgres notification hub
-// (cache.Hub) that keeps every replica's caches fresh and wakes long-polls,
-// started by Run; and the seams tests use, as Config fields (Now,
-// HTTPClient).
-//
-// It must never:
-//   - read the environment, open or close the database pool, or listen on a
-//     socket: the caller (cmd/connectd) does, so tests can build a Server
-//     over their own pool and httptest listeners;
-//   - be imported by a package other than cmd/connectd and tests: it is the
-//     top of the dependency graph (cmd → server → connect, admin → leaves);
-//   - wire a service differently for tests than for production: a test's
-//     needs are Config fields.
 package server
 
 import (
@@ -117,8 +95,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// build wires everything after identity: vault, catalog, connect, admin,
-// the hub's subscribers, metrics and the two handlers.
+// build wires everything after identity, in order (see the package
+// comment): keyring, catalog, the job enqueuer, the lifecycle owner and the
+// vault, the stores both surfaces share, connect and api, admin, the hub's
+// subscribers, metrics, and the job queue.
 func (s *Server) build(ctx context.Context) error {
 	cfg := s.cfg
 	var err error

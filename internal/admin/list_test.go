@@ -294,7 +294,7 @@ func TestSecurityEventCounts(t *testing.T) {
 		}
 	}
 	e.clock.Advance(2 * time.Minute)
-	if err := e.connect.Sweep(context.Background()); err != nil {
+	if err := e.server.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 

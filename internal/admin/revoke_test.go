@@ -26,7 +26,7 @@ func TestRevokeFromThePages(t *testing.T) {
 		t.Fatalf("token before: %d %v", st, tok)
 	}
 	accessToken := tok["access_token"].(string)
-	if err := e.server.Connect().Sweep(context.Background()); err != nil { // writes the sampled token.read row
+	if err := e.server.Sweep(context.Background()); err != nil { // writes the sampled token.read row
 		t.Fatal(err)
 	}
 

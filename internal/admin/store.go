@@ -48,6 +48,10 @@ type StoreConfig struct {
 	// 20 s) — the rest are reported failed, to revoke again.
 	RevokeParallel int
 	RevokeBudget   time.Duration
+	// Lifecycle is the process's one owner of a connection's end
+	// (internal/server builds it once); nil: one of Pool, Vault, Webhooks
+	// and Logger (the CLI).
+	Lifecycle *lifecycle.Owner
 }
 
 // Store answers the admin questions and performs the admin actions; the pages,
@@ -62,6 +66,8 @@ type Store struct {
 	// after budget.
 	revokeParallel int
 	revokeBudget   time.Duration
+	// StoreConfig.Lifecycle (nil: one made for each revocation).
+	lifecycle *lifecycle.Owner
 }
 
 // NewStore returns a Store over cfg.
@@ -70,7 +76,7 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 		return nil, errors.New("admin: StoreConfig.Pool is required")
 	}
 	st := &Store{pool: cfg.Pool, vault: cfg.Vault, webhooks: cfg.Webhooks, now: cfg.Now, logger: cfg.Logger,
-		revokeParallel: cfg.RevokeParallel, revokeBudget: cfg.RevokeBudget}
+		revokeParallel: cfg.RevokeParallel, revokeBudget: cfg.RevokeBudget, lifecycle: cfg.Lifecycle}
 	if st.revokeParallel <= 0 {
 		st.revokeParallel = defaultRevokeParallel
 	}
@@ -138,7 +144,10 @@ func (st *Store) revoke(ctx context.Context, id string, by Actor, why *notice.No
 	rev := &Revocation{Connection: *c}
 	// The one owner of a connection's end: approvals withdrawn, audit rows
 	// and events in the deleting transaction, the provider's answer after.
-	owner := &lifecycle.Owner{Pool: st.pool, Vault: st.vault, Webhooks: st.webhooks, Logger: st.logger}
+	owner := st.lifecycle
+	if owner == nil {
+		owner = &lifecycle.Owner{Pool: st.pool, Vault: st.vault, Webhooks: st.webhooks, Logger: st.logger}
+	}
 	// The admin's browser going away after the commit must not cost the
 	// provider's revocation or its audit row.
 	ended, err := owner.Delete(context.WithoutCancel(ctx), c.User, c.Provider, id, nil,

@@ -67,8 +67,8 @@ func TestAccountPage(t *testing.T) {
 	if r := e.allow(br0, u, e.openAs(br0, u, "alice")); r.status != http.StatusOK || !strings.Contains(r.body, `href="/account"`) {
 		t.Fatalf("consent-only approval: %d %s", r.status, r.body)
 	}
-	tokenOf(t, a, "alice")                                        // a token read: "last used"
-	if err := e.connect.Sweep(context.Background()); err != nil { // writes the sampled token.read row
+	tokenOf(t, a, "alice")                                       // a token read: "last used"
+	if err := e.server.Sweep(context.Background()); err != nil { // writes the sampled token.read row
 		t.Fatal(err)
 	}
 

@@ -95,7 +95,7 @@ func waitCached(t *testing.T, m *mcpServer, r *replica) {
 		if st, out := m.callAt(r.url, http.MethodGet, "/v1/connections/fake/token", "alice"); st != http.StatusOK {
 			t.Fatalf("token: %d %v", st, out)
 		}
-		if r.vault.CacheStats().Hits > before && r.srv.Connect().CacheStats().Entries > 0 && r.client.CacheStats().Entries > 0 {
+		if r.vault.CacheStats().Hits > before && r.srv.Consents().CacheStats().Entries > 0 && r.client.CacheStats().Entries > 0 {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -211,7 +211,7 @@ func TestRevokeReachesEveryReplicaWithinASecond(t *testing.T) {
 		// from before the drop survives the reconnection (the first backoff,
 		// then a new connection: generously bounded for a loaded machine).
 		deadline := time.Now().Add(5 * time.Second)
-		for r2.vault.CacheStats().Entries != 0 || r2.srv.Connect().CacheStats().Entries != 0 || r2.client.CacheStats().Entries != 0 {
+		for r2.vault.CacheStats().Entries != 0 || r2.srv.Consents().CacheStats().Entries != 0 || r2.client.CacheStats().Entries != 0 {
 			if time.Now().After(deadline) {
 				t.Fatal("caches not flushed after the listener reconnected")
 			}

@@ -3,8 +3,8 @@ package connect
 import (
 	"net/http"
 
-	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/elicitation"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/web"
 )
@@ -17,12 +17,9 @@ import (
 // audit row. Only a completed elicitation grants it (complete): a flow
 // declined, failed or abandoned after Allow leaves the earlier approval as
 // it was.
-func (s *Server) grantConsent(r *http.Request, q querier, e *Elicitation, scopes []string, accountID, connID string) error {
+func (s *Server) grantConsent(r *http.Request, q elicitation.Querier, e *elicitation.Elicitation, scopes []string, accountID, connID string) error {
 	ctx := r.Context()
 	return consent.Record(ctx, q, consent.Grant{User: identity.User{Issuer: e.Issuer, Subject: e.Subject},
 		ClientID: e.ClientID, Provider: e.Provider, Scopes: scopes, Requested: e.Scopes, AccountID: accountID, ConnectionID: connID,
-		Elicitation: e.ID, At: s.now(), RequestID: web.RequestID(ctx), IP: clientIP(r)})
+		Elicitation: e.ID, At: s.now(), RequestID: web.RequestID(ctx), IP: web.ClientAddr(r)})
 }
-
-// CacheStats reports the consent cache's counters (zero when disabled).
-func (s *Server) CacheStats() cache.Stats { return s.consents.CacheStats() }

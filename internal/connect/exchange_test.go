@@ -21,8 +21,8 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
+	"github.com/connectd/connectd/internal/api"
 	"github.com/connectd/connectd/internal/clientauth"
-	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/mcpauth"
 )
 
@@ -30,9 +30,9 @@ import (
 // MCP access token tok, at target (audience).
 func exchangeParams(tok, audience string) url.Values {
 	return url.Values{
-		"grant_type":         {connect.GrantTokenExchange},
+		"grant_type":         {api.GrantTokenExchange},
 		"subject_token":      {tok},
-		"subject_token_type": {connect.TokenTypeAccessToken},
+		"subject_token_type": {api.TokenTypeAccessToken},
 		"audience":           {audience},
 	}
 }
@@ -42,7 +42,7 @@ func exchangeParams(tok, audience string) url.Values {
 // and the JSON body.
 func (e *env) postToken(base, auth string, form url.Values) (int, http.Header, map[string]any) {
 	e.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, base+connect.TokenPath, strings.NewReader(form.Encode()))
+	req, _ := http.NewRequest(http.MethodPost, base+api.TokenPath, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
@@ -74,7 +74,7 @@ func (m *mcpServer) basic() string {
 // body client authentication, form encoding) and decoder of the answer and
 // of RFC 6749 §5.2 errors.
 func (e *env) exchangeClient(m *mcpServer, style oauth2.AuthStyle, params url.Values) *clientcredentials.Config {
-	return &clientcredentials.Config{ClientID: m.client.ID, ClientSecret: m.key, TokenURL: e.srv.URL + connect.TokenPath,
+	return &clientcredentials.Config{ClientID: m.client.ID, ClientSecret: m.key, TokenURL: e.srv.URL + api.TokenPath,
 		AuthStyle: style, EndpointParams: params}
 }
 
@@ -99,7 +99,7 @@ func TestTokenExchange(t *testing.T) {
 	if st != http.StatusOK || h.Get("Cache-Control") != "no-store" || out["account"].(map[string]any)["id"] != id {
 		t.Fatalf("%d %v %v", st, h, out)
 	}
-	if err := e.connect.Sweep(context.Background()); err != nil { // writes the queued first read
+	if err := e.server.Sweep(context.Background()); err != nil { // writes the queued first read
 		t.Fatal(err)
 	}
 	if rows, _ := e.sampledCount("token.read", ` AND client_id = $2 AND target = $3`, a.client.ID, id); rows != 1 {
@@ -119,8 +119,8 @@ func TestTokenExchange(t *testing.T) {
 			"audience": {"connectd:provider:fake:" + id}, "scope": {"read"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			params := url.Values{"grant_type": {connect.GrantTokenExchange}, "subject_token": {a.token("alice")},
-				"subject_token_type": {connect.TokenTypeAccessToken}}
+			params := url.Values{"grant_type": {api.GrantTokenExchange}, "subject_token": {a.token("alice")},
+				"subject_token_type": {api.TokenTypeAccessToken}}
 			for k, v := range tt.target {
 				params[k] = v
 			}
@@ -131,7 +131,7 @@ func TestTokenExchange(t *testing.T) {
 			if tok.AccessToken != read["access_token"] || tok.AccessToken == "" {
 				t.Fatalf("exchange gave %q, the token read %q", tok.AccessToken, read["access_token"])
 			}
-			if tok.Extra("issued_token_type") != connect.TokenTypeAccessToken || tok.TokenType != "Bearer" ||
+			if tok.Extra("issued_token_type") != api.TokenTypeAccessToken || tok.TokenType != "Bearer" ||
 				tok.Extra("scope") != "read" || tok.Expiry.IsZero() {
 				t.Fatalf("answer: type %v, token_type %q, scope %v, expiry %v", tok.Extra("issued_token_type"), tok.TokenType,
 					tok.Extra("scope"), tok.Expiry)
@@ -140,7 +140,7 @@ func TestTokenExchange(t *testing.T) {
 	}
 
 	// The metadata says where and how.
-	resp, err := e.srv.Client().Get(e.srv.URL + connect.MetadataPath)
+	resp, err := e.srv.Client().Get(e.srv.URL + api.MetadataPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,8 +149,8 @@ func TestTokenExchange(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&md); err != nil {
 		t.Fatal(err)
 	}
-	if md["issuer"] != e.srv.URL || md["token_endpoint"] != e.srv.URL+connect.TokenPath ||
-		!strings.Contains(jsonString(md["grant_types_supported"]), connect.GrantTokenExchange) ||
+	if md["issuer"] != e.srv.URL || md["token_endpoint"] != e.srv.URL+api.TokenPath ||
+		!strings.Contains(jsonString(md["grant_types_supported"]), api.GrantTokenExchange) ||
 		!strings.Contains(jsonString(md["token_endpoint_auth_methods_supported"]), "private_key_jwt") ||
 		strings.Contains(jsonString(md["token_endpoint_auth_signing_alg_values_supported"]), "HS256") {
 		t.Fatalf("metadata: %v", md)
@@ -308,7 +308,7 @@ func TestPrivateKeyJWT(t *testing.T) {
 	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
 	read := tokenOf(t, a, "alice")
 	k := e.registerAssertionKey(a, true)
-	tokenURL, apiURL := e.srv.URL+connect.TokenPath, e.srv.URL+"/v1"
+	tokenURL, apiURL := e.srv.URL+api.TokenPath, e.srv.URL+"/v1"
 
 	// The client key is gone.
 	if st, out := a.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil); st != http.StatusUnauthorized {
@@ -508,7 +508,7 @@ func TestDPoP(t *testing.T) {
 		}
 		f := exchangeParams(a.token("alice"), "connectd:provider:fake")
 		f.Set("client_assertion_type", clientauth.AssertionType)
-		f.Set("client_assertion", k.sign(t, a.client.ID, e.srv.URL+connect.TokenPath, now))
+		f.Set("client_assertion", k.sign(t, a.client.ID, e.srv.URL+api.TokenPath, now))
 		if st, _, out := e.postToken(e.srv.URL, "", f); st != http.StatusOK {
 			t.Fatalf("with private_key_jwt: %d %v", st, out)
 		}

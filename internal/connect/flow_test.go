@@ -558,7 +558,7 @@ func TestExpiredElicitation(t *testing.T) {
 	if out["status"] != "expired" {
 		t.Fatalf("status: %v", out)
 	}
-	if err := e.connect.Sweep(context.Background()); err != nil {
+	if err := e.server.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	var st string

@@ -8,8 +8,6 @@ import (
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/signin"
-	"github.com/connectd/connectd/internal/web"
-	"github.com/connectd/connectd/web/templates"
 )
 
 // defaultReturnTo is where a login without return_to ends.
@@ -39,19 +37,4 @@ func (s *Server) newSignin() (*signin.Flow, error) {
 			s.logger.InfoContext(r.Context(), "logout", slog.String("issuer", sess.Issuer), slog.String("subject", sess.Subject))
 		},
 	})
-}
-
-// sessionPage handles GET /session: who is signed in, with a sign-out form, or
-// where to sign in.
-func (s *Server) sessionPage(w http.ResponseWriter, r *http.Request) error {
-	var v templates.SessionView
-	if sess, err := s.sessions.Load(w, r); err == nil {
-		v = templates.SessionView{SignedIn: true, Subject: sess.Subject, Issuer: sess.Issuer,
-			CSRF: s.sessions.CSRFToken(sess)}
-	} else {
-		for _, is := range s.login.Issuers() {
-			v.Issuers = append(v.Issuers, templates.IssuerLink{ID: is.ID, URL: is.URL, LoginURL: loginPath(is.ID, "")})
-		}
-	}
-	return web.Render(w, r, http.StatusOK, templates.SessionPage(v))
 }

@@ -40,7 +40,3 @@ func parseRedirect(q url.Values) (redirectParams, error) {
 	}
 	return redirectParams{State: cb.State, Code: cb.Code, Iss: cb.Iss, Error: cb.Error}, nil
 }
-
-func isBase64URL(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_'
-}

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connectd/connectd/internal/api"
 	"github.com/connectd/connectd/internal/clientauth"
-	"github.com/connectd/connectd/internal/connect"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/vault"
@@ -71,7 +71,7 @@ func TestProxy(t *testing.T) {
 	if h.Get("X-Custom") != "kept" || len(h.Values("Authorization")) != 1 {
 		t.Fatalf("forwarded headers %v", h)
 	}
-	for _, k := range []string{mcpauth.UserTokenHeader, "Cookie", "X-Forwarded-For", connect.AccountHeader} {
+	for _, k := range []string{mcpauth.UserTokenHeader, "Cookie", "X-Forwarded-For", api.AccountHeader} {
 		if h.Get(k) != "" {
 			t.Errorf("%s reached the provider", k)
 		}
@@ -115,12 +115,12 @@ func TestProxy(t *testing.T) {
 	// Scopes the call needs (Connectd-Scopes, as the token read's scopes=):
 	// held, the call goes and the header stays behind; not held, 403
 	// insufficient_scope naming them, before the provider is called.
-	resp, raw = a.proxied(http.MethodGet, "echo", "alice", nil, http.Header{connect.ScopesHeader: {"read"}})
-	if resp.StatusCode != http.StatusOK || strings.Contains(string(raw), connect.ScopesHeader) {
+	resp, raw = a.proxied(http.MethodGet, "echo", "alice", nil, http.Header{api.ScopesHeader: {"read"}})
+	if resp.StatusCode != http.StatusOK || strings.Contains(string(raw), api.ScopesHeader) {
 		t.Fatalf("with a held scope: %d %s", resp.StatusCode, raw)
 	}
 	echoes := e.fake.Counts().Echo
-	resp, raw = a.proxied(http.MethodGet, "echo", "alice", nil, http.Header{connect.ScopesHeader: {"read, nope"}})
+	resp, raw = a.proxied(http.MethodGet, "echo", "alice", nil, http.Header{api.ScopesHeader: {"read, nope"}})
 	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(raw), "insufficient_scope") ||
 		!strings.Contains(string(raw), "nope") || e.fake.Counts().Echo != echoes {
 		t.Fatalf("with a scope the connection lacks: %d %s", resp.StatusCode, raw)
@@ -150,7 +150,7 @@ func TestProxy(t *testing.T) {
 
 	// Nothing of the credential in the logs, nor in any audit row (the
 	// proxy.call rows, sampled, included: written by the sweep).
-	if err := e.connect.Sweep(context.Background()); err != nil {
+	if err := e.server.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	refreshed := tokenOf(t, a, "alice")["access_token"].(string)
@@ -251,7 +251,7 @@ func TestProxyOnlyClient(t *testing.T) {
 	}
 	// The refused read is in the audit trail (a proxy-only client asking
 	// for a credential may be a compromised one).
-	if err := e.connect.Sweep(context.Background()); err != nil {
+	if err := e.server.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if rows, _ := e.sampledCount("security.token_release_refused", aliceFiles, a.client.ID); rows != 1 {
@@ -353,11 +353,11 @@ func TestProxyRequestRules(t *testing.T) {
 	}
 	// The refusals are in the audit trail (sampled): alice's four calls in
 	// one row for the minute, bob's in another, with the client as actor.
-	if err := e.connect.Sweep(ctx); err != nil {
+	if err := e.server.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(time.Minute + time.Second)
-	if err := e.connect.Sweep(ctx); err != nil {
+	if err := e.server.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for user, want := range map[string]int{"alice": 4, "bob": 1} {

@@ -45,7 +45,7 @@ func TestTokenReadsAreSampled(t *testing.T) {
 	}
 	sweep := func() {
 		t.Helper()
-		if err := e.connect.Sweep(context.Background()); err != nil {
+		if err := e.server.Sweep(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -120,7 +120,7 @@ func TestRefusedCallsAreSampled(t *testing.T) {
 			t.Fatalf("bad client key: %d", st)
 		}
 	}
-	if err := e.connect.Sweep(context.Background()); err != nil { // the queued first rows
+	if err := e.server.Sweep(context.Background()); err != nil { // the queued first rows
 		t.Fatal(err)
 	}
 	if rows, n := e.sampledCount("security.invalid_user_token", ` AND client_id = $2 AND detail->>'reason' = 'wrong_audience'`,
@@ -128,7 +128,7 @@ func TestRefusedCallsAreSampled(t *testing.T) {
 		t.Fatalf("wrong audience: %d rows for %d, want 1 row for the first", rows, n)
 	}
 	e.clock.Advance(time.Minute + time.Second)
-	if err := e.connect.Sweep(context.Background()); err != nil {
+	if err := e.server.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
@@ -246,7 +246,7 @@ func TestTokenReadNotHeldByTheAudit(t *testing.T) {
 		return rows == 1 && n == 1
 	})
 	e.clock.Advance(time.Hour + time.Second)
-	if err := e.connect.Sweep(ctx); err != nil {
+	if err := e.server.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if rows, n := e.sampledCount("token.read", aliceFiles, files.client.ID); rows != 2 || n != 3 {
@@ -282,7 +282,7 @@ func TestFirstReadSurvivesAFailedAuditWrite(t *testing.T) {
 		return rows == 1 && n == 1
 	})
 	e.clock.Advance(time.Hour + time.Second)
-	if err := e.connect.Sweep(context.Background()); err != nil {
+	if err := e.server.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if rows, n := e.sampledCount("token.read", aliceFiles, files.client.ID); rows != 2 || n != 3 {

@@ -5,24 +5,21 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/elicitation"
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/lifecycle"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider"
-	"github.com/connectd/connectd/internal/proxy"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/signin"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
-	"github.com/connectd/connectd/internal/webhook"
 	"github.com/connectd/connectd/web/templates"
 )
 
@@ -32,176 +29,82 @@ type Config struct {
 	Pool     *pgxpool.Pool
 	Sessions *session.Store
 	Login    *mcpauth.Login
-	Auth     *clientauth.Authenticator // /v1: client key + user token
-	// Clients is the registry Auth authenticates with (client names for
-	// consent pages; its key cache is kept fresh by the process hub).
+	// Clients is the client registry (client names for consent pages).
 	Clients *clientauth.Clients
 	Vault   *vault.Store // its credential cache is kept fresh by the process hub
-	// Keyring is the vault keyring as configured; request_state and PKCE
-	// verifiers are each sealed under their own Purpose of it.
+	// Keyring is the vault keyring as configured; PKCE verifiers are sealed
+	// under their own Purpose of it.
 	Keyring *keyring.Keyring
 	Catalog *provider.Catalog
-	// PublicURL is the browser-facing origin (no trailing slash); connect
-	// URLs and the provider redirect URI are built from it.
+	// PublicURL is the browser-facing origin (no trailing slash); the
+	// provider redirect URI is built from it.
 	PublicURL string
-	// ElicitationTTL is how long a connect URL stays usable (default 15m).
-	ElicitationTTL time.Duration
-	// RequestStateTTL is how long a request_state can be resolved (default 1h).
-	RequestStateTTL time.Duration
-	// MintLimit bounds mints per (user, client), so one MCP server cannot
-	// spend the budget of a user's other servers; MintUserLimit is the
-	// ceiling per user over all of them (nil: unlimited).
-	MintLimit     *web.Limiter
-	MintUserLimit *web.Limiter
-	// MaxWaiters caps the long-polls (GET /v1/elicitations/{id}?wait=) one
-	// client key may hold open at once on this replica (default 64; a
-	// negative value: no cap). Past it the poll is refused with 429.
-	MaxWaiters int
-	// ConsentCacheTTL is how long consents may be used from memory (see
-	// package consent); 0 disables the cache. ConsentCacheSize caps the
-	// cached (user, provider) pairs (default 50,000).
-	ConsentCacheTTL  time.Duration
-	ConsentCacheSize int
-	// Hub is the process's notification listener (run by internal/server):
-	// New subscribes the consent cache and the long-poll wake-ups to it. The
-	// caches of Vault, Clients and Sessions are their owners' to subscribe.
-	Hub *cache.Hub
-	// Webhooks enqueues the events of the flow (elicitations that end,
-	// connections created, changed or unlinked, approvals withdrawn) in the
-	// transactions of those changes; nil: none are sent.
-	Webhooks *webhook.Service
-	// OnFlow, when set, is called once for every elicitation that reaches a
-	// final status on this replica (completed, declined, failed, expired),
-	// for metrics.
-	OnFlow func(status Status)
-	Now    func() time.Time // default time.Now
-	// OnAuditWriteError and OnAuditLost, when set, count the sampled audit
-	// rows (token reads, refused calls) that could not be written, for
-	// metrics: OnAuditWriteError once per failed write, whose rows are kept
-	// and retried; OnAuditLost the rows of kind given up at shutdown.
-	OnAuditWriteError func()
-	OnAuditLost       func(kind string, rows int)
-	// Proxy configures the provider API proxy (/v1/proxy): its Transport
-	// (the egress client's), body caps and deadline.
-	Proxy proxy.Config
-	// OnProxy, when set, is told of every proxied call: provider, the
-	// status answered by the provider (0: none) and how long it took.
-	OnProxy func(provider string, status int, took time.Duration)
+	// Consents is the approvals store (its cache kept fresh by the hub),
+	// shared with the MCP-server surface.
+	Consents *consent.Store
+	// Elicitations is the elicitation store both surfaces share.
+	Elicitations *elicitation.Store
+	// Lifecycle owns a connection's changes and end: the events of a stored
+	// connection, an approval withdrawn and Disconnect on the account page.
+	Lifecycle *lifecycle.Owner
+	Now       func() time.Time // default time.Now
 }
 
-// The keyring.Keyring.Purpose labels of what this package seals (DESIGN
+// The keyring.Keyring.Purpose label of what this package seals (DESIGN
 // invariant 13: one key per purpose, derived from every configured key, so
 // rotation covers them). A label is never changed or reused: what was sealed
 // under it would no longer open.
-const (
-	verifierPurpose     = "connectd/connect/pkce-verifier/v1"
-	requestStatePurpose = "connectd/connect/request-state/v1"
-)
+const verifierPurpose = "connectd/connect/pkce-verifier/v1"
 
-// Server serves the connect flow: the /v1 API for MCP servers and the
-// browser pages (login, consent, provider redirects and callbacks).
+// Server serves the browser surface: sign-in, the connect flow's pages
+// (consent, API-key form, provider redirects and callbacks) and the
+// account page.
 type Server struct {
-	logger          *slog.Logger
-	pool            *pgxpool.Pool
-	sessions        *session.Store
-	login           *mcpauth.Login
-	auth            *clientauth.Authenticator
-	clients         *clientauth.Clients
-	vault           *vault.Store
-	keys            *keyring.Keyring // as configured: request_state is sealed under keys.Purpose(requestStatePurpose)
-	verifierKeys    *keyring.Keyring // keys.Purpose(verifierPurpose): seals PKCE verifiers
-	catalog         *provider.Catalog
-	publicURL       string
-	elicitationTTL  time.Duration
-	requestStateTTL time.Duration
-	mintLimit       *web.Limiter
-	mintUserLimit   *web.Limiter
-	waiters         *waiters
-	now             func() time.Time
-	wakeups         *wakeups
-	clientWakeups   *wakeups // by client id: a client changed (disabled, keys rotated) on some replica
-	consents        *consent.Store
-	signin          *signin.Flow // GET /login, /login/callback, POST /logout
-	onFlow          func(Status)
-	forwarder       *proxy.Forwarder
-	onProxy         func(string, int, time.Duration)
-	proxyMaxBody    int64
-	webhooks        *webhook.Service
-	lifecycle       *lifecycle.Owner // the end of a connection (unlink, Disconnect)
-	reads, refusals *sampler         // sampled audit of token reads and refused /v1 calls
-	done            chan struct{}    // closed when Run ends: long-polls answer at once
-	doneOnce        sync.Once
-	// Config.OnAuditWriteError and OnAuditLost (nil: not counted).
-	onAuditWriteError func()
-	onAuditLost       func(kind string, rows int)
+	logger       *slog.Logger
+	pool         *pgxpool.Pool
+	sessions     *session.Store
+	login        *mcpauth.Login
+	clients      *clientauth.Clients
+	vault        *vault.Store
+	verifierKeys *keyring.Keyring // keys.Purpose(verifierPurpose): seals PKCE verifiers
+	catalog      *provider.Catalog
+	publicURL    string
+	now          func() time.Time
+	elicitations *elicitation.Store
+	consents     *consent.Store
+	signin       *signin.Flow     // GET /login, /login/callback, POST /logout
+	lifecycle    *lifecycle.Owner // a connection's events, withdrawals and end (Disconnect)
 }
 
 // New returns a Server over cfg's dependencies.
 func New(cfg Config) (*Server, error) {
-	if cfg.Logger == nil || cfg.Sessions == nil || cfg.Login == nil || cfg.Pool == nil || cfg.Auth == nil ||
-		cfg.Clients == nil || cfg.Vault == nil || cfg.Keyring == nil || cfg.Catalog == nil || cfg.PublicURL == "" || cfg.Hub == nil {
-		return nil, errors.New("connect: Logger, Pool, Sessions, Login, Auth, Clients, Vault, Keyring, Catalog, PublicURL and Hub are required")
+	if cfg.Logger == nil || cfg.Sessions == nil || cfg.Login == nil || cfg.Pool == nil || cfg.Clients == nil ||
+		cfg.Vault == nil || cfg.Keyring == nil || cfg.Catalog == nil || cfg.PublicURL == "" || cfg.Consents == nil ||
+		cfg.Elicitations == nil || cfg.Lifecycle == nil {
+		return nil, errors.New("connect: Logger, Pool, Sessions, Login, Clients, Vault, Keyring, Catalog, PublicURL, Consents, Elicitations and Lifecycle are required")
 	}
 	s := &Server{
-		logger: cfg.Logger, pool: cfg.Pool, sessions: cfg.Sessions, login: cfg.Login, auth: cfg.Auth,
-		clients: cfg.Clients, vault: cfg.Vault, catalog: cfg.Catalog,
-		keys: cfg.Keyring, verifierKeys: cfg.Keyring.Purpose(verifierPurpose),
-		publicURL: strings.TrimRight(cfg.PublicURL, "/"), elicitationTTL: cfg.ElicitationTTL,
-		requestStateTTL: cfg.RequestStateTTL, mintLimit: cfg.MintLimit, mintUserLimit: cfg.MintUserLimit,
-		waiters: newWaiters(cfg.MaxWaiters), now: cfg.Now, done: make(chan struct{}),
-		reads: newSampler(readPeriod, maxReadKeys, true), refusals: newSampler(refusalPeriod, maxRefusalKeys, false),
-		onAuditWriteError: cfg.OnAuditWriteError, onAuditLost: cfg.OnAuditLost,
-	}
-	if s.elicitationTTL <= 0 {
-		s.elicitationTTL = 15 * time.Minute
-	}
-	if s.requestStateTTL <= 0 {
-		s.requestStateTTL = time.Hour
+		logger: cfg.Logger, pool: cfg.Pool, sessions: cfg.Sessions, login: cfg.Login,
+		clients: cfg.Clients, vault: cfg.Vault, catalog: cfg.Catalog, verifierKeys: cfg.Keyring.Purpose(verifierPurpose),
+		publicURL: strings.TrimRight(cfg.PublicURL, "/"), now: cfg.Now, elicitations: cfg.Elicitations,
+		consents: cfg.Consents, lifecycle: cfg.Lifecycle,
 	}
 	if s.now == nil {
 		s.now = time.Now
-	}
-	s.webhooks = cfg.Webhooks
-	s.lifecycle = &lifecycle.Owner{Pool: cfg.Pool, Vault: cfg.Vault, Webhooks: cfg.Webhooks, Logger: s.logger}
-	s.forwarder, s.onProxy = proxy.New(cfg.Proxy), cfg.OnProxy
-	s.proxyMaxBody = cfg.Proxy.MaxRequestBytes
-	if s.proxyMaxBody <= 0 {
-		s.proxyMaxBody = proxy.DefaultMaxRequestBytes
-	}
-	if s.onProxy == nil {
-		s.onProxy = func(string, int, time.Duration) {}
-	}
-	s.onFlow = cfg.OnFlow
-	if s.onFlow == nil {
-		s.onFlow = func(Status) {}
-	}
-	if cfg.ConsentCacheSize <= 0 {
-		cfg.ConsentCacheSize = 50_000
 	}
 	var err error
 	if s.signin, err = s.newSignin(); err != nil {
 		return nil, err
 	}
-	s.consents = consent.NewStore(cfg.Pool, cfg.ConsentCacheTTL, cfg.ConsentCacheSize, s.now)
-	s.wakeups = newWakeups()
-	cfg.Hub.Add(s.wakeups.subscriber(), s.consents.CacheSubscriber())
-	// A client disabled on any replica ends its long-polls here at once
-	// (waitFor checks its key again); the client registry's notifications
-	// say which.
-	s.clientWakeups = newWakeups()
-	cfg.Clients.OnChange(s.clientWakeups.wakeKey)
 	return s, nil
 }
 
 // routes is the whole route table of the package: each route's pattern, what
-// it answers (page or API: its errors and headers) and which rate-limit budget
+// it answers (a page: its errors and headers) and which rate-limit budget
 // it draws from, and its handler.
 func (s *Server) routes() []web.Route {
 	page := func(pattern string, class web.RouteClass, h web.PageFunc) web.Route {
 		return web.PageRoute(pattern, class, s.logger, h)
-	}
-	api := func(pattern string, h web.APIFunc) web.Route {
-		return web.APIRoute(pattern, web.ClassAPI, s.logger, h)
 	}
 	return []web.Route{
 		// The front page: what the service is, and the way to /account.
@@ -230,30 +133,6 @@ func (s *Server) routes() []web.Route {
 		page("POST /c/{id}/account", web.ClassBrowser, s.chooseAccountForm),
 		page("POST /c/{id}/switch", web.ClassBrowser, s.switchAccount),
 		page("GET /oauth/callback", web.ClassBrowser, s.callback),
-
-		// RFC 8693 token exchange and its RFC 8414 metadata (exchange.go).
-		api("POST "+TokenPath, s.exchange),
-		web.AssetRoute("GET "+MetadataPath, web.API(s.logger, s.metadata)),
-
-		// The /v1 API for MCP servers (api.go).
-		api("POST /v1/elicitations", s.mint),
-		api("POST /v1/elicitations/resolve", s.resolve),
-		api("GET /v1/elicitations/{id}", s.status),
-		api("DELETE /v1/elicitations/{id}", s.cancel),
-		api("GET /v1/connections", s.listConnections),
-		api("GET /v1/connections/{provider}/token", s.token),
-		api("DELETE /v1/connections/{provider}", s.unlink),
-		// The provider API proxy (proxy.go): the methods it forwards,
-		// bodies up to the proxy's cap, streamed; raw (its paths are the
-		// provider's: ServeMux does not clean or redirect them).
-		func() web.Route {
-			rt := api(proxyPrefix+"{provider}/{path...}", s.proxyCall)
-			rt.MaxBody, rt.Raw = s.proxyMaxBody, true
-			return rt
-		}(),
-		api("/v1/", func(w http.ResponseWriter, r *http.Request) error {
-			return web.Errorf(http.StatusNotFound, "not_found", "no such API endpoint")
-		}),
 	}
 }
 

@@ -190,7 +190,7 @@ func TestWebhookEvents(t *testing.T) {
 	}
 	a.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"admin"}})
 	e.clock.Advance(time.Hour)
-	if err := e.connect.Sweep(ctx); err != nil {
+	if err := e.server.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
 	ra.wait("elicitation.expired")

@@ -1,14 +1,3 @@
-// Package lifecycle owns the end of a connection: deleting it — by the MCP
-// server (unlink), by the user (Disconnect on the account page) or by an
-// admin (revoke) — with everything that goes with it in the deleting
-// transaction: every client's approval withdrawn, one consent.withdrawn audit
-// row per client and one connection.revoked row, the clients' webhook events
-// (each told only what it may see); then the revocation at the provider,
-// whose outcome is audited (connection.provider_revocation). One shape for
-// every deletion, whoever asks.
-//
-// It must never be imported by the leaf packages it joins (vault, consent,
-// webhook, audit), and never hold a credential beyond the vault's call.
 package lifecycle
 
 import (
@@ -140,23 +129,19 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// ReauthEvents is the vault's OnReauth (vault.Config.OnReauth): a connection
-// the provider stopped honouring is reported, in the vault's marking
-// transaction (which writes its connection.reauthorization_required audit
-// row), to every client approved for it, each told only what it may see.
-// webhooks is read at each call: the vault is built before the job queue
-// that delivers.
-func ReauthEvents(webhooks func() *webhook.Service) func(ctx context.Context, tx pgx.Tx, c vault.Connection, reason string) error {
-	return func(ctx context.Context, tx pgx.Tx, c vault.Connection, reason string) error {
-		w := webhooks()
-		if w == nil {
-			return nil
-		}
-		approvals, err := consent.HolderApprovals(ctx, tx, c.User, c.Provider, c.ID)
-		if err != nil {
-			return err
-		}
-		return w.EmitAll(ctx, tx, webhook.ConnectionEvents(webhook.ConnectionReauthRequired, c, approvals, nil,
-			map[string]any{"reason": reason}))
+// ReauthRequired is the vault's OnReauth (vault.Config.OnReauth): a
+// connection the provider stopped honouring is reported, in the vault's
+// marking transaction (which writes its connection.reauthorization_required
+// audit row), to every client approved for it, each told only what it may
+// see.
+func (o *Owner) ReauthRequired(ctx context.Context, tx pgx.Tx, c vault.Connection, reason string) error {
+	if o.Webhooks == nil {
+		return nil
 	}
+	approvals, err := consent.HolderApprovals(ctx, tx, c.User, c.Provider, c.ID)
+	if err != nil {
+		return err
+	}
+	return o.Webhooks.EmitAll(ctx, tx, webhook.ConnectionEvents(webhook.ConnectionReauthRequired, c, approvals, nil,
+		map[string]any{"reason": reason}))
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/connectd/connectd/internal/keepalive"
 	"github.com/connectd/connectd/internal/keyring"
-	"github.com/connectd/connectd/internal/lifecycle"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/webhook"
 )
@@ -24,19 +23,37 @@ import (
 // (webhook delivery and retention, the connection health job) run on,
 // shared with every replica through the database.
 type jobs struct {
-	river    *river.Client[pgx.Tx]
-	webhooks *webhook.Service
+	river *river.Client[pgx.Tx]
 }
 
-// newJobs builds the River client with every worker and periodic job, and
-// the webhook service that enqueues on it. It starts nothing: Run does.
-func (s *Server) newJobs() error {
+// newEnqueuer builds the webhook service, which enqueues the events of a
+// change in the change's transaction, on an insert-only River client (as
+// the CLI's, NewWebhooks): it needs nothing else built, so it comes before
+// the vault and everyone who emits; the process's working client (newJobs)
+// delivers what it enqueues, like every replica's.
+func (s *Server) newEnqueuer() error {
 	cfg := s.cfg
 	wcfg, err := webhookConfig(cfg, cfg.Pool, s.keyring)
 	if err != nil {
 		return err
 	}
 	wcfg.OnAttempt = s.metrics.Webhook
+	rc, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{Logger: riverLogger(cfg.Logger), Middleware: jobTracing(cfg)})
+	if err != nil {
+		return err
+	}
+	if s.webhooks, err = webhook.NewService(wcfg, rc); err != nil {
+		return err
+	}
+	s.wcfg = wcfg
+	return nil
+}
+
+// newJobs builds the River client with every worker and periodic job. It
+// starts nothing: Run does.
+func (s *Server) newJobs() error {
+	cfg := s.cfg
+	wcfg := s.wcfg
 	workers := river.NewWorkers()
 	river.AddWorker(workers, webhook.NewWorker(wcfg))
 	river.AddWorker(workers, webhook.NewCleanupWorker(wcfg))
@@ -76,11 +93,7 @@ func (s *Server) newJobs() error {
 	if err != nil {
 		return err
 	}
-	svc, err := webhook.NewService(wcfg, rc)
-	if err != nil {
-		return err
-	}
-	s.jobs = &jobs{river: rc, webhooks: svc}
+	s.jobs = &jobs{river: rc}
 	return nil
 }
 
@@ -152,9 +165,6 @@ func (j *jobs) run(ctx context.Context, logger *slog.Logger) {
 
 // reauthHook is vault.Config.OnReauth.
 type reauthHook = func(ctx context.Context, tx pgx.Tx, c vault.Connection, reason string) error
-
-// reauthEvents is the one owner's OnReauth (package lifecycle).
-func reauthEvents(w func() *webhook.Service) reauthHook { return lifecycle.ReauthEvents(w) }
 
 // jobTracing is River's OpenTelemetry middleware when tracing is on (none
 // otherwise): a span for each insert (under the request that enqueued) and

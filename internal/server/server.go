@@ -1,25 +1,3 @@
-// Package server wires connectd: it builds every service of one process
-// (identity, vault, provider catalog, the connect flow, the admin surface,
-// metrics, probes and the notification hub) from one Config, and serves them
-// on two handlers: Public (connect pages, /v1, /admin, behind the production
-// middleware of web.Public) and Internal (the operators' listener: probes,
-// metrics, pprof). cmd/connectd's serve, and every test harness that needs
-// the app (internal/connect, internal/admin, e2e), build it here, so what is
-// tested is what runs.
-//
-// It owns the process-wide plumbing: the Postgres notification hub
-// (cache.Hub) that keeps every replica's caches fresh and wakes long-polls,
-// started by Run; and the seams tests use, as Config fields (Now,
-// HTTPClient).
-//
-// It must never:
-//   - read the environment, open or close the database pool, or listen on a
-//     socket: the caller (cmd/connectd) does, so tests can build a Server
-//     over their own pool and httptest listeners;
-//   - be imported by a package other than cmd/connectd and tests: it is the
-//     top of the dependency graph (cmd → server → connect, admin → leaves);
-//   - wire a service differently for tests than for production: a test's
-//     needs are Config fields.
 package server
 
 import (
@@ -35,12 +13,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/connectd/connectd/internal/admin"
+	"github.com/connectd/connectd/internal/api"
 	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/connect"
+	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/egress"
+	"github.com/connectd/connectd/internal/elicitation"
 	"github.com/connectd/connectd/internal/health"
 	"github.com/connectd/connectd/internal/keyring"
+	"github.com/connectd/connectd/internal/lifecycle"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/metrics"
 	"github.com/connectd/connectd/internal/org"
@@ -55,22 +37,30 @@ import (
 
 // Server is one connectd process's services, wired.
 type Server struct {
-	cfg      Config
-	ident    *identity
-	keyring  *keyring.Keyring
-	catalog  *provider.Catalog
-	orgs     *org.Store
-	vault    *vault.Store
-	conn     *connect.Server
-	adm      *admin.Server
-	store    *admin.Store
-	keys     *admin.Keys
-	hub      *cache.Hub
-	jobs     *jobs
-	checker  *health.Checker
-	metrics  *metrics.Metrics
-	public   http.Handler
-	internal http.Handler
+	cfg     Config
+	ident   *identity
+	keyring *keyring.Keyring
+	catalog *provider.Catalog
+	orgs    *org.Store // organizations and their provider apps
+	vault   *vault.Store
+	conn    *connect.Server // the browser surface
+	api     *api.Server     // the MCP-server surface
+	// elicitations is the store both surfaces share, consents their
+	// approvals, lifecycle the one owner of a connection's changes and end.
+	elicitations *elicitation.Store
+	consents     *consent.Store
+	lifecycle    *lifecycle.Owner
+	adm          *admin.Server
+	store        *admin.Store
+	keys         *admin.Keys
+	hub          *cache.Hub
+	webhooks     *webhook.Service // the job enqueuer (webhook events), built before the vault
+	wcfg         webhook.Config   // its configuration, the delivery workers' too
+	jobs         *jobs
+	checker      *health.Checker
+	metrics      *metrics.Metrics
+	public       http.Handler
+	internal     http.Handler
 
 	runOnce sync.Once
 }
@@ -107,8 +97,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// build wires everything after identity: vault, catalog, connect, admin,
-// the hub's subscribers, metrics and the two handlers.
+// build wires everything after identity, in order (see the package
+// comment): keyring, catalog, the job enqueuer, the lifecycle owner and the
+// vault, the stores both surfaces share, connect and api, admin, the hub's
+// subscribers, metrics, and the job queue.
 func (s *Server) build(ctx context.Context) error {
 	cfg := s.cfg
 	var err error
@@ -119,13 +111,20 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	s.orgs = org.New(org.Config{Pool: cfg.Pool, Keyring: s.keyring, Catalog: s.catalog, Now: cfg.Now, Logger: cfg.Logger})
-	onReauth := reauthEvents(func() *webhook.Service { return s.jobs.webhooks })
-	if s.vault, err = vaultStore(cfg, cfg.Pool, s.keyring, s.catalog, s.metrics, onReauth); err != nil {
+	// The job enqueuer first: the vault, the one lifecycle owner and both
+	// surfaces enqueue webhook events in their transactions.
+	if err := s.newEnqueuer(); err != nil {
 		return err
 	}
-	if err := s.newJobs(); err != nil {
+	// The vault and the lifecycle owner need each other: the owner ends
+	// connections through the vault, the vault reports reauthorizations
+	// through the owner (OnReauth). The owner's reauthorization events need
+	// only the enqueuer; its Vault is set once the vault exists.
+	s.lifecycle = &lifecycle.Owner{Pool: cfg.Pool, Webhooks: s.webhooks, Logger: cfg.Logger}
+	if s.vault, err = vaultStore(cfg, cfg.Pool, s.keyring, s.catalog, s.metrics, s.lifecycle.ReauthRequired); err != nil {
 		return err
 	}
+	s.lifecycle.Vault = s.vault
 	// The provider API proxy's own outbound client: the egress rules, its
 	// own body cap, redirects handed back to the caller (never followed).
 	maxResp := cfg.Vault.ProxyMaxResponseBytes
@@ -143,18 +142,37 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	proxyConfig := proxy.Config{Transport: transport, MaxRequestBytes: cfg.Vault.ProxyMaxRequestBytes,
 		MaxResponseBytes: maxResp, Timeout: cfg.Vault.ProxyTimeout, MaxInFlight: cfg.Vault.ProxyMaxInFlight, Now: cfg.Now}
+	if s.elicitations, err = elicitation.New(elicitation.Config{Pool: cfg.Pool, Logger: cfg.Logger, Hub: s.hub,
+		Webhooks: s.webhooks, OnFlow: func(st elicitation.Status) { s.metrics.Flow(string(st)) }, Now: cfg.Now}); err != nil {
+		return err
+	}
+	// Approvals, shared by both surfaces: one cache, kept fresh by the hub.
+	size, now := cfg.Cache.Size, cfg.Now
+	if size <= 0 {
+		size = 50_000
+	}
+	if now == nil {
+		now = time.Now
+	}
+	s.consents = consent.NewStore(cfg.Pool, cfg.Cache.ConsentTTL, size, now)
+	s.hub.Add(s.consents.CacheSubscriber())
 	s.conn, err = connect.New(connect.Config{
-		Logger: cfg.Logger, Pool: cfg.Pool, Sessions: s.ident.sessions, Login: s.ident.login, Auth: s.ident.auth,
+		Logger: cfg.Logger, Pool: cfg.Pool, Sessions: s.ident.sessions, Login: s.ident.login,
 		Clients: s.ident.clients, Vault: s.vault, Keyring: s.keyring, Catalog: s.catalog,
-		PublicURL: cfg.PublicURL.String(), Now: cfg.Now, Hub: s.hub,
+		PublicURL: cfg.PublicURL.String(), Now: cfg.Now, Consents: s.consents,
+		Elicitations: s.elicitations, Lifecycle: s.lifecycle,
+	})
+	if err != nil {
+		return err
+	}
+	s.api, err = api.New(api.Config{
+		Logger: cfg.Logger, Pool: cfg.Pool, Auth: s.ident.auth, Clients: s.ident.clients, Vault: s.vault,
+		Keyring: s.keyring, Catalog: s.catalog, PublicURL: cfg.PublicURL.String(), Now: cfg.Now,
 		OnAuditWriteError: s.metrics.AuditWriteError, OnAuditLost: s.metrics.AuditLost,
 		ElicitationTTL: cfg.Connect.ElicitationTTL, RequestStateTTL: cfg.Connect.RequestStateTTL,
 		MintLimit: web.NewLimiter(cfg.RateLimit.Mint), MintUserLimit: web.NewLimiter(cfg.RateLimit.MintUser),
-		MaxWaiters:      cfg.RateLimit.MaxWaiters,
-		ConsentCacheTTL: cfg.Cache.ConsentTTL, ConsentCacheSize: cfg.Cache.Size,
-		OnFlow:   func(st connect.Status) { s.metrics.Flow(string(st)) },
-		Webhooks: s.jobs.webhooks,
-		Proxy:    proxyConfig, OnProxy: s.metrics.Proxy,
+		MaxWaiters: cfg.RateLimit.MaxWaiters, Consents: s.consents, Elicitations: s.elicitations,
+		Lifecycle: s.lifecycle, Proxy: proxyConfig, OnProxy: s.metrics.Proxy,
 	})
 	if err != nil {
 		return err
@@ -167,12 +185,17 @@ func (s *Server) build(ctx context.Context) error {
 	if err := s.newAdmin(ctx); err != nil {
 		return err
 	}
+	// The job queue last: its workers (deliveries, the health job, the
+	// sweeps) use what is built above.
+	if err := s.newJobs(); err != nil {
+		return err
+	}
 	m := s.metrics
 	m.Pool(cfg.Pool)
 	m.Cache("user_token", s.ident.verifier.TokenCacheStats)
 	m.Cache("client_key", s.ident.clients.CacheStats)
 	m.Cache("credential", s.vault.CacheStats)
-	m.Cache("consent", s.conn.CacheStats)
+	m.Cache("consent", s.consents.CacheStats)
 	return nil
 }
 
@@ -184,7 +207,7 @@ func (s *Server) build(ctx context.Context) error {
 func (s *Server) newAdmin(ctx context.Context) error {
 	cfg := s.cfg
 	var err error
-	s.store, err = admin.NewStore(admin.StoreConfig{Pool: cfg.Pool, Vault: s.vault, Webhooks: s.jobs.webhooks,
+	s.store, err = admin.NewStore(admin.StoreConfig{Pool: cfg.Pool, Vault: s.vault, Webhooks: s.webhooks, Lifecycle: s.lifecycle,
 		Now: cfg.Now, Logger: cfg.Logger})
 	if err != nil {
 		return err
@@ -229,7 +252,8 @@ func (s *Server) publicHandler() (http.Handler, error) {
 	mux := web.NewMux()
 	mux.Handle(web.AssetRoute("GET /healthz", http.HandlerFunc(s.checker.Healthz)))
 	mux.Handle(web.AssetRoute("GET /readyz", http.HandlerFunc(s.checker.Readyz)))
-	s.conn.Routes(mux) // /v1/..., /c/{id}, /oauth/callback, /login, /login/callback, /session, /logout
+	s.conn.Routes(mux) // /c/{id}, /oauth/callback, /login, /login/callback, /session, /logout, /account
+	s.api.Routes(mux)  // /v1/..., /oauth/token, /.well-known/oauth-authorization-server
 	s.adm.Routes(mux)  // /admin/..., /admin/api/...
 	static, _ := fs.Sub(templates.Static, "static")
 	mux.Handle(web.AssetRoute("GET /static/", http.StripPrefix("/static/", web.Static(static))))
@@ -281,7 +305,7 @@ func (s *Server) Run(ctx context.Context) {
 	wg.Add(3)
 	go func() { defer wg.Done(); s.hub.Run(ctx) }()
 	go func() { defer wg.Done(); s.jobs.run(ctx, s.cfg.Logger) }()
-	go func() { defer wg.Done(); s.conn.Run(ctx) }()
+	go func() { defer wg.Done(); s.api.Run(ctx) }()
 	wg.Wait()
 }
 
@@ -292,14 +316,48 @@ func (s *Server) Close() {
 	s.checker.Close()
 }
 
-// Connect is the connect flow and /v1 API.
+// Connect is the browser surface: sign-in, the connect flow, the account
+// page.
 func (s *Server) Connect() *connect.Server { return s.conn }
+
+// Consents is the approvals store both surfaces share.
+func (s *Server) Consents() *consent.Store { return s.consents }
+
+// API is the MCP-server surface: /v1, the proxy, the token endpoint.
+func (s *Server) API() *api.Server { return s.api }
+
+// Sweep is what a replica's background work does over time, at once: it
+// writes the sampled audit rows that are due (the counts whose period has
+// passed, and the rows queued for Run's writer: a caller need not wait for
+// it) and sweeps the database (sweepDatabase). Tests call it; in service
+// the database part runs on the job queue, once for all replicas.
+func (s *Server) Sweep(ctx context.Context) error {
+	s.api.Sweep(ctx)
+	_, err := s.sweepDatabase(ctx)
+	return err
+}
+
+// sweepDatabase is the database sweep job's run: expired and old
+// elicitations (their store's), expired OAuth states and browser sessions
+// (the browser surface's), used request_state ids and spent client
+// assertions (the MCP-server surface's); it returns how many elicitations
+// expired.
+func (s *Server) sweepDatabase(ctx context.Context) (int64, error) {
+	expired, err := s.elicitations.Sweep(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.conn.SweepDatabase(ctx); err != nil {
+		return expired, err
+	}
+	return expired, s.api.SweepDatabase(ctx)
+}
 
 // Admin is the admin pages and API.
 func (s *Server) Admin() *admin.Server { return s.adm }
 
 // Webhooks is the webhook service (endpoints, deliveries).
-func (s *Server) Webhooks() *webhook.Service { return s.jobs.webhooks }
+func (s *Server) Webhooks() *webhook.Service { return s.webhooks }
 
 // AdminStore is the admin Store (the CLI's too).
 func (s *Server) AdminStore() *admin.Store { return s.store }

@@ -14,10 +14,10 @@ import (
 // periodic job (DESIGN "Events and background work"): one replica does each
 // run, whichever River's leader hands it to, instead of every replica on a
 // ticker of its own. What each replica must do itself (writing the sampled
-// audit counts it holds in memory) stays in connect's Run.
+// audit counts it holds in memory) stays in api's Run.
 
-// connectSweepArgs: expired elicitations, states, used request_state ids
-// and browser sessions (connect.Server.SweepDatabase).
+// connectSweepArgs: expired elicitations, states, used request_state ids,
+// browser sessions and spent client assertions (Server.sweepDatabase).
 type connectSweepArgs struct{}
 
 func (connectSweepArgs) Kind() string { return "connect_sweep" }
@@ -35,8 +35,7 @@ type accountsBackfillArgs struct{}
 
 func (accountsBackfillArgs) Kind() string { return "accounts_backfill" }
 
-// sweepWorker runs one sweep. sweep is read at each run: the services it
-// calls are built after the job queue.
+// sweepWorker runs one sweep.
 type sweepWorker[A river.JobArgs] struct {
 	river.WorkerDefaults[A]
 	sweep  func(ctx context.Context) (int64, error)
@@ -62,22 +61,11 @@ func (w *sweepWorker[A]) Work(ctx context.Context, _ *river.Job[A]) error {
 func (s *Server) addSweeps(workers *river.Workers) []*river.PeriodicJob {
 	logger := s.cfg.Logger
 	river.AddWorker(workers, &sweepWorker[connectSweepArgs]{what: "connect", logger: logger,
-		sweep: func(ctx context.Context) (int64, error) { return s.conn.SweepDatabase(ctx) }})
+		sweep: s.sweepDatabase})
 	river.AddWorker(workers, &sweepWorker[auditSweepArgs]{what: "audit retention", logger: logger,
-		sweep: func(ctx context.Context) (int64, error) {
-			retention := s.cfg.Admin.AuditRetention
-			if retention <= 0 {
-				retention = admin.DefaultRetention
-			}
-			return s.store.SweepAudit(ctx, retention)
-		}})
+		sweep: s.sweepAudit})
 	river.AddWorker(workers, &sweepWorker[accountsBackfillArgs]{what: "accounts backfill", logger: logger,
-		sweep: func(ctx context.Context) (int64, error) {
-			if s.vault == nil {
-				return 0, nil
-			}
-			return s.vault.BackfillAccounts(ctx, 500)
-		}})
+		sweep: s.backfillAccounts})
 	return []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(10*time.Minute),
 			func() (river.JobArgs, *river.InsertOpts) { return accountsBackfillArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
@@ -86,4 +74,19 @@ func (s *Server) addSweeps(workers *river.Workers) []*river.PeriodicJob {
 		river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
 			func() (river.JobArgs, *river.InsertOpts) { return auditSweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
 	}
+}
+
+// sweepAudit deletes the audit events past CONNECTD_AUDIT_RETENTION.
+func (s *Server) sweepAudit(ctx context.Context) (int64, error) {
+	retention := s.cfg.Admin.AuditRetention
+	if retention <= 0 {
+		retention = admin.DefaultRetention
+	}
+	return s.store.SweepAudit(ctx, retention)
+}
+
+// backfillAccounts reads the display names of up to 500 connections from
+// before several accounts per provider.
+func (s *Server) backfillAccounts(ctx context.Context) (int64, error) {
+	return s.vault.BackfillAccounts(ctx, 500)
 }

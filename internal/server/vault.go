@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/keyring"
+	"github.com/connectd/connectd/internal/lifecycle"
 	"github.com/connectd/connectd/internal/metrics"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/vault"
@@ -83,7 +84,9 @@ func catalog(ctx context.Context, cfg Config, m *metrics.Metrics) (*provider.Cat
 func NewVaultStore(cfg Config, pool *pgxpool.Pool, keys *keyring.Keyring, cat *provider.Catalog, webhooks *webhook.Service) (*vault.Store, error) {
 	var onReauth reauthHook
 	if webhooks != nil {
-		onReauth = reauthEvents(func() *webhook.Service { return webhooks })
+		// The reauthorization events need only the enqueuer (the CLI's
+		// process has no other lifecycle owner to hand).
+		onReauth = (&lifecycle.Owner{Pool: pool, Webhooks: webhooks, Logger: cfg.Logger}).ReauthRequired
 	}
 	return vaultStore(cfg, pool, keys, cat, nil, onReauth)
 }

@@ -1,4 +1,4 @@
-package connect
+package api
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/connectd/connectd/internal/clientauth"
+	"github.com/connectd/connectd/internal/elicitation"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/problem"
@@ -61,13 +62,29 @@ type exchangeDoc struct {
 // OAuth client (its client key as client secret, Basic or in the body, or
 // a private_key_jwt assertion); the subject token is the user's MCP access
 // token, verified exactly as X-User-Token is; the target names the provider
-// and optionally the connection. The credential comes from releaseToken,
-// as the token read's does. Errors are the token read's, in RFC 6749 §5.2
+// and optionally the connection. The credential comes from readToken, as
+// the token read's does. Errors are the token read's, in RFC 6749 §5.2
 // form (oauthError).
 func (s *Server) exchange(w http.ResponseWriter, r *http.Request) error {
-	method, err := s.exchangeToken(w, r)
+	req := &exchangeRequest{}
+	err := serveJSON(w, r, req, endpoint[exchangeRequest, released]{
+		decode: func(r *http.Request, req *exchangeRequest) error {
+			var err error
+			req.form, err = tokenForm(r)
+			return err
+		},
+		caller: s.exchangeCaller,
+		call: func(_ http.ResponseWriter, r *http.Request, c *caller, req *exchangeRequest) (released, error) {
+			rel, err := s.readToken(r, c, &req.tokenRequest)
+			if err != nil {
+				return released{}, withMint(err, *req)
+			}
+			return rel, nil
+		},
+		encode: s.writeExchangeDoc,
+	})
 	if err != nil {
-		return s.oauthError(err, method)
+		return s.oauthError(err, req.method)
 	}
 	return nil
 }
@@ -75,39 +92,40 @@ func (s *Server) exchange(w http.ResponseWriter, r *http.Request) error {
 // exchangeRequest is a parsed token exchange.
 type exchangeRequest struct {
 	subjectToken string
-	provider     string
-	account      string
-	required     []string
+	tokenRequest
+	form   url.Values // the form body, as tokenForm read it
+	method string     // how the client authenticated (for the Basic challenge)
 }
 
-func (s *Server) exchangeToken(w http.ResponseWriter, r *http.Request) (string, error) {
-	form, err := tokenForm(r)
-	if err != nil {
-		return "", err
-	}
-	// The client first: an unauthenticated caller learns nothing else.
-	client, method, err := s.auth.AuthenticateTokenClient(r, form, s.TokenEndpoint())
+// exchangeCaller authenticates the token endpoint's caller: the client
+// first (an unauthenticated caller learns nothing else), then the target is
+// read, then the user of the subject token.
+func (s *Server) exchangeCaller(r *http.Request, req *exchangeRequest) (caller, error) {
+	client, method, err := s.auth.AuthenticateTokenClient(r, req.form, s.TokenEndpoint())
+	req.method = method
 	if err != nil {
 		s.sampleRefusal(r, clientauth.Client{}, err)
-		return method, err
+		return caller{}, err
 	}
-	req, err := parseExchange(form, s.publicURL)
+	parsed, err := parseExchange(req.form, s.publicURL)
 	if err != nil {
-		return method, err
+		return caller{}, err
 	}
+	parsed.form, parsed.method = req.form, method
+	*req = parsed
 	if _, err := s.catalog.Get(req.provider); err != nil {
-		return method, problem.Detail(refusal.ErrTarget, "unknown provider %q", req.provider)
+		return caller{}, problem.Detail(refusal.ErrTarget, "unknown provider %q", req.provider)
 	}
 	id, err := s.auth.Identify(r.Context(), client, req.subjectToken)
 	if err != nil {
 		s.sampleRefusal(r, client, err)
-		return method, err
+		return caller{}, err
 	}
-	c := caller{client: client, id: id, user: identity.User{Issuer: id.Issuer, Subject: id.Subject}}
-	rel, err := s.releaseToken(r, &c, req.provider, req.account, req.required)
-	if err != nil {
-		return method, withMint(err, req)
-	}
+	return caller{client: client, id: id, user: identity.User{Issuer: id.Issuer, Subject: id.Subject}}, nil
+}
+
+// writeExchangeDoc is the token exchange's answer format (RFC 8693 §2.2.1).
+func (s *Server) writeExchangeDoc(w http.ResponseWriter, rel released) error {
 	cred := rel.cred
 	doc := exchangeDoc{AccessToken: cred.AccessToken, IssuedTokenType: TokenTypeAccessToken, TokenType: cred.TokenType,
 		Scope:   strings.Join(cred.Scopes, " "),
@@ -121,7 +139,7 @@ func (s *Server) exchangeToken(w http.ResponseWriter, r *http.Request) (string, 
 	}
 	w.Header().Set("Pragma", "no-cache") // RFC 6749 §5.1, beside WriteJSON's Cache-Control: no-store
 	web.WriteJSON(w, http.StatusOK, doc)
-	return method, nil
+	return nil
 }
 
 // tokenForm reads the request's form body (RFC 6749 §3.2: POST,
@@ -234,7 +252,7 @@ func withMint(err error, req exchangeRequest) error {
 	if c.Fields == nil {
 		c.Fields = map[string]any{}
 	}
-	mint := map[string]any{"provider": req.provider, "scopes": nonNil(req.required)}
+	mint := map[string]any{"provider": req.provider, "scopes": elicitation.NonNil(req.required)}
 	if acct, ok := c.Fields["account"].(map[string]any); ok && acct["id"] != nil {
 		mint["account"] = acct["id"] // the connection to authorize again
 	} else if req.account != "" {

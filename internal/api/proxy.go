@@ -1,4 +1,4 @@
-package connect
+package api
 
 import (
 	"context"
@@ -157,7 +157,7 @@ func (s *Server) whileAllowed(r *http.Request, clientID string) (*http.Request, 
 	ctx, cancel := context.WithCancelCause(r.Context())
 	done := make(chan struct{})
 	watch := func() {
-		changed, unwatch := s.clientWakeups.subscribe(clientID)
+		changed, unwatch := s.clientWakeups.Subscribe(clientID)
 		defer unwatch()
 		for {
 			// Checked once subscribed too: a change before is not missed.

@@ -1,4 +1,4 @@
-package connect
+package elicitation
 
 import (
 	"context"
@@ -10,15 +10,16 @@ import (
 )
 
 // writeAudit writes ev as it is, with the request id and peer address given.
-func (s *Server) writeAudit(ctx context.Context, ev audit.Event, requestID, ip string) error {
+func (s *Store) writeAudit(ctx context.Context, ev audit.Event, requestID, ip string) error {
 	ev.RequestID, ev.IP = requestID, ip
 	return audit.Write(ctx, s.pool, ev)
 }
 
-// audit writes ev on its own (the actor defaults to the client when the event
+// Audit writes ev, of a request to either surface (a security refusal of
+// the flow or of the API), on its own (the actor defaults to the client when the event
 // names no user, else the user). A failure is logged, never shown to the user:
 // the action it records has already happened.
-func (s *Server) audit(r *http.Request, ev audit.Event) {
+func (s *Store) Audit(r *http.Request, ev audit.Event) {
 	// The change it records has happened: a client hanging up now must not
 	// cost its audit row.
 	ctx := context.WithoutCancel(r.Context())
@@ -28,11 +29,7 @@ func (s *Server) audit(r *http.Request, ev audit.Event) {
 			ev.Actor = "client:" + ev.ClientID
 		}
 	}
-	if err := s.writeAudit(ctx, ev, web.RequestID(ctx), clientIP(r)); err != nil {
+	if err := s.writeAudit(ctx, ev, web.RequestID(ctx), web.ClientAddr(r)); err != nil {
 		s.logger.ErrorContext(ctx, "audit event not written", slog.String("kind", ev.Kind), slog.Any("error", err))
 	}
 }
-
-// clientIP is the client's address as web.RequestContext resolved it
-// (trusted proxies' X-Forwarded-For believed, nobody else's).
-func clientIP(r *http.Request) string { return web.ClientAddr(r) }

@@ -1,4 +1,4 @@
-package connect
+package api
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/elicitation"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/release"
@@ -17,9 +18,6 @@ import (
 // provider account, an approval is for one connection, and a client that
 // reads a token, or unlinks, names the connection (account=<id>) unless it
 // is approved for exactly one. Nothing ever picks one silently.
-
-// AccountNew, as a mint's account, asks for another account at the provider.
-const AccountNew = "new"
 
 // AccountAll, as an unlink's account, takes every connection the client is
 // approved for at the provider.
@@ -35,10 +33,10 @@ type accountDoc = release.Account
 // the user's at the provider: whether it exists elsewhere is not said.
 var errNoSuchConnection = problem.Detail(problem.ErrNotFound, "no such connection for this user and provider")
 
-// checkMintAccount checks a mint's account: "", AccountNew, or one of the
+// checkMintAccount checks a mint's account: "", elicitation.AccountNew, or one of the
 // user's connections at provider.
 func (s *Server) checkMintAccount(ctx context.Context, u identity.User, provider, account string) error {
-	if account == "" || account == AccountNew {
+	if account == "" || account == elicitation.AccountNew {
 		return nil
 	}
 	if !vault.ValidID(account) {

@@ -1,4 +1,4 @@
-package connect
+package elicitation
 
 import (
 	"fmt"
@@ -13,25 +13,27 @@ import (
 // waits; a client with more pending flows than this polls some without wait.
 const defaultMaxWaiters = 64
 
-// waiters counts the long-polls each client holds open, so one client key
+// Waiters counts the long-polls each client holds open, so one client key
 // cannot pin an unbounded number of goroutines with wait=60s polls that the
 // request rate limit alone would let through.
-type waiters struct {
+type Waiters struct {
 	max int // ≤ 0: no cap
 	mu  sync.Mutex
 	n   map[string]int
 }
 
-func newWaiters(max int) *waiters {
+// NewWaiters caps each client at max long-polls (0: the default; negative:
+// no cap).
+func NewWaiters(max int) *Waiters {
 	if max == 0 {
 		max = defaultMaxWaiters
 	}
-	return &waiters{max: max, n: map[string]int{}}
+	return &Waiters{max: max, n: map[string]int{}}
 }
 
-// acquire takes one of client's long-poll slots, or refuses with 429 and
+// Acquire takes one of client's long-poll slots, or refuses with 429 and
 // Retry-After when all are taken. Call release when the poll ends.
-func (w *waiters) acquire(client string) (release func(), err error) {
+func (w *Waiters) Acquire(client string) (release func(), err error) {
 	if w.max < 0 {
 		return func() {}, nil
 	}

@@ -1,4 +1,4 @@
-package connect
+package api
 
 import (
 	"context"
@@ -272,7 +272,7 @@ func (sm *sampler) queued() int {
 
 // sample counts k for the request r. It never writes: see writeSampled.
 func (s *Server) sample(r *http.Request, sm *sampler, k sampleKey) {
-	sm.hit(s.now(), k, clientIP(r), web.RequestID(r.Context()))
+	sm.hit(s.now(), k, web.ClientAddr(r), web.RequestID(r.Context()))
 }
 
 // insertSampled writes a whole batch in one statement and one round trip:

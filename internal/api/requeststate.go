@@ -1,4 +1,4 @@
-package connect
+package api
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/connectd/connectd/internal/elicitation"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/refusal"
@@ -50,7 +51,7 @@ var requestStateAAD = keyring.Binding("connectd/request_state/v1")
 // configured keys still opens (keyring.Keyring.Purpose).
 func (s *Server) stateKeys() *keyring.Keyring { return s.keys.Purpose(requestStatePurpose) }
 
-func (s *Server) sealRequestState(e *Elicitation) (string, error) {
+func (s *Server) sealRequestState(e *elicitation.Elicitation) (string, error) {
 	id := make([]byte, 16)
 	_, _ = rand.Read(id)
 	rs := requestState{
@@ -79,7 +80,7 @@ func (s *Server) openRequestState(raw string) (*requestState, error) {
 	// same request_state. One string, one state.
 	enc := raw[len(requestStatePrefix):]
 	for i := 0; i < len(enc); i++ {
-		if !isBase64URL(enc[i]) {
+		if !elicitation.IsBase64URL(enc[i]) {
 			return nil, refusal.ErrStateInvalid
 		}
 	}

@@ -1,4 +1,4 @@
-package connect
+package elicitation
 
 import (
 	"context"
@@ -7,16 +7,74 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/audit"
+	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/web"
+	"github.com/connectd/connectd/internal/webhook"
 )
+
+// Config holds every dependency of the Store.
+type Config struct {
+	Pool   *pgxpool.Pool
+	Logger *slog.Logger
+	// Hub is the process's notification listener: New subscribes the
+	// long-poll wake-ups to it.
+	Hub *cache.Hub
+	// Webhooks enqueues the event of an elicitation that ends, in the
+	// transaction that ends it; nil: none are sent.
+	Webhooks *webhook.Service
+	// OnFlow, when set, is called once for every elicitation that reaches a
+	// final status on this replica (completed, declined, failed, expired),
+	// for metrics.
+	OnFlow func(status Status)
+	Now    func() time.Time // default time.Now
+}
+
+// Store is the elicitations table and what goes with it: the long-poll
+// wake-ups of its notifications, the ended events, the sweep.
+type Store struct {
+	pool     *pgxpool.Pool
+	logger   *slog.Logger
+	webhooks *webhook.Service
+	onFlow   func(Status)
+	now      func() time.Time
+	wakeups  *Wakeups
+}
+
+// New returns the Store over cfg's dependencies.
+func New(cfg Config) (*Store, error) {
+	if cfg.Pool == nil || cfg.Logger == nil || cfg.Hub == nil {
+		return nil, errors.New("elicitation: Pool, Logger and Hub are required")
+	}
+	s := &Store{pool: cfg.Pool, logger: cfg.Logger, webhooks: cfg.Webhooks, onFlow: cfg.OnFlow, now: cfg.Now,
+		wakeups: NewWakeups()}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.onFlow == nil {
+		s.onFlow = func(Status) {}
+	}
+	cfg.Hub.Add(s.wakeups.subscriber())
+	return s, nil
+}
+
+// Finished reports an elicitation that reached st on this replica
+// (Config.OnFlow), once its change is committed.
+func (s *Store) Finished(st Status) { s.onFlow(st) }
+
+// Subscribe returns a channel signalled when elicitation id may have
+// changed on any replica, and a function to unsubscribe.
+func (s *Store) Subscribe(id string) (<-chan struct{}, func()) { return s.wakeups.Subscribe(id) }
 
 // Status is an elicitation's state as MCP servers see it.
 type Status string
@@ -51,12 +109,16 @@ type Elicitation struct {
 	CompletedAt time.Time
 }
 
+// AccountNew, as an elicitation's account, asks for another account at the
+// provider.
+const AccountNew = "new"
+
 // ErrNotFound: no such elicitation, or it is not the caller's to see.
 var ErrNotFound = errors.New("connect: elicitation not found")
 
-// effective reports the status with expiry applied: a pending elicitation past
+// Effective reports the status with expiry applied: a pending elicitation past
 // its expiry is expired even before the sweeper marks it.
-func (e *Elicitation) effective(now time.Time) Status {
+func (e *Elicitation) Effective(now time.Time) Status {
 	if e.Status == StatusPending && !now.Before(e.ExpiresAt) {
 		return StatusExpired
 	}
@@ -66,19 +128,20 @@ func (e *Elicitation) effective(now time.Time) Status {
 // idBytes is the entropy of elicitation ids: 192 bits, base64url → 32 chars.
 const idBytes = 24
 
-func newElicitationID() string {
+// NewID returns a fresh elicitation id.
+func NewID() string {
 	b := make([]byte, idBytes)
 	_, _ = rand.Read(b)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// validElicitationID checks the shape of an id before it touches the database.
-func validElicitationID(id string) bool {
+// ValidID checks the shape of an id before it touches the database.
+func ValidID(id string) bool {
 	if len(id) != base64.RawURLEncoding.EncodedLen(idBytes) {
 		return false
 	}
 	for i := 0; i < len(id); i++ {
-		if !isBase64URL(id[i]) { // the decoder alone would skip CR and LF
+		if !IsBase64URL(id[i]) { // the decoder alone would skip CR and LF
 			return false
 		}
 	}
@@ -121,23 +184,23 @@ const (
 	deleteOldElicitations = `DELETE FROM elicitations WHERE status <> 'pending' AND expires_at < $1`
 )
 
-// insertMinted stores a new elicitation and its "elicitation.minted" audit
+// InsertMinted stores a new elicitation and its "elicitation.minted" audit
 // row in one statement: the mint path costs one round trip and one commit,
 // and the audit row exists exactly when the elicitation does. It reports
 // false, storing nothing, when a pending elicitation has the same request key.
-func (s *Server) insertMinted(r *http.Request, e *Elicitation, key []byte) (bool, error) {
+func (s *Store) InsertMinted(r *http.Request, e *Elicitation, key []byte) (bool, error) {
 	ctx := r.Context()
 	tag, err := s.pool.Exec(ctx, insertMintedElicitation, e.ID, e.ClientID, e.Issuer, e.Subject, e.Provider,
-		nonNil(e.Scopes), e.Message, e.RequestDigest, e.CreatedAt, e.ExpiresAt, web.RequestID(ctx), clientIP(r), key, e.Account)
+		NonNil(e.Scopes), e.Message, e.RequestDigest, e.CreatedAt, e.ExpiresAt, web.RequestID(ctx), web.ClientAddr(r), key, e.Account)
 	if err != nil {
 		return false, fmt.Errorf("connect: insert elicitation: %w", err)
 	}
 	return tag.RowsAffected() == 1, nil
 }
 
-// requestKey names what an elicitation is minted for: the client, the user,
+// RequestKey names what an elicitation is minted for: the client, the user,
 // the provider, the scope set (in any order) and the request digest.
-func requestKey(e *Elicitation) []byte {
+func RequestKey(e *Elicitation) []byte {
 	set := slices.Sorted(slices.Values(e.Scopes))
 	h := sha256.New()
 	for _, part := range append([]string{"connectd/mint/v2", e.ClientID, e.Issuer, e.Subject, e.Provider,
@@ -147,9 +210,9 @@ func requestKey(e *Elicitation) []byte {
 	return h.Sum(nil)
 }
 
-// pendingFor returns the pending elicitation minted for the same request as
+// PendingFor returns the pending elicitation minted for the same request as
 // key; ErrNotFound when there is none.
-func (s *Server) pendingFor(ctx context.Context, key []byte) (*Elicitation, error) {
+func (s *Store) PendingFor(ctx context.Context, key []byte) (*Elicitation, error) {
 	var id string
 	err := s.pool.QueryRow(ctx, selectPendingByKey, key).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -158,13 +221,37 @@ func (s *Server) pendingFor(ctx context.Context, key []byte) (*Elicitation, erro
 	if err != nil {
 		return nil, fmt.Errorf("connect: find pending elicitation: %w", err)
 	}
-	return s.elicitation(ctx, s.pool, id) // ErrNotFound when swept meanwhile
+	return s.Get(ctx, id) // ErrNotFound when swept meanwhile
 }
 
-func (s *Server) elicitation(ctx context.Context, q pgxQueryer, id string) (*Elicitation, error) {
+// Detach takes pending elicitation id out of idempotent minting under key
+// (it stays usable until it expires).
+func (s *Store) Detach(ctx context.Context, id string, key []byte) error {
+	if _, err := s.pool.Exec(ctx, detachElicitation, id, key); err != nil {
+		return fmt.Errorf("connect: detach elicitation: %w", err)
+	}
+	return nil
+}
+
+// chooseAccount sets the request's account once, before the user is sent to
+// the provider (the callback's target must be what the page offered).
+const chooseAccount = `UPDATE elicitations SET account = $2 WHERE id = $1 AND status = 'pending' AND account = ''
+	AND NOT EXISTS (SELECT 1 FROM oauth_states WHERE elicitation_id = $1)`
+
+// ChooseAccount sets pending elicitation id's account to choice, once and
+// only before a provider round trip started for it.
+func (s *Store) ChooseAccount(ctx context.Context, id, choice string) error {
+	if _, err := s.pool.Exec(ctx, chooseAccount, id, choice); err != nil {
+		return fmt.Errorf("connect: choose account: %w", err)
+	}
+	return nil
+}
+
+// Get loads elicitation id; ErrNotFound when there is none.
+func (s *Store) Get(ctx context.Context, id string) (*Elicitation, error) {
 	var e Elicitation
 	var completed *time.Time
-	err := q.QueryRow(ctx, selectElicitation, id).Scan(&e.ID, &e.ClientID, &e.Issuer, &e.Subject, &e.Provider,
+	err := s.pool.QueryRow(ctx, selectElicitation, id).Scan(&e.ID, &e.ClientID, &e.Issuer, &e.Subject, &e.Provider,
 		&e.Scopes, &e.Message, &e.RequestDigest, &e.Status, &e.Reason, &e.CreatedAt, &e.ExpiresAt, &completed, &e.Account)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
@@ -178,20 +265,20 @@ func (s *Server) elicitation(ctx context.Context, q pgxQueryer, id string) (*Eli
 	return &e, nil
 }
 
-// settle records the outcome of a pending elicitation with its audit row
+// Settle records the outcome of a pending elicitation with its audit row
 // ("elicitation.<status>", detail.reason when given) in one statement and
 // notifies waiters. It reports false, and writes nothing, when e was no
 // longer pending (or had expired): the first outcome wins.
 //
 // The client's webhook event is enqueued in the same transaction.
-func (s *Server) settle(r *http.Request, e *Elicitation, st Status, reason string) (bool, error) {
+func (s *Store) Settle(r *http.Request, e *Elicitation, st Status, reason string) (bool, error) {
 	var ok bool
 	err := pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
 		var err error
-		if ok, err = s.settleWith(r, tx, e, st, reason); err != nil || !ok {
+		if ok, err = s.SettleWith(r, tx, e, st, reason); err != nil || !ok {
 			return err
 		}
-		return s.emitEnded(r.Context(), tx, e, st, reason)
+		return s.EmitEnded(r.Context(), tx, e, st, reason)
 	})
 	if err != nil {
 		return false, err
@@ -202,22 +289,22 @@ func (s *Server) settle(r *http.Request, e *Elicitation, st Status, reason strin
 	return ok, nil
 }
 
-// querier is what both a pool and a transaction offer for the writes here.
-type querier interface {
+// Querier is what both a pool and a transaction offer for the writes here.
+type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// settleWith is settle with q (a transaction, to settle together with other
-// writes); the caller reports the outcome to onFlow once it is committed.
-func (s *Server) settleWith(r *http.Request, q querier, e *Elicitation, st Status, reason string) (bool, error) {
+// SettleWith is Settle with q (a transaction, to settle together with other
+// writes); the caller reports the outcome to Finished once it is committed.
+func (s *Store) SettleWith(r *http.Request, q Querier, e *Elicitation, st Status, reason string) (bool, error) {
 	ctx := r.Context()
 	detail := map[string]any{}
 	if reason != "" {
 		detail["reason"] = reason
 	}
 	rows, err := q.Query(ctx, finishElicitation, e.ID, st, reason, s.now(), "elicitation."+string(st),
-		web.RequestID(ctx), clientIP(r), detail)
+		web.RequestID(ctx), web.ClientAddr(r), detail)
 	if err != nil {
 		return false, fmt.Errorf("connect: finish elicitation: %w", err)
 	}
@@ -232,12 +319,38 @@ func (s *Server) settleWith(r *http.Request, q querier, e *Elicitation, st Statu
 	return n == 1, nil
 }
 
-// pgxQueryer is what both a pool and a transaction offer for single-row reads.
-type pgxQueryer interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+// EmitEnded reports an elicitation that ended to the client that minted it,
+// within tx, the transaction that ended it.
+func (s *Store) EmitEnded(ctx context.Context, tx pgx.Tx, e *Elicitation, st Status, reason string) error {
+	if s.webhooks == nil {
+		return nil
+	}
+	return s.webhooks.Emit(ctx, tx, webhook.ElicitationEvent(string(st), e.ID, e.ClientID,
+		identity.User{Issuer: e.Issuer, Subject: e.Subject}, e.Provider, e.Scopes, reason))
 }
 
-func nonNil(s []string) []string {
+// IsBase64URL reports whether c is of the base64url alphabet (no padding):
+// ids and sealed handles are checked with it before a decoder, which would
+// skip CR and LF.
+func IsBase64URL(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_'
+}
+
+// HasControl reports whether s holds a control character other than a
+// newline or tab: text an elicitation carries (its message) and what a user
+// types into its forms (an API key) may not.
+func HasControl(s string) bool {
+	for _, r := range s {
+		if r < 0x20 && r != '\n' && r != '\t' || r == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+// NonNil is s, or an empty list for nil: a list column or JSON field is
+// never NULL.
+func NonNil(s []string) []string {
 	if s == nil {
 		return []string{}
 	}

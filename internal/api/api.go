@@ -1,4 +1,4 @@
-package connect
+package api
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/elicitation"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/lifecycle"
 	"github.com/connectd/connectd/internal/mcpauth"
@@ -115,14 +116,14 @@ type urlElicitationErrata struct {
 const URLElicitationRequiredCode = -32042
 
 type statusDoc struct {
-	ElicitationID string     `json:"elicitation_id"`
-	Status        Status     `json:"status"`
-	Reason        string     `json:"reason,omitempty"`
-	Provider      string     `json:"provider"`
-	Scopes        []string   `json:"scopes"`
-	ExpiresAt     time.Time  `json:"expires_at"`
-	CompletedAt   *time.Time `json:"completed_at,omitempty"`
-	RequestState  string     `json:"request_state,omitempty"`
+	ElicitationID string             `json:"elicitation_id"`
+	Status        elicitation.Status `json:"status"`
+	Reason        string             `json:"reason,omitempty"`
+	Provider      string             `json:"provider"`
+	Scopes        []string           `json:"scopes"`
+	ExpiresAt     time.Time          `json:"expires_at"`
+	CompletedAt   *time.Time         `json:"completed_at,omitempty"`
+	RequestState  string             `json:"request_state,omitempty"`
 }
 
 type mintResponse struct {
@@ -133,9 +134,9 @@ type mintResponse struct {
 	InputRequest                inputRequest   `json:"input_request"`
 }
 
-func (s *Server) statusOf(e *Elicitation) statusDoc {
-	d := statusDoc{ElicitationID: e.ID, Status: e.effective(s.now()), Reason: e.Reason, Provider: e.Provider,
-		Scopes: nonNil(e.Scopes), ExpiresAt: e.ExpiresAt.UTC()}
+func (s *Server) statusOf(e *elicitation.Elicitation) statusDoc {
+	d := statusDoc{ElicitationID: e.ID, Status: e.Effective(s.now()), Reason: e.Reason, Provider: e.Provider,
+		Scopes: elicitation.NonNil(e.Scopes), ExpiresAt: e.ExpiresAt.UTC()}
 	if !e.CompletedAt.IsZero() {
 		t := e.CompletedAt.UTC()
 		d.CompletedAt = &t
@@ -150,36 +151,47 @@ func (s *Server) connectURL(id string) string {
 
 // mint handles POST /v1/elicitations.
 func (s *Server) mint(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.authenticate(r)
-	if err != nil {
-		return err
-	}
+	return serveJSON(w, r, &mintRequest{}, endpoint[mintRequest, minted]{
+		caller: authenticated[mintRequest](s), call: s.mintFor, encode: s.writeMinted})
+}
+
+// minted is a mint's answer: the elicitation, a fresh request_state, and
+// whether it was created (201) or is the pending one for the same request
+// (200).
+type minted struct {
+	e       *elicitation.Elicitation
+	rs      string
+	created bool
+}
+
+// mintFor mints for c (the body is read after the caller's budget).
+func (s *Server) mintFor(w http.ResponseWriter, r *http.Request, cp *caller, req *mintRequest) (minted, error) {
+	c := *cp
 	// Per (user, client) first: a client that floods a user spends its own
 	// budget, not the user's other clients'. Then a ceiling per user, so no
 	// set of clients can flood a user with connect links either.
 	user := c.user.Issuer + "\x00" + c.user.Subject
 	if err := s.mintLimit.Allow(w, r, web.KeyOf(user+"\x00"+c.client.ID)); err != nil {
-		return err
+		return minted{}, err
 	}
 	if err := s.mintUserLimit.Allow(w, r, web.KeyOf(user)); err != nil {
-		return err
+		return minted{}, err
 	}
-	var req mintRequest
-	if err := web.DecodeJSON(w, r, &req, 0); err != nil {
-		return err
+	if err := web.DecodeJSON(w, r, req, 0); err != nil {
+		return minted{}, err
 	}
 	if !names.ValidProvider(req.Provider) {
-		return web.Errorf(http.StatusBadRequest, "unknown_provider", "unknown provider")
+		return minted{}, web.Errorf(http.StatusBadRequest, "unknown_provider", "unknown provider")
 	}
 	p, err := s.catalog.Get(req.Provider)
 	if err != nil {
-		return web.Errorf(http.StatusBadRequest, "unknown_provider", "unknown provider %q", req.Provider)
+		return minted{}, web.Errorf(http.StatusBadRequest, "unknown_provider", "unknown provider %q", req.Provider)
 	}
 	if err := release.Admit(releaseClient(c.client), req.Provider, release.Describe); err != nil {
-		return err
+		return minted{}, err
 	}
 	if err := validScopes(req.Scopes); err != nil {
-		return err
+		return minted{}, err
 	}
 	info := p.Info()
 	scopes := dedupe(req.Scopes)
@@ -193,20 +205,20 @@ func (s *Server) mint(w http.ResponseWriter, r *http.Request) error {
 	if msg == "" {
 		msg = fmt.Sprintf("%s needs access to your %s account. Open the link to connect it.", c.client.Name, info.DisplayName)
 	}
-	if utf8.RuneCountInString(msg) > maxMessage || !utf8.ValidString(msg) || hasControl(msg) {
-		return web.Errorf(http.StatusBadRequest, "invalid_request", "message must be at most %d characters of text", maxMessage)
+	if utf8.RuneCountInString(msg) > maxMessage || !utf8.ValidString(msg) || elicitation.HasControl(msg) {
+		return minted{}, web.Errorf(http.StatusBadRequest, "invalid_request", "message must be at most %d characters of text", maxMessage)
 	}
 	if len(req.RequestDigest) > maxDigest || !printableASCII(req.RequestDigest) {
-		return web.Errorf(http.StatusBadRequest, "invalid_request", "request_digest must be at most %d printable characters", maxDigest)
+		return minted{}, web.Errorf(http.StatusBadRequest, "invalid_request", "request_digest must be at most %d printable characters", maxDigest)
 	}
 	if err := s.checkMintAccount(r.Context(), c.user, req.Provider, req.Account); err != nil {
-		return err
+		return minted{}, err
 	}
 	now := s.now().Truncate(time.Microsecond) // as Postgres keeps it: an answer again shows the same expiry
-	e := &Elicitation{
-		ID: newElicitationID(), ClientID: c.client.ID, Issuer: c.user.Issuer, Subject: c.user.Subject,
+	e := &elicitation.Elicitation{
+		ID: elicitation.NewID(), ClientID: c.client.ID, Issuer: c.user.Issuer, Subject: c.user.Subject,
 		Provider: req.Provider, Scopes: scopes, Message: msg, RequestDigest: req.RequestDigest, Account: req.Account,
-		Status: StatusPending, CreatedAt: now, ExpiresAt: now.Add(s.elicitationTTL),
+		Status: elicitation.StatusPending, CreatedAt: now, ExpiresAt: now.Add(s.elicitationTTL),
 	}
 	// Idempotent: while an elicitation for the same request (client, user,
 	// provider, scope set, digest) is pending and not near its expiry, it is
@@ -214,21 +226,21 @@ func (s *Server) mint(w http.ResponseWriter, r *http.Request) error {
 	// the link they may already have opened. The insert goes first (one
 	// round trip in the common case); the unique index on the pending
 	// request key makes concurrent mints on any replicas yield one.
-	key := requestKey(e)
+	key := elicitation.RequestKey(e)
 	created := false
 	for attempt := 0; !created; attempt++ {
 		if attempt == 3 {
-			return fmt.Errorf("connect: mint: the pending elicitation for this request kept changing")
+			return minted{}, fmt.Errorf("connect: mint: the pending elicitation for this request kept changing")
 		}
-		if created, err = s.insertMinted(r, e, key); err != nil || created {
+		if created, err = s.elicitations.InsertMinted(r, e, key); err != nil || created {
 			break
 		}
-		prev, err := s.pendingFor(r.Context(), key)
-		if errors.Is(err, ErrNotFound) {
+		prev, err := s.elicitations.PendingFor(r.Context(), key)
+		if errors.Is(err, elicitation.ErrNotFound) {
 			continue // settled meanwhile: insert again
 		}
 		if err != nil {
-			return err
+			return minted{}, err
 		}
 		if prev.ExpiresAt.Sub(now) >= s.elicitationTTL/3 {
 			e = prev
@@ -236,27 +248,27 @@ func (s *Server) mint(w http.ResponseWriter, r *http.Request) error {
 		}
 		// Too close to its expiry to hand out again: detach it (it stays
 		// usable) and mint a fresh one.
-		if _, err := s.pool.Exec(r.Context(), detachElicitation, prev.ID, key); err != nil {
-			return fmt.Errorf("connect: detach elicitation: %w", err)
+		if err := s.elicitations.Detach(r.Context(), prev.ID, key); err != nil {
+			return minted{}, err
 		}
 	}
 	if err != nil {
-		return err
+		return minted{}, err
 	}
 	rs, err := s.sealRequestState(e)
 	if err != nil {
-		return err
+		return minted{}, err
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	return s.writeMinted(w, e, rs, status)
+	return minted{e: e, rs: rs, created: created}, nil
 }
 
 // writeMinted answers a mint with e: its URL, the ready elicitation params of
 // both MCP protocol generations, and a fresh request_state.
-func (s *Server) writeMinted(w http.ResponseWriter, e *Elicitation, rs string, status int) error {
+func (s *Server) writeMinted(w http.ResponseWriter, m minted) error {
+	e, rs, status := m.e, m.rs, http.StatusOK
+	if m.created {
+		status = http.StatusCreated
+	}
 	msg := e.Message
 	u := s.connectURL(e.ID)
 	el := urlElicitation{Mode: "url", ElicitationID: e.ID, URL: u, Message: msg}
@@ -284,15 +296,6 @@ func printableASCII(s string) bool {
 	return true
 }
 
-func hasControl(s string) bool {
-	for _, r := range s {
-		if r < 0x20 && r != '\n' && r != '\t' || r == 0x7f {
-			return true
-		}
-	}
-	return false
-}
-
 // maxWait bounds long-polls.
 const maxWait = 60 * time.Second
 
@@ -316,33 +319,50 @@ func parseWait(v string) (time.Duration, error) {
 
 // status handles GET /v1/elicitations/{id}[?wait=30s].
 func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
-	id := r.PathValue("id")
-	wait, err := parseWait(r.URL.Query().Get("wait"))
-	if err != nil {
-		return err
-	}
-	c, err := s.authenticate(r)
-	if err != nil {
-		return err
-	}
-	if !validElicitationID(id) {
-		return notFound()
+	return serveJSON(w, r, &statusRequest{}, endpoint[statusRequest, *elicitation.Elicitation]{
+		decode: decodeStatus, caller: authenticated[statusRequest](s), call: s.awaitStatus, encode: s.writeStatus})
+}
+
+// statusRequest is a status read: the elicitation and how long to wait.
+type statusRequest struct {
+	id   string
+	wait time.Duration
+}
+
+func decodeStatus(r *http.Request, req *statusRequest) error {
+	req.id = r.PathValue("id")
+	var err error
+	req.wait, err = parseWait(r.URL.Query().Get("wait"))
+	return err
+}
+
+// awaitStatus is the elicitation, once it leaves pending or the wait ends.
+func (s *Server) awaitStatus(_ http.ResponseWriter, r *http.Request, cp *caller, req *statusRequest) (*elicitation.Elicitation, error) {
+	c, id, wait := *cp, req.id, req.wait
+	if !elicitation.ValidID(id) {
+		return nil, notFound()
 	}
 	e, err := s.ownElicitation(r.Context(), c, id)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if wait > 0 && e.effective(s.now()) == StatusPending {
-		release, err := s.waiters.acquire(c.client.ID)
+	if wait > 0 && e.Effective(s.now()) == elicitation.StatusPending {
+		release, err := s.waiters.Acquire(c.client.ID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		e, err = s.waitFor(r, c, id, wait)
 		release()
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
+	return e, nil
+}
+
+// writeStatus is the answer of a status read and a cancel: the
+// elicitation's status document.
+func (s *Server) writeStatus(w http.ResponseWriter, e *elicitation.Elicitation) error {
 	web.WriteJSON(w, http.StatusOK, s.statusOf(e))
 	return nil
 }
@@ -353,28 +373,30 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 // client's webhooks — so the next mint of the request gets a new link at
 // once; one that already ended is answered as it is.
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.authenticate(r)
-	if err != nil {
-		return err
-	}
+	return serveJSON(w, r, &statusRequest{}, endpoint[statusRequest, *elicitation.Elicitation]{
+		caller: authenticated[statusRequest](s), call: s.cancelFor, encode: s.writeStatus})
+}
+
+// cancelFor declines c's pending elicitation of the request's path.
+func (s *Server) cancelFor(_ http.ResponseWriter, r *http.Request, cp *caller, _ *statusRequest) (*elicitation.Elicitation, error) {
+	c := *cp
 	id := r.PathValue("id")
-	if !validElicitationID(id) {
-		return notFound()
+	if !elicitation.ValidID(id) {
+		return nil, notFound()
 	}
 	e, err := s.ownElicitation(r.Context(), c, id)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if e.effective(s.now()) == StatusPending {
-		if _, err := s.settle(r, e, StatusDeclined, "client_declined"); err != nil {
-			return err
+	if e.Effective(s.now()) == elicitation.StatusPending {
+		if _, err := s.elicitations.Settle(r, e, elicitation.StatusDeclined, "client_declined"); err != nil {
+			return nil, err
 		}
 		if e, err = s.ownElicitation(r.Context(), c, id); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	web.WriteJSON(w, http.StatusOK, s.statusOf(e))
-	return nil
+	return e, nil
 }
 
 func notFound() error {
@@ -383,9 +405,9 @@ func notFound() error {
 
 // ownElicitation loads id if it was minted by this client for this user; any
 // other elicitation is indistinguishable from a missing one.
-func (s *Server) ownElicitation(ctx context.Context, c caller, id string) (*Elicitation, error) {
-	e, err := s.elicitation(ctx, s.pool, id)
-	if errors.Is(err, ErrNotFound) {
+func (s *Server) ownElicitation(ctx context.Context, c caller, id string) (*elicitation.Elicitation, error) {
+	e, err := s.elicitations.Get(ctx, id)
+	if errors.Is(err, elicitation.ErrNotFound) {
 		return nil, notFound()
 	}
 	if err != nil {
@@ -402,11 +424,11 @@ func (s *Server) ownElicitation(ctx context.Context, c caller, id string) (*Elic
 // When the calling client changes on any replica (disabled: a cut-off), its
 // key is checked again, and a key now refused ends the poll with the error
 // any request with it gets (401 invalid_client) instead of the status.
-func (s *Server) waitFor(r *http.Request, c caller, id string, wait time.Duration) (*Elicitation, error) {
+func (s *Server) waitFor(r *http.Request, c caller, id string, wait time.Duration) (*elicitation.Elicitation, error) {
 	ctx := r.Context()
-	ch, cancel := s.wakeups.subscribe(id)
+	ch, cancel := s.elicitations.Subscribe(id)
 	defer cancel()
-	changed, unwatch := s.clientWakeups.subscribe(c.client.ID)
+	changed, unwatch := s.clientWakeups.Subscribe(c.client.ID)
 	defer unwatch()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -433,7 +455,7 @@ func (s *Server) waitFor(r *http.Request, c caller, id string, wait time.Duratio
 		if err != nil {
 			return nil, err
 		}
-		if e.effective(s.now()) != StatusPending {
+		if e.Effective(s.now()) != elicitation.StatusPending {
 			return e, nil
 		}
 		expiry := time.NewTimer(time.Until(e.ExpiresAt) + 10*time.Millisecond)
@@ -464,13 +486,16 @@ type resolveRequest struct {
 
 // resolve handles POST /v1/elicitations/resolve.
 func (s *Server) resolve(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.authenticate(r)
-	if err != nil {
-		return err
-	}
-	var req resolveRequest
-	if err := web.DecodeJSON(w, r, &req, 0); err != nil {
-		return err
+	return serveJSON(w, r, &resolveRequest{}, endpoint[resolveRequest, statusDoc]{
+		caller: authenticated[resolveRequest](s), call: s.resolveFor, encode: writeOK[statusDoc]})
+}
+
+// resolveFor resolves the request_state of the body (read once the caller
+// is known) for c.
+func (s *Server) resolveFor(w http.ResponseWriter, r *http.Request, cp *caller, req *resolveRequest) (statusDoc, error) {
+	c := *cp
+	if err := web.DecodeJSON(w, r, req, 0); err != nil {
+		return statusDoc{}, err
 	}
 	rs, err := s.openRequestState(req.RequestState)
 	if err == nil {
@@ -481,23 +506,22 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err != nil {
 		if kind := requestStateKind(err); kind != "" {
-			s.audit(r, audit.Event{Kind: "security.request_state_refused", Issuer: c.user.Issuer, Subject: c.user.Subject,
+			s.elicitations.Audit(r, audit.Event{Kind: "security.request_state_refused", Issuer: c.user.Issuer, Subject: c.user.Subject,
 				ClientID: c.client.ID, Detail: map[string]any{"reason": kind}})
 		}
-		return err
+		return statusDoc{}, err
 	}
 	e, err := s.ownElicitation(r.Context(), c, rs.Elicitation)
 	if err != nil {
-		return err
+		return statusDoc{}, err
 	}
 	doc := s.statusOf(e)
-	if doc.Status == StatusPending {
+	if doc.Status == elicitation.StatusPending {
 		if doc.RequestState, err = s.sealRequestState(e); err != nil {
-			return err
+			return statusDoc{}, err
 		}
 	}
-	web.WriteJSON(w, http.StatusOK, doc)
-	return nil
+	return doc, nil
 }
 
 // requestStateKind is the reason a refused request_state is audited
@@ -532,21 +556,27 @@ type connectionDoc struct {
 // listConnections handles GET /v1/connections: only connections the user
 // consented to for this client.
 func (s *Server) listConnections(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.authenticate(r)
-	if err != nil {
-		return err
-	}
+	return serveJSON(w, r, &struct{}{}, endpoint[struct{}, connectionsDoc]{
+		caller: authenticated[struct{}](s), call: s.connectionsOf, encode: writeOK[connectionsDoc]})
+}
+
+// connectionsDoc is the answer of GET /v1/connections.
+type connectionsDoc struct {
+	Connections []connectionDoc `json:"connections"`
+}
+
+// connectionsOf lists the connections c's user approved c for.
+func (s *Server) connectionsOf(_ http.ResponseWriter, r *http.Request, cp *caller, _ *struct{}) (connectionsDoc, error) {
+	c := *cp
 	consented, err := s.consents.OfClient(r.Context(), c.user, c.client.ID)
 	if err != nil {
-		return err
+		return connectionsDoc{}, err
 	}
 	conns, err := s.vault.List(r.Context(), c.user)
 	if err != nil {
-		return err
+		return connectionsDoc{}, err
 	}
-	out := struct {
-		Connections []connectionDoc `json:"connections"`
-	}{Connections: []connectionDoc{}}
+	out := connectionsDoc{Connections: []connectionDoc{}}
 	for _, cn := range conns {
 		i := slices.IndexFunc(consented[cn.Provider], func(a consent.Approval) bool { return a.ConnectionID == cn.ID })
 		if i < 0 || cn.Status == vault.StatusRevoked {
@@ -560,7 +590,7 @@ func (s *Server) listConnections(w http.ResponseWriter, r *http.Request) error {
 		// see are listed.
 		h, err := s.vault.HeldOf(r.Context(), c.user, cn)
 		if err != nil {
-			return err
+			return connectionsDoc{}, err
 		}
 		dec := release.Decide(h, &a, s.narrows(cn.Provider))
 		d := connectionDoc{Provider: cn.Provider, ID: cn.ID, Status: string(cn.Status), Scopes: dec.Visible(),
@@ -574,51 +604,7 @@ func (s *Server) listConnections(w http.ResponseWriter, r *http.Request) error {
 		}
 		out.Connections = append(out.Connections, d)
 	}
-	web.WriteJSON(w, http.StatusOK, out)
-	return nil
-}
-
-type tokenDoc struct {
-	Provider    string     `json:"provider"`
-	Account     accountDoc `json:"account"`
-	Kind        string     `json:"kind"`
-	TokenType   string     `json:"token_type"`
-	AccessToken string     `json:"access_token"`
-	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
-	Scopes      []string   `json:"scopes"`
-}
-
-// token handles GET /v1/connections/{provider}/token[?scopes=a,b][&account=<id>].
-func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
-	name := r.PathValue("provider")
-	var required []string
-	if q := r.URL.Query().Get("scopes"); q != "" {
-		required = dedupe(strings.FieldsFunc(q, func(r rune) bool { return r == ',' || r == ' ' }))
-		if err := validScopes(required); err != nil {
-			return err
-		}
-	}
-	c, err := s.authenticate(r)
-	if err != nil {
-		return err
-	}
-	rel, err := s.releaseToken(r, &c, name, r.URL.Query().Get("account"), required)
-	if err != nil {
-		return err
-	}
-	cred := rel.cred
-	doc := tokenDoc{Provider: name, Account: accountDoc{ID: rel.approval.ConnectionID, DisplayName: cred.DisplayName()},
-		Kind: string(rel.info.Kind), TokenType: cred.TokenType,
-		AccessToken: cred.AccessToken, Scopes: nonNil(cred.Scopes)}
-	if doc.TokenType == "" {
-		doc.TokenType = "Bearer"
-	}
-	if !cred.Expiry.IsZero() {
-		t := cred.Expiry.UTC()
-		doc.ExpiresAt = &t
-	}
-	web.WriteJSON(w, http.StatusOK, doc)
-	return nil
+	return out, nil
 }
 
 // releaseClient is the one way the release decision's client is made of
@@ -627,23 +613,11 @@ func releaseClient(cl clientauth.Client) release.Client {
 	return release.Client{ID: cl.ID, Providers: cl.Providers, ProxyOnly: cl.ProxyOnly}
 }
 
-// releaseToken is the release of a raw credential to client c, for the
-// token read and token exchange alike (release.Read: refused to a
-// proxy-only client), the read sampled into the audit trail naming the
-// connection.
-func (s *Server) releaseToken(r *http.Request, c *caller, name, account string, required []string) (released, error) {
-	rel, err := s.release(r, c, release.Read, name, account, required)
-	if err != nil {
-		return released{}, err
-	}
-	s.sampleRead(r, c, name, rel.approval.ConnectionID)
-	return rel, nil
-}
-
 // released is what the release decision gave an authenticated client: the
 // credential (whole or narrowed), the approval it was given under, and the
 // provider.
 type released struct {
+	provider string
 	cred     *vault.Credential
 	approval consent.Approval
 	info     provider.Info
@@ -703,7 +677,7 @@ func (s *Server) release(r *http.Request, c *caller, use release.Use, name, acco
 		}
 		narrowedTo = d.Scopes
 	}
-	return released{cred: cred, approval: appr, info: info, narrowedTo: narrowedTo}, nil
+	return released{provider: name, cred: cred, approval: appr, info: info, narrowedTo: narrowedTo}, nil
 }
 
 // narrowed is the token for a client the decision gives a token narrowed to
@@ -785,29 +759,38 @@ type unlinkDoc struct {
 // every one it is approved for. Each needs an approval that covers its
 // account now.
 func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
-	name := r.PathValue("provider")
-	account := r.URL.Query().Get("account")
-	c, err := s.authenticate(r)
-	if err != nil {
-		return err
-	}
+	return serveJSON(w, r, &unlinkRequest{}, endpoint[unlinkRequest, map[string]any]{
+		decode: func(r *http.Request, req *unlinkRequest) error {
+			req.provider, req.account = r.PathValue("provider"), r.URL.Query().Get("account")
+			return nil
+		},
+		caller: authenticated[unlinkRequest](s), call: s.unlinkFor, encode: writeOK[map[string]any]})
+}
+
+// unlinkRequest is an unlink: the provider and the connection (an id,
+// AccountAll, or "" for the client's only one there).
+type unlinkRequest struct{ provider, account string }
+
+// unlinkFor ends the connections req names that c may end.
+func (s *Server) unlinkFor(_ http.ResponseWriter, r *http.Request, cp *caller, req *unlinkRequest) (map[string]any, error) {
+	c, name, account := *cp, req.provider, req.account
 	if !names.ValidProvider(name) {
-		return notConnected(name)
+		return nil, notConnected(name)
 	}
 	if err := release.Admit(releaseClient(c.client), name, release.Describe); err != nil {
-		return err
+		return nil, err
 	}
 	approvals, err := s.consents.For(r.Context(), c.user, c.client.ID, name)
 	if errors.Is(err, consent.ErrNotGiven) {
-		return s.withoutConsent(r.Context(), c.user, name, account)
+		return nil, s.withoutConsent(r.Context(), c.user, name, account)
 	} else if err != nil {
-		return err
+		return nil, err
 	}
 	chosen := approvals
 	if account != AccountAll {
 		ap, err := s.chosen(r.Context(), c.user, name, account, approvals)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		chosen = []consent.Approval{*ap}
 	}
@@ -825,42 +808,43 @@ func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 			continue // gone meanwhile
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		h, err := s.vault.HeldOf(r.Context(), c.user, *conn)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := release.MayEnd(name, h, &appr); err != nil {
-			return err
+			return nil, err
 		}
 		targets = append(targets, target{conn, h.Account})
 	}
 	if len(targets) == 0 {
-		return notConnected(name)
+		return nil, notConnected(name)
 	}
 	out := []unlinkDoc{}
 	for _, t := range targets {
 		// Credentials and every client's consent go in one transaction.
-		d, _, err := s.deleteConnection(r, c.user, name, t.conn.ID, t.account,
-			lifecycle.Actor{Audit: "client:" + c.client.ID, By: "client", ClientID: c.client.ID})
+		ended, err := s.lifecycle.Delete(context.WithoutCancel(r.Context()), c.user, name, t.conn.ID, t.account,
+			lifecycle.Actor{Audit: "client:" + c.client.ID, By: "client", ClientID: c.client.ID,
+				RequestID: web.RequestID(r.Context()), IP: web.ClientAddr(r)})
 		switch {
 		case errors.Is(err, vault.ErrNotConnected):
 			continue
 		case errors.Is(err, lifecycle.ErrReplaced):
 			// Another account's credential since the approval was checked:
 			// that check is void.
-			return release.Replaced(name)
+			return nil, release.Replaced(name)
 		case err != nil:
-			return err
+			return nil, err
 		}
+		d := ended.Deletion
 		out = append(out, unlinkDoc{ID: t.conn.ID, RevokedAtProvider: d.Revocation == vault.Revoked,
 			Revocation: string(d.Revocation)})
 	}
 	if len(out) == 0 {
-		return notConnected(name)
+		return nil, notConnected(name)
 	}
-	web.WriteJSON(w, http.StatusOK, map[string]any{"provider": name, "revoked_at_provider": out[0].RevokedAtProvider,
-		"revocation": out[0].Revocation, "connections": out})
-	return nil
+	return map[string]any{"provider": name, "revoked_at_provider": out[0].RevokedAtProvider,
+		"revocation": out[0].Revocation, "connections": out}, nil
 }

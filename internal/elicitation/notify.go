@@ -1,4 +1,4 @@
-package connect
+package elicitation
 
 import (
 	"sync"
@@ -9,29 +9,31 @@ import (
 // notifyChannel carries the id of every elicitation that left "pending".
 const notifyChannel = "connectd_elicitation_done"
 
-// wakeups wakes long-polls (GET /v1/elicitations/{id}?wait=) when an
+// Wakeups wakes long-polls (GET /v1/elicitations/{id}?wait=) when an
 // elicitation finishes on any replica. It is a cache.Subscriber of the
 // process's notification hub (Config.Hub) on notifyChannel: a notification
 // wakes the waiters of its id, and the feed going down or coming back wakes
 // every waiter, so each re-reads the database (notifications sent while
 // nobody listened are lost).
-type wakeups struct {
+type Wakeups struct {
 	mu      sync.Mutex
 	waiters map[string]map[chan struct{}]struct{}
 }
 
-func newWakeups() *wakeups {
-	return &wakeups{waiters: map[string]map[chan struct{}]struct{}{}}
+// NewWakeups returns wake-ups with no waiter: the Store's, and the API's by
+// client id.
+func NewWakeups() *Wakeups {
+	return &Wakeups{waiters: map[string]map[chan struct{}]struct{}{}}
 }
 
 // subscriber is what the hub calls.
-func (w *wakeups) subscriber() cache.Subscriber {
+func (w *Wakeups) subscriber() cache.Subscriber {
 	return cache.Subscriber{Channel: notifyChannel, Invalidate: w.wake, SetLive: func(bool) { w.wakeAll() }}
 }
 
-// subscribe returns a channel signalled when id may have changed, and a
+// Subscribe returns a channel signalled when id may have changed, and a
 // function to unsubscribe.
-func (w *wakeups) subscribe(id string) (<-chan struct{}, func()) {
+func (w *Wakeups) Subscribe(id string) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	w.mu.Lock()
 	set := w.waiters[id]
@@ -51,7 +53,7 @@ func (w *wakeups) subscribe(id string) (<-chan struct{}, func()) {
 	}
 }
 
-func (w *wakeups) wake(id string) {
+func (w *Wakeups) wake(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for ch := range w.waiters[id] {
@@ -62,7 +64,7 @@ func (w *wakeups) wake(id string) {
 	}
 }
 
-func (w *wakeups) wakeAll() {
+func (w *Wakeups) wakeAll() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, set := range w.waiters {
@@ -75,8 +77,8 @@ func (w *wakeups) wakeAll() {
 	}
 }
 
-// wakeKey wakes the waiters of id, or every waiter for cache.Flush.
-func (w *wakeups) wakeKey(id string) {
+// WakeKey wakes the waiters of id, or every waiter for cache.Flush.
+func (w *Wakeups) WakeKey(id string) {
 	if id == cache.Flush {
 		w.wakeAll()
 		return

@@ -1,0 +1,198 @@
+package connect
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/connectd/connectd/internal/audit"
+	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/keyring"
+	"github.com/connectd/connectd/internal/notice"
+	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/release"
+	"github.com/connectd/connectd/internal/session"
+	"github.com/connectd/connectd/internal/vault"
+	"github.com/connectd/connectd/internal/web"
+	"github.com/connectd/connectd/web/templates"
+)
+
+// notices are what the account page says after an action (?done=…): fixed
+// sentences, so nothing from the request is echoed.
+var notices = map[string]string{
+	"withdrawn":    "Access removed. That application receives nothing from this account until you allow it again.",
+	"disconnected": "Disconnected. The stored access was deleted and revoked at the provider; no application receives it any more.",
+	"disconnected_here": "Disconnected here: the stored access was deleted and no application receives it any more. " +
+		"The provider did not confirm the revocation, so you may also remove the access in your account settings there.",
+	"gone":      "Nothing to do: that access had already been removed.",
+	"labelled":  "Label saved.",
+	"dismissed": "Notice dismissed.",
+}
+
+// accountPage handles GET /account. Without a session it sends the browser
+// to sign in (straight to the one login issuer, or a choice of them) and
+// back here.
+func (s *Server) accountPage(w http.ResponseWriter, r *http.Request) error {
+	noStore(w)
+	sess, err := s.sessions.Load(w, r)
+	if err != nil {
+		issuers := s.login.Issuers()
+		if len(issuers) == 1 {
+			http.Redirect(w, r, loginPath(issuers[0].ID, accountPath), http.StatusFound)
+			return nil
+		}
+		var v templates.AccountSignInView
+		for _, is := range issuers {
+			v.Issuers = append(v.Issuers, templates.IssuerLink{ID: is.ID, URL: is.URL, LoginURL: loginPath(is.ID, accountPath)})
+		}
+		return web.Render(w, r, http.StatusOK, templates.AccountSignIn(v))
+	}
+	v, err := s.accountView(r.Context(), sess)
+	if err != nil {
+		return err
+	}
+	v.Notice = notices[r.URL.Query().Get("done")]
+	allowMarks(w, v.Connections)
+	return web.Render(w, r, http.StatusOK, templates.AccountPage(v))
+}
+
+// accountView gathers the page: the user's connections, each with the
+// approvals given for it and when each client last read it.
+func (s *Server) accountView(ctx context.Context, sess session.Session) (templates.AccountView, error) {
+	u := identity.User{Issuer: sess.Issuer, Subject: sess.Subject}
+	v := templates.AccountView{UserLabel: sess.Subject, Issuer: sess.Issuer, CSRF: s.sessions.CSRFToken(sess)}
+	conns, err := s.vault.List(ctx, u)
+	if err != nil {
+		return v, err
+	}
+	approvals, err := s.consents.OfUser(ctx, u)
+	if err != nil {
+		return v, err
+	}
+	reads, err := audit.LastReads(ctx, s.pool, u.Issuer, u.Subject)
+	if err != nil {
+		return v, err
+	}
+	if v.Notices, err = s.noticesOf(ctx, u); err != nil {
+		return v, err
+	}
+	for _, c := range conns {
+		if c.Status == vault.StatusRevoked {
+			continue
+		}
+		ac := templates.AccountConnection{ID: c.ID, Label: c.Label, Provider: c.Provider, ProviderName: c.Provider, Kind: "OAuth",
+			Healthy: c.Status == vault.StatusActive, Health: "Working", Scopes: c.Scopes, ConnectedAt: when(c.CreatedAt)}
+		switch {
+		case !ac.Healthy:
+			ac.Health = "Needs reconnecting: the provider no longer accepts this access"
+		case c.LastError != "":
+			ac.Healthy = false
+			ac.Health = "Working, but the last refresh failed (" + c.LastError + ", " + when(c.HealthCheckedAt) +
+				"); it is tried again"
+		}
+		ac.Mark = templates.Mark{Name: ac.ProviderName}
+		narrows := false // whether the provider narrows tokens on refresh
+		if p, err := s.catalog.Get(c.Provider); err == nil {
+			info := p.Info()
+			narrows = info.NarrowOnRefresh
+			ac.ProviderName = info.DisplayName
+			ac.ScopeText = info.ScopeDescriptions
+			ac.Mark = templates.ProviderMark(info.DisplayName, info.LogoURL, info.Template)
+			if info.Kind == provider.KindAPIKey {
+				ac.Kind = "API key"
+			}
+		}
+		// The sealed credential names the account; an approval covers the
+		// connection only for that account and every scope it grants.
+		_, cred, err := s.vault.Get(ctx, u, c.Provider, c.ID)
+		var held vault.Held
+		switch {
+		case err == nil:
+			ac.Account = cred.DisplayName()
+			if held, err = s.vault.HeldOf(ctx, u, c); err != nil {
+				return v, err
+			}
+		case errors.Is(err, vault.ErrNotConnected):
+			continue // deleted meanwhile
+		case errors.Is(err, keyring.ErrDecrypt):
+			cred = nil // shown, but no approval covers it
+		default:
+			return v, err
+		}
+		var last time.Time
+		for _, a := range approvals {
+			if a.Provider != c.Provider || a.ConnectionID != c.ID {
+				continue
+			}
+			// What it receives now: the one release decision.
+			sv := templates.AccountServer{ClientID: a.ClientID, Name: a.ClientID, Scopes: a.Scopes,
+				ApprovedAt: when(a.UpdatedAt), AccountChanged: true}
+			if cred != nil {
+				d := release.Decide(held, &a.Approval, narrows)
+				sv.Current, sv.AccountChanged = d.Release != release.Nothing, d.AccountChanged
+				if d.Release == release.Narrowed {
+					sv.NarrowedTo = d.Scopes
+				}
+			}
+			if cl, err := s.clients.Get(ctx, a.ClientID); err == nil {
+				sv.Name = cl.Name
+			}
+			if at, ok := reads[audit.Use{ClientID: a.ClientID, Provider: c.Provider, Connection: c.ID}]; ok {
+				sv.LastUsed = when(at)
+			}
+			ac.Servers = append(ac.Servers, sv)
+		}
+		// Any client's read counts, including one whose access was withdrawn.
+		for use, at := range reads {
+			if use.Provider == c.Provider && use.Connection == c.ID && at.After(last) && !at.Before(c.CreatedAt) {
+				last = at
+			}
+		}
+		if !last.IsZero() {
+			ac.LastUsed = when(last)
+		}
+		v.Connections = append(v.Connections, ac)
+	}
+	slices.SortFunc(v.Connections, func(a, b templates.AccountConnection) int {
+		return cmp.Compare(strings.ToLower(a.ProviderName), strings.ToLower(b.ProviderName))
+	})
+	return v, nil
+}
+
+// allowMarks names in the page's CSP the origins of the providers' logos
+// it shows.
+func allowMarks(w http.ResponseWriter, conns []templates.AccountConnection) {
+	for _, c := range conns {
+		web.AllowImages(w.Header(), c.Mark.LogoURL)
+	}
+}
+
+// noticesOf are the user's notices (package notice), for the page: only
+// the signed-in user's own.
+func (s *Server) noticesOf(ctx context.Context, u identity.User) ([]templates.AccountNotice, error) {
+	ns, err := notice.List(ctx, s.pool, u)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]templates.AccountNotice, 0, len(ns))
+	for _, n := range ns {
+		if n.Kind != notice.KindClientCutOff {
+			continue // a kind this version cannot word
+		}
+		an := templates.AccountNotice{ID: strconv.FormatInt(n.ID, 10), Date: when(n.At), ProviderName: n.Provider,
+			Account: n.Account, ClientName: n.ClientName}
+		if an.ClientName == "" {
+			an.ClientName = n.ClientID
+		}
+		if p, err := s.catalog.Get(n.Provider); err == nil {
+			an.ProviderName = p.Info().DisplayName
+		}
+		out = append(out, an)
+	}
+	return out, nil
+}

@@ -18,7 +18,11 @@ import (
 func (s *Server) accountChoice(ctx context.Context, fs *flowState) (templates.AccountChoiceView, bool, error) {
 	e := fs.e
 	u := identity.User{Issuer: e.Issuer, Subject: e.Subject}
-	all, err := s.vault.List(ctx, u)
+	vs, err := s.vaultOf(ctx, e)
+	if err != nil {
+		return templates.AccountChoiceView{}, false, err
+	}
+	all, err := vs.List(ctx, u) // the accounts of the request's organization only
 	if err != nil {
 		return templates.AccountChoiceView{}, false, err
 	}
@@ -63,7 +67,11 @@ func (s *Server) chooseAccountForm(w http.ResponseWriter, r *http.Request) error
 	switch {
 	case choice == elicitation.AccountNew:
 	case vault.ValidID(choice):
-		if _, err := s.vault.Lookup(r.Context(), identity.User{Issuer: e.Issuer, Subject: e.Subject}, e.Provider, choice); errors.Is(err, vault.ErrNotConnected) {
+		vs, err := s.vaultOf(r.Context(), e)
+		if err != nil {
+			return err
+		}
+		if _, err := vs.Lookup(r.Context(), identity.User{Issuer: e.Issuer, Subject: e.Subject}, e.Provider, choice); errors.Is(err, vault.ErrNotConnected) {
 			return web.Refuse(http.StatusBadRequest, "bad_form", "Choose one of your accounts.", nil)
 		} else if err != nil {
 			return err

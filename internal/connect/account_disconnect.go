@@ -97,7 +97,14 @@ func (s *Server) disconnect(w http.ResponseWriter, r *http.Request) error {
 // decision (lifecycle.ErrReplaced).
 func (s *Server) deleteConnection(r *http.Request, u identity.User, p, id string, account []byte, by lifecycle.Actor) (*vault.Deletion, []string, error) {
 	by.RequestID, by.IP = web.RequestID(r.Context()), web.ClientAddr(r)
-	ended, err := s.lifecycle.Delete(context.WithoutCancel(r.Context()), u, p, id, account, by)
+	c, err := s.ownConnection(r.Context(), u, p, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The owner of the connection's end, on its organization's vault handle.
+	owner := *s.lifecycle
+	owner.Vault = s.vault.In(c.Org)
+	ended, err := owner.Delete(context.WithoutCancel(r.Context()), u, p, id, account, by)
 	if err != nil {
 		return nil, nil, err
 	}

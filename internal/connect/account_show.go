@@ -66,7 +66,13 @@ func (s *Server) accountPage(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) accountView(ctx context.Context, sess session.Session) (templates.AccountView, error) {
 	u := identity.User{Issuer: sess.Issuer, Subject: sess.Subject}
 	v := templates.AccountView{UserLabel: sess.Subject, Issuer: sess.Issuer, CSRF: s.sessions.CSRFToken(sess)}
-	conns, err := s.vault.List(ctx, u)
+	// The user's connections in every organization: the page groups them
+	// under each organization's name when there is more than one.
+	conns, err := s.vault.ListAll(ctx, u)
+	if err != nil {
+		return v, err
+	}
+	orgNames, err := s.orgNames(ctx, conns)
 	if err != nil {
 		return v, err
 	}
@@ -85,7 +91,7 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 		if c.Status == vault.StatusRevoked {
 			continue
 		}
-		ac := templates.AccountConnection{ID: c.ID, Label: c.Label, Provider: c.Provider, ProviderName: c.Provider, Kind: "OAuth",
+		ac := templates.AccountConnection{ID: c.ID, Org: orgNames[c.Org], Label: c.Label, Provider: c.Provider, ProviderName: c.Provider, Kind: "OAuth",
 			Healthy: c.Status == vault.StatusActive, Health: "Working", Scopes: c.Scopes, ConnectedAt: when(c.CreatedAt)}
 		switch {
 		case !ac.Healthy:
@@ -109,12 +115,13 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 		}
 		// The sealed credential names the account; an approval covers the
 		// connection only for that account and every scope it grants.
-		_, cred, err := s.vault.Get(ctx, u, c.Provider, c.ID)
+		in := s.vault.In(c.Org)
+		_, cred, err := in.Get(ctx, u, c.Provider, c.ID)
 		var held vault.Held
 		switch {
 		case err == nil:
 			ac.Account = cred.DisplayName()
-			if held, err = s.vault.HeldOf(ctx, u, c); err != nil {
+			if held, err = in.HeldOf(ctx, u, c); err != nil {
 				return v, err
 			}
 		case errors.Is(err, vault.ErrNotConnected):
@@ -133,7 +140,7 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 			sv := templates.AccountServer{ClientID: a.ClientID, Name: a.ClientID, Scopes: a.Scopes,
 				ApprovedAt: when(a.UpdatedAt), AccountChanged: true}
 			if cred != nil {
-				d := release.Decide(held, &a.Approval, narrows)
+				d := release.Client{Org: c.Org}.Decide(held, &a.Approval, narrows)
 				sv.Current, sv.AccountChanged = d.Release != release.Nothing, d.AccountChanged
 				if d.Release == release.Narrowed {
 					sv.NarrowedTo = d.Scopes
@@ -159,7 +166,8 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 		v.Connections = append(v.Connections, ac)
 	}
 	slices.SortFunc(v.Connections, func(a, b templates.AccountConnection) int {
-		return cmp.Compare(strings.ToLower(a.ProviderName), strings.ToLower(b.ProviderName))
+		return cmp.Or(cmp.Compare(strings.ToLower(a.Org), strings.ToLower(b.Org)),
+			cmp.Compare(strings.ToLower(a.ProviderName), strings.ToLower(b.ProviderName)))
 	})
 	return v, nil
 }

@@ -50,5 +50,5 @@ func (s *Server) submitKey(w http.ResponseWriter, r *http.Request) error {
 	// taken as a new account, so a key replaced through one application is
 	// not handed to the others until the user approves them again.
 	cred := vault.Credential{AccessToken: key, TokenType: "api_key", AccountID: vault.NewAccountID(vault.KeyAccount)}
-	return s.store(w, r, e, "api_key", cred, nil)
+	return s.store(w, r, e, "api_key", "", cred, nil)
 }

@@ -36,9 +36,12 @@ func (s *Server) connectPage(w http.ResponseWriter, r *http.Request) error {
 		// Allow answers with a 303 to the provider, and Chromium holds that
 		// redirect to this page's form-action: name the provider's origin,
 		// taken from the very URL it builds, on this page only.
-		if oa, err := s.catalog.OAuth(e.Provider); err == nil {
-			web.AllowFormAction(w.Header(), oa.AuthCodeURL("x", "", s.redirectURI(), nil))
+		// An organization with no app there is told so now, not after Allow.
+		app, err := s.appOf(r.Context(), e)
+		if err != nil {
+			return err
 		}
+		web.AllowFormAction(w.Header(), app.OAuth.AuthCodeURL("x", "", s.redirectURI(), nil))
 	}
 	return web.Render(w, r, http.StatusOK, templates.Consent(v))
 }

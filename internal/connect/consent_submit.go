@@ -61,10 +61,12 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
 			// connection grants, unless the provider narrows tokens).
 			return s.complete(w, r, e, "consent_only", o.scopes, o.accountID, o.connID)
 		}
-		oa, ok := p.(provider.OAuth)
-		if !ok {
-			return fmt.Errorf("connect: provider %s is not OAuth", e.Provider)
+		// The organization's own app, or the deployment's where allowed.
+		app, err := s.appOf(r.Context(), e)
+		if err != nil {
+			return err
 		}
+		oa := app.OAuth
 		// Incremental authorization: ask for everything the connection needs
 		// (the listed scopes, and at a narrowing provider what it already
 		// grants), so the new grant does not lose earlier ones; the approval

@@ -60,6 +60,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, loginIfNeeded boo
 	if err != nil {
 		return nil, false, err
 	}
+	s.branded(w, r, e)
 	sess, err := s.sessions.Load(w, r)
 	if err != nil {
 		if !loginIfNeeded {
@@ -118,7 +119,11 @@ func (s *Server) existing(ctx context.Context, e *elicitation.Elicitation) (*vau
 	if e.Account == elicitation.AccountNew {
 		return nil, nil, nil
 	}
-	conn, cred, err := s.vault.Get(ctx, identity.User{Issuer: e.Issuer, Subject: e.Subject}, e.Provider, e.Account)
+	v, err := s.vaultOf(ctx, e)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, cred, err := v.Get(ctx, identity.User{Issuer: e.Issuer, Subject: e.Subject}, e.Provider, e.Account)
 	if errors.Is(err, vault.ErrNotConnected) || errors.Is(err, keyring.ErrDecrypt) || errors.Is(err, vault.ErrAccountRequired) {
 		return nil, nil, nil
 	}
@@ -176,7 +181,7 @@ func (s *Server) offerFor(ctx context.Context, e *elicitation.Elicitation, info 
 	}
 	if o.narrow {
 		user := identity.User{Issuer: e.Issuer, Subject: e.Subject}
-		held, err := s.vault.HeldOf(ctx, user, *conn)
+		held, err := s.vault.In(conn.Org).HeldOf(ctx, user, *conn)
 		if err != nil {
 			return o, err
 		}
@@ -300,15 +305,20 @@ func (s *Server) beginForm(w http.ResponseWriter, r *http.Request) (*flowState, 
 // store stores cred as the user's connection to e's provider and, in the
 // same transaction, completes e with the user's approval of scopes on the
 // stored account, and enqueues the webhook events of both; then shows the
-// success page.
-func (s *Server) store(w http.ResponseWriter, r *http.Request, e *elicitation.Elicitation, how string, cred vault.Credential, scopes []string) error {
+// success page. The connection is e's organization's, obtained through its
+// provider app appID ("" for the deployment's shared app, and for API keys).
+func (s *Server) store(w http.ResponseWriter, r *http.Request, e *elicitation.Elicitation, how, appID string, cred vault.Credential, scopes []string) error {
 	var ok bool
+	v, err := s.vaultOf(r.Context(), e)
+	if err != nil {
+		return err
+	}
 	user := identity.User{Issuer: e.Issuer, Subject: e.Subject}
 	// What the request was about: the connection it named, or the user's
 	// only one there (what the page offered), or another account. A
 	// credential whose account the provider did not name replaces that
 	// connection (reauthorizing it, or a new API key), not a new one.
-	target := vault.Target{New: e.Account == elicitation.AccountNew, Unnamed: vault.MadeUpAccount(cred.AccountID)}
+	target := vault.Target{New: e.Account == elicitation.AccountNew, Unnamed: vault.MadeUpAccount(cred.AccountID), AppID: appID}
 	switch {
 	case vault.ValidID(e.Account):
 		target.ID = e.Account
@@ -320,7 +330,7 @@ func (s *Server) store(w http.ResponseWriter, r *http.Request, e *elicitation.El
 		}
 	}
 	var connID string
-	_, err := s.vault.PutWith(r.Context(), user, e.Provider, target, cred, func(ctx context.Context, tx pgx.Tx, c vault.Connection, ch vault.Change) error {
+	_, err = v.PutWith(r.Context(), user, e.Provider, target, cred, func(ctx context.Context, tx pgx.Tx, c vault.Connection, ch vault.Change) error {
 		// A request that named a connection ends on it or fails: the
 		// provider's answer for another account rolls back, storing and
 		// granting nothing (release.Completes).
@@ -372,8 +382,10 @@ func (s *Server) accountMismatch(w http.ResponseWriter, r *http.Request, e *elic
 		v.Got = rf.Shown
 	}
 	u := identity.User{Issuer: e.Issuer, Subject: e.Subject}
-	if conn, cred, gerr := s.vault.Get(r.Context(), u, e.Provider, e.Account); gerr == nil {
-		v.Wanted, v.WantedLabel = cred.DisplayName(), conn.Label
+	if vs, verr := s.vaultOf(r.Context(), e); verr == nil {
+		if conn, cred, gerr := vs.Get(r.Context(), u, e.Provider, e.Account); gerr == nil {
+			v.Wanted, v.WantedLabel = cred.DisplayName(), conn.Label
+		}
 	}
 	if client, cerr := s.clients.Get(r.Context(), e.ClientID); cerr == nil {
 		v.ClientName, v.Client = client.Name, clientMark(w, client)
@@ -451,7 +463,11 @@ func (s *Server) connectedView(w http.ResponseWriter, ctx context.Context, e *el
 	info := p.Info()
 	v := &templates.ConnectedView{ClientName: client.Name, ClientHomepage: client.Homepage, ProviderName: info.DisplayName,
 		Client: clientMark(w, client), Provider: providerMark(w, info)}
-	conn, cred, err := s.vault.Get(ctx, identity.User{Issuer: e.Issuer, Subject: e.Subject}, e.Provider, connID)
+	vs, err := s.vaultOf(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	conn, cred, err := vs.Get(ctx, identity.User{Issuer: e.Issuer, Subject: e.Subject}, e.Provider, connID)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/elicitation"
+	"github.com/connectd/connectd/internal/org"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
@@ -85,16 +86,23 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.branded(w, r, e)
 	if sess.Issuer != e.Issuer || sess.Subject != e.Subject {
 		return web.Refuse(http.StatusForbidden, "identity_mismatch", "This request was created for another account.", nil)
 	}
 	if e.Effective(s.now()) != elicitation.StatusPending {
 		return s.finished(w, r, e)
 	}
-	p, err := s.catalog.OAuth(e.Provider)
-	if err != nil {
+	// The organization's app, as when the browser was sent to the
+	// provider: a code is exchanged with the client id it was issued to.
+	app, err := s.appOf(r.Context(), e)
+	if errors.Is(err, org.ErrUnknownProvider) {
 		return web.Refuse(http.StatusBadRequest, "unknown_provider", "This provider is no longer available.", nil)
 	}
+	if err != nil {
+		return err
+	}
+	p := app.OAuth
 	if err := p.CheckIssuer(rp.Iss); err != nil {
 		// RFC 9207: the response came from another authorization server (mix-up).
 		s.elicitations.Audit(r, audit.Event{Kind: "security.issuer_mismatch", Issuer: e.Issuer, Subject: e.Subject,
@@ -157,5 +165,5 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 	if pa.approve != nil {
 		approve = pa.approve
 	}
-	return s.store(w, r, e, "oauth", cred, approve)
+	return s.store(w, r, e, "oauth", app.AppID, cred, approve)
 }

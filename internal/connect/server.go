@@ -15,6 +15,7 @@ import (
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/lifecycle"
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/org"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/signin"
@@ -36,6 +37,9 @@ type Config struct {
 	// under their own Purpose of it.
 	Keyring *keyring.Keyring
 	Catalog *provider.Catalog
+	// Orgs is the organizations store: which provider app an elicitation's
+	// organization uses, and its brand.
+	Orgs *org.Store
 	// PublicURL is the browser-facing origin (no trailing slash); the
 	// provider redirect URI is built from it.
 	PublicURL string
@@ -68,6 +72,7 @@ type Server struct {
 	vault        *vault.Store
 	verifierKeys *keyring.Keyring // keys.Purpose(verifierPurpose): seals PKCE verifiers
 	catalog      *provider.Catalog
+	orgs         *org.Store
 	publicURL    string
 	now          func() time.Time
 	elicitations *elicitation.Store
@@ -80,12 +85,12 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil || cfg.Sessions == nil || cfg.Login == nil || cfg.Pool == nil || cfg.Clients == nil ||
 		cfg.Vault == nil || cfg.Keyring == nil || cfg.Catalog == nil || cfg.PublicURL == "" || cfg.Consents == nil ||
-		cfg.Elicitations == nil || cfg.Lifecycle == nil {
-		return nil, errors.New("connect: Logger, Pool, Sessions, Login, Clients, Vault, Keyring, Catalog, PublicURL, Consents, Elicitations and Lifecycle are required")
+		cfg.Elicitations == nil || cfg.Lifecycle == nil || cfg.Orgs == nil {
+		return nil, errors.New("connect: Logger, Pool, Sessions, Login, Clients, Vault, Keyring, Catalog, Orgs, PublicURL, Consents, Elicitations and Lifecycle are required")
 	}
 	s := &Server{
 		logger: cfg.Logger, pool: cfg.Pool, sessions: cfg.Sessions, login: cfg.Login,
-		clients: cfg.Clients, vault: cfg.Vault, catalog: cfg.Catalog, verifierKeys: cfg.Keyring.Purpose(verifierPurpose),
+		clients: cfg.Clients, vault: cfg.Vault, catalog: cfg.Catalog, orgs: cfg.Orgs, verifierKeys: cfg.Keyring.Purpose(verifierPurpose),
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"), now: cfg.Now, elicitations: cfg.Elicitations,
 		consents: cfg.Consents, lifecycle: cfg.Lifecycle,
 	}

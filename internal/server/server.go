@@ -158,7 +158,7 @@ func (s *Server) build(ctx context.Context) error {
 	s.hub.Add(s.consents.CacheSubscriber())
 	s.conn, err = connect.New(connect.Config{
 		Logger: cfg.Logger, Pool: cfg.Pool, Sessions: s.ident.sessions, Login: s.ident.login,
-		Clients: s.ident.clients, Vault: s.vault, Keyring: s.keyring, Catalog: s.catalog,
+		Clients: s.ident.clients, Vault: s.vault, Keyring: s.keyring, Catalog: s.catalog, Orgs: s.orgs,
 		PublicURL: cfg.PublicURL.String(), Now: cfg.Now, Consents: s.consents,
 		Elicitations: s.elicitations, Lifecycle: s.lifecycle,
 	})
@@ -258,6 +258,7 @@ func (s *Server) publicHandler() (http.Handler, error) {
 	static, _ := fs.Sub(templates.Static, "static")
 	mux.Handle(web.AssetRoute("GET /static/", http.StripPrefix("/static/", web.Static(static))))
 	mux.Handle(web.AssetRoute("GET "+templates.BrandCSSPath, web.BrandCSS(s.cfg.Connect.Brand)))
+	mux.Handle(web.AssetRoute("GET /static/brand/{file}", s.conn.BrandCSS())) // templates.OrgBrandCSSPath
 	mux.Handle(web.Route{Pattern: "/", Kind: web.KindPage, Class: web.ClassBrowser, Handler: web.Fallback(s.cfg.Logger)})
 	return web.Public(mux, web.PublicConfig{
 		Logger:         s.cfg.Logger,

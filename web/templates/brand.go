@@ -48,6 +48,9 @@ func WithBrand(ctx context.Context, b Brand) context.Context {
 	return context.WithValue(ctx, brandKey{}, b)
 }
 
+// BrandOf is the Brand in ctx (WithBrand), or the zero Brand.
+func BrandOf(ctx context.Context) Brand { return brandOf(ctx) }
+
 // brandOf is the Brand in ctx, or the zero Brand.
 func brandOf(ctx context.Context) Brand {
 	b, _ := ctx.Value(brandKey{}).(Brand)

@@ -1,6 +1,8 @@
 package names_test
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -71,4 +73,56 @@ func TestValidClientID(t *testing.T) {
 			t.Errorf("ValidClientID(%q) = %t, want %t", id, got, ok)
 		}
 	}
+}
+
+func TestValidOrg(t *testing.T) {
+	t.Parallel()
+	for id, ok := range map[string]bool{
+		"default":               true,
+		"acme":                  true,
+		"a":                     true,
+		"0":                     true,
+		"team-42":               true,
+		"a-b-c":                 true,
+		strings.Repeat("a", 40): true,
+		strings.Repeat("a", 41): false,
+		"":                      false,
+		"-acme":                 false,
+		"acme-":                 false,
+		"-":                     false,
+		"Acme":                  false,
+		"acme_corp":             false,
+		"acme.corp":             false,
+		"acme corp":             false,
+		"acme/x":                false,
+		"acme\n":                false,
+		"é":                     false,
+		"acme\x00":              false,
+	} {
+		if got := names.ValidOrg(id); got != ok {
+			t.Errorf("ValidOrg(%q) = %t, want %t", id, got, ok)
+		}
+	}
+}
+
+// FuzzValidOrg: the rule is the CHECK constraint on organizations.id, read
+// from the migration itself, so the two cannot drift apart.
+func FuzzValidOrg(f *testing.F) {
+	sql, err := os.ReadFile(filepath.Join("..", "..", "migrations", "00028_organizations.sql"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	m := regexp.MustCompile(`id ~ '([^']+)'`).FindSubmatch(sql)
+	if m == nil {
+		f.Fatal("no CHECK (id ~ '...') in migration 00028")
+	}
+	shape := regexp.MustCompile(string(m[1]))
+	for _, s := range []string{"default", "", "-a", "a-", "a\n", strings.Repeat("z", 41), "a--b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := names.ValidOrg(s), shape.MatchString(s); got != want {
+			t.Fatalf("ValidOrg(%q) = %t, the migration's CHECK says %t", s, got, want)
+		}
+	})
 }

@@ -242,6 +242,11 @@ var codes = []row{
 		desc: "the provider could not be reached; retry later", about: "%s could not be reached; retry later",
 		header: retryAfter("5")},
 
+	// Admin roles (package admin): the route needs a higher role in the
+	// acting organization; nothing was read or changed.
+	{err: refusal.ErrRoleInsufficient, status: http.StatusForbidden, code: "role_insufficient",
+		desc: "your role in this organization does not allow this; nothing was changed"},
+
 	// The kinds of package problem (webhook, the admin store...), described
 	// by the error's problem.Detail.
 	{err: problem.ErrInvalid, status: http.StatusBadRequest, code: "invalid_request", desc: "the request is not valid"},

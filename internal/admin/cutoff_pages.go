@@ -25,7 +25,7 @@ func (s *Server) confirmCutOffPage(w http.ResponseWriter, r *http.Request) error
 	}
 	return web.Render(w, r, http.StatusOK, templates.AdminCutOff(templates.AdminCutOffView{Nav: s.nav(r, "clients"),
 		ID: c.ID, Name: clientName(c), Disabled: c.Disabled, Since: s.now().Add(-defaultCutOffWindow).UTC().Format(sinceLayout),
-		Action: s.href(r, "/admin/clients/" + c.ID + "/cut-off"), BackURL: s.href(r, "/admin/clients/" + c.ID)}))
+		Action: s.href(r, "/admin/clients/"+c.ID+"/cut-off"), BackURL: s.href(r, "/admin/clients/"+c.ID)}))
 }
 
 // cutOffForm checks a cut-off form: CSRF, the confirmation naming the
@@ -88,14 +88,14 @@ func (s *Server) revokeExposurePage(w http.ResponseWriter, r *http.Request) erro
 func (s *Server) renderCutOff(w http.ResponseWriter, r *http.Request, name string, out *CutOff, revoke bool) error {
 	v := templates.AdminCutOffResultView{Nav: s.nav(r, "clients"), ID: out.ClientID, Name: name,
 		Since: fmtTime(out.Since), SinceForm: out.Since.UTC().Format(sinceLayout), Revoked: len(out.Revoked),
-		Failed: len(out.Failed), Revoke: revoke, RetryURL: s.href(r, "/admin/clients/" + out.ClientID + "/cut-off/revoke"),
-		ClientURL: s.href(r, "/admin/clients/" + out.ClientID)}
+		Failed: len(out.Failed), Revoke: revoke, RetryURL: s.href(r, "/admin/clients/"+out.ClientID+"/cut-off/revoke"),
+		ClientURL: s.href(r, "/admin/clients/"+out.ClientID)}
 	failed := map[string]bool{}
 	for _, id := range out.Failed {
 		failed[id] = true
 	}
 	for _, x := range out.Exposed {
-		row := templates.AdminExposedRow{ConnectionID: x.ConnectionID, URL: s.href(r, "/admin/connections/" + x.ConnectionID),
+		row := templates.AdminExposedRow{ConnectionID: x.ConnectionID, URL: s.href(r, "/admin/connections/"+x.ConnectionID),
 			User: x.User.Subject + " (" + x.User.Issuer + ")", Provider: x.Provider,
 			Account: accountText(Connection{DisplayName: x.DisplayName, Label: x.Label}), LastRead: fmtTime(x.LastRead),
 			Outcome: "not revoked"}

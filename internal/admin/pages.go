@@ -191,7 +191,7 @@ func (s *Server) connectionsPage(w http.ResponseWriter, r *http.Request) error {
 		Filter: templates.AdminFilterView{User: f.Subject, Issuer: f.Issuer, Provider: f.Provider, Status: f.Status,
 			Client: f.Client, Statuses: Statuses()}}
 	for _, c := range p.Connections {
-		v.Rows = append(v.Rows, templates.AdminConnectionRow{URL: s.href(r, "/admin/connections/" + c.ID), ID: c.ID,
+		v.Rows = append(v.Rows, templates.AdminConnectionRow{URL: s.href(r, "/admin/connections/"+c.ID), ID: c.ID,
 			Subject: c.User.Subject, Issuer: c.User.Issuer, Provider: c.Provider, Account: accountText(c), Status: c.Status,
 			Scopes: strings.Join(c.Scopes, " "), Consents: strconv.FormatInt(c.Consents, 10),
 			Created: fmtTime(c.CreatedAt), Refreshed: fmtTime(c.RefreshedAt), Expires: fmtTime(c.ExpiresAt)})
@@ -216,7 +216,7 @@ func (s *Server) connectionPage(w http.ResponseWriter, r *http.Request) error {
 		Status: d.Status, Scopes: d.Scopes, Created: fmtTime(d.CreatedAt), Updated: fmtTime(d.UpdatedAt),
 		Refreshed: fmtTime(d.RefreshedAt), Expires: fmtTime(d.ExpiresAt),
 		KeyVersion: strconv.Itoa(int(d.KeyVersion)), Events: eventRows(d.Events),
-		RevokeURL: s.href(r, "/admin/connections/" + d.ID + "/revoke"), EndSessionsURL: s.href(r, "/admin/sessions/end")}
+		RevokeURL: s.href(r, "/admin/connections/"+d.ID+"/revoke"), EndSessionsURL: s.href(r, "/admin/sessions/end")}
 	if v.Account == "" && d.Account.ID != "" {
 		v.Account = d.Account.ID
 	}
@@ -243,8 +243,8 @@ func (s *Server) confirmRevokePage(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	v := templates.AdminRevokeView{Nav: s.nav(r, "connections"), ID: d.ID, Subject: d.User.Subject,
-		Issuer: d.User.Issuer, Provider: d.Provider, Action: s.href(r, "/admin/connections/" + d.ID + "/revoke"),
-		CSRF: s.sessions.CSRFToken(principalOf(r.Context()).sess), BackURL: s.href(r, "/admin/connections/" + d.ID)}
+		Issuer: d.User.Issuer, Provider: d.Provider, Action: s.href(r, "/admin/connections/"+d.ID+"/revoke"),
+		CSRF: s.sessions.CSRFToken(principalOf(r.Context()).sess), BackURL: s.href(r, "/admin/connections/"+d.ID)}
 	for _, k := range d.Consents {
 		name := k.ClientName
 		if name == "" {

@@ -99,7 +99,7 @@ type Connection struct {
 	// provider).
 	DisplayName string
 	Label       string
-	Consents    int64 // clients holding consent
+	Consents    int64  // clients holding consent
 	Org         string // the organization it belongs to
 }
 

@@ -432,12 +432,12 @@ func (s *Server) clientPage(w http.ResponseWriter, r *http.Request) error {
 	row := s.clientRow(r, c)
 	v := templates.AdminClientView{Nav: s.nav(r, "clients"), ID: c.ID, Name: clientName(c), Resources: c.Resources,
 		Providers: row.Providers, Created: row.Created, LastUsed: row.LastUsed, Disabled: c.Disabled,
-		ConnectionsURL: row.ConnectionsURL, CreateURL: s.href(r, "/admin/clients/" + c.ID + "/webhooks"), Types: webhook.Types,
-		CutOffURL: s.href(r, "/admin/clients/" + c.ID + "/cut-off")}
+		ConnectionsURL: row.ConnectionsURL, CreateURL: s.href(r, "/admin/clients/"+c.ID+"/webhooks"), Types: webhook.Types,
+		CutOffURL: s.href(r, "/admin/clients/"+c.ID+"/cut-off")}
 	for _, e := range eps {
 		v.Endpoints = append(v.Endpoints, templates.AdminEndpointRow{ID: e.ID, URL: e.URL, Events: eventsText(e.Events),
-			Created: fmtTime(e.CreatedAt), DeliveriesURL: s.href(r, "/admin/webhooks/" + e.ID),
-			DeleteURL: s.href(r, "/admin/webhooks/" + e.ID + "/delete")})
+			Created: fmtTime(e.CreatedAt), DeliveriesURL: s.href(r, "/admin/webhooks/"+e.ID),
+			DeleteURL: s.href(r, "/admin/webhooks/"+e.ID+"/delete")})
 	}
 	return web.Render(w, r, http.StatusOK, templates.AdminClient(v))
 }
@@ -459,7 +459,7 @@ func (s *Server) createWebhookPage(w http.ResponseWriter, r *http.Request) error
 	}
 	return web.Render(w, r, http.StatusOK, templates.AdminWebhookCreated(templates.AdminWebhookCreatedView{
 		Nav: s.nav(r, "clients"), ID: ep.ID, URL: ep.URL, Events: eventsText(ep.Events), ClientName: clientName(c),
-		Secret: secret, ClientURL: s.href(r, "/admin/clients/" + c.ID), DeliveriesURL: s.href(r, "/admin/webhooks/" + ep.ID)}))
+		Secret: secret, ClientURL: s.href(r, "/admin/clients/"+c.ID), DeliveriesURL: s.href(r, "/admin/webhooks/"+ep.ID)}))
 }
 
 // deleteWebhookPage handles POST /admin/webhooks/{id}/delete, then back to
@@ -494,8 +494,8 @@ func (s *Server) confirmDeleteWebhookPage(w http.ResponseWriter, r *http.Request
 	}
 	return web.Render(w, r, http.StatusOK, templates.AdminDeleteWebhook(templates.AdminDeleteWebhookView{
 		Nav: s.nav(r, "clients"), ID: ep.ID, URL: ep.URL, ClientID: ep.ClientID,
-		Action: s.href(r, "/admin/webhooks/" + ep.ID + "/delete"), CSRF: s.sessions.CSRFToken(principalOf(r.Context()).sess),
-		BackURL: s.href(r, "/admin/clients/" + ep.ClientID)}))
+		Action: s.href(r, "/admin/webhooks/"+ep.ID+"/delete"), CSRF: s.sessions.CSRFToken(principalOf(r.Context()).sess),
+		BackURL: s.href(r, "/admin/clients/"+ep.ClientID)}))
 }
 
 // webhookPage handles GET /admin/webhooks/{id}[?limit=N]: the endpoint's
@@ -522,9 +522,9 @@ func (s *Server) webhookPage(w http.ResponseWriter, r *http.Request) error {
 		name = clientName(c)
 	}
 	v := templates.AdminWebhookView{Nav: s.nav(r, "clients"), ID: ep.ID, URL: ep.URL, Events: eventsText(ep.Events),
-		Created: fmtTime(ep.CreatedAt), ClientName: name, ClientURL: s.href(r, "/admin/clients/" + ep.ClientID)}
+		Created: fmtTime(ep.CreatedAt), ClientName: name, ClientURL: s.href(r, "/admin/clients/"+ep.ClientID)}
 	for _, d := range ds {
-		v.Deliveries = append(v.Deliveries, templates.AdminDeliveryRow{URL: s.href(r, "/admin/deliveries/" + d.ID), ID: d.ID,
+		v.Deliveries = append(v.Deliveries, templates.AdminDeliveryRow{URL: s.href(r, "/admin/deliveries/"+d.ID), ID: d.ID,
 			Type: d.Type, Status: d.Status, Attempts: strconv.Itoa(d.Attempts), Created: fmtTime(d.CreatedAt),
 			Next: fmtOptTime(d.NextAttemptAt)})
 	}
@@ -556,8 +556,8 @@ func (s *Server) deliveryPage(w http.ResponseWriter, r *http.Request) error {
 	}
 	v := templates.AdminDeliveryView{Nav: s.nav(r, "clients"), ID: d.ID, Type: d.Type, Status: d.Status,
 		Attempts: strconv.Itoa(d.Attempts), Created: fmtTime(d.CreatedAt), Next: fmtOptTime(d.NextAttemptAt),
-		Delivered: fmtOptTime(d.DeliveredAt), Payload: payload, EndpointURL: ep.URL, WebhookURL: s.href(r, "/admin/webhooks/" + ep.ID),
-		RedeliverURL: s.href(r, "/admin/deliveries/" + d.ID + "/redeliver")}
+		Delivered: fmtOptTime(d.DeliveredAt), Payload: payload, EndpointURL: ep.URL, WebhookURL: s.href(r, "/admin/webhooks/"+ep.ID),
+		RedeliverURL: s.href(r, "/admin/deliveries/"+d.ID+"/redeliver")}
 	for _, a := range d.Tries {
 		st := "no answer"
 		if a.StatusCode != 0 {

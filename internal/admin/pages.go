@@ -151,7 +151,21 @@ func fmtTime(t time.Time) string {
 
 func (s *Server) nav(r *http.Request, active string) templates.AdminNav {
 	p := principalOf(r.Context())
-	return templates.AdminNav{Active: active, Admin: strings.TrimPrefix(p.actor, "admin:"), CSRF: s.sessions.CSRFToken(p.sess)}
+	nav := templates.AdminNav{Active: active, Admin: strings.TrimPrefix(p.actor, "admin:"), CSRF: s.sessions.CSRFToken(p.sess),
+		Org: p.org, Role: string(p.role)}
+	// The switcher goes to the same section in another organization (an
+	// object's page would be another organization's 404).
+	section := map[string]string{"connections": "/admin/connections", "clients": "/admin/clients", "events": "/admin/events"}[active]
+	if section == "" {
+		section = homePath
+	}
+	if !p.operator {
+		for _, m := range p.members {
+			nav.Orgs = append(nav.Orgs, templates.AdminOrgChoice{ID: m.Org, Role: string(m.Role),
+				URL: section + "?" + url.Values{OrgParam: {m.Org}}.Encode(), Active: m.Org == p.org})
+		}
+	}
+	return nav
 }
 
 func eventRows(evs []Event) []templates.AdminEventRow {

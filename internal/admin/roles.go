@@ -168,7 +168,7 @@ func (st *Store) RevokeRole(ctx context.Context, org, issuer, subject string, by
 		var role string
 		err := tx.QueryRow(ctx, deleteAssignment, org, issuer, subject).Scan(&role)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return problem.Detail(ErrNotFound, "%s has no role in %s", subject, org)
+			return problem.Detail(ErrNotFound, "no such admin of the organization")
 		}
 		if err != nil {
 			return err

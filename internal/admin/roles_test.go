@@ -275,10 +275,15 @@ func TestOrgAdminsCannotReachAnotherOrg(t *testing.T) {
 	t.Parallel()
 	e := newOrgsEnv(t)
 	b := e.browser()
+	pages := true // the API's attacks are made even when the sign-in fails
 	if r := e.adminLogin(b, "bob"); r.status != http.StatusSeeOther {
-		t.Fatalf("sign-in of org-a's admin: %d %s", r.status, r.body)
+		t.Errorf("sign-in of org-a's admin: %d %.200s", r.status, r.body)
+		pages = false
 	}
-	csrf := csrfOf(t, b.get(e.srv.URL+"/admin/connections").body)
+	csrf := ""
+	if pages {
+		csrf = csrfOf(t, b.get(e.srv.URL+"/admin/connections").body)
+	}
 
 	seen := map[string]bool{}
 	for _, role := range roleOrder {
@@ -293,6 +298,9 @@ func TestOrgAdminsCannotReachAnotherOrg(t *testing.T) {
 				continue
 			}
 			seen[rt.Pattern] = true
+			if rt.Access == admin.AdminPage && !pages {
+				continue
+			}
 			e.attack(t, b, csrf, rt, role, least)
 		}
 	}

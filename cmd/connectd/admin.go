@@ -38,6 +38,8 @@ const adminUsage = `usage:
   connectd admin roles grant ORG --issuer URL --subject SUBJECT --role owner|admin|security|viewer
   connectd admin roles list [ORG]
   connectd admin roles revoke ORG --issuer URL --subject SUBJECT
+  connectd admin roles map ORG --issuer URL --claim NAME=VALUE --role owner|admin|security|viewer
+  connectd admin roles unmap ORG --issuer URL --claim NAME=VALUE
 See docs/admin.md.`
 
 // adminSubUsage is the lines of adminUsage for one admin subcommand.

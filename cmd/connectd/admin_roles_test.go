@@ -87,6 +87,20 @@ func TestAdminRolesCommand(t *testing.T) {
 		t.Fatalf("list after revoke: %q %v", out, err)
 	}
 
+	// Claim mappings.
+	if out, err := adminRun("roles", "map", "globex", "--issuer", iss, "--claim", "groups=globex-sec", "--role", "security"); err != nil ||
+		!strings.Contains(out, "groups=globex-sec is security of globex") {
+		t.Fatalf("map: %q %v", out, err)
+	}
+	if out, err := adminRun("roles", "list", "globex"); err != nil ||
+		!regexp.MustCompile(`(?m)^globex\s+https://auth\.example\.com\s+groups=globex-sec\s+security\s`).MatchString(out) {
+		t.Fatalf("list with mappings: %q %v", out, err)
+	}
+	if out, err := adminRun("roles", "unmap", "globex", "--issuer", iss, "--claim", "groups=globex-sec"); err != nil ||
+		!strings.Contains(out, "gives no role in globex") {
+		t.Fatalf("unmap: %q %v", out, err)
+	}
+
 	// Keys of an organization, with a role; an operator key as before.
 	out, err = adminRun("keys", "create", "--name", "acme audit", "--org", "acme", "--role", "viewer")
 	if err != nil || !strings.Contains(out, "org: acme\nrole: viewer\n") {
@@ -113,6 +127,9 @@ func TestAdminRolesCommand(t *testing.T) {
 		{"keys", "create", "--name", "x", "--role", "viewer"},
 		{"keys", "create", "--name", "x", "--org", "nope", "--role", "viewer"},
 		{"connections", "list", "--org", "Bad Org"},
+		{"roles", "map", "acme", "--issuer", iss, "--claim", "groups", "--role", "viewer"},
+		{"roles", "map", "nope", "--issuer", iss, "--claim", "groups=x", "--role", "viewer"},
+		{"roles", "unmap", "acme", "--issuer", iss, "--claim", "groups=never-mapped"},
 	} {
 		if out, err := adminRun(args...); !errors.As(err, &ue) {
 			t.Errorf("%v: %q %v, want a usage error", args, out, err)

@@ -404,17 +404,23 @@ func (s *Server) startSignin(w http.ResponseWriter, r *http.Request) error {
 }
 
 // admit lets a finished sign-in start an admin session only for an identity
-// the Policy admits (an operator) or that has a role in an organization;
+// the Policy admits (an operator) or that has a role in an organization (an
+// assignment, or a claim mapping its ID token meets);
 // which one it was is recorded for the per-request re-check. A refusal is
 // audited.
 func (s *Server) admit(r *http.Request, res mcpauth.LoginResult) error {
 	operator := s.policy.admits(s.issuerURL, res)
+	// Recorded first (a refused sign-in too: it clears what an earlier one
+	// matched), so the memberships below include this ID token's mappings.
+	if err := s.store.recordSignin(r.Context(), res.Issuer, res.Subject, operator, res.Claims); err != nil {
+		return err
+	}
 	members, _, err := s.store.memberships(r.Context(), res.Issuer, res.Subject)
 	if err != nil {
 		return err
 	}
 	if operator || len(members) > 0 {
-		return s.store.recordSignin(r.Context(), res.Issuer, res.Subject, operator)
+		return nil
 	}
 	s.auditLogged(r, Event{Kind: "security.admin_login_refused", Issuer: res.Issuer, Subject: res.Subject}, Actor{Name: "user", noRole: true})
 	s.logger.WarnContext(r.Context(), "admin sign-in refused", slog.String("issuer", res.Issuer),

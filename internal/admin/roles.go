@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -85,11 +87,28 @@ const (
 	// round trip: the identity's memberships, and whether its latest admin
 	// sign-in was the Policy's (NULL: no sign-in recorded since this table
 	// exists — a session from before, which only the Policy admitted).
+	// The roles are the assignments' and those of the claim mappings the
+	// latest sign-in met that still exist (a removed mapping takes its role
+	// at once; a claim removed at the issuer, at the next sign-in).
 	selectMemberships = `SELECT (SELECT operator FROM admin_signins WHERE issuer = $1 AND subject = $2),
-		coalesce((SELECT array_agg(org_id || ':' || role ORDER BY org_id) FROM org_admins WHERE issuer = $1 AND subject = $2), '{}')`
-	upsertSignin = `INSERT INTO admin_signins (issuer, subject, operator, signed_in_at) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (issuer, subject) DO UPDATE SET operator = EXCLUDED.operator, signed_in_at = EXCLUDED.signed_in_at`
-	selectOrgExists = `SELECT EXISTS (SELECT 1 FROM organizations WHERE id = $1)`
+		coalesce((SELECT array_agg(org_id || ':' || role ORDER BY org_id) FROM (
+			SELECT org_id, role FROM org_admins WHERE issuer = $1 AND subject = $2
+			UNION ALL
+			SELECT m.org_id, m.role FROM admin_signins s
+				CROSS JOIN LATERAL jsonb_to_recordset(s.matched) AS x(org text, claim text, value text)
+				JOIN org_admin_claims m ON m.org_id = x.org AND m.issuer = s.issuer AND m.claim = x.claim AND m.value = x.value
+				WHERE s.issuer = $1 AND s.subject = $2) r), '{}')`
+	upsertSignin = `INSERT INTO admin_signins (issuer, subject, operator, matched, signed_in_at) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (issuer, subject) DO UPDATE SET operator = EXCLUDED.operator, matched = EXCLUDED.matched,
+		signed_in_at = EXCLUDED.signed_in_at`
+	selectClaimMappings = `SELECT org_id, issuer, claim, value, role, created_at, created_by FROM org_admin_claims
+		WHERE ($1 = '' OR org_id = $1) AND ($2 = '' OR issuer = $2) ORDER BY org_id, issuer, claim, value`
+	upsertClaimMapping = `INSERT INTO org_admin_claims (org_id, issuer, claim, value, role, created_at, created_by)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (org_id, issuer, claim, value) DO UPDATE SET role = EXCLUDED.role, created_at = EXCLUDED.created_at,
+		created_by = EXCLUDED.created_by`
+	deleteClaimMapping = `DELETE FROM org_admin_claims WHERE org_id = $1 AND issuer = $2 AND claim = $3 AND value = $4 RETURNING role`
+	selectOrgExists    = `SELECT EXISTS (SELECT 1 FROM organizations WHERE id = $1)`
 )
 
 // checkAssignment checks an assignment's organization, issuer and subject
@@ -223,23 +242,158 @@ func (st *Store) memberships(ctx context.Context, issuer, subject string) ([]Mem
 	out := make([]Membership, 0, len(pairs))
 	for _, p := range pairs {
 		// org ids hold no ':' (names.ValidOrg), so the first one splits.
-		for i := 0; i < len(p); i++ {
-			if p[i] == ':' {
-				out = append(out, Membership{Org: p[:i], Role: Role(p[i+1:])})
-				break
+		org, role, _ := strings.Cut(p, ":")
+		m := Membership{Org: org, Role: Role(role)}
+		// Sorted by organization: an assignment and a mapping (or two
+		// mappings) in one organization give the higher of their roles.
+		if n := len(out); n > 0 && out[n-1].Org == m.Org {
+			if m.Role.rank() > out[n-1].Role.rank() {
+				out[n-1] = m
 			}
+			continue
 		}
+		out = append(out, m)
 	}
 	return out, operator, nil
 }
 
-// recordSignin records whether (issuer, subject)'s admin sign-in now was
-// the Policy's, for the per-request re-check (migration 00031).
-func (st *Store) recordSignin(ctx context.Context, issuer, subject string, operator bool) error {
-	if _, err := st.pool.Exec(ctx, upsertSignin, issuer, subject, operator, st.now().UTC()); err != nil {
+// matchedClaim is a claim mapping a sign-in's ID token met, as
+// admin_signins.matched holds it.
+type matchedClaim struct {
+	Org   string `json:"org"`
+	Claim string `json:"claim"`
+	Value string `json:"value"`
+}
+
+// recordSignin records, for the per-request re-check (migration 00031),
+// whether (issuer, subject)'s admin sign-in now was the Policy's, and which
+// of issuer's claim mappings its ID token's claims met.
+func (st *Store) recordSignin(ctx context.Context, issuer, subject string, operator bool, claims map[string]any) error {
+	maps, err := st.ClaimMappings(ctx, "", issuer, Actor{})
+	if err != nil {
+		return err
+	}
+	matched := []matchedClaim{}
+	for _, m := range maps {
+		if claimHolds(claims, m.Claim, m.Value) {
+			matched = append(matched, matchedClaim{Org: m.Org, Claim: m.Claim, Value: m.Value})
+		}
+	}
+	if _, err := st.pool.Exec(ctx, upsertSignin, issuer, subject, operator, matched, st.now().UTC()); err != nil {
 		return fmt.Errorf("admin: record sign-in: %w", err)
 	}
 	return nil
+}
+
+// ClaimMapping gives Role in Org to whoever signs in at Issuer with an ID
+// token whose Claim (dotted for nested objects, as the Policy's) holds Value
+// (or, for a list, contains it).
+type ClaimMapping struct {
+	Org, Issuer, Claim, Value string
+	Role                      Role
+	CreatedAt                 time.Time
+	CreatedBy                 string
+}
+
+func checkMapping(m ClaimMapping) error {
+	if err := checkAssignment(m.Org, m.Issuer, "x"); err != nil {
+		return err
+	}
+	for _, v := range []string{m.Claim, m.Value} {
+		if v == "" || len(v) > 200 || strings.IndexFunc(v, unicode.IsControl) >= 0 {
+			return problem.Detail(ErrInvalid, "a claim NAME=VALUE of 1-200 characters each is required")
+		}
+	}
+	return nil
+}
+
+// MapClaim adds (or changes the role of) a claim mapping; audited as
+// admin.claim_mapped. ErrNotFound when the organization does not exist.
+func (st *Store) MapClaim(ctx context.Context, m ClaimMapping, by Actor) (ClaimMapping, error) {
+	if err := checkMapping(m); err != nil {
+		return ClaimMapping{}, err
+	}
+	if !m.Role.Valid() {
+		return ClaimMapping{}, problem.Detail(ErrInvalid, "role must be one of owner, admin, security, viewer")
+	}
+	if !by.actsFor(m.Org) {
+		return ClaimMapping{}, errNoOrg(m.Org)
+	}
+	m.CreatedAt, m.CreatedBy = st.now().UTC().Truncate(time.Microsecond), by.Name
+	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, upsertClaimMapping, m.Org, m.Issuer, m.Claim, m.Value, string(m.Role), m.CreatedAt, m.CreatedBy)
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23503" {
+			return errNoOrg(m.Org)
+		}
+		if err != nil {
+			return err
+		}
+		return writeAudit(ctx, tx, Event{Kind: "admin.claim_mapped", Org: m.Org, Target: m.Org, Detail: map[string]any{
+			"issuer": m.Issuer, "claim": m.Claim, "value": m.Value, "granted_role": string(m.Role)}}, by)
+	})
+	if errors.Is(err, ErrNotFound) {
+		return ClaimMapping{}, err
+	}
+	if err != nil {
+		return ClaimMapping{}, fmt.Errorf("admin: map claim: %w", err)
+	}
+	return m, nil
+}
+
+// UnmapClaim removes a claim mapping: the admins it gave a role lose it on
+// their next request. Audited as admin.claim_unmapped; ErrNotFound when
+// there was none.
+func (st *Store) UnmapClaim(ctx context.Context, m ClaimMapping, by Actor) error {
+	if err := checkMapping(m); err != nil {
+		return err
+	}
+	if !by.actsFor(m.Org) {
+		return errNoOrg(m.Org)
+	}
+	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
+		var role string
+		err := tx.QueryRow(ctx, deleteClaimMapping, m.Org, m.Issuer, m.Claim, m.Value).Scan(&role)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return problem.Detail(ErrNotFound, "no such claim mapping of the organization")
+		}
+		if err != nil {
+			return err
+		}
+		return writeAudit(ctx, tx, Event{Kind: "admin.claim_unmapped", Org: m.Org, Target: m.Org, Detail: map[string]any{
+			"issuer": m.Issuer, "claim": m.Claim, "value": m.Value, "revoked_role": role}}, by)
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("admin: unmap claim: %w", err)
+	}
+	return err
+}
+
+// ClaimMappings lists the claim mappings of org ("" with an operator: every
+// organization's) at issuer ("": every issuer).
+func (st *Store) ClaimMappings(ctx context.Context, org, issuer string, by Actor) ([]ClaimMapping, error) {
+	if org != "" && !names.ValidOrg(org) {
+		return nil, errNoOrg(org)
+	}
+	if org == "" {
+		org = by.Org
+	}
+	if !by.actsFor(org) {
+		return nil, errNoOrg(org)
+	}
+	rows, err := st.pool.Query(ctx, selectClaimMappings, org, issuer)
+	if err != nil {
+		return nil, fmt.Errorf("admin: list claim mappings: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ClaimMapping, error) {
+		var m ClaimMapping
+		err := r.Scan(&m.Org, &m.Issuer, &m.Claim, &m.Value, &m.Role, &m.CreatedAt, &m.CreatedBy)
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("admin: list claim mappings: %w", err)
+	}
+	return out, nil
 }
 
 // OrgExists reports whether the organization id exists.

@@ -553,3 +553,53 @@ func TestClaimPolicyMemberIsNotOperator(t *testing.T) {
 		t.Fatalf("operator: %d", r.status)
 	}
 }
+
+// TestClaimMappingRole: a group claim mapping (org_admin_claims) gives a
+// role to whoever signs in with the claim — here alice, whose ID token's
+// groups hold connectd-admins, under a Policy that admits only the
+// subject admin. Her role is the mapping's, limited to its organization;
+// removing the mapping refuses her next request. The old code refused her
+// sign-in.
+func TestClaimMappingRole(t *testing.T) {
+	t.Parallel()
+	e := &orgsEnv{env: newEnv(t, envOptions{policy: &admin.Policy{Issuer: "idp0", Subjects: []string{"admin"}}})}
+	e.exec(`INSERT INTO organizations (id, name) VALUES ('org-a', 'A'), ('org-b', 'B')`)
+	e.mA, e.mB = e.newMCPServer("files-a", "fake"), e.newMCPServer("files-b", "fake")
+	e.exec(`UPDATE clients SET org_id = 'org-a' WHERE id = $1`, e.mA.client.ID)
+	e.exec(`UPDATE clients SET org_id = 'org-b' WHERE id = $1`, e.mB.client.ID)
+	e.connA = e.connectFully(e.mA, "bob", "files.read")
+	e.exec(`UPDATE connections SET org_id = 'org-a' WHERE id = $1`, e.connA)
+	e.connB = e.connectFully(e.mB, "alice", "files.read")
+	e.exec(`UPDATE connections SET org_id = 'org-b' WHERE id = $1`, e.connB)
+	e.exec(`INSERT INTO org_admin_claims (org_id, issuer, claim, value, role, created_by)
+		VALUES ('org-a', $1, 'groups', $2, 'viewer', 'test'), ('org-a', $1, 'groups', 'staff', 'security', 'test'),
+		('org-b', $1, 'groups', 'nobody-has-this', 'owner', 'test')`, e.idp.Issuer(), adminGroup)
+
+	b := e.browser()
+	if r := e.adminLogin(b, "alice"); r.status != http.StatusSeeOther {
+		t.Fatalf("alice's sign-in: %d %.300s", r.status, r.body)
+	}
+	page := b.get(e.srv.URL + "/admin/connections")
+	if page.status != 200 || !strings.Contains(page.body, e.connA) || strings.Contains(page.body, e.connB) ||
+		!strings.Contains(page.body, "security of org-a") { // the higher of her two mappings' roles
+		t.Fatalf("alice's listing: %d", page.status)
+	}
+	if r := b.get(e.srv.URL + "/admin/connections/" + e.connB); r.status != 404 {
+		t.Fatalf("org-b's connection: %d", r.status)
+	}
+	if r := b.get(e.srv.URL + "/admin/connections?org=org-b"); r.status != 404 {
+		t.Fatalf("org-b, whose mapping her token does not meet: %d", r.status)
+	}
+	e.exec(`DELETE FROM org_admin_claims WHERE value = 'staff'`) // security goes, viewer stays
+	if r := b.get(e.srv.URL + "/admin/connections/" + e.connA + "/revoke"); r.status != 403 || e.code(r) != "role_insufficient" {
+		t.Fatalf("revoke page after the security mapping went: %d %q", r.status, e.code(r))
+	}
+	e.exec(`DELETE FROM org_admin_claims WHERE org_id = 'org-a'`)
+	if r := b.get(e.srv.URL + "/admin/connections"); r.status != http.StatusForbidden || strings.Contains(r.body, e.connA) {
+		t.Fatalf("after the mappings went: %d", r.status)
+	}
+	// bob's token meets no mapping: refused at sign-in, as before.
+	if r := e.adminLogin(e.browser(), "bob"); r.status != http.StatusForbidden {
+		t.Fatalf("bob's sign-in: %d", r.status)
+	}
+}

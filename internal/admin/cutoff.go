@@ -61,10 +61,12 @@ type CutOff struct {
 const selectExposure = `SELECT e.target, e.issuer, e.subject, e.provider, max(e.occurred_at), coalesce(c.display_name, ''), c.label
 	FROM audit_events e JOIN connections c ON c.id = e.target
 	WHERE e.kind = 'token.read' AND e.client_id = $1 AND e.occurred_at > $2 AND e.target <> ''
+	AND c.org_id = (SELECT org_id FROM clients WHERE id = $1)
 	GROUP BY e.target, e.issuer, e.subject, e.provider, c.display_name, c.label ORDER BY e.target`
 
 // Exposure lists the connections whose raw credential client id received
-// since since (and that are still stored).
+// since since (and that are still stored), of the client's organization
+// only: a cut-off never lists, nor revokes, another organization's.
 func (st *Store) Exposure(ctx context.Context, id string, since time.Time) ([]Exposed, error) {
 	rows, err := st.pool.Query(ctx, selectExposure, id, since.Add(-audit.ReadPeriod))
 	if err != nil {

@@ -39,6 +39,9 @@ var leastRoles = map[string]string{
 	"GET /admin/deliveries/{id}":                "viewer",
 	"POST /admin/deliveries/{id}/redeliver":     "admin",
 	"GET /admin/events":                         "viewer",
+	"GET /admin/admins":                         "owner",
+	"POST /admin/admins":                        "owner",
+	"POST /admin/admins/revoke":                 "owner",
 	"/admin/":                                   "viewer",
 	"GET /admin/api/connections":                "viewer",
 	"GET /admin/api/connections/{id}":           "viewer",
@@ -601,5 +604,47 @@ func TestClaimMappingRole(t *testing.T) {
 	// bob's token meets no mapping: refused at sign-in, as before.
 	if r := e.adminLogin(e.browser(), "bob"); r.status != http.StatusForbidden {
 		t.Fatalf("bob's sign-in: %d", r.status)
+	}
+}
+
+// TestOwnerAdminsPage: an owner manages the organization's admins on the
+// page (grant, remove, CSRF-checked, audited with the owner's role); a
+// lower role is refused the page.
+func TestOwnerAdminsPage(t *testing.T) {
+	t.Parallel()
+	e := newOrgsEnv(t)
+	e.grant("org-a", "bob", "owner")
+	b := e.browser()
+	if r := e.adminLogin(b, "bob"); r.status != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d", r.status)
+	}
+	page := b.get(e.srv.URL + "/admin/admins")
+	if page.status != 200 || !strings.Contains(page.body, "Admins of org-a") || strings.Contains(page.body, "b-owner") ||
+		!strings.Contains(page.body, `href="/admin/admins?org=org-a"`) {
+		t.Fatalf("admins page: %d %s", page.status, page.body)
+	}
+	csrf := csrfOf(t, page.body)
+	grant := url.Values{"issuer": {e.idp.Issuer()}, "subject": {"alice"}, "role": {"viewer"}}
+	if r := b.do(http.MethodPost, e.srv.URL+"/admin/admins", grant); r.status != http.StatusForbidden || e.code(r) != "csrf_failed" {
+		t.Fatalf("grant without CSRF: %d %q", r.status, e.code(r))
+	}
+	grant.Set("csrf_token", csrf)
+	if r := b.do(http.MethodPost, e.srv.URL+"/admin/admins", grant); r.status != 200 || !strings.Contains(r.body, "alice is now viewer of org-a") {
+		t.Fatalf("grant: %d %s", r.status, r.body)
+	}
+	if n := e.count(`SELECT count(*) FROM org_admins WHERE org_id = 'org-a' AND subject = 'alice' AND role = 'viewer'`); n != 1 {
+		t.Fatalf("alice's role rows: %d", n)
+	}
+	revoke := url.Values{"csrf_token": {csrf}, "issuer": {e.idp.Issuer()}, "subject": {"alice"}}
+	if r := b.do(http.MethodPost, e.srv.URL+"/admin/admins/revoke", revoke); r.status != 200 {
+		t.Fatalf("remove: %d %s", r.status, r.body)
+	}
+	if n := e.count(`SELECT count(*) FROM audit_events WHERE kind IN ('admin.role_granted', 'admin.role_revoked')
+		AND org_id = 'org-a' AND actor = 'admin:bob' AND detail->>'role' = 'owner'`); n != 2 {
+		t.Fatalf("audit rows: %d", n)
+	}
+	e.grant("org-a", "bob", "admin")
+	if r := b.get(e.srv.URL + "/admin/admins"); r.status != http.StatusForbidden || e.code(r) != "role_insufficient" {
+		t.Fatalf("admins page as admin: %d %q", r.status, e.code(r))
 	}
 }

@@ -147,6 +147,9 @@ func (s *Server) routes() []route {
 		r("GET /admin/deliveries/{id}", page, RoleViewer, s.deliveryPage),
 		r("POST /admin/deliveries/{id}/redeliver", page, RoleAdmin, s.redeliverPage),
 		r("GET /admin/events", page, RoleViewer, s.eventsPage),
+		r("GET /admin/admins", page, RoleOwner, s.adminsPage), // roles_pages.go
+		r("POST /admin/admins", page, RoleOwner, s.grantPage),
+		r("POST /admin/admins/revoke", page, RoleOwner, s.revokeRolePage),
 		r("/admin/", page, RoleViewer, notFound),
 
 		r("GET /admin/api/connections", api, RoleViewer, s.apiConnections),

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"net/http"
+	"net/url"
 
 	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/web/templates"
@@ -9,7 +10,7 @@ import (
 
 // The admins page of an organization, for its owners: who is an admin there
 // and with which role, a form to grant one and a button to remove each.
-// An operator names the organization with ?org=.
+// An operator sees every organization's, and names one with ?org= to grant.
 
 // errPickOrg answers an operator on the admins page without ?org=.
 var errPickOrg = web.Refuse(http.StatusBadRequest, "invalid_request",
@@ -21,14 +22,13 @@ func (s *Server) adminsPage(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) renderAdmins(w http.ResponseWriter, r *http.Request, done string) error {
-	org := scopeOf(r)
-	if org == "" {
-		return errPickOrg
-	}
-	if ok, err := s.store.OrgExists(r.Context(), org); err != nil {
-		return err
-	} else if !ok {
-		return errNoOrg(org)
+	org := scopeOf(r) // "": an operator without ?org=, every organization's
+	if org != "" {
+		if ok, err := s.store.OrgExists(r.Context(), org); err != nil {
+			return err
+		} else if !ok {
+			return errNoOrg(org)
+		}
 	}
 	as, err := s.store.Assignments(r.Context(), org, actorOf(r))
 	if err != nil {
@@ -38,13 +38,13 @@ func (s *Server) renderAdmins(w http.ResponseWriter, r *http.Request, done strin
 	if err != nil {
 		return err
 	}
-	v := templates.AdminAdminsView{Nav: s.nav(r, "admins"), Org: org, GrantURL: s.href(r, "/admin/admins"),
-		RevokeURL: s.href(r, "/admin/admins/revoke"), Done: done}
+	v := templates.AdminAdminsView{Nav: s.nav(r, "admins"), Org: org, GrantURL: s.href(r, "/admin/admins"), Done: done}
 	for _, role := range Roles() {
 		v.Roles = append(v.Roles, string(role))
 	}
 	for _, a := range as {
-		v.Admins = append(v.Admins, templates.AdminAdminRow{Issuer: a.Issuer, Subject: a.Subject, Role: string(a.Role),
+		v.Admins = append(v.Admins, templates.AdminAdminRow{Org: a.Org,
+			RevokeURL: "/admin/admins/revoke?" + url.Values{OrgParam: {a.Org}}.Encode(), Issuer: a.Issuer, Subject: a.Subject, Role: string(a.Role),
 			Granted: fmtTime(a.CreatedAt), GrantedBy: a.CreatedBy})
 	}
 	for _, m := range maps {

@@ -108,6 +108,10 @@ var codes = []row{
 	{err: refusal.ErrBadForm, status: http.StatusBadRequest, code: "bad_form", desc: "The form could not be read."},
 	{err: refusal.ErrCSRF, status: http.StatusForbidden, code: "csrf_failed",
 		desc: "The form has expired. Reload the page and try again."},
+	// Admin roles (package admin): the route needs a higher role in the
+	// acting organization; nothing was read or changed.
+	{err: refusal.ErrRoleInsufficient, status: http.StatusForbidden, code: "role_insufficient",
+		desc: "your role in this organization does not allow this; nothing was changed"},
 
 	// Authentication of /v1 calls (package mcpauth).
 	auth(clientauth.ErrMissingClientKey, http.StatusUnauthorized, "invalid_client",
@@ -241,11 +245,6 @@ var codes = []row{
 	{err: proxy.ErrUnavailable, status: http.StatusServiceUnavailable, code: "provider_unavailable",
 		desc: "the provider could not be reached; retry later", about: "%s could not be reached; retry later",
 		header: retryAfter("5")},
-
-	// Admin roles (package admin): the route needs a higher role in the
-	// acting organization; nothing was read or changed.
-	{err: refusal.ErrRoleInsufficient, status: http.StatusForbidden, code: "role_insufficient",
-		desc: "your role in this organization does not allow this; nothing was changed"},
 
 	// The kinds of package problem (webhook, the admin store...), described
 	// by the error's problem.Detail.

@@ -26,15 +26,20 @@ import (
 
 const adminUsage = `usage:
   connectd admin connections list [--user SUBJECT] [--issuer URL] [--provider ID] [--status STATUS]
-                                  [--client CLIENT_ID] [--limit N] [--after CURSOR]
+                                  [--client CLIENT_ID] [--org ORG] [--limit N] [--after CURSOR]
   connectd admin connections show ID
   connectd admin connections revoke ID --yes
   connectd admin sessions end --user SUBJECT --issuer URL
   connectd admin clients cut-off ID --since TIME [--revoke] --yes
   connectd admin events [--window 1h|24h|7d|30d|90d] [--kind KIND | --all] [--limit N]
-  connectd admin keys create --name NAME [--expires DURATION]
+  connectd admin keys create --name NAME [--expires DURATION] [--org ORG --role ROLE]
   connectd admin keys list
   connectd admin keys revoke ID
+  connectd admin roles grant ORG --issuer URL --subject SUBJECT --role owner|admin|security|viewer
+  connectd admin roles list [ORG]
+  connectd admin roles revoke ORG --issuer URL --subject SUBJECT
+  connectd admin roles map ORG --issuer URL --claim NAME=VALUE --role owner|admin|security|viewer
+  connectd admin roles unmap ORG --issuer URL --claim NAME=VALUE
 See docs/admin.md.`
 
 // adminSubUsage is the lines of adminUsage for one admin subcommand.
@@ -74,6 +79,9 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 	}
+	if group == "roles" {
+		return adminRolesCmd(ctx, sub, args, getenv, stdout, stderr) // admin_roles.go
+	}
 	fset := flag.NewFlagSet("admin "+group+" "+sub, flag.ContinueOnError)
 	var (
 		f                admin.Filter
@@ -86,6 +94,7 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 		needsVaultRevoke bool
 		since            string
 		revoke           bool
+		keyOrg, keyRole  string
 	)
 	switch group + " " + sub {
 	case "connections list":
@@ -94,6 +103,7 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 		fset.StringVar(&f.Provider, "provider", "", "only this provider")
 		fset.StringVar(&f.Status, "status", "", "only this status: "+strings.Join(admin.Statuses(), ", "))
 		fset.StringVar(&f.Client, "client", "", "only connections this MCP server (client id) holds consent to")
+		fset.StringVar(&f.Org, "org", "", "only connections of this organization")
 		fset.IntVar(&limit, "limit", admin.DefaultPageSize, "rows per page (1-"+strconv.Itoa(admin.MaxPageSize)+")")
 		fset.StringVar(&after, "after", "", "continue after this cursor (printed at the end of a page)")
 	case "connections show":
@@ -117,6 +127,8 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 	case "keys create":
 		fset.StringVar(&name, "name", "", "what the key is for (shown in keys list)")
 		fset.StringVar(&expires, "expires", "", "lifetime, e.g. 90d or 720h (default: until revoked)")
+		fset.StringVar(&keyOrg, "org", "", "the organization the key acts for, alone (default: an operator key, every organization)")
+		fset.StringVar(&keyRole, "role", "", "the key's role in --org: owner, admin, security or viewer")
 	case "keys list":
 	case "keys revoke":
 		want = 1
@@ -148,6 +160,10 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 	if kind != "" && all {
 		return &usageError{"--kind and --all exclude each other"}
 	}
+	if (keyOrg == "") != (keyRole == "") {
+		return &usageError{"--org and --role go together: a key of an organization has a role there; " +
+			"without both the key is an operator's\n" + adminSubUsage(group, sub)}
+	}
 	var ttl time.Duration
 	if expires != "" {
 		if ttl, err = parseDays(expires); err != nil || ttl < time.Minute {
@@ -163,7 +179,7 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 	by := cliActor(getenv)
 
 	if group == "keys" {
-		return adminKeys(ctx, admin.NewKeys(pool, nil, logger), sub, pos, name, ttl, by, stdout, stderr)
+		return adminKeys(ctx, admin.NewKeys(pool, nil, logger), sub, pos, name, ttl, keyOrg, keyRole, by, stdout, stderr)
 	}
 	st, err := adminStore(ctx, cfg, pool, needsVaultRevoke)
 	if err != nil {
@@ -300,13 +316,13 @@ func adminList(ctx context.Context, st *admin.Store, f admin.Filter, after strin
 		return adminErr(err)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tUSER\tISSUER\tPROVIDER\tACCOUNT\tSTATUS\tSCOPES\tCONSENTS\tCREATED\tREFRESHED\tEXPIRES")
+	fmt.Fprintln(tw, "ID\tORG\tUSER\tISSUER\tPROVIDER\tACCOUNT\tSTATUS\tSCOPES\tCONSENTS\tCREATED\tREFRESHED\tEXPIRES")
 	for _, c := range p.Connections {
 		account := c.DisplayName
 		if c.Label != "" {
 			account = strings.TrimSpace(account + " (" + c.Label + ")")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", c.ID, c.User.Subject, c.User.Issuer, c.Provider,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", c.ID, c.Org, c.User.Subject, c.User.Issuer, c.Provider,
 			orDash(visible(account)), c.Status, orDash(strings.Join(c.Scopes, ",")), c.Consents, cliTime(c.CreatedAt), cliTime(c.RefreshedAt),
 			cliTime(c.ExpiresAt))
 	}
@@ -320,7 +336,7 @@ func adminList(ctx context.Context, st *admin.Store, f admin.Filter, after strin
 }
 
 func adminShow(ctx context.Context, st *admin.Store, id string, stdout io.Writer) error {
-	d, err := st.Detail(ctx, id)
+	d, err := st.Detail(ctx, "", id)
 	if err != nil {
 		return adminErr(err)
 	}
@@ -382,7 +398,7 @@ func adminEvents(ctx context.Context, st *admin.Store, window, kind string, all 
 		return &usageError{"--window must be 1h, 24h, 7d, 30d or 90d"}
 	}
 	since := time.Now().Add(-span)
-	counts, err := st.EventCounts(ctx, admin.SecurityPrefix, since)
+	counts, err := st.EventCounts(ctx, "", admin.SecurityPrefix, since)
 	if err != nil {
 		return adminErr(err)
 	}
@@ -411,14 +427,24 @@ func adminEvents(ctx context.Context, st *admin.Store, window, kind string, all 
 }
 
 func adminKeys(ctx context.Context, ks *admin.Keys, sub string, pos []string, name string, ttl time.Duration,
-	by admin.Actor, stdout, stderr io.Writer) error {
+	org, role string, by admin.Actor, stdout, stderr io.Writer) error {
 	switch sub {
 	case "create":
-		k, secret, err := ks.Create(ctx, name, ttl, by)
+		var r admin.Role
+		if role != "" {
+			var err error
+			if r, err = admin.ParseRole(role); err != nil {
+				return adminErr(err)
+			}
+		}
+		k, secret, err := ks.CreateInOrg(ctx, name, ttl, org, r, by)
 		if err != nil {
 			return adminErr(err)
 		}
 		fmt.Fprintf(stdout, "id: %s\nkey: %s\n", k.ID, secret)
+		if k.Org != "" {
+			fmt.Fprintf(stdout, "org: %s\nrole: %s\n", k.Org, k.Role)
+		}
 		fmt.Fprintln(stderr, "The key is shown only now: connectd keeps only its hash. "+
 			"Use it as Authorization: Bearer <key> on /admin/api/...; revoke it with `connectd admin keys revoke "+k.ID+"`.")
 		return nil
@@ -429,7 +455,7 @@ func adminKeys(ctx context.Context, ks *admin.Keys, sub string, pos []string, na
 		}
 		now := time.Now()
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tCREATED BY\tCREATED\tEXPIRES\tLAST USED")
+		fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tORG\tROLE\tCREATED BY\tCREATED\tEXPIRES\tLAST USED")
 		for _, k := range list {
 			status := "active"
 			switch {
@@ -438,7 +464,11 @@ func adminKeys(ctx context.Context, ks *admin.Keys, sub string, pos []string, na
 			case !k.Active(now):
 				status = "expired"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, status, orDash(k.CreatedBy), cliTime(k.CreatedAt),
+			org, role := "(operator)", "-"
+			if k.Org != "" {
+				org, role = k.Org, string(k.Role)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, status, org, role, orDash(k.CreatedBy), cliTime(k.CreatedAt),
 				cliTime(k.ExpiresAt), cliTime(k.LastUsedAt))
 		}
 		return tw.Flush()

@@ -31,6 +31,7 @@ type connectionDoc struct {
 	// it ended with ("" for success).
 	HealthCheckedAt *time.Time `json:"health_checked_at,omitempty"`
 	LastError       string     `json:"last_error"`
+	Org             string     `json:"org"`
 }
 
 func optTime(t time.Time) *time.Time {
@@ -46,7 +47,7 @@ func connectionDocOf(c Connection) connectionDoc {
 		DisplayName: c.DisplayName, Label: c.Label,
 		Status: c.Status, Scopes: nonNil(c.Scopes), KeyVersion: c.KeyVersion, Consents: c.Consents,
 		CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC(), RefreshedAt: optTime(c.RefreshedAt),
-		ExpiresAt: optTime(c.ExpiresAt), HealthCheckedAt: optTime(c.HealthCheckedAt), LastError: c.LastError}
+		ExpiresAt: optTime(c.ExpiresAt), HealthCheckedAt: optTime(c.HealthCheckedAt), LastError: c.LastError, Org: c.Org}
 }
 
 type consentDoc struct {
@@ -70,6 +71,7 @@ type eventDoc struct {
 	RequestID string         `json:"request_id,omitempty"`
 	IP        string         `json:"ip,omitempty"`
 	Detail    map[string]any `json:"detail"`
+	Org       string         `json:"org"`
 }
 
 func eventDocs(evs []Event) []eventDoc {
@@ -77,7 +79,7 @@ func eventDocs(evs []Event) []eventDoc {
 	for _, e := range evs {
 		out = append(out, eventDoc{ID: e.ID, At: e.At.UTC(), Kind: e.Kind, Actor: e.Actor, Issuer: e.Issuer,
 			Subject: e.Subject, ClientID: e.ClientID, Provider: e.Provider, Target: e.Target, RequestID: e.RequestID,
-			IP: e.IP, Detail: e.Detail})
+			IP: e.IP, Detail: e.Detail, Org: e.Org})
 	}
 	return out
 }
@@ -110,7 +112,7 @@ func (s *Server) apiConnections(w http.ResponseWriter, r *http.Request) error {
 
 // apiConnection handles GET /admin/api/connections/{id}.
 func (s *Server) apiConnection(w http.ResponseWriter, r *http.Request) error {
-	d, err := s.store.Detail(r.Context(), r.PathValue("id"))
+	d, err := s.store.Detail(r.Context(), scopeOf(r), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -168,11 +170,16 @@ type clientDoc struct {
 	Disabled   bool       `json:"disabled"`
 	CreatedAt  time.Time  `json:"created_at"`
 	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	Org        string     `json:"org"`
 }
 
 // apiClients handles GET /admin/api/clients.
 func (s *Server) apiClients(w http.ResponseWriter, r *http.Request) error {
-	cs, err := s.clients.List(r.Context())
+	cs, err := s.clientsOf(r)
+	if err != nil {
+		return err
+	}
+	orgs, err := s.store.clientOrgs(r.Context())
 	if err != nil {
 		return err
 	}
@@ -182,7 +189,7 @@ func (s *Server) apiClients(w http.ResponseWriter, r *http.Request) error {
 	for _, c := range cs {
 		out.Clients = append(out.Clients, clientDoc{ID: c.ID, Name: c.Name, Resources: nonNil(c.Resources),
 			Providers: nonNil(c.Providers), Disabled: c.Disabled, CreatedAt: c.CreatedAt.UTC(),
-			LastUsedAt: optTime(c.LastUsedAt)})
+			LastUsedAt: optTime(c.LastUsedAt), Org: orgs[c.ID]})
 	}
 	web.WriteJSON(w, http.StatusOK, out)
 	return nil
@@ -203,7 +210,7 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	counts, err := s.store.EventCounts(r.Context(), countPrefix(show), eq.Since)
+	counts, err := s.store.EventCounts(r.Context(), eq.Org, countPrefix(show), eq.Since)
 	if err != nil {
 		return err
 	}

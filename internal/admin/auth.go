@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/connectd/connectd/internal/db"
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/names"
+	"github.com/connectd/connectd/internal/refusal"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/signin"
 	"github.com/connectd/connectd/internal/web"
@@ -107,10 +110,20 @@ func claimHolds(claims map[string]any, path, want string) bool {
 	return match(v)
 }
 
-// principal is the authenticated admin of a request.
+// principal is the authenticated admin of a request: who (actor), and what
+// they may act on — every organization (operator), or their memberships,
+// of which the request acts for one (org, with its role).
 type principal struct {
-	actor string
-	sess  session.Session // admin session (pages); zero for API keys
+	actor    string
+	sess     session.Session // admin session (pages); zero for API keys
+	operator bool            // the deployment's operators: the Policy's admins, keys without an organization
+	members  []Membership    // a session's memberships, by organization; a key's one
+	key      bool            // an admin API key (acts for its own organization only)
+	// org is the acting organization: the one the request names (?org=) or
+	// the admin's first; for an operator the organization filtered on, ""
+	// for every one. role is the role there ("" for an operator).
+	org  string
+	role Role
 }
 
 type principalKey struct{}
@@ -120,31 +133,98 @@ func principalOf(ctx context.Context) principal {
 	return p
 }
 
-// actorOf is the Actor the audit trail records for r.
+// scope is the organization a request's reads are limited to ("": every
+// organization, for an operator who did not filter).
+func scopeOf(r *http.Request) string { return principalOf(r.Context()).org }
+
+// actorOf is the Actor the audit trail records for r, acting for its
+// organization (an operator acts for every one).
 func actorOf(r *http.Request) Actor {
-	return Actor{Name: principalOf(r.Context()).actor, RequestID: web.RequestID(r.Context()), IP: clientIP(r)}
+	p := principalOf(r.Context())
+	a := Actor{Name: p.actor, RequestID: web.RequestID(r.Context()), IP: clientIP(r)}
+	if !p.operator {
+		a.Org, a.Role = p.org, p.role
+	}
+	return a
 }
 
 // clientIP is the client's address as web.RequestContext resolved it
 // (trusted proxies' X-Forwarded-For believed, nobody else's).
 func clientIP(r *http.Request) string { return web.ClientAddr(r) }
 
-// requireSession guards a page: only a live admin session passes. A browser
-// without one that asks for a page (GET) is sent to the admin sign-in, which
+// OrgParam is the query parameter that picks the acting organization of an
+// admin page or API request (docs/admin.md).
+const OrgParam = "org"
+
+// act picks the organization p acts for in r (?org=) and checks p's role
+// there against least. An organization p does not act for is not found
+// (the same answer as one that does not exist); a role below least is
+// refusal.ErrRoleInsufficient, whatever the request names.
+func act(r *http.Request, p principal, least Role) (principal, error) {
+	want := r.URL.Query().Get(OrgParam)
+	switch {
+	case p.operator:
+		if want != "" && !names.ValidOrg(want) {
+			return p, errNoOrg(want)
+		}
+		p.org = want
+		return p, nil
+	case want == "" && len(p.members) > 0:
+		p.org, p.role = p.members[0].Org, p.members[0].Role
+	default:
+		i := slices.IndexFunc(p.members, func(m Membership) bool { return m.Org == want })
+		if i < 0 {
+			return p, errNoOrg(want)
+		}
+		p.org, p.role = p.members[i].Org, p.members[i].Role
+	}
+	if !p.role.Allows(least) {
+		return p, fmt.Errorf("%s is %s in %s, %s needs %s: %w", p.actor, p.role, p.org, r.Pattern, least,
+			refusal.ErrRoleInsufficient)
+	}
+	return p, nil
+}
+
+// sessionPrincipal is who a live admin session is now, re-checked on every
+// request: an operator while the Policy still admits it (and its latest
+// sign-in was the Policy's: a claim is only in the ID token), and the
+// admin of its organizations as org_admins says now — so a removed admin
+// is refused on their next request. Nil: neither any more.
+func (s *Server) sessionPrincipal(ctx context.Context, sess session.Session) (*principal, error) {
+	members, signedInAsOperator, err := s.store.memberships(ctx, sess.Issuer, sess.Subject)
+	if err != nil {
+		return nil, err
+	}
+	operator := s.policy.stillAdmits(s.issuerURL, sess) && (signedInAsOperator == nil || *signedInAsOperator)
+	if !operator && len(members) == 0 {
+		return nil, nil
+	}
+	return &principal{actor: "admin:" + sess.Subject, sess: sess, operator: operator, members: members}, nil
+}
+
+// requireSession guards a page: only a live admin session passes, whose
+// role in the acting organization is at least least. A browser without
+// one that asks for a page (GET) is sent to the admin sign-in, which
 // brings it back here; anyone else (a form post, a signed-in admin the policy
 // no longer admits, a request with credentials of another kind) gets 403 and
 // a way to sign in as an admin. An error of the page itself is shown inside
 // the admin layout, with its navigation.
-func (s *Server) requireSession(h web.PageFunc) web.PageFunc {
+func (s *Server) requireSession(least Role, h web.PageFunc) web.PageFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if s.login == nil {
 			return s.refusePage(w, r, "", "Admin sign-in is not configured on this connectd (CONNECTD_ADMIN_ISSUER).")
 		}
 		sess, err := s.sessions.Load(w, r)
+		var p *principal
+		if err == nil {
+			if p, err = s.sessionPrincipal(r.Context(), sess); err != nil {
+				return err // the database could not say: 503, not a refusal
+			}
+		}
 		switch {
 		case err != nil && !errors.Is(err, session.ErrNoSession):
 			return err // the database could not say: 503, not a refusal
-		case err == nil && s.policy.stillAdmits(s.issuerURL, sess):
+		case p != nil:
 		case err != nil && (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.Header.Get("Authorization") == "":
 			s.logger.InfoContext(r.Context(), "admin sign-in needed", slog.String("path", r.URL.Path))
 			http.Redirect(w, r, loginURL(r), http.StatusSeeOther)
@@ -152,9 +232,12 @@ func (s *Server) requireSession(h web.PageFunc) web.PageFunc {
 		default:
 			return s.refusePage(w, r, loginURL(r), "This page is for connectd administrators. Sign in with an administrator account.")
 		}
-		ctx := context.WithValue(r.Context(), principalKey{}, principal{actor: "admin:" + sess.Subject, sess: sess})
-		r = r.WithContext(ctx)
-		if err := h(w, r); err != nil {
+		acting, err := act(r, *p, least)
+		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, acting))
+		if err == nil {
+			err = h(w, r)
+		}
+		if err != nil {
 			return s.inLayout(r, err)
 		}
 		return nil
@@ -226,9 +309,10 @@ func loginURL(r *http.Request) string {
 var errAdminKey = &web.Error{Status: http.StatusForbidden, Code: "admin_required",
 	Description: "an admin API key is required (Authorization: Bearer cka_…); create one with `connectd admin keys create`"}
 
-// requireKey guards an API route: only an active admin API key passes.
-// Cookies are not looked at, so the API needs no CSRF defence.
-func (s *Server) requireKey(h web.APIFunc) web.APIFunc {
+// requireKey guards an API route: only an active admin API key passes. A
+// key of an organization acts for it alone, with its role, which must be at
+// least least. Cookies are not looked at, so the API needs no CSRF defence.
+func (s *Server) requireKey(least Role, h web.APIFunc) web.APIFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		scheme, secret, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 		if !strings.EqualFold(scheme, "Bearer") {
@@ -243,8 +327,15 @@ func (s *Server) requireKey(h web.APIFunc) web.APIFunc {
 			e.Err = err
 			return &e
 		}
-		ctx := context.WithValue(r.Context(), principalKey{}, principal{actor: "admin_key:" + k.ID})
-		return h(w, r.WithContext(ctx))
+		p := principal{actor: "admin_key:" + k.ID, key: true, operator: k.Org == ""}
+		if k.Org != "" {
+			p.members = []Membership{{Org: k.Org, Role: k.Role}}
+		}
+		p, err = act(r, p, least)
+		if err != nil {
+			return err
+		}
+		return h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	}
 }
 
@@ -262,34 +353,76 @@ func safeAdminPath(p string) bool {
 var errLoginDisabled = web.Refuse(http.StatusForbidden, "admin_login_disabled",
 	"Admin sign-in is not configured on this connectd.", nil)
 
-// newSignin is the operators' browser sign-in (package signin), serving
-// GET /admin/login[?return_to=/admin/...], GET /admin/login/callback and
-// POST /admin/logout: at the admin issuer only, for an identity the Policy
-// admits, back to an admin page. It has its own session store, so an end
-// user's session never counts here, and signing out of one leaves the other.
+// newSignin is the admins' browser sign-in (package signin), serving
+// GET /admin/login[?return_to=/admin/...][&issuer=…], GET
+// /admin/login/callback and POST /admin/logout: at the admin issuer, or at
+// another login issuer the start URL names (an organization's admin may
+// sign in at any login issuer connectd knows), for an identity the Policy
+// or a membership admits, back to an admin page. It has its own session
+// store, so an end user's session never counts here, and signing out of one
+// leaves the other.
 func (s *Server) newSignin() (*signin.Flow, error) {
 	return signin.New(signin.Config{
-		Login: s.login, Sessions: s.sessions, Disabled: errLoginDisabled, Issuer: s.issuerURL, Home: homePath,
+		Login: s.login, Sessions: s.sessions, Disabled: errLoginDisabled, Home: homePath,
 		SafePath: safeAdminPath, PathRule: "return_to must be an admin page.",
 		CSRFHelp: "The form has expired. Reload the page and try again.",
 		Admit:    s.admit,
 		SignedIn: func(r *http.Request, res mcpauth.LoginResult) {
-			s.auditLogged(r, Event{Kind: "admin.login", Detail: map[string]any{"issuer": res.Issuer}}, "admin:"+res.Subject)
-			s.logger.InfoContext(r.Context(), "admin signed in", slog.String("subject", res.Subject))
+			by := "admin:" + res.Subject
+			if s.policy.admits(s.issuerURL, res) {
+				s.auditLogged(r, Event{Kind: "admin.login", Detail: map[string]any{"issuer": res.Issuer}}, Actor{Name: by})
+			}
+			// Each organization's trail shows its admins' sign-ins.
+			members, _, err := s.store.memberships(r.Context(), res.Issuer, res.Subject)
+			if err != nil {
+				s.logger.ErrorContext(r.Context(), "audit event not written", slog.Any("error", err))
+			}
+			for _, m := range members {
+				s.auditLogged(r, Event{Kind: "admin.login", Detail: map[string]any{"issuer": res.Issuer}},
+					Actor{Name: by, Org: m.Org, Role: m.Role})
+			}
+			s.logger.InfoContext(r.Context(), "admin signed in", slog.String("subject", res.Subject),
+				slog.Int("memberships", len(members)))
 		},
 		SignedOut: func(r *http.Request, sess session.Session) {
-			s.auditLogged(r, Event{Kind: "admin.logout"}, "admin:"+sess.Subject)
+			s.auditLogged(r, Event{Kind: "admin.logout"}, Actor{Name: "admin:" + sess.Subject, noRole: true})
 		},
 	})
 }
 
+// startSignin is the sign-in's start: at the admin issuer unless the URL
+// names another login issuer (?issuer=, for an organization's admin).
+func (s *Server) startSignin(w http.ResponseWriter, r *http.Request) error {
+	if s.login != nil {
+		if q := r.URL.Query(); q.Get("issuer") == "" {
+			q.Set("issuer", s.policy.Issuer)
+			r = r.Clone(r.Context())
+			r.URL.RawQuery = q.Encode()
+		}
+	}
+	return s.signin.Start(w, r)
+}
+
 // admit lets a finished sign-in start an admin session only for an identity
-// the Policy admits; a refusal is audited.
+// the Policy admits (an operator) or that has a role in an organization (an
+// assignment, or a claim mapping its ID token meets);
+// which one it was is recorded for the per-request re-check. A refusal is
+// audited.
 func (s *Server) admit(r *http.Request, res mcpauth.LoginResult) error {
-	if s.policy.admits(s.issuerURL, res) {
+	operator := s.policy.admits(s.issuerURL, res)
+	// Recorded first (a refused sign-in too: it clears what an earlier one
+	// matched), so the memberships below include this ID token's mappings.
+	if err := s.store.recordSignin(r.Context(), res.Issuer, res.Subject, operator, res.Claims); err != nil {
+		return err
+	}
+	members, _, err := s.store.memberships(r.Context(), res.Issuer, res.Subject)
+	if err != nil {
+		return err
+	}
+	if operator || len(members) > 0 {
 		return nil
 	}
-	s.auditLogged(r, Event{Kind: "security.admin_login_refused", Issuer: res.Issuer, Subject: res.Subject}, "user")
+	s.auditLogged(r, Event{Kind: "security.admin_login_refused", Issuer: res.Issuer, Subject: res.Subject}, Actor{Name: "user", noRole: true})
 	s.logger.WarnContext(r.Context(), "admin sign-in refused", slog.String("issuer", res.Issuer),
 		slog.String("subject", res.Subject))
 	return web.Refuse(http.StatusForbidden, "not_an_admin",
@@ -298,8 +431,8 @@ func (s *Server) admit(r *http.Request, res mcpauth.LoginResult) error {
 
 // auditLogged records ev on its own by actor; a failure is logged, as the
 // sign-in it records has happened.
-func (s *Server) auditLogged(r *http.Request, ev Event, actor string) {
-	by := Actor{Name: actor, RequestID: web.RequestID(r.Context()), IP: clientIP(r)}
+func (s *Server) auditLogged(r *http.Request, ev Event, by Actor) {
+	by.RequestID, by.IP = web.RequestID(r.Context()), clientIP(r)
 	if err := s.store.Audit(r.Context(), ev, by); err != nil {
 		s.logger.ErrorContext(r.Context(), "audit event not written", slog.Any("error", err))
 	}

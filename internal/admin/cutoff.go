@@ -61,10 +61,12 @@ type CutOff struct {
 const selectExposure = `SELECT e.target, e.issuer, e.subject, e.provider, max(e.occurred_at), coalesce(c.display_name, ''), c.label
 	FROM audit_events e JOIN connections c ON c.id = e.target
 	WHERE e.kind = 'token.read' AND e.client_id = $1 AND e.occurred_at > $2 AND e.target <> ''
+	AND c.org_id = (SELECT org_id FROM clients WHERE id = $1)
 	GROUP BY e.target, e.issuer, e.subject, e.provider, c.display_name, c.label ORDER BY e.target`
 
 // Exposure lists the connections whose raw credential client id received
-// since since (and that are still stored).
+// since since (and that are still stored), of the client's organization
+// only: a cut-off never lists, nor revokes, another organization's.
 func (st *Store) Exposure(ctx context.Context, id string, since time.Time) ([]Exposed, error) {
 	rows, err := st.pool.Query(ctx, selectExposure, id, since.Add(-audit.ReadPeriod))
 	if err != nil {
@@ -81,7 +83,8 @@ func (st *Store) Exposure(ctx context.Context, id string, since time.Time) ([]Ex
 	return out, nil
 }
 
-// CutOffClient disables client id (every replica refuses its key at once,
+// CutOffClient disables client id (of by's organization: ErrNotFound for
+// another's; every replica refuses its key at once,
 // and ends its long-polls), lists its exposure since since and, with revoke,
 // revokes each exposed connection at the provider, telling each user why on
 // their account page. The cut-off is audited (client.cut_off, by by) and
@@ -91,6 +94,10 @@ func (st *Store) CutOffClient(ctx context.Context, clients *clientauth.Clients, 
 	by Actor) (*CutOff, error) {
 	if since.IsZero() || since.After(time.Now()) {
 		return nil, problem.Detail(ErrInvalid, "since must be a time in the past")
+	}
+	org, err := st.clientIn(ctx, id, by)
+	if err != nil {
+		return nil, err
 	}
 	c, err := clients.Get(ctx, id)
 	if errors.Is(err, clientauth.ErrClientNotFound) {
@@ -116,7 +123,7 @@ func (st *Store) CutOffClient(ctx context.Context, clients *clientauth.Clients, 
 	// not be lost with the answer (a detached context), nor fail the answer.
 	dctx := context.WithoutCancel(ctx)
 	err = pgx.BeginFunc(dctx, st.pool, func(tx pgx.Tx) error {
-		if err := writeAudit(dctx, tx, Event{Kind: "client.cut_off", ClientID: id, Target: id, Detail: map[string]any{
+		if err := writeAudit(dctx, tx, Event{Kind: "client.cut_off", Org: org, ClientID: id, Target: id, Detail: map[string]any{
 			"since": since.UTC(), "revoke": revoke, "exposed": len(exposed), "revoked": len(out.Revoked),
 			"failed": len(out.Failed)}}, by); err != nil {
 			return err
@@ -142,6 +149,10 @@ func (st *Store) CutOffClient(ctx context.Context, clients *clientauth.Clients, 
 // disabled already: revoking while it still reads would chase it.
 func (st *Store) RevokeExposure(ctx context.Context, clients *clientauth.Clients, id string, since time.Time,
 	by Actor) (*CutOff, error) {
+	org, err := st.clientIn(ctx, id, by)
+	if err != nil {
+		return nil, err
+	}
 	c, err := clients.Get(ctx, id)
 	if errors.Is(err, clientauth.ErrClientNotFound) {
 		return nil, problem.Detail(ErrNotFound, "no such client")
@@ -158,7 +169,7 @@ func (st *Store) RevokeExposure(ctx context.Context, clients *clientauth.Clients
 	out := &CutOff{ClientID: id, Since: since, Exposed: exposed, Revoked: []string{}, Failed: []string{},
 		AtProvider: map[string]string{}}
 	st.revokeExposed(ctx, c, exposed, out, by)
-	st.auditAfter(ctx, Event{Kind: "client.exposure_revoked", ClientID: id, Target: id, Detail: map[string]any{
+	st.auditAfter(ctx, Event{Kind: "client.exposure_revoked", Org: org, ClientID: id, Target: id, Detail: map[string]any{
 		"since": since.UTC(), "exposed": len(exposed), "revoked": len(out.Revoked), "failed": len(out.Failed)}}, by)
 	return out, nil
 }

@@ -19,13 +19,13 @@ const defaultCutOffWindow = 30 * 24 * time.Hour
 
 // confirmCutOffPage handles GET /admin/clients/{id}/cut-off.
 func (s *Server) confirmCutOffPage(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.client(r.Context(), r.PathValue("id"))
+	c, err := s.client(r, r.PathValue("id"))
 	if err != nil {
 		return clientError(err)
 	}
 	return web.Render(w, r, http.StatusOK, templates.AdminCutOff(templates.AdminCutOffView{Nav: s.nav(r, "clients"),
 		ID: c.ID, Name: clientName(c), Disabled: c.Disabled, Since: s.now().Add(-defaultCutOffWindow).UTC().Format(sinceLayout),
-		Action: "/admin/clients/" + c.ID + "/cut-off", BackURL: "/admin/clients/" + c.ID}))
+		Action: s.href(r, "/admin/clients/"+c.ID+"/cut-off"), BackURL: s.href(r, "/admin/clients/"+c.ID)}))
 }
 
 // cutOffForm checks a cut-off form: CSRF, the confirmation naming the
@@ -54,7 +54,7 @@ func (s *Server) cutOffPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	c, err := s.client(r.Context(), id)
+	c, err := s.client(r, id)
 	if err != nil {
 		return clientError(err)
 	}
@@ -74,7 +74,7 @@ func (s *Server) revokeExposurePage(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	c, err := s.client(r.Context(), id)
+	c, err := s.client(r, id)
 	if err != nil {
 		return clientError(err)
 	}
@@ -88,14 +88,14 @@ func (s *Server) revokeExposurePage(w http.ResponseWriter, r *http.Request) erro
 func (s *Server) renderCutOff(w http.ResponseWriter, r *http.Request, name string, out *CutOff, revoke bool) error {
 	v := templates.AdminCutOffResultView{Nav: s.nav(r, "clients"), ID: out.ClientID, Name: name,
 		Since: fmtTime(out.Since), SinceForm: out.Since.UTC().Format(sinceLayout), Revoked: len(out.Revoked),
-		Failed: len(out.Failed), Revoke: revoke, RetryURL: "/admin/clients/" + out.ClientID + "/cut-off/revoke",
-		ClientURL: "/admin/clients/" + out.ClientID}
+		Failed: len(out.Failed), Revoke: revoke, RetryURL: s.href(r, "/admin/clients/"+out.ClientID+"/cut-off/revoke"),
+		ClientURL: s.href(r, "/admin/clients/"+out.ClientID)}
 	failed := map[string]bool{}
 	for _, id := range out.Failed {
 		failed[id] = true
 	}
 	for _, x := range out.Exposed {
-		row := templates.AdminExposedRow{ConnectionID: x.ConnectionID, URL: "/admin/connections/" + x.ConnectionID,
+		row := templates.AdminExposedRow{ConnectionID: x.ConnectionID, URL: s.href(r, "/admin/connections/"+x.ConnectionID),
 			User: x.User.Subject + " (" + x.User.Issuer + ")", Provider: x.Provider,
 			Account: accountText(Connection{DisplayName: x.DisplayName, Label: x.Label}), LastRead: fmtTime(x.LastRead),
 			Outcome: "not revoked"}

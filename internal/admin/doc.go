@@ -3,8 +3,12 @@
 // Operators answer "who has linked what, for which MCP server, since when, is
 // it healthy?" and cut access in one action.
 //
-// It owns the admin_keys table (API keys, stored as SHA-256 only) and writes
-// its rows into the shared audit trail through package audit. To list and
+// It owns the admin_keys table (API keys, stored as SHA-256 only, each an
+// operator's or one organization's with a role), the organizations' admins
+// (org_admins: assignments; org_admin_claims: group claim mappings;
+// admin_signins: what each identity's latest admin sign-in was admitted by)
+// and writes its rows into the shared audit trail through package audit, in
+// the organization of the object acted on, with the actor's role. To list and
 // describe connections it reads — never writes — tables of other packages
 // (connections of vault, consents of consent, clients of mcpauth, audit_events
 // of audit)
@@ -15,15 +19,21 @@
 // transaction. It must not import connect.
 //
 // Authentication: pages need an admin session — a separate cookie
-// (SessionCookie) issued only after an OIDC login at the configured admin
-// issuer whose identity passes the Policy (package signin runs the sign-in,
-// as it does for connect's /login); the JSON API needs an admin API key
-// (Authorization: Bearer cka_…). Everyone else gets 403 on every admin route:
-// the route table marks each route's access, and Routes wraps each handler in
-// its guard, so no handler can be reached unguarded. State-changing pages take
-// a confirmation page and a CSRF token bound to the admin session.
+// (SessionCookie) issued only after an OIDC login at a login issuer whose
+// identity passes the Policy (an operator) or has a role in an organization
+// (package signin runs the sign-in, as it does for connect's /login); the
+// JSON API needs an admin API key (Authorization: Bearer cka_…). Everyone
+// else gets 403 on every admin route: the route table marks each route's
+// access and the least role it needs, and Routes wraps each handler in its
+// guard, so no handler can be reached unguarded or by a lower role. The guard
+// re-reads the principal's memberships on every request and picks the acting
+// organization (?org=); every Store read and action is scoped by it, and an
+// object of another organization is ErrNotFound, as one that does not exist.
+// Operators act on every organization. State-changing pages take a
+// confirmation page and a CSRF token bound to the admin session.
 //
 // It must never read a sealed credential column, show or log a token, key,
 // cookie or state, or let an end-user session, a client key or a user token
-// stand in for an admin.
+// stand in for an admin; nor show or change one organization's objects to an
+// admin of another.
 package admin

@@ -34,7 +34,11 @@ func (s *Server) apiJWTKeys(w http.ResponseWriter, r *http.Request) error {
 	if !names.ValidClientID(id) {
 		return problem.Detail(ErrNotFound, "no such client")
 	}
-	err := s.clients.SetAssertionKeys(r.Context(), id, clientauth.AssertionKeys{JWKSURL: req.JWKSURL,
+	org, err := s.store.clientIn(r.Context(), id, actorOf(r)) // another organization's: not found
+	if err != nil {
+		return err
+	}
+	err = s.clients.SetAssertionKeys(r.Context(), id, clientauth.AssertionKeys{JWKSURL: req.JWKSURL,
 		PublicKey: []byte(req.PublicKey), DropSecrets: req.DropClientKeys})
 	switch {
 	case errors.Is(err, clientauth.ErrClientNotFound):
@@ -48,7 +52,7 @@ func (s *Server) apiJWTKeys(w http.ResponseWriter, r *http.Request) error {
 	if req.JWKSURL == "" && req.PublicKey == "" {
 		method = "client_key"
 	}
-	s.store.auditAfter(r.Context(), Event{Kind: "client.jwt_keys_changed", ClientID: id, Target: id,
+	s.store.auditAfter(r.Context(), Event{Kind: "client.jwt_keys_changed", Org: org, ClientID: id, Target: id,
 		Detail: map[string]any{"jwks_url": req.JWKSURL, "public_key": req.PublicKey != "", "drop_client_keys": req.DropClientKeys}},
 		actorOf(r))
 	web.WriteJSON(w, http.StatusOK, map[string]any{"client_id": id, "auth": method, "jwks_url": req.JWKSURL,

@@ -15,9 +15,11 @@ import (
 	"unicode"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/problem"
 )
 
@@ -44,6 +46,10 @@ type Key struct {
 	ExpiresAt  time.Time // zero: never
 	RevokedAt  time.Time // zero: not revoked
 	LastUsedAt time.Time // to the minute; zero: never
+	// Org is the organization the key acts for, with Role; "" for an
+	// operator key, which acts on every organization.
+	Org  string
+	Role Role
 }
 
 // Active reports whether the key is usable at now.
@@ -73,10 +79,10 @@ func NewKeys(pool *pgxpool.Pool, now func() time.Time, logger *slog.Logger) *Key
 }
 
 const (
-	keyColumns      = `id, name, created_by, created_at, expires_at, revoked_at, last_used_at`
-	insertKey       = `INSERT INTO admin_keys (id, name, key_hash, created_by, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)`
+	keyColumns      = `id, name, created_by, created_at, expires_at, revoked_at, last_used_at, coalesce(org_id, ''), coalesce(role, '')`
+	insertKey       = `INSERT INTO admin_keys (id, name, key_hash, created_by, created_at, expires_at, org_id, role) VALUES ($1, $2, $3, $4, $5, $6, nullif($7, ''), nullif($8, ''))`
 	listKeys        = `SELECT ` + keyColumns + ` FROM admin_keys ORDER BY created_at, id`
-	revokeKey       = `UPDATE admin_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL RETURNING name`
+	revokeKey       = `UPDATE admin_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL RETURNING name, coalesce(org_id, '')`
 	selectKeyByHash = `SELECT key_hash, ` + keyColumns + ` FROM admin_keys WHERE key_hash = $1`
 	touchKey        = `UPDATE admin_keys SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= $3)`
 )
@@ -84,7 +90,7 @@ const (
 func scanKey(r pgx.Row, hash *[]byte) (Key, error) {
 	var k Key
 	var expires, revoked, used *time.Time
-	dest := []any{&k.ID, &k.Name, &k.CreatedBy, &k.CreatedAt, &expires, &revoked, &used}
+	dest := []any{&k.ID, &k.Name, &k.CreatedBy, &k.CreatedAt, &expires, &revoked, &used, &k.Org, &k.Role}
 	if hash != nil {
 		dest = append([]any{hash}, dest...)
 	}
@@ -102,10 +108,27 @@ func scanKey(r pgx.Row, hash *[]byte) (Key, error) {
 	return k, nil
 }
 
-// Create makes a key named name, valid for ttl (0: until revoked), and
-// returns it with the secret key — shown only now; the database keeps its
-// SHA-256. The creation is audited in the same transaction.
+// Create makes an operator key (every organization) named name, valid for
+// ttl (0: until revoked), and returns it with the secret key — shown only
+// now; the database keeps its SHA-256. The creation is audited in the same
+// transaction.
 func (ks *Keys) Create(ctx context.Context, name string, ttl time.Duration, by Actor) (Key, string, error) {
+	return ks.CreateInOrg(ctx, name, ttl, "", "", by)
+}
+
+// CreateInOrg is Create for a key that acts for org alone, with role (org
+// "": an operator key, role ""). ErrNotFound when org does not exist.
+func (ks *Keys) CreateInOrg(ctx context.Context, name string, ttl time.Duration, org string, role Role, by Actor) (Key, string, error) {
+	switch {
+	case org == "" && role != "":
+		return Key{}, "", problem.Detail(ErrInvalid, "an operator key (no organization) has no role")
+	case org != "" && !names.ValidOrg(org):
+		return Key{}, "", problem.Detail(ErrInvalid, "org must be an organization id such as acme")
+	case org != "" && !role.Valid():
+		return Key{}, "", problem.Detail(ErrInvalid, "role must be one of owner, admin, security, viewer")
+	case !by.actsFor(org) || org == "" && by.Org != "":
+		return Key{}, "", errNoOrg(org)
+	}
 	name = strings.TrimSpace(name)
 	if name == "" || len(name) > 200 || strings.IndexFunc(name, unicode.IsControl) >= 0 {
 		return Key{}, "", problem.Detail(ErrInvalid, "a key name of 1-200 characters is required")
@@ -114,7 +137,7 @@ func (ks *Keys) Create(ctx context.Context, name string, ttl time.Duration, by A
 		return Key{}, "", problem.Detail(ErrInvalid, "negative lifetime")
 	}
 	now := ks.now().UTC().Truncate(time.Microsecond)
-	k := Key{ID: newKeyID(), Name: name, CreatedBy: by.Name, CreatedAt: now}
+	k := Key{ID: newKeyID(), Name: name, CreatedBy: by.Name, CreatedAt: now, Org: org, Role: role}
 	var expires any
 	if ttl > 0 {
 		k.ExpiresAt = now.Add(ttl)
@@ -122,12 +145,23 @@ func (ks *Keys) Create(ctx context.Context, name string, ttl time.Duration, by A
 	}
 	secret, hash := newSecret()
 	err := pgx.BeginFunc(ctx, ks.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, insertKey, k.ID, k.Name, hash[:], k.CreatedBy, k.CreatedAt, expires); err != nil {
+		_, err := tx.Exec(ctx, insertKey, k.ID, k.Name, hash[:], k.CreatedBy, k.CreatedAt, expires, org, string(role))
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23503" { // foreign_key_violation: no such organization
+			return errNoOrg(org)
+		}
+		if err != nil {
 			return err
 		}
-		return writeAudit(ctx, tx, Event{Kind: "admin.key_created", Target: k.ID,
-			Detail: map[string]any{"name": k.Name, "expires_at": expires}}, by)
+		detail := map[string]any{"name": k.Name, "expires_at": expires}
+		if org != "" {
+			detail["key_role"] = string(role)
+		}
+		return writeAudit(ctx, tx, Event{Kind: "admin.key_created", Org: org, Target: k.ID, Detail: detail}, by)
 	})
+	if errors.Is(err, ErrNotFound) {
+		return Key{}, "", err
+	}
 	if err != nil {
 		return Key{}, "", fmt.Errorf("admin: create key: %w", err)
 	}
@@ -151,15 +185,15 @@ func (ks *Keys) List(ctx context.Context) ([]Key, error) {
 // transaction. ErrNotFound when there is no such active key.
 func (ks *Keys) Revoke(ctx context.Context, id string, by Actor) error {
 	err := pgx.BeginFunc(ctx, ks.pool, func(tx pgx.Tx) error {
-		var name string
-		err := tx.QueryRow(ctx, revokeKey, id, ks.now().UTC()).Scan(&name)
+		var name, org string
+		err := tx.QueryRow(ctx, revokeKey, id, ks.now().UTC()).Scan(&name, &org)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return problem.Detail(ErrNotFound, "no active admin key %q", id)
 		}
 		if err != nil {
 			return err
 		}
-		return writeAudit(ctx, tx, Event{Kind: "admin.key_revoked", Target: id, Detail: map[string]any{"name": name}}, by)
+		return writeAudit(ctx, tx, Event{Kind: "admin.key_revoked", Org: org, Target: id, Detail: map[string]any{"name": name}}, by)
 	})
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("admin: revoke key: %w", err)

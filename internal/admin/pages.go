@@ -25,6 +25,9 @@ func listQuery(r *http.Request) (Filter, *Cursor, int, error) {
 	// would list alice.
 	f := Filter{Subject: q.Get("user"), Issuer: q.Get("issuer"),
 		Provider: strings.TrimSpace(q.Get("provider")), Status: q.Get("status"), Client: strings.TrimSpace(q.Get("client"))}
+	// The acting organization, whatever the query says: a member's own,
+	// an operator's filter (act read ?org= for both).
+	f.Org = scopeOf(r)
 	if err := f.Validate(); err != nil {
 		return f, nil, 0, err
 	}
@@ -51,7 +54,7 @@ func listQuery(r *http.Request) (Filter, *Cursor, int, error) {
 func listURL(base string, f Filter, after *Cursor, limit int) string {
 	v := url.Values{}
 	for k, x := range map[string]string{"user": f.Subject, "issuer": f.Issuer, "provider": f.Provider,
-		"status": f.Status, "client": f.Client} {
+		"status": f.Status, "client": f.Client, OrgParam: f.Org} {
 		if x != "" {
 			v.Set(k, x)
 		}
@@ -109,7 +112,8 @@ func (s *Server) eventQuery(r *http.Request) (EventQuery, string, string, error)
 	default:
 		return EventQuery{}, "", "", problem.Detail(ErrInvalid, "show must be security or all")
 	}
-	eq := EventQuery{Prefix: SecurityPrefix, Kind: strings.TrimSpace(q.Get("kind")), Since: s.now().Add(-span)}
+	eq := EventQuery{Prefix: SecurityPrefix, Kind: strings.TrimSpace(q.Get("kind")), Since: s.now().Add(-span),
+		Org: scopeOf(r)}
 	if eq.Kind != "" || show == showAll {
 		eq.Prefix = ""
 	}
@@ -147,7 +151,21 @@ func fmtTime(t time.Time) string {
 
 func (s *Server) nav(r *http.Request, active string) templates.AdminNav {
 	p := principalOf(r.Context())
-	return templates.AdminNav{Active: active, Admin: strings.TrimPrefix(p.actor, "admin:"), CSRF: s.sessions.CSRFToken(p.sess)}
+	nav := templates.AdminNav{Active: active, Admin: strings.TrimPrefix(p.actor, "admin:"), CSRF: s.sessions.CSRFToken(p.sess),
+		Org: p.org, Role: string(p.role)}
+	// The switcher goes to the same section in another organization (an
+	// object's page would be another organization's 404).
+	section := map[string]string{"connections": "/admin/connections", "clients": "/admin/clients", "events": "/admin/events"}[active]
+	if section == "" {
+		section = homePath
+	}
+	if !p.operator {
+		for _, m := range p.members {
+			nav.Orgs = append(nav.Orgs, templates.AdminOrgChoice{ID: m.Org, Role: string(m.Role),
+				URL: section + "?" + url.Values{OrgParam: {m.Org}}.Encode(), Active: m.Org == p.org})
+		}
+	}
+	return nav
 }
 
 func eventRows(evs []Event) []templates.AdminEventRow {
@@ -169,7 +187,7 @@ func eventRows(evs []Event) []templates.AdminEventRow {
 
 // home handles GET /admin/.
 func (s *Server) home(w http.ResponseWriter, r *http.Request) error {
-	http.Redirect(w, r, homePath, http.StatusSeeOther)
+	http.Redirect(w, r, s.href(r, homePath), http.StatusSeeOther)
 	return nil
 }
 
@@ -187,23 +205,23 @@ func (s *Server) connectionsPage(w http.ResponseWriter, r *http.Request) error {
 		Filter: templates.AdminFilterView{User: f.Subject, Issuer: f.Issuer, Provider: f.Provider, Status: f.Status,
 			Client: f.Client, Statuses: Statuses()}}
 	for _, c := range p.Connections {
-		v.Rows = append(v.Rows, templates.AdminConnectionRow{URL: "/admin/connections/" + c.ID, ID: c.ID,
+		v.Rows = append(v.Rows, templates.AdminConnectionRow{URL: s.href(r, "/admin/connections/"+c.ID), ID: c.ID,
 			Subject: c.User.Subject, Issuer: c.User.Issuer, Provider: c.Provider, Account: accountText(c), Status: c.Status,
 			Scopes: strings.Join(c.Scopes, " "), Consents: strconv.FormatInt(c.Consents, 10),
 			Created: fmtTime(c.CreatedAt), Refreshed: fmtTime(c.RefreshedAt), Expires: fmtTime(c.ExpiresAt)})
 	}
 	if p.Next != nil {
-		v.NextURL = listURL("/admin/connections", f, p.Next, limit)
+		v.NextURL = s.href(r, listURL("/admin/connections", f, p.Next, limit))
 	}
 	if after != nil {
-		v.FirstURL = listURL("/admin/connections", f, nil, limit)
+		v.FirstURL = s.href(r, listURL("/admin/connections", f, nil, limit))
 	}
 	return web.Render(w, r, http.StatusOK, templates.AdminConnections(v))
 }
 
 // connectionPage handles GET /admin/connections/{id}.
 func (s *Server) connectionPage(w http.ResponseWriter, r *http.Request) error {
-	d, err := s.store.Detail(r.Context(), r.PathValue("id"))
+	d, err := s.store.Detail(r.Context(), scopeOf(r), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -212,7 +230,7 @@ func (s *Server) connectionPage(w http.ResponseWriter, r *http.Request) error {
 		Status: d.Status, Scopes: d.Scopes, Created: fmtTime(d.CreatedAt), Updated: fmtTime(d.UpdatedAt),
 		Refreshed: fmtTime(d.RefreshedAt), Expires: fmtTime(d.ExpiresAt),
 		KeyVersion: strconv.Itoa(int(d.KeyVersion)), Events: eventRows(d.Events),
-		RevokeURL: "/admin/connections/" + d.ID + "/revoke", EndSessionsURL: "/admin/sessions/end"}
+		RevokeURL: s.href(r, "/admin/connections/"+d.ID+"/revoke"), EndSessionsURL: s.href(r, "/admin/sessions/end")}
 	if v.Account == "" && d.Account.ID != "" {
 		v.Account = d.Account.ID
 	}
@@ -234,13 +252,13 @@ func (s *Server) connectionPage(w http.ResponseWriter, r *http.Request) error {
 // confirmRevokePage handles GET /admin/connections/{id}/revoke: the
 // confirmation step, with the CSRF-protected form.
 func (s *Server) confirmRevokePage(w http.ResponseWriter, r *http.Request) error {
-	d, err := s.store.Detail(r.Context(), r.PathValue("id"))
+	d, err := s.store.Detail(r.Context(), scopeOf(r), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
 	v := templates.AdminRevokeView{Nav: s.nav(r, "connections"), ID: d.ID, Subject: d.User.Subject,
-		Issuer: d.User.Issuer, Provider: d.Provider, Action: "/admin/connections/" + d.ID + "/revoke",
-		CSRF: s.sessions.CSRFToken(principalOf(r.Context()).sess), BackURL: "/admin/connections/" + d.ID}
+		Issuer: d.User.Issuer, Provider: d.Provider, Action: s.href(r, "/admin/connections/"+d.ID+"/revoke"),
+		CSRF: s.sessions.CSRFToken(principalOf(r.Context()).sess), BackURL: s.href(r, "/admin/connections/"+d.ID)}
 	for _, k := range d.Consents {
 		name := k.ClientName
 		if name == "" {
@@ -276,26 +294,26 @@ func (s *Server) revokePage(w http.ResponseWriter, r *http.Request) error {
 
 // clientsPage handles GET /admin/clients.
 func (s *Server) clientsPage(w http.ResponseWriter, r *http.Request) error {
-	cs, err := s.clients.List(r.Context())
+	cs, err := s.clientsOf(r)
 	if err != nil {
 		return err
 	}
 	v := templates.AdminClientsView{Nav: s.nav(r, "clients")}
 	for _, c := range cs {
-		v.Clients = append(v.Clients, clientRow(c))
+		v.Clients = append(v.Clients, s.clientRow(r, c))
 	}
 	return web.Render(w, r, http.StatusOK, templates.AdminClients(v))
 }
 
-func clientRow(c clientauth.Client) templates.AdminClientRow {
+func (s *Server) clientRow(r *http.Request, c clientauth.Client) templates.AdminClientRow {
 	providers := strings.Join(c.Providers, " ")
 	if providers == "" {
 		providers = "none"
 	}
 	return templates.AdminClientRow{ID: c.ID, Name: c.Name, Resources: c.Resources, Providers: providers,
 		Created: fmtTime(c.CreatedAt), LastUsed: fmtTime(c.LastUsedAt), Disabled: c.Disabled,
-		URL:            "/admin/clients/" + c.ID,
-		ConnectionsURL: listURL("/admin/connections", Filter{Client: c.ID}, nil, 0)}
+		URL:            s.href(r, "/admin/clients/"+c.ID),
+		ConnectionsURL: s.href(r, listURL("/admin/connections", Filter{Client: c.ID}, nil, 0))}
 }
 
 // eventsPage handles GET /admin/events: counts per kind and the latest events.
@@ -304,7 +322,7 @@ func (s *Server) eventsPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	counts, err := s.store.EventCounts(r.Context(), countPrefix(show), eq.Since)
+	counts, err := s.store.EventCounts(r.Context(), eq.Org, countPrefix(show), eq.Since)
 	if err != nil {
 		return err
 	}
@@ -317,14 +335,14 @@ func (s *Server) eventsPage(w http.ResponseWriter, r *http.Request) error {
 	for _, c := range counts {
 		v.Counts = append(v.Counts, templates.AdminCountRow{Kind: c.Kind, Events: strconv.FormatInt(c.Events, 10),
 			Occurrences: strconv.FormatInt(c.Occurrences, 10), Last: fmtTime(c.Last),
-			URL: "/admin/events?" + url.Values{"window": {window}, "show": {show}, "kind": {c.Kind}}.Encode()})
+			URL: s.href(r, "/admin/events?"+url.Values{"window": {window}, "show": {show}, "kind": {c.Kind}}.Encode())})
 	}
 	if next != 0 {
 		q := url.Values{"window": {window}, "show": {show}, "before": {strconv.FormatInt(next, 10)}}
 		if eq.Kind != "" {
 			q.Set("kind", eq.Kind)
 		}
-		v.NextURL = "/admin/events?" + q.Encode()
+		v.NextURL = s.href(r, "/admin/events?"+q.Encode())
 	}
 	return web.Render(w, r, http.StatusOK, templates.AdminEvents(v))
 }
@@ -332,3 +350,45 @@ func (s *Server) eventsPage(w http.ResponseWriter, r *http.Request) error {
 // accountText names a connection's provider account for the pages
 // (vault.AccountName).
 func accountText(c Connection) string { return vault.AccountName(c.DisplayName, c.Label) }
+
+// clientsOf lists the MCP servers of the request's organization (an
+// operator without ?org=: every one), with their organizations.
+func (s *Server) clientsOf(r *http.Request) ([]clientauth.Client, error) {
+	cs, err := s.clients.List(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	org := scopeOf(r)
+	if org == "" {
+		return cs, nil
+	}
+	orgs, err := s.store.clientOrgs(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	out := cs[:0:0]
+	for _, c := range cs {
+		if orgs[c.ID] == org {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// href is path (an admin page, with or without a query) for the same
+// acting organization as r: ?org= is kept on every link, form and redirect
+// of an organization's admin (and of an operator who filtered), so an
+// admin of several organizations stays in the one they picked.
+func (s *Server) href(r *http.Request, path string) string {
+	org := scopeOf(r)
+	if org == "" {
+		return path
+	}
+	base, query, _ := strings.Cut(path, "?")
+	q, _ := url.ParseQuery(query)
+	if q.Get(OrgParam) != "" {
+		return path
+	}
+	q.Set(OrgParam, org)
+	return base + "?" + q.Encode()
+}

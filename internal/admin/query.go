@@ -28,9 +28,11 @@ const (
 	connectionColumns = `c.id, c.issuer, c.subject, c.provider, c.status, c.scopes, c.key_version,
 		c.expires_at, c.created_at, c.updated_at, c.refreshed_at, c.health_checked_at, c.last_error,
 		coalesce(c.display_name, ''), c.label,
-		(SELECT count(*) FROM consents k WHERE k.connection_id = c.id)`
+		(SELECT count(*) FROM consents k WHERE k.connection_id = c.id), c.org_id`
 	selectConnections = `SELECT ` + connectionColumns + ` FROM connections c`
-	selectConnection  = selectConnections + ` WHERE c.id = $1`
+	// selectConnection reads one connection of the acting organization ($2;
+	// '' for an operator: any).
+	selectConnection = selectConnections + ` WHERE c.id = $1 AND ($2 = '' OR c.org_id = $2)`
 	// consentedBy narrows a listing to connections a client holds consent to.
 	consentedBy = `EXISTS (SELECT 1 FROM consents k WHERE k.connection_id = c.id AND k.client_id = $%d)`
 	// selectConsents lists who holds consent to one connection (connect's
@@ -39,11 +41,12 @@ const (
 		FROM consents k LEFT JOIN clients cl ON cl.id = k.client_id
 		WHERE k.issuer = $1 AND k.subject = $2 AND k.provider = $3 AND k.connection_id = $4
 		ORDER BY k.granted_at, k.client_id`
-	eventColumns = `id, occurred_at, kind, actor, issuer, subject, client_id, provider, target, request_id, ip, detail`
+	eventColumns = `id, occurred_at, kind, actor, issuer, subject, client_id, provider, target, request_id, ip, detail, org_id`
 	// selectTrail is a connection's audit trail: everything recorded about
-	// this user and provider, newest first (index audit_events_user_provider_idx).
+	// this user and provider in the connection's organization, newest first
+	// (index audit_events_user_provider_idx).
 	selectTrail = `SELECT ` + eventColumns + ` FROM audit_events
-		WHERE issuer = $1 AND subject = $2 AND provider = $3 ORDER BY id DESC LIMIT $4`
+		WHERE issuer = $1 AND subject = $2 AND provider = $3 AND org_id = $5 ORDER BY id DESC LIMIT $4`
 	selectEvents = `SELECT ` + eventColumns + ` FROM audit_events WHERE occurred_at >= $1`
 	// countEvents counts events per kind; sampled rows stand for detail.count
 	// occurrences each.
@@ -51,6 +54,14 @@ const (
 		sum(CASE WHEN jsonb_typeof(detail->'count') = 'number' THEN (detail->>'count')::bigint ELSE 1 END),
 		max(occurred_at)
 		FROM audit_events WHERE occurred_at >= $1`
+	// selectClientOrg and selectClientOrgs name the organization of a
+	// client (mcpauth's clients): what an admin may see of it, and of its
+	// webhooks and deliveries, follows from it.
+	selectClientOrg  = `SELECT org_id FROM clients WHERE id = $1`
+	selectClientOrgs = `SELECT id, org_id FROM clients`
+	// selectUserInOrg: whether a user has a connection in an organization
+	// (what makes them one of its users, for ending their sessions).
+	selectUserInOrg = `SELECT EXISTS (SELECT 1 FROM connections WHERE issuer = $1 AND subject = $2 AND org_id = $3)`
 	// securityKinds is spelled out (not a parameter) so that the planner uses
 	// the partial index audit_events_security_idx.
 	securityKinds = `kind LIKE 'security.%'`
@@ -88,14 +99,15 @@ type Connection struct {
 	// provider).
 	DisplayName string
 	Label       string
-	Consents    int64 // clients holding consent
+	Consents    int64  // clients holding consent
+	Org         string // the organization it belongs to
 }
 
 func scanConnection(r pgx.Row) (*Connection, error) {
 	var c Connection
 	var expires, refreshed, checked *time.Time
 	if err := r.Scan(&c.ID, &c.User.Issuer, &c.User.Subject, &c.Provider, &c.Status, &c.Scopes, &c.KeyVersion,
-		&expires, &c.CreatedAt, &c.UpdatedAt, &refreshed, &checked, &c.LastError, &c.DisplayName, &c.Label, &c.Consents); err != nil {
+		&expires, &c.CreatedAt, &c.UpdatedAt, &refreshed, &checked, &c.LastError, &c.DisplayName, &c.Label, &c.Consents, &c.Org); err != nil {
 		return nil, err
 	}
 	if checked != nil {
@@ -117,6 +129,10 @@ type Filter struct {
 	Provider string
 	Status   string
 	Client   string // only connections this client holds consent to
+	// Org is the organization listed: an organization's admin's own (the
+	// admin handlers set it from the request's principal, whatever the
+	// query says); "" lists every organization, for operators only.
+	Org string
 }
 
 var (
@@ -144,6 +160,8 @@ func (f Filter) Validate() error {
 		return problem.Detail(ErrInvalid, "status must be one of %s", strings.Join(statuses, ", "))
 	case f.Client != "" && !names.ValidClientID(f.Client):
 		return problem.Detail(ErrInvalid, "client must be a client id such as cli_k3j5")
+	case f.Org != "" && !names.ValidOrg(f.Org):
+		return problem.Detail(ErrInvalid, "org must be an organization id such as acme")
 	}
 	return nil
 }
@@ -240,6 +258,9 @@ func (st *Store) Connections(ctx context.Context, f Filter, after *Cursor, limit
 	if f.Client != "" {
 		add(consentedBy, f.Client)
 	}
+	if f.Org != "" {
+		add("c.org_id = $%d", f.Org)
+	}
 	if after != nil {
 		args = append(args, after.CreatedAt, after.ID)
 		where = append(where, fmt.Sprintf("(c.created_at, c.id) < ($%d, $%d)", len(args)-1, len(args)))
@@ -275,12 +296,13 @@ func (st *Store) Connections(ctx context.Context, f Filter, after *Cursor, limit
 	return p, nil
 }
 
-// connection reads one connection, or ErrNotFound.
-func (st *Store) connection(ctx context.Context, id string) (*Connection, error) {
+// connection reads one connection of org ("": any), or ErrNotFound — for
+// another organization's connection too, as for one that does not exist.
+func (st *Store) connection(ctx context.Context, org, id string) (*Connection, error) {
 	if !ValidConnectionID(id) {
 		return nil, fmt.Errorf("connection %s: %w", id, problem.Detail(ErrNotFound, "no such connection"))
 	}
-	c, err := scanConnection(st.pool.QueryRow(ctx, selectConnection, id))
+	c, err := scanConnection(st.pool.QueryRow(ctx, selectConnection, id, org))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("connection %s: %w", id, problem.Detail(ErrNotFound, "no such connection"))
 	}
@@ -313,13 +335,17 @@ type Event struct {
 	RequestID string
 	IP        string
 	Detail    map[string]any
+	// Org is the organization the event belongs to; writing, "" is the
+	// acting admin's (Actor.Org), or the default organization for an
+	// operator.
+	Org string
 }
 
 func scanEvents(rows pgx.Rows) ([]Event, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
 		var e Event
 		err := r.Scan(&e.ID, &e.At, &e.Kind, &e.Actor, &e.Issuer, &e.Subject, &e.ClientID, &e.Provider, &e.Target,
-			&e.RequestID, &e.IP, &e.Detail)
+			&e.RequestID, &e.IP, &e.Detail, &e.Org)
 		return e, err
 	})
 }
@@ -336,9 +362,10 @@ type Detail struct {
 	Events         []Event // newest first, at most TrailLength
 }
 
-// Detail describes the connection id, or returns ErrNotFound.
-func (st *Store) Detail(ctx context.Context, id string) (*Detail, error) {
-	c, err := st.connection(ctx, id)
+// Detail describes the connection id of org ("": any, for operators), or
+// returns ErrNotFound.
+func (st *Store) Detail(ctx context.Context, org, id string) (*Detail, error) {
+	c, err := st.connection(ctx, org, id)
 	if err != nil {
 		return nil, err
 	}
@@ -371,7 +398,7 @@ func (st *Store) Detail(ctx context.Context, id string) (*Detail, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin: list consents: %w", err)
 	}
-	rows, err = st.pool.Query(ctx, selectTrail, c.User.Issuer, c.User.Subject, c.Provider, TrailLength)
+	rows, err = st.pool.Query(ctx, selectTrail, c.User.Issuer, c.User.Subject, c.Provider, TrailLength, c.Org)
 	if err != nil {
 		return nil, fmt.Errorf("admin: read audit trail: %w", err)
 	}
@@ -388,6 +415,9 @@ type EventQuery struct {
 	Since  time.Time // only events at or after it
 	Before int64     // keyset: only ids below it; 0 starts at the newest
 	Limit  int       // DefaultPageSize when ≤ 0, at most MaxPageSize
+	// Org is the organization whose trail is read; "" every organization's
+	// (operators only, as Filter.Org).
+	Org string
 }
 
 // Events returns the events q selects and the Before of the next page (0 on
@@ -396,7 +426,7 @@ func (st *Store) Events(ctx context.Context, q EventQuery) ([]Event, int64, erro
 	if q.Kind != "" && !kindPattern.MatchString(q.Kind) {
 		return nil, 0, problem.Detail(ErrInvalid, "kind must be an event kind such as security.identity_mismatch")
 	}
-	if q.Prefix != "" && !kindPattern.MatchString(q.Prefix) || q.Before < 0 {
+	if q.Prefix != "" && !kindPattern.MatchString(q.Prefix) || q.Before < 0 || q.Org != "" && !names.ValidOrg(q.Org) {
 		return nil, 0, problem.Detail(ErrInvalid, "bad event query")
 	}
 	switch {
@@ -422,6 +452,9 @@ func (st *Store) Events(ctx context.Context, q EventQuery) ([]Event, int64, erro
 	}
 	if q.Before > 0 {
 		add("id < $%d", q.Before)
+	}
+	if q.Org != "" {
+		add("org_id = $%d", q.Org)
 	}
 	args = append(args, q.Limit+1)
 	query += fmt.Sprintf(" ORDER BY id DESC LIMIT $%d", len(args))
@@ -449,10 +482,10 @@ type KindCount struct {
 	Last        time.Time // the latest row
 }
 
-// EventCounts counts the events whose kind starts with prefix since the given
-// time, per kind.
-func (st *Store) EventCounts(ctx context.Context, prefix string, since time.Time) ([]KindCount, error) {
-	if prefix != "" && !kindPattern.MatchString(prefix) {
+// EventCounts counts the events of org ("": every organization's, for
+// operators) whose kind starts with prefix since the given time, per kind.
+func (st *Store) EventCounts(ctx context.Context, org, prefix string, since time.Time) ([]KindCount, error) {
+	if prefix != "" && !kindPattern.MatchString(prefix) || org != "" && !names.ValidOrg(org) {
 		return nil, problem.Detail(ErrInvalid, "bad event kind prefix")
 	}
 	query, args := countEvents, []any{since}
@@ -461,8 +494,12 @@ func (st *Store) EventCounts(ctx context.Context, prefix string, since time.Time
 	case SecurityPrefix:
 		query += " AND " + securityKinds
 	default:
-		query += " AND starts_with(kind, $2::text)"
 		args = append(args, prefix)
+		query += fmt.Sprintf(" AND starts_with(kind, $%d::text)", len(args))
+	}
+	if org != "" {
+		args = append(args, org)
+		query += fmt.Sprintf(" AND org_id = $%d", len(args))
 	}
 	rows, err := st.pool.Query(ctx, query+" GROUP BY kind ORDER BY kind", args...)
 	if err != nil {
@@ -477,4 +514,48 @@ func (st *Store) EventCounts(ctx context.Context, prefix string, since time.Time
 		return nil, fmt.Errorf("admin: count events: %w", err)
 	}
 	return out, nil
+}
+
+// clientOrg returns the organization of client id, or ErrNotFound.
+func (st *Store) clientOrg(ctx context.Context, id string) (string, error) {
+	if !names.ValidClientID(id) {
+		return "", problem.Detail(ErrNotFound, "no such client")
+	}
+	var org string
+	err := st.pool.QueryRow(ctx, selectClientOrg, id).Scan(&org)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", problem.Detail(ErrNotFound, "no such client")
+	}
+	if err != nil {
+		return "", fmt.Errorf("admin: read client: %w", err)
+	}
+	return org, nil
+}
+
+// clientOrgs maps every client id to its organization.
+func (st *Store) clientOrgs(ctx context.Context) (map[string]string, error) {
+	rows, err := st.pool.Query(ctx, selectClientOrgs)
+	if err != nil {
+		return nil, fmt.Errorf("admin: read clients: %w", err)
+	}
+	out := map[string]string{}
+	var id, org string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &org}, func() error { out[id] = org; return nil }); err != nil {
+		return nil, fmt.Errorf("admin: read clients: %w", err)
+	}
+	return out, nil
+}
+
+// clientIn checks that client id exists and that by acts for its
+// organization, and returns the organization; ErrNotFound otherwise, the
+// same answer for another organization's client as for none.
+func (st *Store) clientIn(ctx context.Context, id string, by Actor) (string, error) {
+	org, err := st.clientOrg(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if !by.actsFor(org) {
+		return "", problem.Detail(ErrNotFound, "no such client")
+	}
+	return org, nil
 }

@@ -99,6 +99,10 @@ const (
 type Route struct {
 	Pattern string // a ServeMux pattern
 	Access  Access
+	// Least is the least role in the acting organization the route needs
+	// (every AdminPage and AdminAPI route has one; operators pass every
+	// one). Empty for Public routes.
+	Least Role
 }
 
 type route struct {
@@ -107,52 +111,65 @@ type route struct {
 }
 
 // routes is the whole route table of the package. Routes wraps every handler
-// in the guard its Access names, so no handler is reachable unguarded; the
-// catch-alls make unknown /admin paths answer a non-admin with 403 too.
+// in the guard its Access and Least name, so no handler is reachable
+// unguarded, nor by a role below its least; the catch-alls make unknown
+// /admin paths answer a non-admin with 403 too. Reads need viewer,
+// revocations and cut-offs security, clients' keys and webhooks admin, an
+// organization's admins owner.
 func (s *Server) routes() []route {
-	r := func(pattern string, a Access, h func(http.ResponseWriter, *http.Request) error) route {
-		return route{Route{pattern, a}, h}
+	r := func(pattern string, a Access, least Role, h func(http.ResponseWriter, *http.Request) error) route {
+		return route{Route{pattern, a, least}, h}
 	}
+	const (
+		page = AdminPage
+		api  = AdminAPI
+	)
 	return []route{
-		r("GET "+LoginPath, Public, s.signin.Start),
-		r("GET "+CallbackPath, Public, s.signin.Finish),
-		r("POST /admin/logout", Public, s.signin.Logout),
+		r("GET "+LoginPath, Public, "", s.startSignin),
+		r("GET "+CallbackPath, Public, "", s.signin.Finish),
+		r("POST /admin/logout", Public, "", s.signin.Logout),
 
-		r("GET /admin/{$}", AdminPage, s.home),
-		r("GET /admin/connections", AdminPage, s.connectionsPage),
-		r("GET /admin/connections/{id}", AdminPage, s.connectionPage),
-		r("GET /admin/connections/{id}/revoke", AdminPage, s.confirmRevokePage),
-		r("POST /admin/connections/{id}/revoke", AdminPage, s.revokePage),
-		r("POST /admin/sessions/end", AdminPage, s.endSessionsPage),
-		r("GET /admin/clients", AdminPage, s.clientsPage),
-		r("GET /admin/clients/{id}", AdminPage, s.clientPage),
-		r("GET /admin/clients/{id}/cut-off", AdminPage, s.confirmCutOffPage),
-		r("POST /admin/clients/{id}/cut-off", AdminPage, s.cutOffPage),
-		r("POST /admin/clients/{id}/cut-off/revoke", AdminPage, s.revokeExposurePage),
-		r("POST /admin/clients/{id}/webhooks", AdminPage, s.createWebhookPage),
-		r("GET /admin/webhooks/{id}", AdminPage, s.webhookPage),
-		r("GET /admin/webhooks/{id}/delete", AdminPage, s.confirmDeleteWebhookPage),
-		r("POST /admin/webhooks/{id}/delete", AdminPage, s.deleteWebhookPage),
-		r("GET /admin/deliveries/{id}", AdminPage, s.deliveryPage),
-		r("POST /admin/deliveries/{id}/redeliver", AdminPage, s.redeliverPage),
-		r("GET /admin/events", AdminPage, s.eventsPage),
-		r("/admin/", AdminPage, notFound),
+		r("GET /admin/{$}", page, RoleViewer, s.home),
+		r("GET /admin/connections", page, RoleViewer, s.connectionsPage),
+		r("GET /admin/connections/{id}", page, RoleViewer, s.connectionPage),
+		r("GET /admin/connections/{id}/revoke", page, RoleSecurity, s.confirmRevokePage),
+		r("POST /admin/connections/{id}/revoke", page, RoleSecurity, s.revokePage),
+		r("POST /admin/sessions/end", page, RoleSecurity, s.endSessionsPage),
+		r("GET /admin/clients", page, RoleViewer, s.clientsPage),
+		r("GET /admin/clients/{id}", page, RoleViewer, s.clientPage),
+		r("GET /admin/clients/{id}/cut-off", page, RoleSecurity, s.confirmCutOffPage),
+		r("POST /admin/clients/{id}/cut-off", page, RoleSecurity, s.cutOffPage),
+		r("POST /admin/clients/{id}/cut-off/revoke", page, RoleSecurity, s.revokeExposurePage),
+		r("POST /admin/clients/{id}/webhooks", page, RoleAdmin, s.createWebhookPage),
+		r("GET /admin/webhooks/{id}", page, RoleViewer, s.webhookPage),
+		r("GET /admin/webhooks/{id}/delete", page, RoleAdmin, s.confirmDeleteWebhookPage),
+		r("POST /admin/webhooks/{id}/delete", page, RoleAdmin, s.deleteWebhookPage),
+		r("GET /admin/deliveries/{id}", page, RoleViewer, s.deliveryPage),
+		r("POST /admin/deliveries/{id}/redeliver", page, RoleAdmin, s.redeliverPage),
+		r("GET /admin/events", page, RoleViewer, s.eventsPage),
+		r("GET /admin/admins", page, RoleOwner, s.adminsPage), // roles_pages.go
+		r("POST /admin/admins", page, RoleOwner, s.grantPage),
+		r("POST /admin/admins/revoke", page, RoleOwner, s.revokeRolePage),
+		r("/admin/", page, RoleViewer, notFound),
 
-		r("GET /admin/api/connections", AdminAPI, s.apiConnections),
-		r("GET /admin/api/connections/{id}", AdminAPI, s.apiConnection),
-		r("POST /admin/api/connections/{id}/revoke", AdminAPI, s.apiRevoke),
-		r("POST /admin/api/sessions/end", AdminAPI, s.apiEndSessions),
-		r("GET /admin/api/clients", AdminAPI, s.apiClients),
-		r("POST /admin/api/clients/{id}/cut-off", AdminAPI, s.apiCutOff),
-		r("PUT /admin/api/clients/{id}/jwt-keys", AdminAPI, s.apiJWTKeys), // jwtkeys.go
-		r("GET /admin/api/clients/{id}/webhooks", AdminAPI, s.apiWebhooks),
-		r("POST /admin/api/clients/{id}/webhooks", AdminAPI, s.apiCreateWebhook),
-		r("DELETE /admin/api/webhooks/{id}", AdminAPI, s.apiDeleteWebhook),
-		r("GET /admin/api/webhooks/{id}/deliveries", AdminAPI, s.apiDeliveries),
-		r("GET /admin/api/deliveries/{id}", AdminAPI, s.apiDelivery),
-		r("POST /admin/api/deliveries/{id}/redeliver", AdminAPI, s.apiRedeliver),
-		r("GET /admin/api/events", AdminAPI, s.apiEvents),
-		r("/admin/api/", AdminAPI, notFound),
+		r("GET /admin/api/connections", api, RoleViewer, s.apiConnections),
+		r("GET /admin/api/connections/{id}", api, RoleViewer, s.apiConnection),
+		r("POST /admin/api/connections/{id}/revoke", api, RoleSecurity, s.apiRevoke),
+		r("POST /admin/api/sessions/end", api, RoleSecurity, s.apiEndSessions),
+		r("GET /admin/api/clients", api, RoleViewer, s.apiClients),
+		r("POST /admin/api/clients/{id}/cut-off", api, RoleSecurity, s.apiCutOff),
+		r("PUT /admin/api/clients/{id}/jwt-keys", api, RoleAdmin, s.apiJWTKeys), // jwtkeys.go
+		r("GET /admin/api/clients/{id}/webhooks", api, RoleViewer, s.apiWebhooks),
+		r("POST /admin/api/clients/{id}/webhooks", api, RoleAdmin, s.apiCreateWebhook),
+		r("DELETE /admin/api/webhooks/{id}", api, RoleAdmin, s.apiDeleteWebhook),
+		r("GET /admin/api/webhooks/{id}/deliveries", api, RoleViewer, s.apiDeliveries),
+		r("GET /admin/api/deliveries/{id}", api, RoleViewer, s.apiDelivery),
+		r("POST /admin/api/deliveries/{id}/redeliver", api, RoleAdmin, s.apiRedeliver),
+		r("GET /admin/api/events", api, RoleViewer, s.apiEvents),
+		r("GET /admin/api/admins", api, RoleOwner, s.apiAdmins), // roles_api.go
+		r("PUT /admin/api/admins", api, RoleOwner, s.apiGrant),
+		r("POST /admin/api/admins/revoke", api, RoleOwner, s.apiRevokeRole),
+		r("/admin/api/", api, RoleViewer, notFound),
 	}
 }
 
@@ -161,13 +178,16 @@ func (s *Server) routes() []route {
 // and their keys are not the /v1 client keys the API budget counts by.
 func (s *Server) Routes(mux *web.Mux) {
 	for _, rt := range s.routes() {
+		if rt.Access != Public && !rt.Least.Valid() {
+			panic("admin: route " + rt.Pattern + " has no least role")
+		}
 		switch rt.Access {
 		case Public:
 			mux.Handle(web.PageRoute(rt.Pattern, web.ClassBrowser, s.logger, rt.h))
 		case AdminPage:
-			mux.Handle(web.PageRoute(rt.Pattern, web.ClassBrowser, s.logger, s.requireSession(rt.h)))
+			mux.Handle(web.PageRoute(rt.Pattern, web.ClassBrowser, s.logger, s.requireSession(rt.Least, rt.h)))
 		case AdminAPI:
-			mux.Handle(web.APIRoute(rt.Pattern, web.ClassBrowser, s.logger, s.requireKey(rt.h)))
+			mux.Handle(web.APIRoute(rt.Pattern, web.ClassBrowser, s.logger, s.requireKey(rt.Least, rt.h)))
 		default:
 			panic("admin: route " + rt.Pattern + " has no access")
 		}

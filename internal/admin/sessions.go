@@ -20,7 +20,8 @@ import (
 // cut without waiting for it to expire. The pages, the API and the CLI all
 // come here.
 
-// EndSessions ends every browser session of user — connect pages and admin
+// EndSessions ends every browser session of user (for an organization's
+// admin, a user with a connection in by.Org; ErrNotFound otherwise) — connect pages and admin
 // pages alike — and returns how many were live. The sessions end and the
 // audit event (sessions.ended) is written in one transaction; every replica
 // forgets them within a second of the commit (see package session).
@@ -36,6 +37,17 @@ func (st *Store) EndSessions(ctx context.Context, user identity.User, by Actor) 
 	}
 	if user.Issuer == "" || user.Subject == "" {
 		return 0, problem.Detail(ErrInvalid, "a user is an issuer and a subject; both are required")
+	}
+	if by.Org != "" {
+		// An organization's admin ends the sessions of its own users only:
+		// those with a connection in it. Anyone else is not found.
+		var ok bool
+		if err := st.pool.QueryRow(ctx, selectUserInOrg, user.Issuer, user.Subject, by.Org).Scan(&ok); err != nil {
+			return 0, fmt.Errorf("admin: end sessions: %w", err)
+		}
+		if !ok {
+			return 0, problem.Detail(ErrNotFound, "no such user")
+		}
 	}
 	var n int
 	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
@@ -72,7 +84,7 @@ func (s *Server) endSessionsPage(w http.ResponseWriter, r *http.Request) error {
 	}
 	return web.Render(w, r, http.StatusOK, templates.AdminSessionsEnded(templates.AdminSessionsEndedView{
 		Nav: s.nav(r, "connections"), Subject: user.Subject, Issuer: user.Issuer, Sessions: strconv.Itoa(n),
-		BackURL: listURL("/admin/connections", Filter{Subject: user.Subject, Issuer: user.Issuer}, nil, 0)}))
+		BackURL: s.href(r, listURL("/admin/connections", Filter{Subject: user.Subject, Issuer: user.Issuer}, nil, 0))}))
 }
 
 type endSessionsRequest struct {

@@ -97,14 +97,47 @@ type Actor struct {
 	Name      string // "admin:<subject>" (a signed-in admin), "admin_key:<id>" (the API), "cli:<user>"
 	RequestID string
 	IP        string
+	// Org is the organization the actor acts for, and Role its role there;
+	// Org "" is the deployment's operators (the Policy's admins, operator
+	// keys, the CLI), who act on every organization. Every Store action
+	// checks that the object it names is Org's, answering ErrNotFound when
+	// it is not, as for an object that does not exist.
+	Org  string
+	Role Role
+	// noRole: the row is not an admin's action (a refused sign-in, a
+	// sign-out): no detail.role.
+	noRole bool
+}
+
+// actsFor reports whether a may act on org's objects.
+func (a Actor) actsFor(org string) bool { return a.Org == "" || a.Org == org }
+
+// roleName is the role the audit trail records: an operator's is "operator".
+func (a Actor) roleName() string {
+	if a.Org == "" {
+		return "operator"
+	}
+	return string(a.Role)
 }
 
 // writeAudit writes ev by actor with q, so it commits or rolls back with the change
-// it records. ev never holds a secret.
+// it records. ev never holds a secret. The row is the organization's of the
+// object (ev.Org), else the actor's; detail.role is the actor's role.
 func writeAudit(ctx context.Context, q audit.Execer, ev Event, by Actor) error {
+	org := ev.Org
+	if org == "" {
+		org = by.Org
+	}
+	detail := make(map[string]any, len(ev.Detail)+1)
+	for k, v := range ev.Detail {
+		detail[k] = v
+	}
+	if !by.noRole {
+		detail["role"] = by.roleName()
+	}
 	return audit.Write(ctx, q, audit.Event{Kind: ev.Kind, Actor: by.Name, Issuer: ev.Issuer, Subject: ev.Subject,
 		ClientID: ev.ClientID, Provider: ev.Provider, Target: ev.Target, RequestID: by.RequestID, IP: by.IP,
-		Detail: ev.Detail})
+		Detail: detail, OrgID: org})
 }
 
 // Audit records ev on its own (admin sign-ins and refusals); a failure is
@@ -137,7 +170,7 @@ func (st *Store) revoke(ctx context.Context, id string, by Actor, why *notice.No
 	if st.vault == nil {
 		return nil, ErrNoVault
 	}
-	c, err := st.connection(ctx, id)
+	c, err := st.connection(ctx, by.Org, id)
 	if err != nil {
 		return nil, err
 	}
@@ -159,6 +192,11 @@ func (st *Store) revoke(ctx context.Context, id string, by Actor, why *notice.No
 		return nil, err
 	}
 	rev.Withdrawn, rev.AtProvider = nonNil(ended.Withdrawn), string(ended.Deletion.Revocation)
+	// Package lifecycle's rows record the end itself; this one records the
+	// admin action, in the connection's organization, with the actor's role.
+	st.auditAfter(context.WithoutCancel(ctx), Event{Kind: "admin.connection_revoked", Org: c.Org, Issuer: c.User.Issuer,
+		Subject: c.User.Subject, Provider: c.Provider, Target: id, Detail: map[string]any{"at_provider": rev.AtProvider,
+			"consents_withdrawn": len(rev.Withdrawn)}}, by)
 	st.logger.InfoContext(ctx, "connection revoked by an admin", slog.String("connection_id", id),
 		slog.String("provider", c.Provider), slog.String("actor", by.Name), slog.String("at_provider", rev.AtProvider),
 		slog.Int("consents_withdrawn", len(rev.Withdrawn)))

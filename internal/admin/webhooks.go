@@ -52,11 +52,15 @@ func (st *Store) CreateWebhook(ctx context.Context, clientID, rawURL string, eve
 	if err != nil {
 		return webhook.Endpoint{}, "", err
 	}
+	org, err := st.clientIn(ctx, clientID, by)
+	if err != nil {
+		return webhook.Endpoint{}, "", err
+	}
 	ep, secret, err := wh.Create(ctx, clientID, rawURL, events)
 	if err != nil {
 		return webhook.Endpoint{}, "", err
 	}
-	st.auditAfter(ctx, Event{Kind: "webhook.created", ClientID: ep.ClientID, Target: ep.ID,
+	st.auditAfter(ctx, Event{Kind: "webhook.created", Org: org, ClientID: ep.ClientID, Target: ep.ID,
 		Detail: map[string]any{"url": ep.URL, "events": nonNil(ep.Events)}}, by)
 	st.logger.InfoContext(ctx, "webhook endpoint created by an admin", slog.String("endpoint", ep.ID),
 		slog.String("client_id", ep.ClientID), slog.String("actor", by.Name))
@@ -70,14 +74,14 @@ func (st *Store) DeleteWebhook(ctx context.Context, id string, by Actor) (webhoo
 	if err != nil {
 		return webhook.Endpoint{}, err
 	}
-	ep, err := endpoint(ctx, wh, id)
+	ep, org, err := st.endpoint(ctx, wh, id, by)
 	if err != nil {
 		return webhook.Endpoint{}, err
 	}
 	if err := wh.Delete(ctx, id); err != nil {
 		return webhook.Endpoint{}, err
 	}
-	st.auditAfter(ctx, Event{Kind: "webhook.deleted", ClientID: ep.ClientID, Target: ep.ID,
+	st.auditAfter(ctx, Event{Kind: "webhook.deleted", Org: org, ClientID: ep.ClientID, Target: ep.ID,
 		Detail: map[string]any{"url": ep.URL}}, by)
 	st.logger.InfoContext(ctx, "webhook endpoint deleted by an admin", slog.String("endpoint", ep.ID),
 		slog.String("client_id", ep.ClientID), slog.String("actor", by.Name))
@@ -91,18 +95,14 @@ func (st *Store) Redeliver(ctx context.Context, id string, by Actor) (webhook.De
 	if err != nil {
 		return webhook.Delivery{}, err
 	}
-	d, err := delivery(ctx, wh, id)
-	if err != nil {
-		return webhook.Delivery{}, err
-	}
-	ep, err := wh.Endpoint(ctx, d.EndpointID)
+	d, ep, org, err := st.delivery(ctx, wh, id, by)
 	if err != nil {
 		return webhook.Delivery{}, err
 	}
 	if err := wh.Redeliver(ctx, id); err != nil {
 		return webhook.Delivery{}, err
 	}
-	st.auditAfter(ctx, Event{Kind: "webhook.redelivered", ClientID: ep.ClientID, Target: d.ID,
+	st.auditAfter(ctx, Event{Kind: "webhook.redelivered", Org: org, ClientID: ep.ClientID, Target: d.ID,
 		Detail: map[string]any{"endpoint_id": ep.ID, "type": d.Type, "status": d.Status}}, by)
 	st.logger.InfoContext(ctx, "webhook redelivery requested by an admin", slog.String("delivery", d.ID),
 		slog.String("endpoint", ep.ID), slog.String("actor", by.Name))
@@ -118,20 +118,40 @@ var (
 	deliveryIDPattern = regexp.MustCompile(`^msg_[a-z0-9]{1,64}$`)
 )
 
-// endpoint reads the endpoint id of a request, or webhook.ErrNotFound.
-func endpoint(ctx context.Context, wh *webhook.Service, id string) (webhook.Endpoint, error) {
+// endpoint reads the endpoint id of a request and its client's
+// organization, or webhook.ErrNotFound — for an endpoint of another
+// organization than by's too.
+func (st *Store) endpoint(ctx context.Context, wh *webhook.Service, id string, by Actor) (webhook.Endpoint, string, error) {
 	if !endpointIDPattern.MatchString(id) {
-		return webhook.Endpoint{}, problem.Detail(webhook.ErrNotFound, "no such endpoint")
+		return webhook.Endpoint{}, "", problem.Detail(webhook.ErrNotFound, "no such endpoint")
 	}
-	return wh.Endpoint(ctx, id)
+	ep, err := wh.Endpoint(ctx, id)
+	if err != nil {
+		return webhook.Endpoint{}, "", err
+	}
+	org, err := st.clientIn(ctx, ep.ClientID, by)
+	if errors.Is(err, ErrNotFound) {
+		return webhook.Endpoint{}, "", problem.Detail(webhook.ErrNotFound, "no such endpoint")
+	}
+	return ep, org, err
 }
 
-// delivery reads the delivery id of a request, or webhook.ErrNotFound.
-func delivery(ctx context.Context, wh *webhook.Service, id string) (webhook.Delivery, error) {
+// delivery reads the delivery id of a request, its endpoint and their
+// client's organization, or webhook.ErrNotFound — for a delivery of another
+// organization than by's too.
+func (st *Store) delivery(ctx context.Context, wh *webhook.Service, id string, by Actor) (webhook.Delivery, webhook.Endpoint, string, error) {
 	if !deliveryIDPattern.MatchString(id) {
-		return webhook.Delivery{}, problem.Detail(webhook.ErrNotFound, "no such delivery")
+		return webhook.Delivery{}, webhook.Endpoint{}, "", problem.Detail(webhook.ErrNotFound, "no such delivery")
 	}
-	return wh.Delivery(ctx, id)
+	d, err := wh.Delivery(ctx, id)
+	if err != nil {
+		return webhook.Delivery{}, webhook.Endpoint{}, "", err
+	}
+	ep, org, err := st.endpoint(ctx, wh, d.EndpointID, by)
+	if errors.Is(err, webhook.ErrNotFound) {
+		return webhook.Delivery{}, webhook.Endpoint{}, "", problem.Detail(webhook.ErrNotFound, "no such delivery")
+	}
+	return d, ep, org, err
 }
 
 // auditAfter records ev for a change already committed; a failure is logged.
@@ -155,23 +175,32 @@ func deliveryLimit(r *http.Request) (int, error) {
 	return n, nil
 }
 
-// clientOf answers 404 for a client that does not exist.
+// clientOf answers 404 for a client that does not exist, or is not of the
+// request's organization.
 func (s *Server) clientOf(r *http.Request) (string, error) {
 	id := r.PathValue("id")
-	if _, err := s.client(r.Context(), id); err != nil {
+	if _, err := s.client(r, id); err != nil {
 		return "", clientError(err)
 	}
 	return id, nil
 }
 
-// client reads the MCP server (client) id of a request, or
+// client reads the MCP server (client) id a request names, or
 // clientauth.ErrClientNotFound: at once, without a query, for an id that is not
-// the shape of one (names.ValidClientID).
-func (s *Server) client(ctx context.Context, id string) (clientauth.Client, error) {
+// the shape of one (names.ValidClientID), and for a client of another
+// organization than the request acts for (the same answer).
+func (s *Server) client(r *http.Request, id string) (clientauth.Client, error) {
 	if !names.ValidClientID(id) {
 		return clientauth.Client{}, fmt.Errorf("%w: not a client id", clientauth.ErrClientNotFound)
 	}
-	return s.clients.Get(ctx, id)
+	org, err := s.store.clientOrg(r.Context(), id)
+	if errors.Is(err, ErrNotFound) || err == nil && scopeOf(r) != "" && org != scopeOf(r) {
+		return clientauth.Client{}, fmt.Errorf("%w: not in the acting organization", clientauth.ErrClientNotFound)
+	}
+	if err != nil {
+		return clientauth.Client{}, err
+	}
+	return s.clients.Get(r.Context(), id)
 }
 
 func clientError(err error) error {
@@ -299,7 +328,7 @@ func (s *Server) apiDeliveries(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ep, err := endpoint(r.Context(), wh, r.PathValue("id"))
+	ep, _, err := s.store.endpoint(r.Context(), wh, r.PathValue("id"), actorOf(r))
 	if err != nil {
 		return err
 	}
@@ -325,7 +354,7 @@ func (s *Server) apiDelivery(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	d, err := delivery(r.Context(), wh, r.PathValue("id"))
+	d, _, _, err := s.store.delivery(r.Context(), wh, r.PathValue("id"), actorOf(r))
 	if err != nil {
 		return err
 	}
@@ -392,7 +421,7 @@ func (s *Server) clientPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	c, err := s.client(r.Context(), r.PathValue("id"))
+	c, err := s.client(r, r.PathValue("id"))
 	if err != nil {
 		return clientError(err)
 	}
@@ -400,15 +429,15 @@ func (s *Server) clientPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	row := clientRow(c)
+	row := s.clientRow(r, c)
 	v := templates.AdminClientView{Nav: s.nav(r, "clients"), ID: c.ID, Name: clientName(c), Resources: c.Resources,
 		Providers: row.Providers, Created: row.Created, LastUsed: row.LastUsed, Disabled: c.Disabled,
-		ConnectionsURL: row.ConnectionsURL, CreateURL: "/admin/clients/" + c.ID + "/webhooks", Types: webhook.Types,
-		CutOffURL: "/admin/clients/" + c.ID + "/cut-off"}
+		ConnectionsURL: row.ConnectionsURL, CreateURL: s.href(r, "/admin/clients/"+c.ID+"/webhooks"), Types: webhook.Types,
+		CutOffURL: s.href(r, "/admin/clients/"+c.ID+"/cut-off")}
 	for _, e := range eps {
 		v.Endpoints = append(v.Endpoints, templates.AdminEndpointRow{ID: e.ID, URL: e.URL, Events: eventsText(e.Events),
-			Created: fmtTime(e.CreatedAt), DeliveriesURL: "/admin/webhooks/" + e.ID,
-			DeleteURL: "/admin/webhooks/" + e.ID + "/delete"})
+			Created: fmtTime(e.CreatedAt), DeliveriesURL: s.href(r, "/admin/webhooks/"+e.ID),
+			DeleteURL: s.href(r, "/admin/webhooks/"+e.ID+"/delete")})
 	}
 	return web.Render(w, r, http.StatusOK, templates.AdminClient(v))
 }
@@ -419,7 +448,7 @@ func (s *Server) createWebhookPage(w http.ResponseWriter, r *http.Request) error
 	if err := s.checkForm(w, r); err != nil {
 		return err
 	}
-	c, err := s.client(r.Context(), r.PathValue("id"))
+	c, err := s.client(r, r.PathValue("id"))
 	if err != nil {
 		return clientError(err)
 	}
@@ -430,7 +459,7 @@ func (s *Server) createWebhookPage(w http.ResponseWriter, r *http.Request) error
 	}
 	return web.Render(w, r, http.StatusOK, templates.AdminWebhookCreated(templates.AdminWebhookCreatedView{
 		Nav: s.nav(r, "clients"), ID: ep.ID, URL: ep.URL, Events: eventsText(ep.Events), ClientName: clientName(c),
-		Secret: secret, ClientURL: "/admin/clients/" + c.ID, DeliveriesURL: "/admin/webhooks/" + ep.ID}))
+		Secret: secret, ClientURL: s.href(r, "/admin/clients/"+c.ID), DeliveriesURL: s.href(r, "/admin/webhooks/"+ep.ID)}))
 }
 
 // deleteWebhookPage handles POST /admin/webhooks/{id}/delete, then back to
@@ -447,7 +476,7 @@ func (s *Server) deleteWebhookPage(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	http.Redirect(w, r, "/admin/clients/"+ep.ClientID, http.StatusSeeOther)
+	http.Redirect(w, r, s.href(r, "/admin/clients/"+ep.ClientID), http.StatusSeeOther)
 	return nil
 }
 
@@ -459,14 +488,14 @@ func (s *Server) confirmDeleteWebhookPage(w http.ResponseWriter, r *http.Request
 	if err != nil {
 		return err
 	}
-	ep, err := endpoint(r.Context(), wh, r.PathValue("id"))
+	ep, _, err := s.store.endpoint(r.Context(), wh, r.PathValue("id"), actorOf(r))
 	if err != nil {
 		return err
 	}
 	return web.Render(w, r, http.StatusOK, templates.AdminDeleteWebhook(templates.AdminDeleteWebhookView{
 		Nav: s.nav(r, "clients"), ID: ep.ID, URL: ep.URL, ClientID: ep.ClientID,
-		Action: "/admin/webhooks/" + ep.ID + "/delete", CSRF: s.sessions.CSRFToken(principalOf(r.Context()).sess),
-		BackURL: "/admin/clients/" + ep.ClientID}))
+		Action: s.href(r, "/admin/webhooks/"+ep.ID+"/delete"), CSRF: s.sessions.CSRFToken(principalOf(r.Context()).sess),
+		BackURL: s.href(r, "/admin/clients/"+ep.ClientID)}))
 }
 
 // webhookPage handles GET /admin/webhooks/{id}[?limit=N]: the endpoint's
@@ -480,7 +509,7 @@ func (s *Server) webhookPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ep, err := endpoint(r.Context(), wh, r.PathValue("id"))
+	ep, _, err := s.store.endpoint(r.Context(), wh, r.PathValue("id"), actorOf(r))
 	if err != nil {
 		return err
 	}
@@ -493,9 +522,9 @@ func (s *Server) webhookPage(w http.ResponseWriter, r *http.Request) error {
 		name = clientName(c)
 	}
 	v := templates.AdminWebhookView{Nav: s.nav(r, "clients"), ID: ep.ID, URL: ep.URL, Events: eventsText(ep.Events),
-		Created: fmtTime(ep.CreatedAt), ClientName: name, ClientURL: "/admin/clients/" + ep.ClientID}
+		Created: fmtTime(ep.CreatedAt), ClientName: name, ClientURL: s.href(r, "/admin/clients/"+ep.ClientID)}
 	for _, d := range ds {
-		v.Deliveries = append(v.Deliveries, templates.AdminDeliveryRow{URL: "/admin/deliveries/" + d.ID, ID: d.ID,
+		v.Deliveries = append(v.Deliveries, templates.AdminDeliveryRow{URL: s.href(r, "/admin/deliveries/"+d.ID), ID: d.ID,
 			Type: d.Type, Status: d.Status, Attempts: strconv.Itoa(d.Attempts), Created: fmtTime(d.CreatedAt),
 			Next: fmtOptTime(d.NextAttemptAt)})
 	}
@@ -516,11 +545,7 @@ func (s *Server) deliveryPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	d, err := delivery(r.Context(), wh, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	ep, err := wh.Endpoint(r.Context(), d.EndpointID)
+	d, ep, _, err := s.store.delivery(r.Context(), wh, r.PathValue("id"), actorOf(r))
 	if err != nil {
 		return err
 	}
@@ -531,8 +556,8 @@ func (s *Server) deliveryPage(w http.ResponseWriter, r *http.Request) error {
 	}
 	v := templates.AdminDeliveryView{Nav: s.nav(r, "clients"), ID: d.ID, Type: d.Type, Status: d.Status,
 		Attempts: strconv.Itoa(d.Attempts), Created: fmtTime(d.CreatedAt), Next: fmtOptTime(d.NextAttemptAt),
-		Delivered: fmtOptTime(d.DeliveredAt), Payload: payload, EndpointURL: ep.URL, WebhookURL: "/admin/webhooks/" + ep.ID,
-		RedeliverURL: "/admin/deliveries/" + d.ID + "/redeliver"}
+		Delivered: fmtOptTime(d.DeliveredAt), Payload: payload, EndpointURL: ep.URL, WebhookURL: s.href(r, "/admin/webhooks/"+ep.ID),
+		RedeliverURL: s.href(r, "/admin/deliveries/"+d.ID+"/redeliver")}
 	for _, a := range d.Tries {
 		st := "no answer"
 		if a.StatusCode != 0 {
@@ -554,6 +579,6 @@ func (s *Server) redeliverPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	http.Redirect(w, r, "/admin/deliveries/"+d.ID, http.StatusSeeOther)
+	http.Redirect(w, r, s.href(r, "/admin/deliveries/"+d.ID), http.StatusSeeOther)
 	return nil
 }

@@ -30,6 +30,9 @@ type Event struct {
 	RequestID string
 	IP        string
 	Detail    map[string]any // nil: {}
+	// OrgID is the organization the event belongs to ("": the default
+	// organization, the column's default).
+	OrgID string
 }
 
 // Insert is the head of every insert into the trail, naming the columns in
@@ -39,7 +42,8 @@ type Event struct {
 // uses it in its own statement; everyone else calls Write.
 const Insert = `INSERT INTO audit_events (kind, actor, issuer, subject, client_id, provider, target, request_id, ip, detail)`
 
-const insertEvent = Insert + ` VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+const insertEvent = `INSERT INTO audit_events (kind, actor, issuer, subject, client_id, provider, target, request_id, ip, detail, org_id)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce(nullif($11, ''), 'default'))`
 
 // Execer is what a pool, a connection and a transaction all offer: Write
 // inside a transaction commits or rolls back with the change it records.
@@ -50,7 +54,7 @@ type Execer interface {
 // Write writes ev with q.
 func Write(ctx context.Context, q Execer, ev Event) error {
 	if _, err := q.Exec(ctx, insertEvent, ev.Kind, ev.Actor, ev.Issuer, ev.Subject, ev.ClientID, ev.Provider,
-		ev.Target, ev.RequestID, ev.IP, Detail(ev.Detail)); err != nil {
+		ev.Target, ev.RequestID, ev.IP, Detail(ev.Detail), ev.OrgID); err != nil {
 		return fmt.Errorf("audit: write %s: %w", ev.Kind, err)
 	}
 	return nil

@@ -109,6 +109,10 @@ var codes = []row{
 	{err: refusal.ErrBadForm, status: http.StatusBadRequest, code: "bad_form", desc: "The form could not be read."},
 	{err: refusal.ErrCSRF, status: http.StatusForbidden, code: "csrf_failed",
 		desc: "The form has expired. Reload the page and try again."},
+	// Admin roles (package admin): the route needs a higher role in the
+	// acting organization; nothing was read or changed.
+	{err: refusal.ErrRoleInsufficient, status: http.StatusForbidden, code: "role_insufficient",
+		desc: "your role in this organization does not allow this; nothing was changed"},
 
 	// Authentication of /v1 calls (package mcpauth).
 	auth(clientauth.ErrMissingClientKey, http.StatusUnauthorized, "invalid_client",

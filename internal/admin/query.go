@@ -374,7 +374,7 @@ func (st *Store) Detail(ctx context.Context, org, id string) (*Detail, error) {
 	case st.vault == nil:
 		d.AccountProblem = "vault keys not configured"
 	default:
-		acct, err := st.vault.Account(ctx, c.User, c.Provider, c.ID)
+		acct, err := st.vault.In(c.Org).Account(ctx, c.User, c.Provider, c.ID)
 		switch {
 		case err == nil:
 			d.Account = acct

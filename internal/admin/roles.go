@@ -265,7 +265,7 @@ type matchedClaim struct {
 	Value string `json:"value"`
 }
 
-// recordSignin records, for the per-request re-check (migration 00031),
+// recordSignin records, for the per-request re-check (migration 00030),
 // whether (issuer, subject)'s admin sign-in now was the Policy's, and which
 // of issuer's claim mappings its ID token's claims met.
 func (st *Store) recordSignin(ctx context.Context, issuer, subject string, operator bool, claims map[string]any) error {

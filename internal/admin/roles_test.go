@@ -14,7 +14,7 @@ import (
 // The attacks of issue 34's "Isolation is the product" on the admin surface:
 // an admin of organization A, of every role, naming organization B's objects.
 // The setup writes memberships and key roles with plain SQL (the tables of
-// migration 00031), so that these tests build against the admin code before
+// migration 00030), so that these tests build against the admin code before
 // roles and fail there: it showed every organization's rows to every admin.
 
 // leastRoles is the least role of every guarded admin route: the

@@ -71,6 +71,9 @@ type envOptions struct {
 	quirks providertest.Quirks
 	// rotate makes the fake provider rotate refresh tokens.
 	rotate bool
+	// apps are further OAuth clients the fake provider knows (client id →
+	// secret): organizations' own apps.
+	apps map[string]string
 	// limits are the public listener's rate limits (default: none) and
 	// mintLimit the per-(user, client) mint limit, mintUserLimit the per-user
 	// ceiling; maxWaiters the long-polls per client key (0: default).
@@ -95,7 +98,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 				c.IDTokenClaims = opts.idTokenClaims
 			}
 		},
-		Fake:      providertest.Options{Quirks: opts.quirks, RotateRefreshTokens: opts.rotate},
+		Fake:      providertest.Options{Quirks: opts.quirks, RotateRefreshTokens: opts.rotate, Apps: opts.apps},
 		FakeEntry: opts.fakeEntry,
 		Providers: []map[string]any{{"name": "keyed", "kind": "api_key", "display_name": "Keyed",
 			"verify": map[string]any{"method": "GET", "url": keyAPI.URL + "/check", "header": "Authorization",

@@ -25,6 +25,9 @@ import (
 type load struct {
 	key    string
 	tokens []string
+	// keys, when set, is the client key of each of tokens (the orgs
+	// scenario: each user's organization's client); nil: key for all.
+	keys   []string
 	reps   []*process
 	client *http.Client
 	next   atomic.Uint64
@@ -81,11 +84,19 @@ func (l *load) pick() (int, *process) {
 }
 
 func (l *load) do(req *http.Request, user int, want int) ([]byte, error) {
-	return l.doAs(req, l.tokens[user], want)
+	key := l.key
+	if l.keys != nil {
+		key = l.keys[user]
+	}
+	return l.doWith(req, key, l.tokens[user], want)
 }
 
 func (l *load) doAs(req *http.Request, userToken string, want int) ([]byte, error) {
-	req.Header.Set("Authorization", "Bearer "+l.key)
+	return l.doWith(req, l.key, userToken, want)
+}
+
+func (l *load) doWith(req *http.Request, key, userToken string, want int) ([]byte, error) {
+	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("X-User-Token", userToken)
 	resp, err := l.client.Do(req)
 	if err != nil {
@@ -309,6 +320,9 @@ type result struct {
 	// The tracing comparison only: req/s over the mean of the tracing-off
 	// rows at the same concurrency in the same run.
 	VsTracingOff float64 `json:"ratio_vs_tracing_off,omitempty"`
+	// The orgs rows only: req/s over the one-organization token lookup's at
+	// the same concurrency in the same run.
+	VsToken float64 `json:"ratio_vs_token,omitempty"`
 	// Open loop only: how late the generator itself sent (p99, ms), part of
 	// every latency above, and whether it ran at raised priority.
 	SendLateP99ms float64 `json:"send_late_p99_ms,omitempty"`

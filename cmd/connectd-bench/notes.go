@@ -21,7 +21,19 @@ with a connection and consent, and measures, in this order:
    runs without), read path first: the token lookup (client key + ES256 user token,
    each user's token reused as an MCP server would), closed loop at each level, then
    open loop (Poisson arrivals, latency from the scheduled send time, so a stalled
-   server cannot hide its queue);
+   server cannot hide its queue); then (issue 34) the token lookup across
+   organizations, on N replicas of its own started after these (so that step 2's
+   replicas keep the caches of the 10,000 users above): 100 organizations
+   (` + "`bench-org-000`" + ` … ` + "`bench-org-099`" + `; ` + "`-orgs`" + `), each with an MCP server of its own
+   (its own client key and resource, ` + "`https://bench-org-NNN.mcp.example/`" + `) and 100
+   users (` + "`-org-users`" + `), each with a connection in that organization's vault and
+   consent for its server. Each request takes the next (organization, user) pair,
+   every request another organization, with that organization's client key and a
+   user token for its resource, at the same levels and primed the same way as the
+   token lookup; the Organizations section sets each level beside the
+   one-organization token lookup of the same run. Seeding them (10,000 more
+   connections, 8 writers) costs about as long as seeding the 10,000 users above;
+   ` + "`-skip orgs`" + ` leaves out both the seeding and the measurement;
 3. N more replicas with ` + "`CONNECTD_CREDENTIAL_CACHE=false`" + `: the token lookup again,
    one database round trip per request, against pgbench -S;
    then (issue 28) three more sets of N, started together: tracing off, and

@@ -27,6 +27,11 @@ type results struct {
 	// the profiled concurrency.
 	Profile      []profileLine `json:"token_profile,omitempty"`
 	ProfileLevel int           `json:"token_profile_concurrency,omitempty"`
+	// The orgs scenario's organizations, users per organization and seeding
+	// time (zero, "": not measured).
+	Orgs     int    `json:"orgs,omitempty"`
+	OrgUsers int    `json:"users_per_org,omitempty"`
+	OrgSeed  string `json:"org_seed,omitempty"`
 }
 
 func (r *results) add(x result) { r.Results = append(r.Results, x) }
@@ -131,6 +136,7 @@ func (r *results) print(w io.Writer) {
 	r.table(tw, false)
 	tw.Flush()
 	var b strings.Builder
+	r.orgsTable(&b)
 	r.proxyTable(&b)
 	r.tracingTable(&b)
 	fmt.Fprint(w, b.String())
@@ -163,6 +169,7 @@ func (r *results) write(jsonPath, docPath string) error {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.What, t.Got, met)
 	}
+	r.orgsTable(&b)
 	r.proxyTable(&b)
 	r.tracingTable(&b)
 	if len(r.Profile) > 0 {

@@ -43,6 +43,8 @@ type options struct {
 	tracingRounds int
 	replicas      int
 	users         int
+	orgs          int // the orgs scenario's organizations
+	orgUsers      int // and users in each
 	levels        []int
 	duration      time.Duration
 	openRate      int
@@ -74,6 +76,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&o.baseline, "baseline-connectd", "", "another connectd binary (built before a change) whose token lookup the tracing scenario measures beside tracing off")
 	fs.IntVar(&o.replicas, "replicas", replicas, "connectd replicas (env REPLICAS)")
 	fs.IntVar(&o.users, "users", 10000, "users seeded with a connection")
+	fs.IntVar(&o.orgs, "orgs", 100, "organizations of the orgs scenario, each with its own client")
+	fs.IntVar(&o.orgUsers, "org-users", 100, "users with a connection in each organization of the orgs scenario")
 	levels := fs.String("levels", "16,64,256", "concurrency levels")
 	fs.DurationVar(&o.duration, "duration", 4*time.Second, "measurement time per scenario and level")
 	fs.IntVar(&o.openRate, "open-rate", 5000, "offered req/s of the open-loop token scenario")
@@ -93,7 +97,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	})
 	skip := fs.String("skip", "", "comma-separated scenarios to skip (token,mint,status,open,flow,nocache,pgbench,trivial,"+
 		"proxy: the 1 KB provider GET direct and through the proxy, proxy256: the 256 KB one through the proxy, "+
-		"tracing: the token lookup with tracing off, on at 1 % and on at 100 %, alternating)")
+		"tracing: the token lookup with tracing off, on at 1 % and on at 100 %, alternating, "+
+		"orgs: the token lookup over -orgs organizations of -org-users users, each with its own client)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -108,6 +113,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		if s = strings.TrimSpace(s); s != "" {
 			o.skip[s] = true
 		}
+	}
+	if o.orgs <= 0 || o.orgUsers <= 0 {
+		o.skip["orgs"] = true
 	}
 	return o, nil
 }
@@ -211,10 +219,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer pool.Close()
+	seeding := time.Now()
 	clientKey, err := seed(ctx, pool, keyLine, issuer, o.users)
 	if err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}
+	logf("seeded %d users in %s", o.users, time.Since(seeding).Round(time.Millisecond))
 	// quiet vacuums and checkpoints connectd's database. Like pgbench, which
 	// vacuums its tables before it measures, every connectd measurement that
 	// follows writes starts on a quiet database, so that earlier rows do not
@@ -226,6 +236,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if _, err := pool.Exec(ctx, "CHECKPOINT"); err != nil {
 			logf("checkpoint: %v", err)
 		}
+	}
+	var orgs *orgSeed
+	if !o.skip["orgs"] {
+		if orgs, err = seedOrgs(ctx, pool, keyLine, issuer, idp, o.orgs, o.orgUsers); err != nil {
+			return fmt.Errorf("seed organizations: %w", err)
+		}
+		logf("seeded %d organizations × %d users in %s", o.orgs, o.orgUsers, orgs.took.Round(time.Millisecond))
 	}
 	tokens := make([]string, o.users)
 	for i := range tokens {
@@ -276,6 +293,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	res := &results{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Replicas: o.replicas, MemLimit: o.memLimit,
 		Users: o.users, Duration: o.duration.String(), OpenRate: o.openRate, ProfileLevel: o.profileLevel}
+	if orgs != nil {
+		res.Orgs, res.OrgUsers, res.OrgSeed = o.orgs, o.orgUsers, orgs.took.Round(time.Millisecond).String()
+	}
 
 	// 1. Baselines, on the same cluster and cores, before any connectd runs
 	// (pgbench at 256 clients and connectd's pools together would pass
@@ -348,6 +368,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		res.add(openLoop(ctx, scenarioOpen, o.openRate, o.duration, main, lg.token))
 	}
 	logf("read path done")
+
+	// 2b. The token lookup across organizations (issue 34), read-only like
+	// the read path, on replicas of its own: the caches of step 2's
+	// replicas stay those of the one-organization users, whose figures the
+	// later scenarios and earlier runs are compared with.
+	if orgs != nil {
+		if err := measureOrgs(ctx, o, env, orgs, res, logf); err != nil {
+			return err
+		}
+		logf("organizations done")
+	}
 
 	// 3. The same token lookups with the credential cache off: a database
 	// round trip per lookup, compared with pgbench -S.
@@ -450,6 +481,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	res.Elapsed = time.Since(started).Round(time.Second).String()
 	res.ratios()
 	res.tracingRatios()
+	res.orgsRatios()
 	res.print(stdout)
 	if err := res.write(o.jsonOut, o.docOut); err != nil {
 		return err

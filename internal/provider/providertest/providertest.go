@@ -237,6 +237,7 @@ const (
 type TokenRequest struct {
 	GrantType  string
 	ClientAuth string
+	ClientID   string // the client id it authenticated as (or named), whether it was accepted or not
 	Accept     string
 	Scope      string
 	Host       string // the Host the request named (without port)
@@ -1004,8 +1005,8 @@ func (s *Server) tokenLocked(w http.ResponseWriter, r *http.Request) {
 	case "refresh_token":
 		s.counts.Refresh++
 	}
-	how, _, ok := s.clientAuth(r)
-	s.tokenReqs = append(s.tokenReqs, TokenRequest{GrantType: grantType, ClientAuth: how, Accept: r.Header.Get("Accept"),
+	how, clientID, ok := s.clientAuth(r)
+	s.tokenReqs = append(s.tokenReqs, TokenRequest{GrantType: grantType, ClientAuth: how, ClientID: clientID, Accept: r.Header.Get("Accept"),
 		Scope: r.PostForm.Get("scope"), Host: hostOnly(r.Host)})
 	if s.quirks.ServerError {
 		w.Header().Set("Content-Type", "text/html")

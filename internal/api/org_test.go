@@ -252,13 +252,7 @@ func TestOrgClientNeverReachesAnotherOrganizationsConnection(t *testing.T) {
 	if !vault.ValidID(madeUp) {
 		t.Fatalf("%s is not a connection id", madeUp)
 	}
-	// Both clients hear of connection changes (acme's unlink at the end).
-	for _, m := range []member{e.acme, e.beta} {
-		if _, _, err := e.Server.Webhooks().Create(context.Background(), m.client.ID,
-			"https://hooks."+m.client.Org+".example/connectd", nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.hooks() // both clients hear of connection changes (acme's unlink at the end)
 
 	// The listing: beta's client lists nothing of alice's; acme's lists it.
 	if got := e.listed(e.beta, "alice"); len(got) != 0 {
@@ -303,33 +297,53 @@ func TestOrgClientNeverReachesAnotherOrganizationsConnection(t *testing.T) {
 	if got := e.listed(e.acme, "alice"); len(got) != 0 {
 		t.Errorf("after acme's unlink, acme's client lists %v", got)
 	}
-	rows, err := e.Pool.Query(context.Background(), `SELECT e.client_id, d.event_type, convert_from(d.payload, 'UTF8') FROM webhook_deliveries d
-		JOIN webhook_endpoints e ON e.id = d.endpoint_id`)
+	e.eventsOnlyToAcme(alice, "connection.revoked")
+}
+
+// hooks registers a webhook endpoint for acme's and beta's clients.
+func (e *orgEnv) hooks() {
+	e.t.Helper()
+	for _, m := range []member{e.acme, e.beta} {
+		if _, _, err := e.Server.Webhooks().Create(context.Background(), m.client.ID,
+			"https://hooks."+m.client.Org+".example/connectd", nil); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// eventsOnlyToAcme checks the webhook deliveries enqueued about connection
+// c: none to beta's client, and one event typ to acme's, naming c and the
+// scopes acme's client may see (not the blank answer for a client of
+// another organization).
+func (e *orgEnv) eventsOnlyToAcme(c *vault.Connection, typ string) {
+	e.t.Helper()
+	rows, err := e.Pool.Query(context.Background(), `SELECT e.client_id, d.event_type, convert_from(d.payload, 'UTF8')
+		FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id`)
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	defer rows.Close()
-	revoked := 0
+	n := 0
 	for rows.Next() {
-		var client, typ, payload string
-		if err := rows.Scan(&client, &typ, &payload); err != nil {
-			t.Fatal(err)
+		var client, got, payload string
+		if err := rows.Scan(&client, &got, &payload); err != nil {
+			e.t.Fatal(err)
 		}
 		switch {
-		case client != e.acme.client.ID && strings.Contains(payload, alice.ID):
-			t.Errorf("beta's client was sent %s naming alice's acme connection: %s", typ, payload)
-		case client == e.acme.client.ID && typ == "connection.revoked":
-			revoked++
-			if !strings.Contains(payload, alice.ID) || !strings.Contains(payload, `"files.read"`) {
-				t.Errorf("acme's client was told %s, want its connection and the scopes it may see", payload)
+		case client != e.acme.client.ID && strings.Contains(payload, c.ID):
+			e.t.Errorf("beta's client was sent %s naming acme's connection: %s", got, payload)
+		case client == e.acme.client.ID && got == typ:
+			n++
+			if !strings.Contains(payload, c.ID) || !strings.Contains(payload, `"files.read"`) {
+				e.t.Errorf("acme's client was told %s, want its connection and the scopes it may see", payload)
 			}
 		}
 	}
 	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	if revoked != 1 {
-		t.Errorf("%d connection.revoked events to acme's client, want 1", revoked)
+	if n != 1 {
+		e.t.Errorf("%d %s events to acme's client, want 1", n, typ)
 	}
 }
 
@@ -370,6 +384,8 @@ func TestOrgAppRefreshesItsOwnConnection(t *testing.T) {
 			if alice.AppID != app.ID {
 				t.Fatalf("stored with app %q, want %q", alice.AppID, app.ID)
 			}
+			e.forge(e.beta, alice)
+			e.hooks()
 			read := func() answer {
 				return e.send(e.acme, http.MethodGet, "/v1/connections/fake/token?account="+alice.ID, "alice", nil)
 			}
@@ -402,6 +418,8 @@ func TestOrgAppRefreshesItsOwnConnection(t *testing.T) {
 			if got := refreshes(); len(got) != 1 {
 				t.Fatalf("refreshes sent as %v once the app was gone, want none more", got)
 			}
+			// acme's client hears it (decided for acme), beta's not.
+			e.eventsOnlyToAcme(alice, "connection.reauthorization_required")
 		})
 	}
 

@@ -143,6 +143,11 @@ type Account struct {
 type Options struct {
 	ClientID     string // default "test-client"
 	ClientSecret string // default: random
+	// Apps are further OAuth clients the provider knows, client id →
+	// secret: an organization's own app at the same provider. A code and a
+	// grant belong to the client they were issued to; another client
+	// presenting them gets invalid_grant (RFC 6749 §4.1.3, §6).
+	Apps map[string]string
 	// RedirectURIs registered for the client; empty accepts any absolute
 	// redirect URI (the token request must still repeat it exactly).
 	RedirectURIs []string
@@ -237,7 +242,7 @@ const (
 type TokenRequest struct {
 	GrantType  string
 	ClientAuth string
-	ClientID   string // the client id it authenticated as (or named), whether it was accepted or not
+	ClientID   string // the client it authenticated as (or claimed to)
 	Accept     string
 	Scope      string
 	Host       string // the Host the request named (without port)
@@ -269,6 +274,7 @@ type code struct {
 }
 
 type grant struct {
+	client  string // the client id it was issued to ("" : Options.ClientID)
 	scopes  []string
 	revoked bool
 	subject string // the account that approved it
@@ -749,7 +755,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 func (s *Server) authorizeLocked(w http.ResponseWriter, r *http.Request, q url.Values, as *Account) {
 	redirect, err := url.Parse(q.Get("redirect_uri"))
 	switch {
-	case q.Get("client_id") != s.opts.ClientID:
+	case !s.knowsClient(q.Get("client_id")):
 		http.Error(w, "unknown client_id", http.StatusBadRequest)
 		return
 	case err != nil || !redirect.IsAbs() || redirect.Fragment != "":
@@ -804,7 +810,7 @@ func (s *Server) authorizeLocked(w http.ResponseWriter, r *http.Request, q url.V
 		scopes = splitScopes(q.Get("user_scope"))
 	}
 	c := "code_" + random()
-	s.codes[c] = &code{clientID: s.opts.ClientID, redirectURI: q.Get("redirect_uri"), challenge: challenge,
+	s.codes[c] = &code{clientID: q.Get("client_id"), redirectURI: q.Get("redirect_uri"), challenge: challenge,
 		scopes: scopes, expires: s.opts.Now().Add(10 * time.Minute), account: as}
 	back(url.Values{"code": {c}})
 }
@@ -915,8 +921,27 @@ func (s *Server) clientAuth(r *http.Request) (how, clientID string, ok bool) {
 	default:
 		return "none", formID, false
 	}
-	ok = id == s.opts.ClientID && subtle.ConstantTimeCompare([]byte(secret), []byte(s.opts.ClientSecret)) == 1
+	want, known := s.opts.ClientSecret, id == s.opts.ClientID
+	if !known {
+		want, known = s.opts.Apps[id]
+	}
+	ok = known && subtle.ConstantTimeCompare([]byte(secret), []byte(want)) == 1
 	return how, id, ok
+}
+
+// knowsClient reports whether id is the provider's client or one of its
+// Apps.
+func (s *Server) knowsClient(id string) bool {
+	_, app := s.opts.Apps[id]
+	return id == s.opts.ClientID || app
+}
+
+// clientOf is the client id g was issued to.
+func (g *grant) clientOf(def string) string {
+	if g.client == "" {
+		return def
+	}
+	return g.client
 }
 
 // tokenError answers a token request with an OAuth error in the shape the
@@ -1005,8 +1030,8 @@ func (s *Server) tokenLocked(w http.ResponseWriter, r *http.Request) {
 	case "refresh_token":
 		s.counts.Refresh++
 	}
-	how, clientID, ok := s.clientAuth(r)
-	s.tokenReqs = append(s.tokenReqs, TokenRequest{GrantType: grantType, ClientAuth: how, ClientID: clientID, Accept: r.Header.Get("Accept"),
+	how, authID, ok := s.clientAuth(r)
+	s.tokenReqs = append(s.tokenReqs, TokenRequest{GrantType: grantType, ClientAuth: how, ClientID: authID, Accept: r.Header.Get("Accept"),
 		Scope: r.PostForm.Get("scope"), Host: hostOnly(r.Host)})
 	if s.quirks.ServerError {
 		w.Header().Set("Content-Type", "text/html")
@@ -1036,8 +1061,11 @@ func (s *Server) tokenLocked(w http.ResponseWriter, r *http.Request) {
 		case c.challenge != "" && !pkceOK(c.challenge, r.PostForm.Get("code_verifier")):
 			s.tokenError(w, r, http.StatusBadRequest, "invalid_grant")
 			return
+		case c.clientID != authID: // issued to another client
+			s.tokenError(w, r, http.StatusBadRequest, "invalid_grant")
+			return
 		}
-		g = &grant{scopes: c.scopes, subject: s.subject, label: s.labelLocked(s.subject)}
+		g = &grant{client: authID, scopes: c.scopes, subject: s.subject, label: s.labelLocked(s.subject)}
 		if c.account != nil {
 			g.subject, g.label = c.account.Subject, c.account.Label
 		}
@@ -1048,7 +1076,7 @@ func (s *Server) tokenLocked(w http.ResponseWriter, r *http.Request) {
 	case "refresh_token":
 		rt, found := s.refresh[r.PostForm.Get("refresh_token")]
 		switch {
-		case !found || rt.revoked || rt.grant.revoked:
+		case !found || rt.revoked || rt.grant.revoked || rt.grant.clientOf(s.opts.ClientID) != authID:
 			s.tokenError(w, r, http.StatusBadRequest, "invalid_grant")
 			return
 		case rt.used && s.opts.ReuseGrace > 0 && s.opts.Now().Sub(rt.rotatedAt) <= s.opts.ReuseGrace &&

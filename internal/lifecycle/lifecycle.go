@@ -54,9 +54,11 @@ type Ended struct {
 	Withdrawn []string // the clients whose approval went, sorted
 }
 
-// Delete is DeleteIn for a connection of the default organization.
+// Delete is DeleteIn for the organization of o.Vault's handle: the default
+// organization's as internal/server builds the owner (a caller holding a
+// copy of the owner on another organization's handle ends that one's).
 func (o *Owner) Delete(ctx context.Context, user identity.User, provider, id string, account []byte, a Actor) (*Ended, error) {
-	return o.DeleteIn(ctx, vault.DefaultOrg, user, provider, id, account, a)
+	return o.DeleteIn(ctx, o.Vault.Org(), user, provider, id, account, a)
 }
 
 // DeleteIn deletes the user's connection id at provider of organization

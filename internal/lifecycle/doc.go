@@ -21,8 +21,8 @@
 //     whoever asks.
 //
 // Every connection is its organization's (issue 34): DeleteIn ends one
-// through the vault's handle on that organization (Delete: the default
-// one), and every event goes to the holders of the connection's own
+// through the vault's handle on that organization (Delete: the
+// organization of the owner's handle), and every event goes to the holders of the connection's own
 // organization (consent.HolderApprovalsIn), decided for that organization.
 //
 // It must never be imported by the leaf packages it joins (vault, consent,

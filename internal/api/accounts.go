@@ -7,7 +7,6 @@ import (
 
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/elicitation"
-	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/release"
 	"github.com/connectd/connectd/internal/vault"
@@ -34,8 +33,9 @@ type accountDoc = release.Account
 var errNoSuchConnection = problem.Detail(problem.ErrNotFound, "no such connection for this user and provider")
 
 // checkMintAccount checks a mint's account: "", elicitation.AccountNew, or one of the
-// user's connections at provider.
-func (s *Server) checkMintAccount(ctx context.Context, u identity.User, provider, account string) error {
+// user's connections at provider in c's organization (another
+// organization's is not_found, as one that does not exist).
+func (s *Server) checkMintAccount(ctx context.Context, c *caller, provider, account string) error {
 	if account == "" || account == elicitation.AccountNew {
 		return nil
 	}
@@ -43,7 +43,7 @@ func (s *Server) checkMintAccount(ctx context.Context, u identity.User, provider
 		return web.Errorf(http.StatusBadRequest, "invalid_request",
 			`account must be a connection id (cn_…), "new", or left out`)
 	}
-	if _, err := s.vault.Lookup(ctx, u, provider, account); errors.Is(err, vault.ErrNotConnected) {
+	if _, err := s.connections(c).Lookup(ctx, c.user, provider, account); errors.Is(err, vault.ErrNotConnected) {
 		return errNoSuchConnection
 	} else if err != nil {
 		return err
@@ -56,8 +56,10 @@ func (s *Server) checkMintAccount(ctx context.Context, u identity.User, provider
 // at the provider. approvals are the client's (consent.Store.For). An id
 // that is not the user's connection there is not_found rather than the
 // decision's consent_required; account_required lists the accounts to
-// choose from (release.Choosable).
-func (s *Server) chosen(ctx context.Context, u identity.User, name, account string, approvals []consent.Approval) (*consent.Approval, error) {
+// choose from (release.Choosable). Only connections of c's organization
+// are looked at: another organization's id is not_found, as one that does
+// not exist.
+func (s *Server) chosen(ctx context.Context, c *caller, name, account string, approvals []consent.Approval) (*consent.Approval, error) {
 	if account != "" && !vault.ValidID(account) {
 		return nil, web.Errorf(http.StatusBadRequest, "invalid_request", "account must be a connection id (cn_…)")
 	}
@@ -68,13 +70,13 @@ func (s *Server) chosen(ctx context.Context, u identity.User, name, account stri
 	}
 	switch {
 	case refused.Kind == release.AccountRequired:
-		conns, err := s.vault.List(ctx, u)
+		conns, err := s.connections(c).List(ctx, c.user)
 		if err != nil {
 			return nil, err
 		}
-		refused.Accounts = release.Choosable(name, conns, approvals)
+		refused.Accounts = releaseClient(c.client).Choosable(name, conns, approvals)
 	case account != "":
-		if _, err := s.vault.Lookup(ctx, u, name, account); errors.Is(err, vault.ErrNotConnected) {
+		if _, err := s.connections(c).Lookup(ctx, c.user, name, account); errors.Is(err, vault.ErrNotConnected) {
 			return nil, errNoSuchConnection
 		} else if err != nil {
 			return nil, err

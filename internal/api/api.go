@@ -46,6 +46,13 @@ func (s *Server) authenticate(r *http.Request) (caller, error) {
 	return caller{client: c, id: id, user: identity.User{Issuer: id.Issuer, Subject: id.Subject}}, nil
 }
 
+// connections is the vault's handle on c's organization's connections: the
+// only one any /v1 answer to c reads or changes connections through, so a
+// connection of another organization is, to c, one that does not exist
+// (vault.Store.In; package release decides on the organization again, as
+// the second line).
+func (s *Server) connections(c *caller) *vault.Store { return s.vault.In(c.client.Org) }
+
 // Limits on mint input.
 const (
 	maxScopes  = 64
@@ -211,7 +218,7 @@ func (s *Server) mintFor(w http.ResponseWriter, r *http.Request, cp *caller, req
 	if len(req.RequestDigest) > maxDigest || !printableASCII(req.RequestDigest) {
 		return minted{}, web.Errorf(http.StatusBadRequest, "invalid_request", "request_digest must be at most %d printable characters", maxDigest)
 	}
-	if err := s.checkMintAccount(r.Context(), c.user, req.Provider, req.Account); err != nil {
+	if err := s.checkMintAccount(r.Context(), &c, req.Provider, req.Account); err != nil {
 		return minted{}, err
 	}
 	now := s.now().Truncate(time.Microsecond) // as Postgres keeps it: an answer again shows the same expiry
@@ -572,7 +579,7 @@ func (s *Server) connectionsOf(_ http.ResponseWriter, r *http.Request, cp *calle
 	if err != nil {
 		return connectionsDoc{}, err
 	}
-	conns, err := s.vault.List(r.Context(), c.user)
+	conns, err := s.connections(&c).List(r.Context(), c.user)
 	if err != nil {
 		return connectionsDoc{}, err
 	}
@@ -588,11 +595,11 @@ func (s *Server) connectionsOf(_ http.ResponseWriter, r *http.Request, cp *calle
 		// provider that cannot narrow, or now another provider account — is
 		// marked; its token answers consent_required. Only the scopes it may
 		// see are listed.
-		h, err := s.vault.HeldOf(r.Context(), c.user, cn)
+		h, err := s.connections(&c).HeldOf(r.Context(), c.user, cn)
 		if err != nil {
 			return connectionsDoc{}, err
 		}
-		dec := release.Decide(h, &a, s.narrows(cn.Provider))
+		dec := releaseClient(c.client).Decide(h, &a, s.narrows(cn.Provider))
 		d := connectionDoc{Provider: cn.Provider, ID: cn.ID, Status: string(cn.Status), Scopes: dec.Visible(),
 			CreatedAt: cn.CreatedAt.UTC(), UpdatedAt: cn.UpdatedAt.UTC(), ConsentRequired: dec.Release == release.Nothing}
 		if dec.MayName() { // another account's name is not this client's to know
@@ -608,9 +615,11 @@ func (s *Server) connectionsOf(_ http.ResponseWriter, r *http.Request, cp *calle
 }
 
 // releaseClient is the one way the release decision's client is made of
-// an authenticated MCP server.
+// an authenticated MCP server, its organization included: every decision
+// about a connection is asked of it (release.Client's methods), never of the
+// package functions, which decide for the default organization.
 func releaseClient(cl clientauth.Client) release.Client {
-	return release.Client{ID: cl.ID, Providers: cl.Providers, ProxyOnly: cl.ProxyOnly}
+	return release.Client{ID: cl.ID, Org: cl.Org, Providers: cl.Providers, ProxyOnly: cl.ProxyOnly}
 }
 
 // released is what the release decision gave an authenticated client: the
@@ -650,21 +659,21 @@ func (s *Server) release(r *http.Request, c *caller, use release.Use, name, acco
 	}
 	approvals, err := s.consents.For(r.Context(), c.user, c.client.ID, name)
 	if errors.Is(err, consent.ErrNotGiven) {
-		return released{}, s.withoutConsent(r.Context(), c.user, name, account)
+		return released{}, s.withoutConsent(r.Context(), c, name, account)
 	}
 	if err != nil {
 		return released{}, err
 	}
-	ap, err := s.chosen(r.Context(), c.user, name, account, approvals)
+	ap, err := s.chosen(r.Context(), c, name, account, approvals)
 	if err != nil {
 		return released{}, err
 	}
 	appr := *ap
 	info := p.Info()
 	var d release.Decision
-	cred, err := s.vault.TokenFor(r.Context(), c.user, name, appr.ConnectionID, required, func(h vault.Held) error {
+	cred, err := s.connections(c).TokenFor(r.Context(), c.user, name, appr.ConnectionID, required, func(h vault.Held) error {
 		var err error
-		d, err = release.Credential(name, h, &appr, info.NarrowOnRefresh, required)
+		d, err = releaseClient(c.client).Credential(name, h, &appr, info.NarrowOnRefresh, required)
 		return err
 	})
 	if err != nil {
@@ -672,7 +681,7 @@ func (s *Server) release(r *http.Request, c *caller, use release.Use, name, acco
 	}
 	var narrowedTo []string
 	if d.Release == release.Narrowed {
-		if cred, err = s.narrowed(r, c.user, name, appr, cred, d); err != nil {
+		if cred, err = s.narrowed(r, c, name, appr, cred, d); err != nil {
 			return released{}, err
 		}
 		narrowedTo = d.Scopes
@@ -684,9 +693,9 @@ func (s *Server) release(r *http.Request, c *caller, use release.Use, name, acco
 // d.Scopes (release.Narrowed): fetched for the account the client was
 // approved for; refused (consent_required) when the provider cannot narrow
 // it after all.
-func (s *Server) narrowed(r *http.Request, u identity.User, name string, appr consent.Approval, cred *vault.Credential,
+func (s *Server) narrowed(r *http.Request, c *caller, name string, appr consent.Approval, cred *vault.Credential,
 	d release.Decision) (*vault.Credential, error) {
-	n, err := s.vault.Narrowed(r.Context(), u, name, appr.ConnectionID, d.Scopes, cred.AccountID)
+	n, err := s.connections(c).Narrowed(r.Context(), c.user, name, appr.ConnectionID, d.Scopes, cred.AccountID)
 	if errors.Is(err, vault.ErrCannotNarrow) {
 		s.logger.WarnContext(r.Context(), "token could not be narrowed; the client must be approved for the whole connection",
 			slog.String("provider", name), slog.Any("error", err))
@@ -701,14 +710,16 @@ func (s *Server) narrowed(r *http.Request, u identity.User, name string, appr co
 // withoutConsent answers a client that holds no consent for the user's
 // provider: not_connected when there is no connection at all, else
 // consent_required, so the MCP server knows which of the two to fix. The
-// credential is never read for it.
-func (s *Server) withoutConsent(ctx context.Context, u identity.User, name, account string) error {
+// credential is never read for it. Only connections of c's organization
+// count: a user whose only connection there is another organization's has,
+// to c, none (not_connected, never consent_required).
+func (s *Server) withoutConsent(ctx context.Context, c *caller, name, account string) error {
 	if account != "" && account != AccountAll {
-		if _, err := s.chosen(ctx, u, name, account, nil); !errors.Is(err, release.ErrConsentRequired) {
+		if _, err := s.chosen(ctx, c, name, account, nil); !errors.Is(err, release.ErrConsentRequired) {
 			return err // not_found for an id that is not the user's connection here
 		}
 	}
-	ok, err := s.vault.Exists(ctx, u, name)
+	ok, err := s.connections(c).Exists(ctx, c.user, name)
 	if err != nil {
 		return err
 	}
@@ -782,13 +793,13 @@ func (s *Server) unlinkFor(_ http.ResponseWriter, r *http.Request, cp *caller, r
 	}
 	approvals, err := s.consents.For(r.Context(), c.user, c.client.ID, name)
 	if errors.Is(err, consent.ErrNotGiven) {
-		return nil, s.withoutConsent(r.Context(), c.user, name, account)
+		return nil, s.withoutConsent(r.Context(), &c, name, account)
 	} else if err != nil {
 		return nil, err
 	}
 	chosen := approvals
 	if account != AccountAll {
-		ap, err := s.chosen(r.Context(), c.user, name, account, approvals)
+		ap, err := s.chosen(r.Context(), &c, name, account, approvals)
 		if err != nil {
 			return nil, err
 		}
@@ -803,18 +814,18 @@ func (s *Server) unlinkFor(_ http.ResponseWriter, r *http.Request, cp *caller, r
 	}
 	var targets []target
 	for _, appr := range chosen {
-		conn, err := s.vault.Lookup(r.Context(), c.user, name, appr.ConnectionID)
+		conn, err := s.connections(&c).Lookup(r.Context(), c.user, name, appr.ConnectionID)
 		if errors.Is(err, vault.ErrNotConnected) {
 			continue // gone meanwhile
 		}
 		if err != nil {
 			return nil, err
 		}
-		h, err := s.vault.HeldOf(r.Context(), c.user, *conn)
+		h, err := s.connections(&c).HeldOf(r.Context(), c.user, *conn)
 		if err != nil {
 			return nil, err
 		}
-		if err := release.MayEnd(name, h, &appr); err != nil {
+		if err := releaseClient(c.client).MayEnd(name, h, &appr); err != nil {
 			return nil, err
 		}
 		targets = append(targets, target{conn, h.Account})
@@ -825,7 +836,7 @@ func (s *Server) unlinkFor(_ http.ResponseWriter, r *http.Request, cp *caller, r
 	out := []unlinkDoc{}
 	for _, t := range targets {
 		// Credentials and every client's consent go in one transaction.
-		ended, err := s.lifecycle.Delete(context.WithoutCancel(r.Context()), c.user, name, t.conn.ID, t.account,
+		ended, err := s.lifecycle.DeleteIn(context.WithoutCancel(r.Context()), c.client.Org, c.user, name, t.conn.ID, t.account,
 			lifecycle.Actor{Audit: "client:" + c.client.ID, By: "client", ClientID: c.client.ID,
 				RequestID: web.RequestID(r.Context()), IP: web.ClientAddr(r)})
 		switch {

@@ -95,11 +95,11 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 		// fetched anew, the connection's own token otherwise — then decide
 		// again.
 		if rel.narrowedTo != nil {
-			if _, err := s.vault.NarrowedRefused(ctx, c.user, name, connID, rel.narrowedTo, rel.cred.AccountID,
+			if _, err := s.connections(&c).NarrowedRefused(ctx, c.user, name, connID, rel.narrowedTo, rel.cred.AccountID,
 				rel.cred.AccessToken); err != nil {
 				return "", err
 			}
-		} else if err := s.vault.Refused(ctx, c.user, name, connID, rel.cred.AccessToken); err != nil {
+		} else if err := s.connections(&c).Refused(ctx, c.user, name, connID, rel.cred.AccessToken); err != nil {
 			return "", err
 		}
 		again, err := s.release(r.WithContext(ctx), &c, release.Proxy, name, connID, required)

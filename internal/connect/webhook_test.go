@@ -203,7 +203,7 @@ func TestWebhookEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	secrets := []string{cred.AccessToken, cred.RefreshToken}
-	if err := server.RevokeFunc(e.catalog.OAuth)(ctx, vault.App{Provider: "fake"}, cred); err != nil {
+	if err := server.RevokeFunc(e.server.Orgs().ByID)(ctx, vault.App{Provider: "fake"}, cred); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(3 * time.Hour)

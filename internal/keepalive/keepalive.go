@@ -9,6 +9,12 @@
 // refresh goes through the vault under the connection's row lock and skips a
 // connection refreshed since it was picked, so it holds to refresh-once
 // however many replicas run it at once.
+//
+// It covers every organization (issue 34): the vault's Idle is per
+// organization, so each run lists the organizations (org.Store.List) and
+// renews each one's idle connections through the vault's handle on it,
+// whose refresh uses the app the connection was obtained with. Batch bounds
+// each (organization, provider).
 package keepalive
 
 import (
@@ -20,6 +26,7 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"github.com/connectd/connectd/internal/org"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/vault"
 )
@@ -34,29 +41,46 @@ func (Args) Kind() string { return "connection_health" }
 type Worker struct {
 	river.WorkerDefaults[Args]
 	vault   *vault.Store
+	orgs    *org.Store
 	catalog *provider.Catalog
 	logger  *slog.Logger
 	now     func() time.Time
-	// Batch bounds the connections renewed per provider and run (default
-	// 500); the rest wait for the next run, the longest idle first.
+	// Batch bounds the connections renewed per organization, provider and
+	// run (default 500); the rest wait for the next run, the longest idle
+	// first.
 	Batch int
 }
 
-// NewWorker returns the job's worker.
-func NewWorker(v *vault.Store, c *provider.Catalog, logger *slog.Logger, now func() time.Time) *Worker {
+// NewWorker returns the job's worker, renewing the connections of every
+// organization orgs lists.
+func NewWorker(v *vault.Store, orgs *org.Store, c *provider.Catalog, logger *slog.Logger, now func() time.Time) *Worker {
 	if now == nil {
 		now = time.Now
 	}
-	return &Worker{vault: v, catalog: c, logger: logger, now: now, Batch: 500}
+	return &Worker{vault: v, orgs: orgs, catalog: c, logger: logger, now: now, Batch: 500}
 }
 
 // Timeout lets one run take its time: every refresh is bounded by the
 // vault's provider timeout.
 func (w *Worker) Timeout(*river.Job[Args]) time.Duration { return 30 * time.Minute }
 
-// Work renews, for each provider whose refresh tokens lapse, the connections
-// idle for half the provider's idle lifetime.
+// Work renews, in every organization and for each provider whose refresh
+// tokens lapse, the connections idle for half the provider's idle lifetime.
 func (w *Worker) Work(ctx context.Context, _ *river.Job[Args]) error {
+	orgs, err := w.orgs.List(ctx)
+	if err != nil {
+		return fmt.Errorf("keepalive: %w", err)
+	}
+	for _, o := range orgs {
+		if err := w.renewIn(ctx, w.vault.In(o.ID)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// renewIn renews the idle connections of v's organization.
+func (w *Worker) renewIn(ctx context.Context, v *vault.Store) error {
 	for _, name := range w.catalog.Names() {
 		p, err := w.catalog.Get(name)
 		if err != nil {
@@ -67,7 +91,7 @@ func (w *Worker) Work(ctx context.Context, _ *river.Job[Args]) error {
 			continue
 		}
 		idleSince := w.now().Add(-life / 2)
-		idle, err := w.vault.Idle(ctx, name, idleSince, w.Batch)
+		idle, err := v.Idle(ctx, name, idleSince, w.Batch)
 		if err != nil {
 			return fmt.Errorf("keepalive: %w", err)
 		}
@@ -76,7 +100,7 @@ func (w *Worker) Work(ctx context.Context, _ *river.Job[Args]) error {
 			if ctx.Err() != nil {
 				return ctx.Err() // stopping: the rest waits for the next run
 			}
-			switch err := w.vault.Renew(ctx, c.User, name, c.ID, idleSince); {
+			switch err := v.Renew(ctx, c.User, name, c.ID, idleSince); {
 			case err == nil:
 				renewed++
 			case errors.Is(err, vault.ErrReauthorizationRequired):
@@ -86,7 +110,8 @@ func (w *Worker) Work(ctx context.Context, _ *river.Job[Args]) error {
 			}
 		}
 		if len(idle) > 0 {
-			w.logger.InfoContext(ctx, "connection health: idle connections renewed", slog.String("provider", name),
+			w.logger.InfoContext(ctx, "connection health: idle connections renewed", slog.String("org", v.Org()),
+				slog.String("provider", name),
 				slog.Int("idle", len(idle)), slog.Int("renewed", renewed), slog.Int("refused", refused),
 				slog.Int("failed", failed))
 		}

@@ -20,6 +20,11 @@
 //     audited (connection.provider_revocation). One shape for every deletion,
 //     whoever asks.
 //
+// Every connection is its organization's (issue 34): DeleteIn ends one
+// through the vault's handle on that organization (Delete: the
+// organization of the owner's handle), and every event goes to the holders of the connection's own
+// organization (consent.HolderApprovalsIn), decided for that organization.
+//
 // It must never be imported by the leaf packages it joins (vault, consent,
 // webhook, audit, notice), never import a surface (connect, api, admin) or
 // answer HTTP, and never hold a credential beyond the vault's call.

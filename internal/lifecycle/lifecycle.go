@@ -54,21 +54,33 @@ type Ended struct {
 	Withdrawn []string // the clients whose approval went, sorted
 }
 
-// Delete deletes the user's connection id at provider — only while it is
-// for the provider account account names when that is not nil (ErrReplaced
-// otherwise: another account's credential replaced it since the caller
-// decided) — with everything that goes with it in one transaction, then
-// revokes it at the provider and audits the outcome. vault.ErrNotConnected
-// when there is none.
+// Delete is DeleteIn for the organization of o.Vault's handle: the default
+// organization's as internal/server builds the owner (a caller holding a
+// copy of the owner on another organization's handle ends that one's).
 func (o *Owner) Delete(ctx context.Context, user identity.User, provider, id string, account []byte, a Actor) (*Ended, error) {
+	return o.DeleteIn(ctx, o.Vault.Org(), user, provider, id, account, a)
+}
+
+// DeleteIn deletes the user's connection id at provider of organization
+// org ("": the default one) — only while it is for the provider account
+// account names when that is not nil (ErrReplaced otherwise: another
+// account's credential replaced it since the caller decided) — with
+// everything that goes with it in one transaction, then revokes it at the
+// provider (with the app that obtained it) and audits the outcome.
+// vault.ErrNotConnected when there is none, or it is another
+// organization's: an actor of org never ends, or learns of, a connection
+// of another.
+func (o *Owner) DeleteIn(ctx context.Context, org string, user identity.User, provider, id string, account []byte, a Actor) (*Ended, error) {
 	var withdrawn []string
-	d, err := o.Vault.DeleteWith(ctx, user, provider, id, func(ctx context.Context, tx pgx.Tx, gone vault.Connection) error {
+	d, err := o.Vault.In(org).DeleteWith(ctx, user, provider, id, func(ctx context.Context, tx pgx.Tx, gone vault.Connection) error {
 		// A row still without a hash was not stored again since the
 		// caller decided (every store writes one).
 		if account != nil && gone.AccountHash != nil && !bytes.Equal(gone.AccountHash, account) {
 			return fmt.Errorf("%w: connection %s", ErrReplaced, gone.ID)
 		}
-		approvals, err := consent.HolderApprovals(ctx, tx, user, provider, gone.ID)
+		// The holders of the connection's organization alone (the row is
+		// gone already: only the organization named tells whose they are).
+		approvals, err := consent.HolderApprovalsIn(ctx, tx, gone.Org, user, provider, gone.ID)
 		if err != nil {
 			return err
 		}
@@ -138,7 +150,7 @@ func (o *Owner) ReauthRequired(ctx context.Context, tx pgx.Tx, c vault.Connectio
 	if o.Webhooks == nil {
 		return nil
 	}
-	approvals, err := consent.HolderApprovals(ctx, tx, c.User, c.Provider, c.ID)
+	approvals, err := consent.HolderApprovalsIn(ctx, tx, c.Org, c.User, c.Provider, c.ID)
 	if err != nil {
 		return err
 	}

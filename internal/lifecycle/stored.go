@@ -28,7 +28,7 @@ func (o *Owner) Stored(ctx context.Context, tx pgx.Tx, c vault.Connection, ch va
 	default:
 		return nil // the same grant again (a re-authorization that changed nothing)
 	}
-	approvals, err := consent.HolderApprovals(ctx, tx, c.User, c.Provider, c.ID)
+	approvals, err := consent.HolderApprovalsIn(ctx, tx, c.Org, c.User, c.Provider, c.ID)
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func (s *Server) newJobs() error {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, webhook.NewWorker(wcfg))
 	river.AddWorker(workers, webhook.NewCleanupWorker(wcfg))
-	river.AddWorker(workers, keepalive.NewWorker(s.vault, s.catalog, cfg.Logger, cfg.Now))
+	river.AddWorker(workers, keepalive.NewWorker(s.vault, s.orgs, s.catalog, cfg.Logger, cfg.Now))
 	sweeps := s.addSweeps(workers)
 	n := cfg.Jobs.Workers
 	if n <= 0 {

@@ -121,7 +121,7 @@ func (s *Server) build(ctx context.Context) error {
 	// through the owner (OnReauth). The owner's reauthorization events need
 	// only the enqueuer; its Vault is set once the vault exists.
 	s.lifecycle = &lifecycle.Owner{Pool: cfg.Pool, Webhooks: s.webhooks, Logger: cfg.Logger}
-	if s.vault, err = vaultStore(cfg, cfg.Pool, s.keyring, s.catalog, s.metrics, s.lifecycle.ReauthRequired); err != nil {
+	if s.vault, err = vaultStore(cfg, cfg.Pool, s.keyring, s.catalog, s.orgs, s.metrics, s.lifecycle.ReauthRequired); err != nil {
 		return err
 	}
 	s.lifecycle.Vault = s.vault

@@ -12,6 +12,7 @@ import (
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/lifecycle"
 	"github.com/connectd/connectd/internal/metrics"
+	"github.com/connectd/connectd/internal/org"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/webhook"
@@ -78,8 +79,9 @@ func catalog(ctx context.Context, cfg Config, m *metrics.Metrics) (*provider.Cat
 }
 
 // NewVaultStore is the connection store on pool, as New wires it, for the CLI
-// commands: refreshes and revocations go through cat's OAuth providers.
-// Given webhooks, a connection marked reauthorization_required (a refresh
+// commands: refreshes and revocations go through the app each connection was
+// obtained with (org.Store.ByID over cat: an organization's own, or cat's
+// shared one). Given webhooks, a connection marked reauthorization_required (a refresh
 // the provider refused) is reported to its clients; nil: not.
 func NewVaultStore(cfg Config, pool *pgxpool.Pool, keys *keyring.Keyring, cat *provider.Catalog, webhooks *webhook.Service) (*vault.Store, error) {
 	var onReauth reauthHook
@@ -88,19 +90,22 @@ func NewVaultStore(cfg Config, pool *pgxpool.Pool, keys *keyring.Keyring, cat *p
 		// process has no other lifecycle owner to hand).
 		onReauth = (&lifecycle.Owner{Pool: pool, Webhooks: webhooks, Logger: cfg.Logger}).ReauthRequired
 	}
-	return vaultStore(cfg, pool, keys, cat, nil, onReauth)
+	// No notification listener runs in the CLI: the org store caches
+	// nothing, so every app is read as it is now.
+	orgs := org.New(org.Config{Pool: pool, Keyring: keys, Catalog: cat, Now: cfg.Now, Logger: cfg.Logger})
+	return vaultStore(cfg, pool, keys, cat, orgs, nil, onReauth)
 }
 
 // vaultStore is NewVaultStore with refreshes counted by m (nil: none). Its
 // credential cache (Cache.CredentialTTL) stays empty until the hub keeps it
 // fresh (Run).
-func vaultStore(cfg Config, pool *pgxpool.Pool, keys *keyring.Keyring, cat *provider.Catalog, m *metrics.Metrics,
-	onReauth reauthHook) (*vault.Store, error) {
+func vaultStore(cfg Config, pool *pgxpool.Pool, keys *keyring.Keyring, cat *provider.Catalog, orgs *org.Store,
+	m *metrics.Metrics, onReauth reauthHook) (*vault.Store, error) {
 	vc := vault.Config{
 		Pool: pool, Keyring: keys, Logger: cfg.Logger, Skew: cfg.Vault.RefreshSkew, Now: cfg.Now,
 		ProviderTimeout: providerTimeout(cfg), ReuseGrace: ReuseGraceFunc(cat),
-		Refresh: observeRefresh(RefreshFunc(cat.OAuth), m), Revoke: RevokeFunc(cat.OAuth),
-		RefreshScoped: RefreshScopedFunc(cat.OAuth),
+		Refresh: observeRefresh(RefreshFunc(orgs.ByID), m), Revoke: RevokeFunc(orgs.ByID),
+		RefreshScoped: RefreshScopedFunc(orgs.ByID),
 		CacheTTL:      cfg.Cache.CredentialTTL, CacheSize: cfg.Cache.Size, OnReauth: onReauth,
 		MaxAccounts: cfg.Vault.MaxAccounts,
 	}
@@ -128,8 +133,16 @@ func observeRefresh(f vault.RefreshFunc, m *metrics.Metrics) vault.RefreshFunc {
 	}
 }
 
-// OAuthOf finds the OAuth provider of a name (provider.Catalog.OAuth).
-type OAuthOf func(name string) (provider.OAuth, error)
+// AppOf finds the OAuth provider of a stored connection's app: its app id
+// ("": the deployment's shared app at prov) and provider (org.Store.ByID).
+// An app that is gone — removed, or replaced by a new client id — is an
+// error wrapping org.ErrAppNotFound.
+type AppOf func(ctx context.Context, appID, prov string) (provider.OAuth, error)
+
+// appGone reports an app that can no longer be had: the refresh token was
+// issued to it, and no other app may use it (its client id and secret are
+// not the connection's), so the user must connect again.
+func appGone(err error) bool { return errors.Is(err, org.ErrAppNotFound) }
 
 // ReuseGraceFunc is each catalog provider's refresh-token reuse grace
 // (the template's refresh_reuse_grace), as the vault asks for it.
@@ -153,13 +166,20 @@ func ReuseGraceFunc(cat *provider.Catalog) func(string) time.Duration {
 // vault.ErrOutcomeUnknown: the provider may have rotated the refresh token.
 // The vault's own tests use it too, so they test this mapping.
 //
-// The app is found by app.Provider alone for now (the deployment's shared
-// app): resolving an organization's own app (app.Org, app.AppID) is the
-// wiring's next step.
-func RefreshFunc(oauthOf OAuthOf) vault.RefreshFunc {
+// The refresh goes to the app the connection was obtained with (app.AppID,
+// through appOf), with that app's client id and secret, never another's:
+// an app that is gone (org.ErrAppNotFound) is reauthorization_required —
+// no app that may use the refresh token is left, so only the user connecting
+// again helps, and retrying would only wait for nothing; any other failure
+// to find it (a catalog without the provider, a secret that does not open,
+// the database) is provider_unavailable, the operator's to fix.
+func RefreshFunc(appOf AppOf) vault.RefreshFunc {
 	return func(ctx context.Context, app vault.App, refreshToken string) (*vault.Refreshed, error) {
-		p, err := oauthOf(app.Provider)
-		if err != nil {
+		p, err := appOf(ctx, app.AppID, app.Provider)
+		switch {
+		case appGone(err):
+			return nil, fmt.Errorf("%w: refresh: %w", vault.ErrReauthorizationRequired, err)
+		case err != nil:
 			// Not a dead grant: the operator may put the provider back.
 			return nil, fmt.Errorf("%w: refresh: %w", vault.ErrProviderUnavailable, err)
 		}
@@ -198,11 +218,16 @@ func outcomeUnknown(err error) bool {
 }
 
 // RefreshScopedFunc maps scoped refreshes (narrowed tokens) as RefreshFunc
-// does; the provider's invalid_scope means it will not narrow to that subset.
-func RefreshScopedFunc(oauthOf OAuthOf) vault.RefreshScopedFunc {
+// does, with the connection's own app as RefreshFunc finds it (gone:
+// reauthorization_required); the provider's invalid_scope means it will not
+// narrow to that subset.
+func RefreshScopedFunc(appOf AppOf) vault.RefreshScopedFunc {
 	return func(ctx context.Context, app vault.App, refreshToken string, scopes []string) (*vault.Refreshed, error) {
-		p, err := oauthOf(app.Provider)
-		if err != nil {
+		p, err := appOf(ctx, app.AppID, app.Provider)
+		switch {
+		case appGone(err):
+			return nil, fmt.Errorf("%w: refresh: %w", vault.ErrReauthorizationRequired, err)
+		case err != nil:
 			return nil, fmt.Errorf("refresh: %w", err)
 		}
 		tok, err := p.RefreshScoped(ctx, refreshToken, scopes)
@@ -229,13 +254,18 @@ func RefreshScopedFunc(oauthOf OAuthOf) vault.RefreshScopedFunc {
 	}
 }
 
-// RevokeFunc revokes a deleted credential at its provider (RFC 7009).
-func RevokeFunc(oauthOf OAuthOf) vault.RevokeFunc {
+// RevokeFunc revokes a deleted credential at its provider (RFC 7009), with
+// the app it was obtained with (app.AppID, through appOf) and no other.
+func RevokeFunc(appOf AppOf) vault.RevokeFunc {
 	return func(ctx context.Context, app vault.App, c *vault.Credential) error {
-		p, err := oauthOf(app.Provider)
-		if err != nil {
-			// api_key providers (and removed ones) have nothing to call.
+		p, err := appOf(ctx, app.AppID, app.Provider)
+		switch {
+		case appGone(err), errors.Is(err, org.ErrUnknownProvider), errors.Is(err, org.ErrAPIKeyProvider):
+			// api_key providers, removed providers and apps that are gone
+			// have nothing to call it with.
 			return fmt.Errorf("%w: %w", vault.ErrRevocationNotSupported, err)
+		case err != nil:
+			return fmt.Errorf("revoke: %w", err) // the database, a secret that does not open: failed
 		}
 		err = provider.RevokeGrant(ctx, p, c.AccessToken, c.RefreshToken)
 		if errors.Is(err, provider.ErrNotSupported) {

@@ -40,13 +40,19 @@ func ElicitationEvent(status, id, clientID string, u identity.User, provider str
 // mail.send. old, when not nil, are the scopes before the change
 // (old_scopes), cut per client the same way. extra adds type-specific
 // members (account_changed, reason, by).
+//
+// The connection is its organization's (c.Org, issue 34), and approvals are
+// the holders of that organization (consent.HolderApprovalsIn): each
+// client's event is decided for a client of c's organization, and is
+// delivered only to a client of it (Event.Org): a client of another
+// organization named in approvals receives nothing.
 func ConnectionEvents(typ string, c vault.Connection, approvals map[string]consent.Approval, old []string,
 	extra map[string]any) []Event {
 	h := c.Held()
 	var out []Event
 	for _, id := range slices.Sorted(maps.Keys(approvals)) {
 		a := approvals[id]
-		d := release.Decide(h, &a, false)
+		d := release.Client{ID: id, Org: h.Org}.Decide(h, &a, false)
 		data := map[string]any{"connection_id": c.ID, "display_name": "", "user": user(c.User),
 			"provider": c.Provider, "scopes": d.Visible(), "status": string(c.Status)}
 		if d.MayName() { // another account's name is not this client's to know
@@ -61,7 +67,7 @@ func ConnectionEvents(typ string, c vault.Connection, approvals map[string]conse
 		if old != nil {
 			data["old_scopes"] = nonNil(scope.Intersect(a.Scopes, old))
 		}
-		out = append(out, Event{Type: typ, Clients: []string{id}, Data: data})
+		out = append(out, Event{Type: typ, Clients: []string{id}, Data: data, Org: h.Org})
 	}
 	return out
 }

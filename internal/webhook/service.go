@@ -192,14 +192,21 @@ type Event struct {
 	// Data are ids and names only, never a credential (docs/webhooks.md
 	// lists them per type).
 	Data map[string]any
+	// Org, when not "", is the organization the event is about (a
+	// connection's, ConnectionEvents): only clients of that organization
+	// receive it, whoever Clients names — a second line below the callers,
+	// which name only the holders of the connection's organization.
+	Org string
 }
 
 // selectEndpointsOf locks the endpoints it lists against deletion (FOR KEY
 // SHARE) until the emitting transaction ends: an endpoint deleted meanwhile
 // would fail the delivery's foreign key and roll back the change being
-// reported.
-const selectEndpointsOf = `SELECT id, client_id, url, events, created_at FROM webhook_endpoints
-	WHERE client_id = ANY($1) ORDER BY id FOR KEY SHARE`
+// reported. $2 (not "") keeps the endpoints of that organization's clients.
+const selectEndpointsOf = `SELECT e.id, e.client_id, e.url, e.events, e.created_at FROM webhook_endpoints e
+	JOIN clients c ON c.id = e.client_id
+	WHERE e.client_id = ANY($1) AND ($2::text = '' OR c.org_id = $2)
+	ORDER BY e.id FOR KEY SHARE OF e`
 
 // payload is the JSON body of a delivery, as the Standard Webhooks
 // specification suggests: the type, when it happened, and the data.
@@ -231,7 +238,7 @@ func (s *Service) Emit(ctx context.Context, tx pgx.Tx, ev Event) error {
 	if len(ev.Clients) == 0 {
 		return nil
 	}
-	rows, err := tx.Query(ctx, selectEndpointsOf, ev.Clients)
+	rows, err := tx.Query(ctx, selectEndpointsOf, ev.Clients, ev.Org)
 	if err != nil {
 		return fmt.Errorf("webhook: emit %s: %w", ev.Type, err)
 	}

@@ -919,7 +919,24 @@ func TestDemoTwoOrganizations(t *testing.T) {
 		t.Fatalf("alice's account page groups the servers wrongly:\n%s", page.Body)
 	}
 	// And globex's server gets alice's files with globex's connection (the
-	// /v1 API and proxy scoped by the client's organization).
+	// /v1 API and proxy scoped by the client's organization); a second link
+	// would say it does not see that connection.
+	globexLink := link
+	for !strings.Contains(globexTry.out.String(), "files for work-account") {
+		for _, l := range connectLink.FindAllString(globexTry.out.String(), -1) {
+			if l != globexLink {
+				t.Fatalf("globex's server asked alice to connect again after she connected through it: it does not see "+
+					"its organization's connection:\n%s", globexTry.out.String())
+			}
+		}
+		select {
+		case <-globexTry.done:
+			t.Fatalf("try ended without the files: %v\n%s", globexTry.err, globexTry.out.String())
+		case <-ctx.Done():
+			t.Fatalf("no files from globex's server in time:\n%s", globexTry.out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 	globexTry.finish(t, "files for work-account")
 	d.shutdown(t, ports)
 

@@ -50,7 +50,7 @@ LABEL org.opencontainers.image.title="connectd-demo" \
 COPY --from=build /out/connectd /connectd
 COPY --from=build-demo /out/connectd-demo /connectd-demo
 USER 65532:65532
-EXPOSE 8080 8081 8082 8083 9090
+EXPOSE 8080 8081 8082 8083 8084 9090
 ENTRYPOINT ["/connectd-demo"]
 CMD ["-bind", "0.0.0.0", "-internal-addr", "0.0.0.0:9090", "-state-dir", "/tmp/demo"]
 

@@ -41,7 +41,7 @@ func TestMakeDemoFromPrivateCheckout(t *testing.T) {
 	checkout := filepath.Join(private, "p")
 	copyCheckout(t, "..", checkout)
 
-	free, err := testkit.FreePorts(5)
+	free, err := testkit.FreePorts(6)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestMakeDemoFromPrivateCheckout(t *testing.T) {
 		ports = append(ports, strconv.Itoa(p))
 	}
 	flags := "-port " + ports[0] + " -idp-port " + ports[1] + " -provider-port " + ports[2] +
-		" -mcp-port " + ports[3] + " -internal-addr 127.0.0.1:" + ports[4]
+		" -mcp-port " + ports[3] + " -internal-addr 127.0.0.1:" + ports[4] + " -mcp2-port " + ports[5]
 	var out bytes.Buffer
 	cmd := exec.Command("make", "demo", "DEMO_FLAGS="+flags)
 	cmd.Dir = checkout

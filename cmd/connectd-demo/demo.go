@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -29,6 +30,7 @@ import (
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/devidp"
 	"github.com/connectd/connectd/internal/keyring"
+	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/provider/providertest"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/web"
@@ -42,6 +44,18 @@ const (
 	demoClientName  = "Files Assistant (example MCP server)"
 	demoIssuerID    = "demo"
 	demoAdmin       = "admin" // a user of the demo's identity provider
+)
+
+// The demo's second organization: its own Demo Files app (a client id Demo
+// Files knows beside the deployment's), its own brand (a colour, no logo:
+// the demo works offline) and its own example MCP server, so a newcomer
+// sees one user's connections kept apart by organization.
+const (
+	globexOrg        = "globex"
+	globexName       = "Globex (second organization)"
+	globexColor      = "#7c3aed"
+	globexAppID      = "connectd-demo-globex" // its client id at Demo Files
+	globexClientName = "Globex Files (example MCP server)"
 )
 
 // demoAccounts are the accounts at Demo Files: the first is the one a
@@ -58,7 +72,8 @@ type demoOptions struct {
 	port         int    // connectd
 	idpPort      int    // identity provider
 	providerPort int    // Demo Files
-	mcpPort      int    // example MCP server
+	mcpPort      int    // example MCP server (the default organization's)
+	mcp2Port     int    // the second organization's example MCP server
 	internalAddr string // connectd's operators' listener
 	stateDir     string
 }
@@ -78,6 +93,9 @@ func (o demoOptions) listen(port int) string { return net.JoinHostPort(o.bind, s
 // internal/devidp), a third-party OAuth service with a file API (Demo Files,
 // internal/provider/providertest), and the example MCP server
 // (examples/mcp-server), all wired together; then it prints a walkthrough.
+// A second organization (globex) has its own Demo Files app and brand,
+// registered with connectd orgs as an operator does, and its own instance of
+// the example MCP server (-mcp2-port), to show organizations kept apart.
 // The example MCP server is registered proxy-only and calls Demo Files
 // through connectd's proxy, so a newcomer sees the safest mode first;
 // -credential token registers it without proxy-only and has it read tokens.
@@ -98,6 +116,12 @@ func (o demoOptions) listen(port int) string { return net.JoinHostPort(o.bind, s
 // through CONNECTD_EGRESS_ALLOW_HOSTS, exactly as it would trust and reach a
 // production authorization server.
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
+	return runDemo(ctx, args, environ, stdout, stderr, nil)
+}
+
+// runDemo is run with a seam for tests: onFiles, when not nil, is given
+// Demo Files before it serves (its records of token requests, …).
+func runDemo(ctx context.Context, args, environ []string, stdout, stderr io.Writer, onFiles func(*providertest.Server)) error {
 	fset := flag.NewFlagSet("connectd-demo", flag.ContinueOnError)
 	var o demoOptions
 	fset.StringVar(&o.host, "host", "127.0.0.1", "host name in every demo URL (what the browser uses)")
@@ -106,6 +130,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	fset.IntVar(&o.idpPort, "idp-port", 8081, "the identity provider's port")
 	fset.IntVar(&o.providerPort, "provider-port", 8082, "Demo Files' port")
 	fset.IntVar(&o.mcpPort, "mcp-port", 8083, "the example MCP server's port")
+	fset.IntVar(&o.mcp2Port, "mcp2-port", 8084, "the second organization's (globex) example MCP server's port")
 	fset.StringVar(&o.internalAddr, "internal-addr", "127.0.0.1:9090", "connectd's operators' listener")
 	fset.StringVar(&o.stateDir, "state-dir", defaultStateDir, "where the demo keeps its keys, Demo Files' tokens, its providers file and "+
 		"connectd.env (what connectd-demo clients uses); next to its database, so a restart keeps what you set up")
@@ -118,6 +143,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			"       connectd-demo [-state-dir DIR] clients COMMAND ...   (while the demo runs)\n\n"+
 			"Runs connectd (dev mode), an identity provider (users alice, bob and admin), the Demo Files OAuth\n"+
 			"provider and the example MCP server (proxy-only: it calls Demo Files through connectd; see -credential),\n"+
+			"and a second organization (globex) with its own Demo Files app, brand and example MCP server (-mcp2-port),\n"+
 			"on CONNECTD_DATABASE_URL, and prints a walkthrough.\n"+
 			"Ctrl-C stops everything. Its vault and session keys and Demo Files' tokens are kept in -state-dir\n"+
 			"(generated once, mode 0600), so a restart keeps connections and webhook secrets; make clean forgets them\n"+
@@ -177,7 +203,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 
 	connectdURL, idpURL, providerURL := o.url(o.port), o.url(o.idpPort), o.url(o.providerPort)
-	mcpURL := o.url(o.mcpPort) + "/mcp"
+	mcpURL, mcp2URL := o.url(o.mcpPort)+"/mcp", o.url(o.mcp2Port)+"/mcp"
 
 	// connectd's own migrations, before the demo registers its client.
 	if err := runConnectd(ctx, bin, env, stdout, stderr, "migrate", "up"); err != nil {
@@ -196,7 +222,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			ln.Close()
 		}
 	}()
-	for _, p := range []int{o.idpPort, o.providerPort, o.mcpPort} {
+	for _, p := range []int{o.idpPort, o.providerPort, o.mcpPort, o.mcp2Port} {
 		ln, err := net.Listen("tcp", o.listen(p))
 		if err != nil {
 			return fmt.Errorf("demo: listen on %s: %w", o.listen(p), err)
@@ -223,10 +249,13 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	// Demo Files: a third-party OAuth provider whose file API needs its token.
 	// The browser is signed in there to two accounts: a connect link approves
 	// as the first at once, and one for another account (connectd asks with
-	// prompt=select_account) shows Demo Files' account chooser.
-	providerSecret := rand.Text()
+	// prompt=select_account) shows Demo Files' account chooser. It knows two
+	// OAuth clients: the deployment's app (the providers file's) and
+	// globex's own (set at connectd below with connectd orgs apps set).
+	providerSecret, globexSecret := rand.Text(), rand.Text()
 	files, filesHandler := providertest.NewHandler(providerURL, providertest.Options{
 		ClientID: "connectd-demo", ClientSecret: providerSecret, RequirePKCE: true,
+		Apps:         map[string]string{globexAppID: globexSecret},
 		RedirectURIs: []string{connectdURL + "/oauth/callback"}, APIScope: demoScope,
 		Accounts: demoAccounts, AccountLabel: "Demo Files",
 		Quirks: providertest.Quirks{IssParameter: true},
@@ -247,11 +276,16 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		}
 	}()
 
+	if onFiles != nil {
+		onFiles(files)
+	}
+
 	servers := []*http.Server{
 		{Handler: idp.Handler(), ReadHeaderTimeout: 10 * time.Second},
 		{Handler: filesHandler, ReadHeaderTimeout: 10 * time.Second},
 	}
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
+	var mcpClosers []func()
 	for i, hs := range servers {
 		go func() { errc <- hs.Serve(lns[i]) }()
 	}
@@ -267,26 +301,38 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 
 	// The example MCP server, registered at connectd as a client:
 	// proxy-only unless it is to read tokens (-credential token).
-	clientID, key, err := demoClientKey(ctx, clientauth.NewClients(clientauth.ClientsConfig{Pool: pool, AllowHTTP: true}), mcpURL,
-		cred == mcpserver.CredentialProxy)
+	clients := clientauth.NewClients(clientauth.ClientsConfig{Pool: pool, AllowHTTP: true})
+	startMCP := func(org, name, resource string, ln net.Listener, component string) (string, error) {
+		id, key, err := demoClientKey(ctx, clients, org, name, resource, cred == mcpserver.CredentialProxy)
+		if err != nil {
+			return "", err
+		}
+		cd, err := client.New(client.Config{BaseURL: connectdURL, Key: key, AllowHTTP: true})
+		if err != nil {
+			return "", err
+		}
+		srv, err := mcpserver.New(ctx, mcpserver.Config{
+			Resource: resource, Issuer: idpURL, Connectd: cd, Provider: demoProvider, Scopes: []string{demoScope},
+			Credential: cred, FilesAPI: files.APIURL(), Logger: base.With(slog.String("component", component)),
+		})
+		if err != nil {
+			return "", err
+		}
+		mcpClosers = append(mcpClosers, srv.Close)
+		hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, hs)
+		go func() { errc <- hs.Serve(ln) }()
+		return id, nil
+	}
+	defer func() {
+		for _, c := range mcpClosers {
+			c()
+		}
+	}()
+	clientID, err := startMCP(names.DefaultOrg, demoClientName, mcpURL, lns[2], "mcp-server")
 	if err != nil {
 		return err
 	}
-	cd, err := client.New(client.Config{BaseURL: connectdURL, Key: key, AllowHTTP: true})
-	if err != nil {
-		return err
-	}
-	mcpSrv, err := mcpserver.New(ctx, mcpserver.Config{
-		Resource: mcpURL, Issuer: idpURL, Connectd: cd, Provider: demoProvider, Scopes: []string{demoScope},
-		Credential: cred, FilesAPI: files.APIURL(), Logger: base.With(slog.String("component", "mcp-server")),
-	})
-	if err != nil {
-		return err
-	}
-	defer mcpSrv.Close()
-	mcpHTTP := &http.Server{Handler: mcpSrv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	servers = append(servers, mcpHTTP)
-	go func() { errc <- mcpHTTP.Serve(lns[2]) }()
 
 	// connectd itself, exactly as `connectd serve` runs, on this
 	// configuration.
@@ -337,6 +383,18 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	// counts it as idle.
 	env.setDefault("CONNECTD_SHUTDOWN_GRACE", "8s")
 
+	// The second organization, set up with connectd orgs as an operator
+	// does (before serve: its answers are cached there), then its MCP
+	// server.
+	if err := setupGlobex(ctx, bin, env, globexSecret); err != nil {
+		return err
+	}
+	logger.InfoContext(ctx, "second organization ready", slog.String("org", globexOrg), slog.String("app_client_id", globexAppID))
+	client2ID, err := startMCP(globexOrg, globexClientName, mcp2URL, lns[3], "mcp-server-globex")
+	if err != nil {
+		return err
+	}
+
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
@@ -344,7 +402,9 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			printWalkthrough(stdout, walkthrough{Connectd: connectdURL, IdP: idpURL, Provider: providerURL, MCP: mcpURL,
 				Internal: "http://" + o.internalAddr, ClientID: clientID, Token: cred == mcpserver.CredentialToken,
 				Try: tryCommand(idpURL, mcpURL), TryOwn: tryCommand(idpURL, "http://127.0.0.1:8083/mcp"), Demo: demoCommand(stateArg), EnvFile: envFile,
-				FreePort: o.mcpPort + 10, Host: o.host})
+				FreePort: o.mcpPort + 10, Host: o.host,
+				MCP2: mcp2URL, Client2ID: client2ID, Try2: tryCommand(idpURL, "http://127.0.0.1:8083/mcp") + " -mcp " + mcp2URL,
+				Org2: globexOrg, Org2Name: globexName, Org2App: globexAppID, Org2Color: globexColor})
 		}
 	}()
 	serveErr := make(chan error, 1)
@@ -444,6 +504,44 @@ func runConnectd(ctx context.Context, bin string, env demoEnv, stdout, stderr io
 	return nil
 }
 
+// setupGlobex makes the demo's second organization with the operator's
+// commands, as docs/organizations.md shows them: connectd orgs create (once:
+// the kept database may have it from an earlier run), orgs update (its name
+// and brand colour) and orgs apps set (its own Demo Files app, the secret on
+// stdin, never in a flag). Setting the app again at each start keeps its id
+// (the client id is the same) and gives it this run's secret, the one Demo
+// Files knows now, so connections made through it before a restart still
+// refresh.
+func setupGlobex(ctx context.Context, bin string, env demoEnv, secret string) error {
+	if _, err := operatorCommand(ctx, bin, env, "", "orgs", "show", globexOrg); err != nil {
+		if out, err := operatorCommand(ctx, bin, env, "", "orgs", "create", globexOrg, "--name", globexName); err != nil {
+			return fmt.Errorf("demo: connectd orgs create %s: %w\n%s", globexOrg, err, out)
+		}
+	}
+	if out, err := operatorCommand(ctx, bin, env, "", "orgs", "update", globexOrg, "--name", globexName,
+		"--brand-color", globexColor); err != nil {
+		return fmt.Errorf("demo: connectd orgs update %s: %w\n%s", globexOrg, err, out)
+	}
+	if out, err := operatorCommand(ctx, bin, env, secret+"\n", "orgs", "apps", "set", globexOrg, demoProvider,
+		"--client-id", globexAppID); err != nil {
+		return fmt.Errorf("demo: connectd orgs apps set %s %s: %w\n%s", globexOrg, demoProvider, err, out)
+	}
+	return nil
+}
+
+// operatorCommand runs one connectd command on env, stdin given, and returns
+// what it printed (stdout and stderr), for an error to quote: connectd prints
+// no secret.
+func operatorCommand(ctx context.Context, bin string, env demoEnv, stdin string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = env.list()
+	cmd.Stdin = strings.NewReader(stdin)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
 // usageError is a mistake in the command line: exit status 2.
 type usageError struct{ msg string }
 
@@ -479,12 +577,13 @@ func writeDemoProviders(dir string, files *providertest.Server) (string, error) 
 	return path, nil
 }
 
-// demoClientKey registers the example MCP server as a connectd client, or
+// demoClientKey registers an example MCP server (name, at resource) as a
+// connectd client of organization org, or
 // reuses the registration of an earlier run, switched to proxy-only or not
 // as asked (what `connectd clients proxy-only ID [--off]` does), and returns
 // its id and a fresh key (keys are stored hashed, so an earlier run's key
 // cannot be read back; the old one stops working at once).
-func demoClientKey(ctx context.Context, clients *clientauth.Clients, resource string, proxyOnly bool) (id, key string, err error) {
+func demoClientKey(ctx context.Context, clients *clientauth.Clients, org, name, resource string, proxyOnly bool) (id, key string, err error) {
 	list, err := clients.List(ctx)
 	if err != nil {
 		return "", "", err
@@ -496,7 +595,7 @@ func demoClientKey(ctx context.Context, clients *clientauth.Clients, resource st
 		if !slices.Contains(c.Resources, resource) {
 			continue
 		}
-		if c.Name != demoClientName || !slices.Contains(c.Providers, demoProvider) {
+		if c.Name != name || c.Org != org || !slices.Contains(c.Providers, demoProvider) {
 			return "", "", fmt.Errorf("the demo database has client %s (%q) for %s, not the demo's; "+
 				"disable or remove it, or start afresh with make clean", c.ID, c.Name, resource)
 		}
@@ -513,7 +612,7 @@ func demoClientKey(ctx context.Context, clients *clientauth.Clients, resource st
 		key, err := clients.RotateKey(ctx, c.ID, 0)
 		return c.ID, key, err
 	}
-	c, key, err := clients.Create(ctx, demoClientName, []string{resource}, []string{demoProvider})
+	c, key, err := clients.CreateIn(ctx, org, name, []string{resource}, []string{demoProvider})
 	if err != nil {
 		return "", "", err
 	}
@@ -557,6 +656,11 @@ type walkthrough struct {
 	EnvFile                                string // connectd.env
 	FreePort                               int    // a port to suggest for another MCP server
 	Host                                   string
+	// The second organization and its example MCP server.
+	Org2, Org2Name, Org2App string // its id, name and client id at Demo Files
+	Org2Color               string
+	MCP2, Client2ID         string
+	Try2                    string // the try command for its MCP server
 }
 
 // tryCommand is the try command that reaches this run's identity provider
@@ -789,6 +893,27 @@ var walkthroughText = template.Must(template.New("walkthrough").Parse(`
      as admin. Connections lists alice's Demo Files connection; open it, see
      its audit trail (Events has the whole log), and Revoke it. Run step 1
      again: the tool asks alice to connect once more.
+
+  Two organizations. connectd serves a second organization, {{.Org2}}
+  ("{{.Org2Name}}"), set up as an operator does it with
+       connectd orgs create {{.Org2}} --name "{{.Org2Name}}"
+       connectd orgs update {{.Org2}} --brand-color '{{.Org2Color}}'
+       connectd orgs apps set {{.Org2}} demo-files --client-id {{.Org2App}}  < secret
+  It has its own Demo Files app (that client id at Demo Files, not the
+  deployment's), its own brand (a violet accent) and its own instance of the
+  example MCP server, "Globex Files", at {{.MCP2}}
+  (client {{.Client2ID}} of {{.Org2}}). Call it as alice:
+
+       {{.Try2}} -user alice
+
+     Open its link and click Allow: the consent page names Globex in its
+     header, in Globex's colour, and the application "Globex Files"; Demo
+     Files is asked by Globex's app, and alice connects her Work files
+     account again: a second connection, Globex's. {{.Connectd}}/account
+     now groups her connections: "Connections for Default" (Files
+     Assistant's) and "Connections for {{.Org2Name}}" (Globex Files').
+     Each MCP server sees only its own organization's connection:
+     disconnect one on /account and the other server still lists the files.
 
   Just the token, for curl or your own MCP client (docs/integration.md §12):
        TOKEN=$({{.Try}} -user alice -token-only)

@@ -62,12 +62,18 @@ var connectdBinary = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
-// demoRun is one connectd-demo started through run.
+// demoRun is one connectd-demo started through run (runDemo).
 type demoRun struct {
 	out, logs *testkit.LogBuffer
 	done      chan error
 	stop      context.CancelFunc
+	files     *providertest.Server // Demo Files, for its records
 }
+
+// demoPorts is how many ports a demo run takes: connectd, the identity
+// provider, Demo Files, the two example MCP servers, the operators'
+// listener.
+const demoPorts = 6
 
 func startDemo(t *testing.T, dbURL, stateDir string, ports []int, extra ...string) *demoRun {
 	return startDemoEnv(t, dbURL, stateDir, ports, nil, extra...)
@@ -84,10 +90,11 @@ func startDemoEnv(t *testing.T, dbURL, stateDir string, ports []int, moreEnv []s
 	d := &demoRun{out: &testkit.LogBuffer{}, logs: &testkit.LogBuffer{}, done: make(chan error, 1), stop: cancel}
 	args := []string{"-connectd", bin, "-port", strconv.Itoa(ports[0]), "-idp-port", strconv.Itoa(ports[1]),
 		"-provider-port", strconv.Itoa(ports[2]), "-mcp-port", strconv.Itoa(ports[3]),
-		"-internal-addr", "127.0.0.1:" + strconv.Itoa(ports[4]), "-state-dir", stateDir}
+		"-internal-addr", "127.0.0.1:" + strconv.Itoa(ports[4]), "-mcp2-port", strconv.Itoa(ports[5]), "-state-dir", stateDir}
 	args = append(args, extra...)
 	env := append([]string{"CONNECTD_DATABASE_URL=" + dbURL, "CONNECTD_LOG_FORMAT=json"}, moreEnv...)
-	go func() { d.done <- run(ctx, args, env, d.out, d.logs) }()
+	filesc := make(chan *providertest.Server, 1)
+	go func() { d.done <- runDemo(ctx, args, env, d.out, d.logs, func(f *providertest.Server) { filesc <- f }) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(d.out.String(), "forgets them all, with the database") {
 		select {
@@ -100,6 +107,7 @@ func startDemoEnv(t *testing.T, dbURL, stateDir string, ports []int, moreEnv []s
 			t.Fatalf("no walkthrough:\n%s", d.logs.String())
 		}
 	}
+	d.files = <-filesc // given before the walkthrough is printed
 	return d
 }
 
@@ -136,46 +144,54 @@ func demoBrowser(connectURL, user string, allow bool) (int, string, error) {
 // chooser after Allow, picks account there (its subject); with account
 // empty the chooser is where it stops.
 func demoBrowserAs(connectURL, user string, allow bool, account string) (int, string, error) {
+	_, r, err := demoBrowse(connectURL, user, allow, account)
+	return r.Status, r.Body, err
+}
+
+// demoBrowse is demoBrowserAs returning the pages: the consent page (the
+// page after sign-in) and the last one.
+func demoBrowse(connectURL, user string, allow bool, account string) (consent, last flowtest.Response, err error) {
 	b := flowtest.New(&http.Client{Timeout: 10 * time.Second})
 	r, err := b.Follow(http.MethodGet, connectURL, nil)
 	if err != nil {
-		return 0, "", err
+		return r, r, err
 	}
 	picker, err := url.Parse(r.URL)
 	if err != nil {
-		return 0, "", err
+		return r, r, err
 	}
 	form := picker.Query()
 	form.Set("user", user)
 	picker.RawQuery = ""
 	if r, err = b.Follow(http.MethodPost, picker.String(), form); err != nil {
-		return 0, "", err
+		return r, r, err
 	}
+	consent = r
 	if !allow || r.Status != http.StatusOK {
-		return r.Status, r.Body, nil
+		return consent, r, nil
 	}
 	form, ok := flowtest.AllowForm(r.Body)
 	if !ok {
-		return 0, "", fmt.Errorf("no consent form: %s", r.Body)
+		return consent, r, fmt.Errorf("no consent form: %s", r.Body)
 	}
 	if r, err = b.Follow(http.MethodPost, connectURL, form); err != nil {
-		return 0, "", err
+		return consent, r, err
 	}
 	if account != "" {
 		form, ok := providertest.ChooserForm(r.Body, account)
 		if !ok {
-			return 0, "", fmt.Errorf("no Demo Files account chooser offering %s: %d %s\n%s", account, r.Status, r.URL, r.Body)
+			return consent, r, fmt.Errorf("no Demo Files account chooser offering %s: %d %s\n%s", account, r.Status, r.URL, r.Body)
 		}
 		chooser, err := url.Parse(r.URL)
 		if err != nil {
-			return 0, "", err
+			return consent, r, err
 		}
 		chooser.RawQuery = ""
 		if r, err = b.Follow(http.MethodPost, chooser.String(), form); err != nil {
-			return 0, "", err
+			return consent, r, err
 		}
 	}
-	return r.Status, r.Body, nil
+	return consent, r, nil
 }
 
 // TestDemo runs connectd-demo as make demo does and follows its
@@ -193,7 +209,7 @@ func TestDemo(t *testing.T) {
 	t.Parallel()
 	dbURL := pgtest.EmptyURL(t) // the demo migrates it
 	stateDir := t.TempDir()
-	ports, err := testkit.FreePorts(5)
+	ports, err := testkit.FreePorts(demoPorts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +243,7 @@ func TestDemo(t *testing.T) {
 			t.Errorf("walkthrough lacks %q:\n%s", want, d.out.String())
 		}
 	}
-	for _, p := range []string{"8080", "8081", "8082", "8083"} {
+	for _, p := range []string{"8080", "8081", "8082", "8083", "8084"} {
 		if !slices.Contains(ports, mustAtoi(p)) && strings.Contains(d.out.String(), "127.0.0.1:"+p) {
 			t.Errorf("walkthrough names port %s, which this run does not use:\n%s", p, d.out.String())
 		}
@@ -616,7 +632,7 @@ var connectLink = regexp.MustCompile(`http://\S+/c/[A-Za-z0-9_-]+`)
 func TestDemoSeveralAccounts(t *testing.T) {
 	t.Parallel()
 	dbURL := pgtest.EmptyURL(t)
-	ports, err := testkit.FreePorts(5)
+	ports, err := testkit.FreePorts(demoPorts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -731,5 +747,210 @@ func TestDemoSeveralAccounts(t *testing.T) {
 		if connectLink.MatchString(try.out.String()) {
 			t.Fatalf("try asked to connect again:\n%s", try.out.String())
 		}
+	}
+}
+
+// TestDemoTwoOrganizations is the walkthrough's "Two organizations": the
+// demo sets up globex with connectd orgs (its name, brand colour and own
+// Demo Files app), and runs a second example MCP server registered in it.
+// alice connects Demo Files through the default organization's server
+// (the deployment's app at Demo Files), then calls globex's server, which
+// does not see that connection: its link goes through globex's app (the
+// code is exchanged at Demo Files with globex's client id), and its consent
+// page names Globex, in Globex's brand, and its application. /account groups
+// her two connections under each organization. After a restart on the same
+// database the organization and its app are the same (set again, not
+// doubled) and globex's server still lists her files without a link.
+func TestDemoTwoOrganizations(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.EmptyURL(t)
+	ports, err := testkit.FreePorts(demoPorts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateDir := t.TempDir()
+	d := startDemo(t, dbURL, stateDir, ports)
+	cdURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	idpURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	mcpURL := fmt.Sprintf("http://127.0.0.1:%d/mcp", ports[3])
+	mcp2URL := fmt.Sprintf("http://127.0.0.1:%d/mcp", ports[5])
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, want := range []string{"Two organizations", mcp2URL, "connectd orgs apps set globex demo-files --client-id " + globexAppID,
+		fmt.Sprintf("go run ./examples/mcp-server/cmd/try -idp %s -mcp %s -user alice\n", idpURL, mcp2URL),
+		"Connections for " + globexName} {
+		if !strings.Contains(d.out.String(), want) {
+			t.Errorf("walkthrough lacks %q:\n%s", want, d.out.String())
+		}
+	}
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	// globex and its app, as connectd orgs made them: one app, with a
+	// secret, at Demo Files under globex's client id.
+	globex := func() (appID string) {
+		t.Helper()
+		var name, color, logo string
+		if err := pool.QueryRow(ctx, `SELECT name, brand_color, logo_url FROM organizations WHERE id = $1`, globexOrg).
+			Scan(&name, &color, &logo); err != nil {
+			t.Fatalf("organization %s: %v", globexOrg, err)
+		}
+		if name != globexName || color != globexColor || logo != "" {
+			t.Fatalf("organization %s: %q %q %q", globexOrg, name, color, logo)
+		}
+		rows, err := pool.Query(ctx, `SELECT id, client_id, secret IS NOT NULL FROM provider_apps WHERE org_id = $1 AND provider = $2`,
+			globexOrg, demoProvider)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var n int
+		for rows.Next() {
+			var clientID string
+			var sealed bool
+			if err := rows.Scan(&appID, &clientID, &sealed); err != nil {
+				t.Fatal(err)
+			}
+			if clientID != globexAppID || !sealed {
+				t.Fatalf("globex's app: client id %q, secret set %v", clientID, sealed)
+			}
+			n++
+		}
+		if err := rows.Err(); err != nil || n != 1 {
+			t.Fatalf("globex has %d apps at %s (%v), want 1", n, demoProvider, err)
+		}
+		return appID
+	}
+	appID := globex()
+	clients := clientauth.NewClients(clientauth.ClientsConfig{Pool: pool, AllowHTTP: true})
+	list, err := clients.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orgOf := map[string]string{}
+	for _, c := range list {
+		orgOf[c.Name] = c.Org
+	}
+	if orgOf[demoClientName] != "default" || orgOf[globexClientName] != globexOrg {
+		t.Fatalf("the demo's clients' organizations: %v", orgOf)
+	}
+
+	// codeExchanges are the client ids Demo Files exchanged codes for.
+	codeExchanges := func() []string {
+		var ids []string
+		for _, r := range d.files.TokenRequests() {
+			if r.GrantType == "authorization_code" {
+				ids = append(ids, r.ClientID)
+			}
+		}
+		return ids
+	}
+
+	// Through the default organization's server: the deployment's app.
+	try := startTry(t, ctx, idpURL, mcpURL, "-user", "alice")
+	link := try.await(t, ctx, connectLink)[0]
+	consent, done, err := demoBrowse(link, "alice", true, "")
+	if err != nil || done.Status != http.StatusOK || !strings.Contains(done.Body, "Connected") {
+		t.Fatalf("alice connecting through Files Assistant: %d %v\n%s", done.Status, err, done.Body)
+	}
+	if strings.Contains(consent.Body, globexName) || strings.Contains(consent.Body, "/static/brand/"+globexOrg+".css") {
+		t.Fatalf("the default organization's consent page carries globex's brand:\n%s", consent.Body)
+	}
+	try.finish(t, "files for work-account")
+	if got := codeExchanges(); len(got) != 1 || got[0] != "connectd-demo" {
+		t.Fatalf("Demo Files' code exchanges %v, want one by the deployment's app", got)
+	}
+
+	// Through globex's server: it does not see that connection, so alice
+	// is asked to connect, through globex's app and brand.
+	try = startTry(t, ctx, idpURL, mcp2URL, "-user", "alice")
+	link = try.await(t, ctx, connectLink)[0]
+	consent, done, err = demoBrowse(link, "alice", true, "")
+	if err != nil || done.Status != http.StatusOK || !strings.Contains(done.Body, "Connected") {
+		t.Fatalf("alice connecting through Globex Files: %d %v\n%s", done.Status, err, done.Body)
+	}
+	for _, want := range []string{globexName, "/static/brand/" + globexOrg + ".css", "Globex Files"} {
+		if !strings.Contains(html.UnescapeString(consent.Body), want) {
+			t.Fatalf("globex's consent page lacks %q:\n%s", want, consent.Body)
+		}
+	}
+	globexTry := try // finished below, after the pages
+	if got := codeExchanges(); len(got) != 2 || got[1] != globexAppID {
+		t.Fatalf("Demo Files' code exchanges %v, want the second by globex's app %s", got, globexAppID)
+	}
+	b := flowtest.New(&http.Client{Timeout: 10 * time.Second})
+	css := follow(t, b, http.MethodGet, cdURL+"/static/brand/"+globexOrg+".css", nil)
+	if css.Status != http.StatusOK || !strings.Contains(css.Body, globexColor) {
+		t.Fatalf("globex's stylesheet: %d %s", css.Status, css.Body)
+	}
+	var conns []string
+	rows, err := pool.Query(ctx, `SELECT org_id || '/' || coalesce(app_id, '') FROM connections WHERE subject = 'alice' ORDER BY org_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	if want := []string{"default/", globexOrg + "/" + appID}; rows.Err() != nil || !slices.Equal(conns, want) {
+		t.Fatalf("alice's connections %v (%v), want %v", conns, rows.Err(), want)
+	}
+
+	// alice's account page: both, each under its organization.
+	page := signInAt(t, b, cdURL+"/account", "alice")
+	body := html.UnescapeString(page.Body)
+	def, glob := strings.Index(body, "Connections for Default"), strings.Index(body, "Connections for "+globexName)
+	if def < 0 || glob < 0 {
+		t.Fatalf("alice's account page does not group by organization:\n%s", page.Body)
+	}
+	// Each group names its own organization's server.
+	first, second := body[min(def, glob):max(def, glob)], body[max(def, glob):]
+	defGroup, globGroup := first, second
+	if glob < def {
+		defGroup, globGroup = second, first
+	}
+	if !strings.Contains(defGroup, "Files Assistant") || strings.Contains(defGroup, "Globex Files") ||
+		!strings.Contains(globGroup, "Globex Files") || strings.Contains(globGroup, "Files Assistant") {
+		t.Fatalf("alice's account page groups the servers wrongly:\n%s", page.Body)
+	}
+	// And globex's server gets alice's files with globex's connection (the
+	// /v1 API and proxy scoped by the client's organization); a second link
+	// would say it does not see that connection.
+	globexLink := link
+	for !strings.Contains(globexTry.out.String(), "files for work-account") {
+		for _, l := range connectLink.FindAllString(globexTry.out.String(), -1) {
+			if l != globexLink {
+				t.Fatalf("globex's server asked alice to connect again after she connected through it: it does not see "+
+					"its organization's connection:\n%s", globexTry.out.String())
+			}
+		}
+		select {
+		case <-globexTry.done:
+			t.Fatalf("try ended without the files: %v\n%s", globexTry.err, globexTry.out.String())
+		case <-ctx.Done():
+			t.Fatalf("no files from globex's server in time:\n%s", globexTry.out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	globexTry.finish(t, "files for work-account")
+	d.shutdown(t, ports)
+
+	// Again on the same database: globex and its app are the same (the app
+	// set again, same id, this run's secret), and globex's server still
+	// lists alice's files, without a link.
+	d = startDemo(t, dbURL, stateDir, ports)
+	defer d.shutdown(t, ports)
+	if got := globex(); got != appID {
+		t.Fatalf("after a restart globex's app is %s, was %s", got, appID)
+	}
+	try = startTry(t, ctx, idpURL, mcp2URL, "-user", "alice")
+	try.finish(t, "files for work-account")
+	if connectLink.MatchString(try.out.String()) {
+		t.Fatalf("globex's server asked alice to connect again after a restart:\n%s", try.out.String())
 	}
 }

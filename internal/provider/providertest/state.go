@@ -18,6 +18,7 @@ type savedState struct {
 }
 
 type savedGrant struct {
+	Client  string   `json:"client,omitempty"` // the client it was issued to ("": Options.ClientID), an app's id kept
 	Scopes  []string `json:"scopes"`
 	Revoked bool     `json:"revoked,omitempty"`
 	Subject string   `json:"subject"`
@@ -51,7 +52,7 @@ func (s *Server) Save(w io.Writer) error {
 			return i
 		}
 		index[g] = len(st.Grants)
-		st.Grants = append(st.Grants, savedGrant{Scopes: g.scopes, Revoked: g.revoked, Subject: g.subject, Label: g.label})
+		st.Grants = append(st.Grants, savedGrant{Client: g.client, Scopes: g.scopes, Revoked: g.revoked, Subject: g.subject, Label: g.label})
 		return index[g]
 	}
 	for tok, a := range s.access {
@@ -72,7 +73,7 @@ func (s *Server) Load(r io.Reader) error {
 	}
 	grants := make([]*grant, len(st.Grants))
 	for i, g := range st.Grants {
-		grants[i] = &grant{scopes: g.Scopes, revoked: g.Revoked, subject: g.Subject, label: g.Label}
+		grants[i] = &grant{client: g.Client, scopes: g.Scopes, revoked: g.Revoked, subject: g.Subject, label: g.Label}
 	}
 	get := func(i int) (*grant, error) {
 		if i < 0 || i >= len(grants) {

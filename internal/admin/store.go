@@ -183,9 +183,7 @@ func (st *Store) revoke(ctx context.Context, id string, by Actor, why *notice.No
 	}
 	// The admin's browser going away after the commit must not cost the
 	// provider's revocation or its audit row.
-	scoped := *owner
-	scoped.Vault = st.vault.In(c.Org) // the connection's organization's handle
-	ended, err := scoped.Delete(context.WithoutCancel(ctx), c.User, c.Provider, id, nil,
+	ended, err := owner.DeleteIn(context.WithoutCancel(ctx), c.Org, c.User, c.Provider, id, nil,
 		lifecycle.Actor{Audit: by.Name, By: "admin", RequestID: by.RequestID, IP: by.IP, Notice: why})
 	if errors.Is(err, vault.ErrNotConnected) || errors.Is(err, lifecycle.ErrReplaced) {
 		return nil, fmt.Errorf("connection %s: %w", id, problem.Detail(ErrNotFound, "no such connection"))

@@ -201,6 +201,13 @@ func (s *Server) mintFor(w http.ResponseWriter, r *http.Request, cp *caller, req
 		return minted{}, err
 	}
 	info := p.Info()
+	if info.Kind == provider.KindOAuth2 {
+		// An organization with no app at the provider (and no fallback to
+		// the deployment's) hears it now, not its user on the connect page.
+		if _, err := s.orgs.Resolve(r.Context(), c.client.Org, req.Provider); err != nil {
+			return minted{}, err
+		}
+	}
 	scopes := dedupe(req.Scopes)
 	if len(scopes) == 0 && info.Kind == provider.KindOAuth2 {
 		scopes = append([]string(nil), info.DefaultScopes...)

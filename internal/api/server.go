@@ -15,6 +15,7 @@ import (
 	"github.com/connectd/connectd/internal/elicitation"
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/lifecycle"
+	"github.com/connectd/connectd/internal/org"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/proxy"
 	"github.com/connectd/connectd/internal/vault"
@@ -34,6 +35,9 @@ type Config struct {
 	// under its own Purpose of it.
 	Keyring *keyring.Keyring
 	Catalog *provider.Catalog
+	// Orgs says which provider app a client's organization uses (a mint
+	// for a provider where it has none is refused: provider_app_required).
+	Orgs *org.Store
 	// PublicURL is the browser-facing origin (no trailing slash); connect
 	// URLs and the token endpoint's URL are built from it.
 	PublicURL string
@@ -88,6 +92,7 @@ type Server struct {
 	vault           *vault.Store
 	keys            *keyring.Keyring // as configured: request_state is sealed under keys.Purpose(requestStatePurpose)
 	catalog         *provider.Catalog
+	orgs            *org.Store
 	publicURL       string
 	elicitationTTL  time.Duration
 	requestStateTTL time.Duration
@@ -114,11 +119,11 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil || cfg.Pool == nil || cfg.Auth == nil || cfg.Clients == nil || cfg.Vault == nil ||
 		cfg.Keyring == nil || cfg.Catalog == nil || cfg.PublicURL == "" || cfg.Consents == nil ||
-		cfg.Elicitations == nil || cfg.Lifecycle == nil {
-		return nil, errors.New("api: Logger, Pool, Auth, Clients, Vault, Keyring, Catalog, PublicURL, Consents, Elicitations and Lifecycle are required")
+		cfg.Elicitations == nil || cfg.Lifecycle == nil || cfg.Orgs == nil {
+		return nil, errors.New("api: Logger, Pool, Auth, Clients, Vault, Keyring, Catalog, Orgs, PublicURL, Consents, Elicitations and Lifecycle are required")
 	}
 	s := &Server{
-		logger: cfg.Logger, pool: cfg.Pool, auth: cfg.Auth, clients: cfg.Clients, vault: cfg.Vault, catalog: cfg.Catalog,
+		logger: cfg.Logger, pool: cfg.Pool, auth: cfg.Auth, clients: cfg.Clients, vault: cfg.Vault, catalog: cfg.Catalog, orgs: cfg.Orgs,
 		keys: cfg.Keyring, publicURL: strings.TrimRight(cfg.PublicURL, "/"), elicitationTTL: cfg.ElicitationTTL,
 		requestStateTTL: cfg.RequestStateTTL, mintLimit: cfg.MintLimit, mintUserLimit: cfg.MintUserLimit,
 		waiters: elicitation.NewWaiters(cfg.MaxWaiters), now: cfg.Now, elicitations: cfg.Elicitations,

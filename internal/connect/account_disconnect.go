@@ -101,10 +101,7 @@ func (s *Server) deleteConnection(r *http.Request, u identity.User, p, id string
 	if err != nil {
 		return nil, nil, err
 	}
-	// The owner of the connection's end, on its organization's vault handle.
-	owner := *s.lifecycle
-	owner.Vault = s.vault.In(c.Org)
-	ended, err := owner.Delete(context.WithoutCancel(r.Context()), u, p, id, account, by)
+	ended, err := s.lifecycle.DeleteIn(context.WithoutCancel(r.Context()), c.Org, u, p, id, account, by)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -147,9 +147,19 @@ func TestOrganizationsFlow(t *testing.T) {
 	}
 
 	// beta has no app at the provider, and the operator allows the
-	// deployment's app to the default organization only.
+	// deployment's app to the default organization only: its server hears
+	// it at mint; a link minted while it had one, opened after its app was
+	// removed, tells the user before the browser goes anywhere.
 	beta := e.newOrgMCPServer("beta", "beta-files", "fake")
-	el = beta.mint("alice", body)
-	r := e.openAs(e.browser(), el["url"].(string), "alice")
+	st, out := beta.call(http.MethodPost, "/v1/elicitations", "alice", body)
+	expectError(t, st, out, http.StatusConflict, "provider_app_required")
+	if _, _, err := orgs.SetApp(ctx, "beta", "fake", "beta-app", provider.Secret("beta-secret"), "test"); err != nil {
+		t.Fatal(err)
+	}
+	el = beta.mint("bob", body)
+	if _, err := orgs.RemoveApp(ctx, "beta", "fake", "test"); err != nil {
+		t.Fatal(err)
+	}
+	r := e.openAs(e.browser(), el["url"].(string), "bob")
 	e.refused(r, http.StatusConflict, "provider_app_required")
 }

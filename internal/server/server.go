@@ -167,7 +167,7 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	s.api, err = api.New(api.Config{
 		Logger: cfg.Logger, Pool: cfg.Pool, Auth: s.ident.auth, Clients: s.ident.clients, Vault: s.vault,
-		Keyring: s.keyring, Catalog: s.catalog, PublicURL: cfg.PublicURL.String(), Now: cfg.Now,
+		Keyring: s.keyring, Catalog: s.catalog, Orgs: s.orgs, PublicURL: cfg.PublicURL.String(), Now: cfg.Now,
 		OnAuditWriteError: s.metrics.AuditWriteError, OnAuditLost: s.metrics.AuditLost,
 		ElicitationTTL: cfg.Connect.ElicitationTTL, RequestStateTTL: cfg.Connect.RequestStateTTL,
 		MintLimit: web.NewLimiter(cfg.RateLimit.Mint), MintUserLimit: web.NewLimiter(cfg.RateLimit.MintUser),

@@ -51,6 +51,15 @@ export interface paths {
                 401: components["responses"]["Error"];
                 403: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                /** @description provider_app_required: the client's organization has no OAuth app of its own at this provider, and the operator lets only the default organization use the deployment's (docs/organizations.md) */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 413: components["responses"]["Error"];
                 415: components["responses"]["Error"];
                 429: components["responses"]["Error"];

@@ -164,6 +164,7 @@ var codeErrors = map[string][]error{
 	"proxy_not_supported":         {ErrProviderNotAllowed},
 	"token_release_disabled":      {ErrProviderNotAllowed}, // a proxy-only client: call through the proxy
 	"proxy_not_allowed":           {ErrProviderNotAllowed}, // outside the client's request rules
+	"provider_app_required":       {ErrProviderNotAllowed}, // the client's organization has no app at the provider
 	"database_unavailable":        {ErrUnavailable},
 	// The proxy's refusals of the call itself, before anything is looked
 	// up: a path that is not a plain path below the API base, a method it

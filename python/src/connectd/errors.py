@@ -288,6 +288,7 @@ _CODES: dict[str, type[APIError]] = {
     "proxy_not_supported": ProviderNotAllowedError,
     "token_release_disabled": ProviderNotAllowedError,  # a proxy-only client: call through the proxy
     "proxy_not_allowed": ProviderNotAllowedError,  # outside the client's request rules
+    "provider_app_required": ProviderNotAllowedError,  # the client's organization has no app at the provider
     # The proxy's refusals of the call itself, before anything is looked up: a
     # path that is not a plain path below the API base, a method it does not
     # forward (405, with Allow), a method override or URL rewrite. The call is

@@ -93,6 +93,7 @@ const codeFamilies: Readonly<Record<string, readonly ErrorFamily[]>> = {
   proxy_not_supported: [F.ProviderNotAllowed],
   token_release_disabled: [F.ProviderNotAllowed], // a proxy-only client: call through the proxy
   proxy_not_allowed: [F.ProviderNotAllowed], // outside the client's request rules
+  provider_app_required: [F.ProviderNotAllowed], // the client's organization has no OAuth app at the provider
   database_unavailable: [F.Unavailable],
   // The proxy's refusals of the call itself, before anything is looked up: a
   // path that is not a plain path below the API base, a method it does not

@@ -22,6 +22,7 @@ import (
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/problem"
+	"github.com/connectd/connectd/internal/org"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/refusal"
 	"github.com/connectd/connectd/internal/release"
@@ -203,8 +204,19 @@ func (s *Server) mintFor(w http.ResponseWriter, r *http.Request, cp *caller, req
 	info := p.Info()
 	if info.Kind == provider.KindOAuth2 {
 		// An organization with no app at the provider (and no fallback to
-		// the deployment's) hears it now, not its user on the connect page.
-		if _, err := s.orgs.Resolve(r.Context(), c.client.Org, req.Provider); err != nil {
+		// the deployment's) hears it now, not its user on the connect page —
+		// when the link could only end at the provider: the user has no
+		// connection there in the organization (one they have may still be
+		// shared on the consent page alone).
+		if _, err := s.orgs.Resolve(r.Context(), c.client.Org, req.Provider); errors.Is(err, org.ErrNoApp) {
+			has, herr := s.connections(&c).Exists(r.Context(), c.user, req.Provider)
+			if herr != nil {
+				return minted{}, herr
+			}
+			if !has {
+				return minted{}, err
+			}
+		} else if err != nil {
 			return minted{}, err
 		}
 	}

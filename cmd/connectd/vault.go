@@ -189,35 +189,11 @@ func vaultStatus(ctx context.Context, args []string, getenv func(string) string,
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	var secretsTotal, secretsPrimary, secretsMissing int64
-	for _, c := range secrets {
-		secretsTotal += c.Endpoints
-		switch {
-		case c.Primary:
-			secretsPrimary += c.Endpoints
-		case !c.InKeyring:
-			secretsMissing += c.Endpoints
-			if c.Endpoints > 0 && !slices.Contains(missing, c.KeyVersion) {
-				missing = append(missing, c.KeyVersion)
-			}
-		}
-	}
+	secretsTotal, secretsPrimary, secretsMissing := keyring.Tally(secrets, &missing)
 	fmt.Fprintf(stdout, "\n%s; %d under the primary key %d\n", plural(conns, "connection", "connections"), connsPrimary, keys.Primary())
 	fmt.Fprintf(stdout, "%s; %d under the primary key\n", plural(secretsTotal, "webhook endpoint secret", "webhook endpoint secrets"), secretsPrimary)
 	// Organizations' provider app secrets, sealed under the same keys.
-	var appsTotal, appsPrimary, appsMissing int64
-	for _, c := range appSecrets {
-		appsTotal += c.Apps
-		switch {
-		case c.Primary:
-			appsPrimary += c.Apps
-		case !c.InKeyring:
-			appsMissing += c.Apps
-			if c.Apps > 0 && !slices.Contains(missing, c.KeyVersion) {
-				missing = append(missing, c.KeyVersion)
-			}
-		}
-	}
+	appsTotal, appsPrimary, appsMissing := keyring.Tally(appSecrets, &missing)
 	if appsTotal > 0 {
 		fmt.Fprintf(stdout, "%s; %d under the primary key\n", plural(appsTotal, "provider app secret", "provider app secrets"), appsPrimary)
 	}

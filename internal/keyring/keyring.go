@@ -429,3 +429,48 @@ func appendBinding(b []byte, purpose string, values ...string) []byte {
 	}
 	return b
 }
+
+// VersionCount is how many values of one kind (webhook secrets, provider
+// app secrets) are sealed under one key version of a keyring, as
+// `connectd vault status` reports them.
+type VersionCount struct {
+	KeyVersion uint32
+	Count      int64
+	Primary    bool // new values are sealed under it
+	InKeyring  bool // false: these values cannot be opened with the configured keys
+}
+
+// Counted is n values sealed under version, as k sees it.
+func (k *Keyring) Counted(version uint32, n int64) VersionCount {
+	return VersionCount{KeyVersion: version, Count: n, Primary: version == k.primary, InKeyring: k.Has(version)}
+}
+
+// Tally sums counts: every value, those under the primary key, and those
+// under a key the keyring lacks, whose versions it adds to missing (once).
+func Tally(counts []VersionCount, missing *[]uint32) (total, primary, lacking int64) {
+	for _, c := range counts {
+		total += c.Count
+		switch {
+		case c.Primary:
+			primary += c.Count
+		case !c.InKeyring:
+			lacking += c.Count
+			if c.Count > 0 && !slices.Contains(*missing, c.KeyVersion) {
+				*missing = append(*missing, c.KeyVersion)
+			}
+		}
+	}
+	return total, primary, lacking
+}
+
+// Reseal opens ct, sealed under any key of k with aad, and seals it again
+// under k's primary key with the same aad (a rewrap). The plaintext is
+// cleared before it returns.
+func (k *Keyring) Reseal(ct, aad []byte) ([]byte, error) {
+	plain, err := k.Open(ct, aad)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(plain)
+	return k.Seal(plain, aad)
+}

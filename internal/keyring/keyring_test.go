@@ -166,3 +166,46 @@ func TestKeysDoNotFormat(t *testing.T) {
 		t.Fatalf("versions should show: %s", out)
 	}
 }
+
+// TestResealAndTally: a value sealed under an older key is sealed again
+// under the primary with the same binding (and no longer opens with the
+// older key alone); one under a key the keyring lacks is refused, not
+// resealed; Tally counts what is where and names missing versions once.
+func TestResealAndTally(t *testing.T) {
+	t.Parallel()
+	one, two := keyLine(t, 1), keyLine(t, 2)
+	old := mustParse(t, one)
+	rotated := mustParse(t, one+"\n*"+two)
+	aad := keyring.Binding("test", "row-1")
+	ct, err := old.Seal([]byte("secret"), aad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re, err := rotated.Reseal(ct, aad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := keyring.KeyVersion(re); v != 2 {
+		t.Fatalf("resealed under key %d, want the primary 2", v)
+	}
+	if pt, err := rotated.Open(re, aad); err != nil || string(pt) != "secret" {
+		t.Fatalf("resealed value: %q %v", pt, err)
+	}
+	if _, err := old.Open(re, aad); !errors.Is(err, keyring.ErrDecrypt) {
+		t.Fatalf("key 1 alone opens the resealed value: %v", err)
+	}
+	if _, err := rotated.Reseal(ct, keyring.Binding("test", "row-2")); !errors.Is(err, keyring.ErrDecrypt) {
+		t.Fatalf("resealed under another binding: %v", err)
+	}
+	onlyTwo := mustParse(t, two)
+	if _, err := onlyTwo.Reseal(ct, aad); !errors.Is(err, keyring.ErrDecrypt) {
+		t.Fatalf("a value under a key the keyring lacks: %v", err)
+	}
+	var missing []uint32
+	total, primary, lacking := keyring.Tally([]keyring.VersionCount{
+		onlyTwo.Counted(1, 3), onlyTwo.Counted(2, 5), onlyTwo.Counted(1, 0), onlyTwo.Counted(9, 1),
+	}, &missing)
+	if total != 9 || primary != 5 || lacking != 4 || fmt.Sprint(missing) != "[1 9]" {
+		t.Fatalf("tally %d %d %d %v", total, primary, lacking, missing)
+	}
+}

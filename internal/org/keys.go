@@ -2,6 +2,7 @@ package org
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -16,30 +17,20 @@ import (
 // (SecretKeyStatus) and `connectd vault rewrap` re-seals them
 // (RewrapSecrets), next to the connections and webhook secrets.
 
-// SecretKeyCount is the number of app secrets sealed under one key version.
-type SecretKeyCount struct {
-	KeyVersion uint32
-	Apps       int64
-	Primary    bool
-	InKeyring  bool // false: these secrets cannot be opened with the configured keys
-}
-
 const countSecretsByKey = `SELECT key_version, count(*) FROM provider_apps WHERE secret IS NOT NULL GROUP BY 1 ORDER BY 1`
 
 // SecretKeyStatus counts app secrets per key version.
-func SecretKeyStatus(ctx context.Context, pool *pgxpool.Pool, root *keyring.Keyring) ([]SecretKeyCount, error) {
+func SecretKeyStatus(ctx context.Context, pool *pgxpool.Pool, root *keyring.Keyring) ([]keyring.VersionCount, error) {
 	keys := root.Purpose(secretPurpose)
 	rows, err := pool.Query(ctx, countSecretsByKey)
 	if err != nil {
 		return nil, fmt.Errorf("org: secret key status: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SecretKeyCount, error) {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (keyring.VersionCount, error) {
 		var v int32
-		var c SecretKeyCount
-		err := r.Scan(&v, &c.Apps)
-		c.KeyVersion = uint32(v)
-		c.Primary, c.InKeyring = c.KeyVersion == keys.Primary(), keys.Has(c.KeyVersion)
-		return c, err
+		var n int64
+		err := r.Scan(&v, &n)
+		return keys.Counted(uint32(v), n), err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("org: secret key status: %w", err)
@@ -78,14 +69,11 @@ func RewrapSecrets(ctx context.Context, pool *pgxpool.Pool, root *keyring.Keyrin
 			return err
 		}
 		for _, x := range list {
-			aad := secretAAD(x.id, x.org, x.prov, x.clientID)
-			plain, err := keys.Open(x.ct, aad)
-			if err != nil {
+			ct, err := keys.Reseal(x.ct, secretAAD(x.id, x.org, x.prov, x.clientID))
+			if errors.Is(err, keyring.ErrDecrypt) {
 				failed = append(failed, x.id)
 				continue
 			}
-			ct, err := keys.Seal(plain, aad)
-			clear(plain)
 			if err != nil {
 				return err
 			}

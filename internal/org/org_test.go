@@ -574,7 +574,7 @@ func TestRewrapSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	counts, err := org.SecretKeyStatus(ctx, e.pool, rotated)
-	if err != nil || len(counts) != 1 || counts[0].KeyVersion != 1 || counts[0].Primary || !counts[0].InKeyring || counts[0].Apps != 1 {
+	if err != nil || len(counts) != 1 || counts[0].KeyVersion != 1 || counts[0].Primary || !counts[0].InKeyring || counts[0].Count != 1 {
 		t.Fatalf("status before rewrap: %+v %v", counts, err)
 	}
 	n, failed, err := org.RewrapSecrets(ctx, e.pool, rotated)

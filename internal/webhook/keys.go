@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/connectd/connectd/internal/keyring"
@@ -14,31 +15,20 @@ import (
 // counts them (SecretKeyStatus) and `connectd vault rewrap` re-seals them
 // (RewrapSecrets), next to the connections.
 
-// SecretKeyCount is the number of endpoint secrets sealed under one key
-// version.
-type SecretKeyCount struct {
-	KeyVersion uint32
-	Endpoints  int64
-	Primary    bool
-	InKeyring  bool // false: these secrets cannot be opened with the configured keys
-}
-
 const countSecretsByKey = `SELECT key_version, count(*) FROM webhook_endpoints GROUP BY 1 ORDER BY 1`
 
 // SecretKeyStatus counts endpoint secrets per key version.
-func SecretKeyStatus(ctx context.Context, pool *pgxpool.Pool, keyring *keyring.Keyring) ([]SecretKeyCount, error) {
-	keys := keyring.Purpose(secretPurpose)
+func SecretKeyStatus(ctx context.Context, pool *pgxpool.Pool, root *keyring.Keyring) ([]keyring.VersionCount, error) {
+	keys := root.Purpose(secretPurpose)
 	rows, err := pool.Query(ctx, countSecretsByKey)
 	if err != nil {
 		return nil, fmt.Errorf("webhook: secret key status: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SecretKeyCount, error) {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (keyring.VersionCount, error) {
 		var v int32
-		var c SecretKeyCount
-		err := r.Scan(&v, &c.Endpoints)
-		c.KeyVersion = uint32(v)
-		c.Primary, c.InKeyring = c.KeyVersion == keys.Primary(), keys.Has(c.KeyVersion)
-		return c, err
+		var n int64
+		err := r.Scan(&v, &n)
+		return keys.Counted(uint32(v), n), err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("webhook: secret key status: %w", err)
@@ -55,8 +45,8 @@ const (
 // one transaction (endpoints are few), and returns how many it moved and
 // the ids of those that did not open (their key is missing), left as they
 // are.
-func RewrapSecrets(ctx context.Context, pool *pgxpool.Pool, keyring *keyring.Keyring) (int, []string, error) {
-	keys := keyring.Purpose(secretPurpose)
+func RewrapSecrets(ctx context.Context, pool *pgxpool.Pool, root *keyring.Keyring) (int, []string, error) {
+	keys := root.Purpose(secretPurpose)
 	done, failed := 0, []string{}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, selectSecretsNotPrimary, int32(keys.Primary()))
@@ -76,13 +66,11 @@ func RewrapSecrets(ctx context.Context, pool *pgxpool.Pool, keyring *keyring.Key
 			return err
 		}
 		for _, x := range list {
-			plain, err := keys.Open(x.ct, secretAAD(x.id))
-			if err != nil {
+			ct, err := keys.Reseal(x.ct, secretAAD(x.id))
+			if errors.Is(err, keyring.ErrDecrypt) {
 				failed = append(failed, x.id)
 				continue
 			}
-			ct, err := keys.Seal(plain, secretAAD(x.id))
-			clear(plain)
 			if err != nil {
 				return err
 			}

@@ -384,3 +384,77 @@ func TestReconnectThroughAnotherApp(t *testing.T) {
 		t.Fatalf("the shared app is stored as %v (%v), want NULL", app, err)
 	}
 }
+
+// TestConcurrentOrganizations: the same user connecting, reading,
+// reconnecting and disconnecting the same provider account in two
+// organizations at once, with the credential cache on: no read in one
+// organization ever returns a credential stored in the other, and each
+// ends with at most its own one connection of the account.
+func TestConcurrentOrganizations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, p := fakeProvider(t, providertest.Options{})
+	db := pool(t)
+	addOrgs(t, db)
+	s, _ := orgStore(t, db, mustParse(t, keyLine(t, 1)), p, time.Minute)
+	orgs := []string{"acme", "beta"}
+	var mu sync.Mutex
+	stored := map[string]string{} // access token → the organization it was stored in
+	errc := make(chan error, 64)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			o := orgs[w%2]
+			h := s.In(o)
+			for i := range 15 {
+				tok := srv.Grant([]string{"read"}, time.Hour)
+				mu.Lock()
+				stored[tok.AccessToken] = o
+				mu.Unlock()
+				if _, err := h.PutWith(ctx, alice, "fake", vault.Target{AppID: "app_" + o}, credFor(tok, "42"), nil); err != nil {
+					errc <- err
+					return
+				}
+				c, err := h.Token(ctx, alice, "fake", "", nil)
+				switch {
+				case errors.Is(err, vault.ErrNotConnected): // another writer of this organization deleted it
+				case err != nil:
+					errc <- err
+					return
+				default:
+					mu.Lock()
+					got := stored[c.AccessToken]
+					mu.Unlock()
+					if got != o {
+						errc <- errors.New(o + " read a credential stored in " + got)
+						return
+					}
+				}
+				if i%5 == 4 {
+					if list, err := h.List(ctx, alice); err == nil && len(list) == 1 {
+						_, _ = h.Delete(ctx, alice, "fake", list[0].ID)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	for _, o := range orgs {
+		list, err := s.In(o).List(ctx, alice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) > 1 {
+			t.Fatalf("%s ends with %d connections of one account", o, len(list))
+		}
+		for _, c := range list {
+			if c.Org != o || c.AppID != "app_"+o {
+				t.Fatalf("%s lists a connection of %s/%s", o, c.Org, c.AppID)
+			}
+		}
+	}
+}

@@ -146,6 +146,28 @@ func TestOrganizationsFlow(t *testing.T) {
 		t.Fatalf("the default organization's connection went too: %d %v", st, out)
 	}
 
+	// The audit trail: every row of acme's server, and the end of acme's
+	// connection, is acme's (its admins see them); none of the default
+	// organization's server is.
+	var acmeRows, strayRows int
+	var endedIn string
+	if err := e.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE org_id = 'acme'), count(*) FILTER (WHERE org_id <> 'acme')
+		FROM audit_events WHERE client_id = $1`, acme.client.ID).Scan(&acmeRows, &strayRows); err != nil {
+		t.Fatal(err)
+	}
+	if acmeRows == 0 || strayRows != 0 {
+		t.Fatalf("acme's server's audit rows: %d in acme, %d elsewhere", acmeRows, strayRows)
+	}
+	if err := e.pool.QueryRow(ctx, `SELECT org_id FROM audit_events WHERE kind = 'connection.revoked' AND target = $1`,
+		acmeConn).Scan(&endedIn); err != nil || endedIn != "acme" {
+		t.Fatalf("the end of acme's connection is audited in %q (%v)", endedIn, err)
+	}
+	var mineElsewhere int
+	if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM audit_events WHERE client_id = $1 AND org_id <> 'default'`,
+		mine.client.ID).Scan(&mineElsewhere); err != nil || mineElsewhere != 0 {
+		t.Fatalf("%d audit rows of the default organization's server in another organization (%v)", mineElsewhere, err)
+	}
+
 	// beta has no app at the provider, and the operator allows the
 	// deployment's app to the default organization only: its server hears
 	// it at mint; a link minted while it had one, opened after its app was

@@ -127,7 +127,7 @@ func (o *Owner) DeleteIn(ctx context.Context, org string, user identity.User, pr
 func (o *Owner) audit(ctx context.Context, tx pgx.Tx, a Actor, kind string, c vault.Connection, client string,
 	detail map[string]any) error {
 	ev := audit.Event{Kind: kind, Actor: a.Audit, Issuer: c.User.Issuer, Subject: c.User.Subject, ClientID: client,
-		Provider: c.Provider, Target: c.ID, RequestID: a.RequestID, IP: a.IP, Detail: detail}
+		Provider: c.Provider, Target: c.ID, RequestID: a.RequestID, IP: a.IP, Detail: detail, OrgID: c.Org}
 	if tx != nil {
 		return audit.Write(ctx, tx, ev)
 	}

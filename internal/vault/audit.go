@@ -21,7 +21,8 @@ import (
 func (s *Store) auditIn(ctx context.Context, tx pgx.Tx, kind string, r *row, detail map[string]any) {
 	err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
 		return audit.Write(ctx, sp, audit.Event{Kind: kind, Actor: "vault", Issuer: r.User.Issuer,
-			Subject: r.User.Subject, Provider: r.Provider, Target: r.ID, RequestID: reqid.From(ctx), Detail: detail})
+			Subject: r.User.Subject, Provider: r.Provider, Target: r.ID, RequestID: reqid.From(ctx), Detail: detail,
+			OrgID: r.Org})
 	})
 	if err != nil {
 		s.logger.ErrorContext(ctx, "vault: audit event not written", slog.String("kind", kind),

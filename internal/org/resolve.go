@@ -101,9 +101,9 @@ func (s *Store) Resolve(ctx context.Context, org, prov string) (Resolved, error)
 // revoke it: appID "" (app_id NULL) is the deployment's app at prov, any
 // other the organization's app of that id, which must be at prov.
 // ErrAppNotFound when no app has that id (any more: it was removed, or its
-// client id changed, so the connection must be made again) or it is at
-// another provider.
-func (s *Store) ByID(ctx context.Context, appID, prov string) (provider.OAuth, error) {
+// client id changed, so the connection must be made again), it is at
+// another provider, or it is not organization org's (the connection's).
+func (s *Store) ByID(ctx context.Context, org, appID, prov string) (provider.OAuth, error) {
 	if err := s.checkProvider(prov); err != nil {
 		return nil, err
 	}
@@ -130,6 +130,11 @@ func (s *Store) ByID(ctx context.Context, appID, prov string) (provider.OAuth, e
 	}
 	if c.provider != prov {
 		return nil, problem.Detail(ErrAppNotFound, "provider app %s is not at %s", appID, prov)
+	}
+	if c.org != org {
+		// A connection names only its own organization's apps: another's
+		// is not found, never used.
+		return nil, problem.Detail(ErrAppNotFound, "provider app %s is not organization %s's", appID, org)
 	}
 	return s.build(c)
 }

@@ -137,7 +137,7 @@ func observeRefresh(f vault.RefreshFunc, m *metrics.Metrics) vault.RefreshFunc {
 // ("": the deployment's shared app at prov) and provider (org.Store.ByID).
 // An app that is gone — removed, or replaced by a new client id — is an
 // error wrapping org.ErrAppNotFound.
-type AppOf func(ctx context.Context, appID, prov string) (provider.OAuth, error)
+type AppOf func(ctx context.Context, org, appID, prov string) (provider.OAuth, error)
 
 // appGone reports an app that can no longer be had: the refresh token was
 // issued to it, and no other app may use it (its client id and secret are
@@ -175,7 +175,7 @@ func ReuseGraceFunc(cat *provider.Catalog) func(string) time.Duration {
 // the database) is provider_unavailable, the operator's to fix.
 func RefreshFunc(appOf AppOf) vault.RefreshFunc {
 	return func(ctx context.Context, app vault.App, refreshToken string) (*vault.Refreshed, error) {
-		p, err := appOf(ctx, app.AppID, app.Provider)
+		p, err := appOf(ctx, app.Org, app.AppID, app.Provider)
 		switch {
 		case appGone(err):
 			return nil, fmt.Errorf("%w: refresh: %w", vault.ErrReauthorizationRequired, err)
@@ -223,7 +223,7 @@ func outcomeUnknown(err error) bool {
 // narrow to that subset.
 func RefreshScopedFunc(appOf AppOf) vault.RefreshScopedFunc {
 	return func(ctx context.Context, app vault.App, refreshToken string, scopes []string) (*vault.Refreshed, error) {
-		p, err := appOf(ctx, app.AppID, app.Provider)
+		p, err := appOf(ctx, app.Org, app.AppID, app.Provider)
 		switch {
 		case appGone(err):
 			return nil, fmt.Errorf("%w: refresh: %w", vault.ErrReauthorizationRequired, err)
@@ -258,7 +258,7 @@ func RefreshScopedFunc(appOf AppOf) vault.RefreshScopedFunc {
 // the app it was obtained with (app.AppID, through appOf) and no other.
 func RevokeFunc(appOf AppOf) vault.RevokeFunc {
 	return func(ctx context.Context, app vault.App, c *vault.Credential) error {
-		p, err := appOf(ctx, app.AppID, app.Provider)
+		p, err := appOf(ctx, app.Org, app.AppID, app.Provider)
 		switch {
 		case appGone(err), errors.Is(err, org.ErrUnknownProvider), errors.Is(err, org.ErrAPIKeyProvider):
 			// api_key providers, removed providers and apps that are gone

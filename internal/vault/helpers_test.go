@@ -80,7 +80,7 @@ func scopedRefresher(p provider.OAuth) vault.RefreshScopedFunc {
 func revoker(p provider.OAuth) vault.RevokeFunc { return server.RevokeFunc(only(p)) }
 
 func only(p provider.OAuth) server.AppOf {
-	return func(context.Context, string, string) (provider.OAuth, error) { return p, nil }
+	return func(context.Context, string, string, string) (provider.OAuth, error) { return p, nil }
 }
 
 func newStore(t testing.TB, pool *pgxpool.Pool, keys *keyring.Keyring, p provider.OAuth, skew time.Duration) *vault.Store {

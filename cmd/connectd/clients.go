@@ -52,7 +52,7 @@ var clientsSubUsage = map[string]string{
 	"delete":      " ID --yes",
 	"jwt-keys":    " ID (--jwks-url URL | --public-key FILE | --clear) [--drop-keys]",
 	"dpop":        " ID [--off]",
-	"list":        "",
+	"list":        " [--org ORG]",
 	"disable":     " ID",
 	"enable":      " ID",
 	"proxy-only":  " ID [--off]",
@@ -128,6 +128,7 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 		fset.StringVar(&description, "description", "", "what the rules allow, in words for the user's consent page")
 		fset.BoolVar(&clearRules, "clear", false, "remove its rules at the provider")
 	case "list":
+		fset.StringVar(&orgID, "org", "", "list only this organization's (default: every organization's)")
 	case "disable", "enable":
 		want = 1
 	case "rotate-key":
@@ -228,7 +229,15 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintln(stderr, "The key is shown only now: connectd keeps only its hash. Give it to the MCP server as a secret.")
 		return nil
 	case "list":
-		list, err := store.List(ctx)
+		var list []clientauth.Client
+		switch {
+		case orgID == "":
+			list, err = store.List(ctx)
+		case !names.ValidOrg(orgID):
+			return &usageError{fmt.Sprintf("--org %q is not an organization id (connectd orgs list)", orgID)}
+		default:
+			list, err = store.ListIn(ctx, orgID)
+		}
 		if err != nil {
 			return err
 		}

@@ -113,6 +113,14 @@ func TestOrgsCommand(t *testing.T) {
 	if !regexp.MustCompile(`Acme MCP\s+acme\s+active`).MatchString(list) {
 		t.Fatalf("clients list does not show the organization: %s", list)
 	}
+	// --org lists one organization's only.
+	if only := ok("Acme MCP", "clients", "list", "--org", "acme"); strings.Count(only, "\n") != 2 {
+		t.Fatalf("clients list --org acme: %s", only)
+	}
+	if other := ok("ORG", "clients", "list", "--org", "default"); strings.Contains(other, "Acme MCP") {
+		t.Fatalf("clients list --org default shows acme's: %s", other)
+	}
+	refused("is not an organization id", "clients", "list", "--org", "Acme!")
 	ok("clients: 1", "orgs", "show", "acme")
 	refused("still has MCP servers", "orgs", "delete", "acme", "--yes")
 	refused("add --yes", "orgs", "delete", "acme")

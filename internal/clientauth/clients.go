@@ -143,6 +143,7 @@ const (
 	insertKeySQL    = `INSERT INTO client_keys (key_hash, client_id, created_at) VALUES ($1, $2, $3)`
 	clientColumns   = `c.id, c.name, c.resources, c.providers, c.disabled, c.created_at, c.last_used_at, c.proxy_only, ` + proxyRulesColumn + `, c.logo_url, c.homepage, c.jwks_url, c.jwks, c.dpop_required, c.org_id`
 	listClientsSQL  = `SELECT ` + clientColumns + ` FROM clients c ORDER BY c.created_at, c.id`
+	listInOrgSQL    = `SELECT ` + clientColumns + ` FROM clients c WHERE c.org_id = $1 ORDER BY c.created_at, c.id`
 	getClientSQL    = `SELECT ` + clientColumns + ` FROM clients c WHERE c.id = $1`
 	// Every replica's key cache learns of the change on commit.
 	setDisabledSQL = `WITH changed AS (UPDATE clients SET disabled = $2 WHERE id = $1 RETURNING id)
@@ -256,8 +257,15 @@ func (c *Clients) resourceTaken(ctx context.Context, resources []string) error {
 }
 
 // List returns every client, oldest first.
-func (c *Clients) List(ctx context.Context) ([]Client, error) {
-	rows, err := c.pool.Query(ctx, listClientsSQL)
+func (c *Clients) List(ctx context.Context) ([]Client, error) { return c.list(ctx, listClientsSQL) }
+
+// ListIn returns organization org's clients, oldest first.
+func (c *Clients) ListIn(ctx context.Context, org string) ([]Client, error) {
+	return c.list(ctx, listInOrgSQL, org)
+}
+
+func (c *Clients) list(ctx context.Context, query string, args ...any) ([]Client, error) {
+	rows, err := c.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("clientauth: list clients: %w", err)
 	}

@@ -29,7 +29,8 @@ const clientsUsage = `usage:
   connectd clients delete ID --yes
       deletes it with its keys, resource URIs (free again), approvals, webhook endpoints and connect links,
       audited; the users' connections stay. An enabled client that has been used must be disabled first.
-  connectd clients list
+  connectd clients list [--org ORG]
+      every MCP server, or only organization ORG's
   connectd clients disable ID
   connectd clients enable ID
   connectd clients proxy-only ID [--off]

@@ -278,15 +278,27 @@ func TestAccountReadNeedsNoQuery(t *testing.T) {
 		{b, "/v1/connections/fake/token"},
 		{b, "/v1/connections/fake/token?account=" + work},
 	}
-	deadline := time.Now().Add(3 * time.Second)
+	// Warming up: the replica's own start-up work (its jobs' first runs)
+	// shares the pool of four, so a cold read may be shed with a 503 on a
+	// busy machine; that is the deadline working, not what is tested here:
+	// try again until every read answers from the caches.
+	deadline := time.Now().Add(30 * time.Second)
 	for warm := false; !warm; {
 		before := srv.Vault().CacheStats().Hits
+		shed := false
 		for _, rd := range reads {
-			if st, out := rd.m.callAt(base, http.MethodGet, rd.path, "alice"); st != http.StatusOK {
+			st, out := rd.m.callAt(base, http.MethodGet, rd.path, "alice")
+			switch {
+			case st == http.StatusServiceUnavailable && out["error"] == "database_unavailable":
+				shed = true
+			case st != http.StatusOK:
 				t.Fatalf("%s %s: %d %v", rd.m.client.Name, rd.path, st, out)
 			}
 		}
-		warm = srv.Vault().CacheStats().Hits >= before+uint64(len(reads))
+		if shed {
+			time.Sleep(50 * time.Millisecond)
+		}
+		warm = !shed && srv.Vault().CacheStats().Hits >= before+uint64(len(reads))
 		if time.Now().After(deadline) {
 			t.Fatal("the replica does not answer from its caches")
 		}

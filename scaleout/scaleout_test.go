@@ -697,6 +697,10 @@ func TestScaleOut(t *testing.T) {
 		}
 		c.hooks.waitFor(t, 20*time.Second, "A's delivery in flight", func() bool { return c.hooks.inFlight > 0 })
 		c.kill(A)
+		// Released only once the receiver has seen A go: released first, A's
+		// held request would be recorded as delivered by a replica that died
+		// before it could record it (and B's rescue would come later).
+		c.hooks.waitFor(t, 20*time.Second, "A's delivery dropped", func() bool { return c.hooks.dropped > 0 })
 		c.hooks.release()
 		// B starts after A died: River's rescuer on B takes the job over.
 		c.start(connectdBinary(t), B)
@@ -821,6 +825,7 @@ type hookReceiver struct {
 	wh       *standardwebhooks.Webhook
 	held     chan struct{} // closed: released; nil: not held
 	inFlight int
+	dropped  int      // held requests whose sender went away
 	got      []string // verified bodies
 	ids      []string // their webhook-id
 	refused  int
@@ -838,6 +843,9 @@ func newHookReceiver(t *testing.T) *hookReceiver {
 			select {
 			case <-held:
 			case <-r.Context().Done(): // the sender died mid-delivery
+				h.mu.Lock()
+				h.dropped++
+				h.mu.Unlock()
 				return
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/connectd/connectd/internal/admin"
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
@@ -31,7 +32,7 @@ const adminUsage = `usage:
   connectd admin connections revoke ID --yes
   connectd admin sessions end --user SUBJECT --issuer URL
   connectd admin clients cut-off ID --since TIME [--revoke] --yes
-  connectd admin events [--window 1h|24h|7d|30d|90d] [--kind KIND | --all] [--limit N]
+  connectd admin events [--window 1h|24h|7d|30d|90d] [--kind KIND | --all] [--org ORG] [--limit N]
   connectd admin keys create --name NAME [--expires DURATION] [--org ORG --role ROLE]
   connectd admin keys list
   connectd admin keys revoke ID
@@ -123,6 +124,7 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 		fset.StringVar(&window, "window", "24h", "how far back: 1h, 24h, 7d, 30d or 90d")
 		fset.StringVar(&kind, "kind", "", "only events of this kind (default: security events)")
 		fset.BoolVar(&all, "all", false, "every kind of event, not only security events")
+		fset.StringVar(&f.Org, "org", "", "only this organization's audit trail (default: every organization's)")
 		fset.IntVar(&limit, "limit", admin.DefaultPageSize, "events to list (1-"+strconv.Itoa(admin.MaxPageSize)+")")
 	case "keys create":
 		fset.StringVar(&name, "name", "", "what the key is for (shown in keys list)")
@@ -234,7 +236,7 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 			orDash(strings.Join(rev.Withdrawn, " ")))
 		return nil
 	default: // events
-		return adminEvents(ctx, st, window, kind, all, limit, stdout)
+		return adminEvents(ctx, st, window, kind, f.Org, all, limit, stdout)
 	}
 }
 
@@ -390,7 +392,7 @@ func printEvents(stdout io.Writer, evs []admin.Event) error {
 	return tw.Flush()
 }
 
-func adminEvents(ctx context.Context, st *admin.Store, window, kind string, all bool, limit int, stdout io.Writer) error {
+func adminEvents(ctx context.Context, st *admin.Store, window, kind, org string, all bool, limit int, stdout io.Writer) error {
 	spans := map[string]time.Duration{"1h": time.Hour, "24h": 24 * time.Hour, "7d": 7 * 24 * time.Hour,
 		"30d": 30 * 24 * time.Hour, "90d": 90 * 24 * time.Hour}
 	span, ok := spans[window]
@@ -398,9 +400,15 @@ func adminEvents(ctx context.Context, st *admin.Store, window, kind string, all 
 		return &usageError{"--window must be 1h, 24h, 7d, 30d or 90d"}
 	}
 	since := time.Now().Add(-span)
-	counts, err := st.EventCounts(ctx, "", admin.SecurityPrefix, since)
+	if org != "" && !names.ValidOrg(org) {
+		return &usageError{"--org must be an organization id (see connectd orgs list)"}
+	}
+	counts, err := st.EventCounts(ctx, org, admin.SecurityPrefix, since)
 	if err != nil {
 		return adminErr(err)
+	}
+	if org != "" {
+		fmt.Fprintf(stdout, "organization: %s\n", org)
 	}
 	fmt.Fprintf(stdout, "security events in the last %s:\n", window)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -414,7 +422,7 @@ func adminEvents(ctx context.Context, st *admin.Store, window, kind string, all 
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	q := admin.EventQuery{Prefix: admin.SecurityPrefix, Kind: kind, Since: since, Limit: limit}
+	q := admin.EventQuery{Prefix: admin.SecurityPrefix, Kind: kind, Since: since, Limit: limit, Org: org}
 	if kind != "" || all {
 		q.Prefix = ""
 	}

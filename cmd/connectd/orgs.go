@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -24,8 +25,9 @@ const orgsUsage = `usage:
   connectd orgs list
   connectd orgs show ID
       the organization, its provider apps and how many MCP servers (clients) it has
-  connectd orgs update ID [--name NAME] [--brand-color #rrggbb] [--logo-url URL]
-      "" removes a brand color or logo; the logo is an https image
+  connectd orgs update ID [--name NAME] [--brand-color #rrggbb] [--logo-url URL] [--deployment-issuers true|false]
+      "" removes a brand color or logo; the logo is an https image; --deployment-issuers false: the
+      organization's MCP servers accept user tokens of its own issuers only (never for the default one)
   connectd orgs delete ID --yes
       refused while it has MCP servers (clients) or connections; its apps and admin keys go with it
   connectd orgs apps set ORG PROVIDER --client-id ID [--client-secret-file PATH]
@@ -34,6 +36,14 @@ const orgsUsage = `usage:
       a new client id is a new app: connections made through the old one must be made again
   connectd orgs apps list ORG
   connectd orgs apps remove ORG PROVIDER
+  connectd orgs issuers add ID --org ORG --issuer URL [--jwks-url URL] [--allow-plain-jwt] [--login --client-id ID]
+      [--client-secret-file PATH | --client-secret-env VAR] [--scopes a,b]
+      the organization's own trusted issuer (its MCP authorization server): its MCP servers accept its
+      user tokens and its users may sign in at it; ID and URL unique across the deployment; the login
+      client secret is read from the file or the variable (never a flag value), sealed, never shown again
+  connectd orgs issuers list --org ORG
+  connectd orgs issuers remove ID --org ORG
+      its tokens are refused and logins at it fail, on every replica within a second
 See docs/organizations.md.`
 
 // orgsSubUsage is each orgs subcommand's arguments, for its -h.
@@ -41,7 +51,7 @@ var orgsSubUsage = map[string]string{
 	"create": " ID --name NAME",
 	"list":   "",
 	"show":   " ID",
-	"update": " ID [--name NAME] [--brand-color #rrggbb] [--logo-url URL]",
+	"update": " ID [--name NAME] [--brand-color #rrggbb] [--logo-url URL] [--deployment-issuers true|false]",
 	"delete": " ID --yes",
 }
 
@@ -60,8 +70,11 @@ func orgsCmd(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	if sub == "apps" {
+	switch sub {
+	case "apps":
 		return orgsAppsCmd(ctx, args, getenv, stdin, stdout, stderr)
+	case "issuers":
+		return orgsIssuersCmd(ctx, args, getenv, stdout, stderr)
 	}
 	help, ok := orgsSubUsage[sub]
 	if !ok {
@@ -70,6 +83,7 @@ func orgsCmd(ctx context.Context, args []string, getenv func(string) string, std
 	fset := flag.NewFlagSet("orgs "+sub, flag.ContinueOnError)
 	var name, color, logo string
 	var nameSet, colorSet, logoSet, yes bool
+	var deployment *bool
 	want := 1
 	switch sub {
 	case "create":
@@ -80,6 +94,15 @@ func orgsCmd(ctx context.Context, args []string, getenv func(string) string, std
 		fset.Func("name", "new display name", func(v string) error { name, nameSet = v, true; return nil })
 		fset.Func("brand-color", `brand color, #rrggbb ("" removes it)`, func(v string) error { color, colorSet = v, true; return nil })
 		fset.Func("logo-url", `https URL of its logo ("" removes it)`, func(v string) error { logo, logoSet = v, true; return nil })
+		fset.Func("deployment-issuers", "true|false: whether its MCP servers accept the deployment's issuers (CONNECTD_ISSUERS) besides its own",
+			func(v string) error {
+				b, err := strconv.ParseBool(v)
+				if err != nil {
+					return errors.New("must be true or false")
+				}
+				deployment = &b
+				return nil
+			})
 	case "delete":
 		fset.BoolVar(&yes, "yes", false, "really delete (without it, nothing happens)")
 	}
@@ -94,8 +117,8 @@ func orgsCmd(ctx context.Context, args []string, getenv func(string) string, std
 	switch {
 	case sub == "create" && strings.TrimSpace(name) == "":
 		return &usageError{"--name is required\n" + text}
-	case sub == "update" && !nameSet && !colorSet && !logoSet:
-		return &usageError{"orgs update: nothing to change (give --name, --brand-color or --logo-url)\n" + text}
+	case sub == "update" && !nameSet && !colorSet && !logoSet && deployment == nil:
+		return &usageError{"orgs update: nothing to change (give --name, --brand-color, --logo-url or --deployment-issuers)\n" + text}
 	case sub == "delete" && !yes:
 		return &usageError{"orgs delete removes the organization with its provider apps and admin keys; it cannot be undone: add --yes"}
 	}
@@ -167,8 +190,15 @@ func orgsCmd(ctx context.Context, args []string, getenv func(string) string, std
 				n++
 			}
 		}
-		fmt.Fprintf(stdout, "id: %s\nname: %s\nbrand color: %s\nlogo: %s\ncreated: %s\nclients: %d\n", o.ID, o.Name,
-			dash(o.BrandColor), dash(o.LogoURL), o.CreatedAt.UTC().Format("2006-01-02 15:04Z"), n)
+		fmt.Fprintf(stdout, "id: %s\nname: %s\nbrand color: %s\nlogo: %s\ncreated: %s\nclients: %d\ndeployment issuers: %t\n",
+			o.ID, o.Name, dash(o.BrandColor), dash(o.LogoURL), o.CreatedAt.UTC().Format("2006-01-02 15:04Z"), n, o.DeploymentIssuers)
+		issuers, err := store.Issuers(ctx, o.ID)
+		if err != nil {
+			return err
+		}
+		if err := printIssuers(stdout, issuers); err != nil {
+			return err
+		}
 		return printApps(stdout, apps, cfg)
 	case "update":
 		var u org.Update
@@ -181,11 +211,13 @@ func orgsCmd(ctx context.Context, args []string, getenv func(string) string, std
 		if logoSet {
 			u.LogoURL = &logo
 		}
+		u.DeploymentIssuers = deployment
 		o, err := store.Update(ctx, pos[0], u, by)
 		if err != nil {
 			return orgErr(err)
 		}
-		fmt.Fprintf(stdout, "updated %s\nname: %s\nbrand color: %s\nlogo: %s\n", o.ID, o.Name, dash(o.BrandColor), dash(o.LogoURL))
+		fmt.Fprintf(stdout, "updated %s\nname: %s\nbrand color: %s\nlogo: %s\ndeployment issuers: %t\n", o.ID, o.Name,
+			dash(o.BrandColor), dash(o.LogoURL), o.DeploymentIssuers)
 		return nil
 	case "delete":
 		if err := store.Delete(ctx, pos[0], by); err != nil {

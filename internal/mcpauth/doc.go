@@ -1,7 +1,9 @@
 // Package mcpauth establishes who the user is. It owns:
 //
 //   - verification of MCP user access tokens (RFC 9068 JWTs) against trusted
-//     issuers, with discovery (egress.Discover: RFC 8414, then OIDC), the
+//     issuers — the deployment's (configured) and the organizations' own (an
+//     IssuerSource: package org), an organization's client accepting only
+//     its own and, where it allows them, the deployment's — with discovery (egress.Discover: RFC 8414, then OIDC), the
 //     issuers' keys in the one JWKS cache (jose.Cache), and a cache of
 //     verified tokens (by hash, until they expire);
 //   - the identities it accepts (CheckSubject, CheckIssuer);
@@ -14,7 +16,8 @@
 // JWKS cache) is package jose's.
 //
 // It must never: store or log a token, code, state, verifier or nonce in
-// clear; accept a token whose audience is not one of the calling client's
+// clear; accept a token of an issuer the calling client's organization
+// does not trust (from the verified-token cache neither); accept a token whose audience is not one of the calling client's
 // registered resources (no token passthrough); accept an algorithm outside
 // the asymmetric allow-list; answer 401 when it merely could not fetch keys
 // (that is a 503); make an outbound call through a client that egress.Bound

@@ -147,3 +147,104 @@ func (v *Verifier) discover(ctx context.Context, issuer string) (*egress.Metadat
 func supportsS256(m *egress.Metadata) bool {
 	return len(m.CodeChallengeMethodsSupported) == 0 || slices.Contains(m.CodeChallengeMethodsSupported, "S256")
 }
+
+// IssuerSource is where issuers besides the configured (deployment) ones
+// are found: the organizations' own (package org's Store). An issuer it
+// knows belongs to exactly one organization, org; its id and URL are no
+// deployment issuer's. ok is false when it knows none of that id or URL;
+// an error means it could not say (a token or login at such an issuer is
+// then ErrIssuerUnavailable, never refused). It is asked on every use of a
+// source issuer (a token, a cached token, a login), so it answers warm
+// calls from memory.
+type IssuerSource interface {
+	LookupIssuer(ctx context.Context, idOrURL string) (is Issuer, org string, ok bool, err error)
+}
+
+// sourceRetryAfter is the Retry-After of a source that could not answer.
+const sourceRetryAfter = 5 * time.Second
+
+// maxSourceIssuers bounds the JWKS cache's sets kept for source issuers
+// beyond the deployment's (a bound, not a limit: an evicted set is made
+// again on next use).
+const maxSourceIssuers = 4096
+
+// resolve finds the issuer named by idOrURL: a deployment issuer (org ""),
+// else the source's, with its state. ErrUntrustedIssuer when neither knows
+// it; ErrIssuerUnavailable when the source could not say.
+func (v *Verifier) resolve(ctx context.Context, idOrURL string) (*issuerState, string, error) {
+	if st := v.byURL[idOrURL]; st != nil {
+		return st, "", nil
+	}
+	if st := v.byID[idOrURL]; st != nil {
+		return st, "", nil
+	}
+	if v.source == nil || idOrURL == "" {
+		return nil, "", ErrUntrustedIssuer
+	}
+	is, org, ok, err := v.source.LookupIssuer(ctx, idOrURL)
+	switch {
+	case err != nil:
+		v.logger.WarnContext(ctx, "issuer source unavailable", slog.Any("error", err))
+		return nil, "", unavailable(sourceRetryAfter, "the organizations' issuers cannot be read")
+	case !ok || org == "" || (is.ID != idOrURL && is.URL != idOrURL):
+		return nil, "", ErrUntrustedIssuer
+	}
+	if cur, found := v.sourced.Load(is.URL); found && sameIssuer(cur.(*issuerState).cfg, is) {
+		return cur.(*issuerState), org, nil
+	}
+	// New, or changed since (a new JWKS URL, client, secret...): a fresh
+	// state, discovered again. What the old one verified stays verified
+	// (the token cache), as for a key rotation.
+	if err := is.Validate(v.allowHTTP); err != nil {
+		v.logger.WarnContext(ctx, "organization issuer refused: invalid configuration", slog.String("org", org),
+			slog.String("issuer", is.ID), slog.Any("error", err))
+		return nil, "", ErrUntrustedIssuer
+	}
+	st := &issuerState{cfg: is}
+	v.sourced.Store(is.URL, st)
+	return st, org, nil
+}
+
+// sameIssuer reports whether a and b are the same configuration.
+func sameIssuer(a, b Issuer) bool {
+	return a.ID == b.ID && a.URL == b.URL && a.JWKSURL == b.JWKSURL && a.AllowPlainJWT == b.AllowPlainJWT &&
+		a.Login == b.Login && a.ClientID == b.ClientID && a.ClientSecret == b.ClientSecret && slices.Equal(a.Scopes, b.Scopes)
+}
+
+// trusted finds the state of iss, a token's issuer URL, if the caller
+// trusts it: a deployment issuer when deployment is true, or an issuer
+// organization org owns. ErrUntrustedIssuer otherwise.
+func (v *Verifier) trusted(ctx context.Context, iss, org string, deployment bool) (*issuerState, error) {
+	if st := v.byURL[iss]; st != nil {
+		if !deployment {
+			return nil, fmt.Errorf("%w: the organization does not accept the deployment's issuers", ErrUntrustedIssuer)
+		}
+		return st, nil
+	}
+	if org == "" || v.source == nil {
+		return nil, ErrUntrustedIssuer
+	}
+	st, owner, err := v.resolve(ctx, iss)
+	if err != nil {
+		return nil, err
+	}
+	if owner != org || st.cfg.URL != iss {
+		return nil, fmt.Errorf("%w: another organization's issuer", ErrUntrustedIssuer)
+	}
+	return st, nil
+}
+
+// LookupIn finds an issuer by its id or exact URL: a deployment issuer (org
+// ""), else an organization's (org its owner), from the IssuerSource. ok is
+// false when neither knows it; err is ErrIssuerUnavailable when the source
+// could not say.
+func (v *Verifier) LookupIn(ctx context.Context, idOrURL string) (is Issuer, org string, ok bool, err error) {
+	st, org, err := v.resolve(ctx, idOrURL)
+	switch {
+	case errors.Is(err, ErrUntrustedIssuer):
+		return Issuer{}, "", false, nil
+	case err != nil:
+		return Issuer{}, "", false, err
+	}
+	return st.cfg, org, true, nil
+}

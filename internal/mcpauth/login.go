@@ -84,7 +84,9 @@ func NewLogin(cfg LoginConfig) (*Login, error) {
 	return l, nil
 }
 
-// Issuers lists the issuers browsers may log in at.
+// Issuers lists the deployment issuers browsers may log in at (the
+// chooser's); an organization's own are not listed, but Start goes to one
+// by id or URL.
 func (l *Login) Issuers() []Issuer {
 	var out []Issuer
 	for _, is := range l.verifier.Issuers() {
@@ -101,19 +103,25 @@ const (
 	sweepStatesSQL  = `DELETE FROM login_states WHERE expires_at <= $1`
 )
 
-// Start begins a login at the issuer named by idOrURL and returns the
+// Start begins a login at the issuer named by idOrURL — a deployment
+// issuer, else an organization's (Verifier.LookupIn) — and returns the
 // authorization URL to redirect the browser to. binding is the browser's
 // state-binding secret (from its cookie); returnTo is stored opaquely and
 // handed back by Finish (the caller validates it, both times).
 func (l *Login) Start(ctx context.Context, idOrURL, returnTo string, binding []byte) (string, error) {
-	is, ok := l.verifier.Lookup(idOrURL)
-	if !ok || !is.Login {
+	st, _, err := l.verifier.resolve(ctx, idOrURL)
+	switch {
+	case errors.Is(err, ErrUntrustedIssuer):
+		return "", ErrUnknownIssuer
+	case err != nil:
+		return "", err
+	case !st.cfg.Login:
 		return "", ErrUnknownIssuer
 	}
+	is := st.cfg
 	if len(binding) < MinBindingBytes {
 		return "", errors.New("mcpauth: state-binding secret too short")
 	}
-	st := l.verifier.byURL[is.URL]
 	if err := l.verifier.ready(ctx, st); err != nil {
 		return "", err
 	}
@@ -181,8 +189,15 @@ func (l *Login) Finish(ctx context.Context, cb Callback) (LoginResult, error) {
 	if len(cb.Binding) < MinBindingBytes || subtle.ConstantTimeCompare(got[:], bindingHash) != 1 {
 		return LoginResult{}, ErrStateMismatch
 	}
-	st := l.verifier.byURL[issuer]
-	if st == nil || !st.cfg.Login {
+	// Found again: an organization's issuer may have been removed (or
+	// its login turned off) since the login started.
+	st, _, err := l.verifier.resolve(ctx, issuer)
+	switch {
+	case errors.Is(err, ErrUntrustedIssuer):
+		return LoginResult{}, ErrUnknownIssuer
+	case err != nil:
+		return LoginResult{}, err
+	case !st.cfg.Login || st.cfg.URL != issuer:
 		return LoginResult{}, ErrUnknownIssuer
 	}
 	if err := l.verifier.ready(ctx, st); err != nil {

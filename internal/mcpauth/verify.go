@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -47,7 +48,11 @@ type IDToken struct {
 
 // VerifierConfig configures a Verifier. Zero durations take the defaults.
 type VerifierConfig struct {
+	// Issuers are the deployment's trusted issuers (CONNECTD_ISSUERS).
 	Issuers []Issuer
+	// Source, when set, is where the organizations' own issuers are found
+	// (VerifyAccessTokenIn, LookupIn, logins at them).
+	Source IssuerSource
 	// HTTPClient fetches discovery documents, JWKS and tokens. Its transport is
 	// kept (an SSRF guard belongs there); mcpauth adds a body size limit and
 	// turns off redirect following.
@@ -85,6 +90,8 @@ type Verifier struct {
 	issuers []*issuerState
 	byURL   map[string]*issuerState
 	byID    map[string]*issuerState
+	source  IssuerSource
+	sourced sync.Map // issuer URL → *issuerState of the source's issuers, made on first use
 
 	client             *http.Client
 	allowHTTP          bool
@@ -114,6 +121,7 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 		httpTimeout:        orDefault(cfg.HTTPTimeout, 10*time.Second),
 		now:                cfg.Now,
 		logger:             cfg.Logger,
+		source:             cfg.Source,
 	}
 	if cfg.Skew < 0 || cfg.RefreshInterval < 0 || cfg.UnknownKIDInterval < 0 {
 		return nil, errors.New("mcpauth: negative skew or interval")
@@ -139,8 +147,16 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	}
 	v.keys = jose.NewCache(jose.CacheConfig{Client: v.client, Lifetime: v.refreshInterval,
 		UnknownKeyInterval: v.unknownKIDInterval, Skew: v.skew, Timeout: v.httpTimeout,
-		MaxSets: max(1, len(v.issuers)), Now: v.now, Logger: v.logger, What: "issuer"})
+		MaxSets: max(1, len(v.issuers)+sourceSets(cfg.Source)), Now: v.now, Logger: v.logger, What: "issuer"})
 	return v, nil
+}
+
+// sourceSets is how many JWKS sets are kept for source issuers.
+func sourceSets(src IssuerSource) int {
+	if src == nil {
+		return 0
+	}
+	return maxSourceIssuers
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -153,7 +169,8 @@ func orDefault(d, def time.Duration) time.Duration {
 // Close ends the JWKS fetches under way.
 func (v *Verifier) Close() { v.keys.Close() }
 
-// Issuers lists the configured issuers in configuration order.
+// Issuers lists the configured (deployment) issuers in configuration
+// order; the source's are not listed.
 func (v *Verifier) Issuers() []Issuer {
 	out := make([]Issuer, len(v.issuers))
 	for i, st := range v.issuers {
@@ -162,7 +179,8 @@ func (v *Verifier) Issuers() []Issuer {
 	return out
 }
 
-// Lookup finds an issuer by its id or its exact URL.
+// Lookup finds a deployment issuer by its id or its exact URL (LookupIn
+// finds the organizations' too).
 func (v *Verifier) Lookup(idOrURL string) (Issuer, bool) {
 	st := v.byID[idOrURL]
 	if st == nil {
@@ -190,12 +208,27 @@ const (
 	idToken
 )
 
-// VerifyAccessToken verifies an RFC 9068 access token: signature by a key of
-// a trusted issuer, an asymmetric alg (RS*, PS*, ES*, EdDSA), typ at+jwt (unless the issuer allows
-// plain JWTs), exp/nbf/iat within the skew, sub present, and aud containing
-// at least one of audiences — the calling client's registered resources. An
-// empty audiences list refuses every token.
+// VerifyAccessToken verifies an RFC 9068 access token of a deployment
+// issuer, for a caller with no organization: VerifyAccessTokenIn with org
+// "" and the deployment's issuers accepted.
 func (v *Verifier) VerifyAccessToken(ctx context.Context, raw string, audiences []string) (Identity, error) {
+	return v.VerifyAccessTokenIn(ctx, raw, audiences, "", true)
+}
+
+// VerifyAccessTokenIn verifies an RFC 9068 access token for a client of
+// organization org: signature by a key of an issuer org trusts — a
+// deployment issuer when deployment is true (the organization's
+// DeploymentIssuers), or one of org's own (the IssuerSource's) — an
+// asymmetric alg (RS*, PS*, ES*, EdDSA), typ at+jwt (unless the issuer
+// allows plain JWTs), exp/nbf/iat within the skew, sub present, and aud
+// containing at least one of audiences — the calling client's registered
+// resources. An empty audiences list refuses every token. Any other
+// issuer's token is ErrUntrustedIssuer; a source that cannot say whose
+// the issuer is, ErrIssuerUnavailable. A token verified before (the
+// verified-token cache, by hash) is checked again for the audience, the
+// time window and this trust, every time: a token one organization's
+// client presented is not thereby good for another's.
+func (v *Verifier) VerifyAccessTokenIn(ctx context.Context, raw string, audiences []string, org string, deployment bool) (Identity, error) {
 	if slices.Contains(audiences, "") { // copied only then: this runs on every /v1 request
 		audiences = slices.DeleteFunc(slices.Clone(audiences), func(s string) bool { return s == "" })
 	}
@@ -205,11 +238,16 @@ func (v *Verifier) VerifyAccessToken(ctx context.Context, raw string, audiences 
 	key := tokenKey(raw)
 	now := v.now()
 	if id, ok, wrongAud := v.tokens.get(key, audiences, now); ok {
+		if _, err := v.trusted(ctx, id.Issuer, org, deployment); err != nil {
+			return Identity{}, err
+		}
 		return id, nil
 	} else if wrongAud {
 		return Identity{}, fmt.Errorf("%w: aud is not one of the client's resources", ErrWrongAudience)
 	}
-	c, err := v.verify(ctx, raw, accessToken, "", audiences)
+	c, err := v.verify(ctx, raw, accessToken, audiences, func(iss string) (*issuerState, error) {
+		return v.trusted(ctx, iss, org, deployment)
+	})
 	if err != nil {
 		return Identity{}, err
 	}
@@ -236,15 +274,28 @@ func (v *Verifier) VerifyAccessToken(ctx context.Context, raw string, audiences 
 // disabled).
 func (v *Verifier) TokenCacheStats() cache.Stats { return v.tokens.stats() }
 
-// VerifyIDToken verifies an OIDC ID token from the issuer at issuerURL:
-// signature, alg, iss equal to issuerURL, aud containing clientID (and azp
+// VerifyIDToken verifies an OIDC ID token from the issuer at issuerURL (a
+// deployment issuer or an organization's): signature, alg, iss equal to
+// issuerURL, aud containing clientID (and azp
 // equal to it when there are several audiences), exp/iat within the skew, and
 // nonce equal to the one the login sent.
 func (v *Verifier) VerifyIDToken(ctx context.Context, issuerURL, raw, clientID, nonce string) (IDToken, error) {
 	if clientID == "" || nonce == "" {
 		return IDToken{}, errors.New("mcpauth: VerifyIDToken needs a client id and a nonce")
 	}
-	c, err := v.verify(ctx, raw, idToken, issuerURL, []string{clientID})
+	c, err := v.verify(ctx, raw, idToken, []string{clientID}, func(iss string) (*issuerState, error) {
+		if iss != issuerURL {
+			return nil, ErrUntrustedIssuer
+		}
+		st, _, err := v.resolve(ctx, iss)
+		if err != nil {
+			return nil, err
+		}
+		if st.cfg.URL != iss {
+			return nil, ErrUntrustedIssuer
+		}
+		return st, nil
+	})
 	if err != nil {
 		return IDToken{}, err
 	}
@@ -257,9 +308,11 @@ func (v *Verifier) VerifyIDToken(ctx context.Context, issuerURL, raw, clientID, 
 	return IDToken{Issuer: c.Issuer, Subject: c.Subject, Expiry: c.ExpiresAt.Time}, nil
 }
 
-// verify does what both token kinds share. wantIssuer, when set, is the only
-// acceptable iss; otherwise any trusted issuer is.
-func (v *Verifier) verify(ctx context.Context, raw string, kind tokenKind, wantIssuer string, audiences []string) (*claims, error) {
+// verify does what both token kinds share. pick gives the state of the
+// token's (unverified) iss if that issuer is acceptable here, else its
+// refusal.
+func (v *Verifier) verify(ctx context.Context, raw string, kind tokenKind, audiences []string,
+	pick func(iss string) (*issuerState, error)) (*claims, error) {
 	if raw == "" || len(raw) > maxTokenBytes {
 		return nil, fmt.Errorf("%w: empty or oversized token", ErrMalformedToken)
 	}
@@ -283,9 +336,12 @@ func (v *Verifier) verify(ctx context.Context, raw string, kind tokenKind, wantI
 	if !slices.Contains(algorithms, alg) {
 		return nil, fmt.Errorf("%w: %q", ErrAlgorithm, alg)
 	}
-	st := v.byURL[pre.Issuer]
-	if st == nil || (wantIssuer != "" && pre.Issuer != wantIssuer) {
+	if pre.Issuer == "" {
 		return nil, ErrUntrustedIssuer
+	}
+	st, err := pick(pre.Issuer)
+	if err != nil {
+		return nil, err
 	}
 	if err := checkType(tok.Header["typ"], kind, st.cfg.AllowPlainJWT); err != nil {
 		return nil, err

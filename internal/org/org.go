@@ -18,6 +18,7 @@ import (
 	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/egress"
 	"github.com/connectd/connectd/internal/keyring"
+	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/provider"
@@ -38,7 +39,8 @@ var (
 	// connections, which a delete would orphan: delete or move them first.
 	ErrInUse = fmt.Errorf("org: organization in use: %w", problem.ErrConflict)
 	// ErrDefault: the default organization cannot be deleted (every row
-	// made before organizations is its, and it is the columns' default).
+	// made before organizations is its, and it is the columns' default),
+	// nor stop accepting the deployment's issuers.
 	ErrDefault = fmt.Errorf("org: the default organization cannot be deleted: %w", problem.ErrConflict)
 	// ErrUnknownProvider: the provider is not in the catalog (the
 	// providers file).
@@ -91,6 +93,13 @@ type Config struct {
 	// while the process's notification listener is live (CacheSubscriber).
 	CacheTTL  time.Duration
 	CacheSize int // default 10,000
+	// DeploymentIssuers are the deployment's trusted issuers
+	// (CONNECTD_ISSUERS): an organization's own issuer may share neither
+	// an id nor a URL with one (AddIssuer: ErrIssuerReserved).
+	DeploymentIssuers []mcpauth.Issuer
+	// AllowHTTP permits http:// issuer URLs (development only), as the
+	// deployment's issuers do.
+	AllowHTTP bool
 	Now       func() time.Time
 	Logger    *slog.Logger
 }
@@ -103,6 +112,15 @@ type Store struct {
 	now     func() time.Time
 	logger  *slog.Logger
 	cache   *cache.Map[string, cachedApp]
+
+	// The organizations' own issuers (issuers.go).
+	issuerKeys *keyring.Keyring // Keyring.Purpose(issuerSecretPurpose); nil without a keyring
+	reserved   map[string]bool  // the deployment issuers' ids and URLs
+	allowHTTP  bool
+	trust      *cache.Map[string, cachedTrust]
+	// secretWarnings rate-limits the log line of an issuer secret that
+	// does not open.
+	secretWarnings *cache.Every
 }
 
 // New returns the Store over cfg.Pool.
@@ -110,6 +128,11 @@ func New(cfg Config) *Store {
 	s := &Store{pool: cfg.Pool, catalog: cfg.Catalog, now: cfg.Now, logger: cfg.Logger}
 	if cfg.Keyring != nil {
 		s.keys = cfg.Keyring.Purpose(secretPurpose)
+		s.issuerKeys = cfg.Keyring.Purpose(issuerSecretPurpose)
+	}
+	s.allowHTTP, s.reserved = cfg.AllowHTTP, map[string]bool{}
+	for _, is := range cfg.DeploymentIssuers {
+		s.reserved[is.ID], s.reserved[is.URL] = true, true
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -125,17 +148,23 @@ func New(cfg Config) *Store {
 		cfg.CacheSize = 10_000
 	}
 	s.cache = cache.New[string, cachedApp](ttl, cfg.CacheSize, s.now)
+	s.trust = cache.New[string, cachedTrust](ttl, cfg.CacheSize, s.now)
+	s.secretWarnings = cache.NewEvery(time.Minute)
 	return s
 }
 
 // Organization is one organization. It holds no secret.
 type Organization struct {
-	ID         string    `json:"id"`
-	Name       string    `json:"name"`
-	BrandColor string    `json:"brand_color"` // "#rrggbb", "" for none
-	LogoURL    string    `json:"logo_url"`    // https, "" for none
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	BrandColor string `json:"brand_color"` // "#rrggbb", "" for none
+	LogoURL    string `json:"logo_url"`    // https, "" for none
+	// DeploymentIssuers says whether the organization's MCP servers accept
+	// user tokens of the deployment's issuers (CONNECTD_ISSUERS) besides
+	// its own (Issuers); always true for the default organization.
+	DeploymentIssuers bool      `json:"deployment_issuers"`
+	CreatedAt         time.Time `json:"created_at"`
+	UpdatedAt         time.Time `json:"updated_at"`
 }
 
 // Update is a change to an organization; a nil field stays as it is, ""
@@ -144,6 +173,10 @@ type Update struct {
 	Name       *string
 	BrandColor *string
 	LogoURL    *string
+	// DeploymentIssuers turns the deployment's issuers on or off for the
+	// organization's MCP servers; false is refused for the default
+	// organization (ErrDefault).
+	DeploymentIssuers *bool
 }
 
 // MaxName is the longest organization name, in characters.
@@ -201,13 +234,13 @@ func checkID(id string) error {
 }
 
 const (
-	orgColumns   = `id, name, brand_color, logo_url, created_at, updated_at`
+	orgColumns   = `id, name, brand_color, logo_url, deployment_issuers, created_at, updated_at`
 	insertOrgSQL = `INSERT INTO organizations (id, name, created_at, updated_at) VALUES ($1, $2, $3, $3)
 		RETURNING ` + orgColumns
 	getOrgSQL    = `SELECT ` + orgColumns + ` FROM organizations WHERE id = $1`
 	lockOrgSQL   = getOrgSQL + ` FOR UPDATE`
 	listOrgsSQL  = `SELECT ` + orgColumns + ` FROM organizations ORDER BY id`
-	updateOrgSQL = `UPDATE organizations SET name = $2, brand_color = $3, logo_url = $4, updated_at = $5 WHERE id = $1
+	updateOrgSQL = `UPDATE organizations SET name = $2, brand_color = $3, logo_url = $4, deployment_issuers = $5, updated_at = $6 WHERE id = $1
 		RETURNING ` + orgColumns
 	deleteOrgSQL = `DELETE FROM organizations WHERE id = $1`
 	notifySQL    = `SELECT pg_notify('` + InvalidationChannel + `', $1)`
@@ -215,7 +248,7 @@ const (
 
 func scanOrg(row pgx.Row) (Organization, error) {
 	var o Organization
-	err := row.Scan(&o.ID, &o.Name, &o.BrandColor, &o.LogoURL, &o.CreatedAt, &o.UpdatedAt)
+	err := row.Scan(&o.ID, &o.Name, &o.BrandColor, &o.LogoURL, &o.DeploymentIssuers, &o.CreatedAt, &o.UpdatedAt)
 	return o, err
 }
 
@@ -297,6 +330,9 @@ func (s *Store) Update(ctx context.Context, id string, u Update, actor string) (
 			return Organization{}, err
 		}
 	}
+	if u.DeploymentIssuers != nil && !*u.DeploymentIssuers && id == names.DefaultOrg {
+		return Organization{}, problem.Detail(ErrDefault, "the default organization always accepts the deployment's issuers")
+	}
 	var out Organization
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		cur, err := scanOrg(tx.QueryRow(ctx, lockOrgSQL, id))
@@ -317,11 +353,15 @@ func (s *Store) Update(ctx context.Context, id string, u Update, actor string) (
 				*f.cur = *f.to
 			}
 		}
+		if u.DeploymentIssuers != nil && *u.DeploymentIssuers != next.DeploymentIssuers {
+			changed["deployment_issuers"] = map[string]any{"from": next.DeploymentIssuers, "to": *u.DeploymentIssuers}
+			next.DeploymentIssuers = *u.DeploymentIssuers
+		}
 		out = cur
 		if len(changed) == 0 {
 			return nil
 		}
-		if out, err = scanOrg(tx.QueryRow(ctx, updateOrgSQL, id, next.Name, next.BrandColor, next.LogoURL, s.now().UTC())); err != nil {
+		if out, err = scanOrg(tx.QueryRow(ctx, updateOrgSQL, id, next.Name, next.BrandColor, next.LogoURL, next.DeploymentIssuers, s.now().UTC())); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, notifySQL, id); err != nil {

@@ -168,13 +168,15 @@ func (s *Store) build(c cachedApp) (provider.OAuth, error) {
 // all).
 func (s *Store) forget(org string) {
 	s.cache.DeleteFunc(func(_ string, c cachedApp) bool { return org == cache.Flush || c.org == org })
+	s.forgetTrust(org)
 }
 
 // CacheSubscriber is what the process's notification listener needs to keep
 // the resolve cache fresh (see package cache): writers on any replica
 // notify InvalidationChannel with the organization's id.
 func (s *Store) CacheSubscriber() cache.Subscriber {
-	return cache.Subscriber{Channel: InvalidationChannel, Invalidate: s.forget, SetLive: s.cache.SetLive}
+	return cache.Subscriber{Channel: InvalidationChannel, Invalidate: s.forget,
+		SetLive: func(live bool) { s.cache.SetLive(live); s.trust.SetLive(live) }}
 }
 
 // CacheStats reports the resolve cache's counters (zero when disabled).

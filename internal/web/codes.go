@@ -253,6 +253,16 @@ var codes = []row{
 	{err: org.ErrNoApp, status: http.StatusConflict, code: "provider_app_required",
 		desc: "the client's organization has no app of its own at this provider and may not use the deployment's"},
 
+	// An organization's own trusted issuers (package org, issuers.go), as
+	// the admin surfaces will answer them; described by the error (the id
+	// or URL refused).
+	{err: org.ErrIssuerReserved, status: http.StatusConflict, code: "issuer_reserved",
+		desc: "a deployment issuer has that id or URL"},
+	{err: org.ErrIssuerExists, status: http.StatusConflict, code: "issuer_exists",
+		desc: "an issuer with that id or URL exists already"},
+	{err: org.ErrIssuerNotFound, status: http.StatusNotFound, code: "issuer_not_found",
+		desc: "the organization has no such issuer"},
+
 	// The kinds of package problem (webhook, the admin store...), described
 	// by the error's problem.Detail.
 	{err: problem.ErrInvalid, status: http.StatusBadRequest, code: "invalid_request", desc: "the request is not valid"},

@@ -191,7 +191,7 @@ func act(r *http.Request, p principal, least Role) (principal, error) {
 // admin of its organizations as org_admins says now — so a removed admin
 // is refused on their next request. Nil: neither any more.
 func (s *Server) sessionPrincipal(ctx context.Context, sess session.Session) (*principal, error) {
-	members, signedInAsOperator, err := s.store.memberships(ctx, sess.Issuer, sess.Subject)
+	members, signedInAsOperator, err := s.members(ctx, sess.Issuer, sess.Subject)
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +200,28 @@ func (s *Server) sessionPrincipal(ctx context.Context, sess session.Session) (*p
 		return nil, nil
 	}
 	return &principal{actor: "admin:" + sess.Subject, sess: sess, operator: operator, members: members}, nil
+}
+
+// members is what a sign-in at issuer speaks for: the memberships of
+// (issuer, subject), save those an organization's own issuer cannot vouch
+// for. An organization's issuer (its SSO, package org) is run by that
+// organization, which can mint any subject there: it speaks for that
+// organization's admins only, so a role another organization granted to an
+// identity at it gives nothing (Grant refuses to make one, too). The
+// deployment's issuers speak for every organization that named them.
+func (s *Server) members(ctx context.Context, issuer, subject string) ([]Membership, *bool, error) {
+	members, operator, err := s.store.memberships(ctx, issuer, subject)
+	if err != nil || len(members) == 0 {
+		return members, operator, err
+	}
+	owner, err := s.store.issuerOrg(ctx, issuer)
+	if err != nil {
+		return nil, nil, err // the issuer's owner could not be read: 503, not a refusal
+	}
+	if owner != "" {
+		members = slices.DeleteFunc(members, func(m Membership) bool { return m.Org != owner })
+	}
+	return members, operator, nil
 }
 
 // requireSession guards a page: only a live admin session passes, whose
@@ -294,16 +316,24 @@ func navSection(path string) string {
 func (s *Server) refusePage(w http.ResponseWriter, r *http.Request, login, msg string) error {
 	s.logger.InfoContext(r.Context(), "request refused", slog.String("code", "admin_required"),
 		slog.Int("status", http.StatusForbidden))
-	return web.Render(w, r, http.StatusForbidden, templates.AdminSignIn(templates.AdminSignInView{LoginURL: login, Message: msg}))
+	v := templates.AdminSignInView{LoginURL: login, Message: msg}
+	if login != "" && s.orgSignIn != nil {
+		v.OrgLoginPath, v.ReturnTo = LoginPath, returnTarget(r)
+	}
+	return web.Render(w, r, http.StatusForbidden, templates.AdminSignIn(v))
 }
 
 // loginURL starts an admin sign-in that comes back to the page asked for.
 func loginURL(r *http.Request) string {
-	target := homePath
+	return LoginPath + "?" + url.Values{"return_to": {returnTarget(r)}}.Encode()
+}
+
+// returnTarget is the admin page a sign-in started from r comes back to.
+func returnTarget(r *http.Request) string {
 	if r.Method == http.MethodGet && safeAdminPath(r.URL.Path) {
-		target = r.URL.Path
+		return r.URL.Path
 	}
-	return LoginPath + "?" + url.Values{"return_to": {target}}.Encode()
+	return homePath
 }
 
 var errAdminKey = &web.Error{Status: http.StatusForbidden, Code: "admin_required",
@@ -373,7 +403,7 @@ func (s *Server) newSignin() (*signin.Flow, error) {
 				s.auditLogged(r, Event{Kind: "admin.login", Detail: map[string]any{"issuer": res.Issuer}}, Actor{Name: by})
 			}
 			// Each organization's trail shows its admins' sign-ins.
-			members, _, err := s.store.memberships(r.Context(), res.Issuer, res.Subject)
+			members, _, err := s.members(r.Context(), res.Issuer, res.Subject)
 			if err != nil {
 				s.logger.ErrorContext(r.Context(), "audit event not written", slog.Any("error", err))
 			}
@@ -391,17 +421,39 @@ func (s *Server) newSignin() (*signin.Flow, error) {
 }
 
 // startSignin is the sign-in's start: at the admin issuer unless the URL
-// names another login issuer (?issuer=, for an organization's admin).
+// names another login issuer (?issuer=) or an organization (?org=, its own
+// sign-in: the organization's login issuer when it has one). An
+// organization without one, or that does not exist, signs in at the admin
+// issuer: the answer says nothing of which organizations exist.
 func (s *Server) startSignin(w http.ResponseWriter, r *http.Request) error {
 	if s.login != nil {
 		if q := r.URL.Query(); q.Get("issuer") == "" {
-			q.Set("issuer", s.policy.Issuer)
+			issuer := s.policy.Issuer
+			if org := q.Get(OrgParam); org != "" && s.orgSignIn != nil {
+				if !names.ValidOrg(org) {
+					return errNoOrgName
+				}
+				id, err := s.orgSignIn(r.Context(), org)
+				if err != nil {
+					return err // the organization's issuers could not be read: 503
+				}
+				if id != "" {
+					issuer = id
+				}
+			}
+			q.Del(OrgParam)
+			q.Set("issuer", issuer)
 			r = r.Clone(r.Context())
 			r.URL.RawQuery = q.Encode()
 		}
 	}
 	return s.signin.Start(w, r)
 }
+
+// errNoOrgName answers a sign-in naming something that cannot be an
+// organization id.
+var errNoOrgName = web.Refuse(http.StatusBadRequest, "bad_org",
+	"That is not an organization id: lower-case letters, digits and '-' (ask your administrator for it).", nil)
 
 // admit lets a finished sign-in start an admin session only for an identity
 // the Policy admits (an operator) or that has a role in an organization (an
@@ -415,7 +467,7 @@ func (s *Server) admit(r *http.Request, res mcpauth.LoginResult) error {
 	if err := s.store.recordSignin(r.Context(), res.Issuer, res.Subject, operator, res.Claims); err != nil {
 		return err
 	}
-	members, _, err := s.store.memberships(r.Context(), res.Issuer, res.Subject)
+	members, _, err := s.members(r.Context(), res.Issuer, res.Subject)
 	if err != nil {
 		return err
 	}

@@ -66,11 +66,19 @@ type envOptions struct {
 	noAdminLogin bool
 	// revokeDelay makes the fake provider's revocation endpoint answer late.
 	revokeDelay time.Duration
+	// spareIdP starts a second IdP (e.IdPs[1], "idp1") that is not one of
+	// the deployment's issuers: for an organization's own issuer.
+	spareIdP bool
 }
 
 func newEnv(t *testing.T, opts envOptions) *env {
 	t.Helper()
+	issuers := 1
+	if opts.spareIdP {
+		issuers = 2
+	}
 	s := servertest.New(t, servertest.Options{
+		Issuers: issuers,
 		// The IdP: alice and bob; only alice's ID tokens carry the admin group.
 		IdP: func(_ int, c *devidp.Config) {
 			c.IDTokenClaims = func(c jwt.MapClaims) {
@@ -85,6 +93,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		// in production: the cookie name alone keeps an end user's session
 		// from opening as an admin's.
 		Config: func(cfg *server.Config) {
+			cfg.Identity.Issuers = cfg.Identity.Issuers[:1] // idp1, if any, is no deployment issuer
 			if opts.noAdminLogin {
 				return
 			}

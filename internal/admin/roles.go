@@ -131,6 +131,33 @@ func errNoOrg(org string) error {
 	return fmt.Errorf("organization %s: %w", org, problem.Detail(ErrNotFound, "no such organization"))
 }
 
+// issuerOrg is the organization that owns issuer ("" for a deployment
+// issuer, or one connectd does not trust).
+func (st *Store) issuerOrg(ctx context.Context, issuer string) (string, error) {
+	if st.issuers == nil {
+		return "", nil
+	}
+	_, org, _, err := st.issuers.LookupIn(ctx, issuer)
+	if err != nil {
+		return "", fmt.Errorf("admin: whose issuer %s is: %w", issuer, err)
+	}
+	return org, nil
+}
+
+// checkIssuerFor refuses a role in org at an issuer another organization
+// owns: that organization runs it and can mint any subject there, so it
+// could never vouch for org's admins (and members would not count it).
+func (st *Store) checkIssuerFor(ctx context.Context, org, issuer string) error {
+	owner, err := st.issuerOrg(ctx, issuer)
+	if err != nil {
+		return err
+	}
+	if owner != "" && owner != org {
+		return problem.Detail(ErrInvalid, "issuer is another organization's own issuer: it can only sign in that organization's admins")
+	}
+	return nil
+}
+
 // Grant gives (issuer, subject) role in org, replacing the role it had
 // there; audited as admin.role_granted in the same transaction. by must act
 // for org (or be an operator). ErrNotFound when org does not exist.
@@ -143,6 +170,9 @@ func (st *Store) Grant(ctx context.Context, a Assignment, by Actor) (Assignment,
 	}
 	if !by.actsFor(a.Org) {
 		return Assignment{}, errNoOrg(a.Org)
+	}
+	if err := st.checkIssuerFor(ctx, a.Org, a.Issuer); err != nil {
+		return Assignment{}, err
 	}
 	a.CreatedAt, a.CreatedBy = st.now().UTC().Truncate(time.Microsecond), by.Name
 	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
@@ -318,6 +348,9 @@ func (st *Store) MapClaim(ctx context.Context, m ClaimMapping, by Actor) (ClaimM
 	}
 	if !by.actsFor(m.Org) {
 		return ClaimMapping{}, errNoOrg(m.Org)
+	}
+	if err := st.checkIssuerFor(ctx, m.Org, m.Issuer); err != nil {
+		return ClaimMapping{}, err
 	}
 	m.CreatedAt, m.CreatedBy = st.now().UTC().Truncate(time.Microsecond), by.Name
 	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {

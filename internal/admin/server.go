@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,6 +32,11 @@ type Config struct {
 	// sign-in: every page refuses, the API still takes keys.
 	Login  *mcpauth.Login
 	Policy Policy
+	// OrgSignIn, when set, names the login issuer (its id) an
+	// organization's admins sign in at — the organization's own (its SSO),
+	// "" when it has none or does not exist (the admin issuer then). It
+	// serves GET /admin/login?org=ORG.
+	OrgSignIn func(ctx context.Context, org string) (string, error)
 	Now    func() time.Time // default time.Now
 }
 
@@ -44,6 +50,7 @@ type Server struct {
 	login     *mcpauth.Login
 	signin    *signin.Flow
 	policy    Policy
+	orgSignIn func(ctx context.Context, org string) (string, error)
 	issuerURL string // the admin issuer's URL, as sessions record it
 	now       func() time.Time
 }
@@ -54,7 +61,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("admin: Logger, Store, Keys and Clients are required")
 	}
 	s := &Server{logger: cfg.Logger, store: cfg.Store, keys: cfg.Keys, clients: cfg.Clients, sessions: cfg.Sessions,
-		login: cfg.Login, policy: cfg.Policy, now: cfg.Now}
+		login: cfg.Login, policy: cfg.Policy, orgSignIn: cfg.OrgSignIn, now: cfg.Now}
 	if s.now == nil {
 		s.now = time.Now
 	}

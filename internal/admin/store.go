@@ -12,6 +12,7 @@ import (
 
 	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/lifecycle"
+	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/notice"
 	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/vault"
@@ -52,6 +53,20 @@ type StoreConfig struct {
 	// (internal/server builds it once); nil: one of Pool, Vault, Webhooks
 	// and Logger (the CLI).
 	Lifecycle *lifecycle.Owner
+	// Issuers says which organization owns an issuer (package org's own
+	// issuers, through the verifier: mcpauth.Verifier.LookupIn; "" for the
+	// deployment's). An organization's issuer speaks for its admins only:
+	// a role in another organization is neither granted at it nor counted.
+	// Nil: no organization has issuers of its own (the CLI without them
+	// configured), every issuer is the deployment's.
+	Issuers IssuerLookup
+}
+
+// IssuerLookup finds a trusted issuer by id or URL and the organization
+// that owns it ("" for the deployment's); ok is false for an issuer
+// connectd does not trust.
+type IssuerLookup interface {
+	LookupIn(ctx context.Context, idOrURL string) (is mcpauth.Issuer, org string, ok bool, err error)
 }
 
 // Store answers the admin questions and performs the admin actions; the pages,
@@ -68,6 +83,7 @@ type Store struct {
 	revokeBudget   time.Duration
 	// StoreConfig.Lifecycle (nil: one made for each revocation).
 	lifecycle *lifecycle.Owner
+	issuers   IssuerLookup // nil: every issuer is the deployment's
 }
 
 // NewStore returns a Store over cfg.
@@ -76,7 +92,7 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 		return nil, errors.New("admin: StoreConfig.Pool is required")
 	}
 	st := &Store{pool: cfg.Pool, vault: cfg.Vault, webhooks: cfg.Webhooks, now: cfg.Now, logger: cfg.Logger,
-		revokeParallel: cfg.RevokeParallel, revokeBudget: cfg.RevokeBudget, lifecycle: cfg.Lifecycle}
+		revokeParallel: cfg.RevokeParallel, revokeBudget: cfg.RevokeBudget, lifecycle: cfg.Lifecycle, issuers: cfg.Issuers}
 	if st.revokeParallel <= 0 {
 		st.revokeParallel = defaultRevokeParallel
 	}

@@ -208,7 +208,7 @@ func (s *Server) newAdmin(ctx context.Context) error {
 	cfg := s.cfg
 	var err error
 	s.store, err = admin.NewStore(admin.StoreConfig{Pool: cfg.Pool, Vault: s.vault, Webhooks: s.webhooks, Lifecycle: s.lifecycle,
-		Now: cfg.Now, Logger: cfg.Logger})
+		Issuers: s.ident.verifier, Now: cfg.Now, Logger: cfg.Logger})
 	if err != nil {
 		return err
 	}
@@ -230,9 +230,29 @@ func (s *Server) newAdmin(ctx context.Context) error {
 		}
 		ac.Policy = admin.Policy{Issuer: cfg.Admin.Issuer, Subjects: cfg.Admin.Subjects, Claim: cfg.Admin.Claim,
 			ClaimValue: cfg.Admin.ClaimValue}
+		ac.OrgSignIn = s.orgSignIn
 	}
 	s.adm, err = admin.New(ac)
 	return err
+}
+
+// orgSignIn names the login issuer an organization's admins sign in at
+// (GET /admin/login?org=): its own first login issuer (its SSO), "" when it
+// has none or does not exist.
+func (s *Server) orgSignIn(ctx context.Context, id string) (string, error) {
+	issuers, err := s.orgs.Issuers(ctx, id)
+	if errors.Is(err, org.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	for _, is := range issuers {
+		if is.Login {
+			return is.ID, nil
+		}
+	}
+	return "", nil
 }
 
 // Public is the public listener's handler: connect pages, /v1, /admin,

@@ -37,7 +37,7 @@ type Config struct {
 	// "" when it has none or does not exist (the admin issuer then). It
 	// serves GET /admin/login?org=ORG.
 	OrgSignIn func(ctx context.Context, org string) (string, error)
-	Now    func() time.Time // default time.Now
+	Now       func() time.Time // default time.Now
 }
 
 // Server serves the admin pages and the admin JSON API.

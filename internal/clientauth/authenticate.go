@@ -1,6 +1,7 @@
 package clientauth
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -9,22 +10,33 @@ import (
 	"github.com/connectd/connectd/internal/mcpauth"
 )
 
+// OrgTrust says whether an organization's MCP servers accept user tokens of
+// the deployment's issuers besides its own (package org's Store: always
+// for the default organization, answered from memory when warm).
+type OrgTrust interface {
+	DeploymentIssuers(ctx context.Context, org string) (bool, error)
+}
+
 // Authenticator authenticates /v1 API requests: the calling MCP server by its
 // client key, then the user by their access token, which must have been issued
-// for one of that client's resources.
+// for one of that client's resources by an issuer that client's organization
+// trusts.
 type Authenticator struct {
 	clients     *Clients
 	verifier    *mcpauth.Verifier
+	orgs        OrgTrust
 	origin      string // connectd's public origin: DPoP proofs' htu is it and the path
 	apiAudience string // the aud of a client assertion on /v1: origin + "/v1"
 }
 
-// NewAuthenticator returns an Authenticator over the client registry and the
-// token verifier. publicURL is connectd's public origin: a client assertion
-// presented as the /v1 bearer must carry aud <publicURL>/v1, a DPoP proof
-// htu <publicURL><path>; "" refuses assertions and DPoP there.
-func NewAuthenticator(clients *Clients, verifier *mcpauth.Verifier, publicURL string) *Authenticator {
-	a := &Authenticator{clients: clients, verifier: verifier, origin: strings.TrimRight(publicURL, "/")}
+// NewAuthenticator returns an Authenticator over the client registry, the
+// token verifier and the organizations' trust (nil: every organization
+// accepts the deployment's issuers). publicURL is connectd's public origin:
+// a client assertion presented as the /v1 bearer must carry aud
+// <publicURL>/v1, a DPoP proof htu <publicURL><path>; "" refuses assertions
+// and DPoP there.
+func NewAuthenticator(clients *Clients, verifier *mcpauth.Verifier, orgs OrgTrust, publicURL string) *Authenticator {
+	a := &Authenticator{clients: clients, verifier: verifier, orgs: orgs, origin: strings.TrimRight(publicURL, "/")}
 	if a.origin != "" {
 		a.apiAudience = a.origin + "/v1"
 	}
@@ -118,7 +130,8 @@ func (a *Authenticator) recheck(r *http.Request, clientID string) error {
 // Authenticate authenticates the calling MCP server and the user it acts for.
 // The client key is checked first, so an unauthenticated caller learns nothing
 // about tokens; the user token must carry one of the client's resources in
-// aud. Errors are this package's sentinels, wrapped (internal/web's error
+// aud and be issued by an issuer the client's organization trusts
+// (Identify). Errors are this package's sentinels, wrapped (internal/web's error
 // table answers them; docs/identity.md lists the codes). When the
 // client key is good but the user token is not, the client is returned with
 // the error, so the refusal can be attributed to it.
@@ -127,11 +140,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (Client, mcpauth.Identity,
 	if err != nil {
 		return Client{}, mcpauth.Identity{}, err
 	}
-	raw := strings.TrimSpace(r.Header.Get(mcpauth.UserTokenHeader))
-	if raw == "" {
-		return c, mcpauth.Identity{}, mcpauth.ErrMissingUserToken
-	}
-	id, err := a.verifier.VerifyAccessToken(r.Context(), raw, c.Resources)
+	id, err := a.Identify(r.Context(), c, r.Header.Get(mcpauth.UserTokenHeader))
 	if err != nil {
 		return c, mcpauth.Identity{}, err
 	}

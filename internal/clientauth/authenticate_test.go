@@ -30,7 +30,7 @@ func TestAuthenticateHTTP(t *testing.T) {
 	down.JWKSFails.Store(true)
 	v := mcpauthtest.NewVerifier(t, mcpauth.VerifierConfig{Issuers: []mcpauth.Issuer{a.TrustedIssuer("a"), down.TrustedIssuer("down")}})
 	clients := clientauth.NewClients(clientauth.ClientsConfig{Pool: pgtest.Pool(t)})
-	auth := clientauth.NewAuthenticator(clients, v, "")
+	auth := clientauth.NewAuthenticator(clients, v, nil, "")
 
 	client, key, err := clients.Create(ctx, "Demo", []string{mcpauthtest.Resource}, nil)
 	if err != nil {

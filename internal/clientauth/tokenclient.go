@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/names"
 )
 
 // Client authentication methods at connectd's OAuth token endpoint (RFC 6749
@@ -110,12 +111,27 @@ func (a *Authenticator) AuthenticateTokenClient(r *http.Request, form url.Values
 }
 
 // Identify verifies raw, a user's MCP access token, for client c: what
-// Authenticate checks of X-User-Token, for a token that arrives another
-// way (an RFC 8693 subject_token). Errors are the user-token sentinels.
+// Authenticate checks of X-User-Token, and of a token that arrives another
+// way (an RFC 8693 subject_token) — the one rule of whose tokens a client
+// accepts. aud must name one of c's resources, and the issuer must be one
+// c's organization trusts: one of its own, or a deployment issuer while the
+// organization accepts them (OrgTrust; the default organization always
+// does). Errors are the user-token sentinels; ErrUntrustedIssuer for
+// another organization's issuer.
 func (a *Authenticator) Identify(ctx context.Context, c Client, raw string) (mcpauth.Identity, error) {
 	raw = strings.TrimSpace(raw)
 	if raw == "" {
 		return mcpauth.Identity{}, mcpauth.ErrMissingUserToken
 	}
-	return a.verifier.VerifyAccessToken(ctx, raw, c.Resources)
+	org, deployment := c.Org, true
+	if org == "" {
+		org = names.DefaultOrg
+	}
+	if a.orgs != nil && org != names.DefaultOrg {
+		var err error
+		if deployment, err = a.orgs.DeploymentIssuers(ctx, org); err != nil {
+			return mcpauth.Identity{}, fmt.Errorf("clientauth: the issuers organization %s trusts: %w", org, err)
+		}
+	}
+	return a.verifier.VerifyAccessTokenIn(ctx, raw, c.Resources, org, deployment)
 }

@@ -34,13 +34,18 @@ var notices = map[string]string{
 	"dismissed": "Notice dismissed.",
 }
 
-// accountPage handles GET /account. Without a session it sends the browser
-// to sign in (straight to the one login issuer, or a choice of them) and
-// back here.
+// accountPage handles GET /account[?issuer=ID]. Without a session it sends
+// the browser to sign in — at the issuer ?issuer= names (an organization's
+// own, which the choice does not list, included), else straight to the one
+// login issuer, or a choice of them — and back here.
 func (s *Server) accountPage(w http.ResponseWriter, r *http.Request) error {
 	noStore(w)
 	sess, err := s.sessions.Load(w, r)
 	if err != nil {
+		if issuer := r.URL.Query().Get("issuer"); issuer != "" {
+			http.Redirect(w, r, loginPath(issuer, accountPath), http.StatusFound) // /login refuses an unknown one
+			return nil
+		}
 		issuers := s.login.Issuers()
 		if len(issuers) == 1 {
 			http.Redirect(w, r, loginPath(issuers[0].ID, accountPath), http.StatusFound)

@@ -178,7 +178,9 @@ func (v *Verifier) resolve(ctx context.Context, idOrURL string) (*issuerState, s
 	if st := v.byID[idOrURL]; st != nil {
 		return st, "", nil
 	}
-	if v.source == nil || idOrURL == "" {
+	// Only what could be an issuer's id or URL is asked about: never NUL,
+	// bad UTF-8 or a megabyte the database would refuse (a 503 for junk).
+	if v.source == nil || (!issuerIDPattern.MatchString(idOrURL) && CheckIssuer(idOrURL) != nil) {
 		return nil, "", ErrUntrustedIssuer
 	}
 	is, org, ok, err := v.source.LookupIssuer(ctx, idOrURL)

@@ -207,6 +207,13 @@ func TestSourceUnavailable(t *testing.T) {
 	if _, _, _, err := v.LookupIn(ctx, "acme-idp"); !errors.Is(err, mcpauth.ErrIssuerUnavailable) {
 		t.Fatalf("LookupIn while the source is down: %v", err)
 	}
+	// What could be no issuer is never asked about (the database would
+	// refuse NUL or bad UTF-8: a 503 for junk).
+	for _, junk := range []string{"", "\x00", "\xc0\xaf", "https://a.test/\n"} {
+		if _, _, ok, err := v.LookupIn(ctx, junk); ok || err != nil {
+			t.Fatalf("LookupIn(%q): %t %v", junk, ok, err)
+		}
+	}
 	// The deployment's issuers are found without asking the source.
 	calls := src.calls.Load()
 	if is, org, ok, err := v.LookupIn(ctx, "main"); !ok || err != nil || org != "" || is.URL != dep.Issuer() {

@@ -266,7 +266,7 @@ func (s *Store) SetDeploymentIssuers(ctx context.Context, org string, on bool, a
 // found or not, answers from memory (see Config.CacheTTL); an error means
 // the database could not say (the caller answers 503).
 func (s *Store) LookupIssuer(ctx context.Context, idOrURL string) (mcpauth.Issuer, string, bool, error) {
-	if idOrURL == "" || len(idOrURL) > 2048 {
+	if mcpauth.CheckIssuer(idOrURL) != nil { // NUL, bad UTF-8, too long: no issuer, and no query
 		return mcpauth.Issuer{}, "", false, nil
 	}
 	key := "i\x00" + idOrURL
@@ -359,3 +359,6 @@ func (s *Store) forgetTrust(org string) {
 // TrustCacheStats reports the trust cache's counters (issuers looked up,
 // organizations' DeploymentIssuers flags; zero when disabled).
 func (s *Store) TrustCacheStats() cache.Stats { return s.trust.Stats() }
+
+// The Store is where the verifier finds the organizations' issuers.
+var _ mcpauth.IssuerSource = (*Store)(nil)

@@ -7,7 +7,8 @@
 // admin and e2e), build it here, so what is tested is what runs.
 //
 // It builds in order, each service from what is built before it, no
-// closure breaking a cycle: identity, the keyring and the catalog; the job
+// closure breaking a cycle: the keyring, the catalog and the organizations
+// (whose own issuers identity's verifier trusts); identity; the job
 // enqueuer (webhook.Service on an insert-only River client); the one
 // lifecycle owner, then the vault (whose OnReauth is the owner's; the owner
 // is handed the vault once it exists: the two need each other); the

@@ -5,6 +5,7 @@ import (
 
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/org"
 	"github.com/connectd/connectd/internal/session"
 )
 
@@ -21,8 +22,10 @@ type identity struct {
 	auth        *clientauth.Authenticator
 }
 
-// newIdentity builds the identity services.
-func newIdentity(ctx context.Context, cfg Config) (*identity, error) {
+// newIdentity builds the identity services. orgs is where the
+// organizations' own issuers are (the verifier's IssuerSource) and whether
+// each accepts the deployment's issuers (the /v1 authenticator's OrgTrust).
+func newIdentity(ctx context.Context, cfg Config, orgs *org.Store) (*identity, error) {
 	ic, logger := cfg.Identity, cfg.Logger
 	client, err := outboundClient(cfg)
 	if err != nil {
@@ -50,6 +53,7 @@ func newIdentity(ctx context.Context, cfg Config) (*identity, error) {
 	}
 	id.verifier, err = mcpauth.NewVerifier(mcpauth.VerifierConfig{
 		Issuers:    ic.Issuers,
+		Source:     orgs,
 		HTTPClient: client,
 		AllowHTTP:  cfg.Dev,
 		Skew:       ic.TokenSkew,
@@ -72,7 +76,7 @@ func newIdentity(ctx context.Context, cfg Config) (*identity, error) {
 	id.sessions, id.login = sessions, login
 	id.clients = clientauth.NewClients(clientauth.ClientsConfig{Pool: cfg.Pool, AllowHTTP: cfg.Dev, Logger: logger, HTTPClient: client, Skew: ic.TokenSkew,
 		CacheTTL: cfg.Cache.ClientKeyTTL, CacheSize: cfg.Cache.Size, Now: cfg.Now})
-	id.auth = clientauth.NewAuthenticator(id.clients, id.verifier, cfg.PublicURL.String())
+	id.auth = clientauth.NewAuthenticator(id.clients, id.verifier, orgs, cfg.PublicURL.String())
 	return id, nil
 }
 

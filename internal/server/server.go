@@ -80,8 +80,19 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}
 	s := &Server{cfg: cfg, metrics: metrics.New(prometheus.NewRegistry()), hub: cache.NewHub(listen, cfg.Logger)}
+	// The organizations before identity: the verifier finds their own
+	// issuers in the store, and /v1 asks it whether an organization
+	// accepts the deployment's.
 	var err error
-	if s.ident, err = newIdentity(ctx, cfg); err != nil {
+	if s.keyring, err = loadKeyring(ctx, cfg); err != nil {
+		return nil, err
+	}
+	if s.catalog, err = catalog(ctx, cfg, s.metrics); err != nil {
+		return nil, err
+	}
+	s.orgs = org.New(org.Config{Pool: cfg.Pool, Keyring: s.keyring, Catalog: s.catalog, Now: cfg.Now, Logger: cfg.Logger,
+		DeploymentIssuers: cfg.Identity.Issuers, AllowHTTP: cfg.Dev})
+	if s.ident, err = newIdentity(ctx, cfg, s.orgs); err != nil {
 		return nil, err
 	}
 	if err := s.build(ctx); err != nil {
@@ -97,20 +108,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// build wires everything after identity, in order (see the package
-// comment): keyring, catalog, the job enqueuer, the lifecycle owner and the
+// build wires everything after identity (and the keyring, catalog and
+// organizations before it), in order (see the package comment): the job
+// enqueuer, the lifecycle owner and the
 // vault, the stores both surfaces share, connect and api, admin, the hub's
 // subscribers, metrics, and the job queue.
 func (s *Server) build(ctx context.Context) error {
 	cfg := s.cfg
 	var err error
-	if s.keyring, err = loadKeyring(ctx, cfg); err != nil {
-		return err
-	}
-	if s.catalog, err = catalog(ctx, cfg, s.metrics); err != nil {
-		return err
-	}
-	s.orgs = org.New(org.Config{Pool: cfg.Pool, Keyring: s.keyring, Catalog: s.catalog, Now: cfg.Now, Logger: cfg.Logger})
 	// The job enqueuer first: the vault, the one lifecycle owner and both
 	// surfaces enqueue webhook events in their transactions.
 	if err := s.newEnqueuer(); err != nil {

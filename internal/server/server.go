@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"sync"
 	"time"
 
@@ -213,7 +214,10 @@ func (s *Server) newAdmin(ctx context.Context) error {
 		return err
 	}
 	s.keys = admin.NewKeys(cfg.Pool, cfg.Now, cfg.Logger)
-	ac := admin.Config{Logger: cfg.Logger, Store: s.store, Keys: s.keys, Clients: s.ident.clients, Now: cfg.Now}
+	// The redirect URI of every provider app, as connect serves it.
+	ac := admin.Config{Logger: cfg.Logger, Store: s.store, Keys: s.keys, Clients: s.ident.clients, Now: cfg.Now,
+		Catalog: s.catalog, Orgs: s.orgs, RedirectURI: strings.TrimRight(cfg.PublicURL.String(), "/") + provider.CallbackPath,
+		AllowHTTP: cfg.Dev, KeyOverlap: cfg.Identity.ClientKeyOverlap}
 	if cfg.Admin.Issuer == "" {
 		cfg.Logger.InfoContext(ctx, "admin sign-in disabled (CONNECTD_ADMIN_ISSUER not set); the admin API takes admin keys")
 	} else {

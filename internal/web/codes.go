@@ -253,6 +253,14 @@ var codes = []row{
 	{err: org.ErrNoApp, status: http.StatusConflict, code: "provider_app_required",
 		desc: "the client's organization has no app of its own at this provider and may not use the deployment's"},
 
+	// MCP servers created or edited by an admin (internal/admin,
+	// clients_edit.go): a resource URI another client holds, in any
+	// organization. The fixed description: the error's text names the
+	// holder, which may be another organization's.
+	{err: clientauth.ErrResourceTaken, status: http.StatusConflict, code: "resource_taken",
+		desc: "a resource URI is already registered to another MCP server (resource URIs are unique across every " +
+			"MCP server, disabled ones and other organizations' included)"},
+
 	// The kinds of package problem (webhook, the admin store...), described
 	// by the error's problem.Detail.
 	{err: problem.ErrInvalid, status: http.StatusBadRequest, code: "invalid_request", desc: "the request is not valid"},

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/chromedp"
+
+	"github.com/connectd/connectd/internal/browsertest"
 	"github.com/connectd/connectd/internal/org"
 )
 
@@ -281,4 +284,40 @@ func TestAppsPage(t *testing.T) {
 	for _, u := range []string{"/admin/apps", "/admin/events?show=all", "/admin/clients"} {
 		e.noSecret(t, u, b.get(e.srv.URL+u).body)
 	}
+}
+
+// TestManagePagesInABrowser: in Chromium, an owner of org-a creates an MCP
+// server with the form, sees its key once with a working copy button (the
+// script is a file the CSP allows: the button shows and copies, or selects
+// the key where the clipboard is refused), and opens the apps page with the
+// redirect URI's copy button — each page checked at a phone's and a
+// desktop's width (test-output/screenshots/2x-admin-manage-*).
+func TestManagePagesInABrowser(t *testing.T) {
+	t.Parallel()
+	e := newOrgsEnv(t)
+	e.grant("org-a", "bob", "owner")
+	ctx := browsertest.Tab(t, browsertest.New(t))
+	browsertest.Do(t, ctx, chromedp.Navigate(e.srv.URL+"/admin/clients"), chromedp.WaitVisible(chromedp.CSS(`button[value="bob"]`)),
+		chromedp.Click(chromedp.CSS(`button[value="bob"]`)))
+	browsertest.WaitUntil(t, ctx, browsertest.OnPage("New MCP server"))
+	browsertest.Shoot(t, ctx, "40-admin-manage-clients")
+	browsertest.Do(t, ctx, chromedp.SendKeys(chromedp.CSS("#nc-name"), "Browser made"),
+		chromedp.SendKeys(chromedp.CSS("#nc-resources"), "https://browser-made.mcp.example/"),
+		chromedp.Click(chromedp.CSS(`input[name="providers"][value="fake"]`)),
+		chromedp.Click(chromedp.CSS("section.manage button.primary")))
+	browsertest.WaitUntil(t, ctx, browsertest.OnPage("will not be shown again"))
+	browsertest.WaitUntil(t, ctx, `!document.querySelector('button[data-copy="client-key"]').hidden`)
+	browsertest.Shoot(t, ctx, "41-admin-manage-key-shown")
+	key := browsertest.Eval[string](t, ctx, `document.getElementById("client-key").value`)
+	if _, err := e.clients.Authenticate(context.Background(), key); err != nil {
+		t.Fatalf("the key on the page: %v", err)
+	}
+	browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`button[data-copy="client-key"]`)))
+	browsertest.WaitUntil(t, ctx, `document.querySelector('button[data-copy="client-key"]').textContent === "Copied" ||
+		document.activeElement === document.getElementById("client-key")`)
+
+	browsertest.Do(t, ctx, chromedp.Navigate(e.srv.URL+"/admin/apps"))
+	browsertest.WaitUntil(t, ctx, browsertest.OnPage("Provider apps of org-a"))
+	browsertest.WaitUntil(t, ctx, `!document.querySelector('button[data-copy="redirect-uri"]').hidden`)
+	browsertest.Shoot(t, ctx, "42-admin-manage-apps")
 }

@@ -2126,7 +2126,7 @@ func AdminClients(v AdminClientsView) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 159, "<h1>MCP servers</h1><p class=\"muted\">Manage them with <code>connectd clients</code>.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 159, "<h1>MCP servers</h1><p class=\"muted\">Create them below (role admin) or with <code>connectd clients</code>.</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

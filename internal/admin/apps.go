@@ -48,7 +48,7 @@ type appUse struct {
 	DisplayName string `json:"display_name"`
 	Uses        string `json:"uses"`
 	AppID       string `json:"app_id,omitempty"`
-	// Error is the code a connect link there answers (uses "none").
+	// Error is the code a new connection there is refused with (uses "none").
 	Error string `json:"error,omitempty"`
 }
 
@@ -237,7 +237,7 @@ func usesText(u appUse) string {
 	case usesShared:
 		return "the deployment's shared app"
 	case usesNone:
-		return "none: connect links fail with provider_app_required until an app is set"
+		return "none: new connections are refused with provider_app_required until an app is set"
 	}
 	return "no app needed (api_key: users type their own keys)"
 }
@@ -337,7 +337,7 @@ func removedText(app org.App, n int64, now appUse) string {
 	case usesShared:
 		s += "New connections at " + app.Provider + " use the deployment's shared app."
 	case usesNone:
-		s += "New connections at " + app.Provider + " fail with provider_app_required until an app is set."
+		s += "New connections at " + app.Provider + " are refused with provider_app_required until an app is set."
 	}
 	return s
 }

@@ -277,7 +277,7 @@ func TestAppsPage(t *testing.T) {
 	}
 	r = b.do(http.MethodPost, e.srv.URL+"/admin/apps/remove", url.Values{"csrf_token": {csrf}, "provider": {"fake"}, "confirm": {"fake"}})
 	if r.status != 200 || !strings.Contains(r.body, "Removed the app") || !strings.Contains(r.body, "No connection was made through it") ||
-		!strings.Contains(r.body, "fail with provider_app_required until an app is set") || e.appsOf("org-a") != 0 {
+		!strings.Contains(r.body, "are refused with provider_app_required until an app is set") || e.appsOf("org-a") != 0 {
 		t.Fatalf("remove: %d %s", r.status, r.body)
 	}
 	e.noSecret(t, "the log", e.logs.String())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -55,12 +56,22 @@ type appUse struct {
 // appsOrg is the organization the request manages the apps of, known to
 // exist; an operator names it with ?org=.
 func (s *Server) appsOrg(r *http.Request) (string, error) {
+	id, err := s.appsScope(r)
+	if err == nil && id == "" {
+		return "", errNameOrg
+	}
+	return id, err
+}
+
+// appsScope is appsOrg, or "" for an operator who named no organization
+// (the listings show every organization's apps then).
+func (s *Server) appsScope(r *http.Request) (string, error) {
 	if s.manage.orgs == nil {
 		return "", ErrNoApps
 	}
 	id := scopeOf(r)
 	if id == "" {
-		return "", errNameOrg
+		return "", nil
 	}
 	ok, err := s.store.OrgExists(r.Context(), id)
 	if err != nil {
@@ -215,12 +226,7 @@ func (s *Server) appsView(r *http.Request, orgID string) (templates.AdminAppsVie
 	v := templates.AdminAppsView{Nav: s.nav(r, "apps"), Org: orgID, RedirectURI: s.manage.redirectURI,
 		OAuth: s.oauthProviders(), SetURL: s.href(r, "/admin/apps"), RemoveURL: s.href(r, "/admin/apps/remove")}
 	for _, a := range apps {
-		secret := "not set"
-		if a.HasSecret {
-			secret = "set"
-		}
-		v.Apps = append(v.Apps, templates.AdminAppRow{Provider: a.Provider, ID: a.ID, ClientID: a.ClientID, Secret: secret,
-			Created: fmtTime(a.CreatedAt), Updated: fmtTime(a.UpdatedAt), Connections: strconv.FormatInt(counts[a.ID], 10)})
+		v.Apps = append(v.Apps, appRow(a, counts[a.ID]))
 	}
 	for _, u := range uses {
 		v.Providers = append(v.Providers, templates.AdminProviderRow{Provider: u.Provider, Name: u.DisplayName,
@@ -242,11 +248,52 @@ func usesText(u appUse) string {
 	return "no app needed (api_key: users type their own keys)"
 }
 
-// appsPage handles GET /admin/apps[?org=ORG].
+// allApps is every organization's apps, by organization (an operator who
+// named none).
+func (s *Server) allApps(ctx context.Context) ([]org.Organization, map[string][]org.App, error) {
+	orgs, err := s.manage.orgs.List(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	apps := map[string][]org.App{}
+	for _, o := range orgs {
+		if apps[o.ID], err = s.manage.orgs.Apps(ctx, o.ID); err != nil {
+			return nil, nil, err
+		}
+	}
+	return orgs, apps, nil
+}
+
+func appRow(a org.App, connections int64) templates.AdminAppRow {
+	secret := "not set"
+	if a.HasSecret {
+		secret = "set"
+	}
+	return templates.AdminAppRow{Provider: a.Provider, ID: a.ID, ClientID: a.ClientID, Secret: secret,
+		Created: fmtTime(a.CreatedAt), Updated: fmtTime(a.UpdatedAt), Connections: strconv.FormatInt(connections, 10)}
+}
+
+// appsPage handles GET /admin/apps[?org=ORG]: an organization's apps; an
+// operator without ?org=, every organization's, each linking to its page.
 func (s *Server) appsPage(w http.ResponseWriter, r *http.Request) error {
-	orgID, err := s.appsOrg(r)
+	orgID, err := s.appsScope(r)
 	if err != nil {
 		return err
+	}
+	if orgID == "" {
+		orgs, apps, err := s.allApps(r.Context())
+		if err != nil {
+			return err
+		}
+		v := templates.AdminAppsAllView{Nav: s.nav(r, "apps"), RedirectURI: s.manage.redirectURI}
+		for _, o := range orgs {
+			row := templates.AdminOrgAppsRow{Org: o.ID, URL: "/admin/apps?" + url.Values{OrgParam: {o.ID}}.Encode()}
+			for _, a := range apps[o.ID] {
+				row.Apps = append(row.Apps, appRow(a, 0))
+			}
+			v.Orgs = append(v.Orgs, row)
+		}
+		return web.Render(w, r, http.StatusOK, templates.AdminAppsAll(v))
 	}
 	v, err := s.appsView(r, orgID)
 	if err != nil {
@@ -362,11 +409,38 @@ func appDocOf(a org.App, connections int64) appDoc {
 }
 
 // apiApps handles GET /admin/api/apps[?org=ORG]: the organization's apps,
-// which app it uses at each provider of the catalog, and the redirect URI.
+// which app it uses at each provider of the catalog, and the redirect URI;
+// an operator without ?org=, every organization's apps (with their "org")
+// and no providers.
 func (s *Server) apiApps(w http.ResponseWriter, r *http.Request) error {
-	orgID, err := s.appsOrg(r)
+	orgID, err := s.appsScope(r)
 	if err != nil {
 		return err
+	}
+	if orgID == "" {
+		orgs, apps, err := s.allApps(r.Context())
+		if err != nil {
+			return err
+		}
+		type orgAppDoc struct {
+			Org string `json:"org"`
+			appDoc
+		}
+		out := struct {
+			RedirectURI string      `json:"redirect_uri"`
+			Apps        []orgAppDoc `json:"apps"`
+		}{RedirectURI: s.manage.redirectURI, Apps: []orgAppDoc{}}
+		for _, o := range orgs {
+			counts, err := s.store.appConnections(r.Context(), o.ID)
+			if err != nil {
+				return err
+			}
+			for _, a := range apps[o.ID] {
+				out.Apps = append(out.Apps, orgAppDoc{Org: o.ID, appDoc: appDocOf(a, counts[a.ID])})
+			}
+		}
+		web.WriteJSON(w, http.StatusOK, out)
+		return nil
 	}
 	apps, err := s.manage.orgs.Apps(r.Context(), orgID)
 	if err != nil {

@@ -175,6 +175,24 @@ func TestAppsOtherOrg(t *testing.T) {
 			t.Errorf("%s %s: %d %s", c.method, c.path, st, raw)
 		}
 	}
+	// An operator sees every organization's apps, and must name one to change them.
+	op := "Bearer " + e.operatorKey
+	if st, raw := e.raw(http.MethodGet, "/admin/api/apps", op, nil, nil); st != 200 || !strings.Contains(raw, `"org":"org-b"`) ||
+		!strings.Contains(raw, "org-b-client") || strings.Contains(raw, `"providers"`) {
+		t.Fatalf("operator's listing: %d %s", st, raw)
+	}
+	if st, raw := e.raw(http.MethodGet, "/admin/api/apps?org=org-b", op, nil, nil); st != 200 || !strings.Contains(raw, `"uses":"own"`) {
+		t.Fatalf("operator's listing of org-b: %d %s", st, raw)
+	}
+	if st, raw := e.raw(http.MethodPut, "/admin/api/apps/fake", op, nil, map[string]any{"client_id": "x", "client_secret": "y"}); st != 400 ||
+		decode(t, raw)["error"] != "invalid_request" {
+		t.Fatalf("operator's set without ?org=: %d %s", st, raw)
+	}
+	alice := e.adminBrowser()
+	if r := alice.get(e.srv.URL + "/admin/apps"); r.status != 200 || !strings.Contains(r.body, "org-b-client") ||
+		!strings.Contains(r.body, `href="/admin/apps?org=org-b"`) {
+		t.Fatalf("operator's apps page: %d %s", r.status, r.body)
+	}
 	e.grant("org-a", "bob", "owner")
 	b := e.browser()
 	if r := e.adminLogin(b, "bob"); r.status != http.StatusSeeOther {

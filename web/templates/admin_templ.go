@@ -91,7 +91,7 @@ func AdminLayout(title string, nav AdminNav) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		if nav.Role == "owner" || nav.Role == "" && nav.Org != "" {
+		if nav.Role == "owner" || nav.Role == "" {
 			templ_7745c5c3_Err = navLink(withOrg("/admin/apps", nav.Org), "Provider apps", nav.Active == "apps").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err

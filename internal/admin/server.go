@@ -25,16 +25,6 @@ type Config struct {
 	Store   *Store
 	Keys    *Keys
 	Clients *clientauth.Clients // the MCP-server clients page
-	// Sessions is the admin session store: its own cookie (SessionCookie,
-	// BindingCookie), never the end users'. Required with Login.
-	Sessions *session.Store
-	// Login is an OIDC relying party whose redirect URL is
-	// <public URL>/admin/login/callback (CallbackPath). Nil disables admin
-	// sign-in: every page refuses, the API still takes keys.
-	Login  *mcpauth.Login
-	Policy Policy
-	Now    func() time.Time // default time.Now
-
 	// Creating and editing MCP servers and provider apps (clients_edit.go,
 	// apps.go). Catalog is the provider catalog a new MCP server's
 	// providers must be in and the apps page lists (nil: none); Orgs sets
@@ -49,6 +39,16 @@ type Config struct {
 	RedirectURI string
 	AllowHTTP   bool
 	KeyOverlap  time.Duration
+
+	// Sessions is the admin session store: its own cookie (SessionCookie,
+	// BindingCookie), never the end users'. Required with Login.
+	Sessions *session.Store
+	// Login is an OIDC relying party whose redirect URL is
+	// <public URL>/admin/login/callback (CallbackPath). Nil disables admin
+	// sign-in: every page refuses, the API still takes keys.
+	Login  *mcpauth.Login
+	Policy Policy
+	Now    func() time.Time // default time.Now
 }
 
 // Server serves the admin pages and the admin JSON API.
@@ -57,13 +57,13 @@ type Server struct {
 	store     *Store
 	keys      *Keys
 	clients   *clientauth.Clients
+	manage    manage // Config's fields for creating and editing (clients_edit.go)
 	sessions  *session.Store
 	login     *mcpauth.Login
 	signin    *signin.Flow
 	policy    Policy
 	issuerURL string // the admin issuer's URL, as sessions record it
 	now       func() time.Time
-	manage    manage // Config's fields for creating and editing (clients_edit.go)
 }
 
 // New returns a Server over cfg's dependencies.
@@ -73,7 +73,6 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{logger: cfg.Logger, store: cfg.Store, keys: cfg.Keys, clients: cfg.Clients, sessions: cfg.Sessions,
 		login: cfg.Login, policy: cfg.Policy, now: cfg.Now}
-	s.manage = newManage(cfg)
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -93,6 +92,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("admin: issuer %q is not a login issuer", s.policy.Issuer)
 		}
 	}
+	s.manage = newManage(cfg)
 	var err error
 	if s.signin, err = s.newSignin(); err != nil {
 		return nil, err

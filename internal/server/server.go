@@ -214,10 +214,11 @@ func (s *Server) newAdmin(ctx context.Context) error {
 		return err
 	}
 	s.keys = admin.NewKeys(cfg.Pool, cfg.Now, cfg.Logger)
-	// The redirect URI of every provider app, as connect serves it.
-	ac := admin.Config{Logger: cfg.Logger, Store: s.store, Keys: s.keys, Clients: s.ident.clients, Now: cfg.Now,
-		Catalog: s.catalog, Orgs: s.orgs, RedirectURI: strings.TrimRight(cfg.PublicURL.String(), "/") + provider.CallbackPath,
-		AllowHTTP: cfg.Dev, KeyOverlap: cfg.Identity.ClientKeyOverlap}
+	ac := admin.Config{Logger: cfg.Logger, Store: s.store, Keys: s.keys, Clients: s.ident.clients, Now: cfg.Now}
+	// Creating and editing MCP servers and provider apps; the redirect URI
+	// of every provider app is the connect pages' callback.
+	ac.Catalog, ac.Orgs, ac.AllowHTTP, ac.KeyOverlap = s.catalog, s.orgs, cfg.Dev, cfg.Identity.ClientKeyOverlap
+	ac.RedirectURI = strings.TrimRight(cfg.PublicURL.String(), "/") + provider.CallbackPath
 	if cfg.Admin.Issuer == "" {
 		cfg.Logger.InfoContext(ctx, "admin sign-in disabled (CONNECTD_ADMIN_ISSUER not set); the admin API takes admin keys")
 	} else {

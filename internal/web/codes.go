@@ -113,6 +113,13 @@ var codes = []row{
 	// acting organization; nothing was read or changed.
 	{err: refusal.ErrRoleInsufficient, status: http.StatusForbidden, code: "role_insufficient",
 		desc: "your role in this organization does not allow this; nothing was changed"},
+	// MCP servers created or edited by an admin (internal/admin,
+	// clients_edit.go): a resource URI another client holds, in any
+	// organization. The fixed description: the error's text names the
+	// holder, which may be another organization's.
+	{err: clientauth.ErrResourceTaken, status: http.StatusConflict, code: "resource_taken",
+		desc: "a resource URI is already registered to another MCP server (resource URIs are unique across every " +
+			"MCP server, disabled ones and other organizations' included)"},
 
 	// Authentication of /v1 calls (package mcpauth).
 	auth(clientauth.ErrMissingClientKey, http.StatusUnauthorized, "invalid_client",
@@ -252,14 +259,6 @@ var codes = []row{
 	// (the organization, the provider, the command that sets an app).
 	{err: org.ErrNoApp, status: http.StatusConflict, code: "provider_app_required",
 		desc: "the client's organization has no app of its own at this provider and may not use the deployment's"},
-
-	// MCP servers created or edited by an admin (internal/admin,
-	// clients_edit.go): a resource URI another client holds, in any
-	// organization. The fixed description: the error's text names the
-	// holder, which may be another organization's.
-	{err: clientauth.ErrResourceTaken, status: http.StatusConflict, code: "resource_taken",
-		desc: "a resource URI is already registered to another MCP server (resource URIs are unique across every " +
-			"MCP server, disabled ones and other organizations' included)"},
 
 	// The kinds of package problem (webhook, the admin store...), described
 	// by the error's problem.Detail.

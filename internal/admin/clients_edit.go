@@ -12,10 +12,12 @@ import (
 
 	"github.com/a-h/templ"
 
+	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/org"
 	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/release"
 	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/web/templates"
 )
@@ -78,7 +80,7 @@ func (s *Server) catalogNames() []string {
 func (s *Server) checkProviders(providers []string) error {
 	known := s.catalogNames()
 	for _, p := range providers {
-		if !slices.Contains(known, p) {
+		if p != release.AnyProvider && !slices.Contains(known, p) {
 			return problem.Detail(ErrInvalid, "provider %q is not in the catalog (known: %s)", p, strings.Join(known, ", "))
 		}
 	}
@@ -174,14 +176,31 @@ type clientChange struct {
 	LogoURL   *string
 	Homepage  *string
 	ProxyOnly *bool
+	// The registration: name, resource URIs and providers (nil: as they
+	// are; Providers empty, not nil: none).
+	Name      *string
+	Resources []string
+	Providers []string
 }
 
 // changeClient applies ch to c (the request's client, of its organization),
 // checked whole before anything is written. Audited as client.display_set
 // and client.proxy_only_set, for what changed.
 func (s *Server) changeClient(ctx context.Context, r *http.Request, c clientauth.Client, ch clientChange) (clientauth.Client, error) {
-	if ch.LogoURL == nil && ch.Homepage == nil && ch.ProxyOnly == nil {
-		return c, problem.Detail(ErrInvalid, "nothing to change: give logo_url, homepage or proxy_only")
+	registration := ch.Name != nil || ch.Resources != nil || ch.Providers != nil
+	if ch.LogoURL == nil && ch.Homepage == nil && ch.ProxyOnly == nil && !registration {
+		return c, problem.Detail(ErrInvalid, "nothing to change: give name, resources, providers, logo_url, homepage or proxy_only")
+	}
+	if ch.Name != nil && strings.TrimSpace(*ch.Name) == "" {
+		return c, problem.Detail(ErrInvalid, "a name is required")
+	}
+	if ch.Resources != nil && len(ch.Resources) == 0 {
+		return c, problem.Detail(ErrInvalid, "at least one resource URI is required")
+	}
+	if ch.Providers != nil {
+		if err := s.checkProviders(ch.Providers); err != nil {
+			return c, err
+		}
 	}
 	logo, home := c.LogoURL, c.Homepage
 	if ch.LogoURL != nil {
@@ -194,6 +213,17 @@ func (s *Server) changeClient(ctx context.Context, r *http.Request, c clientauth
 		return c, err
 	}
 	by := actorOf(r)
+	if registration {
+		// Checked whole and written in one transaction by the registry, with
+		// its client.updated row (what changed, and who: role, request, address).
+		u := clientauth.ClientUpdate{Name: ch.Name, Resources: ch.Resources, Providers: ch.Providers,
+			By: audit.Event{RequestID: by.RequestID, IP: by.IP, Detail: map[string]any{"role": by.roleName()}}}
+		next, err := s.clients.Update(ctx, c.ID, u, by.Name)
+		if err != nil {
+			return c, registryError(err)
+		}
+		c.Name, c.Resources, c.Providers = next.Name, next.Resources, next.Providers
+	}
 	if logo != c.LogoURL || home != c.Homepage {
 		if err := s.clients.SetDisplay(ctx, c.ID, logo, home); err != nil {
 			return c, registryError(err)
@@ -367,8 +397,20 @@ func (s *Server) manageView(r *http.Request, c clientauth.Client, msg string) te
 	base := "/admin/clients/" + c.ID
 	return templates.AdminClientManageView{Nav: s.nav(r, "clients"), ID: c.ID, Name: clientName(c), CanEdit: mayEdit(r),
 		Error: msg, LogoURL: c.LogoURL, Homepage: c.Homepage, ProxyOnly: c.ProxyOnly,
-		DisplayURL: s.href(r, base+"/display"), ProxyOnlyURL: s.href(r, base+"/proxy-only"),
+		RegName: c.Name, Resources: strings.Join(c.Resources, "\n"), Providers: c.Providers, Catalog: editChoices(s.catalogNames(), c),
+		RegistrationURL: s.href(r, base+"/registration"),
+		DisplayURL:      s.href(r, base+"/display"), ProxyOnlyURL: s.href(r, base+"/proxy-only"),
 		RotateURL: s.href(r, base+"/rotate-key"), Overlaps: s.overlapChoices()}
+}
+
+// editChoices are the providers the registration form offers c: the
+// catalog's, and "*" (every provider) when c has it, so that saving the form
+// never drops it unasked.
+func editChoices(catalog []string, c clientauth.Client) []string {
+	if slices.Contains(c.Providers, release.AnyProvider) {
+		return append([]string{release.AnyProvider}, catalog...)
+	}
+	return catalog
 }
 
 // clientManage is the editing part of the MCP server's page.
@@ -396,6 +438,34 @@ func (s *Server) displayPage(w http.ResponseWriter, r *http.Request) error {
 	logo, home := r.PostForm.Get("logo_url"), r.PostForm.Get("homepage")
 	if _, err := s.changeClient(r.Context(), r, c, clientChange{LogoURL: &logo, Homepage: &home}); err != nil {
 		c.LogoURL, c.Homepage = logo, home
+		return s.editRefused(r, c, err)
+	}
+	http.Redirect(w, r, s.href(r, "/admin/clients/"+c.ID), http.StatusSeeOther)
+	return nil
+}
+
+// registrationPage handles POST /admin/clients/{id}/registration (name,
+// resources one per line, providers), then back to the MCP server's page.
+func (s *Server) registrationPage(w http.ResponseWriter, r *http.Request) error {
+	if err := s.checkForm(w, r); err != nil {
+		return err
+	}
+	c, err := s.requestClient(r)
+	if err != nil {
+		return err
+	}
+	f := r.PostForm
+	name := strings.TrimSpace(f.Get("name"))
+	resources := strings.Fields(f.Get("resources"))
+	providers := f["providers"]
+	if providers == nil {
+		providers = []string{} // none ticked: none
+	}
+	if resources == nil {
+		resources = []string{}
+	}
+	if _, err := s.changeClient(r.Context(), r, c, clientChange{Name: &name, Resources: resources, Providers: providers}); err != nil {
+		c.Name, c.Resources, c.Providers = name, resources, providers
 		return s.editRefused(r, c, err)
 	}
 	http.Redirect(w, r, s.href(r, "/admin/clients/"+c.ID), http.StatusSeeOther)
@@ -504,13 +574,17 @@ func (s *Server) apiCreateClient(w http.ResponseWriter, r *http.Request) error {
 }
 
 type patchClientRequest struct {
-	LogoURL   *string `json:"logo_url"`
-	Homepage  *string `json:"homepage"`
-	ProxyOnly *bool   `json:"proxy_only"`
+	Name      *string   `json:"name"`
+	Resources *[]string `json:"resources"`
+	Providers *[]string `json:"providers"`
+	LogoURL   *string   `json:"logo_url"`
+	Homepage  *string   `json:"homepage"`
+	ProxyOnly *bool     `json:"proxy_only"`
 }
 
-// apiPatchClient handles PATCH /admin/api/clients/{id} {"logo_url",
-// "homepage", "proxy_only"} (each optional; "" removes a URL): the MCP
+// apiPatchClient handles PATCH /admin/api/clients/{id} {"name",
+// "resources", "providers", "logo_url", "homepage", "proxy_only"} (each
+// optional; "" removes a URL, [] leaves no provider): the MCP
 // server as it now is. Another organization's client is 404 before the body
 // is read.
 func (s *Server) apiPatchClient(w http.ResponseWriter, r *http.Request) error {
@@ -522,7 +596,14 @@ func (s *Server) apiPatchClient(w http.ResponseWriter, r *http.Request) error {
 	if err := web.DecodeJSON(w, r, &req, 8<<10); err != nil {
 		return err
 	}
-	c, err = s.changeClient(r.Context(), r, c, clientChange{LogoURL: req.LogoURL, Homepage: req.Homepage, ProxyOnly: req.ProxyOnly})
+	ch := clientChange{Name: req.Name, LogoURL: req.LogoURL, Homepage: req.Homepage, ProxyOnly: req.ProxyOnly}
+	if req.Resources != nil {
+		ch.Resources = append([]string{}, *req.Resources...)
+	}
+	if req.Providers != nil {
+		ch.Providers = append([]string{}, *req.Providers...)
+	}
+	c, err = s.changeClient(r.Context(), r, c, ch)
 	if err != nil {
 		return err
 	}

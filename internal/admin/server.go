@@ -178,6 +178,7 @@ func (s *Server) routes() []route {
 		r("POST /admin/admins/revoke", page, RoleOwner, s.revokeRolePage),
 		// Creating and editing MCP servers (clients_edit.go) and provider apps (apps.go).
 		r("POST /admin/clients", page, RoleAdmin, s.createClientPage),
+		r("POST /admin/clients/{id}/registration", page, RoleAdmin, s.registrationPage),
 		r("POST /admin/clients/{id}/display", page, RoleAdmin, s.displayPage),
 		r("POST /admin/clients/{id}/proxy-only", page, RoleAdmin, s.proxyOnlyPage),
 		r("POST /admin/clients/{id}/rotate-key", page, RoleAdmin, s.rotateKeyPage),

@@ -19,6 +19,10 @@ type ClientUpdate struct {
 	Name      *string
 	Resources []string // replaces the list; its URIs must not be another client's
 	Providers []string // replaces the list (empty, not nil: none)
+	// By says more of who asked, for the client.updated row (the admin
+	// pages: request id, address, role): its RequestID, IP and Detail
+	// (merged under the changes) are written; the rest is Update's own.
+	By audit.Event
 }
 
 // ErrClientInUse means a client that is enabled and has been used cannot be
@@ -112,8 +116,13 @@ func (c *Clients) Update(ctx context.Context, id string, u ClientUpdate, actor s
 		if _, err := tx.Exec(ctx, notifyClientSQL, id); err != nil {
 			return err
 		}
+		for k, v := range u.By.Detail {
+			if _, ok := changed[k]; !ok {
+				changed[k] = v
+			}
+		}
 		return audit.Write(ctx, tx, audit.Event{Kind: "client.updated", Actor: actor, ClientID: id, Target: id,
-			Detail: changed})
+			RequestID: u.By.RequestID, IP: u.By.IP, Detail: changed, OrgID: cl.Org})
 	})
 	if errors.Is(err, errResourceConflict) {
 		return Client{}, c.resourceTakenBy(ctx, u.Resources, id)

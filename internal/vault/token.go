@@ -436,7 +436,7 @@ type Ref struct {
 // organization to provider not refreshed or stored since idleSince, the
 // longest idle first.
 func (s *Store) Idle(ctx context.Context, provider string, idleSince time.Time, limit int) ([]Ref, error) {
-	rows, err := s.pool.Query(ctx, selectIdle, provider, idleSince, limit, s.org)
+	rows, err := s.db().Query(ctx, selectIdle, provider, idleSince, limit, s.org)
 	if err != nil {
 		return nil, fmt.Errorf("vault: idle connections: %w", err)
 	}

@@ -97,7 +97,7 @@ func (r tokenRow) held() Held {
 func (s *Store) loadForToken(ctx context.Context, user identity.User, provider, id string) (tokenRow, error) {
 	if id == "" {
 		var err error
-		if id, err = s.onlyID(ctx, s.db(), user, provider); err != nil {
+		if id, err = s.onlyID(ctx, s.pool, user, provider); err != nil { // unscoped: the token read (rls.go)
 			return tokenRow{}, err
 		}
 	}
@@ -121,7 +121,8 @@ func (s *Store) loadTokenRow(ctx context.Context, user identity.User, provider, 
 	var r tokenRow
 	var status string
 	var refreshedAt *time.Time
-	err := s.db().QueryRow(ctx, selectTokenRow, user.Issuer, user.Subject, provider, id, s.org).Scan(&r.id, &status,
+	// Unscoped (rls.go): the token read's statement, which names org_id.
+	err := s.pool.QueryRow(ctx, selectTokenRow, user.Issuer, user.Subject, provider, id, s.org).Scan(&r.id, &status,
 		&r.ciphertext, &refreshedAt, &r.scopes, &r.accountHash, &r.org, &r.appID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return tokenRow{}, fmt.Errorf("%w to %s", ErrNotConnected, provider)

@@ -18,6 +18,16 @@ import (
 // run with connectd.org unset, which the policy lets see every row: the
 // policy bites only where the vault set the organization.
 //
+// One read of a handle runs unset too: the token read's (loadTokenRow and
+// its onlyID, what every token read, exchange and proxied call makes when
+// the credential cache misses or is off). The set_config beside it cost the
+// cache-off token read 5 % (16 callers) and 12 % (64) of its req/s in the
+// bench, old and new binaries alternated (docs/performance.md), while the
+// policy itself costs nothing measurable on a statement run unset. Its
+// statement names org_id, and the row's organization is checked again after
+// it (the cache's r.org, Held.Org in the release decision); every write,
+// and every other read, is scoped.
+//
 // The setting is local to the transaction (set_config's is_local), so a
 // pooled connection carries nothing over to its next user. A statement on
 // the pool is sent as a pgx Batch, set_config and the statement: the batch

@@ -81,6 +81,33 @@ the notes at the end are part of the harness (cmd/connectd-bench/notes.go).
 // performanceNotes closes docs/performance.md. Unlike the table, it is
 // written by hand: keep it true to what the profiles show.
 const performanceNotes = `
+## Row-level security
+
+Migration 00034 (row-level security on ` + "`" + `connections` + "`" + `,
+[organizations.md](organizations.md#row-level-security-on-connections)) measured on the
+token lookup with the credential cache off (` + "`" + `-env CONNECTD_CREDENTIAL_CACHE=false` + "`" + `: the
+lookup that queries ` + "`" + `connections` + "`" + ` every time; a warm hit makes no query), against the
+code before it (f9deb99) as ` + "`" + `-baseline-connectd` + "`" + `, alternated in the tracing comparison's
+passes (` + "`" + `-tracing-rounds` + "`" + ` 4–6, 16 and 64 callers), on the shared 2-core machine while
+other work ran (load average 10–30). The new binary connected as the tables' owner, bound
+by the policy; the old one as a superuser, as before 00034 (no policy). Each pass's new
+req/s over the old one's in the same pass; the old binary's own passes spread 0.79–1.25
+around their median within a run (0.33–1.25 in the most loaded one).
+
+| what the vault scopes | passes | new / old req/s, 16 callers: median (quartiles) | 64 callers | connectd CPU per lookup new / old (16 / 64) |
+|---|---|---|---|---|
+| every statement of a handle, the token read's included (a pgx batch: ` + "`" + `set_config` + "`" + ` and the statement) | 16 | 0.95 (0.73–1.05) | 0.88 (0.76–1.01) | 1.12 / 1.11 |
+| every statement but the token read's row lookup (kept) | 4 | 1.09 (0.86–1.32) | 1.01 (0.85–1.19) | 1.03 / 0.95 |
+
+The same statement under pgbench (10,000 rows, prepared, 16 and 64 clients, Postgres CPU
+per lookup from the postmaster's reaped children, 8 alternated rounds): the policy on a
+statement run with ` + "`" + `connectd.org` + "`" + ` unset costs 1.08 / 1.02 × the statement without it,
+within the noise; ` + "`" + `set_config` + "`" + ` pipelined beside it 1.22 / 1.46 ×. So the policy stays,
+and so does ` + "`" + `set_config` + "`" + ` on every write (a transaction carries it in its ` + "`" + `BEGIN` + "`" + `, no
+round trip) and every other read of a handle, which are off the hot path; the token
+read's row lookup runs unset, and what holds there is that it names ` + "`" + `org_id` + "`" + ` and the
+release decision checks the row's organization again.
+
 ## How the token lookup got here
 
 Each change was made against a CPU and allocation profile of a replica under this

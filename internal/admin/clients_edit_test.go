@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -420,4 +421,79 @@ func TestClientEditPages(t *testing.T) {
 		AND org_id = 'org-a' AND actor = 'admin:bob' AND detail->>'role' = 'admin'`); n != 3 {
 		t.Fatalf("audit rows: %d", n)
 	}
+}
+
+// TestClientRegistrationEdit: an admin of org-a changes its MCP server's
+// name, resource URIs and providers in the page and through PATCH; the
+// provider taken away is refused to the server at once (its token read
+// answers provider_not_allowed), a resource URI another organization's
+// server holds is refused (409 resource_taken, nothing changed), an empty
+// registration is 400 with nothing written, and the change is audited once,
+// with the admin's role, in org-a's trail.
+func TestClientRegistrationEdit(t *testing.T) {
+	t.Parallel()
+	e := newOrgsEnv(t)
+	mA := e.mA.client.ID
+	b, csrf := e.signedIn(t, "admin")
+	base := e.srv.URL + "/admin/clients/" + mA
+	if page := b.get(base); !strings.Contains(page.body, "/admin/clients/"+mA+"/registration") ||
+		!strings.Contains(page.body, "Save registration") {
+		t.Fatalf("the MCP server's page has no registration form: %.300s", page.body)
+	}
+	// Before: bob's fake connection is readable by org-a's server.
+	if st, out := e.mA.call(http.MethodGet, "/v1/connections/fake/token", "bob", nil); st != 200 {
+		t.Fatalf("token read before: %d %v", st, out)
+	}
+	for _, tc := range []struct {
+		name   string
+		form   url.Values
+		status int
+		code   string
+	}{
+		{"empty name", url.Values{"name": {" "}, "resources": {"https://files-a.mcp.example/"}}, 400, "invalid_request"},
+		{"no resource", url.Values{"name": {"x"}, "resources": {""}}, 400, "invalid_request"},
+		{"unknown provider", url.Values{"name": {"x"}, "resources": {"https://files-a.mcp.example/"}, "providers": {"nope"}}, 400, "invalid_request"},
+		{"org-b's resource", url.Values{"name": {"x"}, "resources": {"https://files-b.mcp.example/"}}, 409, "resource_taken"},
+	} {
+		tc.form.Set("csrf_token", csrf)
+		r := b.do(http.MethodPost, base+"/registration", tc.form)
+		if r.status != tc.status || e.code(r) != tc.code || !strings.Contains(r.body, "Save registration") {
+			t.Errorf("%s: %d %q, want %d %q and the form again", tc.name, r.status, e.code(r), tc.status, tc.code)
+		}
+		if strings.Contains(r.body, "files-b") && tc.code == "resource_taken" && strings.Contains(r.body, e.mB.client.ID) {
+			t.Errorf("%s: the answer names org-b's client", tc.name)
+		}
+	}
+	if n := e.auditCount("client.updated"); n != 0 {
+		t.Fatalf("refused edits wrote %d client.updated rows", n)
+	}
+	r := b.do(http.MethodPost, base+"/registration", url.Values{"csrf_token": {csrf}, "name": {"Files A, renamed"},
+		"resources": {"https://files-a.mcp.example/\nhttps://files-a2.mcp.example/"}})
+	if r.status != http.StatusSeeOther {
+		t.Fatalf("registration: %d %q %.300s", r.status, e.code(r), r.body)
+	}
+	c, err := e.clients.Get(context.Background(), mA)
+	if err != nil || c.Name != "Files A, renamed" || len(c.Resources) != 2 || len(c.Providers) != 0 {
+		t.Fatalf("after the form: %+v %v", c, err)
+	}
+	// The provider it lost is refused to it at once.
+	if st, out := e.mA.call(http.MethodGet, "/v1/connections/fake/token", "bob", nil); st != 403 || out["error"] != "provider_not_allowed" {
+		t.Fatalf("token read after the provider was taken away: %d %v", st, out)
+	}
+	if n := e.count(`SELECT count(*) FROM audit_events WHERE kind = 'client.updated' AND org_id = 'org-a' AND client_id = $1
+		AND actor = 'admin:bob' AND detail->>'role' = 'admin' AND detail ? 'name' AND detail ? 'providers'`, mA); n != 1 {
+		t.Fatalf("client.updated rows: %d", n)
+	}
+	// The API gives the provider back.
+	st, out := e.adminAPI(e.keys["admin"], http.MethodPatch, "/admin/api/clients/"+mA, map[string]any{"providers": []string{"fake"}})
+	if st != 200 || fmt.Sprint(out["providers"]) != "[fake]" || out["name"] != "Files A, renamed" {
+		t.Fatalf("patch providers: %d %v", st, out)
+	}
+	if st, out := e.mA.call(http.MethodGet, "/v1/connections/fake/token", "bob", nil); st != 200 {
+		t.Fatalf("token read after the provider came back: %d %v", st, out)
+	}
+	if st, out := e.adminAPI(e.keys["admin"], http.MethodPatch, "/admin/api/clients/"+mA, map[string]any{"resources": []string{}}); st != 400 {
+		t.Fatalf("patch with no resources: %d %v", st, out)
+	}
+	e.orgBUnchanged()
 }

@@ -43,6 +43,7 @@ var leastRoles = map[string]string{
 	"POST /admin/admins":                        "owner",
 	"POST /admin/admins/revoke":                 "owner",
 	"POST /admin/clients":                       "admin", // clients_edit.go
+	"POST /admin/clients/{id}/registration":     "admin",
 	"POST /admin/clients/{id}/display":          "admin",
 	"POST /admin/clients/{id}/proxy-only":       "admin",
 	"POST /admin/clients/{id}/rotate-key":       "admin",
@@ -183,6 +184,8 @@ func (e *orgsEnv) orgBUnchanged() {
 		{"org-b's consent", `SELECT count(*) FROM consents WHERE connection_id = $1`, e.connB},
 		{"org-b's client, enabled, without assertion keys", `SELECT count(*) FROM clients WHERE id = $1 AND NOT disabled
 			AND jwks_url IS NULL AND jwks IS NULL`, e.mB.client.ID},
+		{"org-b's client's registration", `SELECT count(*) FROM clients WHERE id = $1 AND name = 'files-b'
+			AND resources = '{https://files-b.mcp.example/}'`, e.mB.client.ID},
 		{"org-b's endpoint", `SELECT count(*) FROM webhook_endpoints WHERE id = $1`, e.epB},
 		{"org-b's endpoint alone", `SELECT 1 + count(*) FROM webhook_endpoints WHERE client_id = (SELECT client_id FROM webhook_endpoints WHERE id = $1) AND id <> $1`, e.epB},
 		{"org-b's delivery, as it was", `SELECT count(*) FROM webhook_deliveries WHERE id = $1 AND status = 'failed' AND attempts = 3`, e.delB},
@@ -265,6 +268,8 @@ func (e *orgsEnv) body(path string, page bool) map[string]any {
 		return map[string]any{"url": e.webhookTarget + "/evil"}
 	case strings.HasSuffix(path, "/admins"):
 		return map[string]any{"issuer": e.idp.Issuer(), "subject": "mallory", "role": "owner"}
+	case strings.HasSuffix(path, "/registration"):
+		return map[string]any{"name": "Pwned", "resources": "https://evil.example/"}
 	case strings.HasSuffix(path, "/admins/revoke"):
 		return map[string]any{"issuer": e.idp.Issuer(), "subject": "b-owner"}
 	}

@@ -35,6 +35,12 @@ const (
 	// verifying even while someone keeps the URL failing. The same bound for
 	// issuers and clients.
 	maxStaleKeys = time.Hour
+	// maxFetchWait is the longest a caller waits for a fetch under way
+	// (its own, or another caller's that it shares). A JWKS that hangs is
+	// fetched until the cache's Timeout in the background, once, while
+	// each caller gets its answer within this: the keys it has, a 503 kind
+	// ErrUnavailable with Retry-After, or an unknown key refused.
+	maxFetchWait = time.Second
 )
 
 // ErrUnknownKey means the key a JWT names (its kid, or a DPoP proof's jwk)
@@ -132,7 +138,9 @@ func (c *Cache) Set(u string) *Set {
 //
 // Fetches run one at a time, in their own goroutine on the cache's context
 // (one caller giving up does not fail the fetch the others wait for); a
-// caller that needs a fetch while one runs waits for that one.
+// caller that needs a fetch while one runs waits for that one, for at most
+// maxFetchWait: a JWKS that hangs costs each caller a second, not the
+// fetch's timeout, whoever triggered the fetch (forged kids included).
 type Set struct {
 	c     *Cache
 	url   string
@@ -189,9 +197,12 @@ func (s *Set) maintain(ctx context.Context) {
 	wait := s.ok || !s.usable(now)
 	s.mu.Unlock()
 	if wait {
+		t := time.NewTimer(maxFetchWait)
+		defer t.Stop()
 		select {
 		case <-done:
 		case <-ctx.Done():
+		case <-t.C: // Keys decides on the keys as they are
 		}
 	}
 }
@@ -246,10 +257,19 @@ func (s *Set) UnknownKey(ctx context.Context, iat *jwt.NumericDate, has func() b
 		done = s.start()
 	}
 	s.mu.Unlock()
+	t := time.NewTimer(maxFetchWait)
+	defer t.Stop()
 	select {
 	case <-done:
 	case <-ctx.Done():
 		return Unavailable(s.c.UnknownKeyInterval, "%s JWKS %s: waiting for it: %w", s.c.What, s.url, ctx.Err())
+	case <-t.C:
+		// The fetch hangs: answer now; it goes on in the background, and
+		// its end is when trying again can help.
+		s.mu.Lock()
+		retry := max(s.tried.Add(s.c.Timeout).Sub(s.c.Now()), time.Second)
+		s.mu.Unlock()
+		return Unavailable(retry, "%s JWKS %s: unknown key; the fetch under way has not answered within %s", s.c.What, s.url, maxFetchWait)
 	}
 	if has() {
 		return nil

@@ -101,7 +101,7 @@ type study struct {
 	rows      []row
 	problems  []string // 500s, hangs and log lines worth a report
 	logf      func(string, ...any)
-	seq       int // numbers seeded users
+	seq       int                           // numbers seeded users
 	jwksHang  atomic.Pointer[chan struct{}] // non-nil: the issuer's JWKS hangs until it is closed
 }
 

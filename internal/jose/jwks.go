@@ -35,8 +35,8 @@ const (
 	// verifying even while someone keeps the URL failing. The same bound for
 	// issuers and clients.
 	maxStaleKeys = time.Hour
-	// maxFetchWait is the longest a caller waits for a fetch under way
-	// (its own, or another caller's that it shares). A JWKS that hangs is
+	// maxFetchWait is how long after a fetch started its callers wait for
+	// it (their own, or another's they share). A JWKS that hangs is
 	// fetched until the cache's Timeout in the background, once, while
 	// each caller gets its answer within this: the keys it has, a 503 kind
 	// ErrUnavailable with Retry-After, or an unknown key refused.
@@ -138,9 +138,11 @@ func (c *Cache) Set(u string) *Set {
 //
 // Fetches run one at a time, in their own goroutine on the cache's context
 // (one caller giving up does not fail the fetch the others wait for); a
-// caller that needs a fetch while one runs waits for that one, for at most
-// maxFetchWait: a JWKS that hangs costs each caller a second, not the
-// fetch's timeout, whoever triggered the fetch (forged kids included).
+// caller that needs a fetch while one runs waits for that one, until
+// maxFetchWait after it started: a JWKS that hangs costs each caller at
+// most a second, not the fetch's timeout, whoever triggered the fetch
+// (forged kids included), and a fetch an unknown key brought forward is
+// not waited for by callers whose keys the set has.
 type Set struct {
 	c     *Cache
 	url   string
@@ -155,6 +157,7 @@ type Set struct {
 	ok         bool          // the last fetch succeeded
 	failures   int           // fetches failed in a row
 	due        time.Time     // when the next fetch is due
+	waitUntil  time.Time     // the fetch under way is waited for until then (real time: maxFetchWait after it started)
 }
 
 // Keys makes the set as current as it must be for a JWT to be verified
@@ -194,10 +197,13 @@ func (s *Set) maintain(ctx context.Context) {
 		}
 		done = s.start()
 	}
-	wait := s.ok || !s.usable(now)
+	// A fetch an unknown key brought forward, before the answer's lifetime
+	// ends, is not waited for: the keys the set has are current.
+	wait := (s.ok && !now.Before(s.due)) || !s.usable(now)
+	until := s.waitUntil
 	s.mu.Unlock()
 	if wait {
-		t := time.NewTimer(maxFetchWait)
+		t := time.NewTimer(time.Until(until))
 		defer t.Stop()
 		select {
 		case <-done:
@@ -256,8 +262,9 @@ func (s *Set) UnknownKey(ctx context.Context, iat *jwt.NumericDate, has func() b
 		}
 		done = s.start()
 	}
+	until := s.waitUntil
 	s.mu.Unlock()
-	t := time.NewTimer(maxFetchWait)
+	t := time.NewTimer(time.Until(until))
 	defer t.Stop()
 	select {
 	case <-done:
@@ -303,6 +310,11 @@ func (s *Set) start() chan struct{} {
 	done := make(chan struct{})
 	started := s.c.Now()
 	s.fetching, s.tried = done, started
+	// Every caller waits for this fetch until maxFetchWait after it
+	// started, whenever it came: a caller never waits more than that in
+	// all (Keys, then UnknownKey), and once the fetch has hung that long
+	// the next ones are answered at once.
+	s.waitUntil = time.Now().Add(maxFetchWait)
 	go func() {
 		h, err := s.fetch()
 		s.mu.Lock()

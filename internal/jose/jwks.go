@@ -40,7 +40,7 @@ const (
 	// fetched until the cache's Timeout in the background, once, while
 	// each caller gets its answer within this: the keys it has, a 503 kind
 	// ErrUnavailable with Retry-After, or an unknown key refused.
-	maxFetchWait = time.Second
+	maxFetchWait = 750 * time.Millisecond // and the request's own work within a second
 )
 
 // ErrUnknownKey means the key a JWT names (its kid, or a DPoP proof's jwk)
@@ -140,7 +140,7 @@ func (c *Cache) Set(u string) *Set {
 // (one caller giving up does not fail the fetch the others wait for); a
 // caller that needs a fetch while one runs waits for that one, until
 // maxFetchWait after it started: a JWKS that hangs costs each caller at
-// most a second, not the fetch's timeout, whoever triggered the fetch
+// most 750 ms (an answer within a second), not the fetch's timeout, whoever triggered the fetch
 // (forged kids included), and a fetch an unknown key brought forward is
 // not waited for by callers whose keys the set has.
 type Set struct {

@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,7 +17,8 @@ import (
 )
 
 // TestLongPollsOnASmallPool (issue 35): 300 long-polls sent at once to a
-// replica whose pool has 10 connections are all held — a long-poll waits
+// replica whose pool has 10 connections are all held (none answered, every
+// one's checks done, no pooled connection held) — a long-poll waits
 // without a pooled connection, only its checks take one, briefly, and the
 // burst of those checks waits for the pool within its deadline instead of
 // being refused past a count of waiters (233 of 300 were answered 503 in
@@ -34,9 +34,10 @@ func TestLongPollsOnASmallPool(t *testing.T) {
 	// This replica is not Run: its caches never go live, so each poll's
 	// checks are four or five reads (client key, elicitation, the client
 	// again) — 1,500 statements for the burst on a pool of 10, on shared
-	// cores: a longer acquire deadline than the default 2 s, the waiter
-	// cap derived from it (2,500).
-	cfg.DB = db.Deadlines{Acquire: 10 * time.Second}
+	// cores and under -race with the package's other tests: a longer
+	// acquire deadline than the default 2 s, the waiter cap derived from it
+	// (7,500).
+	cfg.DB = db.Deadlines{Acquire: 30 * time.Second}
 	cfg.RateLimit.MaxWaiters = 1000
 	_, base := e.replica(cfg)
 	id := m.mint("alice", map[string]any{"provider": "fake"})["elicitation_id"].(string)
@@ -49,13 +50,13 @@ func TestLongPollsOnASmallPool(t *testing.T) {
 	}
 	results := make(chan result, polls)
 	start := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	var wg sync.WaitGroup
 	for range polls {
 		wg.Go(func() {
 			<-start
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/elicitations/"+id+"?wait=15s", nil)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/elicitations/"+id+"?wait=60s", nil)
 			req.Header = h.Clone()
 			resp, err := e.srv.Client().Do(req)
 			if err != nil {
@@ -81,14 +82,8 @@ func TestLongPollsOnASmallPool(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	wg.Wait() // each ends with its wait (the replica is not Run: no wake-ups)
-	close(results)
-	for r := range results {
-		if r.status != http.StatusOK {
-			t.Fatalf("long-poll: %d %s", r.status, r.body)
-		}
-		if !strings.Contains(r.body, `"pending"`) {
-			t.Fatalf("long-poll: %s", r.body)
-		}
-	}
+	// All 300 held: the test hangs up (the replica is not Run, so nothing
+	// would wake them before their minute).
+	cancel()
+	wg.Wait()
 }

@@ -137,6 +137,50 @@ statement; the read path writes nothing but a client's last use (at most once a 
 per client) and the sampled ` + "`token.read`" + ` audit row (at most one per user, client and
 provider per hour), and a refresh when one is due.
 
+## Admission to the pool
+
+A request that needs the database waits for one of the replica's pooled connections
+(` + "`" + `CONNECTD_DB_MAX_CONNS` + "`" + `, 20) for at most the acquire deadline (` + "`" + `CONNECTD_DB_ACQUIRE_TIMEOUT` + "`" + `,
+2 s), and since issue 35 it is admitted by that deadline, not by a count (internal/db,
+admission.go): it waits while the pool can hand it a connection in time — the requests
+ahead of it, served MaxConns at a time, at the pool's recent hold (acquire to release of
+requests' connections, a moving average of the last 16 or so) — and is refused at once,
+503 ` + "`" + `database_unavailable` + "`" + ` with ` + "`" + `Retry-After` + "`" + `, only when the estimate says it cannot; if it
+was admitted and still no connection came, it is refused at its deadline as before. A
+stuck statement's hold ends at the 5 s statement deadline, so a frozen or very slow database
+raises the average and the waiters beyond what it can serve are refused at once; a request
+within the pool's size is always admitted, so the average comes back down as soon as the
+database does. The count of waiters is capped only as a bound on memory
+(` + "`" + `CONNECTD_DB_MAX_WAITING` + "`" + `, by default MaxConns × acquire deadline ÷ 40 ms, at least 64:
+1,000 for 20 connections and 2 s — what the pool serves within the deadline at 40 ms a hold,
+ten times the longest average hold measured at 256 callers; a waiting request costs its
+goroutine, its connection's buffers and its request, about 20 KB, so 1,000 waiting are
+about 20 MB). Before, the cap was 64 waiters, and a burst of 256 callers was refused past
+it while the pool would have served every one of them within a fraction of the deadline:
+27–32 thousand errors in 4 s on the cache-off token read, the elicitation status and mint
+at 256 callers, at a load pgbench -S serves without one.
+
+Measured 2026-12-02, ` + "`" + `-levels 256 -users 2000` + "`" + ` (token read with and without the credential
+cache, status, mint; one replica), the binary before (main, 2254174) and after, alternated
+old, new, old, new, on a machine whose load average was 17–26 on its 2 cores from other
+work throughout (so every req/s and latency is far below the table above; only errors and
+ratios within a pair mean anything):
+
+| scenario at 256 callers | errors old / new (run 1) | errors old / new (run 2) | req/s old → new (runs 1, 2) | p99 ms new (runs 1, 2) |
+| --- | --- | --- | --- | --- |
+| token lookup, cache on | 0 / 0 | 0 / 0 | 383 → 2207, 663 → 800 | 438, 1234 |
+| token lookup, credential cache off | 1013 / 0 | 2855 / 0 | 67 → 1796, 45 → 695 | 326, 793 |
+| elicitation status | 2996 / 0 | 1746 / 0 | 193 → 829, 97 → 560 | 629, 1183 |
+| mint | 255 / 0 | 1313 / 101 | 61 → 421, 76 → 256 | 1697, 2595 |
+
+The old binary's req/s count only answers that succeeded, most of its requests being
+refused at once, so its figures are not a throughput. The new binary's second mint
+measurement had 101 errors and a p99 of 2.6 s, over the 2 s acquire deadline: with the
+machine that loaded, some mints waited out their deadline (or were refused by the estimate
+as the average hold grew); the target (0 errors, p99 within the acquire deadline) is met
+in the first pair and missed by mint in the second, on a machine not fit to judge it —
+the figure to take again on a quiet one.
+
 ## Reading the figures, and the bounds
 
 - **Shared cores.** Postgres, the load generator (a Go HTTP client, itself as costly

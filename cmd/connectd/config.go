@@ -250,7 +250,7 @@ func loadConfig(getenv func(string) string, n needs) (*Config, error) {
 		Deadlines: db.Deadlines{
 			Acquire:    e.duration("CONNECTD_DB_ACQUIRE_TIMEOUT", db.DefaultAcquire, 10*time.Millisecond, time.Minute),
 			Query:      e.duration("CONNECTD_DB_QUERY_TIMEOUT", db.DefaultQuery, 10*time.Millisecond, 10*time.Minute),
-			MaxWaiting: int(e.int32("CONNECTD_DB_MAX_WAITING", db.DefaultMaxWaiting, 1, 100_000)),
+			MaxWaiting: int(e.int32("CONNECTD_DB_MAX_WAITING", db.DefaultMaxWaiting, 0, 100_000)),
 		},
 	}
 	if c.DB.MinConns > c.DB.MaxConns {

@@ -1,10 +1,13 @@
 // Package db owns connectd's rules for using Postgres while it misbehaves:
 // every pool acquire and every statement made on behalf of a request has a
-// deadline, a request that would queue behind too many others for a pooled
-// connection is refused at once instead of waiting without bound, and one
-// function (Unavailable) says whether an error means "the database cannot
-// serve now" — answered 503 database_unavailable with Retry-After — rather
-// than a bug.
+// deadline; a request waits for a pooled connection while the pool can
+// still serve it within that deadline and is refused at once only when it
+// cannot (admission by deadline, admission.go), with a cap on the number
+// waiting that bounds memory; a pooled connection the server has closed is
+// never handed out, and a read that fails on one that died under it is
+// tried once more on a live one (live.go); and one function (Unavailable)
+// says whether an error means "the database cannot serve now" — answered
+// 503 database_unavailable with Retry-After — rather than a bug.
 //
 // The deadlines ride on the request's context (WithDeadlines, applied to
 // every request by package web), and a tracer installed on the pool
@@ -41,17 +44,19 @@ type Deadlines struct {
 	Acquire time.Duration
 	// Query bounds one statement, begin and commit included (default 5s).
 	Query time.Duration
-	// MaxWaiting is how many requests of this process may wait for a pooled
-	// connection at once; one more is refused at once, as a timeout would
-	// refuse it later (default 64). Negative: no bound.
+	// MaxWaiting bounds how many requests of this process may wait for a
+	// pooled connection at once, a bound on memory (admission.go): one more
+	// is refused at once. 0 derives it from the pool and Acquire
+	// (MaxWaitingFor); negative: no bound.
 	MaxWaiting int
 }
 
-// Defaults of Deadlines.
+// Defaults of Deadlines. DefaultMaxWaiting, 0, means MaxWaitingFor the
+// pool's size and the acquire deadline.
 const (
 	DefaultAcquire    = 2 * time.Second
 	DefaultQuery      = 5 * time.Second
-	DefaultMaxWaiting = 64
+	DefaultMaxWaiting = 0
 )
 
 func (d Deadlines) withDefaults() Deadlines {
@@ -60,9 +65,6 @@ func (d Deadlines) withDefaults() Deadlines {
 	}
 	if d.Query <= 0 {
 		d.Query = DefaultQuery
-	}
-	if d.MaxWaiting == 0 {
-		d.MaxWaiting = DefaultMaxWaiting
 	}
 	return d
 }
@@ -88,14 +90,18 @@ func deadlinesOf(ctx context.Context) (Deadlines, bool) {
 	return d, ok
 }
 
-// ErrShed is the cause of an acquire refused because too many requests were
-// already waiting for a connection.
-var ErrShed = errors.New("db: too many requests waiting for a database connection")
+// ErrShed is the cause of an acquire refused at once: the pool could not
+// serve it within its deadline, or MaxWaiting requests were already waiting.
+var ErrShed = errors.New("db: no database connection within the request's deadline")
 
-// Configure installs the deadline tracer on pc. Every pool connectd opens
-// (the server's, the CLI's, the tests') is configured by it.
+// Configure installs the deadline tracer on pc, and the checks that keep a
+// connection the server closed from being handed out (live.go). Every pool
+// connectd opens (the server's, the CLI's, the tests') is configured by it.
 func Configure(pc *pgxpool.Config) {
-	pc.ConnConfig.Tracer = &tracer{}
+	t := &tracer{}
+	pc.ConnConfig.Tracer = t
+	pc.PrepareConn = prepareConn
+	pc.ShouldPing = t.shouldPing
 }
 
 // Waiting reports how many requests wait for a pooled connection of pool
@@ -107,8 +113,8 @@ func Waiting(pool *pgxpool.Pool) int64 {
 	return 0
 }
 
-// Shed reports how many acquires of pool were refused for MaxWaiting since
-// start.
+// Shed reports how many acquires of pool were refused at once since start
+// (their deadline could not be met, or MaxWaiting).
 func Shed(pool *pgxpool.Pool) uint64 {
 	if t, ok := pool.Config().ConnConfig.Tracer.(*tracer); ok {
 		return t.shed.Load()
@@ -123,11 +129,14 @@ func Shed(pool *pgxpool.Pool) uint64 {
 type tracer struct {
 	waiting atomic.Int64
 	shed    atomic.Uint64
+	admission
+	live
 }
 
 type span struct {
 	cancel  context.CancelFunc
 	counted bool
+	request bool // an acquire under a request's deadlines: its hold is sampled
 }
 
 type spanKey struct{}
@@ -141,13 +150,14 @@ func end(ctx context.Context, t *tracer) {
 	}
 }
 
-func (t *tracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
+func (t *tracer) TraceAcquireStart(ctx context.Context, pool *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
 	d, ok := deadlinesOf(ctx)
 	if !ok {
 		return ctx
 	}
-	s := &span{counted: true}
-	if n := t.waiting.Add(1); d.MaxWaiting > 0 && n > int64(d.MaxWaiting) {
+	s := &span{counted: true, request: true}
+	n := t.waiting.Add(1)
+	if !t.admit(pool, ctx, d, n) {
 		// An acquire whose context is already over fails at once, with
 		// nothing queued: the same answer a timeout would give later.
 		t.shed.Add(1)
@@ -160,8 +170,18 @@ func (t *tracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ pgxpo
 	return context.WithValue(c, spanKey{}, s)
 }
 
-func (t *tracer) TraceAcquireEnd(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireEndData) {
+func (t *tracer) TraceAcquireEnd(ctx context.Context, _ *pgxpool.Pool, d pgxpool.TraceAcquireEndData) {
+	if s, ok := ctx.Value(spanKey{}).(*span); ok && s.request && d.Conn != nil {
+		t.acquired(d.Conn)
+	}
 	end(ctx, t)
+}
+
+func (t *tracer) TraceRelease(_ *pgxpool.Pool, d pgxpool.TraceReleaseData) {
+	t.released(d.Conn)
+	if d.Conn.IsClosed() {
+		t.lost()
+	}
 }
 
 func (t *tracer) statement(ctx context.Context) context.Context {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/db"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/internal/webhook"
@@ -251,8 +252,11 @@ func (s *Store) ChooseAccount(ctx context.Context, id, choice string) error {
 func (s *Store) Get(ctx context.Context, id string) (*Elicitation, error) {
 	var e Elicitation
 	var completed *time.Time
-	err := s.pool.QueryRow(ctx, selectElicitation, id).Scan(&e.ID, &e.ClientID, &e.Issuer, &e.Subject, &e.Provider,
-		&e.Scopes, &e.Message, &e.RequestDigest, &e.Status, &e.Reason, &e.CreatedAt, &e.ExpiresAt, &completed, &e.Account)
+	// A read: once more on a live connection if its own died under it.
+	err := db.Read(ctx, func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, selectElicitation, id).Scan(&e.ID, &e.ClientID, &e.Issuer, &e.Subject, &e.Provider,
+			&e.Scopes, &e.Message, &e.RequestDigest, &e.Status, &e.Reason, &e.CreatedAt, &e.ExpiresAt, &completed, &e.Account)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}

@@ -35,6 +35,12 @@ const (
 	// verifying even while someone keeps the URL failing. The same bound for
 	// issuers and clients.
 	maxStaleKeys = time.Hour
+	// maxFetchWait is how long after a fetch started its callers wait for
+	// it (their own, or another's they share). A JWKS that hangs is
+	// fetched until the cache's Timeout in the background, once, while
+	// each caller gets its answer within this: the keys it has, a 503 kind
+	// ErrUnavailable with Retry-After, or an unknown key refused.
+	maxFetchWait = 750 * time.Millisecond // and the request's own work within a second
 )
 
 // ErrUnknownKey means the key a JWT names (its kid, or a DPoP proof's jwk)
@@ -132,7 +138,11 @@ func (c *Cache) Set(u string) *Set {
 //
 // Fetches run one at a time, in their own goroutine on the cache's context
 // (one caller giving up does not fail the fetch the others wait for); a
-// caller that needs a fetch while one runs waits for that one.
+// caller that needs a fetch while one runs waits for that one, until
+// maxFetchWait after it started: a JWKS that hangs costs each caller at
+// most 750 ms (an answer within a second), not the fetch's timeout, whoever triggered the fetch
+// (forged kids included), and a fetch an unknown key brought forward is
+// not waited for by callers whose keys the set has.
 type Set struct {
 	c     *Cache
 	url   string
@@ -147,6 +157,7 @@ type Set struct {
 	ok         bool          // the last fetch succeeded
 	failures   int           // fetches failed in a row
 	due        time.Time     // when the next fetch is due
+	waitUntil  time.Time     // the fetch under way is waited for until then (real time: maxFetchWait after it started)
 }
 
 // Keys makes the set as current as it must be for a JWT to be verified
@@ -186,12 +197,18 @@ func (s *Set) maintain(ctx context.Context) {
 		}
 		done = s.start()
 	}
-	wait := s.ok || !s.usable(now)
+	// A fetch an unknown key brought forward, before the answer's lifetime
+	// ends, is not waited for: the keys the set has are current.
+	wait := (s.ok && !now.Before(s.due)) || !s.usable(now)
+	until := s.waitUntil
 	s.mu.Unlock()
 	if wait {
+		t := time.NewTimer(time.Until(until))
+		defer t.Stop()
 		select {
 		case <-done:
 		case <-ctx.Done():
+		case <-t.C: // Keys decides on the keys as they are
 		}
 	}
 }
@@ -245,11 +262,21 @@ func (s *Set) UnknownKey(ctx context.Context, iat *jwt.NumericDate, has func() b
 		}
 		done = s.start()
 	}
+	until := s.waitUntil
 	s.mu.Unlock()
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
 	select {
 	case <-done:
 	case <-ctx.Done():
 		return Unavailable(s.c.UnknownKeyInterval, "%s JWKS %s: waiting for it: %w", s.c.What, s.url, ctx.Err())
+	case <-t.C:
+		// The fetch hangs: answer now; it goes on in the background, and
+		// its end is when trying again can help.
+		s.mu.Lock()
+		retry := max(s.tried.Add(s.c.Timeout).Sub(s.c.Now()), time.Second)
+		s.mu.Unlock()
+		return Unavailable(retry, "%s JWKS %s: unknown key; the fetch under way has not answered within %s", s.c.What, s.url, maxFetchWait)
 	}
 	if has() {
 		return nil
@@ -283,6 +310,11 @@ func (s *Set) start() chan struct{} {
 	done := make(chan struct{})
 	started := s.c.Now()
 	s.fetching, s.tried = done, started
+	// Every caller waits for this fetch until maxFetchWait after it
+	// started, whenever it came: a caller never waits more than that in
+	// all (Keys, then UnknownKey), and once the fetch has hung that long
+	// the next ones are answered at once.
+	s.waitUntil = time.Now().Add(maxFetchWait)
 	go func() {
 		h, err := s.fetch()
 		s.mu.Lock()

@@ -54,7 +54,7 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 type poolCollector struct {
 	stat    func() *pgxpool.Stat
 	waiting func() int64  // requests waiting for a connection (db.Waiting)
-	shed    func() uint64 // acquires refused past CONNECTD_DB_MAX_WAITING (db.Shed)
+	shed    func() uint64 // acquires refused at once: their deadline could not be met, or CONNECTD_DB_MAX_WAITING (db.Shed)
 }
 
 func poolDesc(name, help string) *prometheus.Desc {
@@ -73,8 +73,8 @@ var (
 	poolNewConns        = poolDesc("new_conns_total", "Connections opened.")
 	poolLifetimeDestroy = poolDesc("max_lifetime_destroys_total", "Connections closed for reaching CONNECTD_DB_MAX_CONN_LIFETIME.")
 	poolIdleDestroy     = poolDesc("max_idle_destroys_total", "Connections closed for idling past CONNECTD_DB_MAX_CONN_IDLE_TIME.")
-	poolWaiting         = poolDesc("waiting_requests", "Requests waiting for a pooled connection now (at most CONNECTD_DB_MAX_WAITING).")
-	poolShed            = poolDesc("shed_acquires_total", "Requests answered 503 at once because CONNECTD_DB_MAX_WAITING others were already waiting.")
+	poolWaiting         = poolDesc("waiting_requests", "Requests waiting for a pooled connection now (at most CONNECTD_DB_MAX_WAITING, by default the pool size × the acquire timeout ÷ 40 ms).")
+	poolShed            = poolDesc("shed_acquires_total", "Requests answered 503 at once because the pool could not serve them within their acquire deadline, or CONNECTD_DB_MAX_WAITING others were already waiting.")
 )
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {

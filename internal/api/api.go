@@ -652,6 +652,9 @@ type released struct {
 	// narrowedTo: cred is a token narrowed to these scopes (nil: the
 	// connection's own).
 	narrowedTo []string
+	// appID is the provider app the connection was obtained with ("": the
+	// deployment's): the proxy's bulkhead is per app.
+	appID string
 }
 
 // release is the one credential-release path, for the token read, token
@@ -689,9 +692,13 @@ func (s *Server) release(r *http.Request, c *caller, use release.Use, name, acco
 	}
 	appr := *ap
 	info := p.Info()
-	var d release.Decision
+	var (
+		d     release.Decision
+		appID string
+	)
 	cred, err := s.connections(c).TokenFor(r.Context(), c.user, name, appr.ConnectionID, required, func(h vault.Held) error {
 		var err error
+		appID = h.AppID
 		d, err = releaseClient(c.client).Credential(name, h, &appr, info.NarrowOnRefresh, required)
 		return err
 	})
@@ -705,7 +712,7 @@ func (s *Server) release(r *http.Request, c *caller, use release.Use, name, acco
 		}
 		narrowedTo = d.Scopes
 	}
-	return released{provider: name, cred: cred, approval: appr, info: info, narrowedTo: narrowedTo}, nil
+	return released{provider: name, cred: cred, approval: appr, info: info, narrowedTo: narrowedTo, appID: appID}, nil
 }
 
 // narrowed is the token for a client the decision gives a token narrowed to

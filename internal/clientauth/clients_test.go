@@ -324,7 +324,7 @@ func TestResourcesUnique(t *testing.T) {
 	}
 	// Writes that do not go through Create: the schema refuses them.
 	for name, sql := range map[string]string{
-		"insert": `INSERT INTO clients (id, name, resources) VALUES ('cli_raw', 'raw', ARRAY['` + mcpauthtest.Resource + `'])`,
+		"insert": `INSERT INTO clients (id, name, resources, org_id) VALUES ('cli_raw', 'raw', ARRAY['` + mcpauthtest.Resource + `'], 'default')`,
 		"update": `UPDATE clients SET resources = ARRAY['https://b.example.com/mcp/'] WHERE id = '` + off.ID + `'`,
 	} {
 		if _, err := pool.Exec(ctx, sql); err == nil || !strings.Contains(err.Error(), "client_resources_pkey") {

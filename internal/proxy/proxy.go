@@ -31,8 +31,9 @@ const (
 	DefaultMaxRequestBytes  = 10 << 20  // 10 MiB
 	DefaultMaxResponseBytes = 100 << 20 // 100 MiB
 	DefaultTimeout          = 5 * time.Minute
-	// DefaultMaxInFlight caps the calls in flight to one provider from one
-	// replica: a provider that hangs holds at most this many.
+	// DefaultMaxInFlight caps the calls in flight to one provider app (a
+	// provider and the app the credential is of) from one replica: a
+	// provider that hangs holds at most this many of each app's calls.
 	DefaultMaxInFlight = 512
 	// replayable is the largest request body kept to send again after a
 	// refresh (larger ones stream and are not retried).
@@ -48,8 +49,9 @@ type Config struct {
 	MaxRequestBytes, MaxResponseBytes int64
 	// Timeout bounds one forwarded call, streaming included.
 	Timeout time.Duration
-	// MaxInFlight caps the calls in flight to one provider (default
-	// DefaultMaxInFlight); past it a call is ErrBusy at once.
+	// MaxInFlight caps the calls in flight to one provider app, each
+	// (Call.Provider, Call.App) apart (default DefaultMaxInFlight); past it
+	// a call is ErrBusy at once, and other apps' calls are not affected.
 	MaxInFlight int
 	Now         func() time.Time
 }
@@ -58,8 +60,8 @@ type Config struct {
 type Forwarder struct {
 	cfg   Config
 	mu    sync.Mutex
-	holds map[string]time.Time     // key → the provider's Retry-After end
-	slots map[string]chan struct{} // provider → its in-flight calls
+	holds map[string]time.Time       // key → the provider's Retry-After end
+	slots map[bulkhead]chan struct{} // provider app → its in-flight calls
 }
 
 // New returns a Forwarder.
@@ -82,7 +84,7 @@ func New(cfg Config) *Forwarder {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
 	}
-	return &Forwarder{cfg: cfg, holds: map[string]time.Time{}, slots: map[string]chan struct{}{}}
+	return &Forwarder{cfg: cfg, holds: map[string]time.Time{}, slots: map[bulkhead]chan struct{}{}}
 }
 
 // Errors the caller maps to its answers (internal/web's one error table
@@ -107,7 +109,8 @@ var (
 	// ErrRefused: the provider answered 401 to the credential (refreshed
 	// and sent again where it could be).
 	ErrRefused = errors.New("proxy: the provider refused the credential")
-	// ErrBusy: as many calls to the provider are in flight as allowed.
+	// ErrBusy: as many calls to the provider with the call's app are in
+	// flight as allowed.
 	ErrBusy = errors.New("proxy: too many calls to the provider in flight")
 	// ErrUnavailable: the provider could not be reached or did not answer.
 	ErrUnavailable = errors.New("proxy: the provider could not be reached")
@@ -140,8 +143,12 @@ type Call struct {
 	// HoldKey names whose Retry-After window this call shares (provider and
 	// connection).
 	HoldKey string
-	// Provider names the bulkhead the call takes a place in.
-	Provider string
+	// Provider and App name the bulkhead the call takes a place in: the
+	// provider, and the provider app the credential was obtained with
+	// (vault.Connection.AppID; "" is the deployment's shared app, one app
+	// for every organization that uses it). One organization's burst at a
+	// provider with its own app takes none of another app's places.
+	Provider, App string
 	// Drop are request headers of connectd's own that must not cross
 	// beyond those dropped by name or family (the user token header, the
 	// DPoP proof), in their "_" spelling too (sameHeader).
@@ -211,7 +218,7 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (in
 	if r.ContentLength > f.cfg.MaxRequestBytes {
 		return 0, ErrTooLarge
 	}
-	release, ok := f.slot(c.Provider)
+	release, ok := f.slot(bulkhead{c.Provider, c.App})
 	if !ok {
 		return 0, ErrBusy
 	}
@@ -385,13 +392,18 @@ func (c *capped) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// slot takes a place among provider's calls in flight, without waiting.
-func (f *Forwarder) slot(provider string) (func(), bool) {
+// bulkhead is whose calls in flight a call counts among: one provider
+// app's. There are as many as apps that were called (provider_apps' rows
+// and the deployment's apps), so the map is never swept.
+type bulkhead struct{ provider, app string }
+
+// slot takes a place among b's calls in flight, without waiting.
+func (f *Forwarder) slot(b bulkhead) (func(), bool) {
 	f.mu.Lock()
-	ch, ok := f.slots[provider]
+	ch, ok := f.slots[b]
 	if !ok {
 		ch = make(chan struct{}, f.cfg.MaxInFlight)
-		f.slots[provider] = ch
+		f.slots[b] = ch
 	}
 	f.mu.Unlock()
 	select {

@@ -321,6 +321,56 @@ func TestForwardBulkhead(t *testing.T) {
 	resp.Body.Close()
 }
 
+// TestForwardBulkheadPerApp (issue 34: "bulkheads are per (organization,
+// provider app)"): one organization's app holding all its places at a
+// provider that hangs takes none of another app's at the same provider —
+// the other organization's own app, or the deployment's shared one ("") —
+// while a second call with the held app is ErrBusy.
+func TestForwardBulkheadPerApp(t *testing.T) {
+	t.Parallel()
+	hang := make(chan struct{})
+	var arrived atomic.Int32
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "Bearer acme" {
+			arrived.Add(1)
+			<-hang
+		}
+		w.Write([]byte("ok"))
+	}))
+	t.Cleanup(api.Close)
+	base, _ := url.Parse(api.URL)
+	f := proxy.New(proxy.Config{MaxInFlight: 2})
+	srv, last := front(t, f, func(r *http.Request) *proxy.Call {
+		app := strings.TrimPrefix(r.URL.Path, "/p/") // "app_acme", "app_globex", "" (the deployment's)
+		token := map[string]string{"app_acme": "acme"}[app]
+		return &proxy.Call{Base: base, Path: "x", Header: "Authorization", Value: "Bearer " + token, Provider: "github", App: app}
+	})
+	t.Cleanup(func() { close(hang) })
+	held := &http.Client{Timeout: 30 * time.Second}
+	for range 2 {
+		go held.Get(srv.URL + "/p/app_acme") //nolint:errcheck // held until the test ends
+	}
+	for deadline := time.Now().Add(5 * time.Second); arrived.Load() < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("acme's two calls did not reach the hanging provider")
+		}
+	}
+	for _, tt := range []struct {
+		app  string
+		want int
+	}{{"app_acme", 599}, {"app_globex", http.StatusOK}, {"", http.StatusOK}} {
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(srv.URL + "/p/" + tt.app)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.want || tt.want == 599 && !errors.Is(last.Load().(box).error, proxy.ErrBusy) {
+			t.Errorf("a call with app %q while acme's app holds its places: %d %v, want %d", tt.app, resp.StatusCode,
+				last.Load(), tt.want)
+		}
+	}
+}
+
 // TestTargetStaysOnTheBase (issue 25): whatever path a caller sends, a
 // call goes to the provider's API base — its scheme, host (a per-customer
 // one included) and path prefix — or is refused: never to a host the path

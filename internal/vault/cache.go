@@ -69,7 +69,7 @@ func (s *Store) forgetIn(org string, user identity.User, provider, id string) {
 // subject and provider are the key; the row's scopes and account hash (kept
 // with the credential by every write) are what a release decision is made
 // on before the credential is opened.
-const selectTokenRow = `SELECT id, status, ciphertext, refreshed_at, scopes, account_hash, org_id FROM connections
+const selectTokenRow = `SELECT id, status, ciphertext, refreshed_at, scopes, account_hash, org_id, coalesce(app_id, '') FROM connections
 	WHERE issuer = $1 AND subject = $2 AND provider = $3 AND id = $4 AND org_id = $5`
 
 // tokenRow is what Token needs of a connection, and what the credential
@@ -84,11 +84,12 @@ type tokenRow struct {
 	scopes      []string
 	accountHash []byte // nil: a row from before account hashes were kept
 	org         string // the connection's organization (the key's too)
+	appID       string // its provider app ("": the deployment's); a new app is a write, which invalidates
 }
 
 // held is what r holds, for a release decision.
 func (r tokenRow) held() Held {
-	return Held{ID: r.id, Scopes: r.scopes, Account: r.accountHash, Org: r.org}
+	return Held{ID: r.id, Scopes: r.scopes, Account: r.accountHash, Org: r.org, AppID: r.appID}
 }
 
 // loadForToken is load for Token, from the cache when it holds the row. An
@@ -96,7 +97,7 @@ func (r tokenRow) held() Held {
 func (s *Store) loadForToken(ctx context.Context, user identity.User, provider, id string) (tokenRow, error) {
 	if id == "" {
 		var err error
-		if id, err = s.onlyID(ctx, s.pool, user, provider); err != nil {
+		if id, err = s.onlyID(ctx, s.pool, user, provider); err != nil { // unscoped: the token read (rls.go)
 			return tokenRow{}, err
 		}
 	}
@@ -120,8 +121,9 @@ func (s *Store) loadTokenRow(ctx context.Context, user identity.User, provider, 
 	var r tokenRow
 	var status string
 	var refreshedAt *time.Time
+	// Unscoped (rls.go): the token read's statement, which names org_id.
 	err := s.pool.QueryRow(ctx, selectTokenRow, user.Issuer, user.Subject, provider, id, s.org).Scan(&r.id, &status,
-		&r.ciphertext, &refreshedAt, &r.scopes, &r.accountHash, &r.org)
+		&r.ciphertext, &refreshedAt, &r.scopes, &r.accountHash, &r.org, &r.appID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return tokenRow{}, fmt.Errorf("%w to %s", ErrNotConnected, provider)
 	}

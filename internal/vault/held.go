@@ -18,11 +18,12 @@ type Held struct {
 	Scopes  []string
 	Account []byte // AccountHash of the provider account; nil: the row names none
 	Org     string // the connection's organization; "" is the default one
+	AppID   string // the provider app it was obtained with (Connection.AppID): "" is the deployment's
 }
 
 // Held is what c holds, from its row.
 func (c Connection) Held() Held {
-	return Held{ID: c.ID, Scopes: c.Scopes, Account: c.AccountHash, Org: orgOr(c.Org)}
+	return Held{ID: c.ID, Scopes: c.Scopes, Account: c.AccountHash, Org: orgOr(c.Org), AppID: c.AppID}
 }
 
 // HeldOf is what connection c holds: from its row, or — for a row from
@@ -41,9 +42,9 @@ func (s *Store) HeldOf(ctx context.Context, u identity.User, c Connection) (Held
 	_, cred, err := s.Get(ctx, u, c.Provider, c.ID)
 	switch {
 	case err == nil:
-		return Held{ID: c.ID, Scopes: cred.Scopes, Account: AccountHash(cred.AccountID), Org: s.org}, nil
+		return Held{ID: c.ID, Scopes: cred.Scopes, Account: AccountHash(cred.AccountID), Org: s.org, AppID: c.AppID}, nil
 	case errors.Is(err, keyring.ErrDecrypt), errors.Is(err, ErrNotConnected):
-		return Held{ID: c.ID, Scopes: c.Scopes, Org: s.org}, nil
+		return Held{ID: c.ID, Scopes: c.Scopes, Org: s.org, AppID: c.AppID}, nil
 	}
 	return Held{}, err // the database: the caller answers 503, not a false refusal
 }

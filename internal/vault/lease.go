@@ -181,7 +181,7 @@ func (s *Store) runLeased(ctx context.Context, op leaseOp) error {
 func (s *Store) planLeased(ctx context.Context, op leaseOp, waited time.Duration) (call providerCall, id, rt string, lease leaseState,
 	connID string, app App, err error) {
 	lease.waited = waited
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = s.begin(ctx, func(tx pgx.Tx) error {
 		r, err := s.load(ctx, tx, op.user, op.provider, op.id, true)
 		if err != nil {
 			return err
@@ -289,7 +289,7 @@ func (s *Store) callOnce(ctx context.Context, provider string, call providerCall
 func (s *Store) finishLeased(ctx context.Context, op leaseOp, connID string, app App, id string, ref *Refreshed, callErr error,
 	reason string, doubt bool) error {
 	deleted := false
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.begin(ctx, func(tx pgx.Tx) error {
 		deleted = false
 		r, err := s.load(ctx, tx, op.user, op.provider, connID, true)
 		if errors.Is(err, ErrNotConnected) {

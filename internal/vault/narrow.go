@@ -167,7 +167,7 @@ func (s *Store) narrowed(ctx context.Context, user identity.User, provider, id s
 	if err != nil {
 		return nil, err
 	}
-	n, seen, err := s.loadNarrowed(ctx, s.pool, r.id, key)
+	n, seen, err := s.loadNarrowed(ctx, s.db(), r.id, key)
 	if err != nil {
 		return nil, err
 	}

@@ -557,7 +557,7 @@ func (s *Store) SetLabel(ctx context.Context, user identity.User, provider, id, 
 	if err := validate(user, provider); err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, setLabel, user.Issuer, user.Subject, provider, id, label,
+	tag, err := s.db().Exec(ctx, setLabel, user.Issuer, user.Subject, provider, id, label,
 		connKey(s.org, user, provider, id).Payload(), s.org)
 	s.forget(user, provider, id)
 	if err != nil {
@@ -696,7 +696,7 @@ func (s *Store) PutWith(ctx context.Context, user identity.User, provider string
 	}
 	for attempt := 0; ; attempt++ {
 		var conn *Connection
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		err := s.begin(ctx, func(tx pgx.Tx) error {
 			var ch Change
 			var err error
 			if conn, ch, err = s.putIn(ctx, tx, user, provider, t, cred); err != nil {
@@ -874,7 +874,7 @@ func (s *Store) Get(ctx context.Context, user identity.User, provider, id string
 	if err := validate(user, provider); err != nil {
 		return nil, nil, err
 	}
-	r, err := s.load(ctx, s.pool, user, provider, id, false)
+	r, err := s.load(ctx, s.db(), user, provider, id, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -891,7 +891,7 @@ func (s *Store) Lookup(ctx context.Context, user identity.User, provider, id str
 	if err := validate(user, provider); err != nil {
 		return nil, err
 	}
-	r, err := s.load(ctx, s.pool, user, provider, id, false)
+	r, err := s.load(ctx, s.db(), user, provider, id, false)
 	if err != nil {
 		return nil, err
 	}
@@ -905,7 +905,7 @@ func (s *Store) Exists(ctx context.Context, user identity.User, provider string)
 		return false, err
 	}
 	var ok bool
-	if err := s.pool.QueryRow(ctx, connectionExists, user.Issuer, user.Subject, provider, s.org).Scan(&ok); err != nil {
+	if err := s.db().QueryRow(ctx, connectionExists, user.Issuer, user.Subject, provider, s.org).Scan(&ok); err != nil {
 		return false, fmt.Errorf("vault: look up connection: %w", err)
 	}
 	return ok, nil
@@ -917,7 +917,7 @@ const connectionExists = `SELECT EXISTS (SELECT 1 FROM connections
 // List returns the user's connections in the handle's organization, by
 // provider and then the oldest first, without opening them.
 func (s *Store) List(ctx context.Context, user identity.User) ([]Connection, error) {
-	return s.list(ctx, listConnections, user.Issuer, user.Subject, s.org)
+	return s.list(ctx, s.db(), listConnections, user.Issuer, user.Subject, s.org)
 }
 
 // ListAll returns the user's connections in every organization, by
@@ -926,11 +926,11 @@ func (s *Store) List(ctx context.Context, user identity.User) ([]Connection, err
 // client's. Acting on one goes through its organization's handle
 // (In(c.Org)).
 func (s *Store) ListAll(ctx context.Context, user identity.User) ([]Connection, error) {
-	return s.list(ctx, listAllConnections, user.Issuer, user.Subject)
+	return s.list(ctx, s.pool, listAllConnections, user.Issuer, user.Subject) // every organization's: connectd.org unset (rls.go)
 }
 
-func (s *Store) list(ctx context.Context, query string, args ...any) ([]Connection, error) {
-	rows, err := s.pool.Query(ctx, query, args...)
+func (s *Store) list(ctx context.Context, q querier, query string, args ...any) ([]Connection, error) {
+	rows, err := q.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("vault: list connections: %w", err)
 	}
@@ -989,7 +989,7 @@ func (s *Store) DeleteWith(ctx context.Context, user identity.User, provider, id
 		d    Deletion
 		cred *Credential
 	)
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.begin(ctx, func(tx pgx.Tx) error {
 		if id == "" {
 			var err error
 			if id, err = s.onlyID(ctx, tx, user, provider); err != nil {

@@ -89,7 +89,7 @@ func (s *Store) TokenFor(ctx context.Context, user identity.User, provider, id s
 		// credential meanwhile (a reconnect that put another account in
 		// this connection) — another credential altogether. Decided again,
 		// on what it is: a refresh is rare, its one SHA-256 costs nothing.
-		if err := decide(Held{ID: r.id, Scopes: fresh.Scopes, Account: AccountHash(fresh.AccountID), Org: r.org}); err != nil {
+		if err := decide(Held{ID: r.id, Scopes: fresh.Scopes, Account: AccountHash(fresh.AccountID), Org: r.org, AppID: r.appID}); err != nil {
 			return nil, err
 		}
 		return fresh, nil
@@ -125,7 +125,7 @@ func (s *Store) usable(ctx context.Context, user identity.User, provider, id str
 	case decide != nil && r.accountHash == nil:
 		// A row from before account hashes were kept: its credential says
 		// whose it is.
-		if err := decide(Held{ID: r.id, Scopes: cred.Scopes, Account: AccountHash(cred.AccountID), Org: r.org}); err != nil {
+		if err := decide(Held{ID: r.id, Scopes: cred.Scopes, Account: AccountHash(cred.AccountID), Org: r.org, AppID: r.appID}); err != nil {
 			return r, nil, err
 		}
 	case decide == nil:
@@ -436,7 +436,7 @@ type Ref struct {
 // organization to provider not refreshed or stored since idleSince, the
 // longest idle first.
 func (s *Store) Idle(ctx context.Context, provider string, idleSince time.Time, limit int) ([]Ref, error) {
-	rows, err := s.pool.Query(ctx, selectIdle, provider, idleSince, limit, s.org)
+	rows, err := s.db().Query(ctx, selectIdle, provider, idleSince, limit, s.org)
 	if err != nil {
 		return nil, fmt.Errorf("vault: idle connections: %w", err)
 	}

@@ -103,6 +103,8 @@ func TestOrgsIssuersCommand(t *testing.T) {
 		"--login", "--client-id", "c", "--client-secret-env", "NOPE")
 	refused("has no issuer acme-idp", "orgs", "issuers", "remove", "acme-idp", "--org", "beta")
 
+	ok("2 issuer client secrets; 2 under the primary key", "vault", "status")
+	ok("rewrapped 0 connections", "vault", "rewrap")
 	ok("removed issuer acme-idp (https://idp.acme.test) of acme", "orgs", "issuers", "remove", "acme-idp", "--org", "acme")
 	ok("issuers: none of its own", "orgs", "issuers", "list", "--org", "acme")
 	if strings.Contains(all.String(), secret) {

@@ -151,6 +151,10 @@ func vaultStatus(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return err
 	}
+	issuerSecrets, err := org.IssuerSecretKeyStatus(ctx, pool, s.Keyring())
+	if err != nil {
+		return err
+	}
 	keys := s.Keyring()
 	// Configured keys with no rows are listed too: they may be retired.
 	for _, v := range keys.Versions() {
@@ -201,7 +205,18 @@ func vaultStatus(ctx context.Context, args []string, getenv func(string) string,
 		fmt.Fprintf(stdout, "WARNING: %s cannot be opened: set those apps again (connectd orgs apps set, a secret from the provider).\n",
 			plural(appsMissing, "provider app secret", "provider app secrets"))
 	}
-	older := (conns - connsPrimary - connsMissing) + (secretsTotal - secretsPrimary - secretsMissing) + (appsTotal - appsPrimary - appsMissing)
+	// Organizations' issuers' login client secrets, likewise.
+	issuersTotal, issuersPrimary, issuersMissing := keyring.Tally(issuerSecrets, &missing)
+	if issuersTotal > 0 {
+		fmt.Fprintf(stdout, "%s; %d under the primary key\n", plural(issuersTotal, "issuer client secret", "issuer client secrets"), issuersPrimary)
+	}
+	if issuersMissing > 0 {
+		fmt.Fprintf(stdout, "WARNING: %s cannot be opened (login at those issuers is off): add those issuers again "+
+			"(connectd orgs issuers remove, then add).\n", plural(issuersMissing, "issuer client secret", "issuer client secrets"))
+	}
+	older := (conns - connsPrimary - connsMissing) + (secretsTotal - secretsPrimary - secretsMissing) + (appsTotal - appsPrimary - appsMissing) +
+		(issuersTotal - issuersPrimary - issuersMissing)
+	appsMissing += issuersMissing // the organizations' secrets: the operator's to set again
 	switch {
 	case older > 0:
 		fmt.Fprintf(stdout, "%d under older keys you hold: run `connectd vault rewrap`\n", older)
@@ -270,6 +285,17 @@ func vaultRewrap(ctx context.Context, args []string, getenv func(string) string,
 		}
 		if n > 0 || len(failed) > 0 {
 			fmt.Fprintf(stdout, "rewrapped %s", plural(int64(n), "provider app secret", "provider app secrets"))
+			if len(failed) > 0 {
+				fmt.Fprintf(stdout, "; %d did not open (key missing): %v", len(failed), failed)
+			}
+			fmt.Fprintln(stdout)
+		}
+		n, failed, werr = org.RewrapIssuerSecrets(ctx, pool, s.Keyring())
+		if werr != nil {
+			return werr
+		}
+		if n > 0 || len(failed) > 0 {
+			fmt.Fprintf(stdout, "rewrapped %s", plural(int64(n), "issuer client secret", "issuer client secrets"))
 			if len(failed) > 0 {
 				fmt.Fprintf(stdout, "; %d did not open (key missing): %v", len(failed), failed)
 			}

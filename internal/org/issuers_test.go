@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/org"
 	"github.com/connectd/connectd/internal/pgtest"
@@ -235,5 +236,48 @@ func eventually(t *testing.T, what string, f func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within 2s", what)
 		}
+	}
+}
+
+// TestRewrapIssuerSecrets: after a key rotation, the issuers' login secrets
+// under the old key are counted, moved to the new primary, and still open
+// (with the old key gone).
+func TestRewrapIssuerSecrets(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t, "")
+	e.create(t, "acme")
+	if _, err := e.issuerStore(t).AddIssuer(ctx, "acme", acmeIssuer(), "t"); err != nil {
+		t.Fatal(err)
+	}
+	two, err := keyring.GenerateKey(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := keyring.Parse(testKeys + "\n*" + two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts, err := org.IssuerSecretKeyStatus(ctx, e.pool, rotated)
+	if err != nil || len(counts) != 1 || counts[0].KeyVersion != 1 || counts[0].Primary || counts[0].Count != 1 {
+		t.Fatalf("status before rewrap: %+v %v", counts, err)
+	}
+	n, failed, err := org.RewrapIssuerSecrets(ctx, e.pool, rotated)
+	if err != nil || n != 1 || len(failed) != 0 {
+		t.Fatalf("rewrap: %d %v %v", n, failed, err)
+	}
+	onlyTwo, err := keyring.Parse(two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := org.New(org.Config{Pool: e.pool, Keyring: onlyTwo})
+	if is, _, ok, err := s.LookupIssuer(ctx, "acme-idp"); !ok || err != nil || is.ClientSecret != issuerSecret || !is.Login {
+		t.Fatalf("with only the new key: %v %t %v", is, ok, err)
+	}
+	// A secret whose key is gone: the issuer is still found (its tokens
+	// verify), its login is off.
+	s = org.New(org.Config{Pool: e.pool, Keyring: e.keys})
+	if is, _, ok, err := s.LookupIssuer(ctx, "acme-idp"); !ok || err != nil || is.ClientSecret != "" || is.Login {
+		t.Fatalf("with only the old key: %v %t %v", is, ok, err)
 	}
 }

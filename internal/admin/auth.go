@@ -309,6 +309,10 @@ func navSection(path string) string {
 		return "clients"
 	case strings.HasPrefix(path, "/admin/events"):
 		return "events"
+	case strings.HasPrefix(path, "/admin/apps"):
+		return "apps"
+	case strings.HasPrefix(path, "/admin/admins"):
+		return "admins"
 	}
 	return "connections"
 }

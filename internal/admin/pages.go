@@ -298,7 +298,7 @@ func (s *Server) clientsPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	v := templates.AdminClientsView{Nav: s.nav(r, "clients")}
+	v := templates.AdminClientsView{Nav: s.nav(r, "clients"), Manage: s.newClientForm(r)} // clients_edit.go
 	for _, c := range cs {
 		v.Clients = append(v.Clients, s.clientRow(r, c))
 	}

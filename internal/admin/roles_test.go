@@ -42,6 +42,13 @@ var leastRoles = map[string]string{
 	"GET /admin/admins":                         "owner",
 	"POST /admin/admins":                        "owner",
 	"POST /admin/admins/revoke":                 "owner",
+	"POST /admin/clients":                       "admin", // clients_edit.go
+	"POST /admin/clients/{id}/display":          "admin",
+	"POST /admin/clients/{id}/proxy-only":       "admin",
+	"POST /admin/clients/{id}/rotate-key":       "admin",
+	"GET /admin/apps":                           "owner", // apps.go
+	"POST /admin/apps":                          "owner",
+	"POST /admin/apps/remove":                   "owner",
 	"/admin/":                                   "viewer",
 	"GET /admin/api/connections":                "viewer",
 	"GET /admin/api/connections/{id}":           "viewer",
@@ -60,6 +67,12 @@ var leastRoles = map[string]string{
 	"GET /admin/api/admins":                     "owner",
 	"PUT /admin/api/admins":                     "owner",
 	"POST /admin/api/admins/revoke":             "owner",
+	"POST /admin/api/clients":                   "admin", // clients_edit.go
+	"PATCH /admin/api/clients/{id}":             "admin",
+	"POST /admin/api/clients/{id}/rotate-key":   "admin",
+	"GET /admin/api/apps":                       "owner", // apps.go
+	"PUT /admin/api/apps/{provider}":            "owner",
+	"DELETE /admin/api/apps/{provider}":         "owner",
 	"/admin/api/":                               "viewer",
 }
 

@@ -10,6 +10,8 @@ import (
 
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/org"
+	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/signin"
 	"github.com/connectd/connectd/internal/web"
@@ -24,6 +26,21 @@ type Config struct {
 	Store   *Store
 	Keys    *Keys
 	Clients *clientauth.Clients // the MCP-server clients page
+	// Creating and editing MCP servers and provider apps (clients_edit.go,
+	// apps.go). Catalog is the provider catalog a new MCP server's
+	// providers must be in and the apps page lists (nil: none); Orgs sets
+	// and removes provider apps (nil: the apps routes answer 503);
+	// RedirectURI is the deployment's OAuth callback, <public URL> +
+	// provider.CallbackPath, shown to register at a provider; AllowHTTP
+	// accepts http:// URLs (dev mode), as the client registry does;
+	// KeyOverlap is how long a rotated key keeps working by default
+	// (CONNECTD_CLIENT_KEY_OVERLAP; 0: DefaultKeyOverlap).
+	Catalog     *provider.Catalog
+	Orgs        *org.Store
+	RedirectURI string
+	AllowHTTP   bool
+	KeyOverlap  time.Duration
+
 	// Sessions is the admin session store: its own cookie (SessionCookie,
 	// BindingCookie), never the end users'. Required with Login.
 	Sessions *session.Store
@@ -46,6 +63,7 @@ type Server struct {
 	store     *Store
 	keys      *Keys
 	clients   *clientauth.Clients
+	manage    manage // Config's fields for creating and editing (clients_edit.go)
 	sessions  *session.Store
 	login     *mcpauth.Login
 	signin    *signin.Flow
@@ -81,6 +99,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("admin: issuer %q is not a login issuer", s.policy.Issuer)
 		}
 	}
+	s.manage = newManage(cfg)
 	var err error
 	if s.signin, err = s.newSignin(); err != nil {
 		return nil, err
@@ -157,6 +176,14 @@ func (s *Server) routes() []route {
 		r("GET /admin/admins", page, RoleOwner, s.adminsPage), // roles_pages.go
 		r("POST /admin/admins", page, RoleOwner, s.grantPage),
 		r("POST /admin/admins/revoke", page, RoleOwner, s.revokeRolePage),
+		// Creating and editing MCP servers (clients_edit.go) and provider apps (apps.go).
+		r("POST /admin/clients", page, RoleAdmin, s.createClientPage),
+		r("POST /admin/clients/{id}/display", page, RoleAdmin, s.displayPage),
+		r("POST /admin/clients/{id}/proxy-only", page, RoleAdmin, s.proxyOnlyPage),
+		r("POST /admin/clients/{id}/rotate-key", page, RoleAdmin, s.rotateKeyPage),
+		r("GET /admin/apps", page, RoleOwner, s.appsPage),
+		r("POST /admin/apps", page, RoleOwner, s.setAppPage),
+		r("POST /admin/apps/remove", page, RoleOwner, s.removeAppPage),
 		r("/admin/", page, RoleViewer, notFound),
 
 		r("GET /admin/api/connections", api, RoleViewer, s.apiConnections),
@@ -176,6 +203,13 @@ func (s *Server) routes() []route {
 		r("GET /admin/api/admins", api, RoleOwner, s.apiAdmins), // roles_api.go
 		r("PUT /admin/api/admins", api, RoleOwner, s.apiGrant),
 		r("POST /admin/api/admins/revoke", api, RoleOwner, s.apiRevokeRole),
+		// Creating and editing MCP servers (clients_edit.go) and provider apps (apps.go).
+		r("POST /admin/api/clients", api, RoleAdmin, s.apiCreateClient),
+		r("PATCH /admin/api/clients/{id}", api, RoleAdmin, s.apiPatchClient),
+		r("POST /admin/api/clients/{id}/rotate-key", api, RoleAdmin, s.apiRotateKey),
+		r("GET /admin/api/apps", api, RoleOwner, s.apiApps),
+		r("PUT /admin/api/apps/{provider}", api, RoleOwner, s.apiSetApp),
+		r("DELETE /admin/api/apps/{provider}", api, RoleOwner, s.apiRemoveApp),
 		r("/admin/api/", api, RoleViewer, notFound),
 	}
 }

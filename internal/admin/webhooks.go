@@ -434,6 +434,7 @@ func (s *Server) clientPage(w http.ResponseWriter, r *http.Request) error {
 		Providers: row.Providers, Created: row.Created, LastUsed: row.LastUsed, Disabled: c.Disabled,
 		ConnectionsURL: row.ConnectionsURL, CreateURL: s.href(r, "/admin/clients/"+c.ID+"/webhooks"), Types: webhook.Types,
 		CutOffURL: s.href(r, "/admin/clients/"+c.ID+"/cut-off")}
+	v.Manage = s.clientManage(r, c) // clients_edit.go
 	for _, e := range eps {
 		v.Endpoints = append(v.Endpoints, templates.AdminEndpointRow{ID: e.ID, URL: e.URL, Events: eventsText(e.Events),
 			Created: fmtTime(e.CreatedAt), DeliveriesURL: s.href(r, "/admin/webhooks/"+e.ID),

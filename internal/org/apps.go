@@ -161,7 +161,8 @@ func (s *Store) SetApp(ctx context.Context, org, prov, clientID string, secret p
 		if replaced != "" {
 			detail["replaced"] = replaced
 		}
-		return audit.Write(ctx, tx, audit.Event{Kind: "org.app_set", Actor: actor, Provider: prov, Target: id, Detail: detail})
+		return audit.Write(ctx, tx, audit.Event{Kind: "org.app_set", Actor: actor, Provider: prov, Target: id, Detail: detail,
+			OrgID: org})
 	})
 	var pe *pgconn.PgError
 	switch {
@@ -235,7 +236,7 @@ func (s *Store) RemoveApp(ctx context.Context, org, prov, actor string) (App, er
 		if _, err := tx.Exec(ctx, notifySQL, org); err != nil {
 			return err
 		}
-		return audit.Write(ctx, tx, audit.Event{Kind: "org.app_removed", Actor: actor, Provider: prov, Target: a.ID,
+		return audit.Write(ctx, tx, audit.Event{Kind: "org.app_removed", Actor: actor, Provider: prov, Target: a.ID, OrgID: org,
 			Detail: map[string]any{"org": org, "app": a.ID, "client_id": a.ClientID}})
 	})
 	if err != nil {

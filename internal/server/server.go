@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"sync"
 	"time"
 
@@ -219,6 +220,10 @@ func (s *Server) newAdmin(ctx context.Context) error {
 	}
 	s.keys = admin.NewKeys(cfg.Pool, cfg.Now, cfg.Logger)
 	ac := admin.Config{Logger: cfg.Logger, Store: s.store, Keys: s.keys, Clients: s.ident.clients, Now: cfg.Now}
+	// Creating and editing MCP servers and provider apps; the redirect URI
+	// of every provider app is the connect pages' callback.
+	ac.Catalog, ac.Orgs, ac.AllowHTTP, ac.KeyOverlap = s.catalog, s.orgs, cfg.Dev, cfg.Identity.ClientKeyOverlap
+	ac.RedirectURI = strings.TrimRight(cfg.PublicURL.String(), "/") + provider.CallbackPath
 	if cfg.Admin.Issuer == "" {
 		cfg.Logger.InfoContext(ctx, "admin sign-in disabled (CONNECTD_ADMIN_ISSUER not set); the admin API takes admin keys")
 	} else {

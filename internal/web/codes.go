@@ -113,6 +113,13 @@ var codes = []row{
 	// acting organization; nothing was read or changed.
 	{err: refusal.ErrRoleInsufficient, status: http.StatusForbidden, code: "role_insufficient",
 		desc: "your role in this organization does not allow this; nothing was changed"},
+	// MCP servers created or edited by an admin (internal/admin,
+	// clients_edit.go): a resource URI another client holds, in any
+	// organization. The fixed description: the error's text names the
+	// holder, which may be another organization's.
+	{err: clientauth.ErrResourceTaken, status: http.StatusConflict, code: "resource_taken",
+		desc: "a resource URI is already registered to another MCP server (resource URIs are unique across every " +
+			"MCP server, disabled ones and other organizations' included)"},
 
 	// Authentication of /v1 calls (package mcpauth).
 	auth(clientauth.ErrMissingClientKey, http.StatusUnauthorized, "invalid_client",

@@ -72,7 +72,8 @@ func (f *Forwarder) observe(c *Call, status int, h http.Header) {
 // draft's -03…-06 headers: seconds from now); and the draft's RateLimit
 // field, either "limit=…, remaining=…, reset=…" (-07) or
 // "name";r=…;t=… (-08 and later, RateLimit-Policy naming the quota).
-// Each end is at most an hour away (maxSpent).
+// A 429 that says nothing of when holds for a second. Each end is at most
+// an hour away (maxSpent).
 func SpentUntil(status int, h http.Header, now time.Time) (remaining int, until time.Time, ok bool) {
 	remaining = -1
 	clamp := func(t time.Time) (time.Time, bool) {
@@ -100,18 +101,15 @@ func SpentUntil(status int, h http.Header, now time.Time) (remaining int, until 
 	case h.Get("Ratelimit") != "":
 		remaining, reset = draftField(h.Get("Ratelimit"))
 	}
-	if remaining != 0 {
-		return remaining, time.Time{}, false
-	}
 	n, err := strconv.ParseInt(strings.TrimSpace(reset), 10, 64)
-	if err != nil || n <= 0 {
-		// Nothing left and no word of when: a status that says so is
-		// taken for a short hold, else nothing is held.
+	if remaining != 0 || err != nil || n <= 0 {
+		// A 429 with no word of when: a second's hold, so that a caller
+		// that retries at once does not spend the app's standing.
 		if status == http.StatusTooManyRequests {
-			t, ok := clamp(now.Add(time.Second))
-			return 0, t, ok
+			t, _ := clamp(now.Add(time.Second))
+			return 0, t, true
 		}
-		return 0, time.Time{}, false
+		return remaining, time.Time{}, false
 	}
 	t := now.Add(time.Duration(n) * time.Second)
 	if n >= 1_000_000_000 {

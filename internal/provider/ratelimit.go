@@ -19,6 +19,9 @@ type RateLimit struct {
 	Requests int
 	Per      time.Duration
 	Path     string
+	// PerMethod counts each API method apart: the path's first segment
+	// (Slack's "chat.postMessage"), so that the limit is per method.
+	PerMethod bool
 	// Source is the provider's page that documents the limit (operators'
 	// facts, docs/providers.md).
 	Source string
@@ -39,7 +42,9 @@ type fileRateLimit struct {
 	Requests int    `json:"requests"` // > 0
 	Per      string `json:"per"`      // a Go duration, "1h", 1s to 24h
 	Path     string `json:"path"`     // optional path prefix below the API base, no leading "/"
-	Source   string `json:"source"`   // optional
+	// PerMethod: each method (the path's first segment) counted apart.
+	PerMethod bool   `json:"per_method"`
+	Source    string `json:"source"` // optional
 }
 
 // maxRateLimits bounds a provider's rules (each call checks every one).
@@ -54,7 +59,7 @@ func parseRateLimits(in []fileRateLimit) ([]RateLimit, error) {
 		if err != nil {
 			return nil, fmt.Errorf("[%d].per: %q is not a Go duration (e.g. \"1h\")", i, f.Per)
 		}
-		l := RateLimit{Scope: RateLimitScope(f.Scope), Requests: f.Requests, Per: per, Path: f.Path, Source: f.Source}
+		l := RateLimit{Scope: RateLimitScope(f.Scope), Requests: f.Requests, Per: per, Path: f.Path, PerMethod: f.PerMethod, Source: f.Source}
 		if err := checkRateLimit(l); err != nil {
 			return nil, fmt.Errorf("[%d].%w", i, err)
 		}
@@ -84,3 +89,13 @@ func checkRateLimit(l RateLimit) error {
 // Matches reports whether l counts a call to path (below the API base,
 // without a leading "/").
 func (l RateLimit) Matches(path string) bool { return strings.HasPrefix(path, l.Path) }
+
+// Method is what a PerMethod limit counts path under: its first segment
+// ("" for another limit).
+func (l RateLimit) Method(path string) string {
+	if !l.PerMethod {
+		return ""
+	}
+	m, _, _ := strings.Cut(path, "/")
+	return m
+}

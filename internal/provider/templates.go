@@ -208,17 +208,16 @@ var builtins = map[string]Spec{
 	// https://slack.com/api/METHOD_FAMILY.method, the token as a Bearer token
 	// (https://docs.slack.dev/apis/web-api).
 	// Rate limits: per method, per app and workspace (a user token's
-	// workspace: counted per connection here), in tiers; the tier-3 default
-	// (50 a minute) for every call, the tier-2 search.* methods at 20 a
-	// minute (the template counts all of a connection's calls together,
-	// stricter than Slack's per-method count; Retry-After on its 429 is
-	// read as well).
+	// workspace: counted per connection here), in tiers: each method at the
+	// tier-3 default (50 a minute), the tier-2 search.* methods at 20 a
+	// minute (the per-method tiers of other methods are Slack's 429 with
+	// Retry-After to tell, which is read as well).
 	"slack": {
 		Kind: KindOAuth2, DisplayName: "Slack",
 		APIBaseURL: "https://slack.com/api",
 		RateLimits: []RateLimit{
-			{Scope: PerUser, Requests: 50, Per: time.Minute, Source: "https://docs.slack.dev/apis/web-api/rate-limits"},
-			{Scope: PerUser, Requests: 20, Per: time.Minute, Path: "search.", Source: "https://docs.slack.dev/apis/web-api/rate-limits"},
+			{Scope: PerUser, Requests: 50, Per: time.Minute, PerMethod: true, Source: "https://docs.slack.dev/apis/web-api/rate-limits"},
+			{Scope: PerUser, Requests: 20, Per: time.Minute, Path: "search.", PerMethod: true, Source: "https://docs.slack.dev/apis/web-api/rate-limits"},
 		},
 		Docs:          "https://api.slack.com/authentication/oauth-v2",
 		AuthorizeURL:  "https://slack.com/oauth/v2/authorize",
@@ -926,6 +925,8 @@ var builtins = map[string]Spec{
 	"github-pat": {
 		Kind: KindAPIKey, DisplayName: "GitHub (personal access token)",
 		APIBaseURL: "https://api.github.com",
+		RateLimits: []RateLimit{{Scope: PerUser, Requests: 5000, Per: time.Hour,
+			Source: "https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api"}},
 		Docs:       "https://docs.github.com/en/authentication/keeping-your-account-and-data-secure/managing-your-personal-access-tokens",
 		KeyPattern: `^(ghp_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{40,255})$`,
 		Verify: &VerifySpec{Method: "GET", URL: "https://api.github.com/user", Header: "Authorization", Value: "Bearer {key}",

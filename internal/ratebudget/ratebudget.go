@@ -173,6 +173,9 @@ func (b *budget) windows() []window {
 			continue
 		}
 		id := fmt.Sprintf("%s:%d/%d:%s", l.Scope, l.Requests, int64(l.Per/time.Second), l.Path)
+		if m := l.Method(b.path); m != "" {
+			id += ":" + m
+		}
 		switch l.Scope {
 		case provider.PerUser:
 			out = append(out, window{key: b.holdKey() + "\x1f" + id, requests: l.Requests, per: l.Per})

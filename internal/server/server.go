@@ -376,14 +376,17 @@ func (s *Server) Sweep(ctx context.Context) error {
 // sweepDatabase is the database sweep job's run: expired and old
 // elicitations (their store's), expired OAuth states and browser sessions
 // (the browser surface's), used request_state ids and spent client
-// assertions (the MCP-server surface's); it returns how many elicitations
-// expired.
+// assertions (the MCP-server surface's), ended rate-budget holds and
+// windows (ratebudget's); it returns how many elicitations expired.
 func (s *Server) sweepDatabase(ctx context.Context) (int64, error) {
 	expired, err := s.elicitations.Sweep(ctx)
 	if err != nil {
 		return 0, err
 	}
 	if err := s.conn.SweepDatabase(ctx); err != nil {
+		return expired, err
+	}
+	if err := s.budgets.Sweep(ctx); err != nil {
 		return expired, err
 	}
 	return expired, s.api.SweepDatabase(ctx)

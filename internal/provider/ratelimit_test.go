@@ -38,12 +38,12 @@ func TestRateLimits(t *testing.T) {
 	entry := func(limits string) string {
 		return `{"providers":[{"name":"gh","template":"github","client_id":"x","client_secret_env":"S","rate_limits":` + limits + `}]}`
 	}
-	cfg, err := parse(entry(`[{"scope":"app","requests":100,"per":"1m","path":"search/","source":"https://example.com/limits"}]`), false, env)
+	cfg, err := parse(entry(`[{"scope":"app","requests":100,"per":"1m","path":"search/","per_method":true,"source":"https://example.com/limits"}]`), false, env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := cfg.Providers[0].RateLimits; len(got) != 1 || got[0] != (provider.RateLimit{Scope: provider.PerApp, Requests: 100,
-		Per: time.Minute, Path: "search/", Source: "https://example.com/limits"}) {
+		Per: time.Minute, Path: "search/", PerMethod: true, Source: "https://example.com/limits"}) {
 		t.Fatalf("overridden: %+v", got)
 	}
 	if cfg, err := parse(entry(`[]`), false, env); err != nil || len(cfg.Providers[0].RateLimits) != 0 {

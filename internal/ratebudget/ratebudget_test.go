@@ -127,3 +127,31 @@ func TestFailsOpen(t *testing.T) {
 		t.Fatal("refused while the database is away")
 	}
 }
+
+// TestPerMethod: a per_method rule (Slack's tiers) counts each method
+// apart, and a path rule only the paths below it.
+func TestPerMethod(t *testing.T) {
+	t.Parallel()
+	clock := testkit.NewClock(time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC))
+	a, _ := replicas(t, clock, nil)
+	limits := []provider.RateLimit{
+		{Scope: provider.PerUser, Requests: 2, Per: time.Minute, PerMethod: true},
+		{Scope: provider.PerUser, Requests: 1, Per: time.Minute, Path: "search.", PerMethod: true},
+	}
+	for _, tc := range []struct {
+		path string
+		want []bool
+	}{
+		{"chat.postMessage", []bool{true, true, false}},
+		{"conversations.list", []bool{true, true, false}},
+		{"search.messages", []bool{true, false}},
+		{"search.files", []bool{true, false}},
+	} {
+		for i, want := range tc.want {
+			until, err := a.For("slack", "", "u1", tc.path, limits).Take(context.Background())
+			if err != nil || until.IsZero() != want {
+				t.Fatalf("%s call %d: held until %v (%v), want passed=%v", tc.path, i, until, err, want)
+			}
+		}
+	}
+}

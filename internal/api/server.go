@@ -18,6 +18,7 @@ import (
 	"github.com/connectd/connectd/internal/org"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/proxy"
+	"github.com/connectd/connectd/internal/ratebudget"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
 )
@@ -74,6 +75,9 @@ type Config struct {
 	// OnProxy, when set, is told of every proxied call: provider, the
 	// status answered by the provider (0: none) and how long it took.
 	OnProxy func(provider string, status int, took time.Duration)
+	// RateBudgets keeps providers' rate limits for proxied calls, across
+	// replicas (nil: none kept).
+	RateBudgets *ratebudget.Store
 }
 
 // The keyring.Keyring.Purpose label of what this package seals (DESIGN
@@ -104,6 +108,7 @@ type Server struct {
 	clientWakeups   *elicitation.Wakeups // by client id: a client changed (disabled, keys rotated) on some replica
 	consents        *consent.Store
 	forwarder       *proxy.Forwarder
+	budgets         *ratebudget.Store
 	onProxy         func(string, int, time.Duration)
 	proxyMaxBody    int64
 	lifecycle       *lifecycle.Owner // the end of a connection (unlink)
@@ -129,7 +134,7 @@ func New(cfg Config) (*Server, error) {
 		waiters: elicitation.NewWaiters(cfg.MaxWaiters), now: cfg.Now, elicitations: cfg.Elicitations,
 		consents: cfg.Consents, lifecycle: cfg.Lifecycle, done: make(chan struct{}),
 		reads: newSampler(readPeriod, maxReadKeys, true), refusals: newSampler(refusalPeriod, maxRefusalKeys, false),
-		onAuditWriteError: cfg.OnAuditWriteError, onAuditLost: cfg.OnAuditLost,
+		onAuditWriteError: cfg.OnAuditWriteError, onAuditLost: cfg.OnAuditLost, budgets: cfg.RateBudgets,
 	}
 	if s.elicitationTTL <= 0 {
 		s.elicitationTTL = 15 * time.Minute

@@ -42,6 +42,7 @@ type Metrics struct {
 	observer map[routeCode]prometheus.Observer // requests, resolved once per (route, code)
 	caches   *cacheCollector
 	audit    auditCounters // audit.go
+	budgets  rateBudgets   // ratebudget.go
 }
 
 type routeCode struct {

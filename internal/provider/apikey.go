@@ -22,7 +22,7 @@ type apiKeyProvider struct {
 
 func (p *apiKeyProvider) Info() Info {
 	return Info{Name: p.spec.Name, DisplayName: p.spec.DisplayName, Kind: KindAPIKey, Verifiable: p.spec.Verify != nil,
-		APIBaseURL: p.spec.APIBaseURL, APIAuth: apiAuth(&p.spec),
+		APIBaseURL: p.spec.APIBaseURL, APIAuth: apiAuth(&p.spec), RateLimits: slices.Clone(p.spec.RateLimits),
 		ScopeDescriptions: maps.Clone(p.spec.ScopeDescriptions), LogoURL: p.spec.LogoURL, Template: p.spec.Template}
 }
 

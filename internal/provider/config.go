@@ -74,6 +74,9 @@ type Spec struct {
 	// APIAuth is how the proxy attaches the credential to an API request;
 	// zero: the default for the kind (see apiAuth).
 	APIAuth APIAuth
+	// RateLimits are the provider's documented limits the proxy keeps
+	// (ratelimit.go; the providers file's rate_limits replace them).
+	RateLimits []RateLimit
 
 	// oauth2
 	ClientID     string // the deployment's own app at the provider (an organization may have its own: WithApp)
@@ -185,6 +188,7 @@ func (s Spec) clone() Spec {
 	s.SelectAccountParams = maps.Clone(s.SelectAccountParams)
 	s.InvalidGrantErrors = slices.Clone(s.InvalidGrantErrors)
 	s.BaseURLHosts = slices.Clone(s.BaseURLHosts)
+	s.RateLimits = slices.Clone(s.RateLimits)
 	s.ScopeDescriptions = maps.Clone(s.ScopeDescriptions)
 	if s.Verify != nil {
 		v := *s.Verify
@@ -269,6 +273,8 @@ type fileEntry struct {
 	APIBaseURL    *string `json:"api_base_url"` // "" removes the template's
 	APIAuthHeader string  `json:"api_auth_header"`
 	APIAuthValue  string  `json:"api_auth_value"`
+	// RateLimits replace the template's limits ([] removes them).
+	RateLimits *[]fileRateLimit `json:"rate_limits"`
 
 	ClientID         string          `json:"client_id"`
 	ClientIDEnv      string          `json:"client_id_env"`
@@ -456,6 +462,18 @@ func resolve(i int, e *fileEntry, opts ParseOptions) (*Spec, error) {
 		}
 		if field, err := checkAPIAuth(s.APIAuth); err != nil {
 			return nil, fail(field, "%s", err)
+		}
+	}
+	if e.RateLimits != nil {
+		limits, err := parseRateLimits(*e.RateLimits)
+		if err != nil {
+			return nil, fail("rate_limits", "%s", err)
+		}
+		s.RateLimits = limits
+	}
+	for i, l := range s.RateLimits { // a template's pass the same rule
+		if err := checkRateLimit(l); err != nil {
+			return nil, fail("rate_limits", "[%d].%s", i, err)
 		}
 	}
 	if s.Kind == KindAPIKey {

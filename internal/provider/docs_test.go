@@ -84,8 +84,35 @@ func templateTable() string {
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s → %d | %s | [docs](%s) |\n", name, s.Kind, format, verify, v.ExpectStatus, apiBase(s), s.Docs)
 	}
+	b.WriteString("\n### Rate limits of the templates\n\n")
+	b.WriteString("The limits the proxy keeps for each template (`rate_limits`; see \"Rate limits\" below). A template not listed has none: the proxy still reads the provider's own answers.\n\n")
+	b.WriteString("| template | counted per | requests | per | paths | source |\n")
+	b.WriteString("|---|---|---|---|---|---|\n")
+	for _, name := range provider.Templates() {
+		s, _ := provider.Template(name)
+		for _, l := range s.RateLimits {
+			path := "all"
+			if l.Path != "" {
+				path = "`" + l.Path + "…`"
+			}
+			if l.PerMethod {
+				path += ", each method apart"
+			}
+			fmt.Fprintf(&b, "| `%s` | %s | %d | %s | %s | [docs](%s) |\n", name, l.Scope, l.Requests, per(l.Per), path, l.Source)
+		}
+	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+func per(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%d h", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%d min", d/time.Minute)
+	}
+	return fmt.Sprintf("%d s", d/time.Second)
 }
 
 func host(raw string) string {

@@ -49,7 +49,7 @@ func (p *oauthProvider) Info() Info {
 		IssParameterSupported: p.spec.IssParameterSupported, Revocation: p.spec.Revocation,
 		NarrowOnRefresh: p.spec.NarrowOnRefresh, RefreshIdleLifetime: p.spec.RefreshIdleLifetime,
 		RefreshReuseGrace: p.spec.RefreshReuseGrace, SelectAccount: maps.Clone(p.spec.SelectAccountParams),
-		APIBaseURL: p.spec.APIBaseURL, APIAuth: apiAuth(&p.spec),
+		APIBaseURL: p.spec.APIBaseURL, APIAuth: apiAuth(&p.spec), RateLimits: slices.Clone(p.spec.RateLimits),
 		ScopeDescriptions: maps.Clone(p.spec.ScopeDescriptions), LogoURL: p.spec.LogoURL, Template: p.spec.Template,
 	}
 }

@@ -74,6 +74,9 @@ type Info struct {
 	// TokenPlaceholder stands. It describes the placement only, never
 	// holding the credential.
 	APIAuth APIAuth
+	// RateLimits are the provider's limits the proxy keeps for the caller
+	// (Spec.RateLimits). A copy.
+	RateLimits []RateLimit
 }
 
 // Provider is any catalog entry. Use a type assertion (or Catalog.OAuth /

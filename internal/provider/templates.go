@@ -36,9 +36,13 @@ var builtins = map[string]Spec{
 	// Account: not in the token answer (GET /user: id, login).
 	// API base: https://api.github.com, the REST API's root endpoint
 	// (https://docs.github.com/en/rest/using-the-rest-api/getting-started-with-the-rest-api).
+	// Rate limit: 5,000 requests an hour per user token (primary rate
+	// limit; X-RateLimit-Remaining/-Reset on every answer, read as well).
 	"github": {
 		Kind: KindOAuth2, DisplayName: "GitHub",
 		APIBaseURL: "https://api.github.com",
+		RateLimits: []RateLimit{{Scope: PerUser, Requests: 5000, Per: time.Hour,
+			Source: "https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api"}},
 		AccountURL: "https://api.github.com/user", AccountURLIDField: "id", AccountURLLabelField: "login",
 		Docs:         "https://docs.github.com/en/apps/oauth-apps/building-oauth-apps/authorizing-oauth-apps",
 		AuthorizeURL: "https://github.com/login/oauth/authorize",
@@ -148,10 +152,22 @@ var builtins = map[string]Spec{
 	// (https://developers.google.com/workspace/drive/api/reference/rest/v3);
 	// the generic template https://www.googleapis.com, the endpoint those
 	// and many other Google APIs share.
-	"google":          google("Google", "https://www.googleapis.com"),
-	"google-drive":    google("Google Drive", "https://www.googleapis.com/drive/v3", "https://www.googleapis.com/auth/drive.file"),
-	"gmail":           google("Gmail", "https://gmail.googleapis.com", "https://www.googleapis.com/auth/gmail.readonly"),
-	"google-calendar": google("Google Calendar", "https://www.googleapis.com/calendar/v3", "https://www.googleapis.com/auth/calendar.readonly"),
+	// Rate limits (per-user quotas): Drive 12,000 queries a minute per user
+	// (https://developers.google.com/workspace/drive/api/guides/limits);
+	// Gmail 15,000 quota units a minute per user, counted as 3,000 calls
+	// of 5 units (messages.get; heavier methods meet Google's own 429)
+	// (https://developers.google.com/workspace/gmail/api/reference/quota);
+	// Calendar 600 queries a minute per user (unverified: the default of
+	// "per minute per project per user" in the Cloud console)
+	// (https://developers.google.com/workspace/calendar/api/guides/quota).
+	// The generic template has none (each API has its own).
+	"google": google("Google", "https://www.googleapis.com"),
+	"google-drive": withLimits(google("Google Drive", "https://www.googleapis.com/drive/v3", "https://www.googleapis.com/auth/drive.file"),
+		RateLimit{Scope: PerUser, Requests: 12000, Per: time.Minute, Source: "https://developers.google.com/workspace/drive/api/guides/limits"}),
+	"gmail": withLimits(google("Gmail", "https://gmail.googleapis.com", "https://www.googleapis.com/auth/gmail.readonly"),
+		RateLimit{Scope: PerUser, Requests: 3000, Per: time.Minute, Source: "https://developers.google.com/workspace/gmail/api/reference/quota"}),
+	"google-calendar": withLimits(google("Google Calendar", "https://www.googleapis.com/calendar/v3", "https://www.googleapis.com/auth/calendar.readonly"),
+		RateLimit{Scope: PerUser, Requests: 600, Per: time.Minute, Source: "https://developers.google.com/workspace/calendar/api/guides/quota"}),
 	// Microsoft identity platform v2.0 (Entra ID, Graph):
 	// login.microsoftonline.com/{tenant}/oauth2/v2.0/{authorize,token};
 	// tenant: a GUID, a verified domain, or common / organizations /
@@ -191,9 +207,18 @@ var builtins = map[string]Spec{
 	// API base: https://slack.com/api, every Web API method being
 	// https://slack.com/api/METHOD_FAMILY.method, the token as a Bearer token
 	// (https://docs.slack.dev/apis/web-api).
+	// Rate limits: per method, per app and workspace (a user token's
+	// workspace: counted per connection here), in tiers: each method at the
+	// tier-3 default (50 a minute), the tier-2 search.* methods at 20 a
+	// minute (the per-method tiers of other methods are Slack's 429 with
+	// Retry-After to tell, which is read as well).
 	"slack": {
 		Kind: KindOAuth2, DisplayName: "Slack",
-		APIBaseURL:    "https://slack.com/api",
+		APIBaseURL: "https://slack.com/api",
+		RateLimits: []RateLimit{
+			{Scope: PerUser, Requests: 50, Per: time.Minute, PerMethod: true, Source: "https://docs.slack.dev/apis/web-api/rate-limits"},
+			{Scope: PerUser, Requests: 20, Per: time.Minute, Path: "search.", PerMethod: true, Source: "https://docs.slack.dev/apis/web-api/rate-limits"},
+		},
 		Docs:          "https://api.slack.com/authentication/oauth-v2",
 		AuthorizeURL:  "https://slack.com/oauth/v2/authorize",
 		TokenURL:      "https://slack.com/api/oauth.v2.access",
@@ -247,9 +272,13 @@ var builtins = map[string]Spec{
 	// workspace_name. PKCE: unverified.
 	// API base: https://api.notion.com (/v1/…; https://developers.notion.com/reference/intro);
 	// every request also needs a Notion-Version header, which the caller sends.
+	// Rate limit: an average of three requests a second per integration
+	// (the app), 429 with Retry-After past it.
 	"notion": {
 		Kind: KindOAuth2, DisplayName: "Notion",
-		APIBaseURL:   "https://api.notion.com",
+		APIBaseURL: "https://api.notion.com",
+		RateLimits: []RateLimit{{Scope: PerApp, Requests: 3, Per: time.Second,
+			Source: "https://developers.notion.com/reference/request-limits"}},
 		Docs:         "https://developers.notion.com/docs/authorization",
 		AuthorizeURL: "https://api.notion.com/v1/oauth/authorize",
 		TokenURL:     "https://api.notion.com/v1/oauth/token",
@@ -896,6 +925,8 @@ var builtins = map[string]Spec{
 	"github-pat": {
 		Kind: KindAPIKey, DisplayName: "GitHub (personal access token)",
 		APIBaseURL: "https://api.github.com",
+		RateLimits: []RateLimit{{Scope: PerUser, Requests: 5000, Per: time.Hour,
+			Source: "https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api"}},
 		Docs:       "https://docs.github.com/en/authentication/keeping-your-account-and-data-secure/managing-your-personal-access-tokens",
 		KeyPattern: `^(ghp_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{40,255})$`,
 		Verify: &VerifySpec{Method: "GET", URL: "https://api.github.com/user", Header: "Authorization", Value: "Bearer {key}",
@@ -976,6 +1007,12 @@ func google(display, apiBaseURL string, scopes ...string) Spec {
 		RefreshIdleLifetime: days(183), // "six months" unused
 		PKCESupport:         "supported",
 	}
+}
+
+// withLimits returns s with its rate limits.
+func withLimits(s Spec, limits ...RateLimit) Spec {
+	s.RateLimits = limits
+	return s
 }
 
 func days(n int) time.Duration { return time.Duration(n) * 24 * time.Hour }

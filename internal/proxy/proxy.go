@@ -153,6 +153,9 @@ type Call struct {
 	// beyond those dropped by name or family (the user token header, the
 	// DPoP proof), in their "_" spelling too (sameHeader).
 	Drop []string
+	// Budget, when set, is the call's share of the provider's rate limits
+	// (budget.go): a spent one is a *HeldError without calling the provider.
+	Budget Budget
 }
 
 // Target is where c goes: Base's scheme and host, Base's path joined with
@@ -218,6 +221,9 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (in
 	if r.ContentLength > f.cfg.MaxRequestBytes {
 		return 0, ErrTooLarge
 	}
+	if err := f.admit(r.Context(), c); err != nil {
+		return 0, err
+	}
 	release, ok := f.slot(bulkhead{c.Provider, c.App})
 	if !ok {
 		return 0, ErrBusy
@@ -251,6 +257,7 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (in
 		// and flushed when complete, a write the fewer per call.
 		FlushInterval: 0,
 		ModifyResponse: func(resp *http.Response) error {
+			f.observe(c, resp.StatusCode, resp.Header)
 			if resp.StatusCode == http.StatusUnauthorized {
 				return ErrRefused
 			}

@@ -29,6 +29,7 @@ import (
 	"github.com/connectd/connectd/internal/org"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/proxy"
+	"github.com/connectd/connectd/internal/ratebudget"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
@@ -50,6 +51,7 @@ type Server struct {
 	// approvals, lifecycle the one owner of a connection's changes and end.
 	elicitations *elicitation.Store
 	consents     *consent.Store
+	budgets      *ratebudget.Store
 	lifecycle    *lifecycle.Owner
 	adm          *admin.Server
 	store        *admin.Store
@@ -162,6 +164,8 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	s.consents = consent.NewStore(cfg.Pool, cfg.Cache.ConsentTTL, size, now)
 	s.hub.Add(s.consents.CacheSubscriber())
+	s.budgets = ratebudget.New(ratebudget.Config{Pool: cfg.Pool, Now: now, Logger: cfg.Logger, OnRemaining: s.metrics.RateBudget})
+	s.hub.Add(s.budgets.CacheSubscriber())
 	s.conn, err = connect.New(connect.Config{
 		Logger: cfg.Logger, Pool: cfg.Pool, Sessions: s.ident.sessions, Login: s.ident.login,
 		Clients: s.ident.clients, Vault: s.vault, Keyring: s.keyring, Catalog: s.catalog, Orgs: s.orgs,
@@ -179,6 +183,7 @@ func (s *Server) build(ctx context.Context) error {
 		MintLimit: web.NewLimiter(cfg.RateLimit.Mint), MintUserLimit: web.NewLimiter(cfg.RateLimit.MintUser),
 		MaxWaiters: cfg.RateLimit.MaxWaiters, Consents: s.consents, Elicitations: s.elicitations,
 		Lifecycle: s.lifecycle, Proxy: proxyConfig, OnProxy: s.metrics.Proxy,
+		RateBudgets: s.budgets,
 	})
 	if err != nil {
 		return err
@@ -371,14 +376,17 @@ func (s *Server) Sweep(ctx context.Context) error {
 // sweepDatabase is the database sweep job's run: expired and old
 // elicitations (their store's), expired OAuth states and browser sessions
 // (the browser surface's), used request_state ids and spent client
-// assertions (the MCP-server surface's); it returns how many elicitations
-// expired.
+// assertions (the MCP-server surface's), ended rate-budget holds and
+// windows (ratebudget's); it returns how many elicitations expired.
 func (s *Server) sweepDatabase(ctx context.Context) (int64, error) {
 	expired, err := s.elicitations.Sweep(ctx)
 	if err != nil {
 		return 0, err
 	}
 	if err := s.conn.SweepDatabase(ctx); err != nil {
+		return expired, err
+	}
+	if err := s.budgets.Sweep(ctx); err != nil {
 		return expired, err
 	}
 	return expired, s.api.SweepDatabase(ctx)

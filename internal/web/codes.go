@@ -245,7 +245,8 @@ var codes = []row{
 		about: "%s refused the credential, refreshed where it could be (at most once in " +
 			strconv.Itoa(int(vault.RefusedRefreshWindow/time.Minute)) + " minutes per connection); the user may have to connect again"},
 	{as: isHeld, status: http.StatusTooManyRequests, code: "provider_rate_limited",
-		desc: "the provider asked not to be called for now; retry later", about: "%s asked not to be called for now; retry later",
+		desc:   "the provider's rate budget for this connection or its app is spent (its own answer said so, or its documented limit is reached); it was not called; retry after Retry-After",
+		about:  "the rate budget at %s is spent for now (the provider was not called); retry after Retry-After",
 		header: heldRetryAfter},
 	{err: proxy.ErrBusy, status: http.StatusServiceUnavailable, code: "provider_unavailable",
 		desc:  "too many calls to the provider are in flight; retry shortly",

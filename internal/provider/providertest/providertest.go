@@ -23,6 +23,9 @@
 //	GET  /api/redirect?to=URL                       302 to URL (another host, say)
 //	GET  /api/cookie                                200 with a Set-Cookie
 //	GET  /api/limited?after=N                       429 with Retry-After: N
+//	GET  /api/limited?remaining=N&reset=T           200 with GitHub's X-RateLimit-Remaining: N and
+//	                                                X-RateLimit-Reset: T (Unix seconds); with
+//	                                                ratelimit=V instead, the IETF draft's RateLimit: V
 //	*    /api/denied                                401 whatever the token (APIRequests records every /api request)
 //	GET  /api/bytes?n=N                             a body of exactly N bytes
 //	GET  /.well-known/oauth-authorization-server    RFC 8414 metadata
@@ -1445,6 +1448,19 @@ func (s *Server) cookie(w http.ResponseWriter, r *http.Request) {
 // limited answers 429 Too Many Requests with Retry-After: after (seconds,
 // default 1).
 func (s *Server) limited(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if q.Has("remaining") || q.Has("ratelimit") {
+		if q.Has("remaining") {
+			w.Header().Set("X-RateLimit-Limit", "5000")
+			w.Header().Set("X-RateLimit-Remaining", q.Get("remaining"))
+			w.Header().Set("X-RateLimit-Reset", q.Get("reset"))
+		} else {
+			w.Header().Set("RateLimit-Policy", `"default";q=100;w=60`)
+			w.Header().Set("RateLimit", q.Get("ratelimit"))
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+		return
+	}
 	after := 1
 	if v := r.URL.Query().Get("after"); v != "" {
 		i, err := strconv.Atoi(v)

@@ -37,6 +37,13 @@ const AccountHeader = "Connectd-Account"
 // provider's 403. It is not forwarded.
 const ScopesHeader = "Connectd-Scopes"
 
+// TimeoutHeader is how long a proxied call may wait for the provider's
+// answer, as the caller asks (a Go duration: "5s", "1500ms"): shorter than
+// the proxy's own deadline (proxy.DefaultHeaderTimeout) it holds, longer
+// it is that deadline. Past it the call is 504 provider_timeout. It is not
+// forwarded.
+const TimeoutHeader = "Connectd-Timeout"
+
 // proxyPrefix is where the proxy's paths start: /v1/proxy/{provider}/{path}.
 // Its route is Raw (server.go): ServeMux neither cleans nor redirects a path
 // below it, so that what ServeMux would redirect ("..", ".", "//") is
@@ -56,6 +63,12 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err := proxy.Check(r); err != nil {
 		return problem.About(name, err)
+	}
+	var wait time.Duration
+	if h := r.Header.Get(TimeoutHeader); h != "" {
+		if wait, err = proxy.ParseTimeout(h); err != nil {
+			return err
+		}
 	}
 	c, err := s.authenticate(r)
 	if err != nil {
@@ -87,7 +100,7 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	start := s.now()
 	call := &proxy.Call{Base: base, Path: path, Header: rel.info.APIAuth.Header,
 		Value: rel.info.APIAuth.HeaderValue(rel.cred.AccessToken), HoldKey: name + "\x00" + connID, Provider: name, App: rel.appID,
-		Drop: []string{mcpauth.UserTokenHeader, clientauth.DPoPHeader, AccountHeader, ScopesHeader}}
+		Drop: []string{mcpauth.UserTokenHeader, clientauth.DPoPHeader, AccountHeader, ScopesHeader}, HeaderTimeout: wait}
 	call.Refresh = func(ctx context.Context) (string, error) {
 		// The provider refused the token: refresh it once (across
 		// replicas, under the connection's lease; at most once a window

@@ -17,6 +17,7 @@ import (
 	"io"
 	"log"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"slices"
@@ -31,6 +32,13 @@ const (
 	DefaultMaxRequestBytes  = 10 << 20  // 10 MiB
 	DefaultMaxResponseBytes = 100 << 20 // 100 MiB
 	DefaultTimeout          = 5 * time.Minute
+	// DefaultHeaderTimeout bounds the wait for the provider's answer (its
+	// status and headers) of one call, from when the call is sent (for a
+	// streamed request body, from when it is written): a provider that
+	// hangs is answered 504 well before the common MCP client timeouts
+	// (30–60 s). A caller may ask for less (Call.HeaderTimeout), never
+	// more. The answer's body then streams within Timeout.
+	DefaultHeaderTimeout = 15 * time.Second
 	// DefaultMaxInFlight caps the calls in flight to one provider app (a
 	// provider and the app the credential is of) from one replica: a
 	// provider that hangs holds at most this many of each app's calls.
@@ -49,6 +57,9 @@ type Config struct {
 	MaxRequestBytes, MaxResponseBytes int64
 	// Timeout bounds one forwarded call, streaming included.
 	Timeout time.Duration
+	// HeaderTimeout bounds the wait for the provider's status and headers
+	// (default DefaultHeaderTimeout); past it the call is ErrTimeout.
+	HeaderTimeout time.Duration
 	// MaxInFlight caps the calls in flight to one provider app, each
 	// (Call.Provider, Call.App) apart (default DefaultMaxInFlight); past it
 	// a call is ErrBusy at once, and other apps' calls are not affected.
@@ -74,6 +85,9 @@ func New(cfg Config) *Forwarder {
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = DefaultHeaderTimeout
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -114,7 +128,26 @@ var (
 	ErrBusy = errors.New("proxy: too many calls to the provider in flight")
 	// ErrUnavailable: the provider could not be reached or did not answer.
 	ErrUnavailable = errors.New("proxy: the provider could not be reached")
+	// ErrTimeout: the provider's answer (status and headers) did not come
+	// within the call's deadline (Config.HeaderTimeout, or the caller's
+	// shorter Call.HeaderTimeout).
+	ErrTimeout = errors.New("proxy: the provider did not answer in time")
+	// ErrBadTimeout: the deadline a caller asked for is not a positive
+	// duration (ParseTimeout).
+	ErrBadTimeout = errors.New("proxy: not a positive duration")
 )
+
+// ParseTimeout reads the deadline a caller asks for its call: a positive Go
+// duration with its unit ("5s", "1500ms", "1m"), at most an hour; one
+// longer than the Forwarder's HeaderTimeout is that (a caller may ask for
+// less, not more).
+func ParseTimeout(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d <= 0 || d > time.Hour {
+		return 0, fmt.Errorf("%w: %q (e.g. 5s, 1500ms)", ErrBadTimeout, v)
+	}
+	return d, nil
+}
 
 // HeldError: the provider asked (429/503 with Retry-After) not to be called
 // until Until; the call was not made.
@@ -153,6 +186,9 @@ type Call struct {
 	// beyond those dropped by name or family (the user token header, the
 	// DPoP proof), in their "_" spelling too (sameHeader).
 	Drop []string
+	// HeaderTimeout, when positive, is the caller's own deadline for the
+	// provider's answer: the shorter of it and Config.HeaderTimeout holds.
+	HeaderTimeout time.Duration
 }
 
 // Target is where c goes: Base's scheme and host, Base's path joined with
@@ -225,9 +261,24 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (in
 	defer release()
 	ctx, cancel := context.WithTimeout(r.Context(), f.cfg.Timeout)
 	defer cancel()
+	// The answer's deadline: the call's context ends with errNoAnswer
+	// unless the provider's headers come first (ModifyResponse stops it).
+	wait := f.cfg.HeaderTimeout
+	if c.HeaderTimeout > 0 && c.HeaderTimeout < wait {
+		wait = c.HeaderTimeout
+	}
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	defer cancelCause(nil)
 	in, err := f.replayable(r.WithContext(ctx))
 	if err != nil {
 		return 0, err
+	}
+	deadline := time.AfterFunc(wait, func() { cancelCause(errNoAnswer) })
+	defer deadline.Stop()
+	if in.GetBody == nil { // a streamed body: the wait starts once it is sent
+		deadline.Stop()
+		in = in.WithContext(httptrace.WithClientTrace(in.Context(), &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) { deadline.Reset(wait) }}))
 	}
 	var (
 		failed error
@@ -251,6 +302,9 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (in
 		// and flushed when complete, a write the fewer per call.
 		FlushInterval: 0,
 		ModifyResponse: func(resp *http.Response) error {
+			if !deadline.Stop() && context.Cause(ctx) == errNoAnswer {
+				return ErrTimeout // the answer came as its deadline passed
+			}
 			if resp.StatusCode == http.StatusUnauthorized {
 				return ErrRefused
 			}
@@ -281,6 +335,12 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (in
 		return status, nil
 	case errors.Is(failed, ErrResponseTooLarge), errors.Is(failed, ErrRefused):
 		return 0, failed
+	case errors.Is(failed, ErrTimeout) || context.Cause(ctx) == errNoAnswer:
+		return 0, fmt.Errorf("%w (within %s)", ErrTimeout, wait)
+	case isTimeout(failed):
+		// The egress client's own header deadline, or the whole call's
+		// Timeout, before an answer: the provider's silence as well.
+		return 0, ErrTimeout
 	case errors.As(failed, new(*http.MaxBytesError)):
 		return 0, ErrTooLarge
 	}
@@ -294,6 +354,17 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (in
 }
 
 var quiet = log.New(io.Discard, "", 0)
+
+// errNoAnswer is the cause of a call's context ended by its answer's
+// deadline.
+var errNoAnswer = errors.New("proxy: no answer within the deadline")
+
+// isTimeout reports whether a transport error is a timeout (the
+// transport's ResponseHeaderTimeout, a deadline).
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &t) && t.Timeout()
+}
 
 // buffers are the copy buffers of every forwarded body (httputil.BufferPool).
 var buffers = &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/connectd/connectd/internal/clientauth"
@@ -92,7 +94,7 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	if rel.info.APIBaseURL == "" || rel.info.APIAuth.Header == "" {
 		return problem.About(name, proxy.ErrNotSupported)
 	}
-	base, err := url.Parse(rel.info.APIBaseURL)
+	base, err := apiBase(rel.info.APIBaseURL)
 	if err != nil {
 		return fmt.Errorf("connect: api base of %s: %w", name, err)
 	}
@@ -134,6 +136,28 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	s.sampleProxy(r, &c, name, connID)
 	return problem.About(name, err)
 }
+
+// apiBases are the providers' API base URLs parsed, by their text: a few
+// per provider (templates, an organization's own), parsed once, not once a
+// call. Never modified (proxy.Call.Target copies Base); bounded.
+var apiBases sync.Map // string → *url.URL
+
+func apiBase(raw string) (*url.URL, error) {
+	if u, ok := apiBases.Load(raw); ok {
+		return u.(*url.URL), nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	if apiBaseCount.Add(1) > 10_000 { // a deployment has nowhere near as many: just stop keeping more
+		return u, nil
+	}
+	apiBases.Store(raw, u)
+	return u, nil
+}
+
+var apiBaseCount atomic.Int64
 
 // proxyPath splits r's escaped path below proxyPrefix into the provider
 // and the path below its API (proxy.Clean's form), or refuses it

@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -259,25 +260,35 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (in
 		return 0, ErrBusy
 	}
 	defer release()
-	ctx, cancel := context.WithTimeout(r.Context(), f.cfg.Timeout)
-	defer cancel()
-	// The answer's deadline: the call's context ends with errNoAnswer
-	// unless the provider's headers come first (ModifyResponse stops it).
-	wait := f.cfg.HeaderTimeout
+	// One context and one timer bound the call: first the answer's
+	// deadline (the context ends with errNoAnswer unless the provider's
+	// headers come first), then, once they came (ModifyResponse), what is
+	// left of Timeout for the whole call, streaming included (errTooLong).
+	wait := min(f.cfg.HeaderTimeout, f.cfg.Timeout)
 	if c.HeaderTimeout > 0 && c.HeaderTimeout < wait {
 		wait = c.HeaderTimeout
 	}
-	ctx, cancelCause := context.WithCancelCause(ctx)
-	defer cancelCause(nil)
+	started := time.Now()
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
 	in, err := f.replayable(r.WithContext(ctx))
 	if err != nil {
 		return 0, err
 	}
-	deadline := time.AfterFunc(wait, func() { cancelCause(errNoAnswer) })
+	var answered atomic.Bool
+	deadline := time.AfterFunc(wait, func() {
+		if answered.Load() {
+			cancel(errTooLong)
+		} else {
+			cancel(errNoAnswer)
+		}
+	})
 	defer deadline.Stop()
-	if in.GetBody == nil { // a streamed body: the wait starts once it is sent
+	if in.GetBody == nil { // a streamed body: the wait starts once it is sent, Timeout bounds the sending
 		deadline.Stop()
-		in = in.WithContext(httptrace.WithClientTrace(in.Context(), &httptrace.ClientTrace{
+		sendCtx, cancelSend := context.WithTimeout(in.Context(), f.cfg.Timeout)
+		defer cancelSend()
+		in = in.WithContext(httptrace.WithClientTrace(sendCtx, &httptrace.ClientTrace{
 			WroteRequest: func(httptrace.WroteRequestInfo) { deadline.Reset(wait) }}))
 	}
 	var (
@@ -305,6 +316,8 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (in
 			if !deadline.Stop() && context.Cause(ctx) == errNoAnswer {
 				return ErrTimeout // the answer came as its deadline passed
 			}
+			answered.Store(true)
+			deadline.Reset(f.cfg.Timeout - time.Since(started))
 			if resp.StatusCode == http.StatusUnauthorized {
 				return ErrRefused
 			}
@@ -358,6 +371,10 @@ var quiet = log.New(io.Discard, "", 0)
 // errNoAnswer is the cause of a call's context ended by its answer's
 // deadline.
 var errNoAnswer = errors.New("proxy: no answer within the deadline")
+
+// errTooLong is the cause of a call's context ended by Config.Timeout
+// after the provider's answer began.
+var errTooLong = errors.New("proxy: the call ran past its timeout")
 
 // isTimeout reports whether a transport error is a timeout (the
 // transport's ResponseHeaderTimeout, a deadline).

@@ -27,6 +27,8 @@ type results struct {
 	// the profiled concurrency.
 	Profile      []profileLine `json:"token_profile,omitempty"`
 	ProfileLevel int           `json:"token_profile_concurrency,omitempty"`
+	// ProxyProfile is the same for the 1 KB GET through the proxy.
+	ProxyProfile []profileLine `json:"proxy_profile,omitempty"`
 	// The orgs scenario's organizations, users per organization and seeding
 	// time (zero, "": not measured).
 	Orgs     int    `json:"orgs,omitempty"`
@@ -186,6 +188,17 @@ func (r *results) write(jsonPath, docPath string) error {
 			"(inclusive share of that process's CPU time; nested rows are part of the rows above them).\n\n", r.ProfileLevel)
 		b.WriteString("| frame | what | share |\n| --- | --- | --- |\n")
 		for _, l := range r.Profile {
+			fmt.Fprintf(&b, "| `%s` | %s | %.1f %% |\n", l.Frame, l.What, l.Cum)
+		}
+	}
+	if len(r.ProxyProfile) > 0 {
+		if len(r.Profile) == 0 {
+			b.WriteString("\n## Where the time goes\n")
+		}
+		fmt.Fprintf(&b, "\nCPU profile of replica 0 during the 1 KB GET through the proxy at %d callers (the same shares).\n\n",
+			r.ProfileLevel)
+		b.WriteString("| frame | what | share |\n| --- | --- | --- |\n")
+		for _, l := range r.ProxyProfile {
 			fmt.Fprintf(&b, "| `%s` | %s | %.1f %% |\n", l.Frame, l.What, l.Cum)
 		}
 	}

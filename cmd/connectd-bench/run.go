@@ -471,9 +471,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				if err := prime(); err != nil {
 					return err
 				}
-				keep(c).during(ctx, fmt.Sprintf("proxy-%d", c), main[0], o.duration, func() {
+				// Profiled at the profiled level as the token lookup is
+				// (summarised in the report; kept with -profile).
+				var pr *profiler
+				if c == o.profileLevel {
+					pr = &profiler{dir: o.profile, binary: o.binary, logf: logf, frames: proxyProfileFrames}
+				}
+				pr.during(ctx, fmt.Sprintf("proxy-%d", c), main[0], o.duration, func() {
 					res.add(measure(ctx, scenarioProxy, c, o.duration, main, lg.proxied(apiSmall)))
-				}, &unused)
+				}, &res.ProxyProfile)
 			}
 			if !o.skip["proxy256"] {
 				if err := prime(); err != nil {

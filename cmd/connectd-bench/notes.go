@@ -52,12 +52,16 @@ with a connection and consent, and measures, in this order:
 5. the provider API proxy (issue 25) on the same replicas, last (so that the outbound
    connections it opens cannot weigh on any figure above), at each level: the 1 KB GET
    straight to the fake provider API with the user's access token (the baseline), the
-   same GET through ` + "`/v1/proxy/bench/api/small`" + ` (client key and user token as for the
+   same GET through a bare reverse proxy (a process of the harness: the standard library's
+   ` + "`httputil.ReverseProxy`" + ` with a constant-time check of a static key and the bearer
+   header injected, 256 idle connections per host: the in-run bound the proxy is judged
+   against), the same GET through ` + "`/v1/proxy/bench/api/small`" + ` (client key and user token as for the
    token lookup; connectd attaches the access token), and the 256 KB GET through the
    proxy, whose peak RSS shows that answers are streamed, not buffered. Before each
    proxied measurement every user's proxied call is made once, unmeasured (caches warm,
    the sampled ` + "`proxy.call`" + ` audit rows written; the database is quieted after the
-   first). The direct row's CPU and RSS are the fake API's; the proxied rows', connectd's.
+   first). The direct row's CPU and RSS are the fake API's, the bare proxy's its own; the
+   proxied rows', connectd's.
 
 During the open loops the harness raises its own scheduling priority when it may
 (root): a load generator on another machine would not wait for a core behind the

@@ -4,8 +4,10 @@
 // provider's API base URL and a path below it, never a host the caller
 // names), which methods, paths and request and response headers cross
 // (request.go), the body caps, the retry of a call the provider refused
-// with 401 once the credential is refreshed, and the window during which a
-// provider's 429/503 Retry-After is answered without calling it. Who may call, and with which credential,
+// with 401 once the credential is refreshed, the window during which a
+// provider's 429/503 Retry-After is answered without calling it, and the
+// deadlines: the provider's answer within HeaderTimeout (15 s, or the
+// caller's shorter one), the whole call within Timeout. Who may call, and with which credential,
 // is package connect's (the one release decision).
 package proxy
 
@@ -17,7 +19,6 @@ import (
 	"io"
 	"log"
 	"net/http"
-	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"slices"
@@ -35,7 +36,7 @@ const (
 	DefaultTimeout          = 5 * time.Minute
 	// DefaultHeaderTimeout bounds the wait for the provider's answer (its
 	// status and headers) of one call, from when the call is sent (for a
-	// streamed request body, from when it is written): a provider that
+	// streamed request body, from the last piece the provider took): a provider that
 	// hangs is answered 504 well before the common MCP client timeouts
 	// (30–60 s). A caller may ask for less (Call.HeaderTimeout), never
 	// more. The answer's body then streams within Timeout.
@@ -56,7 +57,8 @@ type Config struct {
 	Transport http.RoundTripper
 	// MaxRequestBytes and MaxResponseBytes cap the bodies (defaults above).
 	MaxRequestBytes, MaxResponseBytes int64
-	// Timeout bounds one forwarded call, streaming included.
+	// Timeout bounds one forwarded call, streaming included
+	// (CONNECTD_PROXY_TIMEOUT).
 	Timeout time.Duration
 	// HeaderTimeout bounds the wait for the provider's status and headers
 	// (default DefaultHeaderTimeout); past it the call is ErrTimeout.
@@ -284,12 +286,19 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (in
 		}
 	})
 	defer deadline.Stop()
-	if in.GetBody == nil { // a streamed body: the wait starts once it is sent, Timeout bounds the sending
-		deadline.Stop()
+	if in.GetBody == nil && in.Body != http.NoBody {
+		// A streamed body (over 1 MiB or of unknown length): the wait
+		// starts again with each piece the provider takes, so a long upload
+		// is not cut while a provider that stops taking it is; Timeout
+		// bounds the whole.
 		sendCtx, cancelSend := context.WithTimeout(in.Context(), f.cfg.Timeout)
 		defer cancelSend()
-		in = in.WithContext(httptrace.WithClientTrace(sendCtx, &httptrace.ClientTrace{
-			WroteRequest: func(httptrace.WroteRequestInfo) { deadline.Reset(wait) }}))
+		in = in.WithContext(sendCtx)
+		in.Body = &progress{ReadCloser: in.Body, taken: func() {
+			if !answered.Load() {
+				deadline.Reset(wait)
+			}
+		}}
 	}
 	var (
 		failed error
@@ -461,6 +470,20 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 	again.Body = body
 	again.Header.Set(t.call.Header, v)
 	return t.next.RoundTrip(again)
+}
+
+// progress calls taken after each piece of a request body read.
+type progress struct {
+	io.ReadCloser
+	taken func()
+}
+
+func (p *progress) Read(b []byte) (int, error) {
+	n, err := p.ReadCloser.Read(b)
+	if n > 0 {
+		p.taken()
+	}
+	return n, err
 }
 
 // capped ends a response body with an error past its cap: the reverse

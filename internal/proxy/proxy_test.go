@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -691,5 +692,57 @@ func TestForwardDeadline(t *testing.T) {
 		if _, err := proxy.ParseTimeout(bad); !errors.Is(err, proxy.ErrBadTimeout) {
 			t.Errorf("ParseTimeout(%q): %v", bad, err)
 		}
+	}
+}
+
+// TestForwardDeadlineStreamedBody: with a streamed request body the
+// answer's deadline counts from the last piece the provider took: an upload
+// longer than the deadline that keeps going passes, a provider that stops
+// taking the body is ErrTimeout (not the whole call's 5 minutes).
+func TestForwardDeadlineStreamedBody(t *testing.T) {
+	t.Parallel()
+	stalled := make(chan struct{})
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/stall" {
+			<-stalled // never reads the body, never answers (until the test ends)
+			return
+		}
+		n, _ := io.Copy(io.Discard, r.Body)
+		fmt.Fprint(w, n)
+	}))
+	t.Cleanup(api.Close)
+	t.Cleanup(func() { close(stalled) }) // before api.Close
+	base, _ := url.Parse(api.URL)
+	f := proxy.New(proxy.Config{HeaderTimeout: 300 * time.Millisecond, MaxRequestBytes: 256 << 20})
+	srv, last := front(t, f, func(r *http.Request) *proxy.Call {
+		return &proxy.Call{Base: base, Path: strings.TrimPrefix(r.URL.Path, "/p/"), Header: "Authorization", Value: "Bearer a"}
+	})
+	post := func(path string, pieces int, gap time.Duration) (int, string) {
+		pr, pw := io.Pipe()
+		go func() {
+			piece := make([]byte, 1<<20)
+			for range pieces {
+				if _, err := pw.Write(piece); err != nil {
+					return
+				}
+				time.Sleep(gap)
+			}
+			pw.Close()
+		}()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, pr) // unknown length: streamed
+		req.Header.Set("Content-Type", "application/octet-stream")
+		resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := post("/p/upload", 8, 100*time.Millisecond); code != http.StatusOK || body != strconv.Itoa(8<<20) {
+		t.Errorf("an upload that goes on past the deadline: %d %q", code, body)
+	}
+	if code, _ := post("/p/stall", 128, 0); code != 599 || !errors.Is(last.Load().(box).error, proxy.ErrTimeout) {
+		t.Errorf("a provider that stops taking the body: %d %v, want ErrTimeout", code, last.Load())
 	}
 }

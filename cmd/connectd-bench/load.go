@@ -40,6 +40,9 @@ type load struct {
 	// upstreamBase is the bench provider's API (connectd-bench upstream),
 	// which the proxy forwards to.
 	upstreamBase string
+	// bareBase is the bare reverse proxy in front of it (connectd-bench
+	// bareproxy), the proxy's in-run bound.
+	bareBase string
 
 	mu  sync.Mutex
 	ids []elicitationRef // minted elicitations, for the status scenario
@@ -317,6 +320,10 @@ type result struct {
 	// at the same concurrency, and how much later its p50 is (ms).
 	VsDirect   float64  `json:"ratio_vs_direct,omitempty"`
 	P50AddedMs *float64 `json:"p50_added_ms,omitempty"`
+	// And against the bare reverse proxy at the same concurrency (its
+	// in-run bound): req/s over its req/s, p50 added over its p50 (ms).
+	VsBare         float64  `json:"ratio_vs_bare_proxy,omitempty"`
+	P50AddedBareMs *float64 `json:"p50_added_vs_bare_proxy_ms,omitempty"`
 	// The tracing comparison only: req/s over the mean of the tracing-off
 	// rows at the same concurrency in the same run.
 	VsTracingOff float64 `json:"ratio_vs_tracing_off,omitempty"`

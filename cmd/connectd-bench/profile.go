@@ -23,6 +23,9 @@ type profiler struct {
 	dir    string // where to keep the profiles; "" keeps them only for the summary
 	binary string // the connectd binary, for symbols
 	logf   func(string, ...any)
+	// frames are the summary's frames (nil: profileFrames, the token
+	// lookup's).
+	frames []struct{ frame, what string }
 }
 
 // profileLine is one frame of the CPU profile summary: its inclusive share
@@ -50,6 +53,29 @@ var profileFrames = []struct{ frame, what string }{
 	{"internal/api.(*Server).sampleRead", "sampled audit"},
 	{"internal/web.WriteJSON", "JSON response (encoding, headers, write)"},
 	{"jackc/pgx/v5.(*Conn).Query", "database queries"},
+	{"runtime.gcBgMarkWorker", "garbage collector"},
+	{"runtime.mallocgc", "allocation"},
+}
+
+// proxyProfileFrames are the frames of the proxied 1 KB GET's summary:
+// the same server and middleware, then the proxy's own path, its outbound
+// exchange and the runtime.
+var proxyProfileFrames = []struct{ frame, what string }{
+	{"net/http.(*conn).serve", "the whole HTTP server goroutine (the caller's side, everything below)"},
+	{"net/http.(*conn).readRequest", "reading and parsing the caller's requests"},
+	{"net/http.(*response).finishRequest", "flushing the answers to the caller (write syscalls)"},
+	{"internal/web.Public.RequestContext", "internal/web chain (web.Public) and the handler"},
+	{"internal/api.(*Server).proxyCall", "the proxy handler"},
+	{"internal/api.(*Server).authenticate", "client key and user token"},
+	{"internal/api.(*Server).release", "the release decision (consent, credential)"},
+	{"internal/api.(*Server).whileAllowed", "the watch for the client being disabled"},
+	{"internal/proxy.(*Forwarder).Forward", "the forwarder (rules, bulkhead, deadline, reverse proxy)"},
+	{"internal/proxy.Clean", "the path rule"},
+	{"net/http/httputil.(*ReverseProxy).ServeHTTP", "httputil.ReverseProxy (request copy, headers, body copy)"},
+	{"net/http.(*Transport).roundTrip", "the outbound exchange, as the handler waits for it"},
+	{"net/http.(*persistConn).writeLoop", "writing outbound requests (write syscalls)"},
+	{"net/http.(*persistConn).readLoop", "reading the provider's answers"},
+	{"internal/api.(*Server).sampleProxy", "sampled audit"},
 	{"runtime.gcBgMarkWorker", "garbage collector"},
 	{"runtime.mallocgc", "allocation"},
 }
@@ -97,7 +123,11 @@ func (pr *profiler) during(ctx context.Context, name string, p *process, d time.
 	if err := fetch(ctx, p.internal+"/debug/pprof/heap", filepath.Join(dir, name+"-heap.pprof")); err != nil {
 		pr.logf("profile heap: %v", err)
 	}
-	lines, err := profileSummary(ctx, pr.binary, cpu)
+	frames := profileFrames
+	if pr.frames != nil {
+		frames = pr.frames
+	}
+	lines, err := profileSummary(ctx, pr.binary, cpu, frames)
 	if err != nil {
 		pr.logf("profile summary: %v", err)
 		return
@@ -134,7 +164,7 @@ func fetch(ctx context.Context, u, file string) error {
 
 // profileSummary reads the inclusive share of each of profileFrames from
 // `go tool pprof -top -cum`.
-func profileSummary(ctx context.Context, binary, cpuProfile string) ([]profileLine, error) {
+func profileSummary(ctx context.Context, binary, cpuProfile string, frames []struct{ frame, what string }) ([]profileLine, error) {
 	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-cum", "-nodecount=1000", binary, cpuProfile).Output()
 	if err != nil {
 		return nil, err
@@ -151,14 +181,14 @@ func profileSummary(ctx context.Context, binary, cpuProfile string) ([]profileLi
 			continue
 		}
 		name := strings.Join(f[5:], " ")
-		for _, pf := range profileFrames {
+		for _, pf := range frames {
 			if strings.Contains(name, pf.frame) && v > cum[pf.frame] {
 				cum[pf.frame] = v
 			}
 		}
 	}
 	var lines []profileLine
-	for _, pf := range profileFrames {
+	for _, pf := range frames {
 		lines = append(lines, profileLine{Frame: pf.frame, What: pf.what, Cum: cum[pf.frame]})
 	}
 	return lines, nil

@@ -27,6 +27,8 @@ type results struct {
 	// the profiled concurrency.
 	Profile      []profileLine `json:"token_profile,omitempty"`
 	ProfileLevel int           `json:"token_profile_concurrency,omitempty"`
+	// ProxyProfile is the same for the 1 KB GET through the proxy.
+	ProxyProfile []profileLine `json:"proxy_profile,omitempty"`
 	// The orgs scenario's organizations, users per organization and seeding
 	// time (zero, "": not measured).
 	Orgs     int    `json:"orgs,omitempty"`
@@ -45,9 +47,11 @@ func (r *results) memLimitNote() string {
 
 // baseline reports whether scenario measures something other than
 // connectd: the trivial handler, pgbench, or the provider's API called
-// directly (its CPU and RSS are the upstream server's).
+// directly (its CPU and RSS are the upstream server's) or through the bare
+// reverse proxy (its CPU and RSS are that proxy's).
 func baseline(scenario string) bool {
-	return strings.HasPrefix(scenario, "trivial") || strings.HasPrefix(scenario, "pgbench") || scenario == scenarioDirect
+	return strings.HasPrefix(scenario, "trivial") || strings.HasPrefix(scenario, "pgbench") || scenario == scenarioDirect ||
+		scenario == scenarioBare
 }
 
 // ratios relates every connectd scenario to the baselines measured at the
@@ -55,10 +59,13 @@ func baseline(scenario string) bool {
 // direct one.
 func (r *results) ratios() {
 	base := map[string]map[int]float64{}
-	direct := map[int]result{}
+	direct, bare := map[int]result{}, map[int]result{}
 	for _, x := range r.Results {
 		if x.Scenario == scenarioDirect {
 			direct[x.Concurrency] = x
+		}
+		if x.Scenario == scenarioBare {
+			bare[x.Concurrency] = x
 		}
 		if strings.HasPrefix(x.Scenario, "trivial") || strings.HasPrefix(x.Scenario, "pgbench") {
 			k := strings.Fields(x.Scenario)[0]
@@ -76,6 +83,10 @@ func (r *results) ratios() {
 		if d, ok := direct[x.Concurrency]; ok && x.Scenario == scenarioProxy && d.RPS > 0 && x.RPS > 0 {
 			added := x.P50ms - d.P50ms
 			x.VsDirect, x.P50AddedMs = x.RPS/d.RPS, &added
+		}
+		if b, ok := bare[x.Concurrency]; ok && x.Scenario == scenarioProxy && b.RPS > 0 && x.RPS > 0 {
+			added := x.P50ms - b.P50ms
+			x.VsBare, x.P50AddedBareMs = x.RPS/b.RPS, &added
 		}
 		if t := base["trivial"][x.Concurrency]; t > 0 {
 			x.VsTrivial = x.RPS / t
@@ -180,6 +191,17 @@ func (r *results) write(jsonPath, docPath string) error {
 			fmt.Fprintf(&b, "| `%s` | %s | %.1f %% |\n", l.Frame, l.What, l.Cum)
 		}
 	}
+	if len(r.ProxyProfile) > 0 {
+		if len(r.Profile) == 0 {
+			b.WriteString("\n## Where the time goes\n")
+		}
+		fmt.Fprintf(&b, "\nCPU profile of replica 0 during the 1 KB GET through the proxy at %d callers (the same shares).\n\n",
+			r.ProfileLevel)
+		b.WriteString("| frame | what | share |\n| --- | --- | --- |\n")
+		for _, l := range r.ProxyProfile {
+			fmt.Fprintf(&b, "| `%s` | %s | %.1f %% |\n", l.Frame, l.What, l.Cum)
+		}
+	}
 	b.WriteString(performanceNotes)
 	return os.WriteFile(docPath, []byte(b.String()), 0o644)
 }
@@ -255,14 +277,28 @@ func (r *results) targets() []target {
 	add("browser flow ≥ 300 flows/s", flow, ok, func(x result) (string, bool) {
 		return fmt.Sprintf("%.0f/s at %d callers", x.RPS, x.Concurrency), x.RPS >= 300
 	})
+	// The proxy against its in-run bound, the bare reverse proxy (issue 35):
+	// the "50 % of direct" of issue 25 is out of reach on two shared cores
+	// even for the bare proxy; what is connectd's own is the gap to it.
 	px, ok := r.find(scenarioProxy, 64)
-	add("provider GET 1 KB through the proxy ≥ 50 % of the direct GET's req/s at 64 callers", px, ok && px.VsDirect > 0,
+	add("provider GET 1 KB through the proxy ≥ 60 % of the bare reverse proxy's req/s at 64 callers", px, ok && px.VsBare > 0,
 		func(x result) (string, bool) {
-			return fmt.Sprintf("%s (%.0f against %.0f req/s)", percentDown(x.VsDirect), x.RPS, x.RPS/x.VsDirect), x.VsDirect >= 0.5
+			return fmt.Sprintf("%s (%.0f against %.0f req/s; %s of the direct GET)", percentDown(x.VsBare), x.RPS, x.RPS/x.VsBare,
+				percentDown(x.VsDirect)), x.VsBare >= 0.6
 		})
-	add("provider GET 1 KB through the proxy adds ≤ 1 ms to the direct GET's p50 at 64 callers", px, ok && px.P50AddedMs != nil,
-		func(x result) (string, bool) {
-			return fmt.Sprintf("%+.2f ms (p50 %.2f against %.2f ms)", *x.P50AddedMs, x.P50ms, x.P50ms-*x.P50AddedMs), *x.P50AddedMs <= 1
+	px16, ok16 := r.find(scenarioProxy, 16)
+	add("provider GET 1 KB through the proxy adds ≤ 1 ms to the bare reverse proxy's p50 at 16 callers", px16,
+		ok16 && px16.P50AddedBareMs != nil, func(x result) (string, bool) {
+			return fmt.Sprintf("%+.2f ms (p50 %.2f against %.2f ms)", *x.P50AddedBareMs, x.P50ms, x.P50ms-*x.P50AddedBareMs),
+				*x.P50AddedBareMs <= 1
+		})
+	b64, bok := r.find(scenarioBare, 64)
+	t64, tok64 := r.find(scenarioToken, 64)
+	add("connectd's CPU per proxied 1 KB GET ≤ the token lookup's + the bare reverse proxy's + 0.05 ms at 64 callers", px,
+		ok && bok && tok64 && px.CPUPer1k > 0 && b64.CPUPer1k > 0 && t64.CPUPer1k > 0, func(x result) (string, bool) {
+			bound := t64.CPUPer1k + b64.CPUPer1k
+			return fmt.Sprintf("%.3f ms (token lookup %.3f + bare proxy %.3f = %.3f, %+.3f ms)", x.CPUPer1k, t64.CPUPer1k,
+				b64.CPUPer1k, bound, x.CPUPer1k-bound), x.CPUPer1k <= bound+0.05
 		})
 	large, ok := r.find(scenarioProxyLarge, 64)
 	add("provider GET 256 KB through the proxy at 64 callers: connectd RSS ≤ 64 MB (streamed, not buffered)", large, ok,
@@ -301,11 +337,14 @@ func (r *results) proxyTable(b *strings.Builder) {
 		return
 	}
 	b.WriteString("\n## Provider API proxy\n\nThe rows `provider GET …` above, side by side: the 1 KB GET through connectd's proxy " +
-		"against the same GET made straight to the provider's API with the access token in hand, and the 256 KB GET " +
-		"through the proxy with connectd's peak RSS against its 64 MB budget" + r.memLimitNote() + ".\n\n")
-	b.WriteString("| callers | direct req/s | proxy req/s | proxy / direct | direct p50 ms | proxy p50 ms | p50 added ms | " +
+		"against the same GET made straight to the provider's API with the access token in hand and against the same GET " +
+		"through a bare reverse proxy (the standard library's httputil.ReverseProxy checking a static key in constant time " +
+		"and injecting the bearer header: the in-run bound), with CPU per call (connectd's; the bare proxy's own), and the " +
+		"256 KB GET through the proxy with connectd's peak RSS against its 64 MB budget" + r.memLimitNote() + ".\n\n")
+	b.WriteString("| callers | direct req/s | bare proxy req/s | proxy req/s | proxy / direct | proxy / bare | direct p50 ms | " +
+		"bare p50 ms | proxy p50 ms | p50 added to bare ms | CPU ms bare / proxy | " +
 		"256 KB req/s | 256 KB MB/s | 256 KB peak RSS MB (budget 64) |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	dash := func(ok bool, format string, v float64) string {
 		if !ok {
 			return "—"
@@ -314,17 +353,23 @@ func (r *results) proxyTable(b *strings.Builder) {
 	}
 	for _, c := range levels {
 		d, dok := r.find(scenarioDirect, c)
+		bp, bok := r.find(scenarioBare, c)
 		p, pok := r.find(scenarioProxy, c)
 		l, lok := r.find(scenarioProxyLarge, c)
-		ratio, added := "—", "—"
+		ratio, vsBare, added := "—", "—", "—"
 		if pok && p.VsDirect > 0 {
 			ratio = percentDown(p.VsDirect)
 		}
-		if pok && p.P50AddedMs != nil {
-			added = fmt.Sprintf("%+.2f", *p.P50AddedMs)
+		if pok && p.VsBare > 0 {
+			vsBare = percentDown(p.VsBare)
 		}
-		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c,
-			dash(dok, "%.0f", d.RPS), dash(pok, "%.0f", p.RPS), ratio, dash(dok, "%.2f", d.P50ms), dash(pok, "%.2f", p.P50ms), added,
+		if pok && p.P50AddedBareMs != nil {
+			added = fmt.Sprintf("%+.2f", *p.P50AddedBareMs)
+		}
+		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s | %s | %s |\n", c,
+			dash(dok, "%.0f", d.RPS), dash(bok, "%.0f", bp.RPS), dash(pok, "%.0f", p.RPS), ratio, vsBare,
+			dash(dok, "%.2f", d.P50ms), dash(bok, "%.2f", bp.P50ms), dash(pok, "%.2f", p.P50ms), added,
+			dash(bok && bp.CPUPer1k > 0, "%.3f", bp.CPUPer1k), dash(pok && p.CPUPer1k > 0, "%.3f", p.CPUPer1k),
 			dash(lok, "%.0f", l.RPS), dash(lok, "%.0f", l.RPS*float64(apiLarge.size)/1e6), dash(lok, "%.0f", l.PeakRSSMB))
 	}
 }

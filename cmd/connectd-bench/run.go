@@ -83,7 +83,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.IntVar(&o.openRate, "open-rate", 5000, "offered req/s of the open-loop token scenario")
 	fs.StringVar(&o.jsonOut, "json", "test-output/bench.json", "where to write the results as JSON")
 	fs.StringVar(&o.docOut, "doc", "docs/performance.md", "where to write the results as Markdown ('' skips)")
-	fs.StringVar(&o.profile, "profile", "", "keep the CPU and allocation profiles of replica 0 during the token scenario in this directory")
+	fs.StringVar(&o.profile, "profile", "", "keep the CPU and allocation profiles of replica 0 during the token scenario and the proxied 1 KB GET (at -profile-level) in this directory")
 	fs.IntVar(&o.profileLevel, "profile-level", 64, "concurrency level of the token scenario that is profiled")
 	fs.StringVar(&o.selfProfile, "self-profile", "", "write a CPU profile of the harness itself (load generator, IdP, fake provider) to this file")
 	fs.BoolVar(&o.verbose, "v", false, "log replica 0's memory after each token scenario")
@@ -96,7 +96,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return nil
 	})
 	skip := fs.String("skip", "", "comma-separated scenarios to skip (token,mint,status,open,flow,nocache,pgbench,trivial,"+
-		"proxy: the 1 KB provider GET direct and through the proxy, proxy256: the 256 KB one through the proxy, "+
+		"proxy: the 1 KB provider GET direct, through a bare reverse proxy and through connectd's, proxy256: the 256 KB one through the proxy, "+
 		"tracing: the token lookup with tracing off, on at 1 % and on at 100 %, alternating, "+
 		"orgs: the token lookup over -orgs organizations of -org-users users, each with its own client)")
 	if err := fs.Parse(args); err != nil {
@@ -129,6 +129,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if len(args) > 0 && args[0] == "upstream" {
 		return upstreamServer(ctx, args[1:], stdout)
+	}
+	if len(args) > 0 && args[0] == "bareproxy" {
+		return bareServer(ctx, args[1:], stdout)
 	}
 	o, err := parseOptions(args, getenv, stderr)
 	if err != nil {
@@ -205,6 +208,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("upstream server: %w", err)
 	}
 	defer upstream.stop()
+	// The bare reverse proxy in front of it (the proxy's in-run bound).
+	bareProc, err := startHelper(ctx, "bareproxy", upstream.base)
+	if err != nil {
+		return fmt.Errorf("bare reverse proxy: %w", err)
+	}
+	defer bareProc.stop()
 
 	logf("migrating and seeding %d users", o.users)
 	if out, err := exec.CommandContext(ctx, o.binary, "migrate", "up").CombinedOutput(); err != nil {
@@ -443,7 +452,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// row (one per user, client and provider an hour) already written, the
 	// database quieted after those writes.
 	if !o.skip["proxy"] || !o.skip["proxy256"] {
-		lg.upstreamBase = upstream.base
+		lg.upstreamBase, lg.bareBase = upstream.base, bareProc.base
 		primed := false
 		prime := func() error {
 			if err := lg.primeProxy(ctx); err != nil {
@@ -458,12 +467,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		for _, c := range o.levels {
 			if !o.skip["proxy"] {
 				res.add(measure(ctx, scenarioDirect, c, o.duration, []*process{upstream}, lg.direct(apiSmall)))
+				res.add(measure(ctx, scenarioBare, c, o.duration, []*process{bareProc}, lg.bare(apiSmall)))
 				if err := prime(); err != nil {
 					return err
 				}
-				keep(c).during(ctx, fmt.Sprintf("proxy-%d", c), main[0], o.duration, func() {
+				// Profiled at the profiled level as the token lookup is
+				// (summarised in the report; kept with -profile).
+				var pr *profiler
+				if c == o.profileLevel {
+					pr = &profiler{dir: o.profile, binary: o.binary, logf: logf, frames: proxyProfileFrames}
+				}
+				pr.during(ctx, fmt.Sprintf("proxy-%d", c), main[0], o.duration, func() {
 					res.add(measure(ctx, scenarioProxy, c, o.duration, main, lg.proxied(apiSmall)))
-				}, &unused)
+				}, &res.ProxyProfile)
 			}
 			if !o.skip["proxy256"] {
 				if err := prime(); err != nil {
@@ -501,7 +517,11 @@ const (
 	scenarioMint        = "mint"
 	scenarioFlow        = "browser flow (mint, login, consent, provider, callback, token, unlink)"
 	// The provider API proxy (issue 25): the direct GET is its baseline.
-	scenarioDirect     = "provider GET 1 KB, direct"
+	scenarioDirect = "provider GET 1 KB, direct"
+	// scenarioBare is the same GET through a bare reverse proxy of the
+	// standard library (bare.go): the proxy's in-run bound. Its CPU is the
+	// bare proxy's own.
+	scenarioBare       = "provider GET 1 KB, bare reverse proxy"
 	scenarioProxy      = "provider GET 1 KB through the proxy"
 	scenarioProxyLarge = "provider GET 256 KB through the proxy"
 )
@@ -707,14 +727,15 @@ func (p *process) stop() {
 	p.cmd = nil
 }
 
-// startHelper starts a server of this binary (command "trivial" or
-// "upstream"), which listens on a port of its own choosing and reports it.
-func startHelper(ctx context.Context, command string) (*process, error) {
+// startHelper starts a server of this binary (command "trivial",
+// "upstream" or "bareproxy" with its arguments), which listens on a port of
+// its own choosing and reports it.
+func startHelper(ctx context.Context, command string, args ...string) (*process, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, self, command)
+	cmd := exec.CommandContext(ctx, self, append([]string{command}, args...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

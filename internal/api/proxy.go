@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/connectd/connectd/internal/clientauth"
@@ -37,6 +39,13 @@ const AccountHeader = "Connectd-Account"
 // provider's 403. It is not forwarded.
 const ScopesHeader = "Connectd-Scopes"
 
+// TimeoutHeader is how long a proxied call may wait for the provider's
+// answer, as the caller asks (a Go duration: "5s", "1500ms"): shorter than
+// the proxy's own deadline (proxy.DefaultHeaderTimeout) it holds, longer
+// it is that deadline. Past it the call is 504 provider_timeout. It is not
+// forwarded.
+const TimeoutHeader = "Connectd-Timeout"
+
 // proxyPrefix is where the proxy's paths start: /v1/proxy/{provider}/{path}.
 // Its route is Raw (server.go): ServeMux neither cleans nor redirects a path
 // below it, so that what ServeMux would redirect ("..", ".", "//") is
@@ -56,6 +65,12 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err := proxy.Check(r); err != nil {
 		return problem.About(name, err)
+	}
+	var wait time.Duration
+	if h := r.Header.Get(TimeoutHeader); h != "" {
+		if wait, err = proxy.ParseTimeout(h); err != nil {
+			return err
+		}
 	}
 	c, err := s.authenticate(r)
 	if err != nil {
@@ -79,7 +94,7 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	if rel.info.APIBaseURL == "" || rel.info.APIAuth.Header == "" {
 		return problem.About(name, proxy.ErrNotSupported)
 	}
-	base, err := url.Parse(rel.info.APIBaseURL)
+	base, err := apiBase(rel.info.APIBaseURL)
 	if err != nil {
 		return fmt.Errorf("connect: api base of %s: %w", name, err)
 	}
@@ -87,7 +102,7 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	start := s.now()
 	call := &proxy.Call{Base: base, Path: path, Header: rel.info.APIAuth.Header,
 		Value: rel.info.APIAuth.HeaderValue(rel.cred.AccessToken), HoldKey: name + "\x00" + connID, Provider: name, App: rel.appID,
-		Drop:   []string{mcpauth.UserTokenHeader, clientauth.DPoPHeader, AccountHeader, ScopesHeader},
+		Drop: []string{mcpauth.UserTokenHeader, clientauth.DPoPHeader, AccountHeader, ScopesHeader}, HeaderTimeout: wait,
 		Budget: s.budgets.For(name, rel.appID, connID, path, rel.info.RateLimits)}
 	call.Refresh = func(ctx context.Context) (string, error) {
 		// The provider refused the token: refresh it once (across
@@ -122,6 +137,28 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	s.sampleProxy(r, &c, name, connID)
 	return problem.About(name, err)
 }
+
+// apiBases are the providers' API base URLs parsed, by their text: a few
+// per provider (templates, an organization's own), parsed once, not once a
+// call. Never modified (proxy.Call.Target copies Base); bounded.
+var apiBases sync.Map // string → *url.URL
+
+func apiBase(raw string) (*url.URL, error) {
+	if u, ok := apiBases.Load(raw); ok {
+		return u.(*url.URL), nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	if apiBaseCount.Add(1) > 10_000 { // a deployment has nowhere near as many: just stop keeping more
+		return u, nil
+	}
+	apiBases.Store(raw, u)
+	return u, nil
+}
+
+var apiBaseCount atomic.Int64
 
 // proxyPath splits r's escaped path below proxyPrefix into the provider
 // and the path below its API (proxy.Clean's form), or refuses it

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/connectd/connectd/internal/api"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/internal/servertest"
@@ -63,6 +65,40 @@ func TestProxyInFlightPerApp(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != tt.want {
 			t.Errorf("%s while acme's app holds its place: %d, want %d", tt.name, resp.StatusCode, tt.want)
+		}
+	}
+}
+
+// TestProxyTimeoutHeader (issue 35): a caller may ask for a shorter deadline
+// for the provider's answer with Connectd-Timeout, a Go duration; one that
+// is not a positive duration is 400 invalid_request before anything is
+// looked up, and the header never reaches the provider.
+func TestProxyTimeoutHeader(t *testing.T) {
+	t.Parallel()
+	e := newOrgEnv(t, servertest.Options{})
+	alice := e.user("alice")
+	e.connect("acme", alice, "app_acme", time.Hour, &e.acme)
+	for _, tt := range []struct {
+		value string
+		want  int
+		code  string
+	}{
+		{"5s", http.StatusOK, ""},
+		{"1h", http.StatusOK, ""}, // longer than the proxy's own: that one holds
+		{"soon", http.StatusBadRequest, "invalid_request"},
+		{"-1s", http.StatusBadRequest, "invalid_request"},
+		{"15", http.StatusBadRequest, "invalid_request"},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, e.URL+"/v1/proxy/fake/echo", nil)
+		req.Header.Set("Authorization", "Bearer "+e.acme.key)
+		req.Header.Set(mcpauth.UserTokenHeader, e.token(e.acme, "alice"))
+		req.Header.Set(api.TimeoutHeader, tt.value)
+		a := e.do(req)
+		if a.status != tt.want || !strings.Contains(string(a.body), tt.code) {
+			t.Errorf("Connectd-Timeout %q: %d %s, want %d %s", tt.value, a.status, a.body, tt.want, tt.code)
+		}
+		if a.status == http.StatusOK && strings.Contains(strings.ToLower(string(a.body)), "connectd-timeout") {
+			t.Errorf("Connectd-Timeout reached the provider: %s", a.body)
 		}
 	}
 }

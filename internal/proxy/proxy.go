@@ -4,8 +4,10 @@
 // provider's API base URL and a path below it, never a host the caller
 // names), which methods, paths and request and response headers cross
 // (request.go), the body caps, the retry of a call the provider refused
-// with 401 once the credential is refreshed, and the window during which a
-// provider's 429/503 Retry-After is answered without calling it. Who may call, and with which credential,
+// with 401 once the credential is refreshed, the window during which a
+// provider's 429/503 Retry-After is answered without calling it, and the
+// deadlines: the provider's answer within HeaderTimeout (15 s, or the
+// caller's shorter one), the whole call within Timeout. Who may call, and with which credential,
 // is package connect's (the one release decision).
 package proxy
 
@@ -23,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,6 +34,13 @@ const (
 	DefaultMaxRequestBytes  = 10 << 20  // 10 MiB
 	DefaultMaxResponseBytes = 100 << 20 // 100 MiB
 	DefaultTimeout          = 5 * time.Minute
+	// DefaultHeaderTimeout bounds the wait for the provider's answer (its
+	// status and headers) of one call, from when the call is sent (for a
+	// streamed request body, from the last piece the provider took): a provider that
+	// hangs is answered 504 well before the common MCP client timeouts
+	// (30–60 s). A caller may ask for less (Call.HeaderTimeout), never
+	// more. The answer's body then streams within Timeout.
+	DefaultHeaderTimeout = 15 * time.Second
 	// DefaultMaxInFlight caps the calls in flight to one provider app (a
 	// provider and the app the credential is of) from one replica: a
 	// provider that hangs holds at most this many of each app's calls.
@@ -47,8 +57,12 @@ type Config struct {
 	Transport http.RoundTripper
 	// MaxRequestBytes and MaxResponseBytes cap the bodies (defaults above).
 	MaxRequestBytes, MaxResponseBytes int64
-	// Timeout bounds one forwarded call, streaming included.
+	// Timeout bounds one forwarded call, streaming included
+	// (CONNECTD_PROXY_TIMEOUT).
 	Timeout time.Duration
+	// HeaderTimeout bounds the wait for the provider's status and headers
+	// (default DefaultHeaderTimeout); past it the call is ErrTimeout.
+	HeaderTimeout time.Duration
 	// MaxInFlight caps the calls in flight to one provider app, each
 	// (Call.Provider, Call.App) apart (default DefaultMaxInFlight); past it
 	// a call is ErrBusy at once, and other apps' calls are not affected.
@@ -74,6 +88,9 @@ func New(cfg Config) *Forwarder {
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = DefaultHeaderTimeout
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -114,7 +131,26 @@ var (
 	ErrBusy = errors.New("proxy: too many calls to the provider in flight")
 	// ErrUnavailable: the provider could not be reached or did not answer.
 	ErrUnavailable = errors.New("proxy: the provider could not be reached")
+	// ErrTimeout: the provider's answer (status and headers) did not come
+	// within the call's deadline (Config.HeaderTimeout, or the caller's
+	// shorter Call.HeaderTimeout).
+	ErrTimeout = errors.New("proxy: the provider did not answer in time")
+	// ErrBadTimeout: the deadline a caller asked for is not a positive
+	// duration (ParseTimeout).
+	ErrBadTimeout = errors.New("proxy: not a positive duration")
 )
+
+// ParseTimeout reads the deadline a caller asks for its call: a positive Go
+// duration with its unit ("5s", "1500ms", "1m"), at most an hour; one
+// longer than the Forwarder's HeaderTimeout is that (a caller may ask for
+// less, not more).
+func ParseTimeout(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d <= 0 || d > time.Hour {
+		return 0, fmt.Errorf("%w: %q (e.g. 5s, 1500ms)", ErrBadTimeout, v)
+	}
+	return d, nil
+}
 
 // HeldError: the provider asked (429/503 with Retry-After) not to be called
 // until Until; the call was not made.
@@ -156,6 +192,9 @@ type Call struct {
 	// Budget, when set, is the call's share of the provider's rate limits
 	// (budget.go): a spent one is a *HeldError without calling the provider.
 	Budget Budget
+	// HeaderTimeout, when positive, is the caller's own deadline for the
+	// provider's answer: the shorter of it and Config.HeaderTimeout holds.
+	HeaderTimeout time.Duration
 }
 
 // Target is where c goes: Base's scheme and host, Base's path joined with
@@ -229,11 +268,43 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (in
 		return 0, ErrBusy
 	}
 	defer release()
-	ctx, cancel := context.WithTimeout(r.Context(), f.cfg.Timeout)
-	defer cancel()
+	// One context and one timer bound the call: first the answer's
+	// deadline (the context ends with errNoAnswer unless the provider's
+	// headers come first), then, once they came (ModifyResponse), what is
+	// left of Timeout for the whole call, streaming included (errTooLong).
+	wait := min(f.cfg.HeaderTimeout, f.cfg.Timeout)
+	if c.HeaderTimeout > 0 && c.HeaderTimeout < wait {
+		wait = c.HeaderTimeout
+	}
+	started := time.Now()
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
 	in, err := f.replayable(r.WithContext(ctx))
 	if err != nil {
 		return 0, err
+	}
+	var answered atomic.Bool
+	deadline := time.AfterFunc(wait, func() {
+		if answered.Load() {
+			cancel(errTooLong)
+		} else {
+			cancel(errNoAnswer)
+		}
+	})
+	defer deadline.Stop()
+	if in.GetBody == nil && in.Body != http.NoBody {
+		// A streamed body (over 1 MiB or of unknown length): the wait
+		// starts again with each piece the provider takes, so a long upload
+		// is not cut while a provider that stops taking it is; Timeout
+		// bounds the whole.
+		sendCtx, cancelSend := context.WithTimeout(in.Context(), f.cfg.Timeout)
+		defer cancelSend()
+		in = in.WithContext(sendCtx)
+		in.Body = &progress{ReadCloser: in.Body, taken: func() {
+			if !answered.Load() {
+				deadline.Reset(wait)
+			}
+		}}
 	}
 	var (
 		failed error
@@ -257,6 +328,11 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (in
 		// and flushed when complete, a write the fewer per call.
 		FlushInterval: 0,
 		ModifyResponse: func(resp *http.Response) error {
+			if !deadline.Stop() && context.Cause(ctx) == errNoAnswer {
+				return ErrTimeout // the answer came as its deadline passed
+			}
+			answered.Store(true)
+			deadline.Reset(f.cfg.Timeout - time.Since(started))
 			f.observe(c, resp.StatusCode, resp.Header)
 			if resp.StatusCode == http.StatusUnauthorized {
 				return ErrRefused
@@ -288,6 +364,12 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (in
 		return status, nil
 	case errors.Is(failed, ErrResponseTooLarge), errors.Is(failed, ErrRefused):
 		return 0, failed
+	case errors.Is(failed, ErrTimeout) || context.Cause(ctx) == errNoAnswer:
+		return 0, fmt.Errorf("%w (within %s)", ErrTimeout, wait)
+	case isTimeout(failed):
+		// The egress client's own header deadline, or the whole call's
+		// Timeout, before an answer: the provider's silence as well.
+		return 0, ErrTimeout
 	case errors.As(failed, new(*http.MaxBytesError)):
 		return 0, ErrTooLarge
 	}
@@ -301,6 +383,21 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (in
 }
 
 var quiet = log.New(io.Discard, "", 0)
+
+// errNoAnswer is the cause of a call's context ended by its answer's
+// deadline.
+var errNoAnswer = errors.New("proxy: no answer within the deadline")
+
+// errTooLong is the cause of a call's context ended by Config.Timeout
+// after the provider's answer began.
+var errTooLong = errors.New("proxy: the call ran past its timeout")
+
+// isTimeout reports whether a transport error is a timeout (the
+// transport's ResponseHeaderTimeout, a deadline).
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &t) && t.Timeout()
+}
 
 // buffers are the copy buffers of every forwarded body (httputil.BufferPool).
 var buffers = &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
@@ -380,6 +477,20 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 	again.Body = body
 	again.Header.Set(t.call.Header, v)
 	return t.next.RoundTrip(again)
+}
+
+// progress calls taken after each piece of a request body read.
+type progress struct {
+	io.ReadCloser
+	taken func()
+}
+
+func (p *progress) Read(b []byte) (int, error) {
+	n, err := p.ReadCloser.Read(b)
+	if n > 0 {
+		p.taken()
+	}
+	return n, err
 }
 
 // capped ends a response body with an error past its cap: the reverse

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -595,5 +596,153 @@ func TestForwardDropsUnderscoreHeaders(t *testing.T) {
 	}
 	if got.Header.Get("X_custom") != "kept" {
 		t.Errorf("X_Custom did not cross: %v", got.Header)
+	}
+}
+
+// TestForwardDeadline (issue 35: "a hanging provider API holds every
+// proxied caller for the full 30 s"): a provider that accepts calls and
+// never answers gets each caller ErrTimeout at the answer's deadline — the
+// Forwarder's, or the caller's shorter one — with its place in the
+// bulkhead given back, while another provider's calls pass meanwhile; a
+// provider that answers in time streams past the deadline.
+func TestForwardDeadline(t *testing.T) {
+	t.Parallel()
+	hang := make(chan struct{})
+	var arrived atomic.Int32
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Add(1)
+		if r.URL.Path == "/late-body" { // headers at once, the body after the deadline
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			time.Sleep(400 * time.Millisecond)
+			w.Write([]byte("late but fine"))
+			return
+		}
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(slow.Close)
+	fast := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
+	t.Cleanup(fast.Close)
+	t.Cleanup(func() { close(hang) })
+	slowBase, _ := url.Parse(slow.URL)
+	fastBase, _ := url.Parse(fast.URL)
+	f := proxy.New(proxy.Config{HeaderTimeout: 300 * time.Millisecond, MaxInFlight: 1})
+	srv, last := front(t, f, func(r *http.Request) *proxy.Call {
+		c := &proxy.Call{Base: slowBase, Path: strings.TrimPrefix(r.URL.Path, "/p/"), Header: "Authorization",
+			Value: "Bearer a", Provider: "slow"}
+		if r.URL.Path == "/p/fast" {
+			c.Base, c.Provider = fastBase, "fast"
+		}
+		if v := r.Header.Get("Wait"); v != "" {
+			c.HeaderTimeout, _ = time.ParseDuration(v)
+		}
+		return c
+	})
+	get := func(path, wait string) (int, string, error) {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		if wait != "" {
+			req.Header.Set("Wait", wait)
+		}
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var e error
+		if resp.StatusCode == 599 {
+			e = last.Load().(box).error
+		}
+		return resp.StatusCode, string(b), e
+	}
+	// The hanging provider, with the Forwarder's deadline and with a
+	// caller's shorter one (a longer one does not extend it), while the
+	// other provider answers: its calls pass during the wait.
+	done := make(chan error, 3)
+	for _, wait := range []string{"", "50ms", "1h"} {
+		go func() {
+			_, _, err := get("/p/hang", wait)
+			done <- err
+		}()
+		for deadline := time.Now().Add(5 * time.Second); arrived.Load() == 0; time.Sleep(2 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the call did not reach the hanging provider")
+			}
+		}
+		if code, body, _ := get("/p/fast", ""); code != http.StatusOK || body != "ok" {
+			t.Errorf("the other provider while one hangs: %d %q", code, body)
+		}
+		if err := <-done; !errors.Is(err, proxy.ErrTimeout) {
+			t.Errorf("the hanging provider, caller's deadline %q: %v, want ErrTimeout", wait, err)
+		}
+		arrived.Store(0)
+	}
+	// The place in the bulkhead (one) is free again, and an answer whose
+	// headers came in time streams to its end past the deadline.
+	if code, body, err := get("/p/late-body", ""); code != http.StatusOK || body != "late but fine" {
+		t.Errorf("an answer whose body comes after the deadline: %d %q %v", code, body, err)
+	}
+	if _, err := proxy.ParseTimeout("5s"); err != nil {
+		t.Error(err)
+	}
+	for _, bad := range []string{"", "5", "-1s", "0s", "soon", "2h"} {
+		if _, err := proxy.ParseTimeout(bad); !errors.Is(err, proxy.ErrBadTimeout) {
+			t.Errorf("ParseTimeout(%q): %v", bad, err)
+		}
+	}
+}
+
+// TestForwardDeadlineStreamedBody: with a streamed request body the
+// answer's deadline counts from the last piece the provider took: an upload
+// longer than the deadline that keeps going passes, a provider that stops
+// taking the body is ErrTimeout (not the whole call's 5 minutes).
+func TestForwardDeadlineStreamedBody(t *testing.T) {
+	t.Parallel()
+	stalled := make(chan struct{})
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/stall" {
+			<-stalled // never reads the body, never answers (until the test ends)
+			return
+		}
+		n, _ := io.Copy(io.Discard, r.Body)
+		fmt.Fprint(w, n)
+	}))
+	t.Cleanup(api.Close)
+	t.Cleanup(func() { close(stalled) }) // before api.Close
+	base, _ := url.Parse(api.URL)
+	f := proxy.New(proxy.Config{HeaderTimeout: 300 * time.Millisecond, MaxRequestBytes: 256 << 20})
+	srv, last := front(t, f, func(r *http.Request) *proxy.Call {
+		return &proxy.Call{Base: base, Path: strings.TrimPrefix(r.URL.Path, "/p/"), Header: "Authorization", Value: "Bearer a"}
+	})
+	post := func(path string, pieces int, gap time.Duration) (int, string) {
+		pr, pw := io.Pipe()
+		go func() {
+			piece := make([]byte, 1<<20)
+			for range pieces {
+				if _, err := pw.Write(piece); err != nil {
+					return
+				}
+				time.Sleep(gap)
+			}
+			pw.Close()
+		}()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, pr) // unknown length: streamed
+		req.Header.Set("Content-Type", "application/octet-stream")
+		resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := post("/p/upload", 8, 100*time.Millisecond); code != http.StatusOK || body != strconv.Itoa(8<<20) {
+		t.Errorf("an upload that goes on past the deadline: %d %q", code, body)
+	}
+	if code, _ := post("/p/stall", 128, 0); code != 599 || !errors.Is(last.Load().(box).error, proxy.ErrTimeout) {
+		t.Errorf("a provider that stops taking the body: %d %v, want ErrTimeout", code, last.Load())
 	}
 }

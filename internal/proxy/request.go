@@ -172,6 +172,14 @@ func Clean(p string) (string, error) {
 	if p == "" {
 		return "", fmt.Errorf("%w: no path", ErrPath)
 	}
+	if plain(p) {
+		return p, nil // already in the one form: nothing to decode or upper-case
+	}
+	return cleanAll(p)
+}
+
+// cleanAll is Clean's whole rule, segment by segment.
+func cleanAll(p string) (string, error) {
 	var b strings.Builder
 	b.Grow(len(p))
 	for i, seg := range strings.Split(p, "/") {
@@ -183,6 +191,27 @@ func Clean(p string) (string, error) {
 		}
 	}
 	return b.String(), nil
+}
+
+// plain reports whether p is a path Clean answers as it is, without a copy
+// (most calls): no escape at all, only characters cleanSegment keeps
+// unchanged, and no empty, "." or ".." segment. Anything else takes the
+// whole rule.
+func plain(p string) bool {
+	start := 0
+	for i := 0; i <= len(p); i++ {
+		if i == len(p) || p[i] == '/' {
+			if seg := p[start:i]; seg == "" || seg == "." || seg == ".." {
+				return false
+			}
+			start = i + 1
+			continue
+		}
+		if c := p[i]; !unreserved(c) && strings.IndexByte("!$&'()*+,=:@", c) < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // cleanSegment writes seg, one segment of an escaped path, normalized to b,

@@ -254,6 +254,11 @@ var codes = []row{
 	{err: proxy.ErrUnavailable, status: http.StatusServiceUnavailable, code: "provider_unavailable",
 		desc: "the provider could not be reached; retry later", about: "%s could not be reached; retry later",
 		header: retryAfter("5")},
+	{err: proxy.ErrTimeout, status: http.StatusGatewayTimeout, code: "provider_timeout",
+		desc:  "the provider did not answer within the proxy's deadline (15 s, or the caller's Connectd-Timeout); retry later",
+		about: "%s did not answer within the proxy's deadline; retry later", header: retryAfter("5")},
+	{err: proxy.ErrBadTimeout, status: http.StatusBadRequest, code: "invalid_request",
+		desc: "Connectd-Timeout must be a positive duration with its unit, e.g. 5s or 1500ms"},
 
 	// Organizations (package org): an organization without its own app at a
 	// provider that may not use the deployment's. Described by the error

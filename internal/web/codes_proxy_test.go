@@ -38,6 +38,8 @@ func TestProxyRows(t *testing.T) {
 		{about(&proxy.HeldError{Left: time.Millisecond}), 429, "provider_rate_limited", "Retry-After", "1", true},
 		{about(proxy.ErrBusy), 503, "provider_unavailable", "Retry-After", "1", true},
 		{about(fmt.Errorf("%w: dial tcp: refused", proxy.ErrUnavailable)), 503, "provider_unavailable", "Retry-After", "5", true},
+		{about(fmt.Errorf("%w (within 15s)", proxy.ErrTimeout)), 504, "provider_timeout", "Retry-After", "5", true},
+		{fmt.Errorf("%w: %q", proxy.ErrBadTimeout, "soon"), 400, "invalid_request", "", "", false},
 	} {
 		e := web.AsError(tt.err)
 		if e.Status != tt.status || e.Code != tt.code || !errors.Is(e, tt.err) {

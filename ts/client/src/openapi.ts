@@ -323,6 +323,8 @@ export interface paths {
                     "Connectd-Account"?: string;
                     /** @description scopes the call needs, comma- or space-separated (scopes=… of the token read): a connection without them is 403 insufficient_scope, one this client is not approved for them consent_required, before the provider is called; not forwarded */
                     "Connectd-Scopes"?: string;
+                    /** @description how long to wait for the provider's answer (its status and headers), a duration with its unit (5s, 1500ms): shorter than the proxy's 15 s it holds, longer it is 15 s; past it 504 provider_timeout with Retry-After; not a positive duration, 400 invalid_request; not forwarded */
+                    "Connectd-Timeout"?: string;
                 };
                 path: {
                     provider: components["parameters"]["Provider"];
@@ -333,7 +335,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable */
+                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable; 504 provider_timeout (no answer within 15 s or the caller's Connectd-Timeout, with Retry-After) */
                 default: {
                     headers: {
                         [name: string]: unknown;
@@ -355,6 +357,8 @@ export interface paths {
                     "Connectd-Account"?: string;
                     /** @description scopes the call needs, comma- or space-separated (scopes=… of the token read): a connection without them is 403 insufficient_scope, one this client is not approved for them consent_required, before the provider is called; not forwarded */
                     "Connectd-Scopes"?: string;
+                    /** @description how long to wait for the provider's answer (its status and headers), a duration with its unit (5s, 1500ms): shorter than the proxy's 15 s it holds, longer it is 15 s; past it 504 provider_timeout with Retry-After; not a positive duration, 400 invalid_request; not forwarded */
+                    "Connectd-Timeout"?: string;
                 };
                 path: {
                     provider: components["parameters"]["Provider"];
@@ -365,7 +369,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable */
+                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable; 504 provider_timeout (no answer within 15 s or the caller's Connectd-Timeout, with Retry-After) */
                 default: {
                     headers: {
                         [name: string]: unknown;
@@ -387,6 +391,8 @@ export interface paths {
                     "Connectd-Account"?: string;
                     /** @description scopes the call needs, comma- or space-separated (scopes=… of the token read): a connection without them is 403 insufficient_scope, one this client is not approved for them consent_required, before the provider is called; not forwarded */
                     "Connectd-Scopes"?: string;
+                    /** @description how long to wait for the provider's answer (its status and headers), a duration with its unit (5s, 1500ms): shorter than the proxy's 15 s it holds, longer it is 15 s; past it 504 provider_timeout with Retry-After; not a positive duration, 400 invalid_request; not forwarded */
+                    "Connectd-Timeout"?: string;
                 };
                 path: {
                     provider: components["parameters"]["Provider"];
@@ -397,7 +403,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable */
+                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable; 504 provider_timeout (no answer within 15 s or the caller's Connectd-Timeout, with Retry-After) */
                 default: {
                     headers: {
                         [name: string]: unknown;
@@ -419,6 +425,8 @@ export interface paths {
                     "Connectd-Account"?: string;
                     /** @description scopes the call needs, comma- or space-separated (scopes=… of the token read): a connection without them is 403 insufficient_scope, one this client is not approved for them consent_required, before the provider is called; not forwarded */
                     "Connectd-Scopes"?: string;
+                    /** @description how long to wait for the provider's answer (its status and headers), a duration with its unit (5s, 1500ms): shorter than the proxy's 15 s it holds, longer it is 15 s; past it 504 provider_timeout with Retry-After; not a positive duration, 400 invalid_request; not forwarded */
+                    "Connectd-Timeout"?: string;
                 };
                 path: {
                     provider: components["parameters"]["Provider"];
@@ -429,7 +437,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable */
+                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable; 504 provider_timeout (no answer within 15 s or the caller's Connectd-Timeout, with Retry-After) */
                 default: {
                     headers: {
                         [name: string]: unknown;
@@ -479,6 +487,8 @@ export interface paths {
                     "Connectd-Account"?: string;
                     /** @description scopes the call needs, comma- or space-separated (scopes=… of the token read): a connection without them is 403 insufficient_scope, one this client is not approved for them consent_required, before the provider is called; not forwarded */
                     "Connectd-Scopes"?: string;
+                    /** @description how long to wait for the provider's answer (its status and headers), a duration with its unit (5s, 1500ms): shorter than the proxy's 15 s it holds, longer it is 15 s; past it 504 provider_timeout with Retry-After; not a positive duration, 400 invalid_request; not forwarded */
+                    "Connectd-Timeout"?: string;
                 };
                 path: {
                     provider: components["parameters"]["Provider"];
@@ -489,7 +499,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable */
+                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable; 504 provider_timeout (no answer within 15 s or the caller's Connectd-Timeout, with Retry-After) */
                 default: {
                     headers: {
                         [name: string]: unknown;
@@ -511,6 +521,8 @@ export interface paths {
                     "Connectd-Account"?: string;
                     /** @description scopes the call needs, comma- or space-separated (scopes=… of the token read): a connection without them is 403 insufficient_scope, one this client is not approved for them consent_required, before the provider is called; not forwarded */
                     "Connectd-Scopes"?: string;
+                    /** @description how long to wait for the provider's answer (its status and headers), a duration with its unit (5s, 1500ms): shorter than the proxy's 15 s it holds, longer it is 15 s; past it 504 provider_timeout with Retry-After; not a positive duration, 400 invalid_request; not forwarded */
+                    "Connectd-Timeout"?: string;
                 };
                 path: {
                     provider: components["parameters"]["Provider"];
@@ -521,7 +533,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable */
+                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable; 504 provider_timeout (no answer within 15 s or the caller's Connectd-Timeout, with Retry-After) */
                 default: {
                     headers: {
                         [name: string]: unknown;
@@ -781,7 +793,7 @@ export interface components {
              * @description stable error code; docs/api.md says when each is given. The Go and TypeScript clients map every one of them to an error family (client.TestErrorCodesMatchTheSpec, the TypeScript unit tests), except the three that need no action of their own (internal_error, unsupported_media_type, cross_origin_request).
              * @enum {string}
              */
-            error: "account_required" | "consent_required" | "cross_origin_request" | "database_unavailable" | "insufficient_scope" | "internal_error" | "invalid_client" | "invalid_dpop_proof" | "invalid_proxy_path" | "invalid_request" | "invalid_scope" | "invalid_token" | "jwks_unavailable" | "method_not_allowed" | "missing_user_token" | "not_connected" | "not_found" | "provider_app_required" | "provider_not_allowed" | "provider_rate_limited" | "provider_response_too_large" | "provider_unauthorized" | "provider_unavailable" | "proxy_not_allowed" | "proxy_not_supported" | "proxy_override_refused" | "rate_limited" | "reauthorization_required" | "request_digest_mismatch" | "request_state_expired" | "request_state_invalid" | "request_state_replayed" | "request_state_wrong_client" | "request_state_wrong_user" | "request_too_large" | "token_expired" | "token_not_yet_valid" | "token_release_disabled" | "unknown_provider" | "unsupported_media_type" | "untrusted_issuer" | "wrong_audience";
+            error: "account_required" | "consent_required" | "cross_origin_request" | "database_unavailable" | "insufficient_scope" | "internal_error" | "invalid_client" | "invalid_dpop_proof" | "invalid_proxy_path" | "invalid_request" | "invalid_scope" | "invalid_token" | "jwks_unavailable" | "method_not_allowed" | "missing_user_token" | "not_connected" | "not_found" | "provider_app_required" | "provider_not_allowed" | "provider_rate_limited" | "provider_response_too_large" | "provider_timeout" | "provider_unauthorized" | "provider_unavailable" | "proxy_not_allowed" | "proxy_not_supported" | "proxy_override_refused" | "rate_limited" | "reauthorization_required" | "request_digest_mismatch" | "request_state_expired" | "request_state_invalid" | "request_state_replayed" | "request_state_wrong_client" | "request_state_wrong_user" | "request_too_large" | "token_expired" | "token_not_yet_valid" | "token_release_disabled" | "unknown_provider" | "unsupported_media_type" | "untrusted_issuer" | "wrong_audience";
             /** @description for people; never a secret */
             error_description?: string;
             /** @description the X-Request-Id of this answer */

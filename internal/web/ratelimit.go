@@ -204,9 +204,10 @@ func RateLimit(c RateLimits, logger *slog.Logger) func(http.Handler) http.Handle
 			switch class {
 			case ClassAPI:
 				ip := ClientIP(r, c.TrustedProxies)
-				err = apiIP.Allow(w, r, "ip:"+ip)
+				ipKey := "ip:" + ip
+				err = apiIP.Allow(w, r, ipKey)
 				if err == nil {
-					key := "ip:" + ip
+					key := ipKey
 					if cred, ok := clientauth.ClientCredential(r.Header.Get("Authorization")); ok {
 						key = "key:" + KeyOf(cred)
 						// A client assertion is new on every call: its

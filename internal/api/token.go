@@ -53,8 +53,8 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	return serveJSON(w, r, &tokenRequest{}, endpoint[tokenRequest, released]{
 		decode: decodeTokenRead,
 		caller: authenticated[tokenRequest](s),
-		call: func(_ http.ResponseWriter, r *http.Request, c *caller, req *tokenRequest) (released, error) {
-			return s.readToken(r, c, req)
+		call: func(_ http.ResponseWriter, r *http.Request, c caller, req *tokenRequest) (released, error) {
+			return s.readToken(r, &c, req)
 		},
 		encode: writeTokenDoc,
 	})

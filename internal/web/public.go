@@ -50,7 +50,7 @@ func Public(m *Mux, c PublicConfig) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	chain := []func(http.Handler) http.Handler{requestContext(c.Limits.TrustedProxies, &c.DB), Routing(m)}
+	chain := []func(http.Handler) http.Handler{RequestContext(c.Limits.TrustedProxies, &c.DB), Routing(m)}
 	if c.Tracer != nil {
 		chain = append(chain, Tracing(c.Tracer, m.Routed))
 	}

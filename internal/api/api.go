@@ -173,8 +173,7 @@ type minted struct {
 }
 
 // mintFor mints for c (the body is read after the caller's budget).
-func (s *Server) mintFor(w http.ResponseWriter, r *http.Request, cp *caller, req *mintRequest) (minted, error) {
-	c := *cp
+func (s *Server) mintFor(w http.ResponseWriter, r *http.Request, c caller, req *mintRequest) (minted, error) {
 	// Per (user, client) first: a client that floods a user spends its own
 	// budget, not the user's other clients'. Then a ceiling per user, so no
 	// set of clients can flood a user with connect links either.
@@ -363,8 +362,8 @@ func decodeStatus(r *http.Request, req *statusRequest) error {
 }
 
 // awaitStatus is the elicitation, once it leaves pending or the wait ends.
-func (s *Server) awaitStatus(_ http.ResponseWriter, r *http.Request, cp *caller, req *statusRequest) (*elicitation.Elicitation, error) {
-	c, id, wait := *cp, req.id, req.wait
+func (s *Server) awaitStatus(_ http.ResponseWriter, r *http.Request, c caller, req *statusRequest) (*elicitation.Elicitation, error) {
+	id, wait := req.id, req.wait
 	if !elicitation.ValidID(id) {
 		return nil, notFound()
 	}
@@ -404,8 +403,7 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 }
 
 // cancelFor declines c's pending elicitation of the request's path.
-func (s *Server) cancelFor(_ http.ResponseWriter, r *http.Request, cp *caller, _ *statusRequest) (*elicitation.Elicitation, error) {
-	c := *cp
+func (s *Server) cancelFor(_ http.ResponseWriter, r *http.Request, c caller, _ *statusRequest) (*elicitation.Elicitation, error) {
 	id := r.PathValue("id")
 	if !elicitation.ValidID(id) {
 		return nil, notFound()
@@ -518,8 +516,7 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request) error {
 
 // resolveFor resolves the request_state of the body (read once the caller
 // is known) for c.
-func (s *Server) resolveFor(w http.ResponseWriter, r *http.Request, cp *caller, req *resolveRequest) (statusDoc, error) {
-	c := *cp
+func (s *Server) resolveFor(w http.ResponseWriter, r *http.Request, c caller, req *resolveRequest) (statusDoc, error) {
 	if err := web.DecodeJSON(w, r, req, 0); err != nil {
 		return statusDoc{}, err
 	}
@@ -592,8 +589,7 @@ type connectionsDoc struct {
 }
 
 // connectionsOf lists the connections c's user approved c for.
-func (s *Server) connectionsOf(_ http.ResponseWriter, r *http.Request, cp *caller, _ *struct{}) (connectionsDoc, error) {
-	c := *cp
+func (s *Server) connectionsOf(_ http.ResponseWriter, r *http.Request, c caller, _ *struct{}) (connectionsDoc, error) {
 	consented, err := s.consents.OfClient(r.Context(), c.user, c.client.ID)
 	if err != nil {
 		return connectionsDoc{}, err
@@ -809,8 +805,8 @@ func (s *Server) unlink(w http.ResponseWriter, r *http.Request) error {
 type unlinkRequest struct{ provider, account string }
 
 // unlinkFor ends the connections req names that c may end.
-func (s *Server) unlinkFor(_ http.ResponseWriter, r *http.Request, cp *caller, req *unlinkRequest) (map[string]any, error) {
-	c, name, account := *cp, req.provider, req.account
+func (s *Server) unlinkFor(_ http.ResponseWriter, r *http.Request, c caller, req *unlinkRequest) (map[string]any, error) {
+	name, account := req.provider, req.account
 	if !names.ValidProvider(name) {
 		return nil, notConnected(name)
 	}

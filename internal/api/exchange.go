@@ -74,8 +74,8 @@ func (s *Server) exchange(w http.ResponseWriter, r *http.Request) error {
 			return err
 		},
 		caller: s.exchangeCaller,
-		call: func(_ http.ResponseWriter, r *http.Request, c *caller, req *exchangeRequest) (released, error) {
-			rel, err := s.readToken(r, c, &req.tokenRequest)
+		call: func(_ http.ResponseWriter, r *http.Request, c caller, req *exchangeRequest) (released, error) {
+			rel, err := s.readToken(r, &c, &req.tokenRequest)
 			if err != nil {
 				return released{}, withMint(err, *req)
 			}

@@ -53,8 +53,8 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	return serveJSON(w, r, &tokenRequest{}, endpoint[tokenRequest, released]{
 		decode: decodeTokenRead,
 		caller: authenticated[tokenRequest](s),
-		call: func(_ http.ResponseWriter, r *http.Request, c *caller, req *tokenRequest) (released, error) {
-			return s.readToken(r, c, req)
+		call: func(_ http.ResponseWriter, r *http.Request, c caller, req *tokenRequest) (released, error) {
+			return s.readToken(r, &c, req)
 		},
 		encode: writeTokenDoc,
 	})
@@ -63,8 +63,9 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 // decodeTokenRead reads a token read's provider, account and scopes (the
 // scopes checked before the caller is authenticated).
 func decodeTokenRead(r *http.Request, req *tokenRequest) error {
-	req.provider, req.account = r.PathValue("provider"), r.URL.Query().Get("account")
-	if q := r.URL.Query().Get("scopes"); q != "" {
+	q := r.URL.Query() // parsed once: each Query() call parses the query string anew
+	req.provider, req.account = r.PathValue("provider"), q.Get("account")
+	if q := q.Get("scopes"); q != "" {
 		req.required = dedupe(strings.FieldsFunc(q, func(r rune) bool { return r == ',' || r == ' ' }))
 		if err := validScopes(req.required); err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/connectd/connectd/internal/cache"
 )
@@ -74,4 +75,9 @@ func (c *tokenCache) put(key [32]byte, e cachedToken) {
 	c.m.Put(key, e, c.m.Gen(), e.id.Expiry.Add(c.skew))
 }
 
-func tokenKey(raw string) [32]byte { return sha256.Sum256([]byte(raw)) }
+// tokenKey is the SHA-256 of raw, hashed where it lies: []byte(raw) would
+// copy the token to the heap first (~0.7 KB on every lookup, the largest
+// allocation of a warm token read), and sha256 only reads its input.
+func tokenKey(raw string) [32]byte {
+	return sha256.Sum256(unsafe.Slice(unsafe.StringData(raw), len(raw)))
+}

@@ -27,7 +27,7 @@ func TestClientAddr(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var got string
-			h := web.RequestContext(trusted)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := web.RequestContext(trusted, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				got = web.ClientAddr(r)
 			}))
 			r := httptest.NewRequest(http.MethodGet, "/", nil)

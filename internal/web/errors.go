@@ -236,11 +236,26 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 		body = []byte(`{"error":"internal_error","error_description":"internal server error"}`)
 	}
 	h := w.Header()
-	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
+	setHeader(h, "Content-Type", "application/json; charset=utf-8")
+	setHeader(h, "Cache-Control", "no-store") // on /v1 SecurityHeaders set these two already
+	setHeader(h, "X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n'))
+	// Two writes into the response's buffer rather than append(body, '\n'),
+	// which copies the body into a new array (json.Marshal's has no room).
+	_, _ = w.Write(body)
+	_, _ = w.Write(newline)
+}
+
+var newline = []byte{'\n'}
+
+// setHeader is h.Set(key, value) for a canonical key that leaves an entry
+// already holding exactly value as it is, instead of a fresh slice for the
+// same value.
+func setHeader(h http.Header, key, value string) {
+	if v := h[key]; len(v) == 1 && v[0] == value {
+		return
+	}
+	h[key] = []string{value}
 }
 
 // WantsPage reports whether the answer to r should be the HTML error page

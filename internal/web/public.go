@@ -38,9 +38,9 @@ type PublicConfig struct {
 // of paths and queries that are not text (TextOnly: a malformed request is
 // refused before any policy looks at it, as net/http refuses a malformed
 // request line), cross-origin protection for state-changing requests, the
-// rate limits, and the database deadlines of package db on every request's
-// context (and, with tracing on, a server span around all but the first
-// two). Every route registered on the public mux, by any package, gets all
+// rate limits; the database deadlines of package db are on every request's
+// context from the first step (RequestContext's copy of the request carries
+// them), and with tracing on a server span wraps all but the first two. Every route registered on the public mux, by any package, gets all
 // of it.
 //
 // The handler also lists m's routes: it has a Routes() []Route method, for
@@ -50,7 +50,7 @@ func Public(m *Mux, c PublicConfig) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	chain := []func(http.Handler) http.Handler{RequestContext(c.Limits.TrustedProxies), Routing(m)}
+	chain := []func(http.Handler) http.Handler{RequestContext(c.Limits.TrustedProxies, &c.DB), Routing(m)}
 	if c.Tracer != nil {
 		chain = append(chain, Tracing(c.Tracer, m.Routed))
 	}
@@ -62,7 +62,6 @@ func Public(m *Mux, c PublicConfig) (http.Handler, error) {
 		TextOnly(c.Logger),
 		cross,
 		RateLimit(c.Limits, c.Logger),
-		DatabaseDeadlines(c.DB),
 	)...), mux: m}, nil
 }
 
@@ -74,14 +73,3 @@ type public struct {
 
 // Routes lists the route table under the chain (Mux.Routes).
 func (p public) Routes() []Route { return p.mux.Routes() }
-
-// DatabaseDeadlines puts d on every request's context (db.WithDeadlines):
-// no request waits longer than d for a pooled connection or a statement, and
-// one that would queue behind too many others is answered 503 at once.
-func DatabaseDeadlines(d db.Deadlines) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			next.ServeHTTP(w, r.WithContext(db.WithDeadlines(r.Context(), d)))
-		})
-	}
-}

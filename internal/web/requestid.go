@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 
+	"github.com/connectd/connectd/internal/db"
 	"github.com/connectd/connectd/internal/reqid"
 )
 
@@ -65,12 +66,20 @@ func validRequestID(id string) bool {
 
 // RequestIDs adopts a sane incoming X-Request-Id or generates one, stores it in
 // the request context and echoes it in the response header.
-func RequestIDs(next http.Handler) http.Handler { return RequestContext(nil)(next) }
+func RequestIDs(next http.Handler) http.Handler { return RequestContext(nil, nil)(next) }
 
 // RequestContext is RequestIDs that also records, in the same context, the
 // client's address as audit rows name it (see ClientAddr): the TCP peer, or
-// what trusted proxies say in X-Forwarded-For.
-func RequestContext(trusted []netip.Prefix) func(http.Handler) http.Handler {
+// what trusted proxies say in X-Forwarded-For; and, when dl is not nil, the
+// database deadlines dl (db.WithDeadlines: no request waits longer than dl
+// for a pooled connection or a statement, and one that would queue behind
+// too many others is answered 503 at once). It is Public's first step, so
+// every later step and the route's handler see one copy of the request,
+// not two (a copy of http.Request is ~250 B), and the ServeMux's r.Pattern
+// is set on the request the access log and the metrics read (on a copy
+// made below the access log it never reached them: the log's route was
+// empty and the metrics matched the route table again for every request).
+func RequestContext(trusted []netip.Prefix, dl *db.Deadlines) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			id := r.Header.Get(RequestIDHeader)
@@ -83,6 +92,9 @@ func RequestContext(trusted []netip.Prefix) func(http.Handler) http.Handler {
 				ri.addr = a.String()
 			}
 			ctx := reqid.With(context.WithValue(r.Context(), ctxKey{}, ri), id)
+			if dl != nil {
+				ctx = db.WithDeadlines(ctx, *dl)
+			}
 			next.ServeHTTP(w, r.WithContext(ctx))
 		})
 	}

@@ -27,7 +27,7 @@ func BenchmarkTracing(b *testing.B) {
 		{"sampled", sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			chain := []func(http.Handler) http.Handler{RequestContext(nil), Routing(m)}
+			chain := []func(http.Handler) http.Handler{RequestContext(nil, nil), Routing(m)}
 			if c.tp != nil {
 				chain = append(chain, Tracing(c.tp, m.Routed))
 			}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/connectd/connectd/internal/testkit"
 	"github.com/connectd/connectd/internal/web"
@@ -250,5 +251,43 @@ func TestSecurityHeadersNotShared(t *testing.T) {
 		if got, widened := resp.Header.Get("Content-Security-Policy"), i == 0; (got != web.ContentSecurityPolicy) != widened {
 			t.Errorf("response %d: CSP = %q", i, got)
 		}
+	}
+}
+
+// TestAccessLogRoute: the access log line and the observer (the metrics)
+// of a request through Public name the route pattern that served it (the
+// log's route was empty, and the metrics matched the route table again,
+// while the database deadlines were put on a copy of the request made below
+// the access log).
+func TestAccessLogRoute(t *testing.T) {
+	t.Parallel()
+	logs := &testkit.LogBuffer{}
+	m := web.NewMux()
+	m.Handle(web.Route{Pattern: "GET /v1/things/{id}", Kind: web.KindAPI, Class: web.ClassAPI,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			web.WriteJSON(w, http.StatusOK, map[string]string{"id": r.PathValue("id")})
+		})})
+	var observed string
+	h, err := web.Public(m, web.PublicConfig{Logger: web.NewLogger(logs, slog.LevelInfo, "json"),
+		Observe: func(r *http.Request, status int, d time.Duration) { observed = r.Pattern }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/things/42", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d", rec.Code)
+	}
+	if observed != "GET /v1/things/{id}" {
+		t.Errorf("observer saw route %q", observed)
+	}
+	var route any = "(no request line)"
+	for _, l := range logLines(t, logs.String()) {
+		if l["msg"] == "request" {
+			route = l["route"]
+		}
+	}
+	if route != "GET /v1/things/{id}" {
+		t.Errorf("access log route %v", route)
 	}
 }

@@ -1,7 +1,5 @@
 package web
 
-import "time"
-
 // TableRow is what the closure test reads of a row of the error table.
 type TableRow struct{ Code, OAuth string }
 
@@ -13,7 +11,3 @@ func TableRows() []TableRow {
 	}
 	return rows
 }
-
-// Spent is l.spent: whether key's budget is spent at now (counting the
-// request when it is not).
-func (l *Limiter) Spent(key string, now time.Time) bool { return l.spent(key, now) }

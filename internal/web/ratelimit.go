@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-chi/httprate"
@@ -60,24 +58,13 @@ func ParseRate(s string) (Rate, error) {
 	return Rate{Requests: req, Window: win}, nil
 }
 
-// Limiter counts requests per key in a sliding window, as httprate's
-// counter does (and with its arithmetic): the count of the current fixed
-// window, plus the previous window's weighted by the share of it the
-// sliding window still covers. It is per process: with N replicas behind a
-// load balancer a client gets up to N times the budget, which is fine for
-// what it is for (bounding abuse and brute force), not for billing. A nil
-// *Limiter allows everything.
-//
-// It is its own code rather than httprate.RateLimiter.OnLimit, which on
-// every call formats its (here disabled) response headers and hashes the key
-// with the window's number as a decimal string, several times: up to ten
-// small allocations on each /v1 request, which passes two limiters.
+// Limiter counts requests per key with httprate's sliding-window counter. It
+// is per process: with N replicas behind a load balancer a client gets up to
+// N times the budget, which is fine for what it is for (bounding abuse and
+// brute force), not for billing. A nil *Limiter allows everything.
 type Limiter struct {
+	rl   *httprate.RateLimiter
 	rate Rate
-
-	mu         sync.Mutex
-	start      int64          // the current fixed window's start, Unix nanoseconds
-	curr, prev map[string]int // each key's count in the current and the previous window
 }
 
 // NewLimiter returns a Limiter for r, or nil when r is off.
@@ -85,16 +72,24 @@ func NewLimiter(r Rate) *Limiter {
 	if r.Off() {
 		return nil
 	}
-	return &Limiter{rate: r, curr: map[string]int{}, prev: map[string]int{}}
+	return &Limiter{rate: r, rl: httprate.NewRateLimiter(r.Requests, r.Window,
+		// No headers from httprate at all: the remaining budget of a key is
+		// nobody else's business, and Retry-After travels on the *Error that
+		// Allow returns, which the error adapter adds to the answer. Were
+		// httprate to set it on the writer too, the answer would carry it twice.
+		httprate.WithResponseHeaders(httprate.ResponseHeaders{}))}
 }
 
 // Allow counts one request for key and returns nil, or, once key's budget is
-// spent, a 429 "rate_limited" *Error carrying Retry-After (the whole window:
-// a sliding window has no exact reset time). Nothing is set on w: writing the
-// *Error adds the header, once. Keys should not be secrets: hash them first
-// (KeyOf).
+// spent, a 429 "rate_limited" *Error carrying Retry-After (the whole window, as
+// httprate would say: a sliding window has no exact reset time). Nothing is
+// set on w: writing the *Error adds the header, once. Keys should not be
+// secrets: hash them first (KeyOf).
 func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request, key string) error {
-	if l == nil || !l.spent(key, time.Now()) {
+	if l == nil {
+		return nil
+	}
+	if !l.rl.OnLimit(w, r, key) {
 		return nil
 	}
 	retry := strconv.Itoa(max(1, int(l.rate.Window/time.Second)))
@@ -102,36 +97,6 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request, key string) erro
 		Description: "Too many requests. Wait " + retry + " seconds and try again.",
 		Header:      http.Header{"Retry-After": {retry}},
 		Err:         fmt.Errorf("rate limit %s exceeded", l.rate)}
-}
-
-// spent reports whether key's budget is spent at now; when it is not, the
-// request is counted. Windows are aligned on the Unix epoch; keys of windows
-// before the previous one are dropped when the window moves on, so the
-// counter holds the keys of at most two windows.
-func (l *Limiter) spent(key string, now time.Time) bool {
-	n, length := now.UnixNano(), int64(l.rate.Window)
-	start := n - n%length
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case start <= l.start: // this window (or a clock stepped back: still this one)
-		n = max(n, l.start)
-	case start == l.start+length:
-		l.prev, l.curr = l.curr, l.prev
-		clear(l.curr)
-		l.start = start
-	default:
-		clear(l.prev)
-		clear(l.curr)
-		l.start = start
-	}
-	diff := n - l.start
-	rate := float64(l.prev[key])*float64(length-diff)/float64(length) + float64(l.curr[key])
-	if int(math.Round(rate))+1 > l.rate.Requests {
-		return true
-	}
-	l.curr[key]++
-	return false
 }
 
 // KeyOf turns a secret (a client key) into a rate-limit key that is safe to

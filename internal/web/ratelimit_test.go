@@ -81,36 +81,3 @@ func TestAssertionsShareTheirClientsBudget(t *testing.T) {
 		t.Fatalf("another client's assertion: %d", st)
 	}
 }
-
-// TestLimiterSlidingWindow: the limiter's sliding window, step by step (a
-// budget of 4 a minute): the previous minute's count weighs by the share of
-// it the window still covers, a key's budget is its own, and a window two
-// minutes old is forgotten.
-func TestLimiterSlidingWindow(t *testing.T) {
-	l := web.NewLimiter(web.Rate{Requests: 4, Window: time.Minute})
-	t0 := time.Unix(1_800_000_000-1_800_000_000%60, 0) // the start of a minute
-	steps := []struct {
-		key   string
-		at    time.Duration
-		spent bool
-	}{
-		{"a", 0, false}, {"a", time.Second, false}, {"a", 2 * time.Second, false}, {"a", 3 * time.Second, false},
-		{"a", 59 * time.Second, true}, // 4 in this minute
-		{"b", 59 * time.Second, false},
-		// Next minute, 15 s in: the previous 4 weigh 3, so one more.
-		{"a", 75 * time.Second, false},
-		{"a", 76 * time.Second, true},
-		// 45 s in: 4 weigh 1, plus the 1 of this minute: two more.
-		{"a", 105 * time.Second, false},
-		{"a", 106 * time.Second, false},
-		{"a", 107 * time.Second, true},
-		// Two minutes later, nothing of the old windows is left.
-		{"a", 240 * time.Second, false}, {"a", 240 * time.Second, false}, {"a", 240 * time.Second, false},
-		{"a", 240 * time.Second, false}, {"a", 240 * time.Second, true},
-	}
-	for i, s := range steps {
-		if got := l.Spent(s.key, t0.Add(s.at)); got != s.spent {
-			t.Fatalf("step %d (%s at %v): spent %v, want %v", i, s.key, s.at, got, s.spent)
-		}
-	}
-}

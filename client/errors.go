@@ -153,6 +153,7 @@ var codeErrors = map[string][]error{
 	"request_digest_mismatch":    {ErrRequestState, ErrRequestDigestMismatch},
 	"rate_limited":               {ErrRateLimited},
 	"provider_unavailable":       {ErrUnavailable},
+	"provider_timeout":           {ErrUnavailable},
 	"jwks_unavailable":           {ErrUnavailable},
 	// The provider API proxy (/v1/proxy): the provider refused the
 	// credential even refreshed (connect again), asked not to be called

@@ -277,6 +277,7 @@ _CODES: dict[str, type[APIError]] = {
     "request_digest_mismatch": RequestDigestMismatchError,
     "rate_limited": RateLimitedError,
     "provider_unavailable": UnavailableError,
+    "provider_timeout": UnavailableError,
     "jwks_unavailable": UnavailableError,
     "database_unavailable": UnavailableError,
     # The provider API proxy (/v1/proxy): the provider refused the credential

@@ -85,6 +85,7 @@ const codeFamilies: Readonly<Record<string, readonly ErrorFamily[]>> = {
   request_digest_mismatch: [F.RequestState, F.RequestDigestMismatch],
   rate_limited: [F.RateLimited],
   provider_unavailable: [F.Unavailable],
+  provider_timeout: [F.Unavailable],
   jwks_unavailable: [F.Unavailable],
   // The provider API proxy (/v1/proxy).
   provider_unauthorized: [F.ReauthorizationRequired],

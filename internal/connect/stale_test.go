@@ -159,4 +159,3 @@ func withinASecondAt(t *testing.T, get func() answer, status int, code string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
-

@@ -20,10 +20,18 @@
 // outage: an entry is then stale for at most its TTL
 // (CONNECTD_CREDENTIAL_CACHE_TTL and CONNECTD_CONSENT_CACHE_TTL, 30 s by
 // default; CONNECTD_CLIENT_CACHE_TTL, 10 s). The moment LISTEN works again
-// the Map is emptied, since whatever changed in the gap was announced to
-// nobody, and caching resumes. This process's own writers still drop their
-// entries (Delete, DeleteFunc) while the feed is down. A cache that must not
-// outlive the feed even within its TTL subscribes with SubscribeStrict.
+// every entry's TTL ends, since whatever changed in the gap was announced to
+// nobody: each is read again before it is a hit, and caching resumes. This
+// process's own writers still drop their entries (Delete, DeleteFunc) while
+// the feed is down. A cache that must not outlive the feed even within its
+// TTL subscribes with SubscribeStrict.
+//
+// Stale-if-error: when a lookup's read from the database fails because the
+// database cannot serve (db.Unavailable), Fallback answers from the entry
+// still held for up to the Hub's stale-if-error time past its TTL
+// (CONNECTD_CACHE_STALE_IF_ERROR, 60 s), never past the notAfter it was put
+// with; an entry an invalidation dropped is not held, and any other answer
+// of the database drops the entry.
 //
 // It must never hold a secret in the clear: what vault caches is the sealed
 // ciphertext, and keys are SHA-256 digests.

@@ -38,11 +38,12 @@ const ListenerApplicationName = "connectd-listener"
 // (SubscribeStrict ones empty themselves), and waiters wake and re-read the
 // database. The Hub reconnects, its backoff starting again from firstBackoff
 // after any connection that got as far as LISTEN. Once LISTEN works again
-// every subscriber is told it is live (SetLive(true)): caches empty
-// themselves and resume, waiters re-read. So a change made elsewhere reaches
-// every cache within about a second while the Hub listens, and within an
-// entry's TTL while it does not; nothing cached before a gap survives the
-// reconnection.
+// every subscriber is told it is live (SetLive(true)): caches end the TTL of
+// everything they hold and resume, waiters re-read. So a change made
+// elsewhere reaches every cache within about a second while the Hub
+// listens, and within an entry's TTL while it does not (plus the
+// stale-if-error time while the database cannot be read, SetStaleIfError);
+// nothing cached before a gap is a hit after the reconnection.
 type Hub struct {
 	conn   *pgx.ConnConfig // of the listener's own connection
 	logger *slog.Logger

@@ -49,7 +49,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	o := &options{only: map[string]bool{}}
 	fs.StringVar(&o.binary, "connectd", "bin/connectd", "connectd binary under study")
 	fs.StringVar(&o.doc, "doc", "docs/faults.md", "document whose generated section gets the table ('' skips)")
-	only := fs.String("only", "", "comma-separated faults to run (a,b,c,d,e,f,g,h,i,j; default all)")
+	only := fs.String("only", "", "comma-separated faults to run (a,b,c,d,e,f,g,h,i,j,k; default all)")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "the whole study stops after this long")
 	fs.BoolVar(&o.verbose, "v", false, "say more about each fault as it runs")
 	fs.StringVar(&o.logs, "logs", "", "keep the replicas' logs in this directory (default: a temporary one, removed)")
@@ -58,7 +58,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	}
 	for _, f := range strings.Split(*only, ",") {
 		if f = strings.TrimSpace(f); f != "" {
-			if !strings.Contains("abcdefghij", f) || len(f) != 1 {
+			if !strings.Contains("abcdefghijk", f) || len(f) != 1 {
 				return nil, fmt.Errorf("-only: unknown fault %q", f)
 			}
 			o.only[f] = true
@@ -159,6 +159,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		{"a", s.pgRestart}, {"b", s.pgOutage}, {"c", s.pgFrozen}, {"d", s.poolExhausted},
 		{"e", s.lateAnswers}, {"f", s.killedMidRefresh}, {"g", s.garbageAnswers},
 		{"h", s.pgRestarts}, {"i", s.longPolls}, {"j", s.hangingJWKS},
+		{"k", s.pgKilledCachedReads},
 	}
 	for _, f := range faults {
 		if len(o.only) > 0 && !o.only[f.key] {

@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/server"
 )
 
@@ -21,6 +22,10 @@ func (c *Config) loadScaling(e *env) {
 		ConsentTTL:    e.duration("CONNECTD_CONSENT_CACHE_TTL", 30*time.Second, 0, time.Hour),
 		Size:          int(e.int32("CONNECTD_CACHE_SIZE", 50_000, 1, 10_000_000)),
 		ClientKeyTTL:  e.duration("CONNECTD_CLIENT_CACHE_TTL", 10*time.Second, 0, time.Hour),
+		StaleIfError:  e.duration("CONNECTD_CACHE_STALE_IF_ERROR", cache.DefaultStaleIfError, 0, time.Hour),
+	}
+	if c.Cache.StaleIfError == 0 {
+		c.Cache.StaleIfError = -1 // 0 turns it off; the zero Config field means the default
 	}
 	if !e.bool("CONNECTD_CREDENTIAL_CACHE", true) {
 		c.Cache.CredentialTTL = 0

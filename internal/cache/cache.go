@@ -20,22 +20,34 @@
 // outage: an entry is then stale for at most its TTL
 // (CONNECTD_CREDENTIAL_CACHE_TTL and CONNECTD_CONSENT_CACHE_TTL, 30 s by
 // default; CONNECTD_CLIENT_CACHE_TTL, 10 s). The moment LISTEN works again
-// the Map is emptied, since whatever changed in the gap was announced to
-// nobody, and caching resumes. This process's own writers still drop their
-// entries (Delete, DeleteFunc) while the feed is down. A cache that must not
-// outlive the feed even within its TTL subscribes with SubscribeStrict.
+// every entry's TTL ends, since whatever changed in the gap was announced to
+// nobody: each is read again before it is a hit, and caching resumes. This
+// process's own writers still drop their entries (Delete, DeleteFunc) while
+// the feed is down. A cache that must not outlive the feed even within its
+// TTL subscribes with SubscribeStrict.
+//
+// Stale-if-error: when a lookup's read from the database fails because the
+// database cannot serve (db.Unavailable), Fallback answers from the entry
+// still held for up to the Hub's stale-if-error time past its TTL
+// (CONNECTD_CACHE_STALE_IF_ERROR, 60 s), never past the notAfter it was put
+// with; an entry an invalidation dropped is not held, and any other answer
+// of the database drops the entry.
 //
 // It must never hold a secret in the clear: what vault caches is the sealed
 // ciphertext, and keys are SHA-256 digests.
 package cache
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/connectd/connectd/internal/db"
 )
 
 // Map is a TTL cache from K to V, safe for concurrent use. A nil *Map is a
@@ -50,12 +62,20 @@ type Map[K comparable, V any] struct {
 	gen  uint64 // bumped by every invalidation: fills begun before it are dropped
 	live bool   // the invalidation feed is up
 
-	hits, misses atomic.Uint64
+	hits, misses, stale atomic.Uint64
+
+	// policy is the stale-if-error policy of the Hub that keeps this Map
+	// fresh (nil: none, no entry is ever answered past its TTL).
+	policy atomic.Pointer[staleness]
 }
 
 type entry[V any] struct {
-	v       V
-	expires int64 // Unix nanoseconds: 8 bytes an entry rather than time.Time's 24
+	v V
+	// Unix nanoseconds (8 bytes an entry rather than time.Time's 24):
+	// expires ends the entry's TTL (a hit); staleUntil ends the time it may
+	// still answer a lookup whose read failed because the database is
+	// unreachable (Fallback), never after notAfter.
+	expires, staleUntil int64
 }
 
 // New returns a Map whose entries live at most ttl, holding at most max
@@ -101,8 +121,14 @@ func (c *Map[K, V]) Gen() uint64 {
 }
 
 // Put caches v under k for the TTL, or until notAfter when that is earlier
-// and not zero. It does nothing when the Map is not live (an invalidation of
-// v could not be heard) or an invalidation happened since gen was read.
+// and not zero; past its TTL the entry may still answer for the
+// stale-if-error time (Fallback), never past notAfter.
+//
+// v is what the database answered just now, so it replaces whatever the
+// Map held for k in every case. When an invalidation happened since gen was
+// read, v may predate it: it is not stored, and the old entry is dropped.
+// When the Map is not live (an invalidation of v could not be heard), v is
+// kept for Fallback only, never answered by Get.
 func (c *Map[K, V]) Put(k K, v V, gen uint64, notAfter time.Time) {
 	if c == nil {
 		return
@@ -112,25 +138,44 @@ func (c *Map[K, V]) Put(k K, v V, gen uint64, notAfter time.Time) {
 	if !notAfter.IsZero() && notAfter.Before(expires) {
 		expires = notAfter
 	}
-	if !now.Before(expires) {
-		return
+	staleUntil := expires
+	p := c.policy.Load()
+	if w := p.window(); w > 0 && expires.Equal(now.Add(c.ttl)) {
+		staleUntil = expires.Add(w)
+		if !notAfter.IsZero() && notAfter.Before(staleUntil) {
+			staleUntil = notAfter
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.live || gen != c.gen {
+	if gen != c.gen || !now.Before(staleUntil) || (!c.live && p.window() <= 0) {
+		delete(c.m, k)
 		return
+	}
+	if !c.live {
+		expires = now // not a hit: only an answer while the database is unreachable
 	}
 	if _, ok := c.m[k]; !ok && len(c.m) >= c.max {
 		c.evictLocked(now)
 	}
-	c.m[k] = entry[V]{v: v, expires: expires.UnixNano()}
+	c.m[k] = entry[V]{v: v, expires: expires.UnixNano(), staleUntil: staleUntil.UnixNano()}
 }
 
-// evictLocked drops expired entries, then arbitrary ones (map order) down to
-// 90 % of the cap, so memory stays bounded under any load.
+// evictLocked drops the entries past their stale-if-error time, then those
+// past their TTL, then arbitrary ones (map order) down to 90 % of the cap,
+// so memory stays bounded under any load.
 func (c *Map[K, V]) evictLocked(now time.Time) {
+	t := now.UnixNano()
 	for k, e := range c.m {
-		if now.UnixNano() >= e.expires {
+		if t >= e.staleUntil {
+			delete(c.m, k)
+		}
+	}
+	for k, e := range c.m {
+		if len(c.m) < c.max*9/10 {
+			return
+		}
+		if t >= e.expires {
 			delete(c.m, k)
 		}
 	}
@@ -140,6 +185,53 @@ func (c *Map[K, V]) evictLocked(now time.Time) {
 		}
 		delete(c.m, k)
 	}
+}
+
+// Fallback is what a lookup of k answers when reading k from the database
+// failed with err, after a Get that missed.
+//
+// When err says the database cannot serve now (db.Unavailable: refused or
+// reset connections, an acquire or statement deadline) and the Map holds an
+// entry for k within its stale-if-error time — past its TTL by less than
+// the Hub's StaleIfError, never past the notAfter it was put with — that
+// entry is the answer (ok), counted as a stale answer and logged once per
+// outage. An entry an invalidation dropped is not held, so it is never
+// answered.
+//
+// Any other error is the database's own answer (no such row, a refusal, a
+// row that does not decode): whatever the Map holds for k is dropped, so it
+// is never answered stale once the database said otherwise. A caller that
+// went away (context.Canceled) changes nothing.
+func (c *Map[K, V]) Fallback(ctx context.Context, k K, err error) (V, bool) {
+	var zero V
+	if c == nil || err == nil || errors.Is(err, context.Canceled) {
+		return zero, false
+	}
+	if !db.Unavailable(err) {
+		c.mu.RLock()
+		_, held := c.m[k]
+		c.mu.RUnlock()
+		if held {
+			c.mu.Lock()
+			delete(c.m, k)
+			c.mu.Unlock()
+		}
+		return zero, false
+	}
+	p := c.policy.Load()
+	if p.window() <= 0 {
+		return zero, false
+	}
+	c.mu.RLock()
+	e, ok := c.m[k]
+	c.mu.RUnlock()
+	now := c.now()
+	if !ok || now.UnixNano() >= e.staleUntil {
+		return zero, false
+	}
+	c.stale.Add(1)
+	p.served(ctx, now)
+	return e.v, true
 }
 
 // Delete drops k.
@@ -173,11 +265,15 @@ func (c *Map[K, V]) DeleteFunc(drop func(K, V) bool) {
 // its connection drops.
 //
 // SetLive(false) stops caching but keeps the entries held, served until their
-// own TTL: they may miss a change made elsewhere for at most that long, which
-// is the price of answering through a database outage. Delete and DeleteFunc
-// still apply. SetLive(true) empties the Map and starts caching: the
-// notifications sent while nobody listened are lost, so nothing cached
-// before the gap may be trusted any longer.
+// own TTL (and by Fallback for their stale-if-error time): they may miss a
+// change made elsewhere for that long, which is the price of answering
+// through a database outage. Delete and DeleteFunc still apply.
+// SetLive(true) starts caching again and ends the TTL of every entry held:
+// the notifications sent while nobody listened are lost, so nothing cached
+// before the gap is answered again before it is read again from the
+// database. Until then an entry may still answer a lookup whose read fails
+// because the database is unreachable (Fallback), within its stale-if-error
+// time.
 func (c *Map[K, V]) SetLive(live bool) {
 	if c == nil {
 		return
@@ -187,14 +283,23 @@ func (c *Map[K, V]) SetLive(live bool) {
 	c.gen++ // a fill begun before the change is not stored
 	c.live = live
 	if live {
-		clear(c.m)
+		now := c.now().UnixNano()
+		for k, e := range c.m {
+			if e.expires > now {
+				e.expires = now
+				c.m[k] = e
+			}
+		}
 	}
 }
 
 // Stats are a Map's counters, for metrics.
 type Stats struct {
 	Hits, Misses uint64 // lookups since start
-	Entries      int    // entries held now (expired ones included until evicted)
+	// Stale counts the lookups answered past their entry's TTL because the
+	// database was unreachable (Fallback); they are counted as misses too.
+	Stale   uint64
+	Entries int // entries held now (expired ones included until evicted)
 }
 
 // Stats returns the Map's counters; zero for a nil Map.
@@ -205,7 +310,7 @@ func (c *Map[K, V]) Stats() Stats {
 	c.mu.RLock()
 	n := len(c.m)
 	c.mu.RUnlock()
-	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Entries: n}
+	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Stale: c.stale.Load(), Entries: n}
 }
 
 // Digest names a cached row by the SHA-256 of its key columns, each
@@ -255,6 +360,20 @@ type Subscriber struct {
 	Channel    string
 	Invalidate func(payload string)
 	SetLive    func(live bool)
+	// Caches are the Maps the subscriber keeps fresh that may answer past
+	// their TTL while the database is unreachable (Map.Fallback): the Hub
+	// gives them its stale-if-error time (Hub.SetStaleIfError). A Map not
+	// listed never answers past its TTL.
+	Caches []Held
+}
+
+// Held is a cache a Subscriber lists in Caches: a *Map.
+type Held interface{ attach(*staleness) }
+
+func (c *Map[K, V]) attach(p *staleness) {
+	if c != nil {
+		c.policy.Store(p)
+	}
 }
 
 // Flush is the payload that makes a subscriber drop everything it caches
@@ -267,7 +386,7 @@ const Flush = "*"
 // understand, drops them all. While the feed is down m serves what it holds
 // until its TTL (Map.SetLive). m may be nil (the cache is disabled).
 func Subscribe[V any](channel string, m *Map[Digest, V]) Subscriber {
-	return Subscriber{Channel: channel, SetLive: m.SetLive, Invalidate: func(payload string) {
+	return Subscriber{Channel: channel, SetLive: m.SetLive, Caches: []Held{m}, Invalidate: func(payload string) {
 		if d, ok := ParseDigest(payload); ok {
 			m.Delete(d)
 			return
@@ -286,6 +405,7 @@ func Subscribe[V any](channel string, m *Map[Digest, V]) Subscriber {
 // needs the database for its own work anyway.
 func SubscribeStrict[V any](channel string, m *Map[Digest, V]) Subscriber {
 	s := Subscribe(channel, m)
+	s.Caches = nil // never answered past the feed, so never stale either
 	s.SetLive = func(live bool) {
 		m.SetLive(live)
 		if !live {

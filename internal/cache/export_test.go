@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"log/slog"
 	"time"
 )
 
@@ -10,3 +11,10 @@ const FirstBackoff = firstBackoff
 
 // SetSleep replaces h's wait between connection attempts.
 func SetSleep(h *Hub, sleep func(ctx context.Context, d time.Duration) bool) { h.sleep = sleep }
+
+// WithStaleIfError gives m a stale-if-error policy of d, as a Hub would.
+func WithStaleIfError(m Held, d time.Duration) {
+	p := &staleness{logger: slog.New(slog.DiscardHandler)}
+	p.d.Store(int64(d))
+	m.attach(p)
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,17 +38,20 @@ const ListenerApplicationName = "connectd-listener"
 // (SubscribeStrict ones empty themselves), and waiters wake and re-read the
 // database. The Hub reconnects, its backoff starting again from firstBackoff
 // after any connection that got as far as LISTEN. Once LISTEN works again
-// every subscriber is told it is live (SetLive(true)): caches empty
-// themselves and resume, waiters re-read. So a change made elsewhere reaches
-// every cache within about a second while the Hub listens, and within an
-// entry's TTL while it does not; nothing cached before a gap survives the
-// reconnection.
+// every subscriber is told it is live (SetLive(true)): caches end the TTL of
+// everything they hold and resume, waiters re-read. So a change made
+// elsewhere reaches every cache within about a second while the Hub
+// listens, and within an entry's TTL while it does not (plus the
+// stale-if-error time while the database cannot be read, SetStaleIfError);
+// nothing cached before a gap is a hit after the reconnection.
 type Hub struct {
 	conn   *pgx.ConnConfig // of the listener's own connection
 	logger *slog.Logger
 	// sleep waits d before the next connection attempt, false if ctx ended
 	// first; a seam so tests see the backoff without timing it.
 	sleep func(ctx context.Context, d time.Duration) bool
+
+	stale *staleness // the stale-if-error policy of every subscriber's Caches
 
 	mu      sync.Mutex
 	subs    map[string]Subscriber // by channel
@@ -58,7 +62,10 @@ type Hub struct {
 // (not a pool's: LISTEN needs a session of its own, and a pooler in
 // transaction mode would not give one).
 func NewHub(conn *pgx.ConnConfig, logger *slog.Logger) *Hub {
-	return &Hub{conn: conn, logger: logger, sleep: sleepOrDone, subs: map[string]Subscriber{}}
+	h := &Hub{conn: conn, logger: logger, sleep: sleepOrDone, subs: map[string]Subscriber{},
+		stale: &staleness{logger: logger}}
+	h.SetStaleIfError(DefaultStaleIfError)
+	return h
 }
 
 // The listener's reconnection backoff: firstBackoff after a connection that
@@ -94,6 +101,9 @@ func (h *Hub) Add(subs ...Subscriber) {
 			panic(fmt.Sprintf("cache: two subscribers for channel %q", s.Channel))
 		}
 		h.subs[s.Channel] = s
+		for _, c := range s.Caches {
+			c.attach(h.stale)
+		}
 	}
 }
 
@@ -154,9 +164,10 @@ func (h *Hub) listen(ctx context.Context) (listened bool, err error) {
 		}
 	}
 	// Listening: from here on every change is announced to us. Whatever was
-	// cached before (or changed while we were not listening) is dropped, and
-	// whoever waits re-reads.
+	// cached before (or changed while we were not listening) is read again
+	// before it answers, and whoever waits re-reads.
 	h.setLive(true)
+	h.stale.resynced(ctx)
 	for {
 		wctx, cancel := context.WithTimeout(ctx, pingEvery)
 		n, err := conn.WaitForNotification(wctx)
@@ -183,3 +194,54 @@ func (h *Hub) listen(ctx context.Context) (listened bool, err error) {
 		}
 	}
 }
+
+// DefaultStaleIfError is how long past its TTL a cached entry may answer a
+// lookup whose database read failed because the database is unreachable
+// (CONNECTD_CACHE_STALE_IF_ERROR).
+const DefaultStaleIfError = 60 * time.Second
+
+// staleness is a Hub's stale-if-error policy, shared by the Maps its
+// subscribers list (Subscriber.Caches): the time, and the outage's log
+// line.
+type staleness struct {
+	d      atomic.Int64 // the stale-if-error time; ≤ 0: off
+	logger *slog.Logger
+	last   atomic.Int64  // Unix nanoseconds of the latest stale answer; 0: none since the feed came back
+	count  atomic.Uint64 // stale answers since the feed came back
+}
+
+// window is the stale-if-error time; 0 for a nil policy.
+func (p *staleness) window() time.Duration {
+	if p == nil {
+		return 0
+	}
+	return time.Duration(p.d.Load())
+}
+
+// served records one stale answer, and logs the first of an outage: the
+// first since the feed came back, or since a whole stale-if-error time
+// without one.
+func (p *staleness) served(ctx context.Context, now time.Time) {
+	p.count.Add(1)
+	t := now.UnixNano()
+	if prev := p.last.Swap(t); prev == 0 || t-prev > p.d.Load() {
+		p.logger.WarnContext(ctx, "database unreachable; cached entries answer past their TTL",
+			slog.Duration("stale_if_error", p.window()))
+	}
+}
+
+// resynced is told the feed is back: every cache's entries are read again
+// before they answer, and the next stale answer is a new outage's.
+func (p *staleness) resynced(ctx context.Context) {
+	p.last.Store(0)
+	if n := p.count.Swap(0); n > 0 {
+		p.logger.InfoContext(ctx, "database notifications back; cached entries are read again before they answer",
+			slog.Uint64("stale_answers", n))
+	}
+}
+
+// SetStaleIfError sets how long past its TTL an entry of a subscriber's
+// caches may answer while the database is unreachable (default
+// DefaultStaleIfError; 0 or less: never). Entries put before keep the time
+// they were put with.
+func (h *Hub) SetStaleIfError(d time.Duration) { h.stale.d.Store(int64(d)) }

@@ -1,6 +1,7 @@
 package clientauth
 
 import (
+	"context"
 	"time"
 
 	"github.com/connectd/connectd/internal/cache"
@@ -29,6 +30,14 @@ type cachedKey struct {
 
 func (c *Clients) cached(hash [32]byte) (Client, bool) {
 	e, ok := c.cache.Get(hash)
+	return e.client, ok
+}
+
+// stale is the key's cached client when its read failed with err because
+// the database is unreachable (cache.Map.Fallback); any other error drops
+// what the cache held for it.
+func (c *Clients) stale(ctx context.Context, hash [32]byte, err error) (Client, bool) {
+	e, ok := c.cache.Fallback(ctx, hash, err)
 	return e.client, ok
 }
 
@@ -75,7 +84,7 @@ func (c *Clients) OnChange(fn func(id string)) {
 // CacheSubscriber is what the process's notification listener needs to keep
 // the client-key cache fresh (see package cache).
 func (c *Clients) CacheSubscriber() cache.Subscriber {
-	return cache.Subscriber{Channel: InvalidationChannel, Invalidate: c.forget, SetLive: func(live bool) {
+	return cache.Subscriber{Channel: InvalidationChannel, Invalidate: c.forget, Caches: []cache.Held{c.cache}, SetLive: func(live bool) {
 		c.cache.SetLive(live)
 		if live { // changes made while nobody listened were not announced
 			c.changed(cache.Flush)

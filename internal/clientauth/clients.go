@@ -404,7 +404,12 @@ func (c *Clients) Authenticate(ctx context.Context, key string) (Client, error) 
 	if !ok {
 		var err error
 		if cl, err = c.lookup(ctx, want, now); err != nil {
-			return Client{}, err
+			// The database unreachable: the key as last read, within the
+			// stale-if-error time (never one a notification dropped, nor
+			// past the key's own expiry).
+			if cl, ok = c.stale(ctx, want, err); !ok {
+				return Client{}, err
+			}
 		}
 	}
 	if cl.Disabled {

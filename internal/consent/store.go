@@ -145,6 +145,25 @@ func (s *Store) cached(ctx context.Context, u identity.User, provider string) ([
 		return set, nil
 	}
 	gen := s.cache.Gen()
+	set, err := s.load(ctx, u, provider)
+	if err != nil {
+		// The database unreachable: the approvals as last read, within the
+		// stale-if-error time (never a set a notification dropped).
+		if set, ok := s.cache.Fallback(ctx, k, err); ok {
+			return set, nil
+		}
+		return nil, err
+	}
+	if len(set) == 0 {
+		s.cache.Fallback(ctx, k, ErrNotGiven) // none now: what was held is dropped
+		return nil, nil
+	}
+	s.cache.Put(k, set, gen, time.Time{})
+	return set, nil
+}
+
+// load reads every client's approvals of the user at provider.
+func (s *Store) load(ctx context.Context, u identity.User, provider string) ([]clientApproval, error) {
 	rows, err := s.pool.Query(ctx, selectConsentsOf, u.Issuer, u.Subject, provider)
 	if err != nil {
 		return nil, fmt.Errorf("consent: load: %w", err)
@@ -156,9 +175,6 @@ func (s *Store) cached(ctx context.Context, u identity.User, provider string) ([
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consent: load: %w", err)
-	}
-	if len(set) > 0 {
-		s.cache.Put(k, set, gen, time.Time{})
 	}
 	return set, nil
 }

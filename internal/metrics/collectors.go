@@ -13,6 +13,8 @@ var (
 	cacheHits    = prometheus.NewDesc("connectd_cache_hits_total", "Lookups answered from an in-memory cache.", []string{"cache"}, nil)
 	cacheMisses  = prometheus.NewDesc("connectd_cache_misses_total", "Lookups an in-memory cache could not answer.", []string{"cache"}, nil)
 	cacheEntries = prometheus.NewDesc("connectd_cache_entries", "Entries an in-memory cache holds.", []string{"cache"}, nil)
+	cacheStale   = prometheus.NewDesc("connectd_cache_stale_answers_total",
+		"Lookups answered past their entry's TTL because the database was unreachable (CONNECTD_CACHE_STALE_IF_ERROR).", []string{"cache"}, nil)
 )
 
 // cacheCollector reads the caches' counters at scrape time.
@@ -36,6 +38,7 @@ func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- cacheHits
 	ch <- cacheMisses
 	ch <- cacheEntries
+	ch <- cacheStale
 }
 
 func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
@@ -47,6 +50,7 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(cacheHits, prometheus.CounterValue, float64(s.Hits), nc.name)
 		ch <- prometheus.MustNewConstMetric(cacheMisses, prometheus.CounterValue, float64(s.Misses), nc.name)
 		ch <- prometheus.MustNewConstMetric(cacheEntries, prometheus.GaugeValue, float64(s.Entries), nc.name)
+		ch <- prometheus.MustNewConstMetric(cacheStale, prometheus.CounterValue, float64(s.Stale), nc.name)
 	}
 }
 

@@ -282,15 +282,21 @@ func (s *Store) LookupIssuer(ctx context.Context, idOrURL string) (mcpauth.Issue
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			c = cachedTrust{}
+			s.trust.Put(key, c, gen, time.Time{})
 		case err != nil:
-			return mcpauth.Issuer{}, "", false, fmt.Errorf("org: look up issuer: %w", err)
+			err = fmt.Errorf("org: look up issuer: %w", err)
+			// The database unreachable: the answer as last read, within
+			// the stale-if-error time; any other error drops it.
+			if c, ok = s.trust.Fallback(ctx, key, err); !ok {
+				return mcpauth.Issuer{}, "", false, err
+			}
 		default:
 			if len(is.Scopes) == 0 {
 				is.Scopes = nil
 			}
 			c = cachedTrust{org: org, is: is, sealed: sealed}
+			s.trust.Put(key, c, gen, time.Time{})
 		}
-		s.trust.Put(key, c, gen, time.Time{})
 	}
 	if c.org == "" {
 		return mcpauth.Issuer{}, "", false, nil
@@ -339,13 +345,20 @@ func (s *Store) DeploymentIssuers(ctx context.Context, org string) (bool, error)
 		var flag bool
 		err := s.pool.QueryRow(ctx, deploymentIssuersSQL, org).Scan(&flag)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return false, problem.Detail(ErrNotFound, "no organization %s", org)
+			err = problem.Detail(ErrNotFound, "no organization %s", org)
+		} else if err != nil {
+			err = fmt.Errorf("org: deployment issuers of %s: %w", org, err)
 		}
 		if err != nil {
-			return false, fmt.Errorf("org: deployment issuers of %s: %w", org, err)
+			// The database unreachable: the flag as last read, within the
+			// stale-if-error time; any other answer drops it.
+			if c, ok = s.trust.Fallback(ctx, key, err); !ok {
+				return false, err
+			}
+		} else {
+			c = cachedTrust{org: org, deployment: flag}
+			s.trust.Put(key, c, gen, time.Time{})
 		}
-		c = cachedTrust{org: org, deployment: flag}
-		s.trust.Put(key, c, gen, time.Time{})
 	}
 	return c.deployment, nil
 }

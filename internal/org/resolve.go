@@ -67,16 +67,24 @@ func (s *Store) Resolve(ctx context.Context, org, prov string) (Resolved, error)
 		var sealed []byte
 		err := s.pool.QueryRow(ctx, resolveSQL, org, prov).Scan(&id, &clientID, &sealed)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return Resolved{}, problem.Detail(ErrNotFound, "no organization %s", org)
+			err = problem.Detail(ErrNotFound, "no organization %s", org)
+		} else if err != nil {
+			err = fmt.Errorf("org: resolve the app of %s at %s: %w", org, prov, err)
 		}
-		if err != nil {
-			return Resolved{}, fmt.Errorf("org: resolve the app of %s at %s: %w", org, prov, err)
+		switch {
+		case err == nil:
+			c = cachedApp{org: org, provider: prov, sealed: sealed}
+			if id != nil {
+				c.appID, c.clientID = *id, *clientID
+			}
+			s.cache.Put(key, c, gen, time.Time{})
+		default:
+			// The database unreachable: the app as last read, within the
+			// stale-if-error time; any other answer drops it.
+			if c, ok = s.cache.Fallback(ctx, key, err); !ok {
+				return Resolved{}, err
+			}
 		}
-		c = cachedApp{org: org, provider: prov, sealed: sealed}
-		if id != nil {
-			c.appID, c.clientID = *id, *clientID
-		}
-		s.cache.Put(key, c, gen, time.Time{})
 	}
 	if c.appID == "" {
 		if org != names.DefaultOrg && s.catalog.SharedApp(prov) != provider.SharedAll {
@@ -121,12 +129,19 @@ func (s *Store) ByID(ctx context.Context, org, appID, prov string) (provider.OAu
 		c = cachedApp{appID: appID}
 		err := s.pool.QueryRow(ctx, byIDSQL, appID).Scan(&c.org, &c.provider, &c.clientID, &c.sealed)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, problem.Detail(ErrAppNotFound, "no provider app %s (removed, or replaced by a new client id)", appID)
+			err = problem.Detail(ErrAppNotFound, "no provider app %s (removed, or replaced by a new client id)", appID)
+		} else if err != nil {
+			err = fmt.Errorf("org: app %s: %w", appID, err)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("org: app %s: %w", appID, err)
+			// The database unreachable: the app as last read, within the
+			// stale-if-error time; any other answer drops it.
+			if c, ok = s.cache.Fallback(ctx, key, err); !ok {
+				return nil, err
+			}
+		} else {
+			s.cache.Put(key, c, gen, time.Time{})
 		}
-		s.cache.Put(key, c, gen, time.Time{})
 	}
 	if c.provider != prov {
 		return nil, problem.Detail(ErrAppNotFound, "provider app %s is not at %s", appID, prov)
@@ -175,7 +190,7 @@ func (s *Store) forget(org string) {
 // the resolve cache fresh (see package cache): writers on any replica
 // notify InvalidationChannel with the organization's id.
 func (s *Store) CacheSubscriber() cache.Subscriber {
-	return cache.Subscriber{Channel: InvalidationChannel, Invalidate: s.forget,
+	return cache.Subscriber{Channel: InvalidationChannel, Invalidate: s.forget, Caches: []cache.Held{s.cache, s.trust},
 		SetLive: func(live bool) { s.cache.SetLive(live); s.trust.SetLive(live) }}
 }
 

@@ -212,6 +212,11 @@ type CacheConfig struct {
 	// ClientKeyTTL: how long an authenticated client key is remembered
 	// (CONNECTD_CLIENT_CACHE_TTL).
 	ClientKeyTTL time.Duration
+	// StaleIfError: how long past its TTL an entry of the token path's
+	// caches may still answer while the database is unreachable
+	// (CONNECTD_CACHE_STALE_IF_ERROR); 0: cache.DefaultStaleIfError,
+	// negative: never.
+	StaleIfError time.Duration
 }
 
 // ConfigError names the variable at fault and what is wrong with it. Its text

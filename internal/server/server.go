@@ -83,6 +83,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}
 	s := &Server{cfg: cfg, metrics: metrics.New(prometheus.NewRegistry()), hub: cache.NewHub(listen, cfg.Logger)}
+	if cfg.Cache.StaleIfError != 0 {
+		s.hub.SetStaleIfError(cfg.Cache.StaleIfError)
+	}
 	// The organizations before identity: the verifier finds their own
 	// issuers in the store, and /v1 asks it whether an organization
 	// accepts the deployment's.
@@ -207,6 +210,8 @@ func (s *Server) build(ctx context.Context) error {
 	m.Cache("client_key", s.ident.clients.CacheStats)
 	m.Cache("credential", s.vault.CacheStats)
 	m.Cache("consent", s.consents.CacheStats)
+	m.Cache("org_app", s.orgs.CacheStats)
+	m.Cache("org_trust", s.orgs.TrustCacheStats)
 	return nil
 }
 

@@ -111,7 +111,13 @@ func (s *Store) loadForToken(ctx context.Context, user identity.User, provider, 
 	gen := s.cache.Gen()
 	r, err := s.loadTokenRow(ctx, user, provider, id)
 	if err != nil {
-		return tokenRow{}, err // "not connected" is not cached: a Put needs no invalidation to be seen
+		// The database unreachable: the row as last read, within the
+		// stale-if-error time (never one a notification dropped). "Not
+		// connected" is not cached, and drops what was.
+		if r, ok := s.cache.Fallback(ctx, k, err); ok && r.org == s.org {
+			return r, nil
+		}
+		return tokenRow{}, err
 	}
 	s.cache.Put(k, r, gen, time.Time{})
 	return r, nil

@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/cache"
@@ -376,84 +375,3 @@ func (s *Store) TrustCacheStats() cache.Stats { return s.trust.Stats() }
 
 // The Store is where the verifier finds the organizations' issuers.
 var _ mcpauth.IssuerSource = (*Store)(nil)
-
-// The issuers' login client secrets are sealed under the vault keyring's
-// issuer-secret purpose key, so a key rotation must move them too, as the
-// apps' (keys.go): `connectd vault status` counts them and `vault rewrap`
-// re-seals them.
-
-const (
-	countIssuerSecretsByKey       = `SELECT key_version, count(*) FROM org_issuers WHERE client_secret IS NOT NULL GROUP BY 1 ORDER BY 1`
-	selectIssuerSecretsNotPrimary = `SELECT id, org_id, url, client_id, client_secret FROM org_issuers
-		WHERE client_secret IS NOT NULL AND key_version <> $1 ORDER BY id FOR UPDATE SKIP LOCKED`
-	updateIssuerSealedSQL = `UPDATE org_issuers SET key_version = $2, client_secret = $3 WHERE id = $1`
-)
-
-// IssuerSecretKeyStatus counts the issuers' login client secrets per key
-// version.
-func IssuerSecretKeyStatus(ctx context.Context, pool *pgxpool.Pool, root *keyring.Keyring) ([]keyring.VersionCount, error) {
-	keys := root.Purpose(issuerSecretPurpose)
-	rows, err := pool.Query(ctx, countIssuerSecretsByKey)
-	if err != nil {
-		return nil, fmt.Errorf("org: issuer secret key status: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (keyring.VersionCount, error) {
-		var v int32
-		var n int64
-		err := r.Scan(&v, &n)
-		return keys.Counted(uint32(v), n), err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("org: issuer secret key status: %w", err)
-	}
-	return out, nil
-}
-
-// RewrapIssuerSecrets re-seals every issuer login secret not under the
-// primary key, in one transaction (issuers are few), and returns how many
-// it moved and the ids of those that did not open (their key is missing),
-// left as they are. Every replica's trust cache is flushed.
-func RewrapIssuerSecrets(ctx context.Context, pool *pgxpool.Pool, root *keyring.Keyring) (int, []string, error) {
-	keys := root.Purpose(issuerSecretPurpose)
-	done, failed := 0, []string{}
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, selectIssuerSecretsNotPrimary, int32(keys.Primary()))
-		if err != nil {
-			return err
-		}
-		type sealed struct {
-			id, org, url, clientID string
-			ct                     []byte
-		}
-		list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sealed, error) {
-			var x sealed
-			err := r.Scan(&x.id, &x.org, &x.url, &x.clientID, &x.ct)
-			return x, err
-		})
-		if err != nil {
-			return err
-		}
-		for _, x := range list {
-			ct, err := keys.Reseal(x.ct, issuerAAD(x.id, x.org, x.url, x.clientID))
-			if errors.Is(err, keyring.ErrDecrypt) {
-				failed = append(failed, x.id)
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, updateIssuerSealedSQL, x.id, int32(keys.Primary()), ct); err != nil {
-				return err
-			}
-			done++
-		}
-		if done > 0 {
-			_, err = tx.Exec(ctx, notifySQL, cache.Flush)
-		}
-		return err
-	})
-	if err != nil {
-		return 0, failed, fmt.Errorf("org: rewrap issuer secrets: %w", err)
-	}
-	return done, failed, nil
-}

@@ -252,13 +252,8 @@ func orgsAppsCmd(ctx context.Context, args []string, getenv func(string) string,
 		want = 1
 	}
 	text := "usage: connectd orgs apps " + sub + help
-	// Refused before the flags are parsed, whose errors would quote the
-	// value: a secret in a flag ends up in shell history and ps.
-	for _, a := range args {
-		if n := strings.TrimLeft(a, "-"); a != n && (n == "client-secret" || strings.HasPrefix(n, "client-secret=")) {
-			return &usageError{"--client-secret: a client secret is never given as a flag value (shell history, ps); " +
-				"pipe it on stdin or give --client-secret-file"}
-		}
+	if err := refuseSecretFlag(args, "pipe it on stdin or give --client-secret-file"); err != nil {
+		return err
 	}
 	pos, err := parseFlags(fset, text, args, stdout, stderr)
 	if err != nil {
@@ -422,4 +417,16 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// refuseSecretFlag refuses --client-secret before the flags are parsed,
+// whose errors would quote the value: a secret in a flag ends up in shell
+// history and ps. instead says what to give.
+func refuseSecretFlag(args []string, instead string) error {
+	for _, a := range args {
+		if n := strings.TrimLeft(a, "-"); a != n && (n == "client-secret" || strings.HasPrefix(n, "client-secret=")) {
+			return &usageError{"--client-secret: a client secret is never given as a flag value (shell history, ps); " + instead}
+		}
+	}
+	return nil
 }

@@ -54,13 +54,8 @@ func orgsIssuersCmd(ctx context.Context, args []string, getenv func(string) stri
 		want = 0
 	}
 	text := "usage: connectd orgs issuers " + sub + help
-	// Refused before the flags are parsed, whose errors would quote the
-	// value: a secret in a flag ends up in shell history and ps.
-	for _, a := range args {
-		if n := strings.TrimLeft(a, "-"); a != n && (n == "client-secret" || strings.HasPrefix(n, "client-secret=")) {
-			return &usageError{"--client-secret: a client secret is never given as a flag value (shell history, ps); " +
-				"give --client-secret-file or --client-secret-env"}
-		}
+	if err := refuseSecretFlag(args, "give --client-secret-file or --client-secret-env"); err != nil {
+		return err
 	}
 	pos, err := parseFlags(fset, text, args, stdout, stderr)
 	if err != nil {

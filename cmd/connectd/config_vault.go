@@ -50,6 +50,7 @@ func (c *Config) loadVault(e *env) {
 	c.Vault.ProxyMaxRequestBytes = int64(e.int32("CONNECTD_PROXY_MAX_REQUEST_BYTES", 10<<20, 1<<10, 1<<30))
 	c.Vault.ProxyMaxResponseBytes = int64(e.int32("CONNECTD_PROXY_MAX_RESPONSE_BYTES", 100<<20, 1<<10, 1<<30))
 	c.Vault.ProxyTimeout = e.duration("CONNECTD_PROXY_TIMEOUT", 5*time.Minute, time.Second, time.Hour)
+	c.Vault.ProxyAnswerTimeout = e.duration("CONNECTD_PROXY_ANSWER_TIMEOUT", proxy.DefaultHeaderTimeout, time.Second, 5*time.Minute)
 	c.Vault.ProxyMaxInFlight = int(e.int32("CONNECTD_PROXY_MAX_IN_FLIGHT", proxy.DefaultMaxInFlight, 1, 100_000))
 }
 

@@ -36,16 +36,18 @@ func TestVaultConfig(t *testing.T) {
 		{"name":"github","template":"github","client_id":"Iv1.x","client_secret_env":"GITHUB_SECRET"},
 		{"name":"openai","kind":"api_key"}]}`)
 	c, err := loadConfig(envOf(map[string]string{
-		"CONNECTD_VAULT_KEYS":     l1 + ",*" + l2,
-		"CONNECTD_PROVIDERS_FILE": providers,
-		"GITHUB_SECRET":           "s3cret",
-		"CONNECTD_REFRESH_SKEW":   "90s",
+		"CONNECTD_VAULT_KEYS":           l1 + ",*" + l2,
+		"CONNECTD_PROVIDERS_FILE":       providers,
+		"GITHUB_SECRET":                 "s3cret",
+		"CONNECTD_REFRESH_SKEW":         "90s",
+		"CONNECTD_PROXY_ANSWER_TIMEOUT": "5s",
 	}), needs{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Vault.Keyring.Primary() != 2 || len(c.Vault.Keyring.Versions()) != 2 || c.Vault.RefreshSkew != 90*time.Second ||
-		len(c.Vault.Providers.Providers) != 2 || c.Vault.Providers.Providers[0].ClientSecret.Reveal() != "s3cret" {
+		len(c.Vault.Providers.Providers) != 2 || c.Vault.Providers.Providers[0].ClientSecret.Reveal() != "s3cret" ||
+		c.Vault.ProxyAnswerTimeout != 5*time.Second {
 		t.Fatalf("%+v", c.Vault)
 	}
 	keysFile := writeFile(t, "keys", "# rotated 2026-01\n"+l1+"\n*"+l2+"\n")
@@ -54,7 +56,8 @@ func TestVaultConfig(t *testing.T) {
 		t.Fatalf("keys file: %v", err)
 	}
 	c, err = loadConfig(envOf(nil), needs{})
-	if err != nil || c.Vault.Keyring != nil || c.Vault.RefreshSkew != 2*time.Minute || len(c.Vault.Providers.Providers) != 0 {
+	if err != nil || c.Vault.Keyring != nil || c.Vault.RefreshSkew != 2*time.Minute || len(c.Vault.Providers.Providers) != 0 ||
+		c.Vault.ProxyAnswerTimeout != 15*time.Second {
 		t.Fatalf("defaults: %+v %v", c.Vault, err)
 	}
 }
@@ -86,6 +89,7 @@ func TestVaultConfigErrors(t *testing.T) {
 		{"providers secret env unset", map[string]string{"CONNECTD_PROVIDERS_FILE": badProviders}, "CONNECTD_PROVIDERS_FILE", "client_secret_env: environment variable S is not set"},
 		{"skew not a duration", map[string]string{"CONNECTD_REFRESH_SKEW": "soon"}, "CONNECTD_REFRESH_SKEW", "duration"},
 		{"skew too long", map[string]string{"CONNECTD_REFRESH_SKEW": "2h"}, "CONNECTD_REFRESH_SKEW", "between"},
+		{"proxy answer timeout too short", map[string]string{"CONNECTD_PROXY_ANSWER_TIMEOUT": "0s"}, "CONNECTD_PROXY_ANSWER_TIMEOUT", "between"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

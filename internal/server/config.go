@@ -118,7 +118,11 @@ type VaultConfig struct {
 	// (CONNECTD_PROXY_MAX_IN_FLIGHT, default proxy.DefaultMaxInFlight).
 	ProxyMaxRequestBytes, ProxyMaxResponseBytes int64
 	ProxyTimeout                                time.Duration
-	ProxyMaxInFlight                            int
+	// ProxyAnswerTimeout (CONNECTD_PROXY_ANSWER_TIMEOUT, default
+	// proxy.DefaultHeaderTimeout, 15s) bounds the wait for the provider's
+	// status and headers: past it a proxied call is 504 provider_timeout.
+	ProxyAnswerTimeout time.Duration
+	ProxyMaxInFlight   int
 }
 
 // EgressConfig configures outbound HTTP (see docs/egress.md).

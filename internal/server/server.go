@@ -152,7 +152,7 @@ func (s *Server) build(ctx context.Context) error {
 		transport = http.DefaultTransport
 	}
 	proxyConfig := proxy.Config{Transport: transport, MaxRequestBytes: cfg.Vault.ProxyMaxRequestBytes,
-		MaxResponseBytes: maxResp, Timeout: cfg.Vault.ProxyTimeout, MaxInFlight: cfg.Vault.ProxyMaxInFlight, Now: cfg.Now}
+		MaxResponseBytes: maxResp, Timeout: cfg.Vault.ProxyTimeout, HeaderTimeout: cfg.Vault.ProxyAnswerTimeout, MaxInFlight: cfg.Vault.ProxyMaxInFlight, Now: cfg.Now}
 	if s.elicitations, err = elicitation.New(elicitation.Config{Pool: cfg.Pool, Logger: cfg.Logger, Hub: s.hub,
 		Webhooks: s.webhooks, OnFlow: func(st elicitation.Status) { s.metrics.Flow(string(st)) }, Now: cfg.Now}); err != nil {
 		return err

@@ -9,7 +9,9 @@ package testkit
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -60,6 +62,12 @@ func (l *LogBuffer) String() string {
 
 // FreePorts returns n TCP ports free on 127.0.0.1 right now (each was bound,
 // then released, so another process may still take one before the caller).
+// They are picked below the kernel's ephemeral range (ip_local_port_range,
+// 32768 and up by default), where the source ports of outgoing connections
+// come from: a port from :0 was often taken, between release and use, by one
+// of the many connections a parallel test run opens, and the later bind
+// failed with "address already in use". Only if no port there can be bound
+// does it fall back to :0.
 func FreePorts(n int) ([]int, error) {
 	var ports []int
 	var lns []net.Listener
@@ -68,13 +76,29 @@ func FreePorts(n int) ([]int, error) {
 			ln.Close()
 		}
 	}()
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	for len(ports) < n {
+		ln, err := listenBelowEphemeral()
 		if err != nil {
-			return nil, err
+			if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+				return nil, err
+			}
 		}
 		lns = append(lns, ln)
 		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// listenBelowEphemeral binds a random free port of 20000-32767.
+func listenBelowEphemeral() (net.Listener, error) {
+	const lo, hi = 20000, 32768
+	var err error
+	for range 64 {
+		var ln net.Listener
+		port := lo + rand.IntN(hi-lo)
+		if ln, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
+			return ln, nil
+		}
+	}
+	return nil, err
 }

@@ -79,7 +79,15 @@ func (s *Store) For(ctx context.Context, u identity.User, clientID, provider str
 				out = append(out, c.Approval)
 			}
 		}
-	} else {
+	}
+	if len(out) == 0 {
+		// None in the cached set (or no cache): the database says. A set
+		// cached before this client's grant is stale until the grant's
+		// notification arrives, and an MCP server can hear of the
+		// completion first (a status read from the database, not the
+		// wake-up that travels behind the notification): a refusal is
+		// never answered from the cache alone. Approvals are, and a
+		// withdrawal drops them by its notification, as before.
 		rows, err := s.pool.Query(ctx, selectConsents, u.Issuer, u.Subject, provider, clientID)
 		if err != nil {
 			return nil, fmt.Errorf("consent: load: %w", err)

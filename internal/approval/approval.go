@@ -105,9 +105,6 @@ type Config struct {
 	Elicitations *elicitation.Store
 	// Keyring seals bodies (under its own purpose).
 	Keyring *keyring.Keyring
-	// Hub, when set, keeps the cache of standing grants fresh on every
-	// replica; without it standing grants are read from the database.
-	Hub *cache.Hub
 	// Webhooks enqueues approval.requested, .granted and .denied; nil: none.
 	Webhooks *webhook.Service
 	// TTL is how long an approval link waits for the user (the connect
@@ -139,12 +136,14 @@ func New(cfg Config) (*Store, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	if cfg.Hub != nil {
-		s.standing = cache.New[cache.Digest, time.Time](standingCacheFor, 100_000, s.now)
-		cfg.Hub.Add(cache.Subscribe(Channel, s.standing))
-	}
+	s.standing = cache.New[cache.Digest, time.Time](standingCacheFor, 100_000, s.now)
 	return s, nil
 }
+
+// CacheSubscriber keeps the cache of standing grants fresh on every replica
+// (add it to the process's hub); until its feed is live, standing grants are
+// read from the database on every call.
+func (s *Store) CacheSubscriber() cache.Subscriber { return cache.Subscribe(Channel, s.standing) }
 
 const (
 	// allowedSQL finds a standing grant for the rule or else uses the

@@ -167,9 +167,10 @@ func (s *Server) build(ctx context.Context) error {
 		linkTTL = 15 * time.Minute
 	}
 	if s.approvals, err = approval.New(approval.Config{Pool: cfg.Pool, Elicitations: s.elicitations, Keyring: s.keyring,
-		Hub: s.hub, Webhooks: s.webhooks, TTL: linkTTL, Logger: cfg.Logger, Now: cfg.Now}); err != nil {
+		Webhooks: s.webhooks, TTL: linkTTL, Logger: cfg.Logger, Now: cfg.Now}); err != nil {
 		return err
 	}
+	s.hub.Add(s.approvals.CacheSubscriber())
 	// Approvals, shared by both surfaces: one cache, kept fresh by the hub.
 	size, now := cfg.Cache.Size, cfg.Now
 	if size <= 0 {

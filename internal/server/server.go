@@ -45,11 +45,11 @@ type Server struct {
 	keyring *keyring.Keyring
 	// approvals are the per-request approvals (package approval).
 	approvals *approval.Store
-	catalog *provider.Catalog
-	orgs    *org.Store // organizations and their provider apps
-	vault   *vault.Store
-	conn    *connect.Server // the browser surface
-	api     *api.Server     // the MCP-server surface
+	catalog   *provider.Catalog
+	orgs      *org.Store // organizations and their provider apps
+	vault     *vault.Store
+	conn      *connect.Server // the browser surface
+	api       *api.Server     // the MCP-server surface
 	// elicitations is the store both surfaces share, consents their
 	// approvals, lifecycle the one owner of a connection's changes and end.
 	elicitations *elicitation.Store

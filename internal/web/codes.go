@@ -236,7 +236,7 @@ var codes = []row{
 	// Per-request approval (package approval): the call waits for the user;
 	// "approval" is the link to hand over, as a mint answers it.
 	{err: refusal.ErrApprovalRequired, status: http.StatusForbidden, code: "user_approval_required",
-		desc: "the user must approve this call first; hand them approval.url as a URL-mode elicitation, then retry it unchanged",
+		desc:   "the user must approve this call first; hand them approval.url as a URL-mode elicitation, then retry it unchanged",
 		fields: approvalFields},
 	{err: proxy.ErrNotSupported, status: http.StatusNotFound, code: "proxy_not_supported",
 		desc:  "connectd knows no API base URL for this provider; read the token instead",

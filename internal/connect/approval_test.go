@@ -28,7 +28,15 @@ func (e *env) askingClient(m *mcpServer) {
 		&clientauth.ProxyRules{Rules: askRules}); err != nil {
 		e.t.Fatal(err)
 	}
-	e.connectFully(m, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	u := m.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})["url"].(string)
+	br := e.browser()
+	page := e.openAs(br, u, "alice")
+	if !strings.Contains(page.body, "asks you each time before it does this: open issues in your repositories; delete an issue.") {
+		e.t.Fatalf("the consent page does not say what the client asks before:\n%s", page.body)
+	}
+	if done := br.get(e.authorize(e.allow(br, u, page))); done.status != http.StatusOK {
+		e.t.Fatalf("connect: %d %s", done.status, done.body)
+	}
 }
 
 // proxiedTo is m's proxied call at base (a replica's URL).

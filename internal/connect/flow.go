@@ -268,6 +268,11 @@ func (s *Server) consentView(w http.ResponseWriter, ctx context.Context, fs *flo
 		if v.ProxyRules == "" {
 			v.ProxyRules = "only the calls the operator allowed it."
 		}
+		for _, text := range rules.Rules {
+			if rule, err := clientauth.ParseRule(text); err == nil && rule.Ask {
+				v.AskBefore = append(v.AskBefore, rule.Words)
+			}
+		}
 	}
 	if info.Kind == provider.KindOAuth2 {
 		v.DestinationHost = info.AuthorizeHost

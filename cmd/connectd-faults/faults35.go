@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -105,17 +106,17 @@ func (s *study) mintedID(ctx context.Context, base, user string) (string, error)
 	return id, nil
 }
 
-// hangableJWKS serves the issuer, its JWKS hanging while s.jwksHang holds
-// a channel (until that is closed, or the fetch is given up).
-func (s *study) hangableJWKS(h http.Handler) http.Handler {
+// hangable serves h, the requests whose path match says hanging while hang
+// holds a channel: each is accepted and not answered until that is closed,
+// or the caller gives up. The issuer's JWKS (fault (j)) and
+// hangingProvider's API (fault (l)) are served so.
+func hangable(h http.Handler, hang *atomic.Pointer[chan struct{}], match func(path string) bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/jwks" {
-			if ch := s.jwksHang.Load(); ch != nil {
-				select {
-				case <-*ch:
-				case <-r.Context().Done():
-					return
-				}
+		if ch := hang.Load(); ch != nil && match(r.URL.Path) {
+			select {
+			case <-*ch:
+			case <-r.Context().Done():
+				return
 			}
 		}
 		h.ServeHTTP(w, r)
@@ -208,24 +209,6 @@ func (c *caller) forgedToken(ctx context.Context, base, userToken string) answer
 	_ = json.Unmarshal(raw, &out)
 	a.code = out.Error
 	return a
-}
-
-// hangableAPI serves hangingProvider, its API (/api/…) hanging while
-// s.apiHang holds a channel: it accepts the call and never answers (until
-// that is closed, or connectd gives the call up).
-func (s *study) hangableAPI(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/api/") {
-			if ch := s.apiHang.Load(); ch != nil {
-				select {
-				case <-*ch:
-				case <-r.Context().Done():
-					return
-				}
-			}
-		}
-		h.ServeHTTP(w, r)
-	})
 }
 
 // proxyGet is one proxied GET of provider's API path for user.

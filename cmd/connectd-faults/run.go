@@ -233,7 +233,7 @@ func (s *study) setup(ctx context.Context, adminURL, dir, logDir string) error {
 	if err != nil {
 		return err
 	}
-	go serveOn(ctx, idpLn, s.hangableJWKS(s.idp.Handler()))
+	go serveOn(ctx, idpLn, hangable(s.idp.Handler(), &s.jwksHang, func(p string) bool { return p == "/jwks" }))
 	hosts := []string{idpLn.Addr().String()}
 	var entries []any
 	for _, name := range []string{loadProvider, rotatingProvider, graceProvider, hangingProvider} {
@@ -247,7 +247,7 @@ func (s *study) setup(ctx context.Context, adminURL, dir, logDir string) error {
 		}
 		p, h := providertest.NewHandler("http://"+ln.Addr().String(), opts)
 		if name == hangingProvider {
-			h = s.hangableAPI(h)
+			h = hangable(h, &s.apiHang, func(p string) bool { return strings.HasPrefix(p, "/api/") })
 		}
 		go serveOn(ctx, ln, h)
 		s.providers[name] = p

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -104,17 +106,17 @@ func (s *study) mintedID(ctx context.Context, base, user string) (string, error)
 	return id, nil
 }
 
-// hangableJWKS serves the issuer, its JWKS hanging while s.jwksHang holds
-// a channel (until that is closed, or the fetch is given up).
-func (s *study) hangableJWKS(h http.Handler) http.Handler {
+// hangable serves h, the requests whose path match says hanging while hang
+// holds a channel: each is accepted and not answered until that is closed,
+// or the caller gives up. The issuer's JWKS (fault (j)) and
+// hangingProvider's API (fault (l)) are served so.
+func hangable(h http.Handler, hang *atomic.Pointer[chan struct{}], match func(path string) bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/jwks" {
-			if ch := s.jwksHang.Load(); ch != nil {
-				select {
-				case <-*ch:
-				case <-r.Context().Done():
-					return
-				}
+		if ch := hang.Load(); ch != nil && match(r.URL.Path) {
+			select {
+			case <-*ch:
+			case <-r.Context().Done():
+				return
 			}
 		}
 		h.ServeHTTP(w, r)
@@ -207,4 +209,113 @@ func (c *caller) forgedToken(ctx context.Context, base, userToken string) answer
 	_ = json.Unmarshal(raw, &out)
 	a.code = out.Error
 	return a
+}
+
+// proxyGet is one proxied GET of provider's API path for user.
+func (c *caller) proxyGet(ctx context.Context, r *replica, provider, user, path string) answer {
+	return c.do(ctx, http.MethodGet, r.base+"/v1/proxy/"+provider+"/"+path, user, "")
+}
+
+// (l) A provider API that hangs (accepts each call, never answers) under
+// 120 proxied calls sent at once, spread over both replicas, with every
+// setting at its default (the proxy's answer deadline,
+// CONNECTD_PROXY_ANSWER_TIMEOUT, 15 s): each must be answered 504
+// provider_timeout with Retry-After within that deadline, while proxied
+// calls to another provider (100 a second, an open loop, from just before
+// the 120 to their last answer) keep their p99 under a second.
+func (s *study) hangingAPI(ctx context.Context) error {
+	const callers, deadline = 120, 15 * time.Second
+	for i := range callers { // the hanging provider's connections, valid tokens
+		tok := s.providers[hangingProvider].Grant([]string{"files.read"}, 24*time.Hour)
+		if err := s.connect(ctx, loadUser(i), hangingProvider, tok, tok.Expiry); err != nil {
+			return err
+		}
+	}
+	// Each answers at once before the hang (and so is cached on both
+	// replicas, as a busy server's would be).
+	warm := newTally()
+	for i := range callers {
+		warm.add(s.c.proxyGet(ctx, s.reps[i%len(s.reps)], hangingProvider, loadUser(i), "files"))
+	}
+	if warm.classes[class2xx] != callers {
+		return fmt.Errorf("the hanging provider's API before the hang: %s", summary(warm))
+	}
+	release := make(chan struct{})
+	s.apiHang.Store(&release)
+	defer func() { s.apiHang.Store(nil); close(release) }()
+
+	lctx, stopOther := context.WithCancel(ctx)
+	other := newTally()
+	var (
+		mu    sync.Mutex
+		took  []time.Duration
+		owg   sync.WaitGroup
+		retry int
+	)
+	owg.Go(func() { // the other provider, an open loop
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		for i := 0; ; i++ {
+			select {
+			case <-lctx.Done():
+				return
+			case <-tick.C:
+			}
+			wg.Go(func() {
+				a := s.c.proxyGet(context.WithoutCancel(lctx), s.reps[i%len(s.reps)], loadProvider, loadUser(i*7), "files")
+				other.add(a)
+				mu.Lock()
+				took = append(took, a.took)
+				mu.Unlock()
+			})
+		}
+	})
+	sleep(ctx, time.Second)
+	hung := newTally()
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range callers {
+		wg.Go(func() {
+			a := s.c.proxyGet(ctx, s.reps[i%len(s.reps)], hangingProvider, loadUser(i), "files")
+			hung.add(a)
+			if a.status == http.StatusGatewayTimeout && a.retryAfter {
+				mu.Lock()
+				retry++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	all := time.Since(start)
+	stopOther()
+	owg.Wait()
+	slices.Sort(took)
+	p := func(q float64) time.Duration {
+		if len(took) == 0 {
+			return 0
+		}
+		return took[min(len(took)-1, int(q*float64(len(took))))]
+	}
+	before := len(s.problems)
+	s.addRow("(l) provider API hangs", fmt.Sprintf("%d proxied calls to it", callers), hung, "—",
+		fmt.Sprintf("%d of %d answered 504 provider_timeout with Retry-After, the last %.1f s after the first was sent (answer deadline %s, the default)",
+			retry, callers, all.Seconds(), deadline))
+	s.addRow("(l) provider API hangs", "proxied calls to another provider meanwhile", other, "—",
+		fmt.Sprintf("p50 %s, p99 %s, longest %s, over %.1f s", p(0.50).Round(time.Millisecond), p(0.99).Round(time.Millisecond),
+			other.max.Round(time.Millisecond), all.Seconds()+1))
+	// 504 provider_timeout is this fault's right answer for the hanging
+	// provider's callers: a problem only when it is not all there is, or
+	// came past the deadline.
+	if hung.others["504 provider_timeout"] == hung.n && other.classes[class2xx] == other.n {
+		s.problems = s.problems[:before]
+	}
+	if hung.max > deadline+time.Second {
+		s.problems = append(s.problems, fmt.Sprintf("(l) provider API hangs: a proxied caller waited %s, past the %s deadline", hung.max.Round(time.Millisecond), deadline))
+	}
+	if p(0.99) > time.Second {
+		s.problems = append(s.problems, fmt.Sprintf("(l) provider API hangs: the other provider's proxied calls' p99 is %s, over a second", p(0.99).Round(time.Millisecond)))
+	}
+	return nil
 }

@@ -49,7 +49,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	o := &options{only: map[string]bool{}}
 	fs.StringVar(&o.binary, "connectd", "bin/connectd", "connectd binary under study")
 	fs.StringVar(&o.doc, "doc", "docs/faults.md", "document whose generated section gets the table ('' skips)")
-	only := fs.String("only", "", "comma-separated faults to run (a,b,c,d,e,f,g,h,i,j,k; default all)")
+	only := fs.String("only", "", "comma-separated faults to run (a,b,c,d,e,f,g,h,i,j,k,l; default all)")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "the whole study stops after this long")
 	fs.BoolVar(&o.verbose, "v", false, "say more about each fault as it runs")
 	fs.StringVar(&o.logs, "logs", "", "keep the replicas' logs in this directory (default: a temporary one, removed)")
@@ -58,7 +58,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	}
 	for _, f := range strings.Split(*only, ",") {
 		if f = strings.TrimSpace(f); f != "" {
-			if !strings.Contains("abcdefghijk", f) || len(f) != 1 {
+			if !strings.Contains("abcdefghijkl", f) || len(f) != 1 {
 				return nil, fmt.Errorf("-only: unknown fault %q", f)
 			}
 			o.only[f] = true
@@ -75,11 +75,13 @@ const resource = "https://faults.mcp.example/"
 // read of them refreshes: rotatingProvider rotates refresh tokens and
 // revokes the grant when a rotated-away one comes back (reuse detection),
 // graceProvider does too but accepts one again for 30 minutes (its
-// template says refresh_reuse_grace).
+// template says refresh_reuse_grace). hangingProvider's API hangs while
+// s.apiHang holds a channel (fault (l)); its tokens are valid.
 const (
 	loadProvider     = "fake"
 	rotatingProvider = "rotating"
 	graceProvider    = "grace"
+	hangingProvider  = "hanging"
 	loadUsers        = 200
 	providerSecret   = "faults-provider-secret"
 )
@@ -103,6 +105,7 @@ type study struct {
 	logf      func(string, ...any)
 	seq       int                           // numbers seeded users
 	jwksHang  atomic.Pointer[chan struct{}] // non-nil: the issuer's JWKS hangs until it is closed
+	apiHang   atomic.Pointer[chan struct{}] // non-nil: hangingProvider's API hangs until it is closed
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -159,7 +162,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		{"a", s.pgRestart}, {"b", s.pgOutage}, {"c", s.pgFrozen}, {"d", s.poolExhausted},
 		{"e", s.lateAnswers}, {"f", s.killedMidRefresh}, {"g", s.garbageAnswers},
 		{"h", s.pgRestarts}, {"i", s.longPolls}, {"j", s.hangingJWKS},
-		{"k", s.pgKilledCachedReads},
+		{"k", s.pgKilledCachedReads}, {"l", s.hangingAPI},
 	}
 	for _, f := range faults {
 		if len(o.only) > 0 && !o.only[f.key] {
@@ -230,10 +233,10 @@ func (s *study) setup(ctx context.Context, adminURL, dir, logDir string) error {
 	if err != nil {
 		return err
 	}
-	go serveOn(ctx, idpLn, s.hangableJWKS(s.idp.Handler()))
+	go serveOn(ctx, idpLn, hangable(s.idp.Handler(), &s.jwksHang, func(p string) bool { return p == "/jwks" }))
 	hosts := []string{idpLn.Addr().String()}
 	var entries []any
-	for _, name := range []string{loadProvider, rotatingProvider, graceProvider} {
+	for _, name := range []string{loadProvider, rotatingProvider, graceProvider, hangingProvider} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return err
@@ -243,6 +246,9 @@ func (s *study) setup(ctx context.Context, adminURL, dir, logDir string) error {
 			opts.ReuseGrace = 30 * time.Minute
 		}
 		p, h := providertest.NewHandler("http://"+ln.Addr().String(), opts)
+		if name == hangingProvider {
+			h = hangable(h, &s.apiHang, func(p string) bool { return strings.HasPrefix(p, "/api/") })
+		}
 		go serveOn(ctx, ln, h)
 		s.providers[name] = p
 		e := p.ProviderConfig(name, "FAULTS_PROVIDER_SECRET")
@@ -301,7 +307,7 @@ func (s *study) setup(ctx context.Context, adminURL, dir, logDir string) error {
 		return err
 	}
 	clients := clientauth.NewClients(clientauth.ClientsConfig{Pool: s.pool, Logger: slog.New(slog.DiscardHandler)})
-	cl, key, err := clients.Create(ctx, "faults", []string{resource}, []string{loadProvider, rotatingProvider, graceProvider})
+	cl, key, err := clients.Create(ctx, "faults", []string{resource}, []string{loadProvider, rotatingProvider, graceProvider, hangingProvider})
 	if err != nil {
 		return err
 	}

@@ -117,7 +117,7 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	}
 	start := s.now()
 	call := &proxy.Call{Base: base, Path: path, Header: rel.info.APIAuth.Header,
-		Value: rel.info.APIAuth.HeaderValue(rel.cred.AccessToken), HoldKey: name + "\x00" + connID, Provider: name, App: rel.appID,
+		Value: rel.info.APIAuth.HeaderValue(rel.cred.AccessToken), Provider: name, App: rel.appID,
 		Drop: []string{mcpauth.UserTokenHeader, clientauth.DPoPHeader, AccountHeader, ScopesHeader}, HeaderTimeout: wait,
 		Budget: s.budgets.For(name, rel.appID, connID, path, rel.info.RateLimits)}
 	call.Refresh = func(ctx context.Context) (string, error) {

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/db"
 	"github.com/connectd/connectd/internal/egress"
 	"github.com/connectd/connectd/internal/jose"
 	"github.com/connectd/connectd/internal/names"
@@ -427,14 +428,18 @@ func (c *Clients) Authenticate(ctx context.Context, key string) (Client, error) 
 // locals on the stack.)
 func (c *Clients) lookup(ctx context.Context, want [32]byte, now time.Time) (Client, error) {
 	gen := c.cache.Gen()
-	row := c.pool.QueryRow(ctx, authenticateSQL, want[:], now)
 	var cl Client
 	var got []byte
 	var keyExpires, lastUsed *time.Time
 	var rules []byte
 	var jwksURL *string
-	err := row.Scan(&got, &keyExpires, &cl.ID, &cl.Name, &cl.Resources, &cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed,
-		&cl.ProxyOnly, &rules, &cl.LogoURL, &cl.Homepage, &jwksURL, &cl.JWKS, &cl.DPoPRequired, &cl.Org)
+	// A read: once more on a live connection if its own died under it (a
+	// restart's, before its answer).
+	err := db.Read(ctx, func(ctx context.Context) error {
+		return c.pool.QueryRow(ctx, authenticateSQL, want[:], now).Scan(&got, &keyExpires, &cl.ID, &cl.Name, &cl.Resources,
+			&cl.Providers, &cl.Disabled, &cl.CreatedAt, &lastUsed, &cl.ProxyOnly, &rules, &cl.LogoURL, &cl.Homepage, &jwksURL,
+			&cl.JWKS, &cl.DPoPRequired, &cl.Org)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Client{}, ErrInvalidClientKey
 	}

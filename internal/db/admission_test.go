@@ -121,40 +121,13 @@ func TestMaxWaitingFor(t *testing.T) {
 // not handed out, and a read whose connection dies under it runs again.
 func TestDeadConnections(t *testing.T) {
 	t.Parallel()
-	name := fmt.Sprintf("dbtest-dead-%d", time.Now().UnixNano())
-	pool := pgtest.NewPoolWith(t, pgtest.URL(t), func(pc *pgxpool.Config) {
-		pc.MaxConns = 4
-		pc.ConnConfig.RuntimeParams["application_name"] = name
-	})
-	admin := pgtest.NewPool(t, pgtest.URL(t))
+	kill := pgtest.NewTerminator(t, pgtest.URL(t))
+	pool := kill.Pool(t, 4)
 	bg := context.Background()
 	req := db.WithDeadlines(bg, db.Deadlines{Acquire: 5 * time.Second})
 	read := func(ctx context.Context) error {
 		var one int
 		return pool.QueryRow(ctx, "SELECT 1").Scan(&one)
-	}
-	// terminate ends the pool's backends, at most limit of them, and waits
-	// until they are gone.
-	terminate := func(t *testing.T, limit int) int {
-		t.Helper()
-		var pids []int32
-		if err := admin.QueryRow(bg, `SELECT coalesce(array_agg(pid), '{}') FROM (SELECT pid FROM pg_stat_activity
-			WHERE application_name = $1 ORDER BY random() LIMIT $2) s`, name, limit).Scan(&pids); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := admin.Exec(bg, `SELECT pg_terminate_backend(p) FROM unnest($1::int4[]) p`, pids); err != nil {
-			t.Fatal(err)
-		}
-		for { // until they are gone: their FATAL and close were sent
-			var left int
-			if err := admin.QueryRow(bg, `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)`, pids).Scan(&left); err != nil {
-				t.Fatal(err)
-			}
-			if left == 0 {
-				return len(pids)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
 	}
 	warm := func(t *testing.T) {
 		t.Helper()
@@ -173,7 +146,7 @@ func TestDeadConnections(t *testing.T) {
 
 	t.Run("idle connections the server ended are not handed out", func(t *testing.T) {
 		warm(t)
-		if n := terminate(t, 4); n != 4 {
+		if n := kill.Terminate(t, 4); n != 4 {
 			t.Fatalf("terminated %d backends, want the pool's 4", n)
 		}
 		var wg sync.WaitGroup
@@ -191,60 +164,37 @@ func TestDeadConnections(t *testing.T) {
 	})
 	t.Run("reads under terminations all answer", func(t *testing.T) {
 		warm(t)
-		ctx, stop := context.WithCancel(req)
-		var reads, failed, twice atomic.Int64
-		var mu sync.Mutex
-		var first error
-		var wg sync.WaitGroup
-		for range 8 {
-			wg.Go(func() {
-				for ctx.Err() == nil {
-					ended := 0 // tries whose connection was ended under them
-					err := db.Read(ctx, func(ctx context.Context) error {
-						err := read(ctx)
-						if db.ConnLost(err) {
-							ended++
-						}
-						return err
-					})
-					switch {
-					case err == nil || errors.Is(err, context.Canceled):
-					case ended == 2: // its retry's connection was ended too
-						twice.Add(1)
-					default:
-						failed.Add(1)
-						mu.Lock()
-						if first == nil {
-							first = err
-						}
-						mu.Unlock()
-					}
-					reads.Add(1)
-				}
-			})
-		}
 		// One backend at a time, whichever, every 20 ms: a read whose
 		// connection is ended under it runs again on another. On two busy
 		// cores the next termination may end that one too (a read and its
 		// retry 6 ms apart, in one run of four); Read tries once more, not
 		// twice, so that read fails, and is counted apart.
-		killed := 0
-		for range 40 {
-			time.Sleep(20 * time.Millisecond)
-			killed += terminate(t, 1)
-		}
-		stop()
-		wg.Wait()
-		if killed == 0 {
+		var twice atomic.Int64
+		got := kill.ReadsUnderTerminations(t, req, 8, 40, func(ctx context.Context) error {
+			ended := 0 // tries whose connection was ended under them
+			err := db.Read(ctx, func(ctx context.Context) error {
+				err := read(ctx)
+				if db.ConnLost(err) {
+					ended++
+				}
+				return err
+			})
+			if ended == 2 { // its retry's connection was ended too
+				twice.Add(1)
+				return nil
+			}
+			return err
+		})
+		if got.Killed == 0 {
 			t.Fatal("no backend was terminated under the reads")
 		}
-		if n := failed.Load(); n > 0 {
-			t.Fatalf("%d of %d reads failed over %d terminated backends, the first: %v", n, reads.Load(), killed, first)
+		if got.Failed > 0 {
+			t.Fatalf("%d of %d reads failed over %d terminated backends, the first: %v", got.Failed, got.Reads, got.Killed, got.First)
 		}
 		if n := twice.Load(); n > 1 {
-			t.Fatalf("%d of %d reads had their retry's connection ended too over %d terminated backends", n, reads.Load(), killed)
+			t.Fatalf("%d of %d reads had their retry's connection ended too over %d terminated backends", n, got.Reads, got.Killed)
 		}
-		t.Logf("%d reads, %d backends terminated under them, none failed (%d ended twice)", reads.Load(), killed, twice.Load())
+		t.Logf("%d reads, %d backends terminated under them, none failed (%d ended twice)", got.Reads, got.Killed, twice.Load())
 	})
 }
 

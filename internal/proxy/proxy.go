@@ -4,9 +4,10 @@
 // provider's API base URL and a path below it, never a host the caller
 // names), which methods, paths and request and response headers cross
 // (request.go), the body caps, the retry of a call the provider refused
-// with 401 once the credential is refreshed, the window during which a
-// provider's 429/503 Retry-After is answered without calling it, and the
-// deadlines: the provider's answer within HeaderTimeout (15 s, or the
+// with 401 once the credential is refreshed, the hooks of the call's
+// rate budget (budget.go: a spent one, a provider's 429/503 Retry-After
+// included, is answered without calling the provider; package ratebudget
+// keeps it across replicas), and the deadlines: the provider's answer within HeaderTimeout (15 s, or the
 // caller's shorter one), the whole call within Timeout. Who may call, and with which credential,
 // is package connect's (the one release decision).
 package proxy
@@ -22,7 +23,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,7 +74,6 @@ type Config struct {
 type Forwarder struct {
 	cfg   Config
 	mu    sync.Mutex
-	holds map[string]time.Time       // key → the provider's Retry-After end
 	slots map[bulkhead]chan struct{} // provider app → its in-flight calls
 }
 
@@ -101,7 +100,7 @@ func New(cfg Config) *Forwarder {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
 	}
-	return &Forwarder{cfg: cfg, holds: map[string]time.Time{}, slots: map[bulkhead]chan struct{}{}}
+	return &Forwarder{cfg: cfg, slots: map[bulkhead]chan struct{}{}}
 }
 
 // Errors the caller maps to its answers (internal/web's one error table
@@ -152,8 +151,10 @@ func ParseTimeout(v string) (time.Duration, error) {
 	return d, nil
 }
 
-// HeldError: the provider asked (429/503 with Retry-After) not to be called
-// until Until; the call was not made.
+// HeldError: the call's budget is spent until Until — the provider asked
+// not to be called until then (a 429/503 Retry-After, X-RateLimit-* or
+// RateLimit headers) or its documented limit is reached (Call.Budget);
+// the call was not made.
 type HeldError struct {
 	Until time.Time
 	Left  time.Duration // what was left of the window when the call was refused (the answer's Retry-After)
@@ -176,9 +177,6 @@ type Call struct {
 	// Refresh, when set, gives a new credential value after the provider
 	// answered 401: the call is then sent once more when its body can be.
 	Refresh func(ctx context.Context) (string, error)
-	// HoldKey names whose Retry-After window this call shares (provider and
-	// connection).
-	HoldKey string
 	// Provider and App name the bulkhead the call takes a place in: the
 	// provider, and the provider app the credential was obtained with
 	// (vault.Connection.AppID; "" is the deployment's shared app, one app
@@ -190,7 +188,9 @@ type Call struct {
 	// DPoP proof), in their "_" spelling too (sameHeader).
 	Drop []string
 	// Budget, when set, is the call's share of the provider's rate limits
-	// (budget.go): a spent one is a *HeldError without calling the provider.
+	// (budget.go), the one owner of a provider's Retry-After window: a
+	// spent one is a *HeldError without calling the provider. Without one
+	// nothing is held.
 	Budget Budget
 	// HeaderTimeout, when positive, is the caller's own deadline for the
 	// provider's answer: the shorter of it and Config.HeaderTimeout holds.
@@ -253,9 +253,6 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (in
 	target, err := c.Target()
 	if err != nil {
 		return 0, err
-	}
-	if until, ok := f.held(c.HoldKey); ok {
-		return 0, &HeldError{Until: until, Left: until.Sub(f.cfg.Now())}
 	}
 	if r.ContentLength > f.cfg.MaxRequestBytes {
 		return 0, ErrTooLarge
@@ -336,9 +333,6 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, c *Call) (in
 			f.observe(c, resp.StatusCode, resp.Header)
 			if resp.StatusCode == http.StatusUnauthorized {
 				return ErrRefused
-			}
-			if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-				f.hold(c.HoldKey, resp.Header.Get("Retry-After"))
 			}
 			if resp.ContentLength > f.cfg.MaxResponseBytes {
 				return ErrResponseTooLarge
@@ -530,45 +524,4 @@ func (f *Forwarder) slot(b bulkhead) (func(), bool) {
 	default:
 		return nil, false
 	}
-}
-
-// held reports whether key is inside a provider's Retry-After window.
-func (f *Forwarder) held(key string) (time.Time, bool) {
-	if key == "" {
-		return time.Time{}, false
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	until, ok := f.holds[key]
-	if ok && !f.cfg.Now().Before(until) {
-		delete(f.holds, key)
-		return time.Time{}, false
-	}
-	return until, ok
-}
-
-// hold opens key's window from a Retry-After value (seconds or an HTTP
-// date), at most an hour.
-func (f *Forwarder) hold(key, retryAfter string) {
-	if key == "" || retryAfter == "" {
-		return
-	}
-	now := f.cfg.Now()
-	var until time.Time
-	if s, err := strconv.Atoi(strings.TrimSpace(retryAfter)); err == nil && s > 0 {
-		until = now.Add(time.Duration(s) * time.Second)
-	} else if t, err := http.ParseTime(retryAfter); err == nil && t.After(now) {
-		until = t
-	} else {
-		return
-	}
-	if until.After(now.Add(time.Hour)) {
-		until = now.Add(time.Hour)
-	}
-	f.mu.Lock()
-	if len(f.holds) > 100_000 { // bounded: the oldest windows are short anyway
-		clear(f.holds)
-	}
-	f.holds[key] = until
-	f.mu.Unlock()
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -16,7 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/proxy"
+	"github.com/connectd/connectd/internal/ratebudget"
+	"github.com/connectd/connectd/internal/testkit"
 )
 
 // upstream is a provider API over real HTTP: it checks the bearer token and
@@ -99,7 +103,7 @@ func TestForward(t *testing.T) {
 	f := proxy.New(proxy.Config{MaxRequestBytes: 1 << 10, MaxResponseBytes: 2048})
 	srv, last := front(t, f, func(r *http.Request) *proxy.Call {
 		return &proxy.Call{Base: base, Path: strings.TrimPrefix(r.URL.Path, "/p/"), Header: "Authorization",
-			Value: "Bearer at-1", HoldKey: "fake\x00cn_1", Drop: []string{"X-User-Token"},
+			Value: "Bearer at-1", Drop: []string{"X-User-Token"},
 			Refresh: func(context.Context) (string, error) {
 				refreshes.Add(1)
 				return "Bearer " + refreshTo.Load().(string), nil
@@ -209,17 +213,112 @@ func TestForward(t *testing.T) {
 		}
 		token.Store("at-2")
 	})
-	t.Run("429 passed, then held", func(t *testing.T) {
-		resp, _ := do(http.MethodGet, "/p/limited", nil, nil)
-		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "30" {
-			t.Fatalf("%d %v", resp.StatusCode, resp.Header)
+}
+
+// TestForwardHeldByTheBudget: a provider's 429 or 503 with Retry-After
+// comes back as it is, then holds that connection on every replica — two
+// Forwarders, each with its own ratebudget.Store on one database, as two
+// connectd replicas — without a provider call inside the window; another
+// connection is not held, and the window ends. The Budget is the one owner
+// of the hold: a call without one is never held.
+func TestForwardHeldByTheBudget(t *testing.T) {
+	t.Parallel()
+	var token atomic.Value
+	token.Store("at-1")
+	var calls atomic.Int32
+	api := upstream(t, &token)
+	counting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		switch r.URL.Path {
+		case "/api/busy":
+			w.Header().Set("Retry-After", "30")
+			http.Error(w, "maintenance", http.StatusServiceUnavailable)
+			return
 		}
-		resp, _ = do(http.MethodGet, "/p/echo", nil, nil)
-		var held *proxy.HeldError
-		if resp.StatusCode != 599 || !errors.As(last.Load().(box).error, &held) || time.Until(held.Until) < 25*time.Second {
-			t.Fatalf("within the window: %d %v", resp.StatusCode, last.Load())
+		api.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(counting.Close)
+	base, _ := url.Parse(counting.URL + "/api")
+	clock := testkit.NewClock(time.Now())
+	dbURL := pgtest.URL(t)
+	var fronts []*httptest.Server
+	var lasts []*atomic.Value
+	for range 2 {
+		pool := pgtest.NewPool(t, dbURL)
+		budgets := ratebudget.New(ratebudget.Config{Pool: pool, Now: clock.Now, Logger: slog.New(slog.DiscardHandler)})
+		pgtest.Listen(t, pool, budgets.CacheSubscriber())
+		srv, last := front(t, proxy.New(proxy.Config{Now: clock.Now}), func(r *http.Request) *proxy.Call {
+			conn := r.URL.Query().Get("conn")
+			c := &proxy.Call{Base: base, Path: strings.TrimPrefix(r.URL.Path, "/p/"), Header: "Authorization",
+				Value: "Bearer at-1", Provider: "fake", App: "app1"}
+			if conn != "none" {
+				c.Budget = budgets.For("fake", "app1", conn, c.Path, nil)
+			}
+			return c
+		})
+		fronts, lasts = append(fronts, srv), append(lasts, last)
+	}
+	get := func(replica int, path string) (*http.Response, error) {
+		t.Helper()
+		resp, err := http.Get(fronts[replica].URL + path)
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
+		resp.Body.Close()
+		var e error
+		if resp.StatusCode == 599 {
+			e = lasts[replica].Load().(box).error
+		}
+		return resp, e
+	}
+	for _, tc := range []struct{ name, path, conn string }{
+		{"429", "/p/limited", "cn_1"},
+		{"503", "/p/busy", "cn_2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := get(0, tc.path+"?conn="+tc.conn)
+			if err != nil || resp.Header.Get("Retry-After") != "30" || resp.StatusCode < 429 {
+				t.Fatalf("the provider's answer: %d %v %v", resp.StatusCode, resp.Header, err)
+			}
+			before := calls.Load()
+			for replica := range 2 {
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					_, err := get(replica, "/p/echo?conn="+tc.conn)
+					var held *proxy.HeldError
+					if errors.As(err, &held) {
+						if left := held.Left; left < 25*time.Second || left > 30*time.Second {
+							t.Fatalf("replica %d: held for %v, want the provider's 30 s", replica, left)
+						}
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("replica %d: the connection is not held (%v)", replica, err)
+					}
+					before = calls.Load() // a call the notice had not reached yet
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			if n := calls.Load() - before; n != 0 {
+				t.Fatalf("%d provider calls inside the window", n)
+			}
+			if resp, err := get(1, "/p/echo?conn=other"); resp.StatusCode != http.StatusOK {
+				t.Fatalf("another connection is held: %d %v", resp.StatusCode, err)
+			}
+		})
+	}
+	if resp, err := get(1, "/p/limited?conn=none"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("a call without a budget: %d %v", resp.StatusCode, err)
+	}
+	if resp, err := get(1, "/p/echo?conn=none"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a call without a budget is held: %d %v", resp.StatusCode, err)
+	}
+	clock.Advance(31 * time.Second)
+	for replica := range 2 {
+		if resp, err := get(replica, "/p/echo?conn=cn_1"); resp.StatusCode != http.StatusOK {
+			t.Fatalf("replica %d: held after the window: %d %v", replica, resp.StatusCode, err)
+		}
+	}
 }
 
 func TestForwardCaps(t *testing.T) {

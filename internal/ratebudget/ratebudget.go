@@ -19,15 +19,20 @@
 //     to every replica on the hub (NOTIFY ratebudget): each keeps the holds
 //     in memory and reads a key's hold from the table once (a replica that
 //     started after it was opened), again after the hub's feed was down, and
-//     on every call while the feed is down.
+//     on every call while the feed is down. What a replica knows is never
+//     forgotten for what the table says: a hold it heard of (its own
+//     provider's answer, one it read or was told of) holds while the
+//     database cannot be read, and after an outage in which its write to
+//     the table failed.
 //
 // Per user within an app: a provider's hold is per (provider, app,
 // connection), since its answer was to that user's token; a per-app limit
 // is counted for the app and, so that one busy user does not starve a quiet
 // one, each connection may spend at most half of it (UserShare).
 //
-// A database that cannot be reached fails open: the call is made (the
-// provider still keeps its own limits), and a warning is logged.
+// A database that cannot be reached fails open, but for the holds this
+// replica knows: the call is made (the provider still keeps its own
+// limits), and a warning is logged.
 package ratebudget
 
 import (
@@ -82,7 +87,17 @@ type Store struct {
 	live   bool
 	leases map[string]lease     // window key → this replica's claimed, unspent calls
 	spent  map[string]time.Time // window key → the window this replica found spent, its end
-	holds  map[string]time.Time // hold key → the provider's end (zero: read, none)
+	holds  map[string]hold      // hold key → the provider's end, as this replica knows it
+	// gen counts the hub's feed coming back (and payloads not understood):
+	// a hold known from an earlier gen is read from the table once more.
+	gen uint64
+}
+
+// hold is a provider's end for one key (zero: read, none) and the gen it
+// was last read from the table or told in.
+type hold struct {
+	until time.Time
+	gen   uint64
 }
 
 type lease struct {
@@ -101,7 +116,7 @@ func New(cfg Config) *Store {
 	if cfg.OnRemaining == nil {
 		cfg.OnRemaining = func(string, string, string, int) {}
 	}
-	return &Store{cfg: cfg, leases: map[string]lease{}, spent: map[string]time.Time{}, holds: map[string]time.Time{}}
+	return &Store{cfg: cfg, leases: map[string]lease{}, spent: map[string]time.Time{}, holds: map[string]hold{}}
 }
 
 // CacheSubscriber is the Store's hub subscriber (the holds of other
@@ -111,8 +126,8 @@ func (s *Store) CacheSubscriber() cache.Subscriber {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.live = live
-		if live { // what was sent while nobody listened is read again
-			clear(s.holds)
+		if live { // what was sent while nobody listened is read again (what is known stays)
+			s.gen++
 		}
 	}}
 }
@@ -122,22 +137,32 @@ func (s *Store) notified(payload string) {
 	n, err := strconv.ParseInt(ms, 10, 64)
 	if !ok || err != nil {
 		s.mu.Lock()
-		clear(s.holds) // not understood: read them again
+		s.gen++ // not understood: read them again
 		s.mu.Unlock()
 		return
 	}
-	s.setHold(key, time.UnixMilli(n))
+	_, _, gen := s.known(key)
+	s.setHold(key, time.UnixMilli(n), gen)
 }
 
-func (s *Store) setHold(key string, until time.Time) {
+// setHold records that key is held until until (as of gen), keeping a
+// later end it knew: a hold is only ever extended (spentSQL's greatest).
+func (s *Store) setHold(key string, until time.Time, gen uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.holds) > maxKeys {
 		clear(s.holds)
 	}
-	if cur, ok := s.holds[key]; !ok || until.After(cur) {
-		s.holds[key] = until
-	}
+	cur := s.holds[key]
+	s.holds[key] = hold{until: later(cur.until, until), gen: max(cur.gen, gen)}
+}
+
+// known is key's hold as this replica knows it, and the current gen.
+func (s *Store) known(key string) (h hold, ok bool, gen uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok = s.holds[key]
+	return h, ok, s.gen
 }
 
 // For is the budget of one proxied call: to provider with the provider app
@@ -323,26 +348,31 @@ func (s *Store) claim(ctx context.Context, b *budget, ws []window, now time.Time
 const heldSQL = `SELECT until FROM rate_budget_holds WHERE key = $1`
 
 // held answers key's hold: from memory while the hub's feed is live (the
-// table read once per key), from the table while it is not.
+// table read once per key, and once more after the feed was down), from
+// the table and memory while it is not; from memory alone when the table
+// cannot be read.
 func (s *Store) held(ctx context.Context, key string, now time.Time) (time.Time, error) {
+	h, known, gen := s.known(key)
 	s.mu.Lock()
-	until, known := s.holds[key]
 	live := s.live
 	s.mu.Unlock()
-	if !known || !live {
+	until := h.until
+	if !known || !live || h.gen != gen {
 		var t time.Time
 		err := s.cfg.Pool.QueryRow(ctx, heldSQL, key).Scan(&t)
 		switch {
 		case err == nil:
 		case isNoRows(err):
 			t = time.Time{}
+		case until.After(now):
+			return until, nil // the table cannot be read: what this replica knows holds
 		default:
 			return time.Time{}, fmt.Errorf("ratebudget: hold: %w", err)
 		}
 		if live {
-			s.setHold(key, t)
+			s.setHold(key, t, gen)
 		}
-		until = t
+		until = later(until, t)
 	}
 	if until.After(now) {
 		return until, nil
@@ -365,7 +395,11 @@ const spentTimeout = 2 * time.Second
 func (b *budget) Spent(until time.Time) {
 	s := b.s
 	key := b.holdKey()
-	s.setHold(key, until)
+	h, ok, gen := s.known(key)
+	if ok { // what the table holds besides is still to be read, if it was
+		gen = h.gen
+	}
+	s.setHold(key, until, gen)
 	ctx, cancel := context.WithTimeout(context.Background(), spentTimeout)
 	defer cancel()
 	if _, err := s.cfg.Pool.Exec(ctx, spentSQL, key, until); err != nil {

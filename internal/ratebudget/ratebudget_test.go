@@ -155,3 +155,40 @@ func TestPerMethod(t *testing.T) {
 		}
 	}
 }
+
+// TestKnownHoldOutlivesAnOutage: a provider's hold this replica knows holds
+// while the database cannot be read (not failed open), and after an outage
+// in which its write to the table failed (the feed's return reads the table
+// again without forgetting it); other connections still fail open.
+func TestKnownHoldOutlivesAnOutage(t *testing.T) {
+	t.Parallel()
+	clock := testkit.NewClock(time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC))
+	p, url := pgtest.NewProxy(t, pgtest.URL(t))
+	s := ratebudget.New(ratebudget.Config{Pool: pgtest.NewPool(t, url), Now: clock.Now, Logger: slog.New(slog.DiscardHandler)})
+	feed := s.CacheSubscriber() // the hub's calls, made by hand
+	feed.SetLive(true)
+	if !take(t, s, "u1", nil) || !take(t, s, "u2", nil) {
+		t.Fatal("held before any answer")
+	}
+	s.For("fake", "app1", "u1", "files", nil).Spent(clock.Now().Add(time.Minute)) // written to the table
+	p.Cut()
+	feed.SetLive(false)
+	if take(t, s, "u1", nil) {
+		t.Fatal("a hold this replica opened was dropped while the database cannot be read")
+	}
+	if !take(t, s, "u2", nil) {
+		t.Fatal("another connection does not fail open")
+	}
+	s.For("fake", "app1", "u2", "files", nil).Spent(clock.Now().Add(time.Minute)) // its write fails
+	p.Restore()
+	feed.SetLive(true)
+	for _, u := range []string{"u1", "u2"} {
+		if take(t, s, u, nil) {
+			t.Fatalf("%s: a hold this replica knows was dropped when the feed came back", u)
+		}
+	}
+	clock.Advance(time.Minute)
+	if !take(t, s, "u1", nil) || !take(t, s, "u2", nil) {
+		t.Fatal("held after the window")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/connectd/connectd/internal/cache"
+	"github.com/connectd/connectd/internal/db"
 	"github.com/connectd/connectd/internal/identity"
 )
 
@@ -127,9 +128,13 @@ func (s *Store) loadTokenRow(ctx context.Context, user identity.User, provider, 
 	var r tokenRow
 	var status string
 	var refreshedAt *time.Time
-	// Unscoped (rls.go): the token read's statement, which names org_id.
-	err := s.pool.QueryRow(ctx, selectTokenRow, user.Issuer, user.Subject, provider, id, s.org).Scan(&r.id, &status,
-		&r.ciphertext, &refreshedAt, &r.scopes, &r.accountHash, &r.org, &r.appID)
+	// Unscoped (rls.go): the token read's statement, which names org_id. A
+	// read: once more on a live connection if its own died under it (a
+	// restart's, before its answer).
+	err := db.Read(ctx, func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, selectTokenRow, user.Issuer, user.Subject, provider, id, s.org).Scan(&r.id, &status,
+			&r.ciphertext, &refreshedAt, &r.scopes, &r.accountHash, &r.org, &r.appID)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return tokenRow{}, fmt.Errorf("%w to %s", ErrNotConnected, provider)
 	}

@@ -435,7 +435,8 @@ func (s *Server) clientPage(w http.ResponseWriter, r *http.Request) error {
 		ConnectionsURL: row.ConnectionsURL, CreateURL: s.href(r, "/admin/clients/"+c.ID+"/webhooks"), Types: webhook.Types,
 		CutOffURL: s.href(r, "/admin/clients/"+c.ID+"/cut-off")}
 	v.Manage = s.clientManage(r, c) // clients_edit.go
-	if err := s.approvalsView(r, c, &v); err != nil { // approvals.go
+	// Its request rules and recent approvals (approvals.go).
+	if err := s.approvalsView(r, c, &v); err != nil {
 		return err
 	}
 	for _, e := range eps {

@@ -168,6 +168,14 @@ func TestClientApprovals(t *testing.T) {
 		}
 	}
 
+	// The audit trail: asked six times, allowed twice, denied twice (the
+	// user's No and the dismissal); an expiry writes no row.
+	for kind, n := range map[string]int{"approval.requested": 6, "approval.granted": 2, "approval.denied": 2, "approval.expired": 0} {
+		if got := e.auditCount(kind); got != n {
+			t.Errorf("%s audit rows: %d, want %d", kind, got, n)
+		}
+	}
+
 	// Bounded: the newest first.
 	if st, out := e.adminAPI(key, http.MethodGet, path+"?limit=2", nil); st != http.StatusOK ||
 		len(out["approvals"].([]any)) != 2 || out["approvals"].([]any)[0].(map[string]any)["elicitation_id"] != ids[0] {
@@ -255,10 +263,22 @@ func TestApprovalWebhooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, secret2, err := wh.Create(context.Background(), m.client.ID, rc.srv.URL+"/ended",
+		[]string{webhook.ElicitationDeclined, webhook.ElicitationExpired})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended, err := standardwebhooks.NewWebhook(secret2)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ids, conn := e.approvalsFixture(m)
+	if err := e.server.Sweep(context.Background()); err != nil { // the sweep job expires the one past its expiry
+		t.Fatal(err)
+	}
 	// requested: all six; granted: two; denied: one (the dismissal and the
 	// expiry are not approval.* events).
-	got := rc.wait(t, 9)
+	got := rc.waitPath(t, "/hooks", 9)
 	byType := map[string][]map[string]any{}
 	for _, r := range got {
 		if err := verifier.Verify(r.body, r.header); err != nil {
@@ -317,5 +337,30 @@ func TestApprovalWebhooks(t *testing.T) {
 	}
 	if _, ok := d["decision"]; ok {
 		t.Errorf("denied carries a decision: %v", d)
+	}
+
+	// A dismissed approval and one that expired are told as a connect
+	// link's are: elicitation.declined (client_declined) and
+	// elicitation.expired, with no scopes.
+	endings := map[string]map[string]any{}
+	for _, r := range rc.waitPath(t, "/ended", 2) {
+		if err := ended.Verify(r.body, r.header); err != nil {
+			t.Fatalf("a delivery does not verify: %v\n%s", err, r.body)
+		}
+		var ev struct {
+			Type string         `json:"type"`
+			Data map[string]any `json:"data"`
+		}
+		if err := json.Unmarshal(r.body, &ev); err != nil {
+			t.Fatal(err)
+		}
+		endings[ev.Type] = ev.Data
+	}
+	if x := endings[webhook.ElicitationDeclined]; x["elicitation_id"] != ids[2] || x["reason"] != "client_declined" ||
+		len(x["scopes"].([]any)) != 0 {
+		t.Errorf("the dismissal: %v", endings)
+	}
+	if x := endings[webhook.ElicitationExpired]; x["elicitation_id"] != ids[1] || x["status"] != "expired" {
+		t.Errorf("the expiry: %v", endings)
 	}
 }

@@ -181,6 +181,19 @@ func ruleSets(c clientauth.Client) []templates.AdminRuleSet {
 	return out
 }
 
+// askingRules are c's rules that ask the user, "provider: rule" each.
+func askingRules(c clientauth.Client) []string {
+	var out []string
+	for _, set := range ruleSets(c) {
+		for _, rule := range set.Rules {
+			if rule.Ask {
+				out = append(out, set.Provider+": "+rule.Rule)
+			}
+		}
+	}
+	return out
+}
+
 // durationText is d in words: "1 hour", "90 minutes", "2 days".
 func durationText(d time.Duration) string {
 	if d%time.Hour == 0 {
@@ -196,12 +209,7 @@ func durationText(d time.Duration) string {
 // approvalsView fills the approvals part of c's page: its request rules and
 // its most recent approvals.
 func (s *Server) approvalsView(r *http.Request, c clientauth.Client, v *templates.AdminClientView) error {
-	v.ProxyOnly, v.RuleSets = c.ProxyOnly, ruleSets(c)
-	for _, set := range v.RuleSets {
-		for _, rule := range set.Rules {
-			v.RulesAsk = v.RulesAsk || rule.Ask
-		}
-	}
+	v.ProxyOnly, v.RuleSets, v.RulesAsk = c.ProxyOnly, ruleSets(c), len(askingRules(c)) > 0
 	v.ApprovalsShown = ApprovalsShown
 	v.ApprovalsAPI = "/admin/api/clients/" + c.ID + "/approvals"
 	if s.approvals == nil {

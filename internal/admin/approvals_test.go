@@ -210,6 +210,9 @@ func TestClientApprovals(t *testing.T) {
 	if strings.Contains(page.body, bodyMarker) {
 		t.Error("the client page shows a call's body")
 	}
+	if !strings.Contains(page.body, "It must stay proxy-only") || strings.Contains(page.body, "Save proxy-only") {
+		t.Error("the page offers to turn proxy-only off for a client whose rules ask")
+	}
 	if i, j := strings.Index(page.body, "/echo/issues/4"), strings.Index(page.body, "/echo/issues?repo=a"); i < 0 || j < i {
 		t.Error("the page does not list the approvals newest first")
 	}
@@ -362,5 +365,43 @@ func TestApprovalWebhooks(t *testing.T) {
 	}
 	if x := endings[webhook.ElicitationExpired]; x["elicitation_id"] != ids[1] || x["status"] != "expired" {
 		t.Errorf("the expiry: %v", endings)
+	}
+}
+
+// TestProxyOnlyStaysWhileRulesAsk (issue 36): turning proxy-only off for a
+// client whose rules ask the user, through PATCH or the page's form, is
+// refused with 400 saying why and how to clear them, and changes nothing;
+// the page offers no such form, saying the same. The old answer was the
+// registration's refusal ("a name of 1-200 characters … are required").
+func TestProxyOnlyStaysWhileRulesAsk(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	m := e.newMCPServer("files", "fake")
+	if err := e.clients.SetProxyRules(context.Background(), m.client.ID, "fake",
+		&clientauth.ProxyRules{Rules: askRules}); err != nil {
+		t.Fatal(err)
+	}
+	_, key := e.newAdminKey("ops")
+	st, out := e.adminAPI(key, http.MethodPatch, "/admin/api/clients/"+m.client.ID+"?org=default", map[string]any{"proxy_only": false})
+	desc, _ := out["error_description"].(string)
+	if st != http.StatusBadRequest || out["error"] != "invalid_request" || !strings.Contains(desc, "must stay proxy-only") ||
+		!strings.Contains(desc, "proxy-rules ID --provider P --clear") {
+		t.Errorf("PATCH proxy_only false: %d %v", st, out)
+	}
+	b := e.adminBrowser()
+	page := b.get(e.srv.URL + "/admin/clients/" + m.client.ID)
+	if page.status != http.StatusOK || !strings.Contains(page.body, "It must stay proxy-only") ||
+		strings.Contains(page.body, "Save proxy-only") {
+		t.Errorf("the page offers to turn proxy-only off: %d %s", page.status, page.body)
+	}
+	r := b.do(http.MethodPost, e.srv.URL+"/admin/clients/"+m.client.ID+"/proxy-only", url.Values{"csrf_token": {csrfOf(t, page.body)}})
+	if r.status != http.StatusBadRequest || !strings.Contains(r.body, "must stay proxy-only") {
+		t.Errorf("the form without proxy_only: %d %s", r.status, r.body)
+	}
+	if c, err := e.clients.Get(context.Background(), m.client.ID); err != nil || !c.ProxyOnly {
+		t.Fatalf("a refused change turned proxy-only off: %+v %v", c, err)
+	}
+	if n := e.auditCount("client.proxy_only_set"); n != 0 {
+		t.Fatalf("%d client.proxy_only_set rows for refused changes", n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -34,9 +35,13 @@ const clientsUsage = `usage:
   connectd clients disable ID
   connectd clients enable ID
   connectd clients proxy-only ID [--off]
-      proxy-only: the MCP server never receives a credential, only calls providers through /v1/proxy
+      proxy-only: the MCP server never receives a credential, only calls providers through /v1/proxy;
+      it cannot be turned off while a proxy rule of the client asks the user (clear those rules first)
   connectd clients proxy-rules ID --provider P (--rule "GET /repos/*/issues*"... [--description TEXT] | --clear)
-      what it may do through the proxy at P ("*" matches anything, slashes too); the description is shown on the consent page
+      what it may do through the proxy at P ("*" matches anything, slashes too); the description is shown on the consent page.
+      A rule 'POST /repos/*/issues ask:1h "Open issues in your repositories"' asks the user before each matching call
+      (the words are shown to them; ask:DURATION, 1m to 24h, lets them allow such calls for that long, plain ask only
+      the one call): a client with a rule that asks is proxy-only
   connectd clients rotate-key ID [--overlap DURATION]
   connectd clients jwt-keys ID (--jwks-url URL | --public-key FILE | --clear) [--drop-keys]
       the keys its private_key_jwt client assertions are signed with (a JWKS URL, or a PEM/JWK public key file);
@@ -57,7 +62,7 @@ var clientsSubUsage = map[string]string{
 	"disable":     " ID",
 	"enable":      " ID",
 	"proxy-only":  " ID [--off]",
-	"proxy-rules": " ID --provider P (--rule \"METHOD /pattern\"... [--description TEXT] | --clear)",
+	"proxy-rules": " ID --provider P (--rule \"METHOD /pattern [ask[:DURATION] \\\"WORDS\\\"]\"... [--description TEXT] | --clear)",
 	"rotate-key":  " ID [--overlap DURATION]",
 }
 
@@ -125,7 +130,8 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 	case "proxy-rules":
 		want = 1
 		fset.StringVar(&ruleProvider, "provider", "", "the provider the rules are for (required)")
-		fset.Var(&rules, "rule", `a call it may make, "METHOD /path/pattern" (repeatable)`)
+		fset.Var(&rules, "rule", `a call it may make, "METHOD /path/pattern", or one the user approves first, `+
+			`'METHOD /path/pattern ask[:DURATION] "words for the user"' (repeatable)`)
 		fset.StringVar(&description, "description", "", "what the rules allow, in words for the user's consent page")
 		fset.BoolVar(&clearRules, "clear", false, "remove its rules at the provider")
 	case "list":
@@ -351,6 +357,19 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 			fmt.Fprintf(stdout, "%s has no proxy rules at %s\n", pos[0], ruleProvider)
 		} else {
 			fmt.Fprintf(stdout, "%s may make %d kind(s) of call at %s through the proxy\n", pos[0], len(rules), ruleProvider)
+			printRules(stdout, rules)
+		}
+		c, err := store.Get(ctx, pos[0])
+		if err != nil {
+			return clientErr(err)
+		}
+		switch {
+		case len(askingRules(c)) > 0:
+			fmt.Fprintf(stdout, "%s is proxy-only: its rules ask the user, so it never receives a credential "+
+				"(its token reads answer token_release_disabled)\n", pos[0])
+		case clearRules && c.ProxyOnly:
+			fmt.Fprintf(stdout, "%s stays proxy-only; no rule of it asks the user any more, so connectd clients proxy-only %s --off "+
+				"would let it read tokens again\n", pos[0], pos[0])
 		}
 		return nil
 	case "jwt-keys":
@@ -386,6 +405,9 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 		return nil
 	case "proxy-only":
 		if err := store.SetProxyOnly(ctx, pos[0], !off); err != nil {
+			if errors.Is(err, clientauth.ErrAsksUser) {
+				return asksRefusal(ctx, store, pos[0])
+			}
 			return clientErr(err)
 		}
 		if off {
@@ -407,6 +429,72 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 			time.Now().Add(overlap).UTC().Format(time.RFC3339))
 		return nil
 	}
+}
+
+// printRules lists rules as the proxy reads them (clientauth.ParseRule),
+// saying of each one that asks the user what it shows them and for how
+// long they may allow such calls.
+func printRules(w io.Writer, rules []string) {
+	for _, text := range rules {
+		r, err := clientauth.ParseRule(text)
+		switch {
+		case err != nil:
+			fmt.Fprintf(w, "  %s\n", text)
+		case !r.Ask:
+			fmt.Fprintf(w, "  %s\n", r.Key())
+		case r.Standing > 0:
+			fmt.Fprintf(w, "  %s  asks the user first: %q (they may allow such calls for up to %s)\n", r.Key(), r.Words,
+				shortDuration(r.Standing))
+		default:
+			fmt.Fprintf(w, "  %s  asks the user first: %q (each call)\n", r.Key(), r.Words)
+		}
+	}
+}
+
+// shortDuration is d as a rule writes it: 1h, 90m, 1h30m.
+func shortDuration(d time.Duration) string {
+	out := d.String()
+	if strings.HasSuffix(out, "m0s") {
+		out = strings.TrimSuffix(out, "0s")
+	}
+	if strings.HasSuffix(out, "h0m") {
+		out = strings.TrimSuffix(out, "0m")
+	}
+	return out
+}
+
+// askingRules are c's rules that ask the user, as "provider: rule".
+func askingRules(c clientauth.Client) []string {
+	var out []string
+	for _, p := range slices.Sorted(maps.Keys(c.ProxyRules)) {
+		for _, text := range c.ProxyRules[p].Rules {
+			if r, err := clientauth.ParseRule(text); err == nil && r.Ask {
+				out = append(out, p+": "+text)
+			}
+		}
+	}
+	return out
+}
+
+// asksRefusal is the answer to proxy-only --off for client id whose rules
+// ask the user (clientauth.ErrAsksUser): which rules, and how to clear them.
+func asksRefusal(ctx context.Context, store *clientauth.Clients, id string) error {
+	msg := fmt.Sprintf("%s must stay proxy-only: its proxy rules ask the user before some calls, and a client that "+
+		"reads the token could call the provider without asking. Nothing changed.", id)
+	c, err := store.Get(ctx, id)
+	if err != nil {
+		return &usageError{msg}
+	}
+	asking := askingRules(c)
+	msg += "\nRules that ask:\n  " + strings.Join(asking, "\n  ")
+	var cmds []string
+	for _, p := range slices.Sorted(maps.Keys(c.ProxyRules)) {
+		if c.ProxyRules[p].Asks() {
+			cmds = append(cmds, "connectd clients proxy-rules "+id+" --provider "+p+" --clear")
+		}
+	}
+	msg += "\nClear them first (or set rules without ask): " + strings.Join(cmds, "; ")
+	return &usageError{msg}
 }
 
 // warnUnknownProviders warns (on stderr, without failing: the catalog may

@@ -101,9 +101,17 @@ func (s *Server) checkDisplay(logoURL, homepage string) error {
 	return nil
 }
 
+// errAsksUser answers turning proxy-only off for a client whose request
+// rules ask the user (clientauth.ErrAsksUser).
+var errAsksUser = problem.Detail(ErrInvalid, "it must stay proxy-only: its request rules ask the user before some calls, "+
+	"and a client that reads the token could call the provider without asking; clear those rules first "+
+	"(connectd clients proxy-rules ID --provider P --clear)")
+
 // registryError maps what the client registry refuses to the answer.
 func registryError(err error) error {
 	switch {
+	case errors.Is(err, clientauth.ErrAsksUser):
+		return fmt.Errorf("%w (%w)", errAsksUser, err)
 	case errors.Is(err, clientauth.ErrInvalidClient):
 		return fmt.Errorf("%w (%w)", errRegistration, err)
 	case errors.Is(err, clientauth.ErrClientNotFound):
@@ -396,7 +404,7 @@ func plural(n int) string {
 func (s *Server) manageView(r *http.Request, c clientauth.Client, msg string) templates.AdminClientManageView {
 	base := "/admin/clients/" + c.ID
 	return templates.AdminClientManageView{Nav: s.nav(r, "clients"), ID: c.ID, Name: clientName(c), CanEdit: mayEdit(r),
-		Error: msg, LogoURL: c.LogoURL, Homepage: c.Homepage, ProxyOnly: c.ProxyOnly,
+		Error: msg, LogoURL: c.LogoURL, Homepage: c.Homepage, ProxyOnly: c.ProxyOnly, Asks: len(askingRules(c)) > 0,
 		RegName: c.Name, Resources: strings.Join(c.Resources, "\n"), Providers: c.Providers, Catalog: editChoices(s.catalogNames(), c),
 		RegistrationURL: s.href(r, base+"/registration"),
 		DisplayURL:      s.href(r, base+"/display"), ProxyOnlyURL: s.href(r, base+"/proxy-only"),

@@ -59,6 +59,7 @@ var leastRoles = map[string]string{
 	"POST /admin/api/clients/{id}/cut-off":      "security",
 	"PUT /admin/api/clients/{id}/jwt-keys":      "admin",
 	"GET /admin/api/clients/{id}/webhooks":      "viewer",
+	"GET /admin/api/clients/{id}/approvals":     "viewer", // approvals.go
 	"POST /admin/api/clients/{id}/webhooks":     "admin",
 	"DELETE /admin/api/webhooks/{id}":           "admin",
 	"GET /admin/api/webhooks/{id}/deliveries":   "viewer",

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/connectd/connectd/internal/approval"
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/org"
@@ -26,6 +27,10 @@ type Config struct {
 	Store   *Store
 	Keys    *Keys
 	Clients *clientauth.Clients // the MCP-server clients page
+	// Approvals lists each MCP server's per-request approvals on its page
+	// and at GET /admin/api/clients/{id}/approvals (approvals.go); nil:
+	// the page says there is none to show and the API answers 503.
+	Approvals *approval.Store
 	// Creating and editing MCP servers and provider apps (clients_edit.go,
 	// apps.go). Catalog is the provider catalog a new MCP server's
 	// providers must be in and the apps page lists (nil: none); Orgs sets
@@ -63,6 +68,7 @@ type Server struct {
 	store     *Store
 	keys      *Keys
 	clients   *clientauth.Clients
+	approvals *approval.Store
 	manage    manage // Config's fields for creating and editing (clients_edit.go)
 	sessions  *session.Store
 	login     *mcpauth.Login
@@ -78,7 +84,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil || cfg.Store == nil || cfg.Keys == nil || cfg.Clients == nil {
 		return nil, errors.New("admin: Logger, Store, Keys and Clients are required")
 	}
-	s := &Server{logger: cfg.Logger, store: cfg.Store, keys: cfg.Keys, clients: cfg.Clients, sessions: cfg.Sessions,
+	s := &Server{logger: cfg.Logger, store: cfg.Store, keys: cfg.Keys, clients: cfg.Clients, approvals: cfg.Approvals, sessions: cfg.Sessions,
 		login: cfg.Login, policy: cfg.Policy, orgSignIn: cfg.OrgSignIn, now: cfg.Now}
 	if s.now == nil {
 		s.now = time.Now
@@ -195,6 +201,7 @@ func (s *Server) routes() []route {
 		r("POST /admin/api/clients/{id}/cut-off", api, RoleSecurity, s.apiCutOff),
 		r("PUT /admin/api/clients/{id}/jwt-keys", api, RoleAdmin, s.apiJWTKeys), // jwtkeys.go
 		r("GET /admin/api/clients/{id}/webhooks", api, RoleViewer, s.apiWebhooks),
+		r("GET /admin/api/clients/{id}/approvals", api, RoleViewer, s.apiApprovals), // approvals.go
 		r("POST /admin/api/clients/{id}/webhooks", api, RoleAdmin, s.apiCreateWebhook),
 		r("DELETE /admin/api/webhooks/{id}", api, RoleAdmin, s.apiDeleteWebhook),
 		r("GET /admin/api/webhooks/{id}/deliveries", api, RoleViewer, s.apiDeliveries),

@@ -414,8 +414,8 @@ func (s *Server) checkForm(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// clientPage handles GET /admin/clients/{id}: the MCP server and its
-// webhook endpoints.
+// clientPage handles GET /admin/clients/{id}: the MCP server, its request
+// rules and recent approvals (approvals.go) and its webhook endpoints.
 func (s *Server) clientPage(w http.ResponseWriter, r *http.Request) error {
 	wh, err := s.store.Webhooks()
 	if err != nil {
@@ -435,6 +435,10 @@ func (s *Server) clientPage(w http.ResponseWriter, r *http.Request) error {
 		ConnectionsURL: row.ConnectionsURL, CreateURL: s.href(r, "/admin/clients/"+c.ID+"/webhooks"), Types: webhook.Types,
 		CutOffURL: s.href(r, "/admin/clients/"+c.ID+"/cut-off")}
 	v.Manage = s.clientManage(r, c) // clients_edit.go
+	// Its request rules and recent approvals (approvals.go).
+	if err := s.approvalsView(r, c, &v); err != nil {
+		return err
+	}
 	for _, e := range eps {
 		v.Endpoints = append(v.Endpoints, templates.AdminEndpointRow{ID: e.ID, URL: e.URL, Events: eventsText(e.Events),
 			Created: fmtTime(e.CreatedAt), DeliveriesURL: s.href(r, "/admin/webhooks/"+e.ID),

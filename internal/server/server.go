@@ -248,6 +248,7 @@ func (s *Server) newAdmin(ctx context.Context) error {
 	// of every provider app is the connect pages' callback.
 	ac.Catalog, ac.Orgs, ac.AllowHTTP, ac.KeyOverlap = s.catalog, s.orgs, cfg.Dev, cfg.Identity.ClientKeyOverlap
 	ac.RedirectURI = strings.TrimRight(cfg.PublicURL.String(), "/") + provider.CallbackPath
+	ac.Approvals = s.approvals // an MCP server's approvals on its admin page and API
 	if cfg.Admin.Issuer == "" {
 		cfg.Logger.InfoContext(ctx, "admin sign-in disabled (CONNECTD_ADMIN_ISSUER not set); the admin API takes admin keys")
 	} else {

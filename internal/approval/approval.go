@@ -406,7 +406,8 @@ type Summary struct {
 
 const listForClientSQL = `SELECT e.id, e.issuer, e.subject, e.provider, r.connection_id, r.rule, r.words, r.method, r.path,
 	CASE WHEN e.status = 'pending' AND e.expires_at <= $3 THEN 'expired' ELSE e.status END, e.reason, r.decision,
-	e.created_at, e.expires_at, r.decided_at
+	e.created_at, e.expires_at,
+	CASE WHEN e.status IN ('completed', 'declined') THEN coalesce(r.decided_at, e.completed_at) END
 	FROM approval_requests r JOIN elicitations e ON e.id = r.elicitation_id
 	WHERE r.client_id = $1 ORDER BY e.created_at DESC LIMIT $2`
 

@@ -58,6 +58,12 @@ func (s *Server) sealRequestState(e *elicitation.Elicitation) (string, error) {
 		ID: base64.RawURLEncoding.EncodeToString(id), ClientID: e.ClientID, Issuer: e.Issuer, Subject: e.Subject,
 		Elicitation: e.ID, Digest: e.RequestDigest, Expires: s.now().Add(s.requestStateTTL).Unix(),
 	}
+	if e.Kind == elicitation.KindApproval {
+		// An approval's digest is connectd's own (the call's hash), which
+		// the MCP server is never given: its request_state resolves without
+		// one. The call itself is bound by the grant (method, path, body).
+		rs.Digest = ""
+	}
 	b, err := json.Marshal(rs)
 	if err != nil {
 		return "", fmt.Errorf("connect: encode request_state: %w", err)

@@ -213,10 +213,21 @@ func TestApprovalDenied(t *testing.T) {
 	if strings.Contains(page.body, `value="standing"`) || !strings.Contains(page.body, "No body") {
 		t.Fatalf("a rule without a bound offers a standing approval, or the empty body is not said:\n%s", page.body)
 	}
+	// 2026-07-28: the echoed request_state resolves without a digest (an
+	// approval's is connectd's own), pending with a fresh one, then denied.
+	st, doc := a.call(http.MethodPost, "/v1/elicitations/resolve", "alice", map[string]any{"request_state": ap["request_state"]})
+	if st != http.StatusOK || doc["status"] != "pending" || doc["kind"] != "approval" || doc["request_state"] == nil {
+		t.Fatalf("resolve while pending: %d %v", st, doc)
+	}
+	fresh := doc["request_state"]
 	if r := e.decideApproval(br, ap["url"].(string), "alice", "deny"); r.status != http.StatusOK {
 		t.Fatalf("deny: %d %s", r.status, r.body)
 	}
-	st, doc := a.call(http.MethodGet, "/v1/elicitations/"+ap["elicitation_id"].(string)+"?wait=1s", "alice", nil)
+	if st, doc := a.call(http.MethodPost, "/v1/elicitations/resolve", "alice", map[string]any{"request_state": fresh}); st != http.StatusOK ||
+		doc["status"] != "declined" || doc["reason"] != "user_denied" {
+		t.Fatalf("resolve after deny: %d %v", st, doc)
+	}
+	st, doc = a.call(http.MethodGet, "/v1/elicitations/"+ap["elicitation_id"].(string)+"?wait=1s", "alice", nil)
 	if st != http.StatusOK || doc["status"] != "declined" || doc["reason"] != "user_denied" {
 		t.Fatalf("status after deny: %d %v", st, doc)
 	}

@@ -111,7 +111,7 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 		// The user approves this call first (issue 36): checked after the
 		// release, so that it is asked only of a user whose connection the
 		// client may use, and for that connection.
-		if err := s.askFirst(r, &c, name, path, rule, connID); err != nil {
+		if err := s.askFirst(w, r, &c, name, path, rule, connID); err != nil {
 			return err
 		}
 	}
@@ -171,7 +171,11 @@ type approvalDoc struct {
 // for exactly this call, or a new one. The body is read whole first (at
 // most approval.MaxBody): the approval is bound to its hash, and the very
 // bytes hashed are the ones sent.
-func (s *Server) askFirst(r *http.Request, c *caller, name, path string, rule clientauth.Rule, connID string) error {
+//
+// An approval is a link the user is shown, as a connect link is: asking one
+// spends the mint budgets (per user and client, per user), so no client can
+// flood a user — or the database — with approvals.
+func (s *Server) askFirst(w http.ResponseWriter, r *http.Request, c *caller, name, path string, rule clientauth.Rule, connID string) error {
 	body, err := io.ReadAll(io.LimitReader(r.Body, approval.MaxBody+1))
 	if err != nil {
 		return web.Errorf(http.StatusBadRequest, "invalid_request", "the body could not be read")
@@ -187,6 +191,13 @@ func (s *Server) askFirst(r *http.Request, c *caller, name, path string, rule cl
 	call := &approval.Call{Org: c.client.Org, ClientID: c.client.ID, User: c.user, Provider: name, ConnectionID: connID,
 		Rule: rule, Method: r.Method, Path: target, Body: body, BodyType: r.Header.Get("Content-Type")}
 	if ok, err := s.approvals.Allowed(r.Context(), call); err != nil || ok {
+		return err
+	}
+	user := c.user.Issuer + "\x00" + c.user.Subject
+	if err := s.mintLimit.Allow(w, r, web.KeyOf(user+"\x00"+c.client.ID)); err != nil {
+		return err
+	}
+	if err := s.mintUserLimit.Allow(w, r, web.KeyOf(user)); err != nil {
 		return err
 	}
 	e, _, err := s.approvals.Ask(r, call)

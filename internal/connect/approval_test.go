@@ -10,9 +10,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/mcpauth"
+	"github.com/connectd/connectd/internal/web"
 )
 
 // askRules are the request rules of the approval tests: reading is
@@ -325,4 +327,25 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestApprovalsSpendTheMintBudget (issue 36): asking the user is minting a
+// link: past the mint budget a call under an ask rule is 429 rate_limited
+// with Retry-After, and nothing is stored — no client floods a user (or the
+// database, bodies and all) with approvals.
+func TestApprovalsSpendTheMintBudget(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{mintLimit: web.Rate{Requests: 3, Window: time.Minute}})
+	a := e.newMCPServer("alpha", "fake")
+	e.askingClient(a) // one mint
+	a.asked(e.srv.URL, http.MethodPost, "echo/issues", "alice", `{"n":1}`)
+	a.asked(e.srv.URL, http.MethodPost, "echo/issues", "alice", `{"n":2}`)
+	before := e.count("approval_requests")
+	st, raw := a.proxiedTo(e.srv.URL, http.MethodPost, "echo/issues", "alice", `{"n":3}`)
+	if st != http.StatusTooManyRequests || !strings.Contains(string(raw), `"rate_limited"`) {
+		t.Fatalf("past the budget: %d %s", st, raw)
+	}
+	if e.count("approval_requests") != before {
+		t.Fatal("a refused ask stored an approval")
+	}
 }

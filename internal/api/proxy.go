@@ -200,9 +200,19 @@ func (s *Server) askFirst(w http.ResponseWriter, r *http.Request, c *caller, nam
 	if err := s.mintUserLimit.Allow(w, r, web.KeyOf(user)); err != nil {
 		return err
 	}
-	e, _, err := s.approvals.Ask(r, call)
+	e, created, err := s.approvals.Ask(r, call)
 	if err != nil {
 		return err
+	}
+	if created {
+		// The user may have allowed this very call (on an earlier link)
+		// between Allowed and Ask: then the new link is withdrawn unseen
+		// and the call goes.
+		if ok, err := s.approvals.Allowed(r.Context(), call); err != nil {
+			return err
+		} else if ok {
+			return s.approvals.Withdraw(r.Context(), e)
+		}
 	}
 	rs, err := s.sealRequestState(e)
 	if err != nil {

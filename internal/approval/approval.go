@@ -238,6 +238,18 @@ func (s *Store) Ask(r *http.Request, c *Call) (*elicitation.Elicitation, bool, e
 	return e, created, nil
 }
 
+// Withdraw deletes pending approval e, which nobody was shown: the call it
+// was asked for turned out allowed meanwhile (the user's answer to an
+// earlier approval of the same call committed between Allowed and Ask).
+func (s *Store) Withdraw(ctx context.Context, e *elicitation.Elicitation) error {
+	if _, err := s.pool.Exec(ctx, withdrawSQL, e.ID); err != nil {
+		return fmt.Errorf("approval: withdraw: %w", err)
+	}
+	return nil
+}
+
+const withdrawSQL = `DELETE FROM elicitations WHERE id = $1 AND kind = 'approval' AND status = 'pending'`
+
 func bodyBinding(id string, sum [32]byte) []byte {
 	return keyring.Binding(bodyPurpose, id, hex.EncodeToString(sum[:]))
 }

@@ -1,0 +1,249 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connectd/connectd/client"
+)
+
+// DefaultIssuesPath is Config.IssuesPath's default: GitHub's "create an
+// issue" below its API base.
+const DefaultIssuesPath = "/repos/{repo}/issues"
+
+// openIssueArgs is open_issue's input.
+type openIssueArgs struct {
+	Repo  string `json:"repo" jsonschema:"the repository, owner/name"`
+	Title string `json:"title" jsonschema:"the issue's title"`
+	Body  string `json:"body,omitempty" jsonschema:"the issue's text"`
+}
+
+// IssueOpened is open_issue's structured output.
+type IssueOpened struct {
+	Repo   string `json:"repo"`
+	Status int    `json:"status" jsonschema:"the service's HTTP status"`
+	Number int    `json:"number,omitempty"`
+	URL    string `json:"url,omitempty"`
+}
+
+// repoName is what open_issue accepts as a repository: owner/name.
+var repoName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}/[A-Za-z0-9._-]{1,100}$`)
+
+// openIssue is the tool that makes a proxied POST. The operator may have
+// made that call one the user approves first (a request rule that asks:
+// POST /repos/*/issues ask "Open issues in your repositories"); connectd
+// then answers it 403 user_approval_required with an approval elicitation
+// and does not call the service. The tool hands the approval to the MCP
+// client exactly as it hands a connect link — in the shape of the session's
+// protocol — and, once the user approved, sends exactly the same request
+// again (same path and body: it passes once). A denial is answered with
+// client.DeniedResult's text, and the request is not sent again.
+func (s *Server) openIssue(ctx context.Context, req *mcp.CallToolRequest, in openIssueArgs) (*mcp.CallToolResult, IssueOpened, error) {
+	if req.Extra == nil {
+		return nil, IssueOpened{}, errNoCaller
+	}
+	u, err := callerOf(req.Extra.TokenInfo)
+	if err != nil {
+		return nil, IssueOpened{}, err
+	}
+	if !repoName.MatchString(in.Repo) || strings.Contains(in.Repo, "..") || strings.TrimSpace(in.Title) == "" {
+		return nil, IssueOpened{}, stop("open_issue needs repo as owner/name and a title.")
+	}
+	peer := peerOf(req)
+	log := s.logger.With(slog.String("tool", req.Params.Name), slog.String("protocol", peer.ProtocolVersion))
+
+	// 2026-07-28 retry: the client answered the approval request and echoes
+	// the requestState.
+	if client.GenerationOf(peer.ProtocolVersion) == client.GenerationInputRequired && req.Params.RequestState != "" {
+		if res, done, err := s.resumeApproval(ctx, log, req, u); done {
+			return res, IssueOpened{}, err
+		}
+		// Approved, or still pending (the POST below meets the same
+		// approval, and RequireApproval waits on it), or the request_state
+		// led nowhere: send the request again.
+	}
+	res, out, err := s.postIssue(ctx, u, in)
+	if answered(err) {
+		return res, out, err
+	}
+	if client.ApprovalRequired(err) == nil {
+		if client.NeedsConnection(err) {
+			return nil, IssueOpened{}, stop("Your file-service account is not connected yet. Call list_files first, which connects it.")
+		}
+		log.WarnContext(ctx, "proxied POST refused", slog.String("code", errCode(err)))
+		return nil, IssueOpened{}, stop("The service cannot be reached through connectd right now (%s). Try again later.", errCode(err))
+	}
+	refusal := err
+	ans, err := s.cfg.Connectd.RequireApproval(ctx, u.token, peer, refusal)
+	switch {
+	case errors.Is(err, client.ErrApprovalDenied):
+		// Denied while a retry waited on it.
+		return nil, IssueOpened{}, stop("%s", client.DeniedResult(client.ApprovalRequired(refusal)).Text())
+	case errors.Is(err, client.ErrApprovalDismissed), errors.Is(err, client.ErrApprovalExpired):
+		return nil, IssueOpened{}, stop("The issue was not opened: the approval was not given (%v). Call open_issue again to ask again.", err)
+	case errors.Is(err, client.ErrURLElicitationUnsupported):
+		return nil, IssueOpened{}, stop("Opening an issue needs your approval, but this MCP client cannot open the approval link.")
+	case err != nil:
+		log.WarnContext(ctx, "approval could not be handed out", slog.Any("error", err))
+		return nil, IssueOpened{}, stop("Could not ask for your approval (%s).", errCode(err))
+	}
+	a := ans.Approval
+	log.InfoContext(ctx, "approval needed", slog.String("elicitation", a.ID), slog.String("rule", a.Rule),
+		slog.String("answer", s.answerKind(ans)), slog.Bool("ready", ans.Ready))
+	switch {
+	case ans.Ready:
+		// A retry while the approval was pending, and the user approved
+		// while RequireApproval waited: the same request passes now.
+		return s.postAgain(ctx, u, in)
+	case ans.Fallback != nil:
+		return nil, IssueOpened{}, stop("%s", ans.Fallback.Text())
+	case ans.Generation == client.GenerationInputRequired:
+		return &mcp.CallToolResult{InputRequests: toSDK(ans.Result), RequestState: ans.Result.RequestState}, IssueOpened{}, nil
+	case s.cfg.Legacy == LegacyError:
+		s.notifyWhenDone(req.Session, u, ans.Elicitation)
+		return nil, IssueOpened{}, rpcError(ans.Error)
+	}
+	// 2025-11-25 within the call: ask the client to open the approval
+	// page, wait for the user's decision, notify its completion.
+	p := ans.ElicitRequest
+	r, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Mode: p.Mode, Message: p.Message, URL: p.URL, ElicitationID: p.ElicitationID})
+	if err != nil {
+		return nil, IssueOpened{}, stop("Could not ask for your approval: %v", err)
+	}
+	if r.Action != "accept" {
+		s.endDeclined(ctx, log, u, a.ID)
+		return nil, IssueOpened{}, stop("You did not open the approval link, so the issue was not opened.")
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
+	defer cancel()
+	st, err := s.cfg.Connectd.Wait(wctx, u.token, a.ID)
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return nil, IssueOpened{}, stop("Still waiting for your decision in the browser. Call open_issue again when you are done.")
+		}
+		return nil, IssueOpened{}, stop("Could not follow the approval with connectd (%s).", errCode(err))
+	}
+	if err := req.Session.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: a.ID}); err != nil {
+		log.WarnContext(ctx, "notifications/elicitation/complete failed", slog.Any("error", err))
+	}
+	return s.approvalEnded(ctx, u, in, a, st)
+}
+
+// resumeApproval handles a 2026-07-28 retry of open_issue: done reports
+// that res (or err) is the answer; otherwise the caller sends the request
+// again.
+func (s *Server) resumeApproval(ctx context.Context, log *slog.Logger, req *mcp.CallToolRequest, u caller) (res *mcp.CallToolResult, done bool, err error) {
+	var answer *mcp.ElicitResult
+	for k, v := range req.Params.InputResponses {
+		if _, ok := client.KeyApproval(s.cfg.Provider, k); ok {
+			answer, _ = v.(*mcp.ElicitResult)
+		}
+	}
+	// Resolving consumes the request_state, without waiting: a pending
+	// approval is met again by the POST, and RequireApproval waits on it.
+	st, err := s.cfg.Connectd.Resolve(ctx, u.token, req.Params.RequestState, "")
+	switch {
+	case errors.Is(err, client.ErrRequestState):
+		log.InfoContext(ctx, "request_state refused; starting over", slog.String("code", errCode(err)))
+		return nil, false, nil
+	case err != nil:
+		return nil, true, stop("Could not check the approval with connectd (%s).", errCode(err))
+	}
+	if answer != nil && answer.Action != "accept" && st.Status == client.StatusPending {
+		// The user would not open the approval link: end it, and do not
+		// ask again in this call.
+		s.endDeclined(ctx, log, u, st.ID)
+		return nil, true, stop("You did not open the approval link, so the issue was not opened.")
+	}
+	log.InfoContext(ctx, "request_state resolved", slog.String("elicitation", st.ID), slog.String("status", string(st.Status)))
+	if st.Status == client.StatusPending || st.Status == client.StatusCompleted {
+		return nil, false, nil
+	}
+	return nil, true, outcomeError(nil, st)
+}
+
+// approvalEnded answers a final approval: the same request again when it
+// was given, the denial or why not otherwise.
+func (s *Server) approvalEnded(ctx context.Context, u caller, in openIssueArgs, a *client.Approval, st *client.ElicitationStatus) (*mcp.CallToolResult, IssueOpened, error) {
+	if client.ApprovalOutcome(st) == nil {
+		return s.postAgain(ctx, u, in)
+	}
+	return nil, IssueOpened{}, outcomeError(a, st)
+}
+
+// outcomeError is the tool's answer to an approval that ended ungiven.
+func outcomeError(a *client.Approval, st *client.ElicitationStatus) error {
+	err := client.ApprovalOutcome(st)
+	switch {
+	case errors.Is(err, client.ErrApprovalDenied):
+		return stop("%s", client.DeniedResult(a).Text())
+	case errors.Is(err, client.ErrApprovalExpired):
+		return stop("Nobody approved opening the issue in time, so it was not opened. Call open_issue again to ask again.")
+	default:
+		return stop("The issue was not opened: the approval was not given. Call open_issue again to ask again.")
+	}
+}
+
+// postAgain sends the approved request again; connectd passes it once.
+func (s *Server) postAgain(ctx context.Context, u caller, in openIssueArgs) (*mcp.CallToolResult, IssueOpened, error) {
+	res, out, err := s.postIssue(ctx, u, in)
+	if !answered(err) {
+		return nil, IssueOpened{}, stop("Approved, but connectd refused the call (%s).", errCode(err))
+	}
+	return res, out, err
+}
+
+// postIssue makes the POST through connectd's proxy. The body is the same
+// bytes for the same arguments (encoding/json of a struct), so the retry
+// of an approved request is exactly the request approved. connectd's
+// refusal is returned as it is; every other outcome is the tool's answer.
+func (s *Server) postIssue(ctx context.Context, u caller, in openIssueArgs) (*mcp.CallToolResult, IssueOpened, error) {
+	body, err := json.Marshal(struct {
+		Title string `json:"title"`
+		Body  string `json:"body,omitempty"`
+	}{in.Title, in.Body})
+	if err != nil {
+		return nil, IssueOpened{}, err
+	}
+	path := strings.ReplaceAll(s.cfg.IssuesPath, "{repo}", in.Repo)
+	hc := s.cfg.Connectd.ProviderClient(u.token, s.cfg.Provider)
+	hc.Timeout = s.cfg.HTTPClient.Timeout
+	target := (&url.URL{Scheme: "https", Host: s.cfg.Provider, Path: path}).String()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return nil, IssueOpened{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, IssueOpened{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, IssueOpened{}, stop("The service answered %d: the issue was not opened.", resp.StatusCode)
+	}
+	out := IssueOpened{Repo: in.Repo, Status: resp.StatusCode}
+	var got struct {
+		Number  int    `json:"number"`
+		HTMLURL string `json:"html_url"`
+	}
+	if json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&got) == nil {
+		out.Number, out.URL = got.Number, got.HTMLURL
+	}
+	text := "Opened the issue in " + in.Repo + "."
+	if out.URL != "" {
+		text = "Opened " + out.URL + "."
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
+}

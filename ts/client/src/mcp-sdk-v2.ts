@@ -16,9 +16,9 @@ import {
   type InputRequiredResult,
   type ServerContext,
 } from "@modelcontextprotocol/server";
-import { choiceKey, chosenAccount, connectKey, inputKey, keyAccount } from "./mcp.js";
+import { approvalInputKey, choiceKey, chosenAccount, connectKey, deniedResult, inputKey, keyAccount, keyApproval } from "./mcp.js";
 import type { Answer, FormParams, Peer, ToolResult } from "./mcp.js";
-import type { InputRequiredResult as PlainInputRequiredResult } from "./types.js";
+import type { Approval, InputRequiredResult as PlainInputRequiredResult } from "./types.js";
 
 /** What a v2 handler's context carries that matters here (ServerContext's mcpReq, in part). */
 export interface RequestContext {
@@ -119,6 +119,40 @@ export function retryOf(ctx: RequestContext, provider: string): Retry | undefine
   if (v.kind === "elicit") out.action = v.action;
   return out;
 }
+
+/**
+ * Reads a 2026-07-28 retry of a request that was answered with connectd's
+ * approval (requireApproval) for provider: the echoed requestState and the
+ * answer under approvalKey(provider, account). Undefined when the request
+ * carries no requestState, or none of its inputResponses answers an approval
+ * of provider (a retry of a connect request: retryOf). Resolve the
+ * requestState (ConnectdClient.resolve, or resume to wait) and read its
+ * status with approvalOutcome: completed → send exactly the same request
+ * again.
+ */
+export function approvalRetryOf(ctx: RequestContext, provider: string): Retry | undefined {
+  const state = ctx.mcpReq.requestState<unknown>();
+  if (typeof state !== "string" || !state) return undefined;
+  let key: string | undefined;
+  let account = "";
+  for (const k of Object.keys(ctx.mcpReq.inputResponses ?? {})) {
+    const a = keyApproval(provider, k);
+    if (a !== undefined) [key, account] = [k, a];
+  }
+  if (key === undefined) return undefined;
+  const v = inputResponse(ctx.mcpReq.inputResponses, key);
+  const out: Retry = { requestState: state, key, account };
+  if (v.kind === "elicit") out.action = v.action;
+  return out;
+}
+
+/** The tool call's result for a request the user denied (deniedResult: "The user denied this request: …"). */
+export function deniedToolResult(approval?: Approval): CallToolResult {
+  return callToolResult(deniedResult(approval));
+}
+
+/** The default inputRequests key of an approval (approvalInputKey). */
+export { approvalInputKey };
 
 /** The inputRequests key of a connect link for account (connectKey), for ConnectdClient.reissue. */
 export { connectKey };

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -207,7 +208,16 @@ func TestApprovalGoExample(t *testing.T) {
 			asked := make(chan *mcp.ElicitParams, 8)
 			browsed := make(chan error, 8)
 			completed := make(chan string, 8)
+			var mu sync.Mutex
+			seen := map[string]bool{}
 			act := func(p *mcp.ElicitParams) {
+				mu.Lock()
+				again := seen[p.URL]
+				seen[p.URL] = true
+				mu.Unlock()
+				if again {
+					return // the same link again (a retry while the user is on the page): already being handled
+				}
 				asked <- p
 				select {
 				case d := <-next:

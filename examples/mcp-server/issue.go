@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -61,6 +62,16 @@ func (s *Server) openIssue(ctx context.Context, req *mcp.CallToolRequest, in ope
 	}
 	peer := peerOf(req)
 	log := s.logger.With(slog.String("tool", req.Params.Name), slog.String("protocol", peer.ProtocolVersion))
+	digest, err := client.RequestDigest(req.Params.Name, in)
+	if err != nil {
+		return nil, IssueOpened{}, err
+	}
+	denialKey := u.subject + " " + digest
+	if d, ok := s.denials.LoadAndDelete(denialKey); ok && time.Now().Before(d.(denial).until) {
+		// The retry of a call answered -32042 whose approval the user denied
+		// meanwhile (followApproval): the client hears the denial.
+		return nil, IssueOpened{}, stop("%s", client.DeniedResult(d.(denial).approval).Text())
+	}
 
 	// 2026-07-28 retry: the client answered the approval request and echoes
 	// the requestState.
@@ -110,7 +121,7 @@ func (s *Server) openIssue(ctx context.Context, req *mcp.CallToolRequest, in ope
 	case ans.Generation == client.GenerationInputRequired:
 		return &mcp.CallToolResult{InputRequests: toSDK(ans.Result), RequestState: ans.Result.RequestState}, IssueOpened{}, nil
 	case s.cfg.Legacy == LegacyError:
-		s.notifyWhenDone(req.Session, u, ans.Elicitation)
+		s.followApproval(req.Session, u, a, denialKey)
 		return nil, IssueOpened{}, rpcError(ans.Error)
 	}
 	// 2025-11-25 within the call: ask the client to open the approval
@@ -137,6 +148,50 @@ func (s *Server) openIssue(ctx context.Context, req *mcp.CallToolRequest, in ope
 		log.WarnContext(ctx, "notifications/elicitation/complete failed", slog.Any("error", err))
 	}
 	return s.approvalEnded(ctx, u, in, a, st)
+}
+
+// denial is an approval the user denied after the call was answered
+// -32042: the client's retry of the same call (within until) is answered
+// the denial instead of a new approval.
+type denial struct {
+	approval *client.Approval
+	until    time.Time
+}
+
+// followApproval follows an approval answered with
+// URLElicitationRequiredError: it remembers a denial for the retry of the
+// same call (key: the caller and the call's request digest), and sends
+// notifications/elicitation/complete when the user decided, so that the
+// client retries.
+func (s *Server) followApproval(ss *mcp.ServerSession, u caller, a *client.Approval, key string) {
+	if s.ctx.Err() != nil {
+		return // closing
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithDeadline(s.ctx, a.ExpiresAt.Add(time.Minute))
+		defer cancel()
+		st, err := s.cfg.Connectd.Wait(ctx, u.token, a.ID)
+		if err != nil {
+			s.logger.InfoContext(ctx, "stopped following approval", slog.String("elicitation", a.ID), slog.Any("error", err))
+			return
+		}
+		if errors.Is(client.ApprovalOutcome(st), client.ErrApprovalDenied) {
+			now := time.Now()
+			s.denials.Range(func(k, v any) bool { // forget denials no retry came for
+				if !now.Before(v.(denial).until) {
+					s.denials.Delete(k)
+				}
+				return true
+			})
+			s.denials.Store(key, denial{approval: a, until: now.Add(10 * time.Minute)})
+		}
+		if err := ss.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: a.ID}); err != nil {
+			s.logger.InfoContext(ctx, "notifications/elicitation/complete not delivered", slog.String("elicitation", a.ID),
+				slog.Any("error", err))
+		}
+	}()
 }
 
 // resumeApproval handles a 2026-07-28 retry of open_issue: done reports

@@ -2,21 +2,25 @@ package mcpserver_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/connectd/connectd/client"
+	mcpserver "github.com/connectd/connectd/examples/mcp-server"
 )
 
 // approvalConnectd stands in for connectd with a request rule that asks
 // for every proxied POST: each is answered user_approval_required with one
 // approval until the user decides; once approved, one POST passes (and
-// reaches the "provider": passed counts them).
+// reaches the "provider": passed counts them); once denied, the same POST
+// asks anew (another approval, AID2).
 type approvalConnectd struct {
 	mu       sync.Mutex
 	decision string // "", "approve" or "deny"
@@ -63,10 +67,15 @@ func (c *approvalConnectd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		c.refused++
-		u := base + "/c/AID"
-		el := map[string]any{"mode": "url", "elicitationId": "AID", "url": u, "message": "Approve: Open issues"}
+		// After a denial the same request asks anew: another approval.
+		id := "AID"
+		if c.decision == "deny" {
+			id = "AID2"
+		}
+		u := base + "/c/" + id
+		el := map[string]any{"mode": "url", "elicitationId": id, "url": u, "message": "Approve: Open issues"}
 		approval := c.status(base)
-		approval["status"], approval["request_state"] = "pending", "rs1.STATE"
+		approval["elicitation_id"], approval["status"], approval["request_state"] = id, "pending", "rs1.STATE"
 		delete(approval, "reason")
 		for k, v := range map[string]any{"url": u, "elicitation": el,
 			"url_elicitation_required_error": map[string]any{"code": -32042, "message": "This request requires the user's approval.",
@@ -140,5 +149,66 @@ func TestOpenIssueApproval(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestOpenIssueApprovalRPCError: with LegacyError the first call is
+// answered -32042 with the approval; the user decides, the client hears
+// notifications/elicitation/complete and retries the same call: approved,
+// the POST passes once; denied, the retry is answered the denial (not a new
+// approval) and the POST never passes.
+func TestOpenIssueApprovalRPCError(t *testing.T) {
+	t.Parallel()
+	for _, decision := range []string{"approve", "deny"} {
+		t.Run(decision, func(t *testing.T) {
+			t.Parallel()
+			cd := &approvalConnectd{}
+			idp, mcpURL := setupWith(t, cd, 0, func(c *mcpserver.Config) { c.Legacy = mcpserver.LegacyError })
+			token, err := idp.AccessToken("alice", mcpURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			completed := make(chan string, 2)
+			c := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{Capabilities: urlOnly,
+				ElicitationCompleteHandler: func(_ context.Context, r *mcp.ElicitationCompleteNotificationRequest) {
+					completed <- r.Params.ElicitationID
+				}})
+			cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: mcpURL,
+				HTTPClient: &http.Client{Transport: bearer(token)}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			params := &mcp.CallToolParams{Name: "open_issue", Arguments: map[string]any{"repo": "acme/plans", "title": "Ship it"}}
+			_, err = cs.CallTool(t.Context(), params)
+			var rpcErr *jsonrpc.Error
+			if !errors.As(err, &rpcErr) || rpcErr.Code != client.URLElicitationRequiredCode || !strings.Contains(string(rpcErr.Data), "/c/AID") {
+				t.Fatalf("first call: %v", err)
+			}
+			cd.decide(decision)
+			select {
+			case id := <-completed:
+				if id != "AID" {
+					t.Fatalf("completion of %q", id)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no notifications/elicitation/complete")
+			}
+			res, err := cs.CallTool(t.Context(), params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			passed, _ := cd.counts()
+			switch decision {
+			case "approve":
+				if res.IsError || passed != 1 {
+					t.Fatalf("approved retry: %q, %d passed", text(res), passed)
+				}
+			case "deny":
+				if !res.IsError || !strings.HasPrefix(text(res), client.DeniedText+": POST /repos/acme/plans/issues") || passed != 0 {
+					t.Fatalf("denied retry: %q, %d passed", text(res), passed)
+				}
+			}
+		})
 	}
 }

@@ -109,6 +109,10 @@ type Server struct {
 	stateless http.Handler // stateless streamable HTTP: protocol ≥ 2026-07-28
 	path      string       // path of Resource
 
+	// denials are approvals denied after their call was answered -32042,
+	// by caller and request digest (followApproval), for the retry.
+	denials sync.Map
+
 	ctx    context.Context // ends background notifiers and JWKS refreshes
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

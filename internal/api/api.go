@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -125,6 +126,7 @@ const URLElicitationRequiredCode = -32042
 
 type statusDoc struct {
 	ElicitationID string             `json:"elicitation_id"`
+	Kind          elicitation.Kind   `json:"kind"`
 	Status        elicitation.Status `json:"status"`
 	Reason        string             `json:"reason,omitempty"`
 	Provider      string             `json:"provider"`
@@ -143,8 +145,8 @@ type mintResponse struct {
 }
 
 func (s *Server) statusOf(e *elicitation.Elicitation) statusDoc {
-	d := statusDoc{ElicitationID: e.ID, Status: e.Effective(s.now()), Reason: e.Reason, Provider: e.Provider,
-		Scopes: elicitation.NonNil(e.Scopes), ExpiresAt: e.ExpiresAt.UTC()}
+	d := statusDoc{ElicitationID: e.ID, Kind: cmp.Or(e.Kind, elicitation.KindConnect), Status: e.Effective(s.now()),
+		Reason: e.Reason, Provider: e.Provider, Scopes: elicitation.NonNil(e.Scopes), ExpiresAt: e.ExpiresAt.UTC()}
 	if !e.CompletedAt.IsZero() {
 		t := e.CompletedAt.UTC()
 		d.CompletedAt = &t
@@ -245,38 +247,10 @@ func (s *Server) mintFor(w http.ResponseWriter, r *http.Request, c caller, req *
 		Provider: req.Provider, Scopes: scopes, Message: msg, RequestDigest: req.RequestDigest, Account: req.Account,
 		Status: elicitation.StatusPending, CreatedAt: now, ExpiresAt: now.Add(s.elicitationTTL),
 	}
-	// Idempotent: while an elicitation for the same request (client, user,
-	// provider, scope set, digest) is pending and not near its expiry, it is
-	// answered again (200) — a client that retries, or loops, shows the user
-	// the link they may already have opened. The insert goes first (one
-	// round trip in the common case); the unique index on the pending
-	// request key makes concurrent mints on any replicas yield one.
-	key := elicitation.RequestKey(e)
-	created := false
-	for attempt := 0; !created; attempt++ {
-		if attempt == 3 {
-			return minted{}, fmt.Errorf("connect: mint: the pending elicitation for this request kept changing")
-		}
-		if created, err = s.elicitations.InsertMinted(r, e, key); err != nil || created {
-			break
-		}
-		prev, err := s.elicitations.PendingFor(r.Context(), key)
-		if errors.Is(err, elicitation.ErrNotFound) {
-			continue // settled meanwhile: insert again
-		}
-		if err != nil {
-			return minted{}, err
-		}
-		if prev.ExpiresAt.Sub(now) >= s.elicitationTTL/3 {
-			e = prev
-			break
-		}
-		// Too close to its expiry to hand out again: detach it (it stays
-		// usable) and mint a fresh one.
-		if err := s.elicitations.Detach(r.Context(), prev.ID, key); err != nil {
-			return minted{}, err
-		}
-	}
+	// Idempotent (elicitation.Store.Mint): the pending elicitation for the
+	// same request (client, user, provider, scope set, digest) is answered
+	// again while it is not near its expiry.
+	e, created, err := s.elicitations.Mint(r, e, s.elicitationTTL, nil)
 	if err != nil {
 		return minted{}, err
 	}
@@ -290,10 +264,18 @@ func (s *Server) mintFor(w http.ResponseWriter, r *http.Request, c caller, req *
 // writeMinted answers a mint with e: its URL, the ready elicitation params of
 // both MCP protocol generations, and a fresh request_state.
 func (s *Server) writeMinted(w http.ResponseWriter, m minted) error {
-	e, rs, status := m.e, m.rs, http.StatusOK
+	status := http.StatusOK
 	if m.created {
 		status = http.StatusCreated
 	}
+	w.Header().Set("Location", "/v1/elicitations/"+m.e.ID)
+	web.WriteJSON(w, status, s.mintDoc(m.e, m.rs))
+	return nil
+}
+
+// mintDoc is the document a mint answers for e with request_state rs (and
+// the proxy's user_approval_required, for an approval).
+func (s *Server) mintDoc(e *elicitation.Elicitation, rs string) mintResponse {
 	msg := e.Message
 	u := s.connectURL(e.ID)
 	el := urlElicitation{Mode: "url", ElicitationID: e.ID, URL: u, Message: msg}
@@ -306,9 +288,7 @@ func (s *Server) writeMinted(w http.ResponseWriter, m minted) error {
 		InputRequest: inputRequest{Method: "elicitation/create", Params: inputRequestParam{Mode: "url", Message: msg, URL: u}},
 	}
 	resp.RequestState = rs
-	w.Header().Set("Location", "/v1/elicitations/"+e.ID)
-	web.WriteJSON(w, status, resp)
-	return nil
+	return resp
 }
 
 // printableASCII reports whether s is only visible ASCII (and spaces).

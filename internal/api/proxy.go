@@ -1,9 +1,11 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -12,12 +14,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/connectd/connectd/internal/approval"
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/proxy"
+	"github.com/connectd/connectd/internal/refusal"
 	"github.com/connectd/connectd/internal/release"
+	"github.com/connectd/connectd/internal/web"
 )
 
 // The proxy (issue 25): an MCP server calls the provider's API through
@@ -76,9 +81,12 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if rules, ok := c.client.ProxyRules[name]; ok && !rules.Allows(r.Method, "/"+path) {
-		s.sampleDenied(r, &c, "security.proxy_not_allowed", name)
-		return problem.About(name, clientauth.ErrProxyNotAllowed)
+	var rule clientauth.Rule
+	if rules, ok := c.client.ProxyRules[name]; ok {
+		if rule, ok = rules.Match(r.Method, "/"+path); !ok {
+			s.sampleDenied(r, &c, "security.proxy_not_allowed", name)
+			return problem.About(name, clientauth.ErrProxyNotAllowed)
+		}
 	}
 	var required []string
 	if h := r.Header.Get(ScopesHeader); h != "" {
@@ -99,6 +107,14 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("connect: api base of %s: %w", name, err)
 	}
 	connID := rel.approval.ConnectionID
+	if rule.Ask {
+		// The user approves this call first (issue 36): checked after the
+		// release, so that it is asked only of a user whose connection the
+		// client may use, and for that connection.
+		if err := s.askFirst(r, &c, name, path, rule, connID); err != nil {
+			return err
+		}
+	}
 	start := s.now()
 	call := &proxy.Call{Base: base, Path: path, Header: rel.info.APIAuth.Header,
 		Value: rel.info.APIAuth.HeaderValue(rel.cred.AccessToken), HoldKey: name + "\x00" + connID, Provider: name, App: rel.appID,
@@ -136,6 +152,53 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	s.onProxy(name, status, time.Since(start))
 	s.sampleProxy(r, &c, name, connID)
 	return problem.About(name, err)
+}
+
+// approvalDoc is the "approval" member of a user_approval_required answer:
+// the approval's elicitation as a mint answers it, and the call it is for.
+type approvalDoc struct {
+	mintResponse
+	Method  string `json:"method"`
+	Path    string `json:"path"`
+	Rule    string `json:"rule"`
+	Message string `json:"message"`
+}
+
+// askFirst lets a call under an ask rule through when the user allowed it
+// (approval.Store.Allowed: a standing approval of the rule, or one for
+// exactly this call, used up now), and otherwise answers
+// user_approval_required with the approval link — the one already pending
+// for exactly this call, or a new one. The body is read whole first (at
+// most approval.MaxBody): the approval is bound to its hash, and the very
+// bytes hashed are the ones sent.
+func (s *Server) askFirst(r *http.Request, c *caller, name, path string, rule clientauth.Rule, connID string) error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, approval.MaxBody+1))
+	if err != nil {
+		return web.Errorf(http.StatusBadRequest, "invalid_request", "the body could not be read")
+	}
+	if len(body) > approval.MaxBody {
+		return problem.Detail(proxy.ErrTooLarge, "a call the user approves first carries at most %d KiB", approval.MaxBody>>10)
+	}
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	target := "/" + path
+	if q := r.URL.RawQuery; q != "" {
+		target += "?" + q
+	}
+	call := &approval.Call{Org: c.client.Org, ClientID: c.client.ID, User: c.user, Provider: name, ConnectionID: connID,
+		Rule: rule, Method: r.Method, Path: target, Body: body, BodyType: r.Header.Get("Content-Type")}
+	if ok, err := s.approvals.Allowed(r.Context(), call); err != nil || ok {
+		return err
+	}
+	e, _, err := s.approvals.Ask(r, call)
+	if err != nil {
+		return err
+	}
+	rs, err := s.sealRequestState(e)
+	if err != nil {
+		return err
+	}
+	return &refusal.ApprovalRequired{Words: rule.Words, Approval: approvalDoc{mintResponse: s.mintDoc(e, rs),
+		Method: r.Method, Path: target, Rule: rule.Key(), Message: rule.Words}}
 }
 
 // apiBases are the providers' API base URLs parsed, by their text: a few

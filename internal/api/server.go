@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/connectd/connectd/internal/approval"
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/elicitation"
@@ -60,6 +61,9 @@ type Config struct {
 	Consents *consent.Store
 	// Elicitations is the elicitation store both surfaces share.
 	Elicitations *elicitation.Store
+	// Approvals are the per-request approvals the proxy asks (issue 36):
+	// required.
+	Approvals *approval.Store
 	// Lifecycle ends connections (unlink).
 	Lifecycle *lifecycle.Owner
 	Now       func() time.Time // default time.Now
@@ -105,6 +109,7 @@ type Server struct {
 	waiters         *elicitation.Waiters
 	now             func() time.Time
 	elicitations    *elicitation.Store
+	approvals       *approval.Store
 	clientWakeups   *elicitation.Wakeups // by client id: a client changed (disabled, keys rotated) on some replica
 	consents        *consent.Store
 	forwarder       *proxy.Forwarder
@@ -124,14 +129,14 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil || cfg.Pool == nil || cfg.Auth == nil || cfg.Clients == nil || cfg.Vault == nil ||
 		cfg.Keyring == nil || cfg.Catalog == nil || cfg.PublicURL == "" || cfg.Consents == nil ||
-		cfg.Elicitations == nil || cfg.Lifecycle == nil || cfg.Orgs == nil {
-		return nil, errors.New("api: Logger, Pool, Auth, Clients, Vault, Keyring, Catalog, Orgs, PublicURL, Consents, Elicitations and Lifecycle are required")
+		cfg.Elicitations == nil || cfg.Lifecycle == nil || cfg.Orgs == nil || cfg.Approvals == nil {
+		return nil, errors.New("api: Logger, Pool, Auth, Clients, Vault, Keyring, Catalog, Orgs, PublicURL, Consents, Elicitations, Approvals and Lifecycle are required")
 	}
 	s := &Server{
 		logger: cfg.Logger, pool: cfg.Pool, auth: cfg.Auth, clients: cfg.Clients, vault: cfg.Vault, catalog: cfg.Catalog, orgs: cfg.Orgs,
 		keys: cfg.Keyring, publicURL: strings.TrimRight(cfg.PublicURL, "/"), elicitationTTL: cfg.ElicitationTTL,
 		requestStateTTL: cfg.RequestStateTTL, mintLimit: cfg.MintLimit, mintUserLimit: cfg.MintUserLimit,
-		waiters: elicitation.NewWaiters(cfg.MaxWaiters), now: cfg.Now, elicitations: cfg.Elicitations,
+		waiters: elicitation.NewWaiters(cfg.MaxWaiters), now: cfg.Now, elicitations: cfg.Elicitations, approvals: cfg.Approvals,
 		consents: cfg.Consents, lifecycle: cfg.Lifecycle, done: make(chan struct{}),
 		reads: newSampler(readPeriod, maxReadKeys, true), refusals: newSampler(refusalPeriod, maxRefusalKeys, false),
 		onAuditWriteError: cfg.OnAuditWriteError, onAuditLost: cfg.OnAuditLost, budgets: cfg.RateBudgets,

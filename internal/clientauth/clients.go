@@ -150,7 +150,7 @@ const (
 		SELECT pg_notify('` + InvalidationChannel + `', id) FROM changed`
 	setDisplaySQL = `WITH changed AS (UPDATE clients SET logo_url = $2, homepage = $3 WHERE id = $1 RETURNING id)
 		SELECT pg_notify('` + InvalidationChannel + `', id) FROM changed`
-	setProxyOnlySQL = `WITH changed AS (UPDATE clients SET proxy_only = $2 WHERE id = $1 RETURNING id)
+	setProxyOnlySQL = `WITH changed AS (UPDATE clients SET proxy_only = $2 WHERE id = $1 AND ($2 OR NOT ` + asksSQL + `) RETURNING id)
 		SELECT pg_notify('` + InvalidationChannel + `', id) FROM changed`
 	// A rotation shortens every key still open-ended (or expiring later than
 	// the overlap allows) to the overlap, then adds the new key.
@@ -351,7 +351,10 @@ func (c *Clients) SetProxyOnly(ctx context.Context, id string, proxyOnly bool) e
 	}
 	c.forget(id)
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%w: %s", ErrClientNotFound, id)
+		if _, err := c.Get(ctx, id); err != nil {
+			return err
+		}
+		return ErrAsksUser
 	}
 	return nil
 }
@@ -444,6 +447,7 @@ func (c *Clients) lookup(ctx context.Context, want [32]byte, now time.Time) (Cli
 	if cl.ProxyRules, err = decodeRules(rules); err != nil {
 		return Client{}, err
 	}
+	cl.ProxyOnly = cl.ProxyOnly || asks(cl.ProxyRules)
 	if lastUsed != nil {
 		cl.LastUsedAt = *lastUsed
 	}
@@ -482,6 +486,7 @@ func scanClient(row pgx.Row) (Client, error) {
 	}
 	var err error
 	cl.ProxyRules, err = decodeRules(rules)
+	cl.ProxyOnly = cl.ProxyOnly || asks(cl.ProxyRules)
 	return cl, err
 }
 

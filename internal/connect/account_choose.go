@@ -62,6 +62,9 @@ func (s *Server) chooseAccountForm(w http.ResponseWriter, r *http.Request) error
 	if fs == nil || err != nil {
 		return err
 	}
+	if err := connectStep(fs.e); err != nil {
+		return err
+	}
 	e := fs.e
 	choice := r.PostForm.Get("account")
 	switch {

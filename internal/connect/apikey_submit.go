@@ -18,6 +18,9 @@ func (s *Server) submitKey(w http.ResponseWriter, r *http.Request) error {
 	if fs == nil || err != nil {
 		return err
 	}
+	if err := connectStep(fs.e); err != nil {
+		return err
+	}
 	e := fs.e
 	if r.PostForm.Get("decision") == "deny" {
 		return s.decline(w, r, e, "user_denied")

@@ -15,6 +15,9 @@ func (s *Server) connectPage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	e := fs.e
+	if e.Kind == elicitation.KindApproval {
+		return s.approvalPage(w, r, fs)
+	}
 	if e.Effective(s.now()) != elicitation.StatusPending {
 		return s.finished(w, r, e)
 	}

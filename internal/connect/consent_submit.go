@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/connectd/connectd/internal/elicitation"
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/web/templates"
@@ -17,6 +18,9 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	e := fs.e
+	if e.Kind == elicitation.KindApproval {
+		return s.approvalDecide(w, r, fs)
+	}
 	switch r.PostForm.Get("decision") {
 	case "deny":
 		return s.decline(w, r, e, "user_denied")

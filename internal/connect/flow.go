@@ -87,6 +87,15 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, loginIfNeeded boo
 	return &flowState{e: e, sess: sess}, true, nil
 }
 
+// connectStep refuses an approval's link on a step of the connect flow (the
+// API-key form, the account choice): those never settle an approval.
+func connectStep(e *elicitation.Elicitation) error {
+	if e.Kind == elicitation.KindApproval {
+		return errLinkInvalid
+	}
+	return nil
+}
+
 // finished renders the page for an elicitation that is no longer pending.
 func (s *Server) finished(w http.ResponseWriter, r *http.Request, e *elicitation.Elicitation) error {
 	switch e.Effective(s.now()) {
@@ -287,7 +296,9 @@ func (s *Server) checkForm(w http.ResponseWriter, r *http.Request, sess session.
 
 // beginForm is begin for the consent page's forms (POST): the same checks,
 // then the form's CSRF token, then that the elicitation is still pending.
-// When it is not, the finished page is written and fs is nil.
+// When it is not, the finished page is written and fs is nil. It serves the
+// approval page's form too (POST /c/{id}); a connect step's form checks
+// the elicitation is a connect link (connectStep).
 func (s *Server) beginForm(w http.ResponseWriter, r *http.Request) (*flowState, error) {
 	fs, _, err := s.begin(w, r, false)
 	if err != nil {
@@ -297,6 +308,9 @@ func (s *Server) beginForm(w http.ResponseWriter, r *http.Request) (*flowState, 
 		return nil, err
 	}
 	if fs.e.Effective(s.now()) != elicitation.StatusPending {
+		if fs.e.Kind == elicitation.KindApproval {
+			return nil, s.approvalFinished(w, r, fs.e)
+		}
 		return nil, s.finished(w, r, fs.e)
 	}
 	return fs, nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/connectd/connectd/internal/approval"
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/consent"
 	"github.com/connectd/connectd/internal/elicitation"
@@ -48,6 +49,9 @@ type Config struct {
 	Consents *consent.Store
 	// Elicitations is the elicitation store both surfaces share.
 	Elicitations *elicitation.Store
+	// Approvals are the per-request approvals whose pages these are
+	// (issue 36): required.
+	Approvals *approval.Store
 	// Lifecycle owns a connection's changes and end: the events of a stored
 	// connection, an approval withdrawn and Disconnect on the account page.
 	Lifecycle *lifecycle.Owner
@@ -76,6 +80,7 @@ type Server struct {
 	publicURL    string
 	now          func() time.Time
 	elicitations *elicitation.Store
+	approvals    *approval.Store
 	consents     *consent.Store
 	signin       *signin.Flow     // GET /login, /login/callback, POST /logout
 	lifecycle    *lifecycle.Owner // a connection's events, withdrawals and end (Disconnect)
@@ -85,14 +90,14 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil || cfg.Sessions == nil || cfg.Login == nil || cfg.Pool == nil || cfg.Clients == nil ||
 		cfg.Vault == nil || cfg.Keyring == nil || cfg.Catalog == nil || cfg.PublicURL == "" || cfg.Consents == nil ||
-		cfg.Elicitations == nil || cfg.Lifecycle == nil || cfg.Orgs == nil {
-		return nil, errors.New("connect: Logger, Pool, Sessions, Login, Clients, Vault, Keyring, Catalog, Orgs, PublicURL, Consents, Elicitations and Lifecycle are required")
+		cfg.Elicitations == nil || cfg.Lifecycle == nil || cfg.Orgs == nil || cfg.Approvals == nil {
+		return nil, errors.New("connect: Logger, Pool, Sessions, Login, Clients, Vault, Keyring, Catalog, Orgs, PublicURL, Consents, Elicitations, Approvals and Lifecycle are required")
 	}
 	s := &Server{
 		logger: cfg.Logger, pool: cfg.Pool, sessions: cfg.Sessions, login: cfg.Login,
 		clients: cfg.Clients, vault: cfg.Vault, catalog: cfg.Catalog, orgs: cfg.Orgs, verifierKeys: cfg.Keyring.Purpose(verifierPurpose),
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"), now: cfg.Now, elicitations: cfg.Elicitations,
-		consents: cfg.Consents, lifecycle: cfg.Lifecycle,
+		approvals: cfg.Approvals, consents: cfg.Consents, lifecycle: cfg.Lifecycle,
 	}
 	if s.now == nil {
 		s.now = time.Now

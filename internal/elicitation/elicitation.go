@@ -102,13 +102,26 @@ type Elicitation struct {
 	RequestDigest string
 	// Account is which of the user's accounts at the provider the request
 	// is for: a connection id, AccountNew, or "" (the user's choice).
-	Account     string
+	Account string
+	// Kind is what the user is asked: to connect (KindConnect) or to
+	// approve one proxied call (KindApproval, package approval; Account is
+	// then the connection the call is for).
+	Kind        Kind
 	Status      Status
 	Reason      string
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
 	CompletedAt time.Time
 }
+
+// Kind is what an elicitation asks of the user.
+type Kind string
+
+// Elicitation kinds.
+const (
+	KindConnect  Kind = "connect"
+	KindApproval Kind = "approval"
+)
 
 // AccountNew, as an elicitation's account, asks for another account at the
 // provider.
@@ -155,14 +168,15 @@ const (
 	// has the same request key ($13): the caller answers that one instead.
 	insertMintedElicitation = `WITH minted AS (INSERT INTO elicitations
 		(id, client_id, issuer, subject, provider, scopes, message, request_digest, status, created_at, expires_at,
-		 request_key, account)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $13, $14)
+		 request_key, account, kind)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $13, $14, $15)
 		ON CONFLICT (request_key) WHERE status = 'pending' DO NOTHING
-		RETURNING id, client_id, issuer, subject, provider)
+		RETURNING id, client_id, issuer, subject, provider, kind)
 		` + audit.Insert + `
-		SELECT 'elicitation.minted', 'user', issuer, subject, client_id, provider, id, $11, $12, '{}'::jsonb FROM minted`
+		SELECT CASE kind WHEN 'approval' THEN 'approval.requested' ELSE 'elicitation.minted' END,
+			'user', issuer, subject, client_id, provider, id, $11, $12, '{}'::jsonb FROM minted`
 	selectElicitation = `SELECT id, client_id, issuer, subject, provider, scopes, message, request_digest,
-		status, reason, created_at, expires_at, completed_at, account FROM elicitations WHERE id = $1`
+		status, reason, created_at, expires_at, completed_at, account, kind FROM elicitations WHERE id = $1`
 	selectPendingByKey = `SELECT id FROM elicitations WHERE request_key = $1 AND status = 'pending'`
 	// detachElicitation takes a pending elicitation out of idempotent
 	// minting (it stays usable until it expires).
@@ -190,21 +204,99 @@ const (
 // and the audit row exists exactly when the elicitation does. It reports
 // false, storing nothing, when a pending elicitation has the same request key.
 func (s *Store) InsertMinted(r *http.Request, e *Elicitation, key []byte) (bool, error) {
+	return s.insertWith(r, s.pool, e, key)
+}
+
+func (s *Store) insertWith(r *http.Request, q Querier, e *Elicitation, key []byte) (bool, error) {
 	ctx := r.Context()
-	tag, err := s.pool.Exec(ctx, insertMintedElicitation, e.ID, e.ClientID, e.Issuer, e.Subject, e.Provider,
-		NonNil(e.Scopes), e.Message, e.RequestDigest, e.CreatedAt, e.ExpiresAt, web.RequestID(ctx), web.ClientAddr(r), key, e.Account)
+	tag, err := q.Exec(ctx, insertMintedElicitation, e.ID, e.ClientID, e.Issuer, e.Subject, e.Provider,
+		NonNil(e.Scopes), e.Message, e.RequestDigest, e.CreatedAt, e.ExpiresAt, web.RequestID(ctx), web.ClientAddr(r), key, e.Account,
+		e.kind())
 	if err != nil {
 		return false, fmt.Errorf("connect: insert elicitation: %w", err)
 	}
 	return tag.RowsAffected() == 1, nil
 }
 
+// kind is e's kind, KindConnect when unset.
+func (e *Elicitation) kind() Kind {
+	if e.Kind == "" {
+		return KindConnect
+	}
+	return e.Kind
+}
+
+// Mint stores e, or finds the pending elicitation minted for the same
+// request (RequestKey) and returns that one instead: created reports which.
+// While an elicitation for the same request is pending and has at least a
+// third of ttl left it is answered again — a client that retries, or loops,
+// shows the user the link they may already have opened. The insert goes
+// first (one round trip in the common case); the unique index on the
+// pending request key makes concurrent mints on any replicas yield one. A
+// pending one nearer its expiry is detached (it stays usable until it
+// expires) and a fresh one minted.
+//
+// with, when set, runs in the transaction that stores a new e (what goes
+// with it: an approval's request); nil stores e in one statement.
+func (s *Store) Mint(r *http.Request, e *Elicitation, ttl time.Duration, with func(tx pgx.Tx) error) (*Elicitation, bool, error) {
+	key := RequestKey(e)
+	now := e.CreatedAt
+	for attempt := 0; attempt < 3; attempt++ {
+		created, err := s.insert(r, e, key, with)
+		if err != nil {
+			return nil, false, err
+		}
+		if created {
+			return e, true, nil
+		}
+		prev, err := s.PendingFor(r.Context(), key)
+		if errors.Is(err, ErrNotFound) {
+			continue // settled meanwhile: insert again
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		if prev.ExpiresAt.Sub(now) >= ttl/3 {
+			return prev, false, nil
+		}
+		if err := s.Detach(r.Context(), prev.ID, key); err != nil {
+			return nil, false, err
+		}
+	}
+	return nil, false, fmt.Errorf("connect: mint: the pending elicitation for this request kept changing")
+}
+
+// insert is InsertMinted, with with in the same transaction when set.
+func (s *Store) insert(r *http.Request, e *Elicitation, key []byte, with func(tx pgx.Tx) error) (bool, error) {
+	if with == nil {
+		return s.InsertMinted(r, e, key)
+	}
+	var created bool
+	err := pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
+		var err error
+		if created, err = s.insertWith(r, tx, e, key); err != nil || !created {
+			return err
+		}
+		return with(tx)
+	})
+	if err != nil {
+		return false, fmt.Errorf("connect: insert elicitation: %w", err)
+	}
+	return created, nil
+}
+
 // RequestKey names what an elicitation is minted for: the client, the user,
-// the provider, the scope set (in any order) and the request digest.
+// the provider, the scope set (in any order) and the request digest — and,
+// for an approval, that it is one (no connect link is ever answered for an
+// approval, or the other way round).
 func RequestKey(e *Elicitation) []byte {
 	set := slices.Sorted(slices.Values(e.Scopes))
 	h := sha256.New()
-	for _, part := range append([]string{"connectd/mint/v2", e.ClientID, e.Issuer, e.Subject, e.Provider,
+	domain := "connectd/mint/v2"
+	if e.kind() == KindApproval {
+		domain = "connectd/approval/v1"
+	}
+	for _, part := range append([]string{domain, e.ClientID, e.Issuer, e.Subject, e.Provider,
 		e.RequestDigest, e.Account}, set...) {
 		fmt.Fprintf(h, "%d:%s\x00", len(part), part)
 	}
@@ -255,7 +347,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Elicitation, error) {
 	// A read: once more on a live connection if its own died under it.
 	err := db.Read(ctx, func(ctx context.Context) error {
 		return s.pool.QueryRow(ctx, selectElicitation, id).Scan(&e.ID, &e.ClientID, &e.Issuer, &e.Subject, &e.Provider,
-			&e.Scopes, &e.Message, &e.RequestDigest, &e.Status, &e.Reason, &e.CreatedAt, &e.ExpiresAt, &completed, &e.Account)
+			&e.Scopes, &e.Message, &e.RequestDigest, &e.Status, &e.Reason, &e.CreatedAt, &e.ExpiresAt, &completed, &e.Account, &e.Kind)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
@@ -307,7 +399,7 @@ func (s *Store) SettleWith(r *http.Request, q Querier, e *Elicitation, st Status
 	if reason != "" {
 		detail["reason"] = reason
 	}
-	rows, err := q.Query(ctx, finishElicitation, e.ID, st, reason, s.now(), "elicitation."+string(st),
+	rows, err := q.Query(ctx, finishElicitation, e.ID, st, reason, s.now(), AuditKind(e, st),
 		web.RequestID(ctx), web.ClientAddr(r), detail)
 	if err != nil {
 		return false, fmt.Errorf("connect: finish elicitation: %w", err)
@@ -321,6 +413,22 @@ func (s *Store) SettleWith(r *http.Request, q Querier, e *Elicitation, st Status
 		return false, fmt.Errorf("connect: finish elicitation: %w", err)
 	}
 	return n == 1, nil
+}
+
+// AuditKind is the audit row's kind for e ending st: "elicitation.<st>", and
+// for an approval "approval.granted", "approval.denied" (the user's No, or
+// the MCP client's: the reason says which) or "approval.expired".
+func AuditKind(e *Elicitation, st Status) string {
+	if e.kind() != KindApproval {
+		return "elicitation." + string(st)
+	}
+	switch st {
+	case StatusCompleted:
+		return "approval.granted"
+	case StatusDeclined:
+		return "approval.denied"
+	}
+	return "approval." + string(st)
 }
 
 // EmitEnded reports an elicitation that ended to the client that minted it,

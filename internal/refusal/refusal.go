@@ -49,3 +49,21 @@ var (
 	// provider (connection) connectd releases.
 	ErrTarget = errors.New("invalid target")
 )
+
+// Per-request approval (package approval, issue 36): a proxied call under a
+// request rule that asks the user, with no approval for it. The provider was
+// not called. ApprovalRequired carries the approval link the MCP server
+// hands to its client (the answer's "approval" member).
+var ErrApprovalRequired = errors.New("user approval required")
+
+// ApprovalRequired is ErrApprovalRequired with the approval to hand over.
+type ApprovalRequired struct {
+	// Words are the operator's words for the call ("Open issues in your
+	// repositories").
+	Words string
+	// Approval is the answer's "approval" member: the elicitation document.
+	Approval any
+}
+
+func (e *ApprovalRequired) Error() string { return "user approval required: " + e.Words }
+func (e *ApprovalRequired) Unwrap() error { return ErrApprovalRequired }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/connectd/connectd/internal/admin"
 	"github.com/connectd/connectd/internal/api"
+	"github.com/connectd/connectd/internal/approval"
 	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/clientauth"
 	"github.com/connectd/connectd/internal/connect"
@@ -42,6 +43,8 @@ type Server struct {
 	cfg     Config
 	ident   *identity
 	keyring *keyring.Keyring
+	// approvals are the per-request approvals (package approval).
+	approvals *approval.Store
 	catalog *provider.Catalog
 	orgs    *org.Store // organizations and their provider apps
 	vault   *vault.Store
@@ -157,6 +160,17 @@ func (s *Server) build(ctx context.Context) error {
 		Webhooks: s.webhooks, OnFlow: func(st elicitation.Status) { s.metrics.Flow(string(st)) }, Now: cfg.Now}); err != nil {
 		return err
 	}
+	// Per-request approvals (issue 36): asked by the proxy, answered on the
+	// connect pages; its links live as long as connect links.
+	linkTTL := cfg.Connect.ElicitationTTL
+	if linkTTL <= 0 {
+		linkTTL = 15 * time.Minute
+	}
+	if s.approvals, err = approval.New(approval.Config{Pool: cfg.Pool, Elicitations: s.elicitations, Keyring: s.keyring,
+		Webhooks: s.webhooks, TTL: linkTTL, Logger: cfg.Logger, Now: cfg.Now}); err != nil {
+		return err
+	}
+	s.hub.Add(s.approvals.CacheSubscriber())
 	// Approvals, shared by both surfaces: one cache, kept fresh by the hub.
 	size, now := cfg.Cache.Size, cfg.Now
 	if size <= 0 {
@@ -173,7 +187,7 @@ func (s *Server) build(ctx context.Context) error {
 		Logger: cfg.Logger, Pool: cfg.Pool, Sessions: s.ident.sessions, Login: s.ident.login,
 		Clients: s.ident.clients, Vault: s.vault, Keyring: s.keyring, Catalog: s.catalog, Orgs: s.orgs,
 		PublicURL: cfg.PublicURL.String(), Now: cfg.Now, Consents: s.consents,
-		Elicitations: s.elicitations, Lifecycle: s.lifecycle,
+		Elicitations: s.elicitations, Lifecycle: s.lifecycle, Approvals: s.approvals,
 	})
 	if err != nil {
 		return err
@@ -186,7 +200,7 @@ func (s *Server) build(ctx context.Context) error {
 		MintLimit: web.NewLimiter(cfg.RateLimit.Mint), MintUserLimit: web.NewLimiter(cfg.RateLimit.MintUser),
 		MaxWaiters: cfg.RateLimit.MaxWaiters, Consents: s.consents, Elicitations: s.elicitations,
 		Lifecycle: s.lifecycle, Proxy: proxyConfig, OnProxy: s.metrics.Proxy,
-		RateBudgets: s.budgets,
+		RateBudgets: s.budgets, Approvals: s.approvals,
 	})
 	if err != nil {
 		return err
@@ -392,6 +406,9 @@ func (s *Server) sweepDatabase(ctx context.Context) (int64, error) {
 		return expired, err
 	}
 	if err := s.budgets.Sweep(ctx); err != nil {
+		return expired, err
+	}
+	if err := s.approvals.Sweep(ctx); err != nil {
 		return expired, err
 	}
 	return expired, s.api.SweepDatabase(ctx)

@@ -233,6 +233,11 @@ var codes = []row{
 	{err: clientauth.ErrProxyNotAllowed, status: http.StatusForbidden, code: "proxy_not_allowed",
 		desc:  "this client may not make that call (its request rules)",
 		about: "this client may not make that call at %s (its request rules)"},
+	// Per-request approval (package approval): the call waits for the user;
+	// "approval" is the link to hand over, as a mint answers it.
+	{err: refusal.ErrApprovalRequired, status: http.StatusForbidden, code: "user_approval_required",
+		desc: "the user must approve this call first; hand them approval.url as a URL-mode elicitation, then retry it unchanged",
+		fields: approvalFields},
 	{err: proxy.ErrNotSupported, status: http.StatusNotFound, code: "proxy_not_supported",
 		desc:  "connectd knows no API base URL for this provider; read the token instead",
 		about: "connectd knows no API base URL for %s; read the token instead"},
@@ -324,6 +329,15 @@ func consentFields(err error) map[string]any {
 		return nil
 	}
 	return map[string]any{"unapproved_scopes": r.Unapproved, "account_changed": r.AccountChanged}
+}
+
+// approvalFields: the approval link (refusal.ApprovalRequired.Approval).
+func approvalFields(err error) map[string]any {
+	var a *refusal.ApprovalRequired
+	if !errors.As(err, &a) || a.Approval == nil {
+		return nil
+	}
+	return map[string]any{"approval": a.Approval}
 }
 
 // accountFields: the accounts to choose from.

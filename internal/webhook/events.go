@@ -31,6 +31,18 @@ func ElicitationEvent(status, id, clientID string, u identity.User, provider str
 	return Event{Type: "elicitation." + status, Clients: []string{clientID}, Data: data}
 }
 
+// RequestApprovalEvent reports a per-request approval (issue 36, package
+// approval) to the client that asked it: approval.requested, .granted or
+// .denied. data are the call's ids and shape — the method, the path as
+// sent, the rule — never its body.
+func RequestApprovalEvent(typ, org, clientID string, u identity.User, data map[string]any) Event {
+	d := map[string]any{"user": user(u)}
+	for k, v := range data {
+		d[k] = v
+	}
+	return Event{Type: typ, Clients: []string{clientID}, Data: d, Org: org}
+}
+
 // ConnectionEvents reports a change of connection c (created, scopes
 // changed, reauthorization required, revoked) to each client approved for it
 // (approvals, read in the change's transaction before anything was

@@ -47,6 +47,9 @@ const (
 	ConnectionReauthRequired  = "connection.reauthorization_required"
 	ConnectionRevoked         = "connection.revoked"
 	ApprovalWithdrawn         = "approval.withdrawn"
+	ApprovalRequested         = "approval.requested"
+	ApprovalGranted           = "approval.granted"
+	ApprovalDenied            = "approval.denied"
 	ClientCutOff              = "client.cut_off"
 	secretPurpose             = "connectd/webhook/secret/v1"
 	queue                     = "webhooks"
@@ -59,7 +62,7 @@ const (
 // Types lists every event type, in the order the docs list them.
 var Types = []string{ElicitationCompleted, ElicitationDeclined, ElicitationExpired, ElicitationFailed,
 	ConnectionCreated, ConnectionScopesChanged, ConnectionReauthRequired, ConnectionRevoked, ApprovalWithdrawn,
-	ClientCutOff}
+	ClientCutOff, ApprovalRequested, ApprovalGranted, ApprovalDenied}
 
 // DefaultBackoff is the wait before each retry of a failed delivery: 9
 // retries over about a day, then the delivery is marked failed (an admin can

@@ -335,7 +335,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable; 504 provider_timeout (no answer within 15 s or the caller's Connectd-Timeout, with Retry-After) */
+                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed, user_approval_required (a request rule asks the user first: the answer's approval is the link to hand over; the provider was not called); 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable; 504 provider_timeout (no answer within 15 s or the caller's Connectd-Timeout, with Retry-After) */
                 default: {
                     headers: {
                         [name: string]: unknown;
@@ -369,7 +369,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable; 504 provider_timeout (no answer within 15 s or the caller's Connectd-Timeout, with Retry-After) */
+                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed, user_approval_required (a request rule asks the user first: the answer's approval is the link to hand over; the provider was not called); 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable; 504 provider_timeout (no answer within 15 s or the caller's Connectd-Timeout, with Retry-After) */
                 default: {
                     headers: {
                         [name: string]: unknown;
@@ -403,7 +403,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable; 504 provider_timeout (no answer within 15 s or the caller's Connectd-Timeout, with Retry-After) */
+                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed, user_approval_required (a request rule asks the user first: the answer's approval is the link to hand over; the provider was not called); 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable; 504 provider_timeout (no answer within 15 s or the caller's Connectd-Timeout, with Retry-After) */
                 default: {
                     headers: {
                         [name: string]: unknown;
@@ -437,7 +437,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable; 504 provider_timeout (no answer within 15 s or the caller's Connectd-Timeout, with Retry-After) */
+                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed, user_approval_required (a request rule asks the user first: the answer's approval is the link to hand over; the provider was not called); 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable; 504 provider_timeout (no answer within 15 s or the caller's Connectd-Timeout, with Retry-After) */
                 default: {
                     headers: {
                         [name: string]: unknown;
@@ -499,7 +499,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable; 504 provider_timeout (no answer within 15 s or the caller's Connectd-Timeout, with Retry-After) */
+                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed, user_approval_required (a request rule asks the user first: the answer's approval is the link to hand over; the provider was not called); 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable; 504 provider_timeout (no answer within 15 s or the caller's Connectd-Timeout, with Retry-After) */
                 default: {
                     headers: {
                         [name: string]: unknown;
@@ -533,7 +533,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed; 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable; 504 provider_timeout (no answer within 15 s or the caller's Connectd-Timeout, with Retry-After) */
+                /** @description the provider's answer as it sent it, or connectd's error envelope (docs/api.md): 400 invalid_proxy_path, proxy_override_refused, invalid_request; 401 provider_unauthorized and the authentication codes; 403 proxy_not_allowed, consent_required, insufficient_scope, provider_not_allowed, user_approval_required (a request rule asks the user first: the answer's approval is the link to hand over; the provider was not called); 404 proxy_not_supported, not_connected; 409 account_required, reauthorization_required; 413 request_too_large; 429 provider_rate_limited, rate_limited; 502 provider_response_too_large; 503 provider_unavailable; 504 provider_timeout (no answer within 15 s or the caller's Connectd-Timeout, with Retry-After) */
                 default: {
                     headers: {
                         [name: string]: unknown;
@@ -793,7 +793,7 @@ export interface components {
              * @description stable error code; docs/api.md says when each is given. The Go and TypeScript clients map every one of them to an error family (client.TestErrorCodesMatchTheSpec, the TypeScript unit tests), except the three that need no action of their own (internal_error, unsupported_media_type, cross_origin_request).
              * @enum {string}
              */
-            error: "account_required" | "consent_required" | "cross_origin_request" | "database_unavailable" | "insufficient_scope" | "internal_error" | "invalid_client" | "invalid_dpop_proof" | "invalid_proxy_path" | "invalid_request" | "invalid_scope" | "invalid_token" | "jwks_unavailable" | "method_not_allowed" | "missing_user_token" | "not_connected" | "not_found" | "provider_app_required" | "provider_not_allowed" | "provider_rate_limited" | "provider_response_too_large" | "provider_timeout" | "provider_unauthorized" | "provider_unavailable" | "proxy_not_allowed" | "proxy_not_supported" | "proxy_override_refused" | "rate_limited" | "reauthorization_required" | "request_digest_mismatch" | "request_state_expired" | "request_state_invalid" | "request_state_replayed" | "request_state_wrong_client" | "request_state_wrong_user" | "request_too_large" | "token_expired" | "token_not_yet_valid" | "token_release_disabled" | "unknown_provider" | "unsupported_media_type" | "untrusted_issuer" | "wrong_audience";
+            error: "account_required" | "consent_required" | "cross_origin_request" | "database_unavailable" | "insufficient_scope" | "internal_error" | "invalid_client" | "invalid_dpop_proof" | "invalid_proxy_path" | "invalid_request" | "invalid_scope" | "invalid_token" | "jwks_unavailable" | "method_not_allowed" | "missing_user_token" | "not_connected" | "not_found" | "provider_app_required" | "provider_not_allowed" | "provider_rate_limited" | "provider_response_too_large" | "provider_timeout" | "provider_unauthorized" | "provider_unavailable" | "proxy_not_allowed" | "proxy_not_supported" | "proxy_override_refused" | "rate_limited" | "reauthorization_required" | "request_digest_mismatch" | "request_state_expired" | "request_state_invalid" | "request_state_replayed" | "request_state_wrong_client" | "request_state_wrong_user" | "request_too_large" | "token_expired" | "token_not_yet_valid" | "token_release_disabled" | "unknown_provider" | "unsupported_media_type" | "untrusted_issuer" | "user_approval_required" | "wrong_audience";
             /** @description for people; never a secret */
             error_description?: string;
             /** @description the X-Request-Id of this answer */
@@ -810,6 +810,8 @@ export interface components {
             };
             /** @description only with account_required — the user's accounts at the provider this client may use; name one with account=<id> */
             accounts?: components["schemas"]["Account"][];
+            /** @description only with user_approval_required — the approval link to hand the user, as a mint answers a connect link */
+            approval?: components["schemas"]["Approval"];
         };
         /** @description one of the user's accounts (connections) at a provider; never the provider's own account id */
         Account: {
@@ -853,6 +855,11 @@ export interface components {
         RequestState: string;
         StatusFields: {
             elicitation_id: string;
+            /**
+             * @description connect: a connect link; approval: a per-request approval (completed: the user allowed the call)
+             * @enum {unknown}
+             */
+            kind?: "connect" | "approval";
             /** @enum {unknown} */
             status: "pending" | "completed" | "declined" | "expired" | "failed";
             /**
@@ -874,7 +881,8 @@ export interface components {
             request_state?: components["schemas"]["RequestState"];
         };
         Status: components["schemas"]["StatusFields"];
-        Minted: components["schemas"]["StatusFields"] & {
+        Minted: components["schemas"]["StatusFields"] & components["schemas"]["MintedFields"];
+        MintedFields: {
             /** Format: uri */
             url: string;
             elicitation: components["schemas"]["URLElicitationParams"];
@@ -888,6 +896,17 @@ export interface components {
                 };
             };
             request_state: components["schemas"]["RequestState"];
+        };
+        /** @description A per-request approval (docs/api.md#per-request-approval): an elicitation of kind approval, handed to the MCP client exactly as a connect link, and the call it is for. Wait on GET /v1/elicitations/{id}: completed, retry the very same call; declined with user_denied, the user said no. */
+        Approval: components["schemas"]["StatusFields"] & components["schemas"]["MintedFields"] & {
+            /** @description the call's method */
+            method: string;
+            /** @description the call's path below the provider's API base, as sent, with ? and its query */
+            path: string;
+            /** @description the request rule that asks (METHOD PATTERN) */
+            rule: string;
+            /** @description the operator's words for the call */
+            message: string;
         };
         Connection: {
             provider: string;

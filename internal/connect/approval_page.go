@@ -1,0 +1,307 @@
+package connect
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/connectd/connectd/internal/approval"
+	"github.com/connectd/connectd/internal/elicitation"
+	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/web"
+	"github.com/connectd/connectd/web/templates"
+)
+
+// The per-request approval page (issue 36): GET /c/{id} and POST /c/{id}
+// for an elicitation of kind approval, behind the same begin as a connect
+// link — a session of the very user the call is for, any other refused with
+// identity_mismatch before anything about the call is shown.
+
+// approvalPage shows what approval fs.e asks.
+func (s *Server) approvalPage(w http.ResponseWriter, r *http.Request, fs *flowState) error {
+	e := fs.e
+	if e.Effective(s.now()) != elicitation.StatusPending {
+		return s.approvalFinished(w, r, e)
+	}
+	v, err := s.approvalView(w, r, fs)
+	if err != nil {
+		return err
+	}
+	return web.Render(w, r, http.StatusOK, templates.Approval(v))
+}
+
+// approvalDecide records the user's answer to approval fs.e (the form's
+// CSRF token checked by beginForm). The body hash posted must be the one
+// the call is bound to: the user decides on what the page showed.
+func (s *Server) approvalDecide(w http.ResponseWriter, r *http.Request, fs *flowState) error {
+	e := fs.e
+	q, err := s.approvals.Request(r.Context(), e)
+	if errors.Is(err, approval.ErrNotFound) {
+		return errLinkInvalid
+	}
+	if err != nil {
+		return err
+	}
+	var d approval.Decision
+	switch r.PostForm.Get("decision") {
+	case "once":
+		d = approval.Once
+	case "standing":
+		if q.Standing <= 0 {
+			return web.Refuse(http.StatusBadRequest, "bad_form", "This request can be allowed only once.", nil)
+		}
+		d = approval.Standing
+	case "deny":
+		d = approval.Denied
+	default:
+		return web.Refuse(http.StatusBadRequest, "bad_form", "Choose Allow or Deny.", nil)
+	}
+	if d != approval.Denied && subtle.ConstantTimeCompare([]byte(r.PostForm.Get("body_sha256")),
+		[]byte(hex.EncodeToString(q.BodySHA256[:]))) != 1 {
+		return web.Refuse(http.StatusBadRequest, "bad_form", "This form is not for this request. Open the link again.", nil)
+	}
+	o, err := s.orgOf(r.Context(), e)
+	if err != nil {
+		return err
+	}
+	ok, err := s.approvals.Decide(r, e, o, d)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		again, err := s.elicitations.Get(r.Context(), e.ID)
+		if err != nil {
+			return err
+		}
+		return s.approvalFinished(w, r, again)
+	}
+	name := s.clientName(r, e.ClientID)
+	switch d {
+	case approval.Denied:
+		return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "Request denied",
+			Message: fmt.Sprintf("You denied it. %s was told, and nothing was sent.", name), Account: true})
+	case approval.Standing:
+		return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Allowed",
+			Message: fmt.Sprintf("%s may now %s with this account for %s without asking again. "+
+				"Go back to it: it carries on by itself.", name, q.Words, duration(q.Standing)), Account: true})
+	}
+	return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Allowed",
+		Message: fmt.Sprintf("%s may now make this one request. Go back to it: it carries on by itself.", name), Account: true})
+}
+
+func (s *Server) clientName(r *http.Request, id string) string {
+	if cl, err := s.clients.Get(r.Context(), id); err == nil {
+		return cl.Name
+	}
+	return "The application"
+}
+
+// approvalFinished is the page of an approval that is no longer pending.
+func (s *Server) approvalFinished(w http.ResponseWriter, r *http.Request, e *elicitation.Elicitation) error {
+	switch e.Effective(s.now()) {
+	case elicitation.StatusCompleted:
+		return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Already allowed",
+			Message: "You already allowed this request.", Account: true})
+	case elicitation.StatusDeclined:
+		return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "Request denied",
+			Message: "This request was denied or withdrawn. Nothing was sent.", Account: true})
+	case elicitation.StatusExpired:
+		return s.outcome(w, r, http.StatusGone, templates.OutcomeView{Kind: "expired", Title: "This link has expired",
+			Message: "Nothing was sent. If you still want it done, ask your application again."})
+	}
+	return s.finished(w, r, e)
+}
+
+func (s *Server) approvalView(w http.ResponseWriter, r *http.Request, fs *flowState) (templates.ApprovalView, error) {
+	e := fs.e
+	ctx := r.Context()
+	q, err := s.approvals.Request(ctx, e)
+	if errors.Is(err, approval.ErrNotFound) {
+		return templates.ApprovalView{}, errLinkInvalid
+	}
+	if err != nil {
+		return templates.ApprovalView{}, err
+	}
+	client, err := s.clients.Get(ctx, e.ClientID)
+	if err != nil {
+		return templates.ApprovalView{}, fmt.Errorf("connect: load client: %w", err)
+	}
+	p, err := s.catalog.Get(e.Provider)
+	if err != nil {
+		return templates.ApprovalView{}, web.Refuse(http.StatusBadRequest, "unknown_provider", "This provider is no longer available.", nil)
+	}
+	info := p.Info()
+	v := templates.ApprovalView{ClientName: client.Name, ClientHomepage: client.Homepage, Client: clientMark(w, client),
+		ProviderName: info.DisplayName, Provider: providerMark(w, info), Words: q.Words, Method: q.Method,
+		URL: strings.TrimRight(info.APIBaseURL, "/") + q.Path, BodyHash: hex.EncodeToString(q.BodySHA256[:]),
+		Expires: when(e.ExpiresAt), Action: "/c/" + e.ID, CSRFToken: s.sessions.CSRFToken(fs.sess),
+		UserLabel: fs.sess.Subject, SwitchAction: switchPath(e.ID)}
+	if q.Standing > 0 {
+		v.Standing = duration(q.Standing)
+	}
+	if vs, err := s.vaultOf(ctx, e); err == nil {
+		if conn, cred, err := vs.Get(ctx, identity.User{Issuer: e.Issuer, Subject: e.Subject}, e.Provider, q.ConnectionID); err == nil {
+			v.AccountName, v.AccountLabel = cred.DisplayName(), conn.Label
+		}
+	}
+	switch {
+	case q.BodyUnreadable:
+		v.BodyNote = fmt.Sprintf("The body (%d bytes) cannot be shown. Deny, and ask your application again.", q.BodySize)
+	case len(q.Body) > 0:
+		v.Body, v.Full, v.BodyNote = showBody(q.Body, q.BodyType)
+	}
+	return v, nil
+}
+
+// Folding of bodies on the approval page.
+const (
+	foldValueAt = 300      // a JSON string longer than this is folded
+	foldKeep    = 200      // characters of it shown
+	maxShown    = 64 << 10 // text bodies beyond this are shown only in part
+)
+
+// showBody renders a body for the approval page as text: JSON
+// pretty-printed in its own order with long strings folded (full then holds
+// the whole, indented), other UTF-8 text as it is (cut at maxShown, full
+// whole), and anything else only named by its size and type. The page
+// escapes it: nothing in a body can run.
+func showBody(body []byte, contentType string) (shown, full, note string) {
+	if folded, ok := prettyJSON(body, true); ok {
+		whole, _ := prettyJSON(body, false)
+		if folded == whole {
+			return folded, "", ""
+		}
+		return folded, whole, ""
+	}
+	if utf8.Valid(body) && !bytes.ContainsFunc(body, func(r rune) bool { return r < 0x20 && r != '\n' && r != '\r' && r != '\t' }) {
+		if len(body) > maxShown {
+			cut := body[:maxShown]
+			for !utf8.Valid(cut) {
+				cut = cut[:len(cut)-1]
+			}
+			return string(cut) + "\n…", string(body), ""
+		}
+		return string(body), "", ""
+	}
+	if contentType == "" {
+		contentType = "unknown type"
+	}
+	return "", "", fmt.Sprintf("A body of %d bytes that is not text (%s).", len(body), contentType)
+}
+
+// prettyJSON indents body, one JSON value, keeping its members' order,
+// each string longer than foldValueAt cut to foldKeep characters and a note
+// of what was cut when fold is set; ok is false for anything but one JSON
+// value.
+func prettyJSON(body []byte, fold bool) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	type frame struct {
+		obj bool
+		n   int // tokens seen in it
+	}
+	var stack []frame
+	var b strings.Builder
+	line := func() {
+		b.WriteByte('\n')
+		b.WriteString(strings.Repeat("  ", len(stack)))
+	}
+	values := 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil || len(stack) == 0 && values == 1 {
+			return "", false
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			f := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if f.n > 0 {
+				line()
+			}
+			b.WriteRune(rune(d))
+			if len(stack) == 0 {
+				values++
+			}
+			continue
+		}
+		if len(stack) > 0 {
+			top := &stack[len(stack)-1]
+			key := top.obj && top.n%2 == 0
+			if key || !top.obj {
+				if top.n > 0 {
+					b.WriteByte(',')
+				}
+				line()
+			}
+			top.n++
+			if key {
+				b.WriteString(quoteJSON(tok.(string)))
+				b.WriteString(": ")
+				continue
+			}
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			b.WriteRune(rune(v))
+			stack = append(stack, frame{obj: v == '{'})
+			continue
+		case string:
+			if n := utf8.RuneCountInString(v); fold && n > foldValueAt {
+				v = fmt.Sprintf("%s… (%d more characters)", string([]rune(v)[:foldKeep]), n-foldKeep)
+			}
+			b.WriteString(quoteJSON(v))
+		case json.Number:
+			b.WriteString(v.String())
+		case bool:
+			b.WriteString(strconv.FormatBool(v))
+		case nil:
+			b.WriteString("null")
+		}
+		if len(stack) == 0 {
+			values++
+		}
+	}
+	return b.String(), values == 1
+}
+
+// quoteJSON is s as a JSON string, "<", ">" and "&" as they are: the page
+// escapes them, and the user reads what is sent.
+func quoteJSON(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// duration says d in words: "1 hour", "30 minutes", "2 hours 30 minutes".
+func duration(d time.Duration) string {
+	h, m := int(d/time.Hour), int(d%time.Hour/time.Minute)
+	var parts []string
+	if h > 0 {
+		parts = append(parts, plural(h, "hour"))
+	}
+	if m > 0 || h == 0 {
+		parts = append(parts, plural(m, "minute"))
+	}
+	return strings.Join(parts, " ")
+}
+
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return fmt.Sprintf("%d %ss", n, unit)
+}

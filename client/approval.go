@@ -40,8 +40,7 @@ type Approval struct {
 	Rule    string `json:"rule"`
 	Message string `json:"message"`
 	// Account is the connection id the refused call named (WithAccount),
-	// "" for none; ProviderTransport sets it. RequireApproval puts it in
-	// the 2026-07-28 input key (ApprovalKey).
+	// "" for none; ProviderTransport sets it.
 	Account string `json:"-"`
 }
 
@@ -57,31 +56,26 @@ func ApprovalRequired(err error) *Approval {
 	return nil
 }
 
-// ApprovalInputKey is the default inputRequests key of a provider's
-// approval request.
+// ApprovalInputKey is the prefix of a provider's approval inputRequests
+// keys (ApprovalKey).
 func ApprovalInputKey(provider string) string { return "approve-" + provider }
 
 // ApprovalKey is the inputRequests key RequireApproval gives an approval
-// request (2026-07-28): ApprovalInputKey(provider) and, for a call that
-// named an account, ":" and its connection id. The MCP client echoes the
-// key with its answer, so the retry knows it answers an approval (and for
-// which account: KeyApproval).
-func ApprovalKey(provider, account string) string {
-	if account == "" {
-		return ApprovalInputKey(provider)
-	}
-	return ApprovalInputKey(provider) + ":" + account
+// request (2026-07-28): ApprovalInputKey(provider), ":" and the approval's
+// elicitation id. The MCP client echoes the key with its answer, so the
+// retry knows it answers an approval, and which (KeyApproval): Status (or
+// Wait) on that id gives the user's decision without resolving the
+// request_state. The id is no secret (it is in the link), and connectd
+// answers it only to this client for this user.
+func ApprovalKey(provider, elicitationID string) string {
+	return ApprovalInputKey(provider) + ":" + elicitationID
 }
 
 // KeyApproval reads an ApprovalKey: ok reports that key is an approval
-// request for provider, and account is the connection id the call named
-// ("" for none).
-func KeyApproval(provider, key string) (account string, ok bool) {
-	if key == ApprovalInputKey(provider) {
-		return "", true
-	}
-	account, ok = strings.CutPrefix(key, ApprovalInputKey(provider)+":")
-	return account, ok && account != ""
+// request for provider, and elicitationID is the approval it was for.
+func KeyApproval(provider, key string) (elicitationID string, ok bool) {
+	elicitationID, ok = strings.CutPrefix(key, ApprovalInputKey(provider)+":")
+	return elicitationID, ok && elicitationID != ""
 }
 
 // ApprovalOutcome says what a final status of an approval means: nil when
@@ -146,14 +140,14 @@ func ApprovalFallbackResult(a *Approval) *ToolResult {
 // (err, as the transport or an SDK returned it) into the MCP answer for
 // what the MCP client declared, as RequireConnection does for a connect
 // link: the approval shaped with AnswerFor (its 2026-07-28 input key is
-// ApprovalKey of the provider and the call's account; Answer.Approval is
+// ApprovalKey of the provider and the approval's id; Answer.Approval is
 // set), or the Fallback tool result (ApprovalFallbackResult) when the
 // client did not declare URL-mode elicitation. With Config.NoFallback such
 // a client gets ErrURLElicitationUnsupported. An err that is no such
 // refusal is an error.
 //
-// Then wait for the user (Wait on Answer.Elicitation.ID, or Resume with
-// the echoed request_state) and read the final status with
+// Then wait for the user (Wait on Answer.Elicitation.ID; on a 2026-07-28
+// retry, on the id KeyApproval reads from the answer's key) and read the final status with
 // ApprovalOutcome: completed → send exactly the same request again (same
 // method, path, query and body: it passes once); ErrApprovalDenied →
 // answer DeniedResult and do not retry.
@@ -196,7 +190,7 @@ func (c *Client) RequireApproval(ctx context.Context, userToken string, peer Pee
 	if !peer.CanOpenURL() {
 		return &Answer{Generation: gen, Elicitation: &a.Elicitation, Approval: a, Fallback: ApprovalFallbackResult(a)}, nil
 	}
-	ans, err := a.Elicitation.AnswerFor(peer.ProtocolVersion, ApprovalKey(a.Provider, a.Account))
+	ans, err := a.Elicitation.AnswerFor(peer.ProtocolVersion, ApprovalKey(a.Provider, a.ID))
 	if err != nil {
 		return nil, err
 	}

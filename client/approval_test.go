@@ -117,7 +117,7 @@ func TestApprovalRequired(t *testing.T) {
 }
 
 // TestRequireApproval: the approval in the shape of what the MCP client
-// declared, keyed approve-<provider>[:account] on 2026-07-28, and the link
+// declared, keyed approve-<provider>:<approval id> on 2026-07-28, and the link
 // in plain words for a client without URL mode.
 func TestRequireApproval(t *testing.T) {
 	t.Parallel()
@@ -138,23 +138,25 @@ func TestRequireApproval(t *testing.T) {
 			}},
 		{name: "2026-07-28", peer: client.Peer{ProtocolVersion: client.ProtocolVersion20260728, URLElicitation: true},
 			check: func(t *testing.T, ans *client.Answer, err error) {
-				if err != nil || ans.Generation != client.GenerationInputRequired || ans.InputKey != "approve-github" ||
-					ans.Result.RequestState != "rs1.STATE" || ans.Result.InputRequests["approve-github"].Params.URL == "" ||
+				if err != nil || ans.Generation != client.GenerationInputRequired || ans.InputKey != "approve-github:AID" ||
+					ans.Result.RequestState != "rs1.STATE" || ans.Result.InputRequests["approve-github:AID"].Params.URL == "" ||
 					ans.ElicitRequest != nil {
 					t.Fatalf("%+v, %v", ans, err)
 				}
-				if acct, ok := client.KeyApproval("github", ans.InputKey); !ok || acct != "" {
-					t.Fatalf("KeyApproval(%q) = %q, %t", ans.InputKey, acct, ok)
+				if id, ok := client.KeyApproval("github", ans.InputKey); !ok || id != "AID" {
+					t.Fatalf("KeyApproval(%q) = %q, %t", ans.InputKey, id, ok)
+				}
+				for _, other := range []string{"approve-github", "approve-github:", "connect-github", "approve-gitlab:AID"} {
+					if id, ok := client.KeyApproval("github", other); ok {
+						t.Errorf("KeyApproval(%q) = %q, true", other, id)
+					}
 				}
 			}},
 		{name: "2026-07-28 with an account", peer: client.Peer{ProtocolVersion: client.ProtocolVersion20260728, URLElicitation: true},
 			account: "cn_work",
 			check: func(t *testing.T, ans *client.Answer, err error) {
-				if err != nil || ans.InputKey != "approve-github:cn_work" {
+				if err != nil || ans.InputKey != "approve-github:AID" || ans.Approval.Account != "cn_work" {
 					t.Fatalf("%+v, %v", ans, err)
-				}
-				if acct, ok := client.KeyApproval("github", ans.InputKey); !ok || acct != "cn_work" {
-					t.Fatalf("KeyApproval(%q) = %q, %t", ans.InputKey, acct, ok)
 				}
 			}},
 		{name: "no URL mode", peer: client.Peer{ProtocolVersion: client.ProtocolVersion20251125},

@@ -79,9 +79,9 @@
 // ErrApprovalRequired, whose approval elicitation ApprovalRequired returns
 // (through *url.Error and SDK wrapping). RequireApproval shapes it for the MCP
 // client as RequireConnection shapes a connect link (the 2026-07-28 input key
-// is ApprovalKey, read back with KeyApproval; Answer.Fallback for a client
-// without URL mode); Wait, or Resolve on a 2026-07-28 retry, gives the
-// decision, and ApprovalOutcome says what it means: nil → send exactly the
+// is ApprovalKey, whose approval id KeyApproval reads back on the retry;
+// Answer.Fallback for a client without URL mode); Wait or Status on the id
+// gives the decision, and ApprovalOutcome says what it means: nil → send exactly the
 // same request again (it passes once); ErrApprovalDenied → answer
 // DeniedResult and do not retry; ErrApprovalDismissed, ErrApprovalExpired →
 // a new call asks again.

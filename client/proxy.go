@@ -227,7 +227,7 @@ func (t *ProviderTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	resp.Request = req
 	if apiErr := refusal(resp, id); apiErr != nil {
 		if apiErr.Approval != nil {
-			apiErr.Approval.Account = t.account // the account this call named, for ApprovalKey
+			apiErr.Approval.Account = t.account // the account this call named
 		}
 		return nil, apiErr
 	}

@@ -196,23 +196,25 @@ func (s *Server) followApproval(ss *mcp.ServerSession, u caller, a *client.Appro
 
 // resumeApproval handles a 2026-07-28 retry of open_issue: done reports
 // that res (or err) is the answer; otherwise the caller sends the request
-// again.
+// again. The answer's key (client.ApprovalKey) names the approval; its
+// status gives the user's decision. (The echoed request_state is not
+// resolved: an approval's is bound to connectd's own digest of the call.)
 func (s *Server) resumeApproval(ctx context.Context, log *slog.Logger, req *mcp.CallToolRequest, u caller) (res *mcp.CallToolResult, done bool, err error) {
+	var id string
 	var answer *mcp.ElicitResult
 	for k, v := range req.Params.InputResponses {
-		if _, ok := client.KeyApproval(s.cfg.Provider, k); ok {
+		if a, ok := client.KeyApproval(s.cfg.Provider, k); ok {
+			id = a
 			answer, _ = v.(*mcp.ElicitResult)
 		}
 	}
-	// Resolving consumes the request_state, without waiting: a pending
-	// approval is met again by the POST, and RequireApproval waits on it.
-	st, err := s.cfg.Connectd.Resolve(ctx, u.token, req.Params.RequestState, "")
-	switch {
-	case errors.Is(err, client.ErrRequestState):
-		log.InfoContext(ctx, "request_state refused; starting over", slog.String("code", errCode(err)))
+	if id == "" {
+		return nil, false, nil // no answer to an approval: send the request again
+	}
+	st, err := s.cfg.Connectd.Status(ctx, u.token, id, 0)
+	if err != nil {
+		log.InfoContext(ctx, "approval status unavailable; starting over", slog.String("code", errCode(err)))
 		return nil, false, nil
-	case err != nil:
-		return nil, true, stop("Could not check the approval with connectd (%s).", errCode(err))
 	}
 	if answer != nil && answer.Action != "accept" && st.Status == client.StatusPending {
 		// The user would not open the approval link: end it, and do not
@@ -220,7 +222,9 @@ func (s *Server) resumeApproval(ctx context.Context, log *slog.Logger, req *mcp.
 		s.endDeclined(ctx, log, u, st.ID)
 		return nil, true, stop("You did not open the approval link, so the issue was not opened.")
 	}
-	log.InfoContext(ctx, "request_state resolved", slog.String("elicitation", st.ID), slog.String("status", string(st.Status)))
+	log.InfoContext(ctx, "approval status", slog.String("elicitation", st.ID), slog.String("status", string(st.Status)))
+	// Approved: the request passes now. Still pending: the request meets
+	// the same approval, and RequireApproval waits on it.
 	if st.Status == client.StatusPending || st.Status == client.StatusCompleted {
 		return nil, false, nil
 	}

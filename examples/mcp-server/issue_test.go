@@ -87,8 +87,7 @@ func (c *approvalConnectd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		writeError(w, r, http.StatusForbidden, map[string]any{"error": "user_approval_required",
 			"error_description": "the user must approve this call first: Open issues", "approval": approval})
-	case r.Method == http.MethodGet && r.URL.Path == "/v1/elicitations/AID",
-		r.Method == http.MethodPost && r.URL.Path == "/v1/elicitations/resolve":
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/elicitations/AID":
 		writeJSON(w, http.StatusOK, c.status(base))
 	case r.Method == http.MethodDelete && r.URL.Path == "/v1/elicitations/AID":
 		writeJSON(w, http.StatusOK, c.status(base))

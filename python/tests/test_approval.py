@@ -53,12 +53,12 @@ class ApprovalRequired(unittest.TestCase):
         self.assertEqual(a.request_state, "rs1.abc")
         self.assertEqual(a.expires_at, datetime(2026, 12, 2, 6, 10, tzinfo=timezone.utc))
         # Shaped as a connect link is, under the approval key.
-        ans = connectd.answer_for(a, connectd.ProtocolVersion20260728, connectd.approval_key("github", "cn_w"))
-        self.assertEqual(ans.input_key, "approve-github:cn_w")
+        ans = connectd.answer_for(a, connectd.ProtocolVersion20260728, connectd.approval_key("github", a.id))
+        self.assertEqual(ans.input_key, "approve-github:aid1")
         self.assertEqual(ans.result["requestState"], "rs1.abc")
-        self.assertEqual(connectd.key_approval("github", ans.input_key), "cn_w")
-        self.assertEqual(connectd.key_approval("github", "approve-github"), "")
-        self.assertIsNone(connectd.key_approval("github", "connect-github"))
+        self.assertEqual(connectd.key_approval("github", ans.input_key), "aid1")
+        for other in ("approve-github", "approve-github:", "connect-github", "approve-gitlab:aid1"):
+            self.assertIsNone(connectd.key_approval("github", other), other)
         ans = connectd.answer_for(a, connectd.ProtocolVersion20251125)
         self.assertEqual(ans.elicit_request["elicitationId"], "aid1")
         # Through an SDK's exception chained from it, and pickled.

@@ -202,22 +202,20 @@ def fallback_result(e: Elicitation) -> dict[str, Any]:
 
 
 def approval_input_key(provider: str) -> str:
-    """The default inputRequests key of a provider's approval request."""
+    """The prefix of a provider's approval inputRequests keys (approval_key)."""
     return f"approve-{provider}"
 
 
-def approval_key(provider: str, account: str = "") -> str:
-    """The inputRequests key of an approval request (2026-07-28): approval_input_key(provider)
-    and, for a call that named an account, ":" and its connection id (key_approval reads it); the
-    Go client's ApprovalKey."""
-    return f"{approval_input_key(provider)}:{account}" if account else approval_input_key(provider)
+def approval_key(provider: str, elicitation_id: str) -> str:
+    """The inputRequests key of an approval request (2026-07-28): approval_input_key(provider),
+    ":" and the approval's elicitation id, which the MCP client echoes, so the retry knows which
+    approval it answers (key_approval) and reads its status; the Go client's ApprovalKey."""
+    return f"{approval_input_key(provider)}:{elicitation_id}"
 
 
 def key_approval(provider: str, key: str) -> Optional[str]:
     """Reads an approval_key: None when key is no approval request for provider, else the
-    connection id the call named ("" for none)."""
-    if key == approval_input_key(provider):
-        return ""
+    approval's elicitation id."""
     prefix = approval_input_key(provider) + ":"
     if key.startswith(prefix) and len(key) > len(prefix):
         return key[len(prefix):]

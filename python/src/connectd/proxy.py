@@ -265,7 +265,7 @@ class ProviderProxy:
         except APIError as err:
             conn.close()
             if err.approval is not None:
-                err.approval.account = self.account or ""  # the account this call named, for approval_key
+                err.approval.account = self.account or ""  # the account this call named
             raise
         except (OSError, http.client.HTTPException) as err:
             conn.close()

@@ -231,8 +231,7 @@ class Approval(Elicitation):
     message: str = ""
     """The operator's words for the rule, shown to the user."""
     account: str = ""
-    """The connection id the refused proxied call named (ProviderProxy's account), "" for none: put
-    it in the input key (:func:`connectd.approval_key`)."""
+    """The connection id the refused proxied call named (ProviderProxy's account), "" for none."""
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any], again: bool = False) -> "Approval":

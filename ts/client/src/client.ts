@@ -400,14 +400,14 @@ export class ConnectdClient {
    * providerFetch or an SDK threw it) into the MCP answer for what the MCP
    * client declared, as requireConnection does for a connect link: the
    * approval shaped with answerFor (its 2026-07-28 input key is
-   * approvalKey(provider, the call's account); answer.approval is set), or the
+   * approvalKey(provider, the approval's id); answer.approval is set), or the
    * fallback tool result (approvalFallbackResult) when the client did not
    * declare URL-mode elicitation. With fallback: false such a client gets
    * URLElicitationUnsupportedError. An err that is no such refusal is a
    * TypeError.
    *
-   * Then wait for the user (wait on answer.elicitation.id, or resume with the
-   * echoed requestState) and read the final status with approvalOutcome:
+   * Then wait for the user (wait on answer.elicitation.id; on a 2026-07-28
+   * retry, status on the id approvalRetryOf reads from the key) and read the final status with approvalOutcome:
    * undefined → send exactly the same request again (it passes once);
    * ApprovalDeniedError → answer deniedResult and do not retry.
    *
@@ -442,7 +442,7 @@ export class ConnectdClient {
     }
     this.#remember(a, now);
     if (!canOpenURL(peer)) return { generation, elicitation: a, approval: a, ready: false, fallback: approvalFallbackResult(a) };
-    return { ...answerFor(a, peer.protocolVersion, approvalKey(a.provider, a.account)), approval: a };
+    return { ...answerFor(a, peer.protocolVersion, approvalKey(a.provider, a.id)), approval: a };
   }
 
   #remember(a: Approval, now: number): void {

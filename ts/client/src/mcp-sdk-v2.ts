@@ -120,30 +120,36 @@ export function retryOf(ctx: RequestContext, provider: string): Retry | undefine
   return out;
 }
 
+/** What a 2026-07-28 retry of an approval request carries. */
+export interface ApprovalRetry {
+  /** The approval's elicitation id (from its approvalKey): ConnectdClient.status or wait on it. */
+  elicitationId: string;
+  /** The inputRequests key the answer came under. */
+  key: string;
+  /** The user's answer to the URL request: "accept" (they agreed to open it, not that they decided), "decline", "cancel", or undefined. */
+  action?: "accept" | "decline" | "cancel";
+}
+
 /**
  * Reads a 2026-07-28 retry of a request that was answered with connectd's
- * approval (requireApproval) for provider: the echoed requestState and the
- * answer under approvalKey(provider, account). Undefined when the request
- * carries no requestState, or none of its inputResponses answers an approval
- * of provider (a retry of a connect request: retryOf). Resolve the
- * requestState (ConnectdClient.resolve, or resume to wait) and read its
- * status with approvalOutcome: completed → send exactly the same request
- * again.
+ * approval (requireApproval) for provider: the approval's id from the key
+ * its answer came under (approvalKey). Undefined when none of the
+ * inputResponses answers an approval of provider (a first call, or the
+ * retry of a connect request: retryOf). Read the decision with
+ * ConnectdClient.status(userToken, id) and approvalOutcome: completed, or
+ * still pending → send exactly the same request again (requireApproval waits
+ * on a pending one). The echoed requestState need not be resolved.
  */
-export function approvalRetryOf(ctx: RequestContext, provider: string): Retry | undefined {
-  const state = ctx.mcpReq.requestState<unknown>();
-  if (typeof state !== "string" || !state) return undefined;
-  let key: string | undefined;
-  let account = "";
+export function approvalRetryOf(ctx: RequestContext, provider: string): ApprovalRetry | undefined {
   for (const k of Object.keys(ctx.mcpReq.inputResponses ?? {})) {
-    const a = keyApproval(provider, k);
-    if (a !== undefined) [key, account] = [k, a];
+    const id = keyApproval(provider, k);
+    if (id === undefined) continue;
+    const v = inputResponse(ctx.mcpReq.inputResponses, k);
+    const out: ApprovalRetry = { elicitationId: id, key: k };
+    if (v.kind === "elicit") out.action = v.action;
+    return out;
   }
-  if (key === undefined) return undefined;
-  const v = inputResponse(ctx.mcpReq.inputResponses, key);
-  const out: Retry = { requestState: state, key, account };
-  if (v.kind === "elicit") out.action = v.action;
-  return out;
+  return undefined;
 }
 
 /** The tool call's result for a request the user denied (deniedResult: "The user denied this request: …"). */

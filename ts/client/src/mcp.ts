@@ -191,24 +191,25 @@ export function fallbackResult(e: Elicitation): ToolResult {
   return { isError: true, content: [{ type: "text", text }] };
 }
 
-/** The default inputRequests key of a provider's approval request. */
+/** The prefix of a provider's approval inputRequests keys (approvalKey). */
 export function approvalInputKey(provider: string): string {
   return `approve-${provider}`;
 }
 
 /**
  * The inputRequests key requireApproval gives an approval request
- * (2026-07-28): approvalInputKey(provider) and, for a call that named an
- * account, ":" and its connection id. The MCP client echoes it, so the retry
- * knows it answers an approval (keyApproval).
+ * (2026-07-28): approvalInputKey(provider), ":" and the approval's
+ * elicitation id. The MCP client echoes it, so the retry knows it answers an
+ * approval, and which (keyApproval): status (or wait) on that id gives the
+ * user's decision without resolving the request_state. The id is no secret
+ * (it is in the link); connectd answers it only to this client for this user.
  */
-export function approvalKey(provider: string, account?: string): string {
-  return account ? `${approvalInputKey(provider)}:${account}` : approvalInputKey(provider);
+export function approvalKey(provider: string, elicitationId: string): string {
+  return `${approvalInputKey(provider)}:${elicitationId}`;
 }
 
-/** Reads an approvalKey: undefined when key is no approval request for provider, else the connection id the call named ("" for none). */
+/** Reads an approvalKey: undefined when key is no approval request for provider, else the approval's elicitation id. */
 export function keyApproval(provider: string, key: string): string | undefined {
-  if (key === approvalInputKey(provider)) return "";
   const prefix = `${approvalInputKey(provider)}:`;
   return key.startsWith(prefix) && key.length > prefix.length ? key.slice(prefix.length) : undefined;
 }

@@ -121,7 +121,7 @@ export function providerFetch(c: ProxyConnection, userToken: string, provider: s
       }
       const refused = await refusalOf(resp, id, c);
       if (refused) {
-        if (refused.approval) refused.approval.account = opts.account ?? ""; // the account this call named, for approvalKey
+        if (refused.approval) refused.approval.account = opts.account ?? ""; // the account this call named
         throw refused;
       }
       if (redirect === "manual" || !isRedirect(resp.status)) return resp;

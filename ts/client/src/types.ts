@@ -182,7 +182,7 @@ export interface Approval extends Elicitation {
   rule: string;
   /** The operator's words for the rule, shown to the user. */
   message: string;
-  /** The connection id the refused call named (providerFetch's account), "" for none: requireApproval puts it in the input key. */
+  /** The connection id the refused call named (providerFetch's account), "" for none. */
   account: string;
 }
 

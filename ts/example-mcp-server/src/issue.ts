@@ -17,7 +17,6 @@ import {
   approvalOutcome,
   approvalRequired,
   deniedResult,
-  isRequestStateError,
   needsConnection,
   type Answer,
   type Approval,
@@ -108,8 +107,8 @@ export async function openIssue(
 
 /**
  * open_issue on SDK v2 for a 2026-07-28 request: the approval goes out as an
- * InputRequiredResult under approvalKey; the client's retry echoes its
- * request_state, which is resolved at connectd (without waiting: a pending
+ * InputRequiredResult under approvalKey (which names the approval); on the
+ * client's retry its status gives the decision (without waiting: a pending
  * approval is met again by the POST, and requireApproval waits on it up to
  * retryWaitMs).
  */
@@ -127,9 +126,11 @@ export async function openIssueModern(
   const signal = ctx.mcpReq.signal;
   const retry = approvalRetryOf(ctx, cfg.provider);
   if (retry) {
+    // The key names the approval; its status gives the decision (an
+    // approval's request_state is bound to connectd's own digest of the call).
     try {
-      const st = await cd.resolve(caller.token, retry.requestState, undefined, { signal });
-      log.info("request_state resolved", { elicitation: st.id, status: st.status });
+      const st = await cd.status(caller.token, retry.elicitationId, 0, { signal });
+      log.info("approval status", { elicitation: st.id, status: st.status });
       if (retry.action && retry.action !== "accept" && st.status === "pending") {
         await cd.cancel(caller.token, st.id, { signal }).catch((err: unknown) => log.warn("could not end the dismissed approval", { error: errCode(err) }));
         return stop("You did not open the approval link, so the issue was not opened.");
@@ -137,8 +138,7 @@ export async function openIssueModern(
       if (st.status !== "pending" && approvalOutcome(st)) return outcomeResult(st);
       // Approved or still pending: send the request again.
     } catch (err) {
-      if (!isRequestStateError(err)) return stop(`Could not check the approval with connectd (${errCode(err)}).`);
-      log.info("request_state refused; starting over", { code: errCode(err) });
+      log.info("approval status unavailable; starting over", { code: errCode(err) });
     }
   }
   const got = await post(cfg, caller, args, signal);

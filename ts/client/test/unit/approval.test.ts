@@ -103,7 +103,7 @@ test("approvalRequired: the proxy's user_approval_required is ApprovalRequired, 
   assert.ok(new ConnectdError({ status: 403, code: "user_approval_required" }).is(ErrorFamily.ApprovalRequired));
 });
 
-test("requireApproval: the approval in the shape the MCP client declared, keyed approve-<provider>[:account]", async () => {
+test("requireApproval: the approval in the shape the MCP client declared, keyed approve-<provider>:<approval id>", async () => {
   const cases: { name: string; peer: { protocolVersion: string; urlElicitation: boolean }; account?: string; fallback?: boolean; check: (a: unknown) => void }[] = [
     {
       name: "2025-11-25",
@@ -121,10 +121,13 @@ test("requireApproval: the approval in the shape the MCP client declared, keyed 
       peer: { protocolVersion: ProtocolVersion20260728, urlElicitation: true },
       check: (ans: any) => {
         assert.equal(ans.generation, Generation.InputRequired);
-        assert.equal(ans.inputKey, "approve-github");
+        assert.equal(ans.inputKey, "approve-github:aid1");
         assert.equal(ans.result.requestState, "rs1.abc");
-        assert.equal(ans.result.inputRequests["approve-github"].params.url, `${base}/c/aid1`);
-        assert.equal(keyApproval("github", ans.inputKey), "");
+        assert.equal(ans.result.inputRequests["approve-github:aid1"].params.url, `${base}/c/aid1`);
+        assert.equal(keyApproval("github", ans.inputKey), "aid1");
+        for (const other of ["approve-github", "approve-github:", "connect-github", "approve-gitlab:aid1"]) {
+          assert.equal(keyApproval("github", other), undefined, other);
+        }
       },
     },
     {
@@ -132,8 +135,8 @@ test("requireApproval: the approval in the shape the MCP client declared, keyed 
       peer: { protocolVersion: ProtocolVersion20260728, urlElicitation: true },
       account: "cn_work",
       check: (ans: any) => {
-        assert.equal(ans.inputKey, "approve-github:cn_work");
-        assert.equal(keyApproval("github", ans.inputKey), "cn_work");
+        assert.equal(ans.inputKey, "approve-github:aid1");
+        assert.equal(ans.approval.account, "cn_work");
       },
     },
     {
@@ -215,12 +218,11 @@ test("approvalRetryOf: a 2026-07-28 retry answering an approval, not one answeri
   const ctx = (state: string | undefined, responses: Record<string, unknown>): RequestContext =>
     ({ mcpReq: { envelope: {}, inputResponses: responses, requestState: () => state } }) as unknown as RequestContext;
   const accepted = { action: "accept" };
-  assert.deepEqual(approvalRetryOf(ctx("rs1.x", { "approve-github:cn_w": accepted }), "github"), {
-    requestState: "rs1.x",
-    key: "approve-github:cn_w",
-    account: "cn_w",
+  assert.deepEqual(approvalRetryOf(ctx("rs1.x", { "approve-github:aid1": accepted }), "github"), {
+    elicitationId: "aid1",
+    key: "approve-github:aid1",
     action: "accept",
   });
   assert.equal(approvalRetryOf(ctx("rs1.x", { "connect-github": accepted }), "github"), undefined);
-  assert.equal(approvalRetryOf(ctx(undefined, { "approve-github": accepted }), "github"), undefined);
+  assert.equal(approvalRetryOf(ctx(undefined, {}), "github"), undefined);
 });

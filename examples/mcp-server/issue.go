@@ -196,37 +196,50 @@ func (s *Server) followApproval(ss *mcp.ServerSession, u caller, a *client.Appro
 
 // resumeApproval handles a 2026-07-28 retry of open_issue: done reports
 // that res (or err) is the answer; otherwise the caller sends the request
-// again. The answer's key (client.ApprovalKey) names the approval; its
-// status gives the user's decision. (The echoed request_state is not
-// resolved: an approval's is bound to connectd's own digest of the call.)
+// again. The answer's key (client.ApprovalKey) names the approval, which is
+// waited on up to RetryHold: approved, the request is sent again (it
+// passes); denied, expired or dismissed, that is the answer; still pending,
+// the same link goes back to the client. The request is not sent while the
+// approval is pending: a decision made meanwhile would make it ask anew. (The
+// echoed request_state is not resolved: an approval's is bound to
+// connectd's own digest of the call; it goes back unspent.)
 func (s *Server) resumeApproval(ctx context.Context, log *slog.Logger, req *mcp.CallToolRequest, u caller) (res *mcp.CallToolResult, done bool, err error) {
-	var id string
+	var id, key string
 	var answer *mcp.ElicitResult
 	for k, v := range req.Params.InputResponses {
 		if a, ok := client.KeyApproval(s.cfg.Provider, k); ok {
-			id = a
+			id, key = a, k
 			answer, _ = v.(*mcp.ElicitResult)
 		}
 	}
 	if id == "" {
 		return nil, false, nil // no answer to an approval: send the request again
 	}
-	st, err := s.cfg.Connectd.Status(ctx, u.token, id, 0)
-	if err != nil {
+	if answer != nil && answer.Action != "accept" {
+		// The user would not open the approval link: end it, and do not
+		// ask again in this call.
+		s.endDeclined(ctx, log, u, id)
+		return nil, true, stop("You did not open the approval link, so the issue was not opened.")
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.RetryHold)
+	st, err := s.cfg.Connectd.Wait(wctx, u.token, id)
+	cancel()
+	switch {
+	case err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+		// Still pending: the same link again, with the same request_state.
+		again, err := s.cfg.Connectd.Reissue(&client.ElicitationStatus{ID: id, Status: client.StatusPending, Provider: s.cfg.Provider,
+			RequestState: req.Params.RequestState}, "Still waiting: open the link to approve or deny opening the issue.", key)
+		if err != nil {
+			return nil, true, err
+		}
+		return &mcp.CallToolResult{InputRequests: toSDK(again), RequestState: again.RequestState}, true, nil
+	case err != nil:
 		log.InfoContext(ctx, "approval status unavailable; starting over", slog.String("code", errCode(err)))
 		return nil, false, nil
 	}
-	if answer != nil && answer.Action != "accept" && st.Status == client.StatusPending {
-		// The user would not open the approval link: end it, and do not
-		// ask again in this call.
-		s.endDeclined(ctx, log, u, st.ID)
-		return nil, true, stop("You did not open the approval link, so the issue was not opened.")
-	}
-	log.InfoContext(ctx, "approval status", slog.String("elicitation", st.ID), slog.String("status", string(st.Status)))
-	// Approved: the request passes now. Still pending: the request meets
-	// the same approval, and RequireApproval waits on it.
-	if st.Status == client.StatusPending || st.Status == client.StatusCompleted {
-		return nil, false, nil
+	log.InfoContext(ctx, "approval decided", slog.String("elicitation", st.ID), slog.String("status", string(st.Status)))
+	if st.Status == client.StatusCompleted {
+		return nil, false, nil // the request passes now
 	}
 	return nil, true, outcomeError(nil, st)
 }

@@ -124,6 +124,8 @@ export function retryOf(ctx: RequestContext, provider: string): Retry | undefine
 export interface ApprovalRetry {
   /** The approval's elicitation id (from its approvalKey): ConnectdClient.status or wait on it. */
   elicitationId: string;
+  /** The requestState the client echoed ("" for none): unspent, it may go back with the same link (ConnectdClient.reissue). */
+  requestState: string;
   /** The inputRequests key the answer came under. */
   key: string;
   /** The user's answer to the URL request: "accept" (they agreed to open it, not that they decided), "decline", "cancel", or undefined. */
@@ -135,17 +137,20 @@ export interface ApprovalRetry {
  * approval (requireApproval) for provider: the approval's id from the key
  * its answer came under (approvalKey). Undefined when none of the
  * inputResponses answers an approval of provider (a first call, or the
- * retry of a connect request: retryOf). Read the decision with
- * ConnectdClient.status(userToken, id) and approvalOutcome: completed, or
- * still pending → send exactly the same request again (requireApproval waits
- * on a pending one). The echoed requestState need not be resolved.
+ * retry of a connect request: retryOf). Wait for the decision
+ * (ConnectdClient.wait on the id, bounded) and read it with approvalOutcome:
+ * completed → send exactly the same request again; still pending → the same
+ * link again (ConnectdClient.reissue with the echoed requestState), rather
+ * than the request, which would ask anew if the user decided meanwhile. The
+ * echoed requestState need not be resolved.
  */
 export function approvalRetryOf(ctx: RequestContext, provider: string): ApprovalRetry | undefined {
   for (const k of Object.keys(ctx.mcpReq.inputResponses ?? {})) {
     const id = keyApproval(provider, k);
     if (id === undefined) continue;
     const v = inputResponse(ctx.mcpReq.inputResponses, k);
-    const out: ApprovalRetry = { elicitationId: id, key: k };
+    const state = ctx.mcpReq.requestState<unknown>();
+    const out: ApprovalRetry = { elicitationId: id, requestState: typeof state === "string" ? state : "", key: k };
     if (v.kind === "elicit") out.action = v.action;
     return out;
   }

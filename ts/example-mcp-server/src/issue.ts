@@ -30,7 +30,13 @@ import {
   peerOf,
   toUrlElicitationRequiredError,
 } from "@connectd/client/mcp-sdk";
-import { approvalRetryOf, fallbackToolResult as fallbackToolResultV2, inputRequiredResult, peerOf as peerOfModern } from "@connectd/client/mcp-sdk-v2";
+import {
+  approvalRetryOf,
+  fallbackToolResult as fallbackToolResultV2,
+  inputRequiredResult,
+  peerOf as peerOfModern,
+  toInputRequired,
+} from "@connectd/client/mcp-sdk-v2";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult as CallToolResultV2, InputRequiredResult, ServerContext } from "@modelcontextprotocol/server";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
@@ -107,10 +113,9 @@ export async function openIssue(
 
 /**
  * open_issue on SDK v2 for a 2026-07-28 request: the approval goes out as an
- * InputRequiredResult under approvalKey (which names the approval); on the
- * client's retry its status gives the decision (without waiting: a pending
- * approval is met again by the POST, and requireApproval waits on it up to
- * retryWaitMs).
+ * InputRequiredResult under approvalKey (which names the approval); the
+ * client's retry waits for the decision up to retryHoldMs, then sends the
+ * approved request again, answers the denial, or gives the same link back.
  */
 export async function openIssueModern(
   cfg: ToolConfig,
@@ -126,18 +131,25 @@ export async function openIssueModern(
   const signal = ctx.mcpReq.signal;
   const retry = approvalRetryOf(ctx, cfg.provider);
   if (retry) {
-    // The key names the approval; its status gives the decision (an
-    // approval's request_state is bound to connectd's own digest of the call).
+    // The key names the approval: wait for the decision up to retryHoldMs.
+    // The request is not sent while it is pending (a decision made meanwhile
+    // would make it ask anew); an approval's request_state is bound to
+    // connectd's own digest of the call, so it is not resolved but goes back
+    // unspent with the same link.
+    if (retry.action && retry.action !== "accept") {
+      await cd.cancel(caller.token, retry.elicitationId, { signal }).catch((err: unknown) => log.warn("could not end the dismissed approval", { error: errCode(err) }));
+      return stop("You did not open the approval link, so the issue was not opened.");
+    }
     try {
-      const st = await cd.status(caller.token, retry.elicitationId, 0, { signal });
-      log.info("approval status", { elicitation: st.id, status: st.status });
-      if (retry.action && retry.action !== "accept" && st.status === "pending") {
-        await cd.cancel(caller.token, st.id, { signal }).catch((err: unknown) => log.warn("could not end the dismissed approval", { error: errCode(err) }));
-        return stop("You did not open the approval link, so the issue was not opened.");
-      }
-      if (st.status !== "pending" && approvalOutcome(st)) return outcomeResult(st);
-      // Approved or still pending: send the request again.
+      const st = await cd.wait(caller.token, retry.elicitationId, { signal, timeoutMs: cfg.retryHoldMs });
+      log.info("approval decided", { elicitation: st.id, status: st.status });
+      if (approvalOutcome(st)) return outcomeResult(st);
+      // Approved: the request passes now.
     } catch (err) {
+      if (err instanceof WaitTimeoutError && retry.requestState) {
+        const pending = { id: retry.elicitationId, status: "pending" as const, provider: cfg.provider, scopes: [], expiresAt: new Date(), requestState: retry.requestState };
+        return toInputRequired(cd.reissue(pending, "Still waiting: open the link to approve or deny opening the issue.", retry.key));
+      }
       log.info("approval status unavailable; starting over", { code: errCode(err) });
     }
   }

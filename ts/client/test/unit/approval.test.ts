@@ -220,6 +220,7 @@ test("approvalRetryOf: a 2026-07-28 retry answering an approval, not one answeri
   const accepted = { action: "accept" };
   assert.deepEqual(approvalRetryOf(ctx("rs1.x", { "approve-github:aid1": accepted }), "github"), {
     elicitationId: "aid1",
+    requestState: "rs1.x",
     key: "approve-github:aid1",
     action: "accept",
   });

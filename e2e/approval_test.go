@@ -183,7 +183,9 @@ func resultText(res *mcp.CallToolResult) string {
 // TestApprovalGoExample: the Go example's open_issue on a proxy-only
 // client whose rules ask, with the Go SDK's MCP client on 2025-11-25
 // (elicitation/create within the call, and -32042 with the retry) and on
-// 2026-07-28 (InputRequiredResult and the retry). Approved once, the
+// 2026-07-28 (InputRequiredResult and the retry); and the TypeScript
+// example's with -32042 (--style error), which the official TypeScript
+// clients' test does not drive. Approved once, the
 // retried POST reaches the provider exactly once; denied, the tool answers
 // the documented denial and the provider is never called.
 func TestApprovalGoExample(t *testing.T) {
@@ -192,14 +194,20 @@ func TestApprovalGoExample(t *testing.T) {
 		name     string
 		protocol string
 		legacy   mcpserver.LegacyStyle
+		ts       bool // the TypeScript example instead
 	}{
-		{"2025-11-25 elicit", client.ProtocolVersion20251125, mcpserver.LegacyElicit},
-		{"2025-11-25 error", client.ProtocolVersion20251125, mcpserver.LegacyError},
-		{"2026-07-28", client.ProtocolVersion20260728, mcpserver.LegacyElicit},
+		{"2025-11-25 elicit", client.ProtocolVersion20251125, mcpserver.LegacyElicit, false},
+		{"2025-11-25 error", client.ProtocolVersion20251125, mcpserver.LegacyError, false},
+		{"2026-07-28", client.ProtocolVersion20260728, mcpserver.LegacyElicit, false},
+		{"typescript 2025-11-25 error", client.ProtocolVersion20251125, mcpserver.LegacyError, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			w := newApprovalWorld(t, tc.legacy)
+			if tc.ts {
+				w.startTSServerWith("error", "", true, "--issues-path", issuesPath, "--retry-hold", "20")
+				w.setRules(w.tsClientID)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			// What the user does with the next link they are shown: connect,

@@ -18,6 +18,7 @@ import {
   approvalRequired,
   deniedResult,
   needsConnection,
+  requestDigest,
   type Answer,
   type Approval,
   type ElicitationStatus,
@@ -51,6 +52,14 @@ export interface IssueArgs {
   body?: string | undefined;
 }
 
+/**
+ * Approvals denied after their call was answered -32042 (notifyWhenDone), by
+ * caller and request digest, until when: the client's retry of the same call
+ * is answered the denial, not a new approval (the same call asks anew once
+ * its approval ended).
+ */
+const denials = new Map<string, { approval: Approval; until: number }>();
+
 const repoName = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\/[A-Za-z0-9._-]{1,100}$/;
 
 /** open_issue on SDK v1, for 2025-11-25 sessions (and older: the fallback). */
@@ -66,6 +75,12 @@ export async function openIssue(
   const bad = check(args);
   if (bad) return bad;
   const peer = peerOf(server, extra);
+  const denialKey = `${caller.issuer} ${caller.subject} ${await requestDigest("open_issue", args)}`;
+  const denied = denials.get(denialKey);
+  if (denied) {
+    denials.delete(denialKey);
+    if (denied.until > Date.now()) return callToolResult(deniedResult(denied.approval));
+  }
   const got = await post(cfg, caller, args, extra.signal);
   if ("result" in got) return got.result;
   const early = notApproval(log, got.err);
@@ -82,7 +97,7 @@ export async function openIssue(
   if (ans.fallback) return fallbackToolResult(ans);
   if (ans.generation !== Generation.URLElicitation) return stop("This MCP client's protocol version is not supported by this server.");
   if (cfg.style === "error") {
-    notifyWhenDone(cfg, server, bg, log, caller, a);
+    notifyWhenDone(cfg, server, bg, log, caller, a, denialKey);
     throw toUrlElicitationRequiredError(ans);
   }
   // Within the call: ask the client to open the approval page, wait for the
@@ -252,14 +267,22 @@ async function post(cfg: ToolConfig, caller: Caller, args: IssueArgs, signal: Ab
   };
 }
 
-/** Follows an approval answered with -32042 and notifies its completion on the session. */
-function notifyWhenDone(cfg: ToolConfig, server: McpServer, bg: Background, log: Logger, caller: Caller, a: Approval): void {
+/**
+ * Follows an approval answered with -32042: remembers a denial for the retry
+ * of the same call (denialKey), and notifies its completion on the session.
+ */
+function notifyWhenDone(cfg: ToolConfig, server: McpServer, bg: Background, log: Logger, caller: Caller, a: Approval, denialKey: string): void {
   if (bg.signal.aborted) return;
   const timeoutMs = Math.max(a.expiresAt.getTime() + 60_000 - Date.now(), 1000);
   bg.track(
     (async () => {
       try {
-        await cfg.connectd.wait(caller.token, a.id, { signal: bg.signal, timeoutMs });
+        const st = await cfg.connectd.wait(caller.token, a.id, { signal: bg.signal, timeoutMs });
+        if (approvalOutcome(st) instanceof ApprovalDeniedError) {
+          const now = Date.now();
+          for (const [k, v] of denials) if (v.until <= now) denials.delete(k); // no retry came for these
+          denials.set(denialKey, { approval: a, until: now + 10 * 60_000 });
+        }
         await server.server.createElicitationCompletionNotifier(a.id)();
       } catch (err) {
         log.info("stopped following approval", { elicitation: a.id, error: errCode(err) });

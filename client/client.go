@@ -54,13 +54,16 @@ type Config struct {
 	// answers the mint with the same elicitation): it waits on the
 	// long-poll for up to this long, so a client that retries at once (for
 	// instance after -32042) gets the connection, or the same link again,
-	// rather than looping. Default 20 s; a negative value: no wait.
+	// rather than looping. RequireApproval waits as long for an approval it
+	// handed out that comes back pending. Default 20 s; a negative value: no
+	// wait.
 	RetryWait time.Duration
 	// NoFallback turns the fallback off: by default, RequireConnection
-	// answers an MCP client that did not declare URL-mode elicitation with
-	// a tool result that asks the user to open the connect link and try
-	// again (Answer.Fallback). With NoFallback it fails with
-	// ErrURLElicitationUnsupported instead, without minting anything.
+	// (and RequireApproval) answers an MCP client that did not declare
+	// URL-mode elicitation with a tool result that asks the user to open
+	// the connect (approval) link and try again (Answer.Fallback). With
+	// NoFallback it fails with ErrURLElicitationUnsupported instead, without
+	// minting anything.
 	NoFallback bool
 }
 
@@ -75,6 +78,7 @@ type Client struct {
 	userAgent string
 	retryWait time.Duration
 	fallback  bool
+	approvals handedOut // approvals RequireApproval handed out (to recognise a retry)
 }
 
 // New returns a Client for cfg.
@@ -276,6 +280,7 @@ type errorBody struct {
 	UnapprovedScopes []string  `json:"unapproved_scopes"`
 	AccountChanged   bool      `json:"account_changed"`
 	Accounts         []Account `json:"accounts"`
+	Approval         *Approval `json:"approval"`
 }
 
 // do makes one call and decodes an answer with one of the want statuses into
@@ -343,6 +348,9 @@ func apiError(resp *http.Response, raw []byte) error {
 	if json.Unmarshal(raw, &b) == nil && b.Error != "" {
 		e.Code, e.Description, e.RequestID, e.MissingScopes = b.Error, b.Description, b.RequestID, b.MissingScopes
 		e.UnapprovedScopes, e.AccountChanged, e.Accounts = b.UnapprovedScopes, b.AccountChanged, b.Accounts
+		if b.Error == "user_approval_required" {
+			e.Approval = b.Approval
+		}
 	} else {
 		e.Description = "unexpected answer: " + http.StatusText(resp.StatusCode)
 	}

@@ -54,7 +54,7 @@ func TestErrorCodesMatchTheSpec(t *testing.T) {
 	families := []error{client.ErrNotConnected, client.ErrConsentRequired, client.ErrInsufficientScope,
 		client.ErrReauthorizationRequired, client.ErrNotFound, client.ErrInvalidClient, client.ErrUserToken,
 		client.ErrUnknownProvider, client.ErrProviderNotAllowed, client.ErrInvalidRequest, client.ErrRequestState,
-		client.ErrRateLimited, client.ErrUnavailable, client.ErrAccountRequired}
+		client.ErrRateLimited, client.ErrUnavailable, client.ErrAccountRequired, client.ErrApprovalRequired}
 	spec := specCodes(t)
 	for _, code := range spec {
 		// A 400 status matches no family by itself: only the code can.

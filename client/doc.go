@@ -71,6 +71,21 @@
 // examples/mcp-server for a complete MCP server built on the official Go SDK,
 // which uses ProviderClient by default.
 //
+// # Requests the user approves first
+//
+// An operator may make some proxied calls ones the user approves, request by
+// request (a request rule that asks). connectd then answers the call 403
+// user_approval_required without calling the provider: an *APIError matching
+// ErrApprovalRequired, whose approval elicitation ApprovalRequired returns
+// (through *url.Error and SDK wrapping). RequireApproval shapes it for the MCP
+// client as RequireConnection shapes a connect link (the 2026-07-28 input key
+// is ApprovalKey, whose approval id KeyApproval reads back on the retry;
+// Answer.Fallback for a client without URL mode); Wait or Status on the id
+// gives the decision, and ApprovalOutcome says what it means: nil → send exactly the
+// same request again (it passes once); ErrApprovalDenied → answer
+// DeniedResult and do not retry; ErrApprovalDismissed, ErrApprovalExpired →
+// a new call asks again.
+//
 // VerifyWebhook checks the signed webhooks connectd sends to an MCP server's
 // endpoints (elicitations that ended, connections created, changed or
 // revoked, approvals withdrawn; docs/webhooks.md).

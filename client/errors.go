@@ -85,6 +85,12 @@ var (
 	// declare support for it, so there is no way to send the user to
 	// connectd.
 	ErrURLElicitationUnsupported = errors.New("connectd: the MCP client cannot do URL-mode elicitation")
+	// ErrApprovalRequired: a proxied call matched a request rule that asks
+	// the user first (403 user_approval_required), and the provider was not
+	// called. APIError.Approval (see ApprovalRequired) is the approval
+	// elicitation: hand it to the MCP client (RequireApproval), wait for
+	// it, and once it is completed send exactly the same request again.
+	ErrApprovalRequired = errors.New("connectd: user approval required")
 )
 
 // APIError is a refusal from connectd: the HTTP status and the stable error
@@ -105,6 +111,9 @@ type APIError struct {
 	// Accounts lists the user's accounts at the provider this client may
 	// use (account_required): name one with its ID.
 	Accounts []Account
+	// Approval is the approval elicitation of a user_approval_required
+	// refusal of a proxied call (see ApprovalRequired); nil otherwise.
+	Approval *Approval
 	// RetryAfter is the Retry-After delay of a 429 or 503 answer, if any.
 	RetryAfter time.Duration
 }
@@ -174,6 +183,8 @@ var codeErrors = map[string][]error{
 	"invalid_proxy_path":     {ErrInvalidRequest},
 	"method_not_allowed":     {ErrInvalidRequest},
 	"proxy_override_refused": {ErrInvalidRequest},
+	// A request rule that asks: the user approves this call first.
+	"user_approval_required": {ErrApprovalRequired},
 }
 
 // KnownCodes lists the error codes this client maps to its sentinels,

@@ -144,9 +144,13 @@ type Answer struct {
 	Generation Generation
 	// Elicitation is the minted elicitation (its ID to wait on, its URL).
 	Elicitation *Elicitation
-	// Ready reports that the user finished connecting while
-	// RequireConnection waited on a retry: look the token up again and
-	// answer the request; no other field is set.
+	// Approval is set by RequireApproval: the approval Elicitation is of
+	// (what the user is asked to approve).
+	Approval *Approval
+	// Ready reports that the user finished connecting (or approved) while
+	// RequireConnection (RequireApproval) waited on a retry: look the token
+	// up again (send the same request again) and answer the request; no
+	// other shape is set.
 	Ready bool
 
 	// Fallback is set, and no other shape, when the MCP client did not

@@ -226,6 +226,9 @@ func (t *ProviderTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	}
 	resp.Request = req
 	if apiErr := refusal(resp, id); apiErr != nil {
+		if apiErr.Approval != nil {
+			apiErr.Approval.Account = t.account // the account this call named
+		}
 		return nil, apiErr
 	}
 	return resp, nil

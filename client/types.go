@@ -91,6 +91,22 @@ const (
 	StatusFailed    Status = "failed"    // see ElicitationStatus.Reason
 )
 
+// Elicitation kinds (ElicitationStatus.Kind).
+const (
+	KindConnect  = "connect"  // connect the provider (or consent to this client)
+	KindApproval = "approval" // approve one proxied call (a request rule that asks)
+)
+
+// Reasons of a declined elicitation (ElicitationStatus.Reason).
+const (
+	// ReasonUserDenied: the user denied the request on connectd's approval
+	// page. Do not retry it; tell the user it was denied (DeniedResult).
+	ReasonUserDenied = "user_denied"
+	// ReasonClientDeclined: the MCP client's user declined or dismissed
+	// opening the link (Cancel).
+	ReasonClientDeclined = "client_declined"
+)
+
 // Final reports whether the elicitation will not change any more.
 func (s Status) Final() bool { return s != StatusPending }
 
@@ -98,8 +114,13 @@ func (s Status) Final() bool { return s != StatusPending }
 type ElicitationStatus struct {
 	ID     string `json:"elicitation_id"`
 	Status Status `json:"status"`
+	// Kind says what the user is asked: KindConnect (connect the provider,
+	// or consent) or KindApproval (approve one proxied call). An older
+	// connectd sends none: a connect link.
+	Kind string `json:"kind,omitempty"`
 	// Reason says why an elicitation failed or was declined
-	// (provider_error, exchange_failed, provider_access_denied, …).
+	// (provider_error, exchange_failed, provider_access_denied, …; for an
+	// approval ReasonUserDenied or ReasonClientDeclined).
 	Reason      string     `json:"reason,omitempty"`
 	Provider    string     `json:"provider"`
 	Scopes      []string   `json:"scopes"`

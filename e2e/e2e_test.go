@@ -41,15 +41,16 @@ const (
 // world is connectd with its identity provider, a third-party provider and
 // the example MCP server, each behind its own TLS listener on 127.0.0.1.
 type world struct {
-	t        *testing.T
-	env      *servertest.Env
-	tls      *http.Client // trusts the test certificate (shared by every httptest TLS server)
-	connectd *httptest.Server
-	idp      *httptest.Server
-	files    *providertest.Server
-	mcpURL   string         // the MCP server's endpoint and resource URI
-	cd       *client.Client // connectd API client with the MCP server's key
-	clientID string         // the MCP server's registration at connectd
+	t          *testing.T
+	env        *servertest.Env
+	tls        *http.Client // trusts the test certificate (shared by every httptest TLS server)
+	connectd   *httptest.Server
+	idp        *httptest.Server
+	files      *providertest.Server
+	mcpURL     string         // the MCP server's endpoint and resource URI
+	cd         *client.Client // connectd API client with the MCP server's key
+	clientID   string         // the MCP server's registration at connectd
+	tsClientID string         // the TypeScript example's, once startTSServer registered it
 }
 
 // worldOptions are how the example MCP server runs and is registered.

@@ -155,6 +155,7 @@ func (w *world) startTSServerWith(style, credential string, proxyOnly bool, flag
 	}
 	resource := fmt.Sprintf("https://127.0.0.1:%d/mcp", ports[0])
 	c, key := w.env.NewClient("Files Assistant (TypeScript)", []string{resource}, []string{providerName})
+	w.tsClientID = c.ID
 	if proxyOnly {
 		if err := w.env.Server.Clients().SetProxyOnly(context.Background(), c.ID, true); err != nil {
 			w.t.Fatal(err)

@@ -4,8 +4,13 @@
 // and imports nothing of connectd's internals. `make demo` (cmd/connectd-demo) runs it, and
 // the end-to-end tests drive it with the SDK's client.
 //
-// It exposes one tool, list_files, which needs the user's account at a file
-// service (the demo's "Demo Files" OAuth provider). By default
+// It exposes list_files, which needs the user's account at a file service
+// (the demo's "Demo Files" OAuth provider), and open_issue, a proxied POST
+// (Config.IssuesPath) that the operator may make the user approve first: on
+// connectd's user_approval_required it hands the approval to the MCP client
+// (client.RequireApproval, in the session's protocol shape, as below for a
+// connect link), sends the same POST again once the user allowed it, and
+// answers a denial with client.DeniedResult's text (issue.go). By default
 // (CredentialProxy) the tool calls the file service through connectd's
 // provider API proxy with client.ProviderClient, the *http.Client a
 // provider's own Go SDK would be given: connectd attaches the user's

@@ -60,6 +60,11 @@ type Config struct {
 	// base URL at connectd (its api_base_url), called through the proxy
 	// (default /files).
 	FilesPath string
+	// IssuesPath is where open_issue POSTs below the provider's API base
+	// URL at connectd, through the proxy in either credential mode;
+	// "{repo}" stands for the tool's owner/name (default
+	// DefaultIssuesPath).
+	IssuesPath string
 	// FilesAPI is the file service's list endpoint URL, called with the
 	// user's provider token (CredentialToken only, and required then).
 	FilesAPI string
@@ -92,8 +97,9 @@ type Config struct {
 // the provider call that follow a completed connection, and for the network.
 const DefaultRetryHold = 30 * time.Second
 
-// Server is the example MCP server: one tool, list_files, that needs the
-// user's file-service account through connectd.
+// Server is the example MCP server: list_files, which needs the user's
+// file-service account through connectd, and open_issue, a proxied POST
+// the operator may make the user approve first.
 type Server struct {
 	cfg       Config
 	logger    *slog.Logger
@@ -102,6 +108,10 @@ type Server struct {
 	legacy    http.Handler // stateful streamable HTTP: protocol ≤ 2025-11-25
 	stateless http.Handler // stateless streamable HTTP: protocol ≥ 2026-07-28
 	path      string       // path of Resource
+
+	// denials are approvals denied after their call was answered -32042,
+	// by caller and request digest (followApproval), for the retry.
+	denials sync.Map
 
 	ctx    context.Context // ends background notifiers and JWKS refreshes
 	cancel context.CancelFunc
@@ -124,6 +134,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.FilesPath == "" {
 		cfg.FilesPath = "/files"
+	}
+	if cfg.IssuesPath == "" {
+		cfg.IssuesPath = DefaultIssuesPath
 	}
 	if cfg.WaitTimeout <= 0 {
 		cfg.WaitTimeout = 5 * time.Minute
@@ -149,12 +162,19 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "connectd-example-files", Version: "1.0.0"},
 		&mcp.ServerOptions{Logger: cfg.Logger,
-			Instructions: "list_files lists the user's files at the file service; the first call asks the user to connect it."})
+			Instructions: "list_files lists the user's files at the file service; the first call asks the user to connect it. " +
+				"open_issue opens an issue; the user may be asked to approve it first."})
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name:        "list_files",
 		Title:       "List my files",
 		Description: "Lists the files in the user's file-service account. The first time, the user is asked to connect that account in the browser.",
 	}, s.listFiles)
+	mcp.AddTool(s.mcp, &mcp.Tool{
+		Name:  "open_issue",
+		Title: "Open an issue",
+		Description: "Opens an issue in one of the user's repositories at the service. connectd may ask the user to approve " +
+			"the request first; a denied request is not made.",
+	}, s.openIssue)
 	s.mcp.AddReceivingMiddleware(withoutContent)
 
 	get := func(*http.Request) *mcp.Server { return s.mcp }

@@ -41,7 +41,7 @@ func setup(t *testing.T) (idp *devidp.Provider, mcpURL string, mints *atomic.Int
 // setupWith is setup with connectd played by cd and the tool in credential
 // mode cred; the example's file service answers GET /files with the owner
 // its bearer token names ("Bearer tok-work" → "work").
-func setupWith(t *testing.T, cd http.Handler, cred mcpserver.Credential) (idp *devidp.Provider, mcpURL string) {
+func setupWith(t *testing.T, cd http.Handler, cred mcpserver.Credential, edits ...func(*mcpserver.Config)) (idp *devidp.Provider, mcpURL string) {
 	t.Helper()
 	idpMux := http.NewServeMux()
 	idpSrv := httptest.NewServer(idpMux)
@@ -62,8 +62,12 @@ func setupWith(t *testing.T, cd http.Handler, cred mcpserver.Credential) (idp *d
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	s, err := mcpserver.New(context.Background(), mcpserver.Config{Resource: srv.URL + resourcePath, Issuer: idpSrv.URL,
-		Connectd: cdc, Provider: "demo-files", Credential: cred, FilesAPI: srv.URL + "/files", WaitTimeout: 10 * time.Second})
+	cfg := mcpserver.Config{Resource: srv.URL + resourcePath, Issuer: idpSrv.URL,
+		Connectd: cdc, Provider: "demo-files", Credential: cred, FilesAPI: srv.URL + "/files", WaitTimeout: 10 * time.Second}
+	for _, edit := range edits {
+		edit(&cfg)
+	}
+	s, err := mcpserver.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ FAMILIES = (
     connectd.ReauthorizationRequiredError, connectd.NotFoundError, connectd.InvalidClientError,
     connectd.UserTokenError, connectd.UnknownProviderError, connectd.ProviderNotAllowedError,
     connectd.InvalidRequestError, connectd.RequestStateError, connectd.RateLimitedError,
-    connectd.UnavailableError, connectd.AccountRequiredError,
+    connectd.UnavailableError, connectd.AccountRequiredError, connectd.ApprovalRequiredError,
 )
 
 

@@ -21,7 +21,7 @@ import json
 import time
 from typing import Any, Optional, Sequence
 
-from .types import Account  # types imports nothing of this package
+from .types import Account, Approval, ElicitationStatus  # types imports nothing of this package
 
 __all__ = [
     "ConnectdError",
@@ -46,6 +46,9 @@ __all__ = [
     "RequestDigestMismatchError",
     "RateLimitedError",
     "UnavailableError",
+    "ApprovalRequiredError",
+    "ApprovalDeniedError",
+    "ApprovalNotGivenError",
     "ConnectdNetworkError",
     "URLElicitationUnsupportedError",
     "WaitTimeoutError",
@@ -56,6 +59,8 @@ __all__ = [
     "needs_connection",
     "accounts_of",
     "missing_scopes",
+    "approval_required",
+    "approval_outcome",
 ]
 
 
@@ -87,6 +92,8 @@ class APIError(ConnectdError):
     """The user's accounts at the provider this client may use (account_required)."""
     account: str
     """The connection concerned (reauthorization_required, insufficient_scope on a token read); mint with it."""
+    approval: Optional["Approval"]
+    """The approval elicitation of a user_approval_required refusal (:func:`approval_required`)."""
     retry_after: Optional[float]
     """The Retry-After delay of a 429 or 503 answer in seconds, if any."""
 
@@ -102,6 +109,7 @@ class APIError(ConnectdError):
         account_changed: bool = False,
         accounts: Sequence["Account"] = (),
         account: str = "",
+        approval: Optional["Approval"] = None,
         retry_after: Optional[float] = None,
     ) -> None:
         self.status = status
@@ -113,6 +121,7 @@ class APIError(ConnectdError):
         self.account_changed = account_changed
         self.accounts = list(accounts)
         self.account = account
+        self.approval = approval
         self.retry_after = retry_after
         super().__init__(self._message())
 
@@ -229,6 +238,37 @@ class UnavailableError(APIError):
     """connectd or a dependency (the provider, the issuer's keys) is temporarily unavailable."""
 
 
+class ApprovalRequiredError(APIError):
+    """A proxied call matched a request rule that asks the user first (403 user_approval_required);
+    the provider was not called. ``approval`` is the approval elicitation: hand it to the MCP
+    client as a connect link (:func:`connectd.answer_for` with :func:`connectd.approval_key`), wait
+    for it, and once it is completed send exactly the same request again."""
+
+
+class ApprovalDeniedError(ConnectdError):
+    """The user denied the request on connectd's approval page (status declined, reason
+    user_denied; :func:`approval_outcome`). It was not made: do not send it again; tell the user
+    and the model it was denied (:func:`connectd.denied_result`)."""
+
+    def __init__(self, elicitation_id: str) -> None:
+        self.elicitation_id = elicitation_id
+        super().__init__(f"connectd: the user denied this request (approval {elicitation_id})")
+
+
+class ApprovalNotGivenError(ConnectdError):
+    """An approval that ended without a decision: the MCP client's user dismissed the link
+    (reason client_declined), or nobody answered in time (status expired). Ask again."""
+
+    def __init__(self, elicitation_id: str, status: str, reason: str) -> None:
+        self.elicitation_id, self.status, self.reason = elicitation_id, status, reason
+        super().__init__(f"connectd: the approval {elicitation_id} was not given ({status}{', ' + reason if reason else ''})")
+
+    @property
+    def expired(self) -> bool:
+        """Nobody answered in time."""
+        return self.status == "expired"
+
+
 class ConnectdNetworkError(ConnectdError):
     """connectd could not be reached, or its answer could not be read (a network error, a
     timeout, an answer that is not the expected JSON). :meth:`Client.wait` retries these."""
@@ -297,6 +337,8 @@ _CODES: dict[str, type[APIError]] = {
     "invalid_proxy_path": InvalidRequestError,
     "method_not_allowed": InvalidRequestError,
     "proxy_override_refused": InvalidRequestError,
+    # A request rule that asks: the user approves this call first.
+    "user_approval_required": ApprovalRequiredError,
 }
 
 KNOWN_CODES: tuple[str, ...] = tuple(sorted(_CODES))
@@ -360,6 +402,7 @@ def api_error(status: int, raw: bytes, retry_after: Optional[str]) -> APIError:
             account_changed=b.get("account_changed") is True,
             accounts=[Account.from_json(a) for a in b.get("accounts") or [] if isinstance(a, dict)],
             account=str(acct.get("id") or "") if isinstance(acct, dict) else "",
+            approval=_approval(code, b.get("approval")),
             retry_after=ra,
         )
     try:
@@ -371,6 +414,15 @@ def api_error(status: int, raw: bytes, retry_after: Optional[str]) -> APIError:
 
 def _strs(v: Any) -> list[str]:
     return [str(x) for x in v] if isinstance(v, list) else []
+
+
+def _approval(code: str, v: Any) -> Optional["Approval"]:
+    if code != "user_approval_required" or not isinstance(v, dict):
+        return None
+    try:
+        return Approval.from_json(v)
+    except (TypeError, ValueError, AttributeError):
+        return None  # not the approval document: the refusal without it
 
 
 def needs_connection(err: BaseException) -> bool:
@@ -390,3 +442,31 @@ def accounts_of(err: BaseException) -> list["Account"]:
 def missing_scopes(err: BaseException) -> list[str]:
     """The scopes an insufficient_scope refusal lists, or []."""
     return list(err.missing_scopes) if isinstance(err, APIError) else []
+
+
+def approval_required(err: BaseException) -> Optional["Approval"]:
+    """The approval a user_approval_required refusal carries, or None when err is not one (the Go
+    client's ApprovalRequired). It reads through an SDK's exception chained from connectd's
+    (``raise … from err``: ``__cause__``)."""
+    e: Optional[BaseException] = err
+    for _ in range(16):
+        if e is None:
+            return None
+        if isinstance(e, APIError):
+            return e.approval if e.code == "user_approval_required" else None
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def approval_outcome(st: "ElicitationStatus") -> Optional[ConnectdError]:
+    """What a final status of an approval means (the Go client's ApprovalOutcome): None when the user
+    approved (completed: send exactly the same request again), :class:`ApprovalDeniedError` when
+    they denied it, :class:`ApprovalNotGivenError` when the link was dismissed or expired, a
+    :class:`ConnectdError` naming any other state."""
+    if st.status == "completed":
+        return None
+    if st.status == "declined" and st.reason == "user_denied":
+        return ApprovalDeniedError(st.id)
+    if st.status in ("declined", "expired"):
+        return ApprovalNotGivenError(st.id, st.status, st.reason)
+    return ConnectdError(f"connectd client: approval {st.id} is {st.status} ({st.reason})")

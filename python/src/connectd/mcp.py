@@ -201,6 +201,45 @@ def fallback_result(e: Elicitation) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "isError": True}
 
 
+def approval_input_key(provider: str) -> str:
+    """The prefix of a provider's approval inputRequests keys (approval_key)."""
+    return f"approve-{provider}"
+
+
+def approval_key(provider: str, elicitation_id: str) -> str:
+    """The inputRequests key of an approval request (2026-07-28): approval_input_key(provider),
+    ":" and the approval's elicitation id, which the MCP client echoes, so the retry knows which
+    approval it answers (key_approval) and reads its status; the Go client's ApprovalKey."""
+    return f"{approval_input_key(provider)}:{elicitation_id}"
+
+
+def key_approval(provider: str, key: str) -> Optional[str]:
+    """Reads an approval_key: None when key is no approval request for provider, else the
+    approval's elicitation id."""
+    prefix = approval_input_key(provider) + ":"
+    if key.startswith(prefix) and len(key) > len(prefix):
+        return key[len(prefix):]
+    return None
+
+
+DeniedText = "The user denied this request"
+"""What the tool result of a denied request opens with (denied_result)."""
+
+
+def denied_result(approval: Any = None) -> dict[str, Any]:
+    """The CallToolResult for a request the user denied: it says so, what the request was (when
+    approval, an :class:`Approval`, is given), that it was not made, and not to try it again unless
+    the user asks. An error result; byte for byte the Go client's DeniedResult."""
+    text = DeniedText + "."
+    if approval is not None:
+        what = f"{approval.method} {approval.path}".strip()
+        if approval.message:
+            what += f" ({approval.message})"
+        text = f"{DeniedText}: {what}."
+    text += " It was not made. Do not try it again unless the user asks for it."
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
 def tool_result_text(r: Mapping[str, Any]) -> str:
     """Joins a tool result's text content."""
     return "\n".join(str(c.get("text", "")) for c in r.get("content") or [])

@@ -262,8 +262,10 @@ class ProviderProxy:
             raise ConnectdNetworkError(f"connectd client: proxy {m} {self.provider}: {type(err).__name__}: {err}") from None
         try:
             prefix = _refusal(resp, rid)
-        except APIError:
+        except APIError as err:
             conn.close()
+            if err.approval is not None:
+                err.approval.account = self.account or ""  # the account this call named
             raise
         except (OSError, http.client.HTTPException) as err:
             conn.close()

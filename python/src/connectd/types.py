@@ -143,6 +143,9 @@ class ElicitationStatus:
     completed_at: Optional[datetime] = None
     request_state: str = ""
     """Set by mint, and by resolve while still pending: a fresh single-use state for the MCP client."""
+    kind: str = ""
+    """What the user is asked: ``connect`` (connect, or consent) or ``approval`` (approve one proxied
+    call); an older connectd sends none (a connect link)."""
 
     @property
     def final(self) -> bool:
@@ -164,6 +167,7 @@ def _status_fields(d: Mapping[str, Any]) -> dict[str, Any]:
         "reason": str(d.get("reason") or ""),
         "completed_at": parse_time(d.get("completed_at")),
         "request_state": str(d.get("request_state") or ""),
+        "kind": str(d.get("kind") or ""),
     }
 
 
@@ -209,6 +213,46 @@ class Elicitation(ElicitationStatus):
             input_request={"method": "elicitation/create", "params": _elicit_params(ir.get("params") or {}, False)},
             again=again,
         )
+
+
+@dataclass
+class Approval(Elicitation):
+    """The approval elicitation of a user_approval_required refusal of a proxied call
+    (:func:`connectd.approval_required`): the document a mint answers (kind ``approval``; ``url`` is
+    connectd's approval page, and :func:`connectd.answer_for` shapes it as a connect link), and the
+    request the user is asked to approve."""
+
+    method: str = ""
+    """The request's method, as connectd received it."""
+    path: str = ""
+    """The request's path below the provider's API base, with its query."""
+    rule: str = ""
+    """The request rule that asks (METHOD PATTERN)."""
+    message: str = ""
+    """The operator's words for the rule, shown to the user."""
+    account: str = ""
+    """The connection id the refused proxied call named (ProviderProxy's account), "" for none."""
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any], again: bool = False) -> "Approval":
+        e = Elicitation.from_json(d, again)
+        return cls(
+            **{f: getattr(e, f) for f in e.__dataclass_fields__},
+            method=str(d.get("method") or ""),
+            path=str(d.get("path") or ""),
+            rule=str(d.get("rule") or ""),
+            message=str(d.get("message") or ""),
+        )
+
+
+KIND_CONNECT = "connect"
+"""ElicitationStatus.kind of a connect link."""
+KIND_APPROVAL = "approval"
+"""ElicitationStatus.kind of an approval of one proxied call."""
+REASON_USER_DENIED = "user_denied"
+"""The reason of an approval the user denied on connectd's page: do not retry the request."""
+REASON_CLIENT_DECLINED = "client_declined"
+"""The reason of a link the MCP client's user declined or dismissed (cancel)."""
 
 
 @dataclass

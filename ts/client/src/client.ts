@@ -1,7 +1,24 @@
 // ConnectdClient: connectd's /v1 API for one MCP server (the Go client's
 // client.go and wait.go in TypeScript). It uses only the platform's fetch.
-import { ConnectdError, ConnectdNetworkError, ErrorFamily, URLElicitationUnsupportedError, WaitTimeoutError } from "./errors.js";
-import { answerFor, canOpenURL, connectKey, fallbackResult, generationOf, inputKey as defaultInputKey } from "./mcp.js";
+import {
+  ConnectdError,
+  ConnectdNetworkError,
+  ErrorFamily,
+  URLElicitationUnsupportedError,
+  WaitTimeoutError,
+  approvalOutcome,
+  approvalRequired,
+} from "./errors.js";
+import {
+  answerFor,
+  approvalFallbackResult,
+  approvalKey,
+  canOpenURL,
+  connectKey,
+  fallbackResult,
+  generationOf,
+  inputKey as defaultInputKey,
+} from "./mcp.js";
 import type { Answer, Peer } from "./mcp.js";
 import type { components, paths } from "./openapi.js";
 import { providerFetch } from "./proxy.js";
@@ -9,6 +26,7 @@ import type { ProviderFetch, ProviderFetchOptions } from "./proxy.js";
 import { Token, isFinal } from "./types.js";
 import type {
   Account,
+  Approval,
   Body,
   Connection,
   Elicitation,
@@ -29,6 +47,8 @@ const maxResponse = 1 << 20;
 const maxWaitSeconds = 60;
 /** How long each long-poll of wait asks connectd to hold, in seconds. */
 const pollWaitSeconds = 30;
+/** Bounds how many approval ids requireApproval remembers. */
+const maxHandedOut = 4096;
 
 export interface ConnectdClientOptions {
   /** connectd's public origin, e.g. https://connect.example.com (a path prefix is allowed). */
@@ -93,6 +113,8 @@ export class ConnectdClient {
   readonly #userAgent: string;
   readonly #retryWaitMs: number;
   readonly #fallback: boolean;
+  /** The approvals requireApproval handed out, by id, until each expires (ms): to recognise a retry. */
+  readonly #handedOut = new Map<string, number>();
 
   constructor(opts: ConnectdClientOptions) {
     this.#base = checkBaseUrl(opts.baseUrl, opts.allowHttp ?? false);
@@ -374,6 +396,69 @@ export class ConnectdClient {
   }
 
   /**
+   * Turns a user_approval_required refusal of a proxied call (err, as
+   * providerFetch or an SDK threw it) into the MCP answer for what the MCP
+   * client declared, as requireConnection does for a connect link: the
+   * approval shaped with answerFor (its 2026-07-28 input key is
+   * approvalKey(provider, the approval's id); answer.approval is set), or the
+   * fallback tool result (approvalFallbackResult) when the client did not
+   * declare URL-mode elicitation. With fallback: false such a client gets
+   * URLElicitationUnsupportedError. An err that is no such refusal is a
+   * TypeError.
+   *
+   * Then wait for the user (wait on answer.elicitation.id; on a 2026-07-28
+   * retry, status on the id approvalRetryOf reads from the key) and read the final status with approvalOutcome:
+   * undefined → send exactly the same request again (it passes once);
+   * ApprovalDeniedError → answer deniedResult and do not retry.
+   *
+   * connectd answers the same request asked again while its approval is
+   * pending with the same approval. This client remembers each approval it
+   * handed out until it expires: when one comes back (the MCP client retried
+   * at once), it waits on the long-poll for up to retryWaitMs first. Approved
+   * meanwhile, the answer is ready (send the request again); ended otherwise,
+   * approvalOutcome's error is thrown; still pending, the answer carries the
+   * same link again.
+   */
+  async requireApproval(userToken: string, peer: Peer, err: unknown, opts?: CallOptions): Promise<Answer> {
+    const a = approvalRequired(err);
+    if (!a) throw new TypeError("connectd client: requireApproval needs a user_approval_required refusal with its approval", { cause: err });
+    if (!canOpenURL(peer) && !this.#fallback) {
+      throw new URLElicitationUnsupportedError(
+        `connectd: the MCP client cannot do URL-mode elicitation: protocol version ${JSON.stringify(peer.protocolVersion)}, URL mode declared: ${peer.urlElicitation}`,
+      );
+    }
+    const generation = generationOf(peer.protocolVersion);
+    const now = Date.now();
+    if (this.#retryWaitMs > 0 && (this.#handedOut.get(a.id) ?? 0) > now) {
+      try {
+        const st = await this.wait(userToken, a.id, { signal: opts?.signal, timeoutMs: this.#retryWaitMs });
+        const outcome = approvalOutcome(st);
+        if (outcome) throw outcome;
+        return { generation, elicitation: a, approval: a, ready: true };
+      } catch (e) {
+        if (!(e instanceof WaitTimeoutError)) throw e;
+        // Still pending after retryWaitMs: the same link again.
+      }
+    }
+    this.#remember(a, now);
+    if (!canOpenURL(peer)) return { generation, elicitation: a, approval: a, ready: false, fallback: approvalFallbackResult(a) };
+    return { ...answerFor(a, peer.protocolVersion, approvalKey(a.provider, a.id)), approval: a };
+  }
+
+  #remember(a: Approval, now: number): void {
+    if (this.#handedOut.size >= maxHandedOut) {
+      for (const [id, exp] of this.#handedOut) if (exp <= now) this.#handedOut.delete(id);
+      // Still full: forget the oldest (a forgotten retry only waits no longer).
+      for (const id of this.#handedOut.keys()) {
+        if (this.#handedOut.size < maxHandedOut) break;
+        this.#handedOut.delete(id);
+      }
+    }
+    const exp = a.expiresAt.getTime();
+    this.#handedOut.set(a.id, Number.isNaN(exp) ? now + 10 * 60_000 : exp);
+  }
+
+  /**
    * The InputRequiredResult that hands a still-pending elicitation back to
    * the MCP client (2026-07-28) with the fresh requestState from resolve or
    * resume. message is shown to the user; inputKey names the entry (default
@@ -588,6 +673,14 @@ function apiError(resp: Response, raw: string): ConnectdError {
     if (Array.isArray(b.unapproved_scopes)) init.unapprovedScopes = b.unapproved_scopes;
     init.accountChanged = b.account_changed === true;
     if (Array.isArray(b.accounts)) init.accounts = b.accounts.map(toAccount);
+    const approval = (b as { approval?: unknown }).approval;
+    if ((b.error as string) === "user_approval_required" && approval && typeof approval === "object") {
+      try {
+        init.approval = toApproval(approval as RawApproval);
+      } catch {
+        // not the approval document: the refusal without it
+      }
+    }
   } else {
     init.description = `unexpected answer: ${resp.statusText || resp.status}`;
   }
@@ -622,6 +715,8 @@ function toStatus(s: Schemas["StatusFields"]): ElicitationStatus {
     scopes: s.scopes ?? [],
     expiresAt: new Date(s.expires_at),
   };
+  const kind = (s as { kind?: unknown }).kind;
+  if (typeof kind === "string" && kind) out.kind = kind;
   if (s.reason) out.reason = s.reason;
   if (s.completed_at) out.completedAt = new Date(s.completed_at);
   if (s.request_state) out.requestState = s.request_state;
@@ -645,6 +740,21 @@ function toElicitation(m: Schemas["Minted"], again: boolean): Elicitation {
       params: { mode: "url", url: m.input_request.params.url, message: m.input_request.params.message },
     },
     again,
+  };
+}
+
+/** The approval document of a user_approval_required envelope: a mint answer and the request. */
+type RawApproval = Schemas["Minted"] & { method?: unknown; path?: unknown; rule?: unknown; message?: unknown };
+
+function toApproval(r: RawApproval): Approval {
+  const str = (v: unknown) => (typeof v === "string" ? v : "");
+  return {
+    ...toElicitation(r, false),
+    method: str(r.method),
+    path: str(r.path),
+    rule: str(r.rule),
+    message: str(r.message),
+    account: "",
   };
 }
 

@@ -4,7 +4,7 @@
 // sentinel errors do. No error ever carries the client key or a token: they
 // travel in headers, and messages are built only from status, code and
 // connectd's description (which never holds a secret).
-import type { Account } from "./types.js";
+import type { Account, Approval, ElicitationStatus } from "./types.js";
 
 /** The families of refusals, as the Go client's sentinel errors (errors.go). */
 export const ErrorFamily = {
@@ -51,6 +51,13 @@ export const ErrorFamily = {
   RateLimited: "rate_limited",
   /** connectd or a dependency is temporarily unavailable. */
   Unavailable: "unavailable",
+  /**
+   * A proxied call matched a request rule that asks the user first
+   * (user_approval_required); the provider was not called. approval is the
+   * approval elicitation: requireApproval, wait, then send exactly the same
+   * request again.
+   */
+  ApprovalRequired: "approval_required",
 } as const;
 export type ErrorFamily = (typeof ErrorFamily)[keyof typeof ErrorFamily];
 
@@ -103,6 +110,8 @@ const codeFamilies: Readonly<Record<string, readonly ErrorFamily[]>> = {
   invalid_proxy_path: [F.InvalidRequest],
   method_not_allowed: [F.InvalidRequest],
   proxy_override_refused: [F.InvalidRequest],
+  // A request rule that asks: the user approves this call first.
+  user_approval_required: [F.ApprovalRequired],
 };
 
 export interface ConnectdErrorInit {
@@ -114,6 +123,7 @@ export interface ConnectdErrorInit {
   unapprovedScopes?: string[];
   accountChanged?: boolean;
   accounts?: Account[];
+  approval?: Approval;
   retryAfterMs?: number;
 }
 
@@ -136,6 +146,8 @@ export class ConnectdError extends Error {
   readonly accountChanged: boolean;
   /** The user's accounts at the provider this client may use (account_required): name one with its id. */
   readonly accounts: Account[];
+  /** The approval elicitation of a user_approval_required refusal (approvalRequired). */
+  readonly approval?: Approval;
   /** The Retry-After delay of a 429 or 503 answer, if any. */
   readonly retryAfterMs?: number;
 
@@ -149,6 +161,7 @@ export class ConnectdError extends Error {
     this.unapprovedScopes = init.unapprovedScopes ?? [];
     this.accountChanged = init.accountChanged ?? false;
     this.accounts = init.accounts ?? [];
+    if (init.approval !== undefined) this.approval = init.approval;
     if (init.retryAfterMs !== undefined) this.retryAfterMs = init.retryAfterMs;
   }
 
@@ -280,4 +293,65 @@ export function accountsOf(err: unknown): Account[] {
 /** The scopes an insufficient_scope refusal lists, or []. */
 export function missingScopes(err: unknown): string[] {
   return connectdErrorOf(err)?.missingScopes ?? [];
+}
+
+/** Reports whether err is a proxied call that needs the user's approval first (Go: ErrApprovalRequired). */
+export function isApprovalRequired(err: unknown): boolean {
+  return isFamily(err, F.ApprovalRequired);
+}
+
+/**
+ * The approval a user_approval_required refusal carries, or undefined when
+ * err is not one (Go: client.ApprovalRequired). It reads through SDK errors
+ * that carry connectd's refusal as their cause (connectdErrorOf).
+ */
+export function approvalRequired(err: unknown): Approval | undefined {
+  const e = connectdErrorOf(err);
+  return e?.code === "user_approval_required" ? e.approval : undefined;
+}
+
+/**
+ * The user denied the request on connectd's approval page (status
+ * declined, reason user_denied). It was not made: do not send it again; tell
+ * the user and the model it was denied (deniedResult). Go: ErrApprovalDenied.
+ */
+export class ApprovalDeniedError extends Error {
+  override readonly name = "ApprovalDeniedError";
+  constructor(readonly elicitationId: string) {
+    super(`connectd: the user denied this request (approval ${elicitationId})`);
+  }
+}
+
+/**
+ * An approval that ended without a decision: the MCP client's user dismissed
+ * the link (reason client_declined; Go: ErrApprovalDismissed), or nobody
+ * answered in time (status expired; Go: ErrApprovalExpired). The next
+ * attempt asks again.
+ */
+export class ApprovalNotGivenError extends Error {
+  override readonly name = "ApprovalNotGivenError";
+  constructor(
+    readonly elicitationId: string,
+    readonly status: string,
+    readonly reason: string,
+  ) {
+    super(`connectd: the approval ${elicitationId} was not given (${status}${reason ? `, ${reason}` : ""})`);
+  }
+  /** Nobody answered in time. */
+  get expired(): boolean {
+    return this.status === "expired";
+  }
+}
+
+/**
+ * What a final status of an approval means (Go: client.ApprovalOutcome):
+ * undefined when the user approved (completed: send exactly the same request
+ * again), ApprovalDeniedError when they denied it, ApprovalNotGivenError when
+ * the link was dismissed or expired, another Error for any other state.
+ */
+export function approvalOutcome(st: ElicitationStatus): Error | undefined {
+  if (st.status === "completed") return undefined;
+  if (st.status === "declined" && st.reason === "user_denied") return new ApprovalDeniedError(st.id);
+  if (st.status === "declined" || st.status === "expired") return new ApprovalNotGivenError(st.id, st.status, st.reason ?? "");
+  return new Error(`connectd client: approval ${st.id} is ${st.status} (${st.reason ?? ""})`);
 }

@@ -4,14 +4,19 @@ export type { CallOptions, ConnectdClientOptions, UnlinkOptions, WaitOptions } f
 export { AccountHeader, RequestIDHeader, ScopesHeader } from "./proxy.js";
 export type { ProviderFetch, ProviderFetchOptions } from "./proxy.js";
 export {
+  ApprovalDeniedError,
+  ApprovalNotGivenError,
   ConnectdError,
   ConnectdNetworkError,
   ErrorFamily,
   URLElicitationUnsupportedError,
   WaitTimeoutError,
   accountsOf,
+  approvalOutcome,
+  approvalRequired,
   connectdErrorOf,
   isAccountRequired,
+  isApprovalRequired,
   isFamily,
   isInvalidClient,
   isRateLimited,
@@ -25,20 +30,26 @@ export type { ConnectdErrorInit } from "./errors.js";
 export {
   AccountChoice,
   AccountField,
+  DeniedText,
   Generation,
   ProtocolVersion20251125,
   ProtocolVersion20260728,
   URLElicitationRequiredCode,
   answerFor,
+  approvalFallbackResult,
+  approvalInputKey,
+  approvalKey,
   canOpenURL,
   chooseAccount,
   choiceKey,
   chosenAccount,
   connectKey,
+  deniedResult,
   fallbackResult,
   generationOf,
   inputKey,
   keyAccount,
+  keyApproval,
   toolResultText,
 } from "./mcp.js";
 export type { Answer, FormParams, Peer, TextContent, ToolResult } from "./mcp.js";
@@ -46,6 +57,10 @@ export { requestDigest } from "./digest.js";
 export {
   AccountAll,
   AccountNew,
+  KindApproval,
+  KindConnect,
+  ReasonClientDeclined,
+  ReasonUserDenied,
   StatusCompleted,
   StatusDeclined,
   StatusExpired,
@@ -57,6 +72,7 @@ export {
 } from "./types.js";
 export type {
   Account,
+  Approval,
   Connection,
   ElicitParams,
   Elicitation,

@@ -16,9 +16,9 @@ import {
   type InputRequiredResult,
   type ServerContext,
 } from "@modelcontextprotocol/server";
-import { choiceKey, chosenAccount, connectKey, inputKey, keyAccount } from "./mcp.js";
+import { approvalInputKey, choiceKey, chosenAccount, connectKey, deniedResult, inputKey, keyAccount, keyApproval } from "./mcp.js";
 import type { Answer, FormParams, Peer, ToolResult } from "./mcp.js";
-import type { InputRequiredResult as PlainInputRequiredResult } from "./types.js";
+import type { Approval, InputRequiredResult as PlainInputRequiredResult } from "./types.js";
 
 /** What a v2 handler's context carries that matters here (ServerContext's mcpReq, in part). */
 export interface RequestContext {
@@ -119,6 +119,51 @@ export function retryOf(ctx: RequestContext, provider: string): Retry | undefine
   if (v.kind === "elicit") out.action = v.action;
   return out;
 }
+
+/** What a 2026-07-28 retry of an approval request carries. */
+export interface ApprovalRetry {
+  /** The approval's elicitation id (from its approvalKey): ConnectdClient.status or wait on it. */
+  elicitationId: string;
+  /** The requestState the client echoed ("" for none): unspent, it may go back with the same link (ConnectdClient.reissue). */
+  requestState: string;
+  /** The inputRequests key the answer came under. */
+  key: string;
+  /** The user's answer to the URL request: "accept" (they agreed to open it, not that they decided), "decline", "cancel", or undefined. */
+  action?: "accept" | "decline" | "cancel";
+}
+
+/**
+ * Reads a 2026-07-28 retry of a request that was answered with connectd's
+ * approval (requireApproval) for provider: the approval's id from the key
+ * its answer came under (approvalKey). Undefined when none of the
+ * inputResponses answers an approval of provider (a first call, or the
+ * retry of a connect request: retryOf). Wait for the decision
+ * (ConnectdClient.wait on the id, bounded) and read it with approvalOutcome:
+ * completed → send exactly the same request again; still pending → the same
+ * link again (ConnectdClient.reissue with the echoed requestState), rather
+ * than the request, which would ask anew if the user decided meanwhile. The
+ * echoed requestState need not be resolved.
+ */
+export function approvalRetryOf(ctx: RequestContext, provider: string): ApprovalRetry | undefined {
+  for (const k of Object.keys(ctx.mcpReq.inputResponses ?? {})) {
+    const id = keyApproval(provider, k);
+    if (id === undefined) continue;
+    const v = inputResponse(ctx.mcpReq.inputResponses, k);
+    const state = ctx.mcpReq.requestState<unknown>();
+    const out: ApprovalRetry = { elicitationId: id, requestState: typeof state === "string" ? state : "", key: k };
+    if (v.kind === "elicit") out.action = v.action;
+    return out;
+  }
+  return undefined;
+}
+
+/** The tool call's result for a request the user denied (deniedResult: "The user denied this request: …"). */
+export function deniedToolResult(approval?: Approval): CallToolResult {
+  return callToolResult(deniedResult(approval));
+}
+
+/** The default inputRequests key of an approval (approvalInputKey). */
+export { approvalInputKey };
 
 /** The inputRequests key of a connect link for account (connectKey), for ConnectdClient.reissue. */
 export { connectKey };

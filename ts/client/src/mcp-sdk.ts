@@ -11,8 +11,9 @@ import {
   type ElicitRequestURLParams,
   type ElicitationCompleteNotification,
 } from "@modelcontextprotocol/sdk/types.js";
+import { deniedResult } from "./mcp.js";
 import type { Answer, FormParams, Peer, ToolResult } from "./mcp.js";
-import type { InputRequiredResult } from "./types.js";
+import type { Approval, InputRequiredResult } from "./types.js";
 
 export type { InputRequiredResult };
 
@@ -65,6 +66,17 @@ export function fallbackToolResult(answer: Answer): CallToolResult {
 /** A ToolResult (a fallback, AccountChoice.fallback) as the tool call's result. */
 export function callToolResult(r: ToolResult): CallToolResult {
   return { isError: r.isError, content: r.content.map((c) => ({ type: "text" as const, text: c.text })) };
+}
+
+/**
+ * The tool call's result for a request the user denied on connectd's approval
+ * page (deniedResult: "The user denied this request: …"). An approval answer
+ * (requireApproval) goes to the client as a connect answer does —
+ * elicitInputParams, toUrlElicitationRequiredError, fallbackToolResult — and
+ * approvalOutcome reads its final status.
+ */
+export function deniedToolResult(approval?: Approval): CallToolResult {
+  return callToolResult(deniedResult(approval));
 }
 
 /** The 2026-07-28 InputRequiredResult of an answer, as a plain object (the SDK has no type for it). */

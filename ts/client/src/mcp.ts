@@ -2,7 +2,7 @@
 // and connectd's elicitation in that shape (the Go client's mcp.go).
 import { URLElicitationUnsupportedError, accountsOf } from "./errors.js";
 import { AccountNew, accountTitle } from "./types.js";
-import type { Account, ElicitParams, Elicitation, InputRequiredResult, RPCError } from "./types.js";
+import type { Account, Approval, ElicitParams, Elicitation, InputRequiredResult, RPCError } from "./types.js";
 
 /**
  * Introduced URL-mode elicitation: the server sends elicitation/create (mode
@@ -92,7 +92,13 @@ export interface Answer {
   generation: Generation;
   /** The minted elicitation (its id to wait on, its URL). */
   elicitation: Elicitation;
-  /** The user finished connecting while requireConnection waited on a retry: look the token up again. */
+  /** Set by requireApproval: the approval elicitation is of (what the user is asked to approve). */
+  approval?: Approval;
+  /**
+   * The user finished connecting (approved) while requireConnection
+   * (requireApproval) waited on a retry: look the token up again (send the
+   * same request again).
+   */
   ready: boolean;
   /** The client has no URL mode: answer the tool call with this result (the link, in plain words, and "try again"). */
   fallback?: ToolResult;
@@ -183,6 +189,68 @@ export function fallbackResult(e: Elicitation): ToolResult {
     `${msg}\n\nThis app cannot open the connect link for you. Open it in your browser:\n${e.url}\n\n` +
     `Sign in, approve, then try again. The link works only for you, grants nothing by itself, and expires at ${expiry}.`;
   return { isError: true, content: [{ type: "text", text }] };
+}
+
+/** The prefix of a provider's approval inputRequests keys (approvalKey). */
+export function approvalInputKey(provider: string): string {
+  return `approve-${provider}`;
+}
+
+/**
+ * The inputRequests key requireApproval gives an approval request
+ * (2026-07-28): approvalInputKey(provider), ":" and the approval's
+ * elicitation id. The MCP client echoes it, so the retry knows it answers an
+ * approval, and which (keyApproval): status (or wait) on that id gives the
+ * user's decision without resolving the request_state. The id is no secret
+ * (it is in the link); connectd answers it only to this client for this user.
+ */
+export function approvalKey(provider: string, elicitationId: string): string {
+  return `${approvalInputKey(provider)}:${elicitationId}`;
+}
+
+/** Reads an approvalKey: undefined when key is no approval request for provider, else the approval's elicitation id. */
+export function keyApproval(provider: string, key: string): string | undefined {
+  const prefix = `${approvalInputKey(provider)}:`;
+  return key.startsWith(prefix) && key.length > prefix.length ? key.slice(prefix.length) : undefined;
+}
+
+/** What the tool result of a denied request opens with (deniedResult). */
+export const DeniedText = "The user denied this request";
+
+/**
+ * The tool result for a request the user denied: it says so, what the
+ * request was (when approval is given), that it was not made, and not to try
+ * it again unless the user asks. An error result. Byte for byte the Go
+ * client's DeniedResult.
+ */
+export function deniedResult(approval?: Pick<Approval, "method" | "path" | "message">): ToolResult {
+  let text = `${DeniedText}.`;
+  if (approval) {
+    let what = `${approval.method} ${approval.path}`.trim();
+    if (approval.message) what += ` (${approval.message})`;
+    text = `${DeniedText}: ${what}.`;
+  }
+  text += " It was not made. Do not try it again unless the user asks for it.";
+  return { isError: true, content: [{ type: "text", text }] };
+}
+
+/**
+ * The tool result that hands the approval link to a user whose MCP client
+ * cannot open URL-mode elicitations: what is to be approved, the link as
+ * plain text, and to try again after (the Go client's ApprovalFallbackResult).
+ */
+export function approvalFallbackResult(a: Approval): ToolResult {
+  const msg = a.params.message.trim() || `This request needs your approval: ${a.message}`;
+  const text =
+    `${msg}\n\nThis app cannot open the approval link for you. Open this link to approve or deny ${a.method} ${a.path}:\n${a.url}\n\n` +
+    `Then try again. The link works only for you and expires at ${expiryText(a.expiresAt)}.`;
+  return { isError: true, content: [{ type: "text", text }] };
+}
+
+/** Go's "15:04 MST on 2 Jan", in UTC. */
+function expiryText(t: Date): string {
+  const pad = (n: number) => String(n).padStart(2, "0");
+  return `${pad(t.getUTCHours())}:${pad(t.getUTCMinutes())} UTC on ${t.getUTCDate()} ${months[t.getUTCMonth()]}`;
 }
 
 /** Joins a tool result's text. */

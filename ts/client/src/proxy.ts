@@ -120,7 +120,10 @@ export function providerFetch(c: ProxyConnection, userToken: string, provider: s
         throw new ConnectdNetworkError(`connectd client: proxy ${method} ${provider}: ${errText(err)}`, { cause: err });
       }
       const refused = await refusalOf(resp, id, c);
-      if (refused) throw refused;
+      if (refused) {
+        if (refused.approval) refused.approval.account = opts.account ?? ""; // the account this call named
+        throw refused;
+      }
       if (redirect === "manual" || !isRedirect(resp.status)) return resp;
       const loc = resp.headers.get("Location");
       let next: URL;

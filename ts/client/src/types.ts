@@ -91,10 +91,25 @@ export function isFinal(status: Status): boolean {
   return status !== "pending";
 }
 
+/** ElicitationStatus.kind of a connect link (connect the provider, or consent to this client). */
+export const KindConnect = "connect";
+/** ElicitationStatus.kind of an approval (approve one proxied call: a request rule that asks). */
+export const KindApproval = "approval";
+/** The reason of an approval the user denied on connectd's page: do not retry it (deniedResult). */
+export const ReasonUserDenied = "user_denied";
+/** The reason of a link the MCP client's user declined or dismissed (cancel). */
+export const ReasonClientDeclined = "client_declined";
+
 /** connectd's status document of an elicitation. */
 export interface ElicitationStatus {
   id: string;
   status: Status;
+  /**
+   * What the user is asked: KindConnect (connect, or consent) or
+   * KindApproval (approve one proxied call). An older connectd sends none: a
+   * connect link.
+   */
+  kind?: string;
   /** Why it failed or was declined (provider_error, exchange_failed, user_denied, …). */
   reason?: Reason;
   provider: string;
@@ -151,6 +166,24 @@ export interface Elicitation extends ElicitationStatus {
   inputRequest: InputRequest;
   /** connectd answered with an elicitation already pending for the same request (a retry): the same link as before. */
   again: boolean;
+}
+
+/**
+ * The approval elicitation of a user_approval_required refusal of a proxied
+ * call (approvalRequired): the same document a mint answers (kind
+ * KindApproval; url is connectd's approval page), and what the user is asked
+ * to approve.
+ */
+export interface Approval extends Elicitation {
+  /** The request as connectd received it: its method, and its path below the provider's API base with its query. */
+  method: string;
+  path: string;
+  /** The request rule that asks (METHOD PATTERN). */
+  rule: string;
+  /** The operator's words for the rule, shown to the user. */
+  message: string;
+  /** The connection id the refused call named (providerFetch's account), "" for none. */
+  account: string;
 }
 
 /**

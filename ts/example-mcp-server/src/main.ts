@@ -25,6 +25,7 @@ const { values: f } = parseArgs({
     credential: { type: "string", default: env.MCP_CREDENTIAL ?? "proxy" },
     "files-path": { type: "string", default: env.MCP_FILES_PATH ?? "/files" },
     "files-api": { type: "string", default: env.MCP_FILES_API ?? "" },
+    "issues-path": { type: "string", default: env.MCP_ISSUES_PATH ?? "/repos/{repo}/issues" },
     style: { type: "string", default: env.MCP_LEGACY_STYLE ?? "elicit" },
     "wait-timeout": { type: "string", default: env.MCP_WAIT_TIMEOUT ?? "300" },
     "retry-wait": { type: "string", default: env.CONNECTD_RETRY_WAIT ?? "20" },
@@ -48,6 +49,8 @@ const usage = `usage: connectd-example-mcp-server [flags]  (each flag also reads
                      or token (read the user's token and call it) (MCP_CREDENTIAL)
   --files-path PATH  proxy: the list endpoint below the provider's API base URL at connectd (MCP_FILES_PATH)
   --files-api URL    token: the file service's list endpoint URL (MCP_FILES_API)
+  --issues-path P    open_issue's POST below the provider's API base URL at connectd, {repo} the tool's owner/name;
+                     always through connectd's proxy (MCP_ISSUES_PATH)
   --style S          2025-11-25 shape: elicit (elicitation/create) or error (-32042) (MCP_LEGACY_STYLE)
   --wait-timeout S   seconds a 2025-11-25 call waits for the user in the browser after elicitation/create (MCP_WAIT_TIMEOUT)
   --retry-hold S     seconds a 2026-07-28 retry with a pending requestState is held before it gets the link
@@ -90,6 +93,7 @@ async function main(): Promise<void> {
       credential: f.credential,
       filesPath: f["files-path"],
       filesApi: f["files-api"],
+      issuesPath: f["issues-path"],
       style: f.style,
       waitTimeoutMs: Number(f["wait-timeout"]) * 1000 || 300_000,
       retryHoldMs: Number(f["retry-hold"]) * 1000 || 30_000,

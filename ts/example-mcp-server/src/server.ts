@@ -14,6 +14,7 @@ import { createMcpHandler, isLegacyRequest, McpServer as McpServerV2, type AuthI
 import { z } from "zod";
 import type { Caller, Verifier } from "./auth.js";
 import type { Logger } from "./log.js";
+import { openIssue, openIssueModern } from "./issue.js";
 import { listFiles, listFilesModern, type Background, type ToolConfig } from "./tool.js";
 
 export interface ServerConfig extends ToolConfig {
@@ -30,6 +31,18 @@ interface Session {
 }
 
 const maxBody = 1 << 20;
+
+const instructions =
+  "list_files lists the user's files at the file service; the first call asks the user to connect it. " +
+  "open_issue opens an issue; the user may be asked to approve it first.";
+const openIssueTitle = "Open an issue";
+const openIssueDescription =
+  "Opens an issue in one of the user's repositories at the service. connectd may ask the user to approve the request first; a denied request is not made.";
+const issueFields = {
+  repo: z.string().describe("the repository, owner/name"),
+  title: z.string().describe("the issue's title"),
+  body: z.string().optional().describe("the issue's text"),
+};
 
 export class ExampleServer {
   readonly #cfg: ServerConfig;
@@ -142,7 +155,7 @@ export class ExampleServer {
   #newMcpServer(): McpServer {
     const server = new McpServer(
       { name: "connectd-example-files-ts", version: "1.0.0" },
-      { instructions: "list_files lists the user's files at the file service; the first call asks the user to connect it." },
+      { instructions },
     );
     const bg: Background = {
       signal: this.#closing.signal,
@@ -173,6 +186,11 @@ export class ExampleServer {
         return listFiles(this.#cfg, server, bg, this.#log, caller, args, extra);
       },
     );
+    server.registerTool("open_issue", { title: openIssueTitle, description: openIssueDescription, inputSchema: issueFields }, async (args, extra) => {
+      const caller = (extra.authInfo?.extra as { caller?: Caller } | undefined)?.caller;
+      if (!caller) throw new Error("no verified caller: the MCP endpoint must sit behind bearer authentication");
+      return openIssue(this.#cfg, server, bg, this.#log, caller, args, extra);
+    });
     return server;
   }
 
@@ -180,7 +198,7 @@ export class ExampleServer {
   #newModernServer(authInfo: AuthInfo | undefined): McpServerV2 {
     const server = new McpServerV2(
       { name: "connectd-example-files-ts", version: "1.0.0" },
-      { instructions: "list_files lists the user's files at the file service; the first call asks the user to connect it." },
+      { instructions },
     );
     server.registerTool(
       "list_files",
@@ -204,6 +222,11 @@ export class ExampleServer {
         return listFilesModern(this.#cfg, this.#log, caller, args, ctx);
       },
     );
+    server.registerTool("open_issue", { title: openIssueTitle, description: openIssueDescription, inputSchema: z.object(issueFields) }, async (args, ctx) => {
+      const caller = (authInfo?.extra as { caller?: Caller } | undefined)?.caller;
+      if (!caller) throw new Error("no verified caller: the MCP endpoint must sit behind bearer authentication");
+      return openIssueModern(this.#cfg, this.#log, caller, args, ctx);
+    });
     return server;
   }
 

@@ -73,6 +73,8 @@ export interface ToolConfig {
   filesPath: string;
   /** token: the file service's list endpoint URL. */
   filesApi: string;
+  /** open_issue's POST below the provider's API base URL at connectd ({repo}: owner/name), always through the proxy. */
+  issuesPath: string;
   /** elicit: elicitation/create within the call; error: -32042, then the client retries. */
   style: LegacyStyle;
   /** Bounds how long a 2025-11-25 call waits for the user to finish in the browser after elicitation/create. */

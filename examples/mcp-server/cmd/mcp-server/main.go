@@ -55,6 +55,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	scopes := fs.String("scopes", "files.read", "comma-separated scopes the tool needs")
 	credential := fs.String("credential", "proxy", "proxy (call the file service through connectd) or token (read the user's token and call it)")
 	filesPath := fs.String("files-path", "/files", "with -credential proxy: the list endpoint below the provider's API base URL at connectd")
+	issuesPath := fs.String("issues-path", mcpserver.DefaultIssuesPath,
+		"open_issue's POST below the provider's API base URL at connectd ({repo} is owner/name); always through connectd's proxy")
 	filesAPI := fs.String("files-api", "", "with -credential token: the file service's list endpoint URL (required then)")
 	legacy := fs.String("legacy", "elicit", "2025-11-25 shape: elicit (elicitation/create) or error (URLElicitationRequiredError)")
 	retryHold := fs.Duration("retry-hold", mcpserver.DefaultRetryHold,
@@ -83,7 +85,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		style = mcpserver.LegacyError
 	}
 	srv, err := mcpserver.New(ctx, mcpserver.Config{Resource: *resource, Issuer: *issuer, Connectd: cd,
-		Provider: *provider, Scopes: strings.Split(*scopes, ","), Credential: cred, FilesPath: *filesPath, FilesAPI: *filesAPI,
+		Provider: *provider, Scopes: strings.Split(*scopes, ","), Credential: cred, FilesPath: *filesPath, IssuesPath: *issuesPath, FilesAPI: *filesAPI,
 		Legacy: style, RetryHold: *retryHold, WaitTimeout: *waitTimeout, Logger: logger})
 	if err != nil {
 		return err

@@ -314,6 +314,7 @@ func runDemo(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 		srv, err := mcpserver.New(ctx, mcpserver.Config{
 			Resource: resource, Issuer: idpURL, Connectd: cd, Provider: demoProvider, Scopes: []string{demoScope},
 			Credential: cred, FilesAPI: files.APIURL(), Logger: base.With(slog.String("component", component)),
+			IssuesPath: demoIssuesPath,
 		})
 		if err != nil {
 			return "", err
@@ -604,6 +605,9 @@ func demoClientKey(ctx context.Context, clients *clientauth.Clients, org, name, 
 				return "", "", err
 			}
 		}
+		if err := demoRules(ctx, clients, c.ID, proxyOnly); err != nil {
+			return "", "", err
+		}
 		if c.ProxyOnly != proxyOnly {
 			if err := clients.SetProxyOnly(ctx, c.ID, proxyOnly); err != nil {
 				return "", "", err
@@ -621,7 +625,30 @@ func demoClientKey(ctx context.Context, clients *clientauth.Clients, org, name, 
 			return "", "", err
 		}
 	}
+	if err := demoRules(ctx, clients, c.ID, proxyOnly); err != nil {
+		return "", "", err
+	}
 	return c.ID, key, nil
+}
+
+// demoIssuesPath is where the example's open_issue posts at Demo Files (the
+// fake provider takes POSTs below /echo), and demoAskRule the request rule
+// that makes that call one the user approves first (issue 36).
+const (
+	demoIssuesPath = "/echo/repos/{repo}/issues"
+	demoAskRule    = `POST /echo/repos/*/issues ask:1h "open issues in your Demo Files repositories"`
+)
+
+// demoRules gives the proxy-only example its request rules at Demo Files:
+// reads go, opening an issue asks alice first. Reading tokens
+// (-credential token) needs no rule that asks, so they are cleared then (a
+// client whose rules ask stays proxy-only).
+func demoRules(ctx context.Context, clients *clientauth.Clients, id string, proxyOnly bool) error {
+	if !proxyOnly {
+		return clients.SetProxyRules(ctx, id, demoProvider, nil)
+	}
+	return clients.SetProxyRules(ctx, id, demoProvider, &clientauth.ProxyRules{Rules: []string{"GET /*", demoAskRule},
+		Description: "reads your files; asks you each time before it opens an issue"})
 }
 
 // waitReady polls a readiness URL until it answers 200 or ctx ends.
@@ -894,7 +921,18 @@ var walkthroughText = template.Must(template.New("walkthrough").Parse(`
      its audit trail (Events has the whole log), and Revoke it. Run step 1
      again: the tool asks alice to connect once more.
 
-  Two organizations. connectd serves a second organization, {{.Org2}}
+{{if not .Token}}  7. A call alice approves first: the operator made opening an issue one
+     (a request rule that asks, as connectd clients proxy-rules sets it:
+       POST /echo/repos/*/issues ask:1h "open issues in your Demo Files repositories").
+
+       {{.Try}} -user alice -tool open_issue -args '{"repo":"alice/notes","title":"Hello"}'
+
+     connectd does not send it; try prints an approval link. Open it as
+     alice: the page shows the exact request and its body. "Allow this
+     request" and try prints "Opened the issue in alice/notes."; call it
+     again and it asks again. Deny, and the tool answers that you denied it.
+
+{{end}}  Two organizations. connectd serves a second organization, {{.Org2}}
   ("{{.Org2Name}}"), set up as an operator does it with
        connectd orgs create {{.Org2}} --name "{{.Org2Name}}"
        connectd orgs update {{.Org2}} --brand-color '{{.Org2Color}}'

@@ -954,3 +954,48 @@ func TestDemoTwoOrganizations(t *testing.T) {
 		t.Fatalf("globex's server asked alice to connect again after a restart:\n%s", try.out.String())
 	}
 }
+
+// TestDemoApproval (issue 36): in the demo, the example MCP server's
+// open_issue is a call alice approves first (the demo's request rule that
+// asks): try prints the approval link, alice allows that one request on
+// connectd's page, and try gets the issue opened; the token read stays
+// refused (a client whose rules ask is proxy-only).
+func TestDemoApproval(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.EmptyURL(t)
+	ports, err := testkit.FreePorts(demoPorts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := startDemo(t, dbURL, t.TempDir(), ports)
+	defer d.shutdown(t, ports)
+	idpURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	mcpURL := fmt.Sprintf("http://127.0.0.1:%d/mcp", ports[3])
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	try := startTry(t, ctx, idpURL, mcpURL, "-user", "alice")
+	link := try.await(t, ctx, connectLink)[0]
+	if st, body, err := demoBrowser(link, "alice", true); err != nil || st != http.StatusOK || !strings.Contains(body, "Connected") {
+		t.Fatalf("alice connecting: %d %v\n%s", st, err, body)
+	}
+	try.finish(t, "files for work-account")
+
+	try = startTry(t, ctx, idpURL, mcpURL, "-user", "alice", "-tool", "open_issue",
+		"-args", `{"repo":"alice/notes","title":"Hello from the demo"}`)
+	link = try.await(t, ctx, connectLink)[0]
+	b := flowtest.New(&http.Client{Timeout: 10 * time.Second})
+	page := signInAt(t, b, link, "alice")
+	for _, want := range []string{"open issues in your Demo Files repositories", "/echo/repos/alice/notes/issues",
+		"Hello from the demo", "Allow such requests for 1 hour"} {
+		if !strings.Contains(page.Body, want) {
+			t.Fatalf("the approval page does not show %q:\n%s", want, page.Body)
+		}
+	}
+	done := follow(t, b, http.MethodPost, link, url.Values{"csrf_token": {formValue(t, page.Body, "csrf_token")},
+		"body_sha256": {formValue(t, page.Body, "body_sha256")}, "decision": {"once"}})
+	if done.Status != http.StatusOK || !strings.Contains(done.Body, "Allowed") {
+		t.Fatalf("allow: %d\n%s", done.Status, done.Body)
+	}
+	try.finish(t, "Opened the issue in alice/notes.")
+}

@@ -135,6 +135,7 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.onProxy(name, status, time.Since(start))
 	s.sampleProxy(r, &c, name, connID)
+	s.receiptProxy(r, &c, name, connID, path, status, err, start)
 	return problem.About(name, err)
 }
 

@@ -131,14 +131,19 @@ var ErrProxyNotAllowed = errors.New("mcpauth: the client's request rules do not 
 // case-sensitive too: a rule's method is the call's, "*", or, for a HEAD
 // call, GET (HEAD is GET without the body: a GET rule allows it; a HEAD
 // rule allows HEAD alone).
-func (r ProxyRules) Allows(method, path string) bool {
+func (r ProxyRules) Allows(method, path string) bool { return r.Matching(method, path) != "" }
+
+// Matching is the pattern of the first rule that matches a call of method
+// to path, as Allows matches them; "" for none (a pattern starts with
+// "/"). The access receipts name a proxied call by it.
+func (r ProxyRules) Matching(method, path string) string {
 	for _, rule := range r.Rules {
 		m, pattern, _ := strings.Cut(rule, " ")
 		if (m == "*" || m == method || method == http.MethodHead && m == http.MethodGet) && globMatch(pattern, path) {
-			return true
+			return pattern
 		}
 	}
-	return false
+	return ""
 }
 
 // globMatch matches s against pattern, where "*" stands for any run of

@@ -125,6 +125,7 @@ func (s *Server) routes() []web.Route {
 
 		// The user's account page (account.go).
 		page("GET /account", web.ClassBrowser, s.accountPage),
+		page("GET "+receiptsPath, web.ClassBrowser, s.downloadReceipts), // account_receipts.go
 		page("POST /account/withdraw", web.ClassBrowser, s.withdraw),
 		page("POST /account/label", web.ClassBrowser, s.relabel),
 		page("GET /account/disconnect", web.ClassBrowser, s.confirmDisconnect), // the confirmation step

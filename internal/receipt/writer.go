@@ -71,7 +71,7 @@ type Writer struct {
 	onDropped func(int)
 
 	mu      sync.Mutex
-	pending map[key]tally
+	pending map[key]*tally // a pointer: a use of a waiting key hashes it once
 
 	logMu     sync.Mutex
 	dropped   int64     // uses dropped since the last line about it
@@ -86,7 +86,7 @@ func NewWriter(cfg Config) (*Writer, error) {
 		return nil, errors.New("receipt: Pool and Logger are required")
 	}
 	w := &Writer{pool: cfg.Pool, logger: cfg.Logger, max: cfg.MaxPending, every: cfg.FlushEvery,
-		timeout: cfg.WriteTimeout, onDropped: cfg.OnDropped, pending: map[key]tally{}}
+		timeout: cfg.WriteTimeout, onDropped: cfg.OnDropped, pending: map[key]*tally{}}
 	if w.max <= 0 {
 		w.max = DefaultMaxPending
 	}
@@ -103,7 +103,7 @@ func NewWriter(cfg Config) (*Writer, error) {
 // never fails: with the buffer full (MaxPending distinct rows waiting) the
 // use is dropped and counted. A use identical to one already waiting (the
 // same user, connection, client, kind, method, template, status and minute)
-// only adds to its count, and allocates nothing. A use of an unknown kind
+// only adds to its count, and allocates nothing (a new one, its tally). A use of an unknown kind
 // is ignored.
 func (w *Writer) Record(u Use) {
 	if w == nil || !u.Kind.known() {
@@ -113,20 +113,23 @@ func (w *Writer) Record(u Use) {
 		client: u.ClientID, kind: u.Kind, method: u.Method, template: u.Template, status: u.Status,
 		bucket: u.At.Unix() / 60}
 	w.mu.Lock()
-	t, ok := w.pending[k]
-	if !ok && len(w.pending) >= w.max {
-		w.mu.Unlock()
-		w.drop(1)
-		return
+	t := w.pending[k]
+	if t == nil {
+		if len(w.pending) >= w.max {
+			w.mu.Unlock()
+			w.drop(1)
+			return
+		}
+		t = &tally{first: u.At, last: u.At}
+		w.pending[k] = t
 	}
 	t.count++
-	if t.first.IsZero() || u.At.Before(t.first) {
+	if u.At.Before(t.first) {
 		t.first = u.At
 	}
 	if u.At.After(t.last) {
 		t.last = u.At
 	}
-	w.pending[k] = t
 	w.mu.Unlock()
 }
 
@@ -154,14 +157,14 @@ func (w *Writer) Pending() int {
 }
 
 // take removes and returns everything waiting.
-func (w *Writer) take() map[key]tally {
+func (w *Writer) take() map[key]*tally {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.pending) == 0 {
 		return nil
 	}
 	out := w.pending
-	w.pending = make(map[key]tally, len(out))
+	w.pending = make(map[key]*tally, len(out))
 	return out
 }
 
@@ -171,19 +174,22 @@ func (w *Writer) giveBack(rows []row) {
 	lost := 0
 	w.mu.Lock()
 	for _, r := range rows {
-		t, ok := w.pending[r.key]
-		if !ok && len(w.pending) >= w.max {
-			lost += int(r.count)
-			continue
+		t := w.pending[r.key]
+		if t == nil {
+			if len(w.pending) >= w.max {
+				lost += int(r.count)
+				continue
+			}
+			t = &tally{first: r.first, last: r.last}
+			w.pending[r.key] = t
 		}
 		t.count += r.count
-		if t.first.IsZero() || r.first.Before(t.first) {
+		if r.first.Before(t.first) {
 			t.first = r.first
 		}
 		if r.last.After(t.last) {
 			t.last = r.last
 		}
-		w.pending[r.key] = t
 	}
 	w.mu.Unlock()
 	w.drop(lost)
@@ -200,7 +206,7 @@ type row struct {
 // never deadlock), setting aside the rows Postgres could not store (text
 // that is not valid UTF-8 or holds a NUL: a user id from a token, say),
 // which are dropped and counted.
-func (w *Writer) rowsOf(m map[key]tally) []row {
+func (w *Writer) rowsOf(m map[key]*tally) []row {
 	rows := make([]row, 0, len(m))
 	bad := 0
 	for k, t := range m {
@@ -208,7 +214,7 @@ func (w *Writer) rowsOf(m map[key]tally) []row {
 			bad += int(t.count)
 			continue
 		}
-		rows = append(rows, row{k, t})
+		rows = append(rows, row{k, *t})
 	}
 	w.drop(bad)
 	slices.SortFunc(rows, func(a, b row) int {

@@ -179,7 +179,7 @@ func (s *Server) build(ctx context.Context) error {
 		Logger: cfg.Logger, Pool: cfg.Pool, Sessions: s.ident.sessions, Login: s.ident.login,
 		Clients: s.ident.clients, Vault: s.vault, Keyring: s.keyring, Catalog: s.catalog, Orgs: s.orgs,
 		PublicURL: cfg.PublicURL.String(), Now: cfg.Now, Consents: s.consents,
-		Elicitations: s.elicitations, Lifecycle: s.lifecycle,
+		Elicitations: s.elicitations, Lifecycle: s.lifecycle, Receipts: s.receipts,
 	})
 	if err != nil {
 		return err

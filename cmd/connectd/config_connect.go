@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/connectd/connectd/internal/egress"
+	"github.com/connectd/connectd/internal/receipt"
 	"github.com/connectd/connectd/internal/server"
 	"github.com/connectd/connectd/web/templates"
 )
@@ -20,6 +21,8 @@ func (c *Config) loadConnect(e *env) {
 		ElicitationTTL:  e.duration("CONNECTD_ELICITATION_TTL", 15*time.Minute, time.Minute, 24*time.Hour),
 		RequestStateTTL: e.duration("CONNECTD_REQUEST_STATE_TTL", time.Hour, time.Minute, 7*24*time.Hour),
 		Brand:           loadBrand(e),
+		ReceiptsRetention: e.days("CONNECTD_RECEIPTS_RETENTION", receipt.DefaultRetention, receipt.MinRetention,
+			receipt.MaxRetention),
 	}
 	if c.Connect.RequestStateTTL < c.Connect.ElicitationTTL {
 		e.fail("CONNECTD_REQUEST_STATE_TTL", "must not be shorter than CONNECTD_ELICITATION_TTL")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/connectd/connectd/web/templates"
 )
@@ -58,5 +59,37 @@ func TestBrandConfig(t *testing.T) {
 				t.Fatalf("got %v, want a ConfigError for %s saying %q", err, tt.variable, tt.msg)
 			}
 		})
+	}
+}
+
+// TestReceiptsRetentionConfig: CONNECTD_RECEIPTS_RETENTION defaults to 90
+// days, takes days or a duration, and is bounded to 1d–400d.
+func TestReceiptsRetentionConfig(t *testing.T) {
+	t.Parallel()
+	issuers := `[{"id":"main","issuer":"https://auth.example.com","login":true,"client_id":"connectd"}]`
+	for _, tt := range []struct {
+		value string
+		want  time.Duration // 0: refused
+	}{
+		{"", 90 * 24 * time.Hour},
+		{"30d", 30 * 24 * time.Hour},
+		{"400d", 400 * 24 * time.Hour},
+		{"48h", 48 * time.Hour},
+		{"401d", 0},
+		{"12h", 0},
+		{"forever", 0},
+	} {
+		env := map[string]string{"CONNECTD_ISSUERS": issuers}
+		if tt.value != "" {
+			env["CONNECTD_RECEIPTS_RETENTION"] = tt.value
+		}
+		c, err := loadConfig(envOf(env), needs{})
+		var ce *ConfigError
+		switch {
+		case tt.want == 0 && (!errors.As(err, &ce) || ce.Var != "CONNECTD_RECEIPTS_RETENTION"):
+			t.Errorf("%q: got %v, want a ConfigError for CONNECTD_RECEIPTS_RETENTION", tt.value, err)
+		case tt.want != 0 && (err != nil || c.Connect.ReceiptsRetention != tt.want):
+			t.Errorf("%q: got %v, %v, want %v", tt.value, c.Connect.ReceiptsRetention, err, tt.want)
+		}
 	}
 }

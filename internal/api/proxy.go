@@ -151,6 +151,7 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.onProxy(name, status, time.Since(start))
 	s.sampleProxy(r, &c, name, connID)
+	s.receiptProxy(r, &c, name, connID, path, status, err, start)
 	return problem.About(name, err)
 }
 
@@ -205,6 +206,7 @@ func (s *Server) askFirst(w http.ResponseWriter, r *http.Request, c *caller, nam
 		return err
 	}
 	if created {
+		s.receiptAsked(r, c, name, connID, rule)
 		// The user may have allowed this very call (on an earlier link)
 		// between Allowed and Ask: then the new link is withdrawn unseen
 		// and the call goes.

@@ -20,6 +20,7 @@ import (
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/proxy"
 	"github.com/connectd/connectd/internal/ratebudget"
+	"github.com/connectd/connectd/internal/receipt"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
 )
@@ -82,6 +83,9 @@ type Config struct {
 	// RateBudgets keeps providers' rate limits for proxied calls, across
 	// replicas (nil: none kept).
 	RateBudgets *ratebudget.Store
+	// Receipts records every proxied call and token read for the user's
+	// access receipts (nil: none recorded; receipts.go).
+	Receipts *receipt.Writer
 }
 
 // The keyring.Keyring.Purpose label of what this package seals (DESIGN
@@ -123,6 +127,7 @@ type Server struct {
 	// Config.OnAuditWriteError and OnAuditLost (nil: not counted).
 	onAuditWriteError func()
 	onAuditLost       func(kind string, rows int)
+	receipts          *receipt.Writer // Config.Receipts
 }
 
 // New returns a Server over cfg's dependencies.
@@ -140,6 +145,7 @@ func New(cfg Config) (*Server, error) {
 		consents: cfg.Consents, lifecycle: cfg.Lifecycle, done: make(chan struct{}),
 		reads: newSampler(readPeriod, maxReadKeys, true), refusals: newSampler(refusalPeriod, maxRefusalKeys, false),
 		onAuditWriteError: cfg.OnAuditWriteError, onAuditLost: cfg.OnAuditLost, budgets: cfg.RateBudgets,
+		receipts: cfg.Receipts,
 	}
 	if s.elicitationTTL <= 0 {
 		s.elicitationTTL = 15 * time.Minute

@@ -10,11 +10,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/notice"
 	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/receipt"
 	"github.com/connectd/connectd/internal/release"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/vault"
@@ -67,7 +67,8 @@ func (s *Server) accountPage(w http.ResponseWriter, r *http.Request) error {
 }
 
 // accountView gathers the page: the user's connections, each with the
-// approvals given for it and when each client last read it.
+// approvals given for it, when each client last used it and its newest
+// receipts.
 func (s *Server) accountView(ctx context.Context, sess session.Session) (templates.AccountView, error) {
 	u := identity.User{Issuer: sess.Issuer, Subject: sess.Subject}
 	v := templates.AccountView{UserLabel: sess.Subject, Issuer: sess.Issuer, CSRF: s.sessions.CSRFToken(sess)}
@@ -85,10 +86,23 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 	if err != nil {
 		return v, err
 	}
-	reads, err := audit.LastReads(ctx, s.pool, u.Issuer, u.Subject)
+	// The receipts are the source of "Last used": proxied calls and token
+	// reads alike (package receipt).
+	lastUses, err := receipt.LastUses(ctx, s.pool, u)
 	if err != nil {
 		return v, err
 	}
+	var ids []string
+	for _, c := range conns {
+		if c.Status != vault.StatusRevoked {
+			ids = append(ids, c.ID)
+		}
+	}
+	recent, err := receipt.Recent(ctx, s.pool, u, ids, receiptsShown)
+	if err != nil {
+		return v, err
+	}
+	names := clientNames{s: s, names: map[string]string{}}
 	if v.Notices, err = s.noticesOf(ctx, u); err != nil {
 		return v, err
 	}
@@ -137,6 +151,7 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 			return v, err
 		}
 		var last time.Time
+		approved := map[string]bool{}
 		for _, a := range approvals {
 			if a.Provider != c.Provider || a.ConnectionID != c.ID {
 				continue
@@ -151,22 +166,24 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 					sv.NarrowedTo = d.Scopes
 				}
 			}
-			if cl, err := s.clients.Get(ctx, a.ClientID); err == nil {
-				sv.Name = cl.Name
-			}
-			if at, ok := reads[audit.Use{ClientID: a.ClientID, Provider: c.Provider, Connection: c.ID}]; ok {
+			sv.Name = names.of(ctx, a.ClientID)
+			approved[a.ClientID] = true
+			if at, ok := lastUses[receipt.Pair{ConnectionID: c.ID, ClientID: a.ClientID}]; ok {
 				sv.LastUsed = when(at)
 			}
 			ac.Servers = append(ac.Servers, sv)
 		}
-		// Any client's read counts, including one whose access was withdrawn.
-		for use, at := range reads {
-			if use.Provider == c.Provider && use.Connection == c.ID && at.After(last) && !at.Before(c.CreatedAt) {
+		// Any client's use counts, including one whose access was withdrawn.
+		for use, at := range lastUses {
+			if use.ConnectionID == c.ID && at.After(last) && !at.Before(c.CreatedAt) {
 				last = at
 			}
 		}
 		if !last.IsZero() {
 			ac.LastUsed = when(last)
+		}
+		for _, rc := range recent[c.ID] {
+			ac.Receipts = append(ac.Receipts, receiptLine(ctx, rc, names, approved[rc.ClientID]))
 		}
 		v.Connections = append(v.Connections, ac)
 	}

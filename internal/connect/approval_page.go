@@ -17,6 +17,7 @@ import (
 	"github.com/connectd/connectd/internal/approval"
 	"github.com/connectd/connectd/internal/elicitation"
 	"github.com/connectd/connectd/internal/identity"
+	"github.com/connectd/connectd/internal/receipt"
 	"github.com/connectd/connectd/internal/web"
 	"github.com/connectd/connectd/web/templates"
 )
@@ -84,6 +85,13 @@ func (s *Server) approvalDecide(w http.ResponseWriter, r *http.Request, fs *flow
 		}
 		return s.approvalFinished(w, r, again)
 	}
+	kind := receipt.KindApprovalGranted
+	if d == approval.Denied {
+		kind = receipt.KindApprovalDenied
+	}
+	_, pattern, _ := strings.Cut(q.Rule, " ")
+	s.receipts.Record(receipt.Use{Org: o, Issuer: e.Issuer, Subject: e.Subject, Provider: e.Provider,
+		ConnectionID: q.ConnectionID, ClientID: e.ClientID, Kind: kind, Method: q.Method, Template: pattern, At: s.now()})
 	name := s.clientName(r, e.ClientID)
 	switch d {
 	case approval.Denied:

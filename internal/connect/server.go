@@ -18,6 +18,7 @@ import (
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/org"
 	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/receipt"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/signin"
 	"github.com/connectd/connectd/internal/vault"
@@ -56,6 +57,9 @@ type Config struct {
 	// connection, an approval withdrawn and Disconnect on the account page.
 	Lifecycle *lifecycle.Owner
 	Now       func() time.Time // default time.Now
+	// Receipts records the uses the browser surface sees for the users'
+	// access receipts (approvals answered; package receipt). Nil: none.
+	Receipts *receipt.Writer
 }
 
 // The keyring.Keyring.Purpose label of what this package seals (DESIGN
@@ -84,6 +88,7 @@ type Server struct {
 	consents     *consent.Store
 	signin       *signin.Flow     // GET /login, /login/callback, POST /logout
 	lifecycle    *lifecycle.Owner // a connection's events, withdrawals and end (Disconnect)
+	receipts     *receipt.Writer  // Config.Receipts
 }
 
 // New returns a Server over cfg's dependencies.
@@ -97,7 +102,7 @@ func New(cfg Config) (*Server, error) {
 		logger: cfg.Logger, pool: cfg.Pool, sessions: cfg.Sessions, login: cfg.Login,
 		clients: cfg.Clients, vault: cfg.Vault, catalog: cfg.Catalog, orgs: cfg.Orgs, verifierKeys: cfg.Keyring.Purpose(verifierPurpose),
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"), now: cfg.Now, elicitations: cfg.Elicitations,
-		approvals: cfg.Approvals, consents: cfg.Consents, lifecycle: cfg.Lifecycle,
+		approvals: cfg.Approvals, consents: cfg.Consents, lifecycle: cfg.Lifecycle, receipts: cfg.Receipts,
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -130,6 +135,7 @@ func (s *Server) routes() []web.Route {
 
 		// The user's account page (account.go).
 		page("GET /account", web.ClassBrowser, s.accountPage),
+		page("GET "+receiptsPath, web.ClassBrowser, s.downloadReceipts), // account_receipts.go
 		page("POST /account/withdraw", web.ClassBrowser, s.withdraw),
 		page("POST /account/label", web.ClassBrowser, s.relabel),
 		page("GET /account/disconnect", web.ClassBrowser, s.confirmDisconnect), // the confirmation step

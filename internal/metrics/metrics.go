@@ -43,6 +43,8 @@ type Metrics struct {
 	caches   *cacheCollector
 	audit    auditCounters // audit.go
 	budgets  rateBudgets   // ratebudget.go
+
+	receiptsDropped prometheus.Counter // receipts.go
 }
 
 type routeCode struct {
@@ -87,6 +89,7 @@ func New(reg *prometheus.Registry) *Metrics {
 		caches:   &cacheCollector{},
 	}
 	m.audit = newAuditCounters(reg)
+	m.receiptsDropped = newReceiptsDropped(reg)
 	reg.MustRegister(m.requests, m.flows, m.refreshes, m.webhooks, m.provider, m.proxy, m.caches,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -139,6 +139,13 @@ type ConnectConfig struct {
 	// Brand is the product name, logo and accent colour of every page
 	// (CONNECTD_BRAND_NAME, CONNECTD_BRAND_LOGO_URL, CONNECTD_BRAND_ACCENT).
 	Brand templates.Brand
+	// ReceiptsRetention (CONNECTD_RECEIPTS_RETENTION, 1d–400d) is how long
+	// the users' access receipts are kept (default receipt.DefaultRetention,
+	// 90 days).
+	ReceiptsRetention time.Duration
+	// ReceiptsMaxPending bounds the receipts waiting in memory for the next
+	// write (default receipt.DefaultMaxPending); tests set it.
+	ReceiptsMaxPending int
 }
 
 // AdminConfig configures the admin pages, the admin API and the audit

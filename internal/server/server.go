@@ -31,6 +31,7 @@ import (
 	"github.com/connectd/connectd/internal/provider"
 	"github.com/connectd/connectd/internal/proxy"
 	"github.com/connectd/connectd/internal/ratebudget"
+	"github.com/connectd/connectd/internal/receipt"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
@@ -63,6 +64,7 @@ type Server struct {
 	webhooks     *webhook.Service // the job enqueuer (webhook events), built before the vault
 	wcfg         webhook.Config   // its configuration, the delivery workers' too
 	jobs         *jobs
+	receipts     *receipt.Writer // the access receipts' writer (Run runs it)
 	checker      *health.Checker
 	metrics      *metrics.Metrics
 	public       http.Handler
@@ -183,11 +185,15 @@ func (s *Server) build(ctx context.Context) error {
 	s.hub.Add(s.consents.CacheSubscriber())
 	s.budgets = ratebudget.New(ratebudget.Config{Pool: cfg.Pool, Now: now, Logger: cfg.Logger, OnRemaining: s.metrics.RateBudget})
 	s.hub.Add(s.budgets.CacheSubscriber())
+	if s.receipts, err = receipt.NewWriter(receipt.Config{Pool: cfg.Pool, Logger: cfg.Logger,
+		MaxPending: cfg.Connect.ReceiptsMaxPending, OnDropped: s.metrics.ReceiptsDropped}); err != nil {
+		return err
+	}
 	s.conn, err = connect.New(connect.Config{
 		Logger: cfg.Logger, Pool: cfg.Pool, Sessions: s.ident.sessions, Login: s.ident.login,
 		Clients: s.ident.clients, Vault: s.vault, Keyring: s.keyring, Catalog: s.catalog, Orgs: s.orgs,
 		PublicURL: cfg.PublicURL.String(), Now: cfg.Now, Consents: s.consents,
-		Elicitations: s.elicitations, Lifecycle: s.lifecycle, Approvals: s.approvals,
+		Elicitations: s.elicitations, Lifecycle: s.lifecycle, Approvals: s.approvals, Receipts: s.receipts,
 	})
 	if err != nil {
 		return err
@@ -200,7 +206,7 @@ func (s *Server) build(ctx context.Context) error {
 		MintLimit: web.NewLimiter(cfg.RateLimit.Mint), MintUserLimit: web.NewLimiter(cfg.RateLimit.MintUser),
 		MaxWaiters: cfg.RateLimit.MaxWaiters, Consents: s.consents, Elicitations: s.elicitations,
 		Lifecycle: s.lifecycle, Proxy: proxyConfig, OnProxy: s.metrics.Proxy,
-		RateBudgets: s.budgets, Approvals: s.approvals,
+		RateBudgets: s.budgets, Approvals: s.approvals, Receipts: s.receipts,
 	})
 	if err != nil {
 		return err
@@ -347,9 +353,10 @@ func (s *Server) internalHandler() http.Handler {
 // Run runs the process's background work until ctx ends, and returns when
 // all of it has: the notification hub (cache invalidations and long-poll
 // wake-ups on every replica), the job queue (webhook deliveries, the health
-// job and the database sweeps — connect's and the audit retention's —
-// shared with every replica), and connect's own background work (the
-// sampled audit rows). Its last act (writing the sampled audit counts) needs the
+// job and the database sweeps — connect's, the audit's and the receipts'
+// retention — shared with every replica), connect's own background work
+// (the sampled audit rows) and the access receipts' writer. Their last acts
+// (writing the sampled audit counts, the receipts' last flush) need the
 // pool, so the caller closes the pool only after Run returned. Call it once.
 func (s *Server) Run(ctx context.Context) {
 	ran := false
@@ -358,8 +365,9 @@ func (s *Server) Run(ctx context.Context) {
 		panic("server: Run called twice")
 	}
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); s.hub.Run(ctx) }()
+	go func() { defer wg.Done(); s.receipts.Run(ctx) }() // its last flush at the end, before the pool closes
 	go func() { defer wg.Done(); s.jobs.run(ctx, s.cfg.Logger) }()
 	go func() { defer wg.Done(); s.api.Run(ctx) }()
 	wg.Wait()
@@ -389,6 +397,9 @@ func (s *Server) API() *api.Server { return s.api }
 // the database part runs on the job queue, once for all replicas.
 func (s *Server) Sweep(ctx context.Context) error {
 	s.api.Sweep(ctx)
+	if err := s.receipts.Flush(ctx); err != nil {
+		return err
+	}
 	_, err := s.sweepDatabase(ctx)
 	return err
 }

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -59,7 +60,8 @@ func TestHandlersAndRun(t *testing.T) {
 	}
 	body, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "connectd_http_request_duration_seconds") {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "connectd_http_request_duration_seconds") ||
+		!strings.Contains(string(body), "connectd_receipts_dropped_total 0") {
 		t.Fatalf("internal /metrics: %d %s", resp.StatusCode, body)
 	}
 
@@ -86,5 +88,52 @@ func TestHandlersAndRun(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after its context ended")
+	}
+}
+
+// TestReceiptsRetention: the receipts retention sweep (the hourly
+// receipts_retention job) deletes the receipts last seen before
+// CONNECTD_RECEIPTS_RETENTION, and only those.
+func TestReceiptsRetention(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	u, _ := url.Parse("http://localhost:8080")
+	now := time.Now().UTC().Truncate(time.Second)
+	s, err := server.New(context.Background(), server.Config{Dev: true, PublicURL: u, Pool: pool,
+		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
+		Connect: server.ConnectConfig{ReceiptsRetention: 30 * 24 * time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	for i, age := range []time.Duration{31 * 24 * time.Hour, 29 * 24 * time.Hour, 0} {
+		at := now.Add(-age)
+		if _, err := pool.Exec(ctx, `INSERT INTO receipts (org_id, issuer, subject, provider, connection_id, client_id,
+			kind, method, template, status, bucket, count, first_at, last_at)
+			VALUES ('default', 'https://idp.example', 'alice', 'fake', 'cn_a', $1, 'token', '', '', 0, $2, 1, $2, $2)`,
+			fmt.Sprint("cli_", i), at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := s.SweepReceipts(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("swept %d (%v), want 1", n, err)
+	}
+	var left []string
+	rows, err := pool.Query(ctx, `SELECT client_id FROM receipts ORDER BY client_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, c)
+	}
+	if strings.Join(left, ",") != "cli_1,cli_2" {
+		t.Fatalf("left %v, want the two within the retention", left)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/connectd/connectd/internal/admin"
+	"github.com/connectd/connectd/internal/receipt"
 )
 
 // The periodic sweeps of the database run on River, like every other
@@ -27,6 +28,12 @@ func (connectSweepArgs) Kind() string { return "connect_sweep" }
 type auditSweepArgs struct{}
 
 func (auditSweepArgs) Kind() string { return "audit_retention" }
+
+// receiptsSweepArgs: access receipts past CONNECTD_RECEIPTS_RETENTION
+// (receipt.Sweep).
+type receiptsSweepArgs struct{}
+
+func (receiptsSweepArgs) Kind() string { return "receipts_retention" }
 
 // accountsBackfillArgs: connections from before several accounts per
 // provider whose display name (and account hash) the vault has not read yet
@@ -64,6 +71,8 @@ func (s *Server) addSweeps(workers *river.Workers) []*river.PeriodicJob {
 		sweep: s.sweepDatabase})
 	river.AddWorker(workers, &sweepWorker[auditSweepArgs]{what: "audit retention", logger: logger,
 		sweep: s.sweepAudit})
+	river.AddWorker(workers, &sweepWorker[receiptsSweepArgs]{what: "receipts retention", logger: logger,
+		sweep: s.sweepReceipts})
 	river.AddWorker(workers, &sweepWorker[accountsBackfillArgs]{what: "accounts backfill", logger: logger,
 		sweep: s.backfillAccounts})
 	return []*river.PeriodicJob{
@@ -73,6 +82,8 @@ func (s *Server) addSweeps(workers *river.Workers) []*river.PeriodicJob {
 			func() (river.JobArgs, *river.InsertOpts) { return connectSweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
 		river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
 			func() (river.JobArgs, *river.InsertOpts) { return auditSweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
+			func() (river.JobArgs, *river.InsertOpts) { return receiptsSweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
 	}
 }
 
@@ -84,6 +95,25 @@ func (s *Server) sweepAudit(ctx context.Context) (int64, error) {
 	}
 	return s.store.SweepAudit(ctx, retention)
 }
+
+// sweepReceipts deletes the access receipts past
+// CONNECTD_RECEIPTS_RETENTION.
+func (s *Server) sweepReceipts(ctx context.Context) (int64, error) {
+	retention := s.cfg.Connect.ReceiptsRetention
+	if retention <= 0 {
+		retention = receipt.DefaultRetention
+	}
+	retention = min(retention, receipt.MaxRetention)
+	now := time.Now
+	if s.cfg.Now != nil {
+		now = s.cfg.Now
+	}
+	return receipt.Sweep(ctx, s.cfg.Pool, now().Add(-retention))
+}
+
+// SweepReceipts runs the receipts retention sweep at once (tests; in
+// service it is a periodic job).
+func (s *Server) SweepReceipts(ctx context.Context) (int64, error) { return s.sweepReceipts(ctx) }
 
 // backfillAccounts reads the display names of up to 500 connections from
 // before several accounts per provider.

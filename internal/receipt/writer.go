@@ -1,0 +1,471 @@
+package receipt
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxPending   = 20_000                 // distinct rows held between flushes
+	DefaultFlushEvery   = 300 * time.Millisecond // a use is on /account within about that
+	// DefaultMergeEvery is how long repeats of a row just written wait to
+	// be added to it: a hot token read (the same user, client and minute
+	// many times) is one write per row and period, not one a flush.
+	DefaultMergeEvery = 15 * time.Second
+	DefaultWriteTimeout = 2 * time.Second        // one batch
+	maxBackoff          = 5 * time.Second        // the longest wait after failed flushes
+	batchRows           = 1000                   // rows per statement
+	logEvery            = time.Minute            // drops and failed writes: one line per period
+	shutdownTimeout     = 5 * time.Second        // the last flush
+)
+
+// Config configures a Writer.
+type Config struct {
+	Pool   *pgxpool.Pool // required
+	Logger *slog.Logger  // required
+	// MaxPending is how many distinct rows (aggregated uses) the Writer
+	// holds between flushes, failed ones included (default
+	// DefaultMaxPending, about 300 bytes each): a use that finds it full is
+	// dropped and counted.
+	MaxPending int
+	// FlushEvery is the period of Run's writes (default DefaultFlushEvery);
+	// WriteTimeout bounds one (default DefaultWriteTimeout).
+	FlushEvery, WriteTimeout time.Duration
+	// MergeEvery (default DefaultMergeEvery): a use whose row this Writer
+	// wrote less than that ago waits until then (or the row's minute ends)
+	// to be added to it; a new row is written at the next flush.
+	MergeEvery time.Duration
+	// OnDropped, when set, counts the uses given up on (a full buffer, a
+	// row the database refused, what the last flush at shutdown could not
+	// write): connectd_receipts_dropped_total.
+	OnDropped func(n int)
+}
+
+// key is what identical uses share: one row per key and minute.
+type key struct {
+	org, issuer, subject, provider, connection, client string
+	kind                                               Kind
+	method, template                                   string
+	status                                             int
+	bucket                                             int64 // unix minute of the use
+}
+
+// tally is what Record keeps of a key's uses since the last flush.
+type tally struct {
+	count       int64
+	first, last time.Time
+}
+
+// Writer aggregates uses in memory and writes them to Postgres in the
+// background (Run). Safe for concurrent use; a nil *Writer records nothing.
+type Writer struct {
+	pool      *pgxpool.Pool
+	logger    *slog.Logger
+	max       int
+	every     time.Duration
+	timeout   time.Duration
+	onDropped func(int)
+
+	merge   time.Duration
+	now     func() time.Time
+
+	mu      sync.Mutex
+	pending map[key]*tally // a pointer: a use of a waiting key hashes it once
+	// written is when each row was last written by this Writer, for the
+	// rows written within MergeEvery (at most MaxPending of them).
+	written map[key]time.Time
+
+	logMu     sync.Mutex
+	dropped   int64     // uses dropped since the last line about it
+	loggedAt  time.Time // of that line
+	failedAt  time.Time // of the last line about a failed write
+	failCount int       // failed writes since that line
+}
+
+// NewWriter returns a Writer over cfg; Run writes what it records.
+func NewWriter(cfg Config) (*Writer, error) {
+	if cfg.Pool == nil || cfg.Logger == nil {
+		return nil, errors.New("receipt: Pool and Logger are required")
+	}
+	w := &Writer{pool: cfg.Pool, logger: cfg.Logger, max: cfg.MaxPending, every: cfg.FlushEvery,
+		timeout: cfg.WriteTimeout, onDropped: cfg.OnDropped, pending: map[key]*tally{}, merge: cfg.MergeEvery,
+		now: time.Now, written: map[key]time.Time{}}
+	if w.merge <= 0 {
+		w.merge = DefaultMergeEvery
+	}
+	if w.max <= 0 {
+		w.max = DefaultMaxPending
+	}
+	if w.every <= 0 {
+		w.every = DefaultFlushEvery
+	}
+	if w.timeout <= 0 {
+		w.timeout = DefaultWriteTimeout
+	}
+	return w, nil
+}
+
+// Record counts u for the next flush. It never blocks on the database and
+// never fails: with the buffer full (MaxPending distinct rows waiting) the
+// use is dropped and counted. A use identical to one already waiting (the
+// same user, connection, client, kind, method, template, status and minute)
+// only adds to its count, and allocates nothing (a new one, its tally). A use of an unknown kind
+// is ignored.
+func (w *Writer) Record(u Use) {
+	if w == nil || !u.Kind.known() {
+		return
+	}
+	k := key{org: u.Org, issuer: u.Issuer, subject: u.Subject, provider: u.Provider, connection: u.ConnectionID,
+		client: u.ClientID, kind: u.Kind, method: u.Method, template: u.Template, status: u.Status,
+		bucket: u.At.Unix() / 60}
+	w.mu.Lock()
+	t := w.pending[k]
+	if t == nil {
+		if len(w.pending) >= w.max {
+			w.mu.Unlock()
+			w.drop(1)
+			return
+		}
+		t = &tally{first: u.At, last: u.At}
+		w.pending[k] = t
+	}
+	t.count++
+	if u.At.Before(t.first) {
+		t.first = u.At
+	}
+	if u.At.After(t.last) {
+		t.last = u.At
+	}
+	w.mu.Unlock()
+}
+
+// drop counts n uses given up on; Run logs them once per period.
+func (w *Writer) drop(n int) {
+	if n <= 0 {
+		return
+	}
+	if w.onDropped != nil {
+		w.onDropped(n)
+	}
+	w.logMu.Lock()
+	w.dropped += int64(n)
+	w.logMu.Unlock()
+}
+
+// Pending is how many rows wait to be written.
+func (w *Writer) Pending() int {
+	if w == nil {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.pending)
+}
+
+// take removes and returns what is due: everything when all is set; else
+// the rows not written lately (a new row, or one written MergeEvery ago or
+// more) and those whose minute is over. The rest waits, still counting.
+func (w *Writer) take(all bool) map[key]*tally {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.pending) == 0 {
+		return nil
+	}
+	if all {
+		out := w.pending
+		w.pending = make(map[key]*tally, len(out))
+		return out
+	}
+	now := w.now()
+	minute := now.Unix() / 60
+	for k, at := range w.written {
+		if now.Sub(at) >= w.merge {
+			delete(w.written, k)
+		}
+	}
+	var out map[key]*tally
+	for k, t := range w.pending {
+		if at, ok := w.written[k]; ok && now.Sub(at) < w.merge && k.bucket >= minute {
+			continue
+		}
+		if out == nil {
+			out = make(map[key]*tally)
+		}
+		out[k] = t
+		delete(w.pending, k)
+	}
+	return out
+}
+
+// wrote notes that rows were written now: their repeats wait MergeEvery.
+func (w *Writer) wrote(rows []row) {
+	now := w.now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range rows {
+		if len(w.written) >= w.max {
+			return // repeats of the others are written at the next flush: more writes, nothing lost
+		}
+		w.written[r.key] = now
+	}
+}
+
+// giveBack returns rows whose write failed, for the next flush, merged with
+// what was recorded since; what no longer fits is dropped and counted.
+func (w *Writer) giveBack(rows []row) {
+	lost := 0
+	w.mu.Lock()
+	for _, r := range rows {
+		t := w.pending[r.key]
+		if t == nil {
+			if len(w.pending) >= w.max {
+				lost += int(r.count)
+				continue
+			}
+			t = &tally{first: r.first, last: r.last}
+			w.pending[r.key] = t
+		}
+		t.count += r.count
+		if r.first.Before(t.first) {
+			t.first = r.first
+		}
+		if r.last.After(t.last) {
+			t.last = r.last
+		}
+	}
+	w.mu.Unlock()
+	w.drop(lost)
+}
+
+// row is one aggregated row to write.
+type row struct {
+	key
+	tally
+}
+
+// rowsOf sorts what take returned in the order of the tables' keys (so
+// that concurrent writers on several replicas lock rows in one order, and
+// never deadlock), setting aside the rows Postgres could not store (text
+// that is not valid UTF-8 or holds a NUL: a user id from a token, say),
+// which are dropped and counted.
+func (w *Writer) rowsOf(m map[key]*tally) []row {
+	rows := make([]row, 0, len(m))
+	bad := 0
+	for k, t := range m {
+		if !storable(k) {
+			bad += int(t.count)
+			continue
+		}
+		rows = append(rows, row{k, *t})
+	}
+	w.drop(bad)
+	slices.SortFunc(rows, func(a, b row) int {
+		return cmp.Or(strings.Compare(a.issuer, b.issuer), strings.Compare(a.subject, b.subject),
+			strings.Compare(a.connection, b.connection), strings.Compare(a.client, b.client),
+			strings.Compare(string(a.kind), string(b.kind)), strings.Compare(a.method, b.method),
+			strings.Compare(a.template, b.template), cmp.Compare(a.status, b.status), cmp.Compare(a.bucket, b.bucket))
+	})
+	return rows
+}
+
+func storable(k key) bool {
+	for _, s := range [...]string{k.org, k.issuer, k.subject, k.provider, k.connection, k.client, k.method, k.template} {
+		if strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// insertRows writes a batch in one statement and round trip: the columns
+// as arrays, unnested; identical keys summed (the conflict target must be
+// unique within a statement); receipt_last_uses moved on for the uses of
+// the credential. The rows come sorted (rowsOf), and are locked in that
+// order.
+const insertRows = `WITH input AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+		$8::text[], $9::text[], $10::int[], $11::bigint[], $12::bigint[], $13::timestamptz[], $14::timestamptz[])
+		WITH ORDINALITY AS t(org_id, issuer, subject, provider, connection_id, client_id, kind, method, template,
+			status, bucket, count, first_at, last_at, n)
+), receipts_in AS (
+	INSERT INTO receipts AS r (org_id, issuer, subject, provider, connection_id, client_id, kind, method, template,
+		status, bucket, count, first_at, last_at)
+	SELECT max(org_id), issuer, subject, max(provider), connection_id, client_id, kind, method, template, status,
+		to_timestamp(bucket * 60), sum(count), min(first_at), max(last_at)
+	FROM input GROUP BY issuer, subject, connection_id, client_id, kind, method, template, status, bucket
+	ORDER BY min(n)
+	ON CONFLICT (issuer, subject, connection_id, client_id, kind, method, template, status, bucket) DO UPDATE
+	SET count = r.count + EXCLUDED.count, first_at = least(r.first_at, EXCLUDED.first_at),
+		last_at = greatest(r.last_at, EXCLUDED.last_at)
+)
+INSERT INTO receipt_last_uses AS l (issuer, subject, connection_id, client_id, org_id, provider, last_at)
+SELECT issuer, subject, connection_id, client_id, max(org_id), max(provider), max(last_at)
+FROM input WHERE kind IN ('proxy', 'token') GROUP BY issuer, subject, connection_id, client_id
+ORDER BY min(n)
+ON CONFLICT (issuer, subject, connection_id, client_id) DO UPDATE SET last_at = greatest(l.last_at, EXCLUDED.last_at)`
+
+// insert writes rows in one statement, bounded by the write timeout.
+func (w *Writer) insert(ctx context.Context, rows []row) error {
+	var text [9][]string
+	status := make([]int32, 0, len(rows))
+	bucket := make([]int64, 0, len(rows))
+	count := make([]int64, 0, len(rows))
+	first := make([]time.Time, 0, len(rows))
+	last := make([]time.Time, 0, len(rows))
+	for _, r := range rows {
+		for i, v := range [9]string{r.org, r.issuer, r.subject, r.provider, r.connection, r.client, string(r.kind),
+			r.method, r.template} {
+			text[i] = append(text[i], v)
+		}
+		status = append(status, int32(r.status))
+		bucket = append(bucket, r.bucket)
+		count = append(count, r.count)
+		first = append(first, r.first)
+		last = append(last, r.last)
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	if _, err := w.pool.Exec(ctx, insertRows, text[0], text[1], text[2], text[3], text[4], text[5], text[6], text[7],
+		text[8], status, bucket, count, first, last); err != nil {
+		return fmt.Errorf("receipt: write %d rows: %w", len(rows), err)
+	}
+	return nil
+}
+
+// refused reports whether err is the database refusing the rows
+// themselves (a data exception: a value it cannot store), which no retry
+// will write.
+func refused(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && strings.HasPrefix(pe.Code, "22")
+}
+
+// Flush writes everything waiting, a batch per statement, each on the
+// write timeout (ctx's values only: its end does not cut a write short,
+// which might have been committed all the same). A batch that fails goes
+// back to be written by the next flush (the rest with it), and the error
+// is returned; a batch the database refuses as data is dropped and
+// counted. Tests and the shutdown call it to write at once; Run's periodic
+// flush writes only what is due (take).
+func (w *Writer) Flush(ctx context.Context) error {
+	if w == nil {
+		return nil
+	}
+	return w.flush(ctx, true)
+}
+
+func (w *Writer) flush(ctx context.Context, all bool) error {
+	rows := w.rowsOf(w.take(all))
+	wctx := context.WithoutCancel(ctx)
+	for len(rows) > 0 {
+		n := min(len(rows), batchRows)
+		err := w.insert(wctx, rows[:n])
+		switch {
+		case err == nil:
+			w.wrote(rows[:n])
+		case refused(err):
+			lost := 0
+			for _, r := range rows[:n] {
+				lost += int(r.count)
+			}
+			w.drop(lost)
+			w.logger.ErrorContext(ctx, "receipts refused by the database, dropped", slog.Int("uses", lost),
+				slog.Any("error", err))
+		default:
+			w.giveBack(rows)
+			return err
+		}
+		rows = rows[n:]
+	}
+	return nil
+}
+
+// Run writes what is recorded every flush period until ctx ends; after a
+// failed flush it waits twice as long as before, up to 5 s (what is
+// recorded meanwhile is aggregated, and dropped and counted past
+// MaxPending). At the end it writes what is left, on a deadline of its own
+// (5 s): what that cannot write is dropped, counted and logged. Drops and
+// failed writes are logged once per minute.
+func (w *Writer) Run(ctx context.Context) {
+	if w == nil {
+		return
+	}
+	wait := w.every
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			w.last(ctx)
+			return
+		case <-t.C:
+		}
+		if err := w.flush(ctx, false); err != nil {
+			wait = min(2*wait, maxBackoff)
+			w.failed(ctx, err)
+		} else {
+			wait = w.every
+		}
+		w.logDrops(ctx, false)
+		t.Reset(wait)
+	}
+}
+
+// last is the flush at shutdown.
+func (w *Writer) last(ctx context.Context) {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := w.Flush(fctx); err != nil {
+		lost := 0
+		for _, t := range w.take(true) {
+			lost += int(t.count)
+		}
+		w.drop(lost)
+		w.logger.ErrorContext(ctx, "receipts not written before the replica stopped, dropped", slog.Int("uses", lost),
+			slog.Any("error", err))
+	}
+	w.logDrops(ctx, true)
+}
+
+// failed logs a failed flush, once per period.
+func (w *Writer) failed(ctx context.Context, err error) {
+	w.logMu.Lock()
+	w.failCount++
+	now := time.Now()
+	if now.Sub(w.failedAt) < logEvery {
+		w.logMu.Unlock()
+		return
+	}
+	n := w.failCount
+	w.failedAt, w.failCount = now, 0
+	w.logMu.Unlock()
+	w.logger.WarnContext(ctx, "receipts not written, will retry", slog.Int("failed_writes", n),
+		slog.Int("pending", w.Pending()), slog.Any("error", err))
+}
+
+// logDrops logs the uses dropped since the last line, once per period (or
+// now, at shutdown).
+func (w *Writer) logDrops(ctx context.Context, now bool) {
+	w.logMu.Lock()
+	if w.dropped == 0 || !now && time.Since(w.loggedAt) < logEvery {
+		w.logMu.Unlock()
+		return
+	}
+	n := w.dropped
+	w.dropped, w.loggedAt = 0, time.Now()
+	w.logMu.Unlock()
+	w.logger.WarnContext(ctx, "receipts dropped (buffer full or database unavailable); counted in connectd_receipts_dropped_total",
+		slog.Int64("uses", n))
+}

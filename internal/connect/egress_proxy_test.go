@@ -205,6 +205,9 @@ func TestEgressProxyEveryClass(t *testing.T) {
 	if len(refusing.Connects()) != 1 {
 		t.Fatalf("the refusing proxy saw %+v", refusing.Connects())
 	}
+	if logs := e.logs.String(); !strings.Contains(logs, "egress proxy did not open a tunnel: "+refusing.URL()+": CONNECT answered HTTP 407") {
+		t.Fatal("no log line names the refusing proxy and its 407")
+	}
 	for _, secret := range []string{pw, base64.StdEncoding.EncodeToString([]byte(user + ":" + pw))} {
 		if strings.Contains(body, secret) || strings.Contains(e.logs.String(), secret) {
 			t.Fatal("the proxy credential is in an answer or a log line")

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -322,5 +323,23 @@ func TestParseProxy(t *testing.T) {
 				t.Fatalf("%q repeats the credential", err)
 			}
 		})
+	}
+}
+
+// TestProxyErrorKind: a span's error.type names a proxy's failure as the
+// proxy's, never as the target's (a refused CONNECT, a proxy timing out).
+func TestProxyErrorKind(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w: http://p:3128: CONNECT answered HTTP 407", egress.ErrProxy), "egress_proxy"},
+		{fmt.Errorf("%w: http://p:3128: %w", egress.ErrProxy, context.DeadlineExceeded), "egress_proxy"},
+		{fmt.Errorf("x: %w", egress.ErrBlockedAddress), "blocked_address"},
+	} {
+		if got := egress.ErrorKind(tt.err); got != tt.want {
+			t.Errorf("%v: %q, want %q", tt.err, got, tt.want)
+		}
 	}
 }

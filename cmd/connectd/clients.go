@@ -183,7 +183,7 @@ func clientsCmd(ctx context.Context, args []string, getenv func(string) string, 
 	defer pool.Close()
 	// The egress rules serve's: a JWKS URL is refused here for what its
 	// guard can tell without resolving (an address in a private range).
-	outbound, err := egress.New(egress.Config{AllowHosts: cfg.Egress.AllowHosts})
+	outbound, err := egress.New(egress.Config{AllowHosts: cfg.Egress.AllowHosts, Proxies: cfg.Egress.Proxies})
 	if err != nil {
 		return err
 	}

@@ -143,3 +143,76 @@ func TestIdentityUsesEgress(t *testing.T) {
 		t.Fatalf("with the allow-list: %v", err)
 	}
 }
+
+// TestEgressProxyConfig: CONNECTD_EGRESS_PROXY for every class, a class's
+// own variable overriding it (none: direct), the separate credential for
+// the URLs that carry none; a bad value is refused at start-up naming the
+// variable and never repeating the value (it may hold a password).
+func TestEgressProxyConfig(t *testing.T) {
+	t.Parallel()
+	c, err := loadConfig(envOf(map[string]string{
+		"CONNECTD_EGRESS_PROXY":          "http://proxy.internal:3128",
+		"CONNECTD_EGRESS_PROXY_REFRESH":  "https://own:pw@refresh-proxy.internal",
+		"CONNECTD_EGRESS_PROXY_WEBHOOKS": "none",
+		"CONNECTD_EGRESS_PROXY_USER":     "connectd",
+		"CONNECTD_EGRESS_PROXY_PASSWORD": "s3cret",
+	}), needs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := c.Egress.Proxies
+	for _, tt := range []struct {
+		class    egress.Class
+		want     string
+		withCred bool
+	}{
+		{egress.ClassDefault, "http://proxy.internal:3128", true},
+		{egress.ClassToken, "http://proxy.internal:3128", true},
+		{egress.ClassRevoke, "http://proxy.internal:3128", true},
+		{egress.ClassAPI, "http://proxy.internal:3128", true},
+		{egress.ClassRefresh, "https://refresh-proxy.internal:443", true},
+		{egress.ClassWebhooks, "direct", false},
+	} {
+		if p := ps.For(tt.class); p.String() != tt.want || p.HasCredential() != tt.withCred {
+			t.Errorf("class %q: %s (credential %v), want %s (%v)", tt.class, p, p.HasCredential(), tt.want, tt.withCred)
+		}
+	}
+	if c, err := loadConfig(envOf(nil), needs{}); err != nil || c.Egress.Proxies.For(egress.ClassToken) != nil {
+		t.Fatalf("unset: %v %v", c.Egress.Proxies, err)
+	}
+
+	for _, tt := range []struct {
+		test, name, value string
+		env               map[string]string
+	}{
+		{"not a URL", "CONNECTD_EGRESS_PROXY", "proxy.internal:3128", nil},
+		{"socks", "CONNECTD_EGRESS_PROXY", "socks5://u:pw-leak@proxy.internal:1080", nil},
+		{"path", "CONNECTD_EGRESS_PROXY_TOKEN", "http://u:pw-leak@proxy.internal:3128/x", nil},
+		{"bad port", "CONNECTD_EGRESS_PROXY_REFRESH", "http://u:pw-leak@proxy.internal:99999", nil},
+		{"no host", "CONNECTD_EGRESS_PROXY_REVOKE", "https://u:pw-leak@", nil},
+		{"unparsable", "CONNECTD_EGRESS_PROXY_API", "http://u:pw-leak@proxy%zz", nil},
+		{"query", "CONNECTD_EGRESS_PROXY_WEBHOOKS", "http://proxy.internal:3128?pw-leak", nil},
+		{"password without user", "CONNECTD_EGRESS_PROXY_USER", "",
+			map[string]string{"CONNECTD_EGRESS_PROXY": "http://proxy.internal:3128", "CONNECTD_EGRESS_PROXY_PASSWORD": "pw-leak"}},
+		{"user without proxy", "CONNECTD_EGRESS_PROXY_USER", "u",
+			map[string]string{"CONNECTD_EGRESS_PROXY_PASSWORD": "pw-leak"}},
+	} {
+		t.Run(tt.test, func(t *testing.T) {
+			env := map[string]string{}
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			if tt.value != "" {
+				env[tt.name] = tt.value
+			}
+			_, err := loadConfig(envOf(env), needs{})
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Var != tt.name {
+				t.Fatalf("want a ConfigError for %s, got %v", tt.name, err)
+			}
+			if strings.Contains(err.Error(), "pw-leak") || strings.Contains(err.Error(), "proxy.internal") {
+				t.Fatalf("error repeats the value: %v", err)
+			}
+		})
+	}
+}

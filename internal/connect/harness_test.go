@@ -86,6 +86,8 @@ type envOptions struct {
 	brand templates.Brand
 	// tracing is the tracer provider (nil: tracing off).
 	tracing trace.TracerProvider
+	// config edits the configuration last (egress_proxy_test.go).
+	config func(*server.Config)
 }
 
 func newEnv(t *testing.T, opts envOptions) *env {
@@ -109,6 +111,9 @@ func newEnv(t *testing.T, opts envOptions) *env {
 				MaxWaiters: opts.maxWaiters}
 			c.Connect.Brand = opts.brand
 			c.Tracing = opts.tracing
+			if opts.config != nil {
+				opts.config(c)
+			}
 		},
 	})
 	e := &env{Env: s, t: t, pool: s.Pool, srv: s.Public, cfg: s.Config, server: s.Server,

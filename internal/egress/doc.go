@@ -16,8 +16,17 @@
 // re-resolves, DNS rebinding) to a private, loopback, link-local, CGNAT,
 // multicast, unspecified or otherwise special-purpose address is refused
 // before a packet is sent. On top of that the client refuses plain http,
-// follows no redirects, uses no proxy, bounds every phase with a timeout and
-// caps every response body.
+// follows no redirects, bounds every phase with a timeout and caps every
+// response body.
+//
+// Calls may leave through the operator's egress HTTP proxies (Proxies, per
+// Class: token, refresh, revoke, api, webhooks, the rest), so they come
+// from fixed addresses (proxy.go). The guard still decides on the target:
+// the target's name is resolved here and every address put to the guard
+// before the proxy is dialed, and the proxy is asked to CONNECT to the
+// checked IP address, never to the name (which it would resolve again);
+// TLS over the tunnel names and verifies the URL's host. The proxy's own
+// address is configuration, not input, and is not put to the guard.
 //
 // Every call made under a traced request or job gets a client span (Trace,
 // built into New's client): method, host, status, never the path, query,
@@ -31,8 +40,9 @@
 //   - decide whether an address is safe with its own IP parsing (that is the
 //     ssrf library's job, on the resolved address, or on an IP-literal host
 //     in CheckDestination);
-//   - honour HTTP(S)_PROXY or any proxy (a proxy would dial on our behalf,
-//     past the guard);
+//   - honour HTTP(S)_PROXY, or let net/http speak to a proxy itself (it
+//     would CONNECT to the name, resolved by the proxy past the guard);
+//   - put a proxy's credential anywhere but its Proxy-Authorization;
 //   - follow a redirect, read an unbounded body or wait without a timeout;
 //   - put a response body, a header value or a request's secret into an
 //     error (callers must not put secrets into URLs: net/http quotes the URL

@@ -77,6 +77,15 @@ type Config struct {
 	// Resolver resolves names before the guard sees the addresses. Nil: the
 	// system resolver. Tests set one that never leaves loopback.
 	Resolver *net.Resolver
+
+	// Proxies sends calls through the operator's egress proxies, per class
+	// (proxy.go). The guard still decides on the target, before the proxy
+	// is asked; the proxy's own address is configuration and is not put to
+	// the guard. Zero: every call is dialed directly.
+	Proxies Proxies
+	// Class is the class of this client's calls whose context names none
+	// (WithClass): which of Proxies they take.
+	Class Class
 }
 
 // New returns the outbound client. Its Transport refuses non-https URLs
@@ -115,23 +124,37 @@ func New(cfg Config) (*http.Client, error) {
 	cfg.MaxResponseBytes = orDefault(cfg.MaxResponseBytes, DefaultMaxResponseBytes)
 
 	d := &dialer{
-		allow:    allow,
-		override: override,
-		public:   newNetDialer(cfg, publicGuard()),
-		loopback: newNetDialer(cfg, loopbackGuard()),
+		allow:         allow,
+		override:      override,
+		public:        newNetDialer(cfg, publicGuard()),
+		loopback:      newNetDialer(cfg, loopbackGuard()),
+		proxy:         &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second, Resolver: cfg.Resolver},
+		rootCAs:       cfg.RootCAs,
+		tlsTimeout:    cfg.TLSHandshakeTimeout,
+		headerTimeout: cfg.ResponseHeaderTimeout,
 	}
-	base := &http.Transport{
-		Proxy:                  nil, // a proxy would connect on our behalf, past the guard
-		DialContext:            d.dial,
-		ForceAttemptHTTP2:      true,
-		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: cfg.RootCAs},
-		TLSHandshakeTimeout:    cfg.TLSHandshakeTimeout,
-		ResponseHeaderTimeout:  cfg.ResponseHeaderTimeout,
-		ExpectContinueTimeout:  time.Second,
-		IdleConnTimeout:        90 * time.Second,
-		MaxIdleConns:           100,
-		MaxIdleConnsPerHost:    orDefaultInt(cfg.MaxIdleConnsPerHost, 10),
-		MaxResponseHeaderBytes: 64 << 10,
+	base := &router{class: cfg.Class, proxies: cfg.Proxies, routes: map[*Proxy]*http.Transport{}}
+	for _, p := range cfg.Proxies.distinct() {
+		dial := d.dial
+		if p != nil {
+			dial = d.viaProxy(p)
+		}
+		base.routes[p] = &http.Transport{
+			// Never http.Transport's own proxying (it would CONNECT to the
+			// name, which the proxy resolves past the guard): a route
+			// through a proxy dials it itself, after the guard (viaProxy).
+			Proxy:                  nil,
+			DialContext:            dial,
+			ForceAttemptHTTP2:      true,
+			TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: cfg.RootCAs},
+			TLSHandshakeTimeout:    cfg.TLSHandshakeTimeout,
+			ResponseHeaderTimeout:  cfg.ResponseHeaderTimeout,
+			ExpectContinueTimeout:  time.Second,
+			IdleConnTimeout:        90 * time.Second,
+			MaxIdleConns:           100,
+			MaxIdleConnsPerHost:    orDefaultInt(cfg.MaxIdleConnsPerHost, 10),
+			MaxResponseHeaderBytes: 64 << 10,
+		}
 	}
 	return &http.Client{
 		Transport: &transport{rules: func() *rules {
@@ -217,6 +240,11 @@ type dialer struct {
 	allow            map[string]bool
 	override         map[string]string
 	public, loopback *net.Dialer
+	// proxy dials the operator's egress proxies (configuration, not input:
+	// not put to the guard); the rest bound the CONNECT exchange.
+	proxy                     *net.Dialer
+	rootCAs                   *x509.CertPool
+	tlsTimeout, headerTimeout time.Duration
 }
 
 func (d *dialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {

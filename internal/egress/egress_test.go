@@ -33,6 +33,12 @@ import (
 // questions it answered.
 func fakeResolver(t *testing.T) (r *net.Resolver, queries *atomic.Int64) {
 	t.Helper()
+	return fakeResolverTo(t, [4]byte{127, 0, 0, 1})
+}
+
+// fakeResolverTo is fakeResolver answering every A question with a.
+func fakeResolverTo(t *testing.T, a [4]byte) (r *net.Resolver, queries *atomic.Int64) {
+	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +68,7 @@ func fakeResolver(t *testing.T) (r *net.Resolver, queries *atomic.Int64) {
 			_ = b.StartAnswers()
 			if q.Type == dnsmessage.TypeA {
 				_ = b.AResource(dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 1},
-					dnsmessage.AResource{A: [4]byte{127, 0, 0, 1}})
+					dnsmessage.AResource{A: a})
 			}
 			if msg, err := b.Finish(); err == nil {
 				_, _ = pc.WriteTo(msg, from)

@@ -31,3 +31,6 @@ func InstallTripwire(c *http.Client) {
 		}
 	}
 }
+
+// ErrorKind is the error.type of an outbound span.
+var ErrorKind = errorKind

@@ -97,6 +97,8 @@ func errorKind(err error) string {
 		return "redirect"
 	case errors.Is(err, ErrTooLarge):
 		return "too_large"
+	case errors.Is(err, ErrProxy): // before timeouts: a proxy's, not the target's
+		return "egress_proxy"
 	case errors.Is(err, context.Canceled):
 		return "canceled"
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/connectd/connectd/internal/egress"
 )
 
 // MaxAPIKeyLength bounds an API key a user may store.
@@ -49,7 +51,7 @@ func (p *apiKeyProvider) Verify(ctx context.Context, key string) error {
 	if v == nil {
 		return nil
 	}
-	req, err := http.NewRequestWithContext(ctx, v.Method, v.URL, nil)
+	req, err := http.NewRequestWithContext(egress.WithClass(ctx, egress.ClassToken), v.Method, v.URL, nil)
 	if err != nil {
 		return fail(ErrRejected, 0, nil)
 	}

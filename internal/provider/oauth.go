@@ -97,6 +97,7 @@ func (p *oauthProvider) Exchange(ctx context.Context, code, verifier, redirectUR
 	if code == "" {
 		return nil, &Error{Provider: p.spec.Name, Op: "exchange", Kind: ErrInvalidGrant, Code: "missing_code"}
 	}
+	ctx = egress.WithClass(ctx, egress.ClassToken) // its egress proxy (docs/configuration.md)
 	var opts []oauth2.AuthCodeOption
 	if p.spec.PKCE && verifier != "" {
 		opts = append(opts, oauth2.VerifierOption(verifier))
@@ -212,6 +213,7 @@ func (p *oauthProvider) Refresh(ctx context.Context, refreshToken string) (*Toke
 	if refreshToken == "" {
 		return nil, &Error{Provider: p.spec.Name, Op: "refresh", Kind: ErrNotSupported, Code: "no_refresh_token"}
 	}
+	ctx = egress.WithClass(ctx, egress.ClassRefresh)
 	// A TokenSource over a token with no access token makes exactly one
 	// refresh request; oauth2 keeps the given refresh token when the answer
 	// has none.
@@ -235,6 +237,7 @@ func (p *oauthProvider) RefreshScoped(ctx context.Context, refreshToken string, 
 	// makes goes through a client of this call only, whose transport adds
 	// scope to the form; oauth2 still does the client authentication and
 	// parses answers and errors.
+	ctx = egress.WithClass(ctx, egress.ClassRefresh)
 	c := *p.tokenClient
 	c.Transport = &scopeTransport{base: p.tokenClient.Transport, scope: strings.Join(scopes, p.spec.ScopeSeparator)}
 	sctx := context.WithValue(ctx, oauth2.HTTPClient, &c)
@@ -376,6 +379,7 @@ func (p *oauthProvider) kindOf(status int, code string) error {
 
 // Revoke implements RFC 7009 (or the bearer variant of Dropbox and Slack).
 func (p *oauthProvider) Revoke(ctx context.Context, token, hint string) error {
+	ctx = egress.WithClass(ctx, egress.ClassRevoke)
 	fail := func(kind error, status int, code string, cause error) error {
 		return &Error{Provider: p.spec.Name, Op: "revoke", Kind: kind, Status: status, Code: sanitizeCode(code), Err: cause}
 	}

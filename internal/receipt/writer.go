@@ -18,17 +18,17 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultMaxPending   = 20_000                 // distinct rows held between flushes
-	DefaultFlushEvery   = 300 * time.Millisecond // a use is on /account within about that
+	DefaultMaxPending = 20_000                 // distinct rows held between flushes
+	DefaultFlushEvery = 300 * time.Millisecond // a use is on /account within about that
 	// DefaultMergeEvery is how long repeats of a row just written wait to
 	// be added to it: a hot token read (the same user, client and minute
 	// many times) is one write per row and period, not one a flush.
-	DefaultMergeEvery = 15 * time.Second
-	DefaultWriteTimeout = 2 * time.Second        // one batch
-	maxBackoff          = 5 * time.Second        // the longest wait after failed flushes
-	batchRows           = 1000                   // rows per statement
-	logEvery            = time.Minute            // drops and failed writes: one line per period
-	shutdownTimeout     = 5 * time.Second        // the last flush
+	DefaultMergeEvery   = 15 * time.Second
+	DefaultWriteTimeout = 2 * time.Second // one batch
+	maxBackoff          = 5 * time.Second // the longest wait after failed flushes
+	batchRows           = 1000            // rows per statement
+	logEvery            = time.Minute     // drops and failed writes: one line per period
+	shutdownTimeout     = 5 * time.Second // the last flush
 )
 
 // Config configures a Writer.
@@ -78,8 +78,8 @@ type Writer struct {
 	timeout   time.Duration
 	onDropped func(int)
 
-	merge   time.Duration
-	now     func() time.Time
+	merge time.Duration
+	now   func() time.Time
 
 	mu      sync.Mutex
 	pending map[key]*tally // a pointer: a use of a waiting key hashes it once

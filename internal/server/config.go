@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/connectd/connectd/web/templates"
 
+	"crypto/x509"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/connectd/connectd/internal/db"
+	"github.com/connectd/connectd/internal/egress"
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/provider"
@@ -130,6 +132,13 @@ type EgressConfig struct {
 	// AllowHosts (CONNECTD_EGRESS_ALLOW_HOSTS, dev mode only): exact
 	// host:port pairs connectd may fetch over plain http and on loopback.
 	AllowHosts []string
+	// Proxies (CONNECTD_EGRESS_PROXY, CONNECTD_EGRESS_PROXY_TOKEN, _REFRESH,
+	// _REVOKE, _API, _WEBHOOKS): the operator's egress proxies, per class of
+	// call (egress.Proxies). Not used when HTTPClient is set.
+	Proxies egress.Proxies
+	// RootCAs replaces the system roots of outbound TLS (tests, whose fakes
+	// share httptest's certificate; no variable sets it). Nil: system roots.
+	RootCAs *x509.CertPool
 }
 
 // ConnectConfig configures the connect flow and the /v1 API.

@@ -11,7 +11,11 @@ import (
 
 // outboundClient returns the client for everything connectd fetches from
 // other servers: discovery, JWKS, webhooks (provider calls: providerClient).
-// cfg.HTTPClient, when set, is returned instead (tests' TLS fakes).
+// cfg.HTTPClient, when set, is returned instead (tests' TLS fakes). Its
+// calls take the egress proxy of class ec.Class (webhooks: ClassWebhooks,
+// the API proxy: ClassAPI; discovery and JWKS: the default); the provider
+// client's calls are labelled per call by package provider (token, refresh,
+// revoke).
 func outboundClient(cfg Config) (*http.Client, error) {
 	return outboundClientWith(cfg, egress.Config{})
 }
@@ -48,6 +52,7 @@ func outboundClientWith(cfg Config, ec egress.Config) (*http.Client, error) {
 		return testClient(cfg), nil
 	}
 	ec.AllowHosts = slices.Clone(cfg.Egress.AllowHosts)
+	ec.Proxies, ec.RootCAs = cfg.Egress.Proxies, cfg.Egress.RootCAs
 	c, err := egress.New(ec)
 	if err != nil {
 		return nil, fmt.Errorf("outbound HTTP: %w", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/rivercontrib/otelriver"
 	noopmetric "go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/connectd/connectd/internal/egress"
 	"github.com/connectd/connectd/internal/keepalive"
 	"github.com/connectd/connectd/internal/keyring"
 	"github.com/connectd/connectd/internal/vault"
@@ -100,7 +101,7 @@ func (s *Server) newJobs() error {
 // webhookConfig is the webhook package's configuration from cfg: deliveries
 // through the egress client (or cfg.HTTPClient in tests).
 func webhookConfig(cfg Config, pool *pgxpool.Pool, keys *keyring.Keyring) (webhook.Config, error) {
-	client, err := outboundClient(cfg)
+	client, err := outboundClientWith(cfg, egress.Config{Class: egress.ClassWebhooks})
 	if err != nil {
 		return webhook.Config{}, err
 	}

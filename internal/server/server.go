@@ -148,7 +148,7 @@ func (s *Server) build(ctx context.Context) error {
 		maxResp = proxy.DefaultMaxResponseBytes
 	}
 	proxyClient, err := outboundClientWith(cfg, egress.Config{ResponseHeaderTimeout: providerTimeout(cfg),
-		MaxResponseBytes: maxResp, AnswerRedirects: true, MaxIdleConnsPerHost: 256})
+		MaxResponseBytes: maxResp, AnswerRedirects: true, MaxIdleConnsPerHost: 256, Class: egress.ClassAPI})
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,17 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/connectd/connectd/internal/egress"
+	"github.com/connectd/connectd/internal/egress/egresstest"
 )
+
+func mustProxy(t *testing.T, raw string) *egress.Proxy {
+	t.Helper()
+	p, err := egress.ParseProxy(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
 
 // TestAttemptClass sends real attempts (the worker's send, through the
 // egress client, to receivers on loopback that fail in each way) and checks
@@ -96,6 +106,14 @@ func TestAttemptClass(t *testing.T) {
 		return c
 	}
 	trusting := client(cfg)
+	refusing := egresstest.New(t, egresstest.Options{Status: http.StatusForbidden})
+	proxied := cfg
+	proxied.Proxies.Default, err = egress.ParseProxy(refusing.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaRefusingProxy, viaNoProxy := client(proxied), client(egress.Config{Proxies: egress.Proxies{Default: mustProxy(t, "http://"+closed)},
+		AllowHosts: cfg.AllowHosts, Resolver: cfg.Resolver})
 	cfg.RootCAs = nil
 	untrusting := client(cfg)
 	wh, err := standardwebhooks.NewWebhook("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
@@ -135,6 +153,8 @@ func TestAttemptClass(t *testing.T) {
 		{"name that does not resolve", trusting, nil, "https://hooks.example/", "dns"},
 		{"connectd stopping", trusting, cancelled, srv.URL + "/204", "cancelled"},
 		{"unusable URL", trusting, nil, "https://hooks.example/%zz", "invalid_url"},
+		{"the egress proxy refuses the tunnel", viaRefusingProxy, nil, srv.URL + "/204", "egress_proxy"},
+		{"the egress proxy is down", viaNoProxy, nil, srv.URL + "/204", "egress_proxy"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := tt.ctx

@@ -208,6 +208,7 @@ var (
 const (
 	classBlockedAddress    = "blocked_address"    // the egress guard refused the (resolved) address
 	classInsecureScheme    = "insecure_scheme"    // http:// no longer in the dev allow-list
+	classEgressProxy       = "egress_proxy"       // the operator's egress proxy did not open a tunnel
 	classDNS               = "dns"                // the name did not resolve
 	classConnectionRefused = "connection_refused" // nothing listening
 	classUnreachable       = "unreachable"        // no route to the network or host
@@ -254,6 +255,8 @@ func attemptClass(code int, err error) string {
 		return classBlockedAddress
 	case errors.Is(err, egress.ErrInsecureScheme):
 		return classInsecureScheme
+	case errors.Is(err, egress.ErrProxy): // before the dial errors: they are the proxy's, not the receiver's
+		return classEgressProxy
 	case errors.Is(err, egress.ErrRedirect):
 		return classRedirect
 	case errors.Is(err, egress.ErrTooLarge):

@@ -14,12 +14,6 @@ import (
 // is handed to the receipts writer, which only counts it in memory (the
 // write is its background writer's), so neither slows nor fails the call.
 
-// receiptToken records that client c was handed the user's credential for
-// connection connID at provider: a raw credential left connectd.
-func (s *Server) receiptToken(c *caller, provider, connID string) {
-	s.receipts.Record(receipt.Use{Org: c.client.Org, Issuer: c.user.Issuer, Subject: c.user.Subject,
-		Provider: provider, ConnectionID: connID, ClientID: c.client.ID, Kind: receipt.KindToken, At: s.now()})
-}
 
 // receiptProxy records client c's proxied call of r to path (below the
 // provider's API, proxy.Clean's form) with the user's connection connID,

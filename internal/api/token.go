@@ -35,7 +35,6 @@ func (s *Server) readToken(r *http.Request, c *caller, req *tokenRequest) (relea
 		return released{}, err
 	}
 	s.sampleRead(r, c, req.provider, rel.approval.ConnectionID)
-	s.receiptToken(c, req.provider, rel.approval.ConnectionID)
 	return rel, nil
 }
 

@@ -143,3 +143,40 @@ func LastReads(ctx context.Context, q Querier, issuer, subject string) (map[Use]
 type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
+
+// Read is one token.read row of the sampled audit trail: a client was
+// handed the user's credential for a connection, Count times from At on
+// (the first read of a period is a row of its own; the others are counted
+// into the row written when the period ends).
+type Read struct {
+	Org, ClientID, Provider, Connection string
+	Count                               int64
+	At                                  time.Time
+}
+
+const selectReads = `SELECT org_id, client_id, provider, target, coalesce((detail->>'count')::bigint, 1), occurred_at
+	FROM audit_events WHERE issuer = $1 AND subject = $2 AND kind = 'token.read'
+	ORDER BY occurred_at DESC LIMIT $3`
+
+// Reads returns the user's token.read rows, newest first, at most limit:
+// what the access receipts show of token reads (one source of them: the
+// token read records nothing else).
+func Reads(ctx context.Context, q Querier, issuer, subject string, limit int) ([]Read, error) {
+	rows, err := q.Query(ctx, selectReads, issuer, subject, limit)
+	if err != nil {
+		return nil, fmt.Errorf("audit: reads: %w", err)
+	}
+	defer rows.Close()
+	var out []Read
+	for rows.Next() {
+		var r Read
+		if err := rows.Scan(&r.Org, &r.ClientID, &r.Provider, &r.Connection, &r.Count, &r.At); err != nil {
+			return nil, fmt.Errorf("audit: reads: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("audit: reads: %w", err)
+	}
+	return out, nil
+}

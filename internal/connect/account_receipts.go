@@ -98,6 +98,13 @@ func (s *Server) downloadReceipts(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
+	reads, err := s.tokenReads(r.Context(), u, receipt.MaxDownload)
+	if err != nil {
+		return err
+	}
+	var cut bool
+	rs, cut = newestFirst(append(rs, reads...), receipt.MaxDownload)
+	truncated = truncated || cut
 	names := clientNames{s: s, names: map[string]string{}}
 	doc := receiptsDownload{Issuer: u.Issuer, Subject: u.Subject, GeneratedAt: s.now().UTC(), Truncated: truncated,
 		Receipts: make([]receiptDoc, 0, len(rs))}

@@ -86,8 +86,8 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 	if err != nil {
 		return v, err
 	}
-	// The receipts are the source of "Last used": proxied calls and token
-	// reads alike (package receipt).
+	// The receipts are the source of "Last used": proxied calls (package
+	// receipt) and token reads (the sampled audit trail: account_reads.go).
 	lastUses, err := receipt.LastUses(ctx, s.pool, u)
 	if err != nil {
 		return v, err
@@ -100,6 +100,9 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 	}
 	recent, err := receipt.Recent(ctx, s.pool, u, ids, receiptsShown)
 	if err != nil {
+		return v, err
+	}
+	if recent, lastUses, err = s.withReads(ctx, u, recent, lastUses, receiptsShown); err != nil {
 		return v, err
 	}
 	names := clientNames{s: s, names: map[string]string{}}

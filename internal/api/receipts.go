@@ -14,7 +14,6 @@ import (
 // is handed to the receipts writer, which only counts it in memory (the
 // write is its background writer's), so neither slows nor fails the call.
 
-
 // receiptProxy records client c's proxied call of r to path (below the
 // provider's API, proxy.Clean's form) with the user's connection connID,
 // started at: named by the pattern of the request rule it matched, else by

@@ -101,44 +101,6 @@ func Sweep(ctx context.Context, q Execer, cutoff time.Time) (int64, error) {
 // asks "what did this client read since t" looks back from t − ReadPeriod.
 const ReadPeriod = time.Hour
 
-// Use is when a client last read a user's credential for a provider.
-type Use struct {
-	ClientID, Provider string
-	// Connection is the connection read (the row's target); "" for reads
-	// recorded before connections were told apart.
-	Connection string
-}
-
-const selectLastReads = `SELECT client_id, provider, target, max(occurred_at) FROM audit_events
-	WHERE issuer = $1 AND subject = $2 AND kind = 'token.read' GROUP BY client_id, provider, target`
-
-// LastReads returns when each client last read the user's credential for
-// each provider, as the token.read rows record it: they are sampled (the
-// first read of a period becomes a row within about a second, written off the
-// request's path and retried until it is in; the count of the others when
-// the period ends), so the time is right to within that period, and reads
-// older than the retention are gone.
-func LastReads(ctx context.Context, q Querier, issuer, subject string) (map[Use]time.Time, error) {
-	rows, err := q.Query(ctx, selectLastReads, issuer, subject)
-	if err != nil {
-		return nil, fmt.Errorf("audit: last reads: %w", err)
-	}
-	defer rows.Close()
-	out := map[Use]time.Time{}
-	for rows.Next() {
-		var u Use
-		var at time.Time
-		if err := rows.Scan(&u.ClientID, &u.Provider, &u.Connection, &at); err != nil {
-			return nil, fmt.Errorf("audit: last reads: %w", err)
-		}
-		out[u] = at
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("audit: last reads: %w", err)
-	}
-	return out, nil
-}
-
 // Querier is what a pool and a transaction both offer for reading.
 type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)

@@ -46,7 +46,8 @@ func newestFirst(rs []receipt.Receipt, n int) ([]receipt.Receipt, bool) {
 }
 
 // withReads adds the user's token reads to recent (per connection, each
-// list newest first, at most n) and to lastUses.
+// list newest first, at most n) and to lastUses, and the proxied calls and
+// token reads of recent to lastUses.
 func (s *Server) withReads(ctx context.Context, u identity.User, recent map[string][]receipt.Receipt,
 	lastUses map[receipt.Pair]time.Time, n int) (map[string][]receipt.Receipt, map[receipt.Pair]time.Time, error) {
 	reads, err := s.tokenReads(ctx, u, 1000)
@@ -67,6 +68,15 @@ func (s *Server) withReads(ctx context.Context, u identity.User, recent map[stri
 		}
 	}
 	for id, rs := range recent {
+		// The lines shown count for "Last used" too: a line written
+		// between the two reads of the page is never shown beside "Not
+		// yet".
+		for _, r := range rs {
+			p := receipt.Pair{ConnectionID: r.ConnectionID, ClientID: r.ClientID}
+			if (r.Kind == receipt.KindProxy || r.Kind == receipt.KindToken) && r.Last.After(lastUses[p]) {
+				lastUses[p] = r.Last
+			}
+		}
 		recent[id], _ = newestFirst(rs, n)
 	}
 	return recent, lastUses, nil

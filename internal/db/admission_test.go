@@ -191,7 +191,11 @@ func TestDeadConnections(t *testing.T) {
 		if got.Failed > 0 {
 			t.Fatalf("%d of %d reads failed over %d terminated backends, the first: %v", got.Failed, got.Reads, got.Killed, got.First)
 		}
-		if n := twice.Load(); n > 1 {
+		// Bounded by the terminations, not by one: how often a retry lands
+		// on the next backend to be ended is the machine's timing (2 of
+		// 1578 over 38 in a loaded CI run); a dead connection handed out
+		// again would fail most retries.
+		if n := twice.Load(); n > int64(got.Killed/4) {
 			t.Fatalf("%d of %d reads had their retry's connection ended too over %d terminated backends", n, got.Reads, got.Killed)
 		}
 		t.Logf("%d reads, %d backends terminated under them, none failed (%d ended twice)", got.Reads, got.Killed, twice.Load())

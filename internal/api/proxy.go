@@ -151,7 +151,7 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.onProxy(name, status, time.Since(start))
 	s.sampleProxy(r, &c, name, connID)
-	s.receiptProxy(r, &c, name, connID, path, status, err, start)
+	s.receiptProxy(r, &c, name, connID, path, rule, status, err, start)
 	return problem.About(name, err)
 }
 

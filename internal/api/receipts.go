@@ -16,17 +16,18 @@ import (
 
 // receiptProxy records client c's proxied call of r to path (below the
 // provider's API, proxy.Clean's form) with the user's connection connID,
-// started at: named by the pattern of the request rule it matched, else by
-// the path's template; with the status answered — the provider's, or the
+// started at: named by the pattern of the request rule it matched (rule,
+// as proxyCall matched it: the zero Rule when the client has no rules for
+// the provider), else by the path's template; with the status answered — the provider's, or the
 // error table's when the provider gave none (forwarding failed with err).
-func (s *Server) receiptProxy(r *http.Request, c *caller, provider, connID, path string, status int, err error, at time.Time) {
+func (s *Server) receiptProxy(r *http.Request, c *caller, provider, connID, path string, rule clientauth.Rule,
+	status int, err error, at time.Time) {
 	if s.receipts == nil {
 		return
 	}
-	p := "/" + path
-	tmpl := receipt.Template(p)
-	if rule, ok := c.client.ProxyRules[provider].Match(r.Method, p); ok {
-		tmpl = rule.Pattern
+	tmpl := rule.Pattern
+	if tmpl == "" {
+		tmpl = receipt.Template("/" + path)
 	}
 	if status == 0 && err != nil {
 		status = web.AsError(problem.About(provider, err)).Status

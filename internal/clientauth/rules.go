@@ -229,7 +229,10 @@ func (r ProxyRules) Allows(method, path string) bool {
 // A rule that does not parse (none is stored: CheckProxyRules) matches
 // nothing.
 func (r ProxyRules) Match(method, path string) (Rule, bool) {
-	var allowed *Rule
+	var (
+		allowed Rule
+		found   bool // by value, not a pointer to it: a call's match allocates nothing
+	)
 	for i, text := range r.Rules {
 		var rule Rule
 		if i < len(r.parsed) {
@@ -247,14 +250,11 @@ func (r ProxyRules) Match(method, path string) (Rule, bool) {
 		if rule.Ask {
 			return rule, true
 		}
-		if allowed == nil {
-			allowed = &rule
+		if !found {
+			allowed, found = rule, true
 		}
 	}
-	if allowed == nil {
-		return Rule{}, false
-	}
-	return *allowed, true
+	return allowed, found
 }
 
 // asks reports whether a rule at any provider asks the user: such a client

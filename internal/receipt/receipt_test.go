@@ -2,6 +2,7 @@ package receipt_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -321,5 +322,92 @@ func TestRepeatsWaitToBeMerged(t *testing.T) {
 	}
 	if err := w.Flush(ctx); err != nil || count("cli_a") != 6 || w.Pending() != 0 {
 		t.Fatalf("Flush wrote cli_a %d, want 6 (%v), %d waiting", count("cli_a"), err, w.Pending())
+	}
+}
+
+// TestMemoryIsBounded: what the Writer keeps is at most MaxPending rows
+// waiting and MaxPending written lately; a written row is forgotten once
+// its repeats no longer wait (MergeEvery later), and its next use is then a
+// new row, written at the next flush.
+func TestMemoryIsBounded(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	var dropped atomic.Int64
+	w, err := receipt.NewWriter(receipt.Config{Pool: pool, Logger: slog.New(slog.DiscardHandler), MaxPending: 10,
+		MergeEvery: time.Minute, OnDropped: func(n int) { dropped.Add(int64(n)) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Minute).Add(10 * time.Second)
+	w.SetNow(func() time.Time { return now })
+	record := func(prefix string, n int) {
+		for i := range n {
+			w.Record(use(fmt.Sprintf("%s%02d", prefix, i), receipt.KindProxy, 200, now))
+		}
+	}
+	record("cli_a", 30) // ten fit, twenty are dropped
+	if w.Pending() != 10 || dropped.Load() != 20 {
+		t.Fatalf("%d waiting, %d dropped; want 10 and 20", w.Pending(), dropped.Load())
+	}
+	if err := w.FlushDue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	record("cli_b", 10) // ten more rows wait beside the ten written
+	if w.Pending() != 10 || w.Held() != 20 {
+		t.Fatalf("%d waiting, %d held; want 10 and 20", w.Pending(), w.Held())
+	}
+	record("cli_a", 10) // repeats of rows just written wait to be merged, but the waiting rows are full
+	if dropped.Load() != 30 {
+		t.Fatalf("dropped %d, want 30", dropped.Load())
+	}
+	if err := w.FlushDue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w.Pending() != 0 || w.Held() != 20 {
+		t.Fatalf("after the flush %d waiting, %d held; want 0 and 20", w.Pending(), w.Held())
+	}
+	now = now.Add(time.Minute + 5*time.Second) // past MergeEvery, and into the next minute
+	if err := w.FlushDue(ctx); err != nil || w.Held() != 0 {
+		t.Fatalf("written rows not forgotten: %d held (%v)", w.Held(), err)
+	}
+	var n int64
+	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(count), 0) FROM receipts`).Scan(&n); err != nil || n != 20 {
+		t.Fatalf("%d uses written, want 20 (%v)", n, err)
+	}
+}
+
+// TestNextMinuteIsARepeat: a use that goes on into the next minute starts
+// that minute's row without a write of its own — a busy line is one write a
+// minute — and the row is written once its minute is over; a use of a line
+// not written lately is written at once.
+func TestNextMinuteIsARepeat(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	w := newWriter(t, pool) // the default MergeEvery, a minute
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Minute).Add(50 * time.Second)
+	w.SetNow(func() time.Time { return now })
+	rows := func() int {
+		t.Helper()
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM receipts`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	w.Record(use("cli_a", receipt.KindProxy, 200, now))
+	if err := w.FlushDue(ctx); err != nil || rows() != 1 {
+		t.Fatalf("a new line is not written at once: %d rows (%v)", rows(), err)
+	}
+	now = now.Add(20 * time.Second) // the next minute
+	w.Record(use("cli_a", receipt.KindProxy, 200, now))
+	w.Record(use("cli_b", receipt.KindProxy, 200, now)) // a line not written lately
+	if err := w.FlushDue(ctx); err != nil || rows() != 2 || w.Pending() != 1 {
+		t.Fatalf("%d rows, %d waiting (%v); want cli_b written and cli_a's next minute waiting", rows(), w.Pending(), err)
+	}
+	now = now.Add(time.Minute) // that minute is over
+	if err := w.FlushDue(ctx); err != nil || rows() != 3 || w.Pending() != 0 {
+		t.Fatalf("%d rows, %d waiting (%v); want the minute's row written", rows(), w.Pending(), err)
 	}
 }

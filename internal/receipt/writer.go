@@ -21,9 +21,13 @@ const (
 	DefaultMaxPending = 20_000                 // distinct rows held between flushes
 	DefaultFlushEvery = 300 * time.Millisecond // a use is on /account within about that
 	// DefaultMergeEvery is how long repeats of a row just written wait to
-	// be added to it: a hot token read (the same user, client and minute
-	// many times) is one write per row and period, not one a flush.
-	DefaultMergeEvery   = 15 * time.Second
+	// be added to it: a hot use (the same user, client, call and minute
+	// many times) is one write per row and period, not one a flush; and a
+	// use that goes on into the next minute starts that minute's row
+	// without a write of its own (see Record), so a busy line costs one
+	// write a minute. "Last used" and a line's count are on /account
+	// within that; a new line within FlushEvery.
+	DefaultMergeEvery   = time.Minute
 	DefaultWriteTimeout = 2 * time.Second // one batch
 	maxBackoff          = 5 * time.Second // the longest wait after failed flushes
 	batchRows           = 1000            // rows per statement
@@ -37,15 +41,17 @@ type Config struct {
 	Logger *slog.Logger  // required
 	// MaxPending is how many distinct rows (aggregated uses) the Writer
 	// holds between flushes, failed ones included (default
-	// DefaultMaxPending, about 300 bytes each): a use that finds it full is
-	// dropped and counted.
+	// DefaultMaxPending, about 230 bytes each): a use that finds it full is
+	// dropped and counted. As many rows written within MergeEvery are kept
+	// (their repeats wait to be merged), at most.
 	MaxPending int
 	// FlushEvery is the period of Run's writes (default DefaultFlushEvery);
 	// WriteTimeout bounds one (default DefaultWriteTimeout).
 	FlushEvery, WriteTimeout time.Duration
 	// MergeEvery (default DefaultMergeEvery): a use whose row this Writer
-	// wrote less than that ago waits until then (or the row's minute ends)
-	// to be added to it; a new row is written at the next flush.
+	// wrote less than that ago (or whose row of the minute before it did)
+	// waits until then, or until the row's minute ends, to be added to it;
+	// a new row is written at the next flush.
 	MergeEvery time.Duration
 	// OnDropped, when set, counts the uses given up on (a full buffer, a
 	// row the database refused, what the last flush at shutdown could not
@@ -62,7 +68,17 @@ type key struct {
 	bucket                                             int64 // unix minute of the use
 }
 
-// tally is what Record keeps of a key's uses since the last flush.
+// entry is what the Writer keeps of a key: the uses not yet written (count,
+// and the first and last of them), and when this Writer last wrote its row.
+// Times are Unix nanoseconds, so an entry holds no pointer: the garbage
+// collector never scans it.
+type entry struct {
+	count       int64
+	first, last int64
+	wrote       int64 // 0: not written by this Writer (or too long ago to matter)
+}
+
+// tally is a row's uses, as a batch writes them.
 type tally struct {
 	count       int64
 	first, last time.Time
@@ -81,11 +97,17 @@ type Writer struct {
 	merge time.Duration
 	now   func() time.Time
 
-	mu      sync.Mutex
-	pending map[key]*tally // a pointer: a use of a waiting key hashes it once
-	// written is when each row was last written by this Writer, for the
-	// rows written within MergeEvery (at most MaxPending of them).
-	written map[key]time.Time
+	mu sync.Mutex
+	// entries holds, in one map (one hash a use, one copy of each key),
+	// the rows waiting to be written (count > 0: at most max of them,
+	// waiting) and the rows written within MergeEvery whose repeats wait
+	// (at most max more; forgotten first when there are too many: their
+	// repeats are then written at the next flush, more writes, nothing
+	// lost). A map never gives back the memory of what it held: peak is
+	// its largest size since it was last rebuilt (take).
+	entries map[key]*entry
+	waiting int
+	peak    int
 
 	logMu     sync.Mutex
 	dropped   int64     // uses dropped since the last line about it
@@ -100,8 +122,8 @@ func NewWriter(cfg Config) (*Writer, error) {
 		return nil, errors.New("receipt: Pool and Logger are required")
 	}
 	w := &Writer{pool: cfg.Pool, logger: cfg.Logger, max: cfg.MaxPending, every: cfg.FlushEvery,
-		timeout: cfg.WriteTimeout, onDropped: cfg.OnDropped, pending: map[key]*tally{}, merge: cfg.MergeEvery,
-		now: time.Now, written: map[key]time.Time{}}
+		timeout: cfg.WriteTimeout, onDropped: cfg.OnDropped, entries: map[key]*entry{}, merge: cfg.MergeEvery,
+		now: time.Now}
 	if w.merge <= 0 {
 		w.merge = DefaultMergeEvery
 	}
@@ -121,8 +143,8 @@ func NewWriter(cfg Config) (*Writer, error) {
 // never fails: with the buffer full (MaxPending distinct rows waiting) the
 // use is dropped and counted. A use identical to one already waiting (the
 // same user, connection, client, kind, method, template, status and minute)
-// only adds to its count, and allocates nothing (a new one, its tally). A use of an unknown kind
-// is ignored.
+// only adds to its count, and allocates nothing (a new one, its entry). A
+// use of an unknown kind is ignored.
 func (w *Writer) Record(u Use) {
 	if w == nil || !u.Kind.known() {
 		return
@@ -130,24 +152,33 @@ func (w *Writer) Record(u Use) {
 	k := key{org: u.Org, issuer: u.Issuer, subject: u.Subject, provider: u.Provider, connection: u.ConnectionID,
 		client: u.ClientID, kind: u.Kind, method: u.Method, template: u.Template, status: u.Status,
 		bucket: u.At.Unix() / 60}
+	at := u.At.UnixNano()
 	w.mu.Lock()
-	t := w.pending[k]
-	if t == nil {
-		if len(w.pending) >= w.max {
+	e := w.entries[k]
+	if e == nil || e.count == 0 {
+		if w.waiting >= w.max {
 			w.mu.Unlock()
 			w.drop(1)
 			return
 		}
-		t = &tally{first: u.At, last: u.At}
-		w.pending[k] = t
+		if e == nil {
+			e = &entry{}
+			// The same use went on from the minute before, whose row was
+			// just written: this minute's row is a repeat, written with
+			// the rest of its minute (take), not at once.
+			prev := k
+			prev.bucket--
+			if p := w.entries[prev]; p != nil {
+				e.wrote = p.wrote
+			}
+			w.entries[k] = e
+			w.peak = max(w.peak, len(w.entries))
+		}
+		e.first, e.last = at, at
+		w.waiting++
 	}
-	t.count++
-	if u.At.Before(t.first) {
-		t.first = u.At
-	}
-	if u.At.After(t.last) {
-		t.last = u.At
-	}
+	e.count++
+	e.first, e.last = min(e.first, at), max(e.last, at)
 	w.mu.Unlock()
 }
 
@@ -171,54 +202,64 @@ func (w *Writer) Pending() int {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.pending)
+	return w.waiting
 }
 
 // take removes and returns what is due: everything when all is set; else
 // the rows not written lately (a new row, or one written MergeEvery ago or
-// more) and those whose minute is over. The rest waits, still counting.
-func (w *Writer) take(all bool) map[key]*tally {
+// more, or inheriting such a write from its minute before: Record) and
+// those whose minute is over. The rest waits, still counting. It keeps
+// the rows written within MergeEvery of this minute and the one before
+// (their repeats, and the next minute's row, wait), at most max of them,
+// and forgets the others. It returns at most limit rows: a batch, so that
+// a flush of many holds one batch at a time (the memory of a burst of
+// writes stays that of a batch).
+func (w *Writer) take(all bool, limit int) []row {
+	now := w.now()
+	nowNano, minute, merge := now.UnixNano(), now.Unix()/60, int64(w.merge)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.pending) == 0 {
-		return nil
-	}
-	if all {
-		out := w.pending
-		w.pending = make(map[key]*tally, len(out))
-		return out
-	}
-	now := w.now()
-	minute := now.Unix() / 60
-	for k, at := range w.written {
-		if now.Sub(at) >= w.merge {
-			delete(w.written, k)
-		}
-	}
-	var out map[key]*tally
-	for k, t := range w.pending {
-		if at, ok := w.written[k]; ok && now.Sub(at) < w.merge && k.bucket >= minute {
+	var out []row
+	idle := 0
+	for k, e := range w.entries {
+		lately := e.wrote != 0 && nowNano-e.wrote < merge
+		if e.count == 0 {
+			if !lately || k.bucket < minute-1 || idle >= w.max {
+				delete(w.entries, k)
+			} else {
+				idle++
+			}
 			continue
 		}
-		if out == nil {
-			out = make(map[key]*tally)
+		if lately && k.bucket >= minute && !all || len(out) >= limit {
+			continue
 		}
-		out[k] = t
-		delete(w.pending, k)
+		out = append(out, row{k, tally{count: e.count, first: time.Unix(0, e.first), last: time.Unix(0, e.last)}})
+		e.count = 0
+		w.waiting--
+		e.wrote = 0 // until this write succeeds (wrote)
+	}
+	if w.peak > 1024 && len(w.entries) < w.peak/4 {
+		// Most of the map is gone: copy the rest, so that the memory of a
+		// burst does not stay held (the garbage collector would scan it).
+		m := make(map[key]*entry, len(w.entries))
+		for k, e := range w.entries {
+			m[k] = e
+		}
+		w.entries, w.peak = m, len(m)
 	}
 	return out
 }
 
 // wrote notes that rows were written now: their repeats wait MergeEvery.
 func (w *Writer) wrote(rows []row) {
-	now := w.now()
+	now := w.now().UnixNano()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, r := range rows {
-		if len(w.written) >= w.max {
-			return // repeats of the others are written at the next flush: more writes, nothing lost
+		if e := w.entries[r.key]; e != nil {
+			e.wrote = now
 		}
-		w.written[r.key] = now
 	}
 }
 
@@ -228,22 +269,22 @@ func (w *Writer) giveBack(rows []row) {
 	lost := 0
 	w.mu.Lock()
 	for _, r := range rows {
-		t := w.pending[r.key]
-		if t == nil {
-			if len(w.pending) >= w.max {
+		e := w.entries[r.key]
+		if e == nil || e.count == 0 {
+			if w.waiting >= w.max {
 				lost += int(r.count)
 				continue
 			}
-			t = &tally{first: r.first, last: r.last}
-			w.pending[r.key] = t
+			if e == nil {
+				e = &entry{}
+				w.entries[r.key] = e
+				w.peak = max(w.peak, len(w.entries))
+			}
+			e.first, e.last = r.first.UnixNano(), r.last.UnixNano()
+			w.waiting++
 		}
-		t.count += r.count
-		if r.first.Before(t.first) {
-			t.first = r.first
-		}
-		if r.last.After(t.last) {
-			t.last = r.last
-		}
+		e.count += r.count
+		e.first, e.last = min(e.first, r.first.UnixNano()), max(e.last, r.last.UnixNano())
 	}
 	w.mu.Unlock()
 	w.drop(lost)
@@ -260,15 +301,15 @@ type row struct {
 // never deadlock), setting aside the rows Postgres could not store (text
 // that is not valid UTF-8 or holds a NUL: a user id from a token, say),
 // which are dropped and counted.
-func (w *Writer) rowsOf(m map[key]*tally) []row {
-	rows := make([]row, 0, len(m))
+func (w *Writer) rowsOf(taken []row) []row {
+	rows := taken[:0]
 	bad := 0
-	for k, t := range m {
-		if !storable(k) {
-			bad += int(t.count)
+	for _, r := range taken {
+		if !storable(r.key) {
+			bad += int(r.count)
 			continue
 		}
-		rows = append(rows, row{k, *t})
+		rows = append(rows, r)
 	}
 	w.drop(bad)
 	slices.SortFunc(rows, func(a, b row) int {
@@ -367,17 +408,27 @@ func (w *Writer) Flush(ctx context.Context) error {
 }
 
 func (w *Writer) flush(ctx context.Context, all bool) error {
-	rows := w.rowsOf(w.take(all))
 	wctx := context.WithoutCancel(ctx)
-	for len(rows) > 0 {
-		n := min(len(rows), batchRows)
-		err := w.insert(wctx, rows[:n])
+	// At most what waits now: uses recorded meanwhile are the next flush's
+	// (under load this flush would otherwise never end); take at least
+	// once, which also forgets what is no longer needed.
+	for budget := max(w.Pending(), 1); budget > 0; {
+		taken := w.take(all, batchRows)
+		if len(taken) == 0 {
+			return nil
+		}
+		budget -= len(taken)
+		rows := w.rowsOf(taken)
+		if len(rows) == 0 {
+			continue
+		}
+		err := w.insert(wctx, rows)
 		switch {
 		case err == nil:
-			w.wrote(rows[:n])
+			w.wrote(rows)
 		case refused(err):
 			lost := 0
-			for _, r := range rows[:n] {
+			for _, r := range rows {
 				lost += int(r.count)
 			}
 			w.drop(lost)
@@ -387,7 +438,6 @@ func (w *Writer) flush(ctx context.Context, all bool) error {
 			w.giveBack(rows)
 			return err
 		}
-		rows = rows[n:]
 	}
 	return nil
 }
@@ -429,8 +479,8 @@ func (w *Writer) last(ctx context.Context) {
 	defer cancel()
 	if err := w.Flush(fctx); err != nil {
 		lost := 0
-		for _, t := range w.take(true) {
-			lost += int(t.count)
+		for _, r := range w.take(true, w.max) {
+			lost += int(r.count)
 		}
 		w.drop(lost)
 		w.logger.ErrorContext(ctx, "receipts not written before the replica stopped, dropped", slog.Int("uses", lost),

@@ -42,7 +42,7 @@ const (
 	sampleWriteEvery   = time.Second      // Run's writer, while writes succeed
 	sampleWriteBackoff = 30 * time.Second // the longest wait after failed rounds: a struggling database is not pressed
 	sampleWriteTimeout = 5 * time.Second  // one batch
-	sampleBatch        = 1000             // rows per statement
+	sampleBatch        = 250              // rows per statement (its encoded form stays with the pool connection until its next query)
 )
 
 // sampleKey identifies what is counted together; it is also the audit row it

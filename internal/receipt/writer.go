@@ -30,7 +30,7 @@ const (
 	DefaultMergeEvery   = time.Minute
 	DefaultWriteTimeout = 2 * time.Second // one batch
 	maxBackoff          = 5 * time.Second // the longest wait after failed flushes
-	batchRows           = 1000            // rows per statement
+	batchRows           = 250             // rows per statement (the encoded batch stays with its pool connection until that runs another query: a few hundred KB at most)
 	logEvery            = time.Minute     // drops and failed writes: one line per period
 	shutdownTimeout     = 5 * time.Second // the last flush
 )

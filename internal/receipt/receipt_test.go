@@ -411,3 +411,27 @@ func TestNextMinuteIsARepeat(t *testing.T) {
 		t.Fatalf("%d rows, %d waiting (%v); want the minute's row written", rows(), w.Pending(), err)
 	}
 }
+
+// TestOneEntryALine: while the database is down a busy line is one entry
+// and one growing row, whatever the minutes, with its true first and last
+// times; nothing is dropped while it fits.
+func TestOneEntryALine(t *testing.T) {
+	t.Parallel()
+	var dropped atomic.Int64
+	w, err := receipt.NewWriter(receipt.Config{Pool: downPool(t), Logger: slog.New(slog.DiscardHandler), MaxPending: 1,
+		WriteTimeout: time.Second, OnDropped: func(n int) { dropped.Add(int64(n)) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Minute)
+	for i := range 5 { // five minutes of uses, a failed flush after each
+		w.SetNow(func() time.Time { return now.Add(time.Duration(i) * time.Minute) })
+		w.Record(use("cli_a", receipt.KindProxy, 200, now.Add(time.Duration(i)*time.Minute)))
+		if err := w.FlushDue(context.Background()); err == nil {
+			t.Fatal("a flush to a database that is down succeeded")
+		}
+	}
+	if w.Held() != 1 || w.Pending() != 1 || dropped.Load() != 0 {
+		t.Fatalf("%d held, %d waiting, %d dropped; want one line waiting, nothing dropped", w.Held(), w.Pending(), dropped.Load())
+	}
+}

@@ -59,20 +59,27 @@ type Config struct {
 	OnDropped func(n int)
 }
 
-// key is what identical uses share: one row per key and minute.
+// key is what identical uses share, a line: one row per key and minute
+// (the row's bucket, kept in the entry).
 type key struct {
 	org, issuer, subject, provider, connection, client string
 	kind                                               Kind
 	method, template                                   string
 	status                                             int
-	bucket                                             int64 // unix minute of the use
 }
 
-// entry is what the Writer keeps of a key: the uses not yet written (count,
-// and the first and last of them), and when this Writer last wrote its row.
-// Times are Unix nanoseconds, so an entry holds no pointer: the garbage
-// collector never scans it.
+// entry is what the Writer keeps of a line: the uses not yet written
+// (count, the first and last of them, and the minute of the first: the
+// row they are added to), and when this Writer last wrote the line. Times
+// are Unix nanoseconds, so an entry holds no pointer: the garbage
+// collector never scans it. One entry a line, whatever the minutes: a use
+// of a later minute while uses of an earlier one wait is added to their
+// row (its first and last times stay true; only the row it is counted in
+// is the earlier minute's), which happens only in the moments between a
+// minute's end and the flush that writes it, or while the database is
+// down — when one growing row per line is what should be kept.
 type entry struct {
+	bucket      int64 // unix minute of the first use waiting
 	count       int64
 	first, last int64
 	wrote       int64 // 0: not written by this Writer (or too long ago to matter)
@@ -150,8 +157,7 @@ func (w *Writer) Record(u Use) {
 		return
 	}
 	k := key{org: u.Org, issuer: u.Issuer, subject: u.Subject, provider: u.Provider, connection: u.ConnectionID,
-		client: u.ClientID, kind: u.Kind, method: u.Method, template: u.Template, status: u.Status,
-		bucket: u.At.Unix() / 60}
+		client: u.ClientID, kind: u.Kind, method: u.Method, template: u.Template, status: u.Status}
 	at := u.At.UnixNano()
 	w.mu.Lock()
 	e := w.entries[k]
@@ -163,22 +169,17 @@ func (w *Writer) Record(u Use) {
 		}
 		if e == nil {
 			e = &entry{}
-			// The same use went on from the minute before, whose row was
-			// just written: this minute's row is a repeat, written with
-			// the rest of its minute (take), not at once.
-			prev := k
-			prev.bucket--
-			if p := w.entries[prev]; p != nil {
-				e.wrote = p.wrote
-			}
 			w.entries[k] = e
 			w.peak = max(w.peak, len(w.entries))
 		}
-		e.first, e.last = at, at
+		// A line written lately (wrote) keeps it: this use starts its
+		// minute's row as a repeat, written with the rest of that minute
+		// (take), not at once.
+		e.bucket, e.first, e.last = u.At.Unix()/60, at, at
 		w.waiting++
 	}
 	e.count++
-	e.first, e.last = min(e.first, at), max(e.last, at)
+	e.bucket, e.first, e.last = min(e.bucket, u.At.Unix()/60), min(e.first, at), max(e.last, at)
 	w.mu.Unlock()
 }
 
@@ -206,12 +207,10 @@ func (w *Writer) Pending() int {
 }
 
 // take removes and returns what is due: everything when all is set; else
-// the rows not written lately (a new row, or one written MergeEvery ago or
-// more, or inheriting such a write from its minute before: Record) and
-// those whose minute is over. The rest waits, still counting. It keeps
-// the rows written within MergeEvery of this minute and the one before
-// (their repeats, and the next minute's row, wait), at most max of them,
-// and forgets the others. It returns at most limit rows: a batch, so that
+// the rows of lines not written lately (a new line, or one written
+// MergeEvery ago or more) and those whose minute is over. The rest waits,
+// still counting. It keeps the lines written within MergeEvery (their
+// repeats wait), at most max of them, and forgets the others. It returns at most limit rows: a batch, so that
 // a flush of many holds one batch at a time (the memory of a burst of
 // writes stays that of a batch).
 func (w *Writer) take(all bool, limit int) []row {
@@ -224,17 +223,17 @@ func (w *Writer) take(all bool, limit int) []row {
 	for k, e := range w.entries {
 		lately := e.wrote != 0 && nowNano-e.wrote < merge
 		if e.count == 0 {
-			if !lately || k.bucket < minute-1 || idle >= w.max {
+			if !lately || idle >= w.max {
 				delete(w.entries, k)
 			} else {
 				idle++
 			}
 			continue
 		}
-		if lately && k.bucket >= minute && !all || len(out) >= limit {
+		if lately && e.bucket >= minute && !all || len(out) >= limit {
 			continue
 		}
-		out = append(out, row{k, tally{count: e.count, first: time.Unix(0, e.first), last: time.Unix(0, e.last)}})
+		out = append(out, row{k, e.bucket, tally{count: e.count, first: time.Unix(0, e.first), last: time.Unix(0, e.last)}})
 		e.count = 0
 		w.waiting--
 		e.wrote = 0 // until this write succeeds (wrote)
@@ -280,9 +279,10 @@ func (w *Writer) giveBack(rows []row) {
 				w.entries[r.key] = e
 				w.peak = max(w.peak, len(w.entries))
 			}
-			e.first, e.last = r.first.UnixNano(), r.last.UnixNano()
+			e.bucket, e.first, e.last = r.bucket, r.first.UnixNano(), r.last.UnixNano()
 			w.waiting++
 		}
+		e.bucket = min(e.bucket, r.bucket)
 		e.count += r.count
 		e.first, e.last = min(e.first, r.first.UnixNano()), max(e.last, r.last.UnixNano())
 	}
@@ -290,9 +290,11 @@ func (w *Writer) giveBack(rows []row) {
 	w.drop(lost)
 }
 
-// row is one aggregated row to write.
+// row is one aggregated row to write: a line's uses, added to its row of
+// the minute bucket.
 type row struct {
 	key
+	bucket int64
 	tally
 }
 

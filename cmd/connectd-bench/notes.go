@@ -345,31 +345,37 @@ the figure to take again on a quiet one.
   these shares are of a slower bound; the tables above are the last full run's (before the
   bare row), and the next ` + "`make bench`" + ` fills the bare columns and the three targets.
 - **The access receipts, and what the proxy's CPU really is** (issue 36, 2026-12-02). With
-  receipts on, a proxied call cost 0.18–0.63 CPU-ms at 16 callers and 0.23–0.33 at 64
+  receipts on, a proxied call cost 0.18–0.63 CPU-ms at 16 callers and 0.23–0.33 at 64,
   against 0.10–0.15 and 0.15–0.23 for a build without proxy receipts (alternated, 10,000
-  users, ` + "`GOMEMLIMIT=46MiB`" + `). The profile: garbage collection, not the receipts' code.
-  The collector took a third of the replica's CPU, because the writer's two maps of full
-  keys (lines waiting, lines written lately) added about 7 MB of live heap for 10,000
-  users active through the proxy, and that put the heap against the limit. Fixed
-  (` + "`internal/receipt`" + `): one map of lines with entries that hold no pointer; a busy line
-  that goes on into the next minute starts that minute's line without a write of its
-  own (one write per line and minute, ` + "`TestNextMinuteIsARepeat`" + `); written lines forgotten
-  after a minute (` + "`TestMemoryIsBounded`" + `); a flush takes and writes one batch at a
-  time; and the proxy matches its rule once a call, allocation-free. Alternated with
-  the build without proxy receipts, three passes each: at 16 callers 0.116/0.184/0.132
-  against 0.104/0.131/0.118 CPU-ms; at 64 callers 0.241/0.336/0.241 against
-  0.176/0.154/0.138, which is still short. **Without a memory limit** (` + "`-memlimit ''`" + `,
-  two passes each) the two builds are alike: 0.078/0.082 and 0.082/0.075 CPU-ms
-  against 0.080/0.077 and 0.082/0.084. At 64 callers the proxy then runs at
-  12.9–13.7k req/s, 84–91 % of the bare reverse proxy, with p50 0.3 ms above it at 16
-  callers. So at 10,000 active users the proxy's gap to the bound in the tables above is
-  the collector working against ` + "`GOMEMLIMIT`" + `: every byte kept per active user costs CPU
-  there. Size ` + "`GOMEMLIMIT`" + ` from the active users ([operations.md](operations.md)), or
-  spend less memory per user. Batches of the receipts and of the sampled audit are now
-  250 rows a statement instead of 1,000: each pool connection keeps a batch's encoded
-  form until its next query. Alternated 250 against 1,000 rows: within the noise
-  (0.112/0.121 against 0.132/0.187 CPU-ms at 16 callers, 0.224/0.283 against
-  0.241/0.260 at 64).
+  users, ` + "`GOMEMLIMIT=46MiB`" + `). The profile showed garbage collection, not the receipts'
+  code: the collector took a third of the replica's CPU. The writer's two maps of full keys
+  (the lines waiting and the lines written lately, one key per line and minute) added about
+  7 MB of live heap for 10,000 users active through the proxy, and that put the heap
+  against the limit.
+  - **Fixed** (` + "`internal/receipt`" + `):
+    - One map, one entry a line whatever the minutes, held by value: no allocation and no
+      pointer per line.
+    - A busy line that goes on into the next minute starts that minute's row without a
+      write of its own, so a busy line is one write a minute (` + "`TestNextMinuteIsARepeat`" + `).
+    - Written lines are forgotten after a minute (` + "`TestMemoryIsBounded`" + `). While the
+      database is down, a line is one growing row (` + "`TestOneEntryALine`" + `).
+    - A flush takes and writes one batch at a time, 250 rows a statement (for the sampled
+      audit too): a pool connection keeps a batch's encoded form until its next query.
+    - The proxy matches its rule once a call, without allocating.
+  - **What is left is memory: about 4 MiB for 10,000 active lines.** Under a limit that tight,
+    those 4 MiB show up as CPU. The same build without proxy receipts, run at 42 MiB, costs what
+    the receipts cost at 46 MiB (0.203/0.114 CPU-ms at 16 callers, 0.416/0.252 at 64). With
+    receipts at 50 MiB, the cost is that of no receipts at 46 MiB (0.105/0.114 at 16,
+    0.173/0.122 at 64).
+  - **Without a memory limit** (` + "`-memlimit ''`" + `, two passes each) the two builds are alike:
+    0.078/0.082 against 0.080/0.077 CPU-ms at 16 callers, and 0.082/0.075 against 0.082/0.084
+    at 64.
+  - At 64 callers without a limit, the proxy runs at 12.9–13.7k req/s, 84–91 % of the bare
+    reverse proxy, with p50 0.3 ms above it at 16 callers.
+  - So at 10,000 active users, the proxy's gap to the bound in the tables above comes from the
+    collector working against ` + "`GOMEMLIMIT`" + `. The sampled audit (about 3–5 MB for 20,000
+    keys) and the caches cost the same way. Size ` + "`GOMEMLIMIT`" + ` from the active users
+    ([operations.md](operations.md)).
 - **Several replicas** (` + "`REPLICAS=3 make bench`" + `) on the same two cores add processes, not
   cores: each replica has its own caches (primed on every replica) and its own
   collector, so the token lookup lands at 45–50 % of the trivial handler instead of

@@ -112,7 +112,7 @@ type Writer struct {
 	// repeats are then written at the next flush, more writes, nothing
 	// lost). A map never gives back the memory of what it held: peak is
 	// its largest size since it was last rebuilt (take).
-	entries map[key]*entry
+	entries map[key]entry // by value: no allocation, no pointer to follow
 	waiting int
 	peak    int
 
@@ -129,7 +129,7 @@ func NewWriter(cfg Config) (*Writer, error) {
 		return nil, errors.New("receipt: Pool and Logger are required")
 	}
 	w := &Writer{pool: cfg.Pool, logger: cfg.Logger, max: cfg.MaxPending, every: cfg.FlushEvery,
-		timeout: cfg.WriteTimeout, onDropped: cfg.OnDropped, entries: map[key]*entry{}, merge: cfg.MergeEvery,
+		timeout: cfg.WriteTimeout, onDropped: cfg.OnDropped, entries: map[key]entry{}, merge: cfg.MergeEvery,
 		now: time.Now}
 	if w.merge <= 0 {
 		w.merge = DefaultMergeEvery
@@ -150,7 +150,7 @@ func NewWriter(cfg Config) (*Writer, error) {
 // never fails: with the buffer full (MaxPending distinct rows waiting) the
 // use is dropped and counted. A use identical to one already waiting (the
 // same user, connection, client, kind, method, template, status and minute)
-// only adds to its count, and allocates nothing (a new one, its entry). A
+// only adds to its count; Record allocates nothing (but for the map's growth). A
 // use of an unknown kind is ignored.
 func (w *Writer) Record(u Use) {
 	if w == nil || !u.Kind.known() {
@@ -160,17 +160,12 @@ func (w *Writer) Record(u Use) {
 		client: u.ClientID, kind: u.Kind, method: u.Method, template: u.Template, status: u.Status}
 	at := u.At.UnixNano()
 	w.mu.Lock()
-	e := w.entries[k]
-	if e == nil || e.count == 0 {
+	e, ok := w.entries[k]
+	if e.count == 0 {
 		if w.waiting >= w.max {
 			w.mu.Unlock()
 			w.drop(1)
 			return
-		}
-		if e == nil {
-			e = &entry{}
-			w.entries[k] = e
-			w.peak = max(w.peak, len(w.entries))
 		}
 		// A line written lately (wrote) keeps it: this use starts its
 		// minute's row as a repeat, written with the rest of that minute
@@ -180,6 +175,10 @@ func (w *Writer) Record(u Use) {
 	}
 	e.count++
 	e.bucket, e.first, e.last = min(e.bucket, u.At.Unix()/60), min(e.first, at), max(e.last, at)
+	w.entries[k] = e
+	if !ok {
+		w.peak = max(w.peak, len(w.entries))
+	}
 	w.mu.Unlock()
 }
 
@@ -235,13 +234,14 @@ func (w *Writer) take(all bool, limit int) []row {
 		}
 		out = append(out, row{k, e.bucket, tally{count: e.count, first: time.Unix(0, e.first), last: time.Unix(0, e.last)}})
 		e.count = 0
-		w.waiting--
 		e.wrote = 0 // until this write succeeds (wrote)
+		w.entries[k] = e
+		w.waiting--
 	}
 	if w.peak > 1024 && len(w.entries) < w.peak/4 {
 		// Most of the map is gone: copy the rest, so that the memory of a
 		// burst does not stay held (the garbage collector would scan it).
-		m := make(map[key]*entry, len(w.entries))
+		m := make(map[key]entry, len(w.entries))
 		for k, e := range w.entries {
 			m[k] = e
 		}
@@ -256,8 +256,9 @@ func (w *Writer) wrote(rows []row) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, r := range rows {
-		if e := w.entries[r.key]; e != nil {
+		if e, ok := w.entries[r.key]; ok {
 			e.wrote = now
+			w.entries[r.key] = e
 		}
 	}
 }
@@ -269,15 +270,10 @@ func (w *Writer) giveBack(rows []row) {
 	w.mu.Lock()
 	for _, r := range rows {
 		e := w.entries[r.key]
-		if e == nil || e.count == 0 {
+		if e.count == 0 {
 			if w.waiting >= w.max {
 				lost += int(r.count)
 				continue
-			}
-			if e == nil {
-				e = &entry{}
-				w.entries[r.key] = e
-				w.peak = max(w.peak, len(w.entries))
 			}
 			e.bucket, e.first, e.last = r.bucket, r.first.UnixNano(), r.last.UnixNano()
 			w.waiting++
@@ -285,6 +281,8 @@ func (w *Writer) giveBack(rows []row) {
 		e.bucket = min(e.bucket, r.bucket)
 		e.count += r.count
 		e.first, e.last = min(e.first, r.first.UnixNano()), max(e.last, r.last.UnixNano())
+		w.entries[r.key] = e
+		w.peak = max(w.peak, len(w.entries))
 	}
 	w.mu.Unlock()
 	w.drop(lost)

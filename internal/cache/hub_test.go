@@ -83,13 +83,35 @@ func (r *hubRun) wait(t *testing.T) time.Duration {
 // restart or a network fault would.
 func killListener(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
-	var n int
-	if err := pool.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE datname = current_database() AND application_name = $1`, cache.ListenerApplicationName).Scan(&n); err != nil {
+	ctx := context.Background()
+	var (
+		n    int
+		pids []int32
+	)
+	if err := pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)), coalesce(array_agg(pid), '{}')
+		FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`,
+		cache.ListenerApplicationName).Scan(&n, &pids); err != nil {
 		t.Fatal(err)
 	}
 	if n != 1 {
 		t.Fatalf("%d listener connections terminated, want 1", n)
+	}
+	// A terminated backend stays in pg_stat_activity until it has exited:
+	// wait for that, so that the next kill counts only the hub's new
+	// connection (on a loaded machine the hub reconnects first).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var left int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)`, pids).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the terminated listener connection %v was still there after 10s", pids)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

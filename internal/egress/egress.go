@@ -346,7 +346,7 @@ func (t *transport) checkScheme(u *url.URL) error {
 		if k, err := hostPortKey(net.JoinHostPort(u.Hostname(), port)); err == nil && t.allow[k] {
 			return nil
 		}
-		return fmt.Errorf("%w: http://%s is not in the dev allow-list", ErrInsecureScheme, u.Host)
+		return fmt.Errorf("%w: http://%s is not in the dev allow-list (CONNECTD_EGRESS_ALLOW_HOSTS)", ErrInsecureScheme, u.Host)
 	default:
 		return fmt.Errorf("%w: scheme %q", ErrInsecureScheme, u.Scheme)
 	}

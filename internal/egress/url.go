@@ -85,7 +85,7 @@ func CheckDestination(c *http.Client, rawURL string) error {
 		return errors.New("is not a valid URL")
 	}
 	if err := t.checkScheme(u); err != nil {
-		msg := "must use https: http:// is sent only to the host:port pairs of the dev allow-list"
+		msg := "must use https: http:// is sent only to the host:port pairs of the dev allow-list (CONNECTD_EGRESS_ALLOW_HOSTS, with CONNECTD_DEV=true)"
 		if u.Scheme != "http" {
 			msg = fmt.Sprintf("scheme %q is not allowed: only https", sanitizeScheme(u.Scheme))
 		}
@@ -117,8 +117,13 @@ func CheckDestination(c *http.Client, rawURL string) error {
 		network = "tcp6"
 	}
 	if err := nd.Control(network, net.JoinHostPort(a.String(), port), nil); err != nil {
-		return &refusal{msg: "host is an IP address connectd never connects to (private, loopback, link-local, CGNAT, " +
-			"multicast, unspecified, IPv4-mapped or another special-purpose range)", err: err}
+		msg := "host is an IP address connectd never connects to (private, loopback, link-local, CGNAT, " +
+			"multicast, unspecified, IPv4-mapped or another special-purpose range)"
+		if a.Unmap().IsLoopback() && !a.Is4In6() {
+			// What a developer trying a local receiver hits: say how.
+			msg += "; a loopback host:port is reached only in dev mode, listed in CONNECTD_EGRESS_ALLOW_HOSTS"
+		}
+		return &refusal{msg: msg, err: err}
 	}
 	return nil
 }

@@ -118,10 +118,7 @@ func TestKnownVarsAreTheDocumentedOnes(t *testing.T) {
 // binary, run as main) warns about a misspelled variable and still runs.
 func TestMainWarnsAboutUnknownVars(t *testing.T) {
 	t.Parallel()
-	if os.Getenv("CONNECTD_TEST_RUN_MAIN") == "1" {
-		return // the child below: TestMain runs main instead
-	}
-	cmd := exec.Command(os.Args[0], "version")
+	cmd := exec.Command(os.Args[0], "version") // TestMain runs main in it
 	cmd.Env = append(os.Environ(), "CONNECTD_TEST_RUN_MAIN=1", "CONNECTD_ADRR=127.0.0.1:1")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

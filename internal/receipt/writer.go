@@ -41,17 +41,17 @@ type Config struct {
 	Logger *slog.Logger  // required
 	// MaxPending is how many distinct rows (aggregated uses) the Writer
 	// holds between flushes, failed ones included (default
-	// DefaultMaxPending, about 230 bytes each): a use that finds it full is
-	// dropped and counted. As many rows written within MergeEvery are kept
-	// (their repeats wait to be merged), at most.
+	// DefaultMaxPending, some 300 bytes each with the map's slack): a use
+	// that finds it full is dropped and counted. As many lines written
+	// within MergeEvery are kept (their repeats wait to be merged), at most.
 	MaxPending int
 	// FlushEvery is the period of Run's writes (default DefaultFlushEvery);
 	// WriteTimeout bounds one (default DefaultWriteTimeout).
 	FlushEvery, WriteTimeout time.Duration
-	// MergeEvery (default DefaultMergeEvery): a use whose row this Writer
-	// wrote less than that ago (or whose row of the minute before it did)
-	// waits until then, or until the row's minute ends, to be added to it;
-	// a new row is written at the next flush.
+	// MergeEvery (default DefaultMergeEvery): a use of a line this Writer
+	// wrote less than that ago waits until then, or until its minute ends,
+	// to be written (added to its minute's row); a use of a line not written
+	// lately is written at the next flush.
 	MergeEvery time.Duration
 	// OnDropped, when set, counts the uses given up on (a full buffer, a
 	// row the database refused, what the last flush at shutdown could not
@@ -71,8 +71,9 @@ type key struct {
 // entry is what the Writer keeps of a line: the uses not yet written
 // (count, the first and last of them, and the minute of the first: the
 // row they are added to), and when this Writer last wrote the line. Times
-// are Unix nanoseconds, so an entry holds no pointer: the garbage
-// collector never scans it. One entry a line, whatever the minutes: a use
+// are Unix nanoseconds: an entry holds no pointer (a time.Time would hold
+// its location's) and is kept by value in the map. One entry a line,
+// whatever the minutes: a use
 // of a later minute while uses of an earlier one wait is added to their
 // row (its first and last times stay true; only the row it is counted in
 // is the earlier minute's), which happens only in the moments between a
@@ -148,10 +149,10 @@ func NewWriter(cfg Config) (*Writer, error) {
 
 // Record counts u for the next flush. It never blocks on the database and
 // never fails: with the buffer full (MaxPending distinct rows waiting) the
-// use is dropped and counted. A use identical to one already waiting (the
-// same user, connection, client, kind, method, template, status and minute)
-// only adds to its count; Record allocates nothing (but for the map's growth). A
-// use of an unknown kind is ignored.
+// use is dropped and counted. A use of a line already held (the same user,
+// connection, client, kind, method, template and status) only adds to its
+// entry; Record allocates nothing but for the map's growth. A use of an
+// unknown kind is ignored.
 func (w *Writer) Record(u Use) {
 	if w == nil || !u.Kind.known() {
 		return
@@ -209,9 +210,9 @@ func (w *Writer) Pending() int {
 // the rows of lines not written lately (a new line, or one written
 // MergeEvery ago or more) and those whose minute is over. The rest waits,
 // still counting. It keeps the lines written within MergeEvery (their
-// repeats wait), at most max of them, and forgets the others. It returns at most limit rows: a batch, so that
-// a flush of many holds one batch at a time (the memory of a burst of
-// writes stays that of a batch).
+// repeats wait), at most max of them, and forgets the others. It returns
+// at most limit rows: a batch, so that a flush of many holds one batch at
+// a time (the memory of a burst of writes stays that of a batch).
 func (w *Writer) take(all bool, limit int) []row {
 	now := w.now()
 	nowNano, minute, merge := now.UnixNano(), now.Unix()/60, int64(w.merge)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/connectd/connectd/internal/approval"
 	"github.com/connectd/connectd/internal/clientauth"
+	"github.com/connectd/connectd/internal/elicitation"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/names"
 	"github.com/connectd/connectd/internal/problem"
@@ -150,8 +151,7 @@ func (s *Server) proxyCall(w http.ResponseWriter, r *http.Request) error {
 		return refused.err // disabled before the provider answered: what the key now gets
 	}
 	s.onProxy(name, status, time.Since(start))
-	s.sampleProxy(r, &c, name, connID)
-	s.receiptProxy(r, &c, name, connID, path, rule, status, err, start)
+	s.sampleProxy(r, &c, name, connID, path, rule, status, err)
 	return problem.About(name, err)
 }
 
@@ -191,30 +191,41 @@ func (s *Server) askFirst(w http.ResponseWriter, r *http.Request, c *caller, nam
 	}
 	call := &approval.Call{Org: c.client.Org, ClientID: c.client.ID, User: c.user, Provider: name, ConnectionID: connID,
 		Rule: rule, Method: r.Method, Path: target, Body: body, BodyType: r.Header.Get("Content-Type")}
-	if ok, err := s.approvals.Allowed(r.Context(), call); err != nil || ok {
-		return err
-	}
-	user := c.user.Issuer + "\x00" + c.user.Subject
-	if err := s.mintLimit.Allow(w, r, web.KeyOf(user+"\x00"+c.client.ID)); err != nil {
-		return err
-	}
-	if err := s.mintUserLimit.Allow(w, r, web.KeyOf(user)); err != nil {
-		return err
-	}
-	e, created, err := s.approvals.Ask(r, call)
-	if err != nil {
-		return err
+	var (
+		e       *elicitation.Elicitation
+		created bool
+	)
+	for attempt := 0; ; attempt++ {
+		if ok, err := s.approvals.Allowed(r.Context(), call); err != nil || ok {
+			return err
+		}
+		if attempt == 0 {
+			user := c.user.Issuer + "\x00" + c.user.Subject
+			if err := s.mintLimit.Allow(w, r, web.KeyOf(user+"\x00"+c.client.ID)); err != nil {
+				return err
+			}
+			if err := s.mintUserLimit.Allow(w, r, web.KeyOf(user)); err != nil {
+				return err
+			}
+		}
+		// The user may have allowed this very call (on an earlier link)
+		// since Allowed: Ask sees it, asks nothing, and the call goes —
+		// unless another replica's identical call used that one grant
+		// meanwhile; then this one is asked (approval.Store.Ask).
+		e, created, err = s.approvals.Ask(r, call)
+		if errors.Is(err, approval.ErrAllowed) && attempt < 2 {
+			continue
+		}
+		if errors.Is(err, approval.ErrAllowed) {
+			return problem.Detail(problem.ErrConflict, "the user's approvals of this call kept changing; retry it")
+		}
+		if err != nil {
+			return err
+		}
+		break
 	}
 	if created {
 		s.receiptAsked(r, c, name, connID, rule)
-		// The user may have allowed this very call (on an earlier link)
-		// between Allowed and Ask: then the new link is withdrawn unseen
-		// and the call goes.
-		if ok, err := s.approvals.Allowed(r.Context(), call); err != nil {
-			return err
-		} else if ok {
-			return s.approvals.Withdraw(r.Context(), e)
-		}
 	}
 	rs, err := s.sealRequestState(e)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/connectd/connectd/internal/audit"
 	"github.com/connectd/connectd/internal/clientauth"
+	"github.com/connectd/connectd/internal/problem"
+	"github.com/connectd/connectd/internal/receipt"
 	"github.com/connectd/connectd/internal/web"
 )
 
@@ -49,7 +51,13 @@ const (
 // stands for (see event), so an entry keeps nothing twice.
 type sampleKey struct {
 	kind, issuer, subject, client, provider, reason string
-	target                                          string // the connection read (token.read)
+	target                                          string // the connection read or used (token.read, proxy.call)
+	// proxy.call: the call (its method, the pattern of the request rule it
+	// matched or the path's template, receipt.Template) and the status
+	// answered: one key, and one line in the user's receipts, per call and
+	// status.
+	method, template string
+	status           int
 }
 
 // event is the audit row of k, without its count: the client is the actor
@@ -116,6 +124,9 @@ func (sm *sampler) event(r sampledRow) audit.Event {
 	ev.Detail = map[string]any{"count": r.n, "per": sm.period.String()}
 	if r.key.reason != "" {
 		ev.Detail["reason"] = r.key.reason
+	}
+	if r.key.method != "" {
+		ev.Detail["method"], ev.Detail["template"], ev.Detail["status"] = r.key.method, r.key.template, r.key.status
 	}
 	if r.untracked {
 		ev.Detail["untracked"] = true
@@ -423,12 +434,27 @@ func (s *Server) sampleRead(r *http.Request, c *caller, provider, connID string)
 		client: c.client.ID, provider: provider, target: connID})
 }
 
-// sampleProxy records a proxied call of client c to the user's connection
-// connID at provider, sampled like a token read (the credential was used on
-// the client's behalf).
-func (s *Server) sampleProxy(r *http.Request, c *caller, provider, connID string) {
+// sampleProxy records client c's proxied call of r to path (below the
+// provider's API, proxy.Clean's form) with the user's connection connID at
+// provider, sampled like a token read (the credential was used on the
+// client's behalf): named by the pattern of the request rule it matched
+// (rule, as proxyCall matched it: the zero Rule when the client has no
+// rules for the provider), else by the path's template; with the status
+// answered — the provider's, or the error table's when the provider gave
+// none (forwarding failed with err). This row is the call's one record: the
+// admin's audit trail and the user's access receipts (issue 36) both read
+// it, so a proxied call is counted in memory once.
+func (s *Server) sampleProxy(r *http.Request, c *caller, provider, connID, path string, rule clientauth.Rule,
+	status int, err error) {
+	tmpl := rule.Pattern
+	if tmpl == "" {
+		tmpl = receipt.Template("/" + path)
+	}
+	if status == 0 && err != nil {
+		status = web.AsError(problem.About(provider, err)).Status
+	}
 	s.sample(r, s.reads, sampleKey{kind: "proxy.call", issuer: c.user.Issuer, subject: c.user.Subject,
-		client: c.client.ID, provider: provider, target: connID})
+		client: c.client.ID, provider: provider, target: connID, method: r.Method, template: tmpl, status: status})
 }
 
 // sampleDenied records an authenticated client's call that its

@@ -67,6 +67,10 @@ var (
 	ErrNotOffered = errors.New("approval: this rule lets the user allow only the one request")
 	// ErrNotFound: no such approval request.
 	ErrNotFound = errors.New("approval: no such request")
+	// ErrAllowed: Ask found the call allowed (the user's answer to an
+	// earlier link committed after the caller's Allowed): nothing was
+	// asked or sent; Allowed again lets it through.
+	ErrAllowed = errors.New("approval: the call was allowed meanwhile")
 )
 
 // Call is a proxied call under an ask rule, as the proxy sends it.
@@ -162,6 +166,11 @@ const (
 		AND (SELECT until FROM standing) IS NULL
 		RETURNING id)
 	SELECT (SELECT until FROM standing), (SELECT id FROM used)`
+	// allowedNowSQL is allowedSQL without using anything up: whether a
+	// grant would let the call through.
+	allowedNowSQL = `SELECT EXISTS (SELECT 1 FROM approval_grants
+		WHERE client_id = $1 AND connection_id = $2 AND rule = $3 AND used_at IS NULL AND expires_at > $4
+			AND (NOT single_use OR method = $5 AND path = $6 AND body_sha256 = $7))`
 	insertRequestSQL = `INSERT INTO approval_requests (elicitation_id, client_id, connection_id, rule, words, standing_max,
 		method, path, body_sha256, body_size, body_type, body_sealed) VALUES ($1, $2, $3, $4, $5, make_interval(secs => $6),
 		$7, $8, $9, $10, $11, $12)`
@@ -206,6 +215,16 @@ func (s *Store) Allowed(ctx context.Context, c *Call) (bool, error) {
 // Ask returns the pending approval of c for its user: a new one (created),
 // or the one already pending for exactly this call (elicitation.Store.Mint's
 // idempotence). message is what the MCP client shows with the link.
+//
+// A new one is created only if no grant allows c, checked in its
+// transaction after its row went in: the user's answer to an earlier link
+// for exactly this call commits with that link's end, which the new row
+// waited for (the pending request key is unique), so an answer given since
+// the caller's Allowed is seen here and Ask returns ErrAllowed — no link,
+// no approval.requested webhook (it was sent for links nobody would see).
+// A standing grant given meanwhile on a link for another call is seen when
+// committed before this check; one committed after it leaves this approval
+// asked, as any answered later.
 func (s *Store) Ask(r *http.Request, c *Call) (*elicitation.Elicitation, bool, error) {
 	if len(c.Body) > MaxBody {
 		return nil, false, fmt.Errorf("approval: body over %d bytes", MaxBody)
@@ -217,6 +236,14 @@ func (s *Store) Ask(r *http.Request, c *Call) (*elicitation.Elicitation, bool, e
 		ExpiresAt: now.Add(s.ttl)}
 	sum := c.BodySHA256()
 	e, created, err := s.els.Mint(r, e, s.ttl, func(tx pgx.Tx) error {
+		var allowed bool
+		if err := tx.QueryRow(r.Context(), allowedNowSQL, c.ClientID, c.ConnectionID, c.Rule.Key(), now, c.Method,
+			c.Path, sum[:]).Scan(&allowed); err != nil {
+			return err
+		}
+		if allowed {
+			return ErrAllowed
+		}
 		var sealed []byte
 		if len(c.Body) > 0 {
 			var err error
@@ -237,18 +264,6 @@ func (s *Store) Ask(r *http.Request, c *Call) (*elicitation.Elicitation, bool, e
 	}
 	return e, created, nil
 }
-
-// Withdraw deletes pending approval e, which nobody was shown: the call it
-// was asked for turned out allowed meanwhile (the user's answer to an
-// earlier approval of the same call committed between Allowed and Ask).
-func (s *Store) Withdraw(ctx context.Context, e *elicitation.Elicitation) error {
-	if _, err := s.pool.Exec(ctx, withdrawSQL, e.ID); err != nil {
-		return fmt.Errorf("approval: withdraw: %w", err)
-	}
-	return nil
-}
-
-const withdrawSQL = `DELETE FROM elicitations WHERE id = $1 AND kind = 'approval' AND status = 'pending'`
 
 func bodyBinding(id string, sum [32]byte) []byte {
 	return keyring.Binding(bodyPurpose, id, hex.EncodeToString(sum[:]))

@@ -2,6 +2,7 @@ package approval_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http/httptest"
 	"sync"
@@ -141,5 +142,49 @@ func TestOnceIsOnce(t *testing.T) {
 	wg.Wait()
 	if passed != 1 {
 		t.Fatalf("one approval passed %d calls", passed)
+	}
+}
+
+// TestAskSeesAnAnswerGivenMeanwhile (issue 36): the user's answer to an
+// earlier link for exactly this call, committed after the caller's Allowed,
+// is seen by Ask, which then asks nothing — no link, no approval row, so no
+// approval.requested webhook for a link nobody would see (it used to be
+// created, sent, then deleted) — and the grant is still there for Allowed.
+// A standing grant of the rule given meanwhile counts the same way.
+func TestAskSeesAnAnswerGivenMeanwhile(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s := store(t, pool)
+	ctx := context.Background()
+	r := httptest.NewRequest("POST", "/", nil)
+	count := func() (n int) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM elicitations WHERE kind = 'approval'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	decided(t, s, call(`{"n":1}`), approval.Once) // the caller's Allowed came before this answer
+	before := count()
+	if _, _, err := s.Ask(r, call(`{"n":1}`)); !errors.Is(err, approval.ErrAllowed) {
+		t.Fatalf("Ask after the answer: %v, want ErrAllowed", err)
+	}
+	if n := count(); n != before {
+		t.Fatalf("%d approval links after Ask, want %d: one was asked of a call the user had allowed", n, before)
+	}
+	if ok, err := s.Allowed(ctx, call(`{"n":1}`)); err != nil || !ok {
+		t.Fatalf("the grant Ask saw: %v %v", ok, err)
+	}
+	// Used up: the same call is asked again.
+	if _, created, err := s.Ask(r, call(`{"n":1}`)); err != nil || !created {
+		t.Fatalf("Ask after the grant was used: %v %v", created, err)
+	}
+	// Another body: a single grant does not cover it, a standing one does.
+	if _, created, err := s.Ask(r, call(`{"n":2}`)); err != nil || !created {
+		t.Fatalf("Ask for another body: %v %v", created, err)
+	}
+	decided(t, s, call(`{"n":3}`), approval.Standing)
+	if _, _, err := s.Ask(r, call(`{"n":4}`)); !errors.Is(err, approval.ErrAllowed) {
+		t.Fatalf("Ask under a standing grant: %v, want ErrAllowed", err)
 	}
 }

@@ -93,7 +93,7 @@ func Sweep(ctx context.Context, q Execer, cutoff time.Time) (int64, error) {
 	}
 }
 
-// ReadPeriod is the sampling period of the token.read (and proxy.call)
+// ReadPeriod is the sampling period of the token.read and proxy.call
 // rows: each replica writes a row for the first read of a (user, client,
 // connection) in a period at once, and the count of the others once the
 // period is over. So a read at time t is on record by a row written no
@@ -106,39 +106,53 @@ type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// Read is one token.read row of the sampled audit trail: a client was
-// handed the user's credential for a connection, Count times from At on
-// (the first read of a period is a row of its own; the others are counted
-// into the row written when the period ends).
-type Read struct {
+// Use is one token.read or proxy.call row of the sampled audit trail: a
+// client was handed the user's credential for a connection (token.read), or
+// called the provider through connectd's proxy with it (proxy.call: Method,
+// Template and Status say which call and what it was answered), Count times
+// from At on (the first of a period is a row of its own; the others are
+// counted into the row written when the period ends).
+type Use struct {
+	Kind                                string // "token.read" or "proxy.call"
 	Org, ClientID, Provider, Connection string
+	Method, Template                    string // proxy.call only
+	Status                              int    // proxy.call only
 	Count                               int64
 	At                                  time.Time
 }
 
-const selectReads = `SELECT org_id, client_id, provider, target, coalesce((detail->>'count')::bigint, 1), occurred_at
-	FROM audit_events WHERE issuer = $1 AND subject = $2 AND kind = 'token.read'
+// selectUses reads the newest of each kind by its index
+// (audit_events_user_idx: issuer, subject, kind, occurred_at), then the
+// newest of both.
+const selectUses = `SELECT kind, org_id, client_id, provider, target, coalesce(detail->>'method', ''),
+		coalesce(detail->>'template', ''), coalesce((detail->>'status')::int, 0),
+		coalesce((detail->>'count')::bigint, 1), occurred_at
+	FROM ((SELECT * FROM audit_events WHERE issuer = $1 AND subject = $2 AND kind = 'token.read'
+			ORDER BY occurred_at DESC LIMIT $3)
+		UNION ALL (SELECT * FROM audit_events WHERE issuer = $1 AND subject = $2 AND kind = 'proxy.call'
+			ORDER BY occurred_at DESC LIMIT $3)) AS u
 	ORDER BY occurred_at DESC LIMIT $3`
 
-// Reads returns the user's token.read rows, newest first, at most limit:
-// what the access receipts show of token reads (one source of them: the
-// token read records nothing else).
-func Reads(ctx context.Context, q Querier, issuer, subject string, limit int) ([]Read, error) {
-	rows, err := q.Query(ctx, selectReads, issuer, subject, limit)
+// Uses returns the user's token.read and proxy.call rows, newest first, at
+// most limit: what the access receipts show of token reads and proxied
+// calls (their one source: neither records anything else).
+func Uses(ctx context.Context, q Querier, issuer, subject string, limit int) ([]Use, error) {
+	rows, err := q.Query(ctx, selectUses, issuer, subject, limit)
 	if err != nil {
-		return nil, fmt.Errorf("audit: reads: %w", err)
+		return nil, fmt.Errorf("audit: uses: %w", err)
 	}
 	defer rows.Close()
-	var out []Read
+	var out []Use
 	for rows.Next() {
-		var r Read
-		if err := rows.Scan(&r.Org, &r.ClientID, &r.Provider, &r.Connection, &r.Count, &r.At); err != nil {
-			return nil, fmt.Errorf("audit: reads: %w", err)
+		var u Use
+		if err := rows.Scan(&u.Kind, &u.Org, &u.ClientID, &u.Provider, &u.Connection, &u.Method, &u.Template,
+			&u.Status, &u.Count, &u.At); err != nil {
+			return nil, fmt.Errorf("audit: uses: %w", err)
 		}
-		out = append(out, r)
+		out = append(out, u)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("audit: reads: %w", err)
+		return nil, fmt.Errorf("audit: uses: %w", err)
 	}
 	return out, nil
 }

@@ -98,7 +98,7 @@ func (s *Server) downloadReceipts(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	reads, err := s.tokenReads(r.Context(), u, receipt.MaxDownload)
+	reads, err := s.sampledUses(r.Context(), u, receipt.MaxDownload)
 	if err != nil {
 		return err
 	}

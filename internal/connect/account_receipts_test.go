@@ -105,6 +105,38 @@ func TestAccountReceiptsProxyOnly(t *testing.T) {
 	if strings.Contains(text, "the credential left connectd") {
 		t.Fatal("a proxied call is said to have let the credential out")
 	}
+
+	// One record a call: the sampled audit trail's proxy.call row (with the
+	// call's method, template and status) is the receipt; the receipts'
+	// own table holds no proxied call. Two more calls are counted into the
+	// row written when the period ends.
+	for range 2 {
+		if resp, raw := a.proxied(http.MethodGet, "files", "alice", nil, nil); resp.StatusCode != http.StatusOK {
+			t.Fatalf("proxied: %d %s", resp.StatusCode, raw)
+		}
+	}
+	e.clock.Advance(2 * time.Hour)
+	if err := e.server.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	calls := func() (n float64) {
+		_, doc := e.download(alice, "")
+		for _, x := range doc["receipts"].([]any) {
+			if m := x.(map[string]any); m["kind"] == "proxy" && m["template"] == "/files" && m["status"] == 200.0 &&
+				m["method"] == "GET" {
+				n += m["count"].(float64)
+			}
+		}
+		return n
+	}
+	eventually(t, "the three calls to /files are not all counted", func() bool { return calls() == 3 })
+	var own int
+	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM receipts WHERE kind = 'proxy'`).Scan(&own); err != nil {
+		t.Fatal(err)
+	}
+	if own != 0 {
+		t.Fatalf("%d proxied calls recorded twice, in the receipts' own table too", own)
+	}
 }
 
 // TestAccountReceiptsTokenRead: a token read appears as the credential

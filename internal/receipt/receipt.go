@@ -3,7 +3,10 @@
 // call, every token read (a raw credential left connectd), every approval
 // asked and given — and "Last used" per client and per connection. It owns
 // its tables (receipts, receipt_last_uses; migration 00037) and every
-// statement on them.
+// statement on them. Token reads and proxied calls are not written here:
+// their receipts are the sampled audit trail's token.read and proxy.call
+// rows (package audit, audit.Uses), the one record each makes; Writer
+// records approvals asked and answered.
 //
 // Receipts are the user's: every read is by the (issuer, subject) of the
 // signed-in user, in this package; no id alone (a connection's, a client's)

@@ -291,8 +291,10 @@ func (b *browser) connect(connectURL, user string) error {
 	if err != nil {
 		return err
 	}
+	// The callback redirects to the link's own success page (no code in
+	// the address bar, reloadable).
 	if r.Status != http.StatusOK || !strings.Contains(r.Body, "Connected") ||
-		!strings.HasPrefix(r.URL, b.w.connectd.URL+"/oauth/callback?") {
+		!strings.HasPrefix(r.URL, connectURL+"?account=") {
 		return fmt.Errorf("after Allow: %d at %s", r.Status, r.URL)
 	}
 	return nil

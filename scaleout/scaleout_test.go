@@ -651,7 +651,7 @@ func TestScaleOut(t *testing.T) {
 			t.Fatalf("provider: %v %d", err, back.Status)
 		}
 		c.restart(B)
-		done, err := b.Get(back.Location)
+		done, err := b.Follow(http.MethodGet, back.Location, nil) // to the link's success page
 		if err != nil || done.Status != http.StatusOK || !strings.Contains(done.Body, "Connected") {
 			t.Fatalf("callback after restart: %v %d %s", err, done.Status, done.Body)
 		}

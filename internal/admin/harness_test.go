@@ -296,8 +296,8 @@ func (e *env) connectFully(m *mcpServer, user string, scopes ...string) string {
 		e.t.Fatalf("no consent form: %s", consent.body)
 	}
 	redirect := b.do(http.MethodPost, u, form)
-	if redirect.status == http.StatusOK { // consent-only: the connection had the scopes already
-		return e.connectionID(user, "fake")
+	if redirect.status == http.StatusSeeOther && strings.HasPrefix(redirect.location, u+"?account=") {
+		return e.connectionID(user, "fake") // consent-only: the connection had the scopes already
 	}
 	if redirect.status != http.StatusSeeOther {
 		e.t.Fatalf("allow: %d %s", redirect.status, redirect.body)
@@ -306,7 +306,7 @@ func (e *env) connectFully(m *mcpServer, user string, scopes ...string) string {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if done := b.get(back.String()); done.status != http.StatusOK || !strings.Contains(done.body, "Connected") {
+	if done := b.get(back.String()); done.status != http.StatusSeeOther || !strings.HasPrefix(done.location, u+"?account=") {
 		e.t.Fatalf("callback: %d %s", done.status, done.body)
 	}
 	return e.connectionID(user, "fake")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -100,8 +101,7 @@ func connectStep(e *elicitation.Elicitation) error {
 func (s *Server) finished(w http.ResponseWriter, r *http.Request, e *elicitation.Elicitation) error {
 	switch e.Effective(s.now()) {
 	case elicitation.StatusCompleted:
-		return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Already connected",
-			Message: "This request was already completed."})
+		return s.connectedPage(w, r, e)
 	case elicitation.StatusDeclined:
 		return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "Request declined",
 			Message: "This request was declined. Nothing was shared."})
@@ -457,15 +457,38 @@ func (s *Server) completed(w http.ResponseWriter, r *http.Request, e *elicitatio
 	s.elicitations.Finished(elicitation.StatusCompleted)
 	s.logger.InfoContext(r.Context(), "connect completed", slog.String("elicitation", e.ID),
 		slog.String("provider", e.Provider), slog.String("via", how))
-	v := templates.OutcomeView{Kind: "success", Title: "Connected",
-		Message: "Your account is connected. Your application can use it now.", Account: true}
-	if c, err := s.connectedView(w, r.Context(), e, connID); err != nil {
-		// The flow is complete; only the page's wording is lost.
-		s.logger.WarnContext(r.Context(), "success page details", slog.Any("error", err))
-	} else {
-		v.Connected = c
+	// The success page is the link's own, reached by a GET (issue 38 item
+	// 2): the provider's one-time code leaves the address bar and the
+	// history (a redirect replaces the callback's entry), and a reload
+	// shows the page again, not a used-up state's 400.
+	noStore(w)
+	http.Redirect(w, r, connectedPath(e.ID, connID), http.StatusSeeOther)
+	return nil
+}
+
+// connectedPath is the success page of link id, naming the connection it
+// ended on (a hint only: the page shows it only if it is the signed-in
+// user's).
+func connectedPath(id, connID string) string {
+	return "/c/" + id + "?" + url.Values{"account": {connID}}.Encode()
+}
+
+// connectedPage is the page of a completed link: who can now use which
+// account, when the link names one of the signed-in user's connections
+// (connectedPath), else that the request was completed.
+func (s *Server) connectedPage(w http.ResponseWriter, r *http.Request, e *elicitation.Elicitation) error {
+	noStore(w)
+	if connID := r.URL.Query().Get("account"); vault.ValidID(connID) {
+		if c, err := s.connectedView(w, r.Context(), e, connID); err == nil {
+			return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Connected",
+				Message: "Your account is connected. Your application can use it now.", Account: true, Connected: c})
+		} else if !errors.Is(err, vault.ErrNotConnected) {
+			// The flow is complete; only the page's wording is lost.
+			s.logger.WarnContext(r.Context(), "success page details", slog.Any("error", err))
+		}
 	}
-	return s.outcome(w, r, http.StatusOK, v)
+	return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Already connected",
+		Message: "This request was already completed.", Account: true})
 }
 
 // connectedView names, for the success page, the application, the

@@ -905,3 +905,75 @@ func TestHandlesCheckTheIssuer(t *testing.T) {
 		t.Fatalf("alice@idp0: %d %v", st, out)
 	}
 }
+
+// TestSuccessPageIsReloadable (issue 38 item 2): a completed flow ends on
+// a clean URL — the provider's callback answers a 303 to the link's own
+// success page, so the one-time code leaves the address bar and history —
+// and reloading that page shows the same success, with the way back to
+// the application, not a used-up state's 400. The consent-only path ends
+// there too. The page names an account only if it is the signed-in user's;
+// another user opening it is refused as on the link.
+func TestSuccessPageIsReloadable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	m := e.newMCPServer("alpha", "fake")
+	if err := e.clients.SetDisplay(context.Background(), m.client.ID, "", "https://alpha.example/app"); err != nil {
+		t.Fatal(err)
+	}
+	el := m.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	b := e.browser()
+	u := el["url"].(string)
+	callback := e.authorize(e.allow(b, u, e.openAs(b, u, "alice")))
+	raw := b.Request(http.MethodGet, callback, nil) // as sent, the redirect not followed
+	if raw.Status != http.StatusSeeOther || !strings.HasPrefix(raw.Location, u+"?account=cn_") ||
+		strings.Contains(raw.Location, "code=") || strings.Contains(raw.Location, "state=") {
+		t.Fatalf("callback: %d %q, want a 303 to %s?account=…", raw.Status, raw.Location, u)
+	}
+	if cc := raw.Header.Get("Cache-Control"); !strings.Contains(cc, "no-store") {
+		t.Fatalf("callback Cache-Control %q", cc)
+	}
+	for i := range 2 { // the page, then a reload
+		page := b.get(raw.Location)
+		text := pageText(page.body)
+		if page.status != http.StatusOK || !strings.Contains(text, "alpha can now use your") ||
+			!strings.Contains(page.body, `href="https://alpha.example/app"`) {
+			t.Fatalf("success page, load %d: %d\n%s", i+1, page.status, text)
+		}
+	}
+	// Reloading the callback itself (from an old tab) still says what it
+	// always did: the state is used up. The history holds the clean URL.
+	if again := b.Request(http.MethodGet, callback, nil); again.Status != http.StatusBadRequest {
+		t.Fatalf("the callback reused: %d", again.Status)
+	}
+	// Bob, with the URL: refused as on the link, nothing of alice's shown.
+	bob := e.browser()
+	e.openAs(bob, u, "bob")
+	if page := bob.get(raw.Location); page.status != http.StatusForbidden || strings.Contains(page.body, "alpha can now use") {
+		t.Fatalf("bob on alice's success page: %d\n%s", page.status, pageText(page.body))
+	}
+	// A connection that is not alice's named in the URL: no account shown.
+	bobs := e.connectFully(e.newMCPServer("beta", "fake"), "bob", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	_ = bobs
+	var bobConn string
+	if err := e.pool.QueryRow(context.Background(), `SELECT id FROM connections WHERE subject = 'bob'`).Scan(&bobConn); err != nil {
+		t.Fatal(err)
+	}
+	if page := b.get(u + "?account=" + bobConn); page.status != http.StatusOK ||
+		strings.Contains(pageText(page.body), "can now use your") || !strings.Contains(pageText(page.body), "already completed") {
+		t.Fatalf("alice's link naming bob's connection: %d\n%s", page.status, pageText(page.body))
+	}
+
+	// Consent only (the account is connected, another server asks for the
+	// same scopes): Allow answers the same 303.
+	g := e.newMCPServer("gamma", "fake")
+	el = g.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	u = el["url"].(string)
+	consent := e.openAs(b, u, "alice")
+	r := b.Request(http.MethodPost, u, allowForm(t, consent.body))
+	if r.Status != http.StatusSeeOther || !strings.HasPrefix(r.Location, u+"?account=cn_") {
+		t.Fatalf("consent-only Allow: %d %q", r.Status, r.Location)
+	}
+	if page := b.get(r.Location); page.status != http.StatusOK || !strings.Contains(pageText(page.body), "gamma can now use your") {
+		t.Fatalf("consent-only success page: %d\n%s", page.status, pageText(page.body))
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -188,7 +189,24 @@ type response struct {
 func (b *browser) do(method, u string, form url.Values) response {
 	b.t.Helper()
 	r := b.Request(method, u, form)
+	if successRedirect(r) {
+		// A completed flow ends with a 303 to the link's own success page
+		// (issue 38 item 2): followed here as a browser does, so that the
+		// tests read the page the user sees; TestSuccessPageIsReloadable
+		// checks the redirect itself.
+		r = b.Request(http.MethodGet, r.Location, nil)
+	}
 	return response{status: r.Status, location: r.Location, body: r.Body, header: r.Header, setCookies: r.SetCookies}
+}
+
+// successRedirect reports whether r is the redirect of a completed flow to
+// its success page (/c/{id}?account=…).
+func successRedirect(r flowtest.Response) bool {
+	if r.Status != http.StatusSeeOther {
+		return false
+	}
+	u, err := url.Parse(r.Location)
+	return err == nil && strings.HasPrefix(u.Path, "/c/") && u.Query().Has("account")
 }
 
 func (b *browser) get(u string) response { b.t.Helper(); return b.do(http.MethodGet, u, nil) }

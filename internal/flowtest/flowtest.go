@@ -215,8 +215,9 @@ var ErrNotConnected = errors.New("flowtest: the flow did not end connected")
 // Connect walks connectURL the way a user does: signs in at the dev IdP as
 // user when connectd asks (the browser may already have a session), allows
 // on the consent page, lets the provider approve, and follows the callback.
-// It returns nil when connectd says "Connected" (on the consent-only path
-// too, where no provider is involved).
+// It returns nil when connectd's success page, where a completed flow
+// redirects, says "Connected" (on the consent-only path too, where no
+// provider is involved).
 func (b *Browser) Connect(connectURL, user string) error {
 	r, err := b.Get(connectURL)
 	if err != nil {
@@ -241,8 +242,10 @@ func (b *Browser) Connect(connectURL, user string) error {
 	if err != nil {
 		return err
 	}
-	if r.Status == http.StatusOK { // consent only: nothing to ask the provider
-		return connected(r)
+	if r.Status == http.StatusSeeOther && sameHost(r.Location, connectURL) {
+		// Consent only: nothing to ask the provider; the answer is the
+		// link's success page.
+		return b.successPage(r)
 	}
 	if r.Status != http.StatusSeeOther {
 		return fail(StepConsent, r, "")
@@ -258,10 +261,30 @@ func (b *Browser) Connect(connectURL, user string) error {
 	if err != nil {
 		return err
 	}
-	if done.Status != http.StatusOK {
+	if done.Status != http.StatusSeeOther {
 		return fail(StepCallback, done, "")
 	}
-	return connected(done)
+	return b.successPage(done)
+}
+
+// successPage follows r, a completed flow's redirect to the link's success
+// page, and checks that page says "Connected".
+func (b *Browser) successPage(r Response) error {
+	page, err := b.Get(r.Location)
+	if err != nil {
+		return err
+	}
+	if page.Status != http.StatusOK {
+		return fail(StepCallback, page, "")
+	}
+	return connected(page)
+}
+
+// sameHost reports whether URLs a and b name the same host.
+func sameHost(a, b string) bool {
+	ua, err1 := url.Parse(a)
+	ub, err2 := url.Parse(b)
+	return err1 == nil && err2 == nil && ua.Host == ub.Host
 }
 
 func connected(r Response) error {

@@ -25,6 +25,7 @@ type issuerJSON struct {
 	ClientSecretEnv  string   `json:"client_secret_env"`
 	ClientSecretFile string   `json:"client_secret_file"`
 	Scopes           []string `json:"scopes"`
+	SwitchPrompt     *string  `json:"switch_prompt"`
 }
 
 // loadIdentity reads the identity variables (see docs/identity.md).
@@ -83,7 +84,7 @@ func parseIssuers(e *env, name, raw string, dev bool) []mcpauth.Issuer {
 		if strings.Contains(err.Error(), `"client_secret"`) {
 			e.fail(name, "client_secret must not be inline: use client_secret_env (a variable name) or client_secret_file")
 		} else {
-			e.fail(name, "must be a JSON array of issuers (id, issuer, jwks_url, login, client_id, client_secret_env, client_secret_file, allow_plain_jwt, scopes): %v", err)
+			e.fail(name, "must be a JSON array of issuers (id, issuer, jwks_url, login, client_id, client_secret_env, client_secret_file, allow_plain_jwt, scopes, switch_prompt): %v", err)
 		}
 		return nil
 	}
@@ -91,7 +92,7 @@ func parseIssuers(e *env, name, raw string, dev bool) []mcpauth.Issuer {
 	seen := map[string]bool{}
 	for n, j := range list {
 		is := mcpauth.Issuer{ID: j.ID, URL: j.Issuer, JWKSURL: j.JWKSURL, AllowPlainJWT: j.AllowPlainJWT,
-			Login: j.Login, ClientID: j.ClientID, Scopes: j.Scopes}
+			Login: j.Login, ClientID: j.ClientID, Scopes: j.Scopes, SwitchPrompt: j.SwitchPrompt}
 		label := fmt.Sprintf("issuer %d (%s)", n+1, j.ID)
 		switch {
 		case j.ClientSecretEnv != "" && j.ClientSecretFile != "":

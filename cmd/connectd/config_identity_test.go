@@ -33,7 +33,7 @@ func TestIdentityConfigValid(t *testing.T) {
 		"CONNECTD_ISSUERS": `[
 			{"id":"main","issuer":"https://auth.example.com","login":true,"client_id":"connectd","client_secret_env":"MAIN_SECRET","scopes":["profile"]},
 			{"id":"legacy","issuer":"https://legacy.example.com/realms/x","jwks_url":"https://legacy.example.com/keys","allow_plain_jwt":true},
-			{"id":"filed","issuer":"https://f.example.com","login":true,"client_id":"c","client_secret_file":"` + secretFile + `"}
+			{"id":"filed","issuer":"https://f.example.com","login":true,"client_id":"c","client_secret_file":"` + secretFile + `","switch_prompt":"select_account"}
 		]`,
 		"MAIN_SECRET":                   "s3cret-value",
 		"CONNECTD_SESSION_KEYS":         k1.Encode() + "," + k2.Encode(),
@@ -48,7 +48,8 @@ func TestIdentityConfigValid(t *testing.T) {
 	ic := c.Identity
 	if len(ic.Issuers) != 3 || ic.Issuers[0].ClientSecret != "s3cret-value" || !ic.Issuers[0].Login ||
 		ic.Issuers[1].JWKSURL != "https://legacy.example.com/keys" || !ic.Issuers[1].AllowPlainJWT ||
-		ic.Issuers[2].ClientSecret != "from-a-file" {
+		ic.Issuers[2].ClientSecret != "from-a-file" || ic.Issuers[0].SwitchPrompt != nil ||
+		ic.Issuers[2].SwitchPrompt == nil || *ic.Issuers[2].SwitchPrompt != "select_account" {
 		t.Fatalf("issuers %+v", ic.Issuers)
 	}
 	if len(ic.SessionKeys) != 2 || string(ic.SessionKeys[0].Hash) != string(k1.Hash) || ic.SessionMaxAge != 8*time.Hour ||
@@ -85,6 +86,7 @@ func TestIdentityConfigErrors(t *testing.T) {
 		{"http issuer outside dev", map[string]string{"CONNECTD_ISSUERS": `[{"id":"a","issuer":"http://a.example"}]`}, "CONNECTD_ISSUERS", "https"},
 		{"javascript jwks", map[string]string{"CONNECTD_ISSUERS": `[{"id":"a","issuer":"https://a.example","jwks_url":"javascript:x"}]`}, "CONNECTD_ISSUERS", "jwks_url"},
 		{"bad id", map[string]string{"CONNECTD_ISSUERS": `[{"id":"Main Issuer","issuer":"https://a.example"}]`}, "CONNECTD_ISSUERS", "id must be"},
+		{"switch prompt none", map[string]string{"CONNECTD_ISSUERS": `[{"id":"a","issuer":"https://a.example","switch_prompt":"none"}]`}, "CONNECTD_ISSUERS", "switch_prompt"},
 		{"login without client id", map[string]string{"CONNECTD_ISSUERS": `[{"id":"a","issuer":"https://a.example","login":true}]`}, "CONNECTD_ISSUERS", "client_id"},
 		{"secret variable unset", map[string]string{"CONNECTD_ISSUERS": `[{"id":"a","issuer":"https://a.example","login":true,"client_id":"c","client_secret_env":"NOPE"}]`},
 			"CONNECTD_ISSUERS", "empty or unset"},

@@ -16,7 +16,10 @@ func switchPath(id string) string { return "/c/" + id + "/switch" }
 // switchAccount handles POST /c/{id}/switch, "Not you? Sign out and
 // continue": the form's CSRF token must match the session, which then ends
 // (on every replica), and a page leads back to the same link, which asks
-// to sign in at the link's issuer. A page with a link rather than a
+// to sign in at the link's issuer — letting the user choose the account
+// there (switchLoginPath: prompt=login, or select_account), since an
+// identity provider that keeps its own session would sign the same one
+// straight back in. A page with a link rather than a
 // redirect: the sign-in is at another origin, and Chromium holds every
 // redirect after a form to the page's form-action ('self'). It leads
 // nowhere but that link, and it is all it does: nothing is decided about
@@ -26,7 +29,13 @@ func (s *Server) switchAccount(w http.ResponseWriter, r *http.Request) error {
 	if !elicitation.ValidID(id) {
 		return errLinkInvalid
 	}
-	back := "/c/" + id
+	e, err := s.elicitations.Get(r.Context(), id)
+	if errors.Is(err, elicitation.ErrNotFound) {
+		return errLinkInvalid
+	}
+	if err != nil {
+		return err
+	}
 	sess, err := s.sessions.Get(r)
 	switch {
 	case errors.Is(err, session.ErrNoSession):
@@ -41,5 +50,5 @@ func (s *Server) switchAccount(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	return web.Render(w, r, http.StatusOK, templates.SwitchedOut(back))
+	return web.Render(w, r, http.StatusOK, templates.SwitchedOut(switchLoginPath(e.Issuer, "/c/"+id)))
 }

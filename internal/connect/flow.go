@@ -81,8 +81,12 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, loginIfNeeded boo
 			"This link was created for another account. Sign in with the account you use in your application, "+
 				"or ask the application for a new link. Nothing was shared.", nil)
 		// The page offers the way out: sign out, come back to this link.
-		refused.Page = templates.WrongAccount(templates.WrongAccountView{SwitchAction: switchPath(e.ID),
-			CSRFToken: s.sessions.CSRFToken(sess)})
+		v := templates.WrongAccountView{SwitchAction: switchPath(e.ID), CSRFToken: s.sessions.CSRFToken(sess),
+			SignedInAs: sess.Subject}
+		if c, err := s.clients.Get(r.Context(), e.ClientID); err == nil {
+			v.ClientName = c.Name // which application sent the link: nothing about whom it is for
+		}
+		refused.Page = templates.WrongAccount(v)
 		return nil, false, refused
 	}
 	return &flowState{e: e, sess: sess}, true, nil

@@ -23,6 +23,13 @@ func loginPath(issuerID, returnTo string) string {
 	return "/login?" + q.Encode()
 }
 
+// switchLoginPath is loginPath for a user who signed out to continue as
+// another account: the issuer is asked to let them choose
+// (mcpauth.Issuer.SwitchPrompt), not to sign the same one back in.
+func switchLoginPath(issuerID, returnTo string) string {
+	return loginPath(issuerID, returnTo) + "&switch=1"
+}
+
 // newSignin is the end users' browser sign-in (package signin): at any
 // login issuer, back to a plain path on this site (/session by default).
 func (s *Server) newSignin() (*signin.Flow, error) {

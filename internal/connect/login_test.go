@@ -384,7 +384,7 @@ func TestReturnToRecheckedAtCallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	authz, err := e.rp.Start(context.Background(), "idp0", "//evil.example", binding)
+	authz, err := e.rp.Start(context.Background(), "idp0", "//evil.example", binding, false)
 	if err != nil {
 		t.Fatal(err)
 	}

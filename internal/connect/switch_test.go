@@ -1,6 +1,7 @@
 package connect_test
 
 import (
+	"html"
 	"maps"
 	"net/http"
 	"net/url"
@@ -31,6 +32,12 @@ func TestSignOutAndContinue(t *testing.T) {
 	if f == nil || f[1] != "/c/"+id+"/switch" || strings.Contains(r.body, "alice") {
 		t.Fatalf("the refusal offers no way on (or names alice): %s", r.body)
 	}
+	// It says who is signed in and which application sent the link
+	// (issue 38 item 4), still nothing of whom it is for.
+	if text := pageText(r.body); !strings.Contains(text, "files created this link for another account") ||
+		!strings.Contains(text, "You are signed in as bob") {
+		t.Fatalf("the refusal does not say who is signed in and who sent the link:\n%s", text)
+	}
 	csrf := csrfOf(t, r.body)
 
 	// Without the CSRF token (a cross-site post): refused, still signed in.
@@ -48,8 +55,27 @@ func TestSignOutAndContinue(t *testing.T) {
 
 	old := maps.Clone(br.Cookies)
 	r = br.do(http.MethodPost, e.srv.URL+f[1], url.Values{"csrf_token": {csrf}})
-	if r.status != http.StatusOK || !strings.Contains(r.body, `href="/c/`+id+`"`) || r.location != "" {
+	// The page leads to the sign-in at the link's issuer, back to the
+	// link, asking the issuer to let the user choose (issue 38 item 4: an
+	// identity provider with its own session signed bob straight back in).
+	cont := regexp.MustCompile(`href="(/login\?[^"]+)"`).FindStringSubmatch(r.body)
+	if r.status != http.StatusOK || cont == nil || r.location != "" {
 		t.Fatalf("switch: %d %q %s", r.status, r.location, r.body)
+	}
+	next, _ := url.Parse(html.UnescapeString(cont[1]))
+	if q := next.Query(); q.Get("return_to") != "/c/"+id || q.Get("switch") != "1" || q.Get("issuer") == "" {
+		t.Fatalf("the page continues to %s", next)
+	}
+	login := br.get(e.srv.URL + next.String())
+	authorize, err := url.Parse(login.location)
+	if login.status != http.StatusFound || err != nil || authorize.Query().Get("prompt") != "login" {
+		t.Fatalf("the sign-in after a switch: %d %s, want the issuer asked prompt=login", login.status, login.location)
+	}
+	// An ordinary sign-in asks no prompt.
+	if plain := e.browser().get(u); plain.status == http.StatusFound {
+		if first := e.browser().get(e.srv.URL + strings.TrimPrefix(plain.location, e.srv.URL)); strings.Contains(first.location, "prompt=") {
+			t.Fatalf("an ordinary sign-in asks a prompt: %s", first.location)
+		}
 	}
 	// The session is over on the server: its old cookie no longer signs in.
 	stale := e.browser()

@@ -315,3 +315,30 @@ func hexRune(s string, i int) (rune, bool) {
 	n, err := strconv.ParseUint(s[i:i+4], 16, 16)
 	return rune(n), err == nil
 }
+
+// TestSwitchPrompt (issue 38 item 4): the prompt an issuer is asked when a
+// user switches accounts defaults to "login", "select_account" at Google
+// (which refuses "login"); a configured one must be OIDC values that let
+// the user choose — "none" or an unknown value is refused at configuration.
+func TestSwitchPrompt(t *testing.T) {
+	if p := mcpauth.DefaultSwitchPrompt("https://accounts.google.com"); p != "select_account" {
+		t.Fatalf("Google: %q", p)
+	}
+	if p := mcpauth.DefaultSwitchPrompt("https://login.microsoftonline.com/tid/v2.0"); p != "login" {
+		t.Fatalf("Entra: %q", p)
+	}
+	for _, tt := range []struct {
+		prompt string
+		ok     bool
+	}{
+		{"", true}, {"login", true}, {"select_account", true}, {"login consent", true}, {"select_account login", true},
+		{"none", false}, {"login login", false}, {"Login", false}, {"login  consent", false}, {" login", false},
+		{"login,consent", false},
+	} {
+		p := tt.prompt
+		is := mcpauth.Issuer{ID: "a", URL: "https://idp.example", SwitchPrompt: &p}
+		if err := is.Validate(false); (err == nil) != tt.ok {
+			t.Errorf("switch_prompt %q: %v, want ok=%t", tt.prompt, err, tt.ok)
+		}
+	}
+}

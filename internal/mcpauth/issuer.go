@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +35,48 @@ type Issuer struct {
 	ClientSecret string `json:"-"` // never serialised, printed or logged
 	// Scopes requested at login; "openid" is always included.
 	Scopes []string
+	// SwitchPrompt is the OIDC prompt (space-separated values of "login",
+	// "select_account", "consent") sent when a user signs out of connectd
+	// to continue as another account ("Sign out and continue"): an issuer
+	// that keeps its own session would sign the same account straight back
+	// in. Nil: DefaultSwitchPrompt of the URL; "" sends none.
+	SwitchPrompt *string
+}
+
+// DefaultSwitchPrompt is the prompt asked of issuer URL when a user
+// switches accounts: "login" (OpenID Connect Core §3.1.2.1; Okta, Entra
+// ID, Keycloak, Auth0), "select_account" at Google, which refuses
+// "login".
+func DefaultSwitchPrompt(url string) string {
+	if url == "https://accounts.google.com" {
+		return "select_account"
+	}
+	return "login"
+}
+
+// switchPrompt is the prompt this issuer is asked when a user switches.
+func (i Issuer) switchPrompt() string {
+	if i.SwitchPrompt != nil {
+		return *i.SwitchPrompt
+	}
+	return DefaultSwitchPrompt(i.URL)
+}
+
+// checkPrompt checks an OIDC prompt value for a switch: "" or
+// space-separated "login", "select_account", "consent", each once ("none"
+// would sign the same account back in, or fail).
+func checkPrompt(p string) error {
+	seen := map[string]bool{}
+	for _, v := range strings.Fields(p) {
+		if v != "login" && v != "select_account" && v != "consent" || seen[v] {
+			return fmt.Errorf("switch_prompt %q: space-separated login, select_account, consent (each once), or \"\" for none", p)
+		}
+		seen[v] = true
+	}
+	if strings.Join(strings.Fields(p), " ") != p {
+		return fmt.Errorf("switch_prompt %q: single spaces between values", p)
+	}
+	return nil
 }
 
 // String describes the issuer without its client secret, so an Issuer
@@ -66,6 +109,11 @@ func (i Issuer) Validate(allowHTTP bool) error {
 	}
 	if i.Login && i.ClientID == "" {
 		return errors.New("login needs a client_id")
+	}
+	if i.SwitchPrompt != nil {
+		if err := checkPrompt(*i.SwitchPrompt); err != nil {
+			return err
+		}
 	}
 	return nil
 }

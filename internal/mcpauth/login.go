@@ -107,8 +107,10 @@ const (
 // issuer, else an organization's (Verifier.LookupIn) — and returns the
 // authorization URL to redirect the browser to. binding is the browser's
 // state-binding secret (from its cookie); returnTo is stored opaquely and
-// handed back by Finish (the caller validates it, both times).
-func (l *Login) Start(ctx context.Context, idOrURL, returnTo string, binding []byte) (string, error) {
+// handed back by Finish (the caller validates it, both times). switching:
+// the user signed out of connectd to continue as another account, and the
+// issuer is asked to let them choose (Issuer.SwitchPrompt).
+func (l *Login) Start(ctx context.Context, idOrURL, returnTo string, binding []byte, switching bool) (string, error) {
 	st, _, err := l.verifier.resolve(ctx, idOrURL)
 	switch {
 	case errors.Is(err, ErrUntrustedIssuer):
@@ -137,10 +139,14 @@ func (l *Login) Start(ctx context.Context, idOrURL, returnTo string, binding []b
 		return "", fmt.Errorf("mcpauth: store login state: %w", err)
 	}
 	l.maybeSweep(ctx, now)
-	return l.oauth2Config(st).AuthCodeURL(state,
+	opts := []oauth2.AuthCodeOption{
 		oauth2.S256ChallengeOption(derive(binding, "pkce", state)),
 		oauth2.SetAuthURLParam("nonce", derive(binding, "nonce", state)),
-	), nil
+	}
+	if p := is.switchPrompt(); switching && p != "" {
+		opts = append(opts, oauth2.SetAuthURLParam("prompt", p))
+	}
+	return l.oauth2Config(st).AuthCodeURL(state, opts...), nil
 }
 
 // Callback is what the browser brought back to /login/callback.

@@ -47,7 +47,7 @@ func TestLoginRefusesIssuerWithoutS256(t *testing.T) {
 			t.Fatal(err)
 		}
 		binding := make([]byte, 32)
-		u, err := l.Start(context.Background(), "a", "/", binding)
+		u, err := l.Start(context.Background(), "a", "/", binding, false)
 		switch methods[0] {
 		case "plain":
 			if !errors.Is(err, mcpauth.ErrIssuerUnavailable) {

@@ -277,7 +277,7 @@ func TestLoginAtSourceIssuer(t *testing.T) {
 	}
 	binding := make([]byte, 32)
 	for _, name := range []string{"acme-idp", acme.Issuer()} {
-		u, err := l.Start(ctx, name, "/", binding)
+		u, err := l.Start(ctx, name, "/", binding, false)
 		if err != nil {
 			t.Fatalf("Start(%s): %v", name, err)
 		}
@@ -289,12 +289,12 @@ func TestLoginAtSourceIssuer(t *testing.T) {
 		t.Fatalf("the chooser lists an organization's issuer: %v", l.Issuers())
 	}
 	for _, name := range []string{"nologin", "nope", noLogin.Issuer()} {
-		if _, err := l.Start(ctx, name, "/", binding); !errors.Is(err, mcpauth.ErrUnknownIssuer) {
+		if _, err := l.Start(ctx, name, "/", binding, false); !errors.Is(err, mcpauth.ErrUnknownIssuer) {
 			t.Fatalf("Start(%s): %v", name, err)
 		}
 	}
 	src.down.Store(true)
-	if _, err := l.Start(ctx, "acme-idp", "/", binding); !errors.Is(err, mcpauth.ErrIssuerUnavailable) {
+	if _, err := l.Start(ctx, "acme-idp", "/", binding, false); !errors.Is(err, mcpauth.ErrIssuerUnavailable) {
 		t.Fatalf("Start with the source down: %v", err)
 	}
 }

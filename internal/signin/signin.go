@@ -73,7 +73,7 @@ func New(cfg Config) (*Flow, error) {
 	return &Flow{cfg: cfg}, nil
 }
 
-// Start handles GET <login>?return_to=/path[&issuer=…]: it binds a new login
+// Start handles GET <login>?return_to=/path[&issuer=…][&switch=1]: it binds a new login
 // state to this browser and redirects to the issuer.
 func (f *Flow) Start(w http.ResponseWriter, r *http.Request) error {
 	if f.cfg.Login == nil || f.cfg.Sessions == nil {
@@ -99,7 +99,10 @@ func (f *Flow) Start(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	target, err := f.cfg.Login.Start(r.Context(), issuer, returnTo, binding)
+	// switch=1: the user signed out to continue as another account (the
+	// connect pages' "Sign out and continue"): the issuer is asked to let
+	// them choose rather than sign the same account back in.
+	target, err := f.cfg.Login.Start(r.Context(), issuer, returnTo, binding, q.Get("switch") == "1")
 	if err != nil {
 		return failed(err)
 	}

@@ -173,7 +173,8 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 		}
 	}
 
-	cfg, logger, pool, err := openDatabase(ctx, getenv, stderr)
+	// Revoking calls the provider: only then are the providers' secrets needed.
+	cfg, logger, pool, err := openDatabase(ctx, getenv, stderr, needs{providers: needsVaultRevoke && (group != "clients" || revoke)})
 	if err != nil {
 		return err
 	}

@@ -56,7 +56,7 @@ func adminRolesCmd(ctx context.Context, sub string, args []string, getenv func(s
 	}
 	claimName, claimValue, _ := strings.Cut(claim, "=")
 
-	_, _, pool, err := openDatabase(ctx, getenv, stderr)
+	_, _, pool, err := openDatabase(ctx, getenv, stderr, needs{})
 	if err != nil {
 		return err
 	}

@@ -218,6 +218,12 @@ type needs struct {
 	// server checks again when it is built; checking here too puts a
 	// missing key in the same report as every other problem.
 	keys bool
+	// providers: the command calls providers (serve, a revocation at the
+	// provider, a provider app's check), so the providers file's secrets
+	// must be there. Without it, the file is read for its names and form
+	// only (provider.ParseOptions.NoSecrets): an operator shell without the
+	// providers' secrets runs every other command.
+	providers bool
 }
 
 // loadConfig reads and validates the configuration. It returns every
@@ -295,7 +301,7 @@ func loadConfig(getenv func(string) string, n needs) (*Config, error) {
 	}
 
 	c.loadIdentity(e)
-	c.loadVault(e)
+	c.loadVault(e, n.providers)
 	c.loadEgress(e)
 	c.loadConnect(e)
 	c.loadAdmin(e)

@@ -73,7 +73,7 @@ func TestCatalogUsesEgress(t *testing.T) {
 		cfg, err := loadConfig(envOf(map[string]string{
 			"CONNECTD_DEV": "true", "CONNECTD_PROVIDERS_FILE": file, "FAKE_SECRET": srv.ClientSecret,
 			"CONNECTD_EGRESS_ALLOW_HOSTS": allow,
-		}), needs{})
+		}), needs{providers: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,11 @@ import (
 
 // loadVault reads the vault and provider variables (see docs/vault.md and
 // docs/providers.md). Messages name the variable, never a key.
-func (c *Config) loadVault(e *env) {
+//
+// With secrets false the providers file is read for its names and form
+// only (needs.providers): c.Vault.Providers then holds no secret, and no
+// catalog can be built of it (provider.Config.NoSecrets).
+func (c *Config) loadVault(e *env, secrets bool) {
 	keys := strings.TrimSpace(e.getenv("CONNECTD_VAULT_KEYS"))
 	keysFile := e.str("CONNECTD_VAULT_KEYS_FILE", "")
 	switch {
@@ -37,7 +41,8 @@ func (c *Config) loadVault(e *env) {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			e.fail("CONNECTD_PROVIDERS_FILE", "cannot be read: %s", describeFileError(err))
-		} else if pc, err := provider.ParseConfig(data, provider.ParseOptions{Dev: c.Dev, Getenv: e.getenv}); err != nil {
+		} else if pc, err := provider.ParseConfig(data, provider.ParseOptions{Dev: c.Dev, Getenv: e.getenv,
+			NoSecrets: !secrets}); err != nil {
 			e.fail("CONNECTD_PROVIDERS_FILE", "%s", err)
 		} else {
 			c.Vault.Providers = pc

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +11,8 @@ import (
 	"time"
 
 	"github.com/connectd/connectd/internal/keyring"
+	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/server"
 )
 
 func genKey(t *testing.T, v uint32) string {
@@ -41,7 +45,7 @@ func TestVaultConfig(t *testing.T) {
 		"GITHUB_SECRET":                 "s3cret",
 		"CONNECTD_REFRESH_SKEW":         "90s",
 		"CONNECTD_PROXY_ANSWER_TIMEOUT": "5s",
-	}), needs{})
+	}), needs{providers: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +98,7 @@ func TestVaultConfigErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := loadConfig(envOf(tt.env), needs{})
+			_, err := loadConfig(envOf(tt.env), needs{providers: true})
 			var ce *ConfigError
 			if !errors.As(err, &ce) || ce.Var != tt.wantVar || !strings.Contains(err.Error(), tt.wantMsg) {
 				t.Fatalf("got %v, want %s and %q", err, tt.wantVar, tt.wantMsg)
@@ -108,5 +112,38 @@ func TestVaultConfigErrors(t *testing.T) {
 				t.Fatalf("message %q, exit %d", err, exitCode(err))
 			}
 		})
+	}
+}
+
+// TestCommandsWithoutProviderSecrets (issue 38 item 5): a command that
+// calls no provider reads the providers file for its names and form only:
+// it runs in a shell without the providers' secrets (the demo's `vault
+// status`, `admin connections list` failed on one), the configuration it
+// gets holds no secret, and no catalog can be built of it. A malformed file
+// is still refused; a command that calls providers still needs the secret.
+func TestCommandsWithoutProviderSecrets(t *testing.T) {
+	t.Parallel()
+	providers := writeFile(t, "providers.json", `{"providers":[
+		{"name":"github","template":"github","client_id_env":"GITHUB_ID","client_secret_env":"GITHUB_SECRET"},
+		{"name":"files","template":"github","client_id":"x","client_secret_file":"/nonexistent/secret"}]}`)
+	c, err := loadConfig(envOf(map[string]string{"CONNECTD_PROVIDERS_FILE": providers}), needs{db: false})
+	if err != nil {
+		t.Fatalf("a command that calls no provider: %v", err)
+	}
+	if pc := c.Vault.Providers; len(pc.Providers) != 2 || pc.Providers[0].Name != "github" || pc.Providers[0].ClientSecret != "" ||
+		pc.Providers[1].ClientSecret != "" || !pc.NoSecrets {
+		t.Fatalf("providers read without secrets: %+v", pc)
+	}
+	if _, err := server.NewCatalog(context.Background(), c.server(nil, slog.New(slog.DiscardHandler))); !errors.Is(err, provider.ErrNoSecrets) {
+		t.Fatalf("a catalog of a file read without secrets: %v", err)
+	}
+	_, err = loadConfig(envOf(map[string]string{"CONNECTD_PROVIDERS_FILE": providers}), needs{providers: true})
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Var != "CONNECTD_PROVIDERS_FILE" || !strings.Contains(err.Error(), "GITHUB_ID") {
+		t.Fatalf("a command that calls providers, without their secrets: %v", err)
+	}
+	bad := writeFile(t, "bad.json", `{"providers":[{"name":"x","kind":"oauth2","client_id":"c","client_secret_env":"S","authorize_url":"javascript:alert(1)","token_url":"https://a.example/t"}]}`)
+	if _, err := loadConfig(envOf(map[string]string{"CONNECTD_PROVIDERS_FILE": bad}), needs{}); err == nil {
+		t.Fatal("a malformed providers file passed a command that calls no provider")
 	}
 }

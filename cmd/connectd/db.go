@@ -62,10 +62,11 @@ func migrateUp(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) err
 }
 
 // openDatabase is how every database subcommand starts: the configuration
-// (with the database settings required), a logger on stderr, and a pool the
-// caller closes.
-func openDatabase(ctx context.Context, getenv func(string) string, stderr io.Writer) (*Config, *slog.Logger, *pgxpool.Pool, error) {
-	cfg, err := loadConfig(getenv, needs{db: true})
+// (with the database settings required, and what else n says the command
+// uses), a logger on stderr, and a pool the caller closes.
+func openDatabase(ctx context.Context, getenv func(string) string, stderr io.Writer, n needs) (*Config, *slog.Logger, *pgxpool.Pool, error) {
+	n.db = true
+	cfg, err := loadConfig(getenv, n)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -41,7 +41,7 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	if len(args) != 1 {
 		return &usageError{"usage: connectd migrate up|down|status|create NAME"}
 	}
-	_, logger, pool, err := openDatabase(ctx, getenv, stderr)
+	_, logger, pool, err := openDatabase(ctx, getenv, stderr, needs{})
 	if err != nil {
 		return err
 	}

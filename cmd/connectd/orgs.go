@@ -141,7 +141,7 @@ func orgsCmd(ctx context.Context, args []string, getenv func(string) string, std
 		}
 	}
 
-	cfg, logger, pool, err := openDatabase(ctx, getenv, stderr)
+	cfg, logger, pool, err := openDatabase(ctx, getenv, stderr, needs{})
 	if err != nil {
 		return err
 	}
@@ -272,7 +272,7 @@ func orgsAppsCmd(ctx context.Context, args []string, getenv func(string) string,
 		}
 	}
 
-	cfg, logger, pool, err := openDatabase(ctx, getenv, stderr)
+	cfg, logger, pool, err := openDatabase(ctx, getenv, stderr, needs{providers: sub == "set"}) // set checks the app at the provider
 	if err != nil {
 		return err
 	}

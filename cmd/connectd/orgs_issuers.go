@@ -105,7 +105,7 @@ func orgsIssuersCmd(ctx context.Context, args []string, getenv func(string) stri
 		}
 	}
 
-	cfg, logger, pool, err := openDatabase(ctx, getenv, stderr)
+	cfg, logger, pool, err := openDatabase(ctx, getenv, stderr, needs{})
 	if err != nil {
 		return err
 	}

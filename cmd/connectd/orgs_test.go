@@ -172,3 +172,41 @@ func TestCallbackPathIsConnects(t *testing.T) {
 		t.Fatalf("internal/connect declares no callbackPath = %q (%v): the printed redirect URI would be wrong", provider.CallbackPath, err)
 	}
 }
+
+// TestOperatorCommandsWithoutProviderSecrets (issue 38 item 5): on the
+// demo's environment without the providers' secrets, the commands that
+// call no provider run — `vault status`, `admin connections list`,
+// `clients list`, `migrate status` — and the ones that call providers say
+// which secret they need.
+func TestOperatorCommandsWithoutProviderSecrets(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := providertest.New(t, providertest.Options{})
+	data, _ := json.Marshal(map[string]any{"providers": []map[string]any{srv.ProviderConfig("fake", "FAKE_SECRET")}})
+	providersFile := filepath.Join(t.TempDir(), "providers.json")
+	if err := os.WriteFile(providersFile, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := envOf(map[string]string{"CONNECTD_DATABASE_URL": pgtest.URL(t), "CONNECTD_VAULT_KEYS": genKey(t, 1),
+		"CONNECTD_DEV": "true", "CONNECTD_PUBLIC_URL": "http://connect.dev.test:8080", "CONNECTD_PROVIDERS_FILE": providersFile,
+		"USER": "ops"}) // FAKE_SECRET unset
+	cli := func(args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		err := run(ctx, args, env, &out, &errOut)
+		return out.String() + errOut.String(), err
+	}
+	if out, err := cli("migrate", "up"); err != nil {
+		t.Fatalf("migrate up: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{{"vault", "status"}, {"admin", "connections", "list"}, {"clients", "list"},
+		{"migrate", "status"}, {"webhooks", "list", "cli_nope"}} {
+		if out, err := cli(args...); err != nil && strings.Contains(err.Error(), "FAKE_SECRET") {
+			t.Errorf("%v needs a provider secret it does not use: %v\n%s", args, err, out)
+		} else if err != nil && args[0] != "webhooks" {
+			t.Errorf("%v: %v\n%s", args, err, out)
+		}
+	}
+	if _, err := cli("admin", "connections", "revoke", "cn_nope", "--yes"); err == nil || !strings.Contains(err.Error(), "FAKE_SECRET") {
+		t.Errorf("revoke (it calls the provider) without the provider's secret: %v, want it to name FAKE_SECRET", err)
+	}
+}

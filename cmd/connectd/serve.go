@@ -35,7 +35,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if len(pos) != 0 {
 		return &usageError{"usage: connectd serve [-addr ADDR] [-internal-addr ADDR] (see connectd serve -h)"}
 	}
-	cfg, err := loadConfig(getenv, needs{db: true, publicURL: true, keys: true})
+	cfg, err := loadConfig(getenv, needs{db: true, publicURL: true, keys: true, providers: true})
 	if err != nil {
 		return err
 	}

@@ -80,7 +80,7 @@ func vaultGenKey(args []string, getenv func(string) string, stdout, stderr io.Wr
 // openVault loads the configuration a database vault command needs and opens
 // a store (no provider calls).
 func openVault(ctx context.Context, getenv func(string) string, stderr io.Writer) (*vault.Store, *pgxpool.Pool, func(), error) {
-	cfg, logger, pool, err := openDatabase(ctx, getenv, stderr)
+	cfg, logger, pool, err := openDatabase(ctx, getenv, stderr, needs{})
 	if err != nil {
 		return nil, nil, nil, err
 	}

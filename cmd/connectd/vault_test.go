@@ -161,7 +161,7 @@ func TestVaultProviderWiring(t *testing.T) {
 		// The fake provider listens on http://127.0.0.1:PORT: only the dev
 		// allow-list lets the egress client reach it.
 		"CONNECTD_EGRESS_ALLOW_HOSTS": strings.TrimPrefix(srv.URL(), "http://"),
-	}), needs{})
+	}), needs{providers: true})
 	if err != nil {
 		t.Fatal(err)
 	}

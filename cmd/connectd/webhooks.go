@@ -99,7 +99,7 @@ func webhooksCmd(ctx context.Context, args []string, getenv func(string) string,
 		return &usageError{"--limit must be 1-" + strconv.Itoa(admin.MaxPageSize)}
 	}
 
-	cfg, logger, pool, err := openDatabase(ctx, getenv, stderr)
+	cfg, logger, pool, err := openDatabase(ctx, getenv, stderr, needs{})
 	if err != nil {
 		return err
 	}

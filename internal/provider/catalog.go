@@ -47,6 +47,9 @@ type Catalog struct {
 // generic providers that ask for it. A discovery failure is a start-up error
 // naming the provider.
 func New(ctx context.Context, cfg *Config, opts Options) (*Catalog, error) {
+	if cfg.NoSecrets {
+		return nil, ErrNoSecrets
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

@@ -216,7 +216,14 @@ type VerifySpec struct {
 type Config struct {
 	Providers []Spec
 	Dev       bool // http:// endpoints were allowed; discovered endpoints get the same rule
+	// NoSecrets: parsed with ParseOptions.NoSecrets, for names and form
+	// only; New refuses it.
+	NoSecrets bool
 }
+
+// ErrNoSecrets: a catalog was asked of a providers file read without its
+// secrets (ParseOptions.NoSecrets).
+var ErrNoSecrets = errors.New("provider: the providers file was read without its secrets (this command needs them)")
 
 // ParseOptions supplies what parsing needs from outside.
 type ParseOptions struct {
@@ -226,6 +233,13 @@ type ParseOptions struct {
 	Getenv func(string) string
 	// ReadFile reads client_secret_file. Default os.ReadFile.
 	ReadFile func(string) ([]byte, error)
+	// NoSecrets parses for a command that calls no provider (an operator
+	// command reading the database): client_id_env, client_secret_env and
+	// client_secret_file are checked for form but not read, so a shell
+	// without the providers' secrets can run it, and the result holds no
+	// secret (nor a client id given by reference). Such a Config must never
+	// build a catalog.
+	NoSecrets bool
 }
 
 // ConfigError names the provider entry and field at fault. It never includes
@@ -342,7 +356,7 @@ func ParseConfig(data []byte, opts ParseOptions) (*Config, error) {
 	if err := strictDecode(data, &f); err != nil {
 		return nil, &ConfigError{Index: -1, Problem: "not a valid providers file: " + err.Error()}
 	}
-	cfg := &Config{Dev: opts.Dev}
+	cfg := &Config{Dev: opts.Dev, NoSecrets: opts.NoSecrets}
 	seen := map[string]int{}
 	for i, raw := range f.Providers {
 		var e fileEntry
@@ -637,6 +651,7 @@ func resolveOAuth(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Spe
 	switch {
 	case e.ClientID != "" && e.ClientIDEnv != "":
 		return nil, fail("client_id_env", "give client_id or client_id_env, not both")
+	case e.ClientIDEnv != "" && opts.NoSecrets:
 	case e.ClientIDEnv != "":
 		s.ClientID = strings.TrimSpace(opts.Getenv(e.ClientIDEnv))
 		if s.ClientID == "" {
@@ -650,6 +665,7 @@ func resolveOAuth(s *Spec, e *fileEntry, opts ParseOptions, fail failFunc) (*Spe
 	switch {
 	case e.ClientSecretEnv != "" && e.ClientSecretFile != "":
 		return nil, fail("client_secret_file", "give client_secret_env or client_secret_file, not both")
+	case (e.ClientSecretEnv != "" || e.ClientSecretFile != "") && opts.NoSecrets:
 	case e.ClientSecretEnv != "":
 		v := strings.TrimSpace(opts.Getenv(e.ClientSecretEnv))
 		if v == "" {

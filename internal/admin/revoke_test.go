@@ -147,4 +147,9 @@ func TestRevokeThroughTheAPI(t *testing.T) {
 	if e.count(`SELECT count(*) FROM audit_events WHERE kind = 'connection.revoked' AND actor = $1`, "admin_key:"+key.ID) != 1 {
 		t.Fatal("revocation not audited with the key as actor")
 	}
+	// The user is told (issue 38 item 3): a notice of alice's, naming the
+	// connection, written with the revocation.
+	if e.count(`SELECT count(*) FROM user_notices WHERE subject = 'alice' AND kind = 'admin_revoked' AND connection_id = $1`, connID) != 1 {
+		t.Fatal("an admin's revocation left alice no notice")
+	}
 }

@@ -90,6 +90,14 @@ func TestEndSessionsFromThePage(t *testing.T) {
 		t.Fatal("a refused request ended sessions")
 	}
 
+	// The button asks first (issue 38 item 8): without confirm=yes the
+	// post shows the confirmation page and ends nothing.
+	ask := b.do(http.MethodPost, e.srv.URL+"/admin/sessions/end", form)
+	if ask.status != http.StatusOK || !strings.Contains(ask.body, "End all sessions of bob?") ||
+		!strings.Contains(ask.body, `name="confirm" value="yes"`) || !e.signedIn(bobHome) || e.auditCount("sessions.ended") != 0 {
+		t.Fatalf("end sessions without confirming: %d %s", ask.status, ask.body)
+	}
+	form.Set("confirm", "yes")
 	live := e.count(`SELECT count(*) FROM browser_sessions WHERE subject = 'bob' AND ended_at IS NULL`)
 	done := b.do(http.MethodPost, e.srv.URL+"/admin/sessions/end", form)
 	if done.status != http.StatusOK || !strings.Contains(done.body, "Sessions ended") ||
@@ -242,7 +250,7 @@ func TestEndSessionsIsByteExact(t *testing.T) {
 	// " alice" through the page, and " " (a subject of one space) through the API.
 	page := admin.get(e.srv.URL + "/admin/clients")
 	if r := admin.do(http.MethodPost, e.srv.URL+"/admin/sessions/end", url.Values{"csrf_token": {csrfOf(t, page.body)},
-		"issuer": {e.idp.Issuer()}, "subject": {" alice"}}); r.status != http.StatusOK ||
+		"issuer": {e.idp.Issuer()}, "subject": {" alice"}, "confirm": {"yes"}}); r.status != http.StatusOK ||
 		!strings.Contains(r.body, "1 browser session(s)") {
 		t.Fatalf(`end sessions of " alice" on the page: %d %s`, r.status, r.body)
 	}

@@ -178,10 +178,10 @@ type Revocation struct {
 // credential at the provider (RFC 7009), whose outcome is audited too. MCP
 // servers asking for the token afterwards get not_connected.
 func (st *Store) Revoke(ctx context.Context, id string, by Actor) (*Revocation, error) {
-	return st.revoke(ctx, id, by, nil)
+	return st.revoke(ctx, id, by, &notice.Notice{Kind: notice.KindAdminRevoked}) // the user is told on /account
 }
 
-// revoke is Revoke, with the notice that tells the user why (nil: none).
+// revoke is Revoke, with the notice that tells the user why.
 func (st *Store) revoke(ctx context.Context, id string, by Actor, why *notice.Notice) (*Revocation, error) {
 	if st.vault == nil {
 		return nil, ErrNoVault

@@ -22,6 +22,7 @@ import (
 	"github.com/connectd/connectd/internal/lifecycle"
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/names"
+	"github.com/connectd/connectd/internal/notice"
 	"github.com/connectd/connectd/internal/org"
 	"github.com/connectd/connectd/internal/problem"
 	"github.com/connectd/connectd/internal/provider"
@@ -840,7 +841,9 @@ func (s *Server) unlinkFor(_ http.ResponseWriter, r *http.Request, c caller, req
 		// Credentials and every client's consent go in one transaction.
 		ended, err := s.lifecycle.DeleteIn(context.WithoutCancel(r.Context()), c.client.Org, c.user, name, t.conn.ID, t.account,
 			lifecycle.Actor{Audit: "client:" + c.client.ID, By: "client", ClientID: c.client.ID,
-				RequestID: web.RequestID(r.Context()), IP: web.ClientAddr(r)})
+				RequestID: web.RequestID(r.Context()), IP: web.ClientAddr(r),
+				// The user is told on /account which application ended it.
+				Notice: &notice.Notice{Kind: notice.KindClientUnlinked, ClientID: c.client.ID, ClientName: c.client.Name}})
 		switch {
 		case errors.Is(err, vault.ErrNotConnected):
 			continue

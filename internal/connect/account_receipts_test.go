@@ -290,7 +290,7 @@ func TestAccountReceiptRevoke(t *testing.T) {
 	if client == nil || conn == nil || client[1] != a.client.ID || conn[1] != e.connID("alice") {
 		t.Fatalf("the receipt line's form names %v %v", client, conn)
 	}
-	r := e.accountPost(alice, page, "/account/withdraw", url.Values{"provider": {"fake"}, "client": {client[1]},
+	r := e.accountPost(alice, page, "/account/withdraw", url.Values{"confirm": {"yes"}, "provider": {"fake"}, "client": {client[1]},
 		"connection": {conn[1]}})
 	if r.status != http.StatusSeeOther || r.location != e.srv.URL+"/account?done=withdrawn" {
 		t.Fatalf("withdraw from a receipt: %d %s", r.status, r.location)

@@ -214,11 +214,13 @@ func (s *Server) noticesOf(ctx context.Context, u identity.User) ([]templates.Ac
 	}
 	out := make([]templates.AccountNotice, 0, len(ns))
 	for _, n := range ns {
-		if n.Kind != notice.KindClientCutOff {
+		switch n.Kind {
+		case notice.KindClientCutOff, notice.KindAdminRevoked, notice.KindClientUnlinked:
+		default:
 			continue // a kind this version cannot word
 		}
-		an := templates.AccountNotice{ID: strconv.FormatInt(n.ID, 10), Date: when(n.At), ProviderName: n.Provider,
-			Account: n.Account, ClientName: n.ClientName}
+		an := templates.AccountNotice{ID: strconv.FormatInt(n.ID, 10), Kind: n.Kind, Date: when(n.At),
+			ProviderName: n.Provider, Account: n.Account, ClientName: n.ClientName}
 		if an.ClientName == "" {
 			an.ClientName = n.ClientID
 		}

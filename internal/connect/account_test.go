@@ -95,8 +95,22 @@ func TestAccountPage(t *testing.T) {
 		t.Fatalf("bob's page:\n%s", bob.body)
 	}
 
-	// Withdraw Beta: it gets consent_required, Alpha keeps its token.
+	// Remove access asks first (issue 38 item 8): a post without
+	// confirm=yes only shows the confirmation page, naming the application
+	// and the account; nothing is withdrawn.
 	r := e.accountPost(br, page, "/account/withdraw", url.Values{"provider": {"fake"}, "client": {b.client.ID}})
+	if r.status != http.StatusOK || !strings.Contains(pageText(r.body), "Remove beta's access to your Fake") ||
+		!strings.Contains(r.body, `name="confirm" value="yes"`) || e.auditCount("consent.withdrawn") != 0 {
+		t.Fatalf("withdraw without confirming: %d %s", r.status, r.body)
+	}
+	tokenOf(t, b, "alice") // beta still has it
+	// Another application than the ones allowed: back to the page, "gone".
+	if r := e.accountPost(br, page, "/account/withdraw", url.Values{"provider": {"fake"}, "client": {"cli_nobody00000000"}}); r.status != http.StatusSeeOther ||
+		r.location != e.srv.URL+"/account?done=gone" {
+		t.Fatalf("confirming for an application that has no access: %d %s", r.status, r.location)
+	}
+	// Withdraw Beta: it gets consent_required, Alpha keeps its token.
+	r = e.accountPost(br, page, "/account/withdraw", url.Values{"confirm": {"yes"}, "provider": {"fake"}, "client": {b.client.ID}})
 	if r.status != http.StatusSeeOther || r.location != e.srv.URL+"/account?done=withdrawn" {
 		t.Fatalf("withdraw: %d %s %s", r.status, r.location, r.body)
 	}
@@ -111,7 +125,7 @@ func TestAccountPage(t *testing.T) {
 		t.Fatal("withdrawal not audited")
 	}
 	// Submitted again (the back button): nothing to do, no second row.
-	r = e.accountPost(br, page, "/account/withdraw", url.Values{"provider": {"fake"}, "client": {b.client.ID}})
+	r = e.accountPost(br, page, "/account/withdraw", url.Values{"confirm": {"yes"}, "provider": {"fake"}, "client": {b.client.ID}})
 	if r.location != e.srv.URL+"/account?done=gone" || e.auditCount("consent.withdrawn") != 1 {
 		t.Fatalf("withdrawing twice: %d %s", r.status, r.location)
 	}

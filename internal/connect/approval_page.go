@@ -95,14 +95,14 @@ func (s *Server) approvalDecide(w http.ResponseWriter, r *http.Request, fs *flow
 	name := s.clientName(r, e.ClientID)
 	switch d {
 	case approval.Denied:
-		return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "Request denied",
+		return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "Request denied",
 			Message: fmt.Sprintf("You denied it. %s was told, and nothing was sent.", name), Account: true})
 	case approval.Standing:
-		return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Allowed",
+		return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Allowed",
 			Message: fmt.Sprintf("%s may now %s with this account for %s without asking again. "+
 				"Go back to it: it carries on by itself.", name, q.Words, duration(q.Standing)), Account: true})
 	}
-	return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Allowed",
+	return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Allowed",
 		Message: fmt.Sprintf("%s may now make this one request. Go back to it: it carries on by itself.", name), Account: true})
 }
 
@@ -117,13 +117,13 @@ func (s *Server) clientName(r *http.Request, id string) string {
 func (s *Server) approvalFinished(w http.ResponseWriter, r *http.Request, e *elicitation.Elicitation) error {
 	switch e.Effective(s.now()) {
 	case elicitation.StatusCompleted:
-		return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Already allowed",
+		return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Already allowed",
 			Message: "You already allowed this request.", Account: true})
 	case elicitation.StatusDeclined:
-		return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "Request denied",
+		return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "Request denied",
 			Message: "This request was denied or withdrawn. Nothing was sent.", Account: true})
 	case elicitation.StatusExpired:
-		return s.outcome(w, r, http.StatusGone, templates.OutcomeView{Kind: "expired", Title: "This link has expired",
+		return s.outcome(w, r, e, http.StatusGone, templates.OutcomeView{Kind: "expired", Title: "This link has expired",
 			Message: "Nothing was sent. If you still want it done, ask your application again."})
 	}
 	return s.finished(w, r, e)

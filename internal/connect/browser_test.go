@@ -232,7 +232,12 @@ func TestRealBrowser(t *testing.T) {
 			}
 		}
 		browsertest.Shoot(t, ctx, "12-account")
-		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`.server-head button`)), chromedp.WaitVisible(chromedp.CSS(".notice")))
+		// It asks first (issue 38 item 8), then acts.
+		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`.server-head button`)),
+			chromedp.WaitVisible(chromedp.CSS(`form[action="/account/withdraw"] button.danger`)))
+		browsertest.Shoot(t, ctx, "12b-remove-access-confirm")
+		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`form[action="/account/withdraw"] button.danger`)),
+			chromedp.WaitVisible(chromedp.CSS(".notice")))
 		browsertest.Shoot(t, ctx, "13-account-access-removed")
 		if st, out := m.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil); st != http.StatusForbidden {
 			t.Fatalf("token after Remove access: %d %v", st, out)

@@ -63,6 +63,9 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, loginIfNeeded boo
 	}
 	s.branded(w, r, e)
 	sess, err := s.sessions.Load(w, r)
+	if err != nil && loginIfNeeded && e.Effective(s.now()) != elicitation.StatusPending {
+		return nil, false, s.unsignedEnd(w, r, e)
+	}
 	if err != nil {
 		if !loginIfNeeded {
 			return nil, false, web.Refuse(http.StatusUnauthorized, "login_required",
@@ -107,19 +110,40 @@ func (s *Server) finished(w http.ResponseWriter, r *http.Request, e *elicitation
 	case elicitation.StatusCompleted:
 		return s.connectedPage(w, r, e)
 	case elicitation.StatusDeclined:
-		return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "Request declined",
+		return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "Request declined",
 			Message: "This request was declined. Nothing was shared."})
 	case elicitation.StatusExpired:
-		return s.outcome(w, r, http.StatusGone, templates.OutcomeView{Kind: "expired", Title: "This link has expired",
+		return s.outcome(w, r, e, http.StatusGone, templates.OutcomeView{Kind: "expired", Title: "This link has expired",
 			Message: "Ask your application for a new link."})
 	default:
-		return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "refused", Title: "This request failed",
+		return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "refused", Title: "This request failed",
 			Message: "Ask your application to try again."})
 	}
 }
 
-func (s *Server) outcome(w http.ResponseWriter, r *http.Request, status int, v templates.OutcomeView) error {
+// outcome renders a page that ends link e, with the way back to e's
+// application (its homepage, when it has one: issue 38 item 10).
+func (s *Server) outcome(w http.ResponseWriter, r *http.Request, e *elicitation.Elicitation, status int, v templates.OutcomeView) error {
+	if v.Connected == nil { // the success page offers it already
+		if c, err := s.clients.Get(r.Context(), e.ClientID); err == nil && c.Homepage != "" {
+			v.BackName, v.BackURL = c.Name, c.Homepage
+		}
+	}
 	return web.Render(w, r, status, templates.Outcome(v))
+}
+
+// unsignedEnd is the page of a link that is no longer pending, for a
+// browser not signed in: that it has expired, or that it was used — never
+// how, or by whom — without asking to sign in first (issue 38 item 10: a
+// visitor had to sign in to learn a link had expired).
+func (s *Server) unsignedEnd(w http.ResponseWriter, r *http.Request, e *elicitation.Elicitation) error {
+	noStore(w)
+	if e.Effective(s.now()) == elicitation.StatusExpired {
+		return s.outcome(w, r, e, http.StatusGone, templates.OutcomeView{Kind: "expired", Title: "This link has expired",
+			Message: "Nothing was shared. Ask your application for a new link."})
+	}
+	return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "This link was already used",
+		Message: "There is nothing more to do here. If you need to, ask your application for a new link.", Account: true})
 }
 
 // existing returns the user's connection the elicitation is about, whose
@@ -484,14 +508,14 @@ func (s *Server) connectedPage(w http.ResponseWriter, r *http.Request, e *elicit
 	noStore(w)
 	if connID := r.URL.Query().Get("account"); vault.ValidID(connID) {
 		if c, err := s.connectedView(w, r.Context(), e, connID); err == nil {
-			return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Connected",
+			return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Connected",
 				Message: "Your account is connected. Your application can use it now.", Account: true, Connected: c})
 		} else if !errors.Is(err, vault.ErrNotConnected) {
 			// The flow is complete; only the page's wording is lost.
 			s.logger.WarnContext(r.Context(), "success page details", slog.Any("error", err))
 		}
 	}
-	return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Already connected",
+	return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Already connected",
 		Message: "This request was already completed.", Account: true})
 }
 
@@ -526,6 +550,6 @@ func (s *Server) decline(w http.ResponseWriter, r *http.Request, e *elicitation.
 	if _, err := s.elicitations.Settle(r, e, elicitation.StatusDeclined, reason); err != nil {
 		return err
 	}
-	return s.outcome(w, r, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "Request declined",
+	return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "Request declined",
 		Message: "You declined. Nothing was shared with the application."})
 }

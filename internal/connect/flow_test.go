@@ -663,8 +663,10 @@ func TestHandlesAloneAuthorizeNothing(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("no client key: %d", resp.StatusCode)
 	}
-	// The connect URL alone, in a fresh browser, only leads to a login.
-	if r := e.browser().get(el["url"].(string)); r.status != http.StatusFound || !strings.Contains(r.location, "/login?") {
+	// The connect URL alone, in a fresh browser, only says it was used
+	// (TestEndedLinksNeedNoSignIn), nothing of whose.
+	if r := e.browser().get(el["url"].(string)); r.status != http.StatusOK || !strings.Contains(r.body, "already used") ||
+		strings.Contains(r.body, "alice") {
 		t.Fatalf("connect URL without a session: %d %s", r.status, r.location)
 	}
 }
@@ -948,8 +950,15 @@ func TestSuccessPageIsReloadable(t *testing.T) {
 	// Bob, with the URL: refused as on the link, nothing of alice's shown.
 	bob := e.browser()
 	e.openAs(bob, u, "bob")
-	if page := bob.get(raw.Location); page.status != http.StatusForbidden || strings.Contains(page.body, "alpha can now use") {
-		t.Fatalf("bob on alice's success page: %d\n%s", page.status, pageText(page.body))
+	// (Bob could not sign in on the used link: it says only that it was
+	// used. Signed in on another link of his, alice's page refuses him.)
+	if page := bob.get(raw.Location); page.status != http.StatusOK || !strings.Contains(page.body, "already used") ||
+		strings.Contains(page.body, "can now use") {
+		t.Fatalf("bob, not signed in, on alice's success page: %d\n%s", page.status, pageText(page.body))
+	}
+	e.openAs(bob, e.newMCPServer("delta", "fake").mint("bob", map[string]any{"provider": "fake"})["url"].(string), "bob")
+	if page := bob.get(raw.Location); page.status != http.StatusForbidden || strings.Contains(page.body, "can now use") {
+		t.Fatalf("bob, signed in, on alice's success page: %d\n%s", page.status, pageText(page.body))
 	}
 	// A connection that is not alice's named in the URL: no account shown.
 	bobs := e.connectFully(e.newMCPServer("beta", "fake"), "bob", map[string]any{"provider": "fake", "scopes": []string{"read"}})
@@ -976,4 +985,50 @@ func TestSuccessPageIsReloadable(t *testing.T) {
 	if page := b.get(r.Location); page.status != http.StatusOK || !strings.Contains(pageText(page.body), "gamma can now use your") {
 		t.Fatalf("consent-only success page: %d\n%s", page.status, pageText(page.body))
 	}
+}
+
+// TestEndedLinksNeedNoSignIn (issue 38 item 10): a link that is no longer
+// pending tells a browser that is not signed in so at once — expired (410),
+// or already used, never how or for whom — instead of asking it to sign in
+// first; and every page that ends a link leads back to the application
+// (its homepage).
+func TestEndedLinksNeedNoSignIn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	m := e.newMCPServer("alpha", "fake")
+	if err := e.clients.SetDisplay(context.Background(), m.client.ID, "", "https://alpha.example/app"); err != nil {
+		t.Fatal(err)
+	}
+	done := e.connectFully(m, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	used := done["url"].(string)
+	expired := m.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"write"}})["url"].(string)
+	e.clock.Advance(2 * time.Hour)
+
+	anon := e.browser()
+	r := anon.get(expired)
+	if text := pageText(r.body); r.status != http.StatusGone || !strings.Contains(text, "This link has expired") ||
+		!strings.Contains(r.body, `href="https://alpha.example/app"`) || !strings.Contains(text, "Back to alpha") {
+		t.Fatalf("an expired link, not signed in: %d %q\n%s", r.status, r.location, text)
+	}
+	r = anon.get(used + "?account=" + connectionIDOf(t, e, "alice"))
+	if text := pageText(r.body); r.status != http.StatusOK || !strings.Contains(text, "This link was already used") ||
+		strings.Contains(text, "can now use") || strings.Contains(text, "alice") {
+		t.Fatalf("a used link, not signed in: %d %q\n%s", r.status, r.location, text)
+	}
+	// Signed in as its user, an expired link says the same, with the way back.
+	b := e.browser()
+	e.openAs(b, m.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})["url"].(string), "alice")
+	if r := b.get(expired); r.status != http.StatusGone || !strings.Contains(r.body, "Back to alpha") {
+		t.Fatalf("an expired link, signed in: %d\n%s", r.status, pageText(r.body))
+	}
+}
+
+// connectionIDOf is user's one connection's id.
+func connectionIDOf(t *testing.T, e *env, user string) string {
+	t.Helper()
+	var id string
+	if err := e.pool.QueryRow(context.Background(), `SELECT id FROM connections WHERE subject = $1`, user).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

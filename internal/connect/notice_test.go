@@ -79,3 +79,44 @@ func TestAccountNotices(t *testing.T) {
 		t.Fatal("a dismissed notice still shows")
 	}
 }
+
+// TestRevocationsByOthersExplainThemselves (issue 38 item 3): an end of a
+// user's connection by someone else leaves its notice on /account — an
+// application's unlink names the application; an administrator's
+// revocation (its notice written by package admin: TestRevokeThroughTheAPI)
+// says an administrator did it. The user's own Disconnect leaves none.
+func TestRevocationsByOthersExplainThemselves(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	a := e.newMCPServer("alpha", "fake")
+	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	if st, out := a.call(http.MethodDelete, "/v1/connections/fake", "alice", nil); st != http.StatusOK {
+		t.Fatalf("unlink: %d %v", st, out)
+	}
+	page := pageText(e.accountPage(e.browser(), "alice").body)
+	if !strings.Contains(page, "the application alpha disconnected your") || !strings.Contains(page, "revoked at") {
+		t.Fatalf("alice's page after alpha's unlink:\n%s", page)
+	}
+	alice := identity.User{Issuer: e.idps[0].Issuer(), Subject: "alice"}
+	if err := notice.Add(context.Background(), e.pool, notice.Notice{User: alice, Kind: notice.KindAdminRevoked,
+		Provider: "fake", ConnectionID: "cn_gone", Account: "alice@fake"}); err != nil {
+		t.Fatal(err)
+	}
+	page = pageText(e.accountPage(e.browser(), "alice").body)
+	if !strings.Contains(page, "an administrator disconnected your") || !strings.Contains(page, "alice@fake") {
+		t.Fatalf("alice's page after an admin's revocation:\n%s", page)
+	}
+	// Her own Disconnect: no notice.
+	b := e.newMCPServer("beta", "fake")
+	e.connectFully(b, "bob", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	before := e.count("user_notices")
+	br := e.browser()
+	acc := e.accountPage(br, "bob")
+	if r := e.accountPost(br, acc, "/account/disconnect", url.Values{"provider": {"fake"}, "confirm": {"yes"}}); r.status != http.StatusSeeOther ||
+		!strings.HasSuffix(r.location, "?done=disconnected") {
+		t.Fatalf("bob's disconnect: %d %s", r.status, r.location)
+	}
+	if n := e.count("user_notices"); n != before {
+		t.Fatalf("bob's own Disconnect left %d notices", n-before)
+	}
+}

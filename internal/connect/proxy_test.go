@@ -292,7 +292,7 @@ func TestProxyRemoveAccessEverywhere(t *testing.T) {
 	}
 	br := e.browser()
 	page := e.accountPage(br, "alice")
-	if r := e.accountPost(br, page, "/account/withdraw", url.Values{"provider": {"fake"}, "client": {a.client.ID}}); r.status != http.StatusSeeOther {
+	if r := e.accountPost(br, page, "/account/withdraw", url.Values{"confirm": {"yes"}, "provider": {"fake"}, "client": {a.client.ID}}); r.status != http.StatusSeeOther {
 		t.Fatalf("withdraw: %d", r.status)
 	}
 	deadline := time.Now().Add(time.Second)

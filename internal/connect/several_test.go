@@ -138,7 +138,7 @@ func TestSeveralAccounts(t *testing.T) {
 	if !strings.Contains(page.body, "(home)") {
 		t.Fatal("the page does not show the label")
 	}
-	if r := e.accountPost(br, page, "/account/withdraw", url.Values{"provider": {"fake"}, "connection": {home}, "client": {b.client.ID}}); r.status != http.StatusSeeOther {
+	if r := e.accountPost(br, page, "/account/withdraw", url.Values{"confirm": {"yes"}, "provider": {"fake"}, "connection": {home}, "client": {b.client.ID}}); r.status != http.StatusSeeOther {
 		t.Fatalf("withdraw: %d %s", r.status, r.body)
 	}
 	st, out = b.call(http.MethodGet, "/v1/connections/fake/token", "alice", nil)

@@ -34,7 +34,7 @@ func TestSignOutAndContinue(t *testing.T) {
 	}
 	// It says who is signed in and which application sent the link
 	// (issue 38 item 4), still nothing of whom it is for.
-	if text := pageText(r.body); !strings.Contains(text, "files created this link for another account") ||
+	if text := pageText(r.body); !strings.Contains(text, "This link from files was created for another account") ||
 		!strings.Contains(text, "You are signed in as bob") {
 		t.Fatalf("the refusal does not say who is signed in and who sent the link:\n%s", text)
 	}

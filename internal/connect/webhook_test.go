@@ -219,7 +219,7 @@ func TestWebhookEvents(t *testing.T) {
 	// alice takes beta's access back on her account page.
 	ab := e.browser()
 	page = e.accountPage(ab, "alice")
-	if r := e.accountPost(ab, page, "/account/withdraw", url.Values{"provider": {"fake"}, "client": {b.client.ID}}); r.status != http.StatusSeeOther {
+	if r := e.accountPost(ab, page, "/account/withdraw", url.Values{"confirm": {"yes"}, "provider": {"fake"}, "client": {b.client.ID}}); r.status != http.StatusSeeOther {
 		t.Fatalf("withdraw: %d", r.status)
 	}
 	if w := rb.wait("approval.withdrawn"); dataString(w, "by") != "user" || dataString(w, "provider") != "fake" {

@@ -1,7 +1,8 @@
 // Package notice owns what a user is told on their account page about
-// something done to their connections by someone else — today, that an
-// administrator cut off a client that may have been compromised and revoked
-// the connections it had read (table user_notices). A notice outlives the
+// something done to their connections by someone else — an administrator
+// revoked one, or cut off a client that may have been compromised and
+// revoked the connections it had read, or an application ended one (table
+// user_notices). A notice outlives the
 // connection it is about: it keeps its own copy of the provider, the
 // connection id and the account's name.
 //
@@ -22,9 +23,19 @@ import (
 	"github.com/connectd/connectd/internal/identity"
 )
 
-// KindClientCutOff: an administrator cut off ClientID (it may have been
-// compromised) and revoked this connection, whose credential it had read.
-const KindClientCutOff = "client_cut_off"
+// The kinds of notices: every end of a user's connection by someone else
+// explains itself (issue 38 item 3).
+const (
+	// KindClientCutOff: an administrator cut off ClientID (it may have
+	// been compromised) and revoked this connection, whose credential it
+	// had read.
+	KindClientCutOff = "client_cut_off"
+	// KindAdminRevoked: an administrator revoked this connection.
+	KindAdminRevoked = "admin_revoked"
+	// KindClientUnlinked: the application ClientID ended this connection
+	// (DELETE /v1/connections/{provider}).
+	KindClientUnlinked = "client_unlinked"
+)
 
 // Notice is one thing to tell a user. It never holds a secret.
 type Notice struct {

@@ -376,6 +376,18 @@ the figure to take again on a quiet one.
     collector working against ` + "`GOMEMLIMIT`" + `. The sampled audit (about 3–5 MB for 20,000
     keys) and the caches cost the same way. Size ` + "`GOMEMLIMIT`" + ` from the active users
     ([operations.md](operations.md)).
+  - **Then one record a call** (issue 36, 2026-12-02, later). The call was still counted
+    twice in memory: as the receipt's line and as the sampled ` + "`" + `proxy.call` + "`" + ` audit key. Now the
+    audit key carries the call's method, template and status, and it is the call's one
+    record: the admin's trail and the user's receipts both read its rows (` + "`" + `audit.Uses` + "`" + `), as
+    token reads already were. Alternated on the same machine, ` + "`" + `GOMEMLIMIT=46MiB` + "`" + `, 10,000
+    users, five clean passes each, CPU-ms per proxied call (median, range):
+    - before (both records, 3 passes): 0.212–0.265 at 16 callers, 0.397–0.535 at 64.
+    - no proxy receipts at all (the bound): 0.203 (0.176–0.237) at 16, 0.278 (0.268–0.309) at 64.
+    - one record: 0.223 (0.208–0.236) at 16, 0.286 (0.265–0.311) at 64 — 1.10× and 1.03× the
+      bound, inside its spread; req/s at 64 callers 3,997 against 4,156 (0.96×).
+    A busy line's count and "Last used" now follow the audit's hour (as token reads' did),
+    not a minute.
 - **Several replicas** (` + "`REPLICAS=3 make bench`" + `) on the same two cores add processes, not
   cores: each replica has its own caches (primed on every replica) and its own
   collector, so the token lookup lands at 45–50 % of the trivial handler instead of

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 
@@ -112,11 +114,14 @@ type unknownVar struct{ name, nearest string }
 // the nearest known name: a misspelling (CONNECTD_ADRR) is otherwise
 // ignored without a word, and a mistyped listen address silently serves
 // on the default.
-func unknownVars(environ []string) []unknownVar {
+//
+// Names the configuration refers to (referenced: a providers file's or
+// CONNECTD_ISSUERS' *_env fields) are the operator's own, not misspellings.
+func unknownVars(environ []string, referenced map[string]bool) []unknownVar {
 	var out []unknownVar
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "CONNECTD_") || slices.Contains(knownVars, name) ||
+		if !strings.HasPrefix(name, "CONNECTD_") || slices.Contains(knownVars, name) || referenced[name] ||
 			slices.ContainsFunc(toolPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
 			continue
 		}
@@ -142,16 +147,57 @@ func nearestVar(name string) string {
 	return best
 }
 
+// referencedVars are the variable names the configuration files name in
+// their *_env fields (client_secret_env, client_id_env …): those of
+// CONNECTD_ISSUERS (or its file) and of CONNECTD_PROVIDERS_FILE. A file that
+// cannot be read or parsed names none here; loading the configuration
+// reports it.
+func referencedVars(getenv func(string) string) map[string]bool {
+	out := map[string]bool{}
+	docs := []string{getenv("CONNECTD_ISSUERS")}
+	for _, v := range []string{"CONNECTD_ISSUERS_FILE", "CONNECTD_PROVIDERS_FILE"} {
+		if path := getenv(v); path != "" {
+			if b, err := os.ReadFile(path); err == nil {
+				docs = append(docs, string(b))
+			}
+		}
+	}
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if s, ok := x.(string); ok && strings.HasSuffix(k, "_env") {
+					out[s] = true
+				}
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	for _, d := range docs {
+		var v any
+		if json.Unmarshal([]byte(d), &v) == nil {
+			walk(v)
+		}
+	}
+	return out
+}
+
 // warnUnknownVars writes a warning line to w for each CONNECTD_* variable
-// of environ connectd does not read (it starts all the same).
-func warnUnknownVars(environ []string, w io.Writer) {
-	for _, u := range unknownVars(environ) {
+// of environ connectd does not read (it starts all the same); getenv reads
+// the configuration that may name some of them (referencedVars).
+func warnUnknownVars(environ []string, getenv func(string) string, w io.Writer) {
+	for _, u := range unknownVars(environ, referencedVars(getenv)) {
 		if u.nearest != "" {
 			fmt.Fprintf(w, "connectd: warning: %s is not a connectd setting and is ignored; did you mean %s? (docs/configuration.md)\n",
 				u.name, u.nearest)
 			continue
 		}
-		fmt.Fprintf(w, "connectd: warning: %s is not a connectd setting (docs/configuration.md lists them): ignored, "+
-			"unless a providers file or CONNECTD_ISSUERS names it in a *_env field\n", u.name)
+		fmt.Fprintf(w, "connectd: warning: %s is not a connectd setting (docs/configuration.md lists them), "+
+			"and no *_env field of the providers file or CONNECTD_ISSUERS names it: ignored\n", u.name)
 	}
 }

@@ -25,17 +25,17 @@ func TestUnknownVars(t *testing.T) {
 		"CONNECTD_MAIN_CLIENT_SECRET=s",     // near nothing: maybe a providers file's client_secret_env
 		"connectd_addr=:1",                  // not CONNECTD_
 	}
-	got := unknownVars(environ)
+	got := unknownVars(environ, nil)
 	want := []unknownVar{{"CONNECTD_ADRR", "CONNECTD_ADDR"}, {"CONNECTD_DATABSE_URL", "CONNECTD_DATABASE_URL"},
 		{"CONNECTD_public_url", "CONNECTD_PUBLIC_URL"}, {"CONNECTD_MAIN_CLIENT_SECRET", ""}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("unknownVars = %v, want %v", got, want)
 	}
 	var out bytes.Buffer
-	warnUnknownVars(environ, &out)
+	warnUnknownVars(environ, envOf(nil), &out)
 	for _, line := range []string{
 		"connectd: warning: CONNECTD_ADRR is not a connectd setting and is ignored; did you mean CONNECTD_ADDR?",
-		"connectd: warning: CONNECTD_MAIN_CLIENT_SECRET is not a connectd setting (docs/configuration.md lists them): ignored, unless a providers file",
+		"connectd: warning: CONNECTD_MAIN_CLIENT_SECRET is not a connectd setting (docs/configuration.md lists them), and no *_env field",
 	} {
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("the warnings lack %q:\n%s", line, out.String())
@@ -137,4 +137,27 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
+}
+
+// TestReferencedVarsAreNotWarnedAbout (issue 38 item 6): a CONNECTD_* name
+// the providers file or CONNECTD_ISSUERS names in a *_env field is the
+// operator's own variable, not a misspelling: no warning. Others still get
+// theirs.
+func TestReferencedVarsAreNotWarnedAbout(t *testing.T) {
+	t.Parallel()
+	providers := writeFile(t, "providers.json", `{"providers":[{"name":"github","template":"github",
+		"client_id_env":"CONNECTD_GH_ID","client_secret_env":"CONNECTD_GH_SECRET"}]}`)
+	env := envOf(map[string]string{"CONNECTD_PROVIDERS_FILE": providers,
+		"CONNECTD_ISSUERS": `[{"id":"main","issuer":"https://idp.example","login":true,"client_id":"c","client_secret_env":"CONNECTD_IDP_SECRET"}]`})
+	environ := []string{"CONNECTD_GH_ID=x", "CONNECTD_GH_SECRET=y", "CONNECTD_IDP_SECRET=z", "CONNECTD_OTHER_SECRET=w"}
+	var out bytes.Buffer
+	warnUnknownVars(environ, env, &out)
+	for _, name := range []string{"CONNECTD_GH_ID", "CONNECTD_GH_SECRET", "CONNECTD_IDP_SECRET"} {
+		if strings.Contains(out.String(), name) {
+			t.Errorf("%s, named in the configuration, is warned about:\n%s", name, out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "CONNECTD_OTHER_SECRET is not a connectd setting") {
+		t.Errorf("an unreferenced name is not warned about:\n%s", out.String())
+	}
 }

@@ -2,11 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -39,6 +45,37 @@ func openPool(ctx context.Context, cfg *Config) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("database pool: %w", err)
 	}
 	return pool, nil
+}
+
+// startupPing bounds serve's first look at the database.
+const startupPing = 3 * time.Second
+
+// checkDatabase tells the operator at once, in one line, when serve starts
+// without a database it can reach (issue 38 item 6): which variable to
+// check, where it points (host, port, database and user — never the
+// password) and why. serve goes on (its /readyz answers 503
+// database_unreachable until the database answers), as a replica started
+// before its database must.
+func checkDatabase(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) {
+	pctx, cancel := context.WithTimeout(ctx, startupPing)
+	defer cancel()
+	err := pool.Ping(pctx)
+	if err == nil {
+		return
+	}
+	cc := pool.Config().ConnConfig
+	why := "no answer within " + startupPing.String()
+	var ce *pgconn.ConnectError
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &pe):
+		why = pe.Code + " " + pe.Message // e.g. 28P01 password authentication failed for user "u"
+	case errors.As(err, &ce) && ce.Unwrap() != nil:
+		why = strings.ReplaceAll(ce.Unwrap().Error(), "\n", "; ") // e.g. dial tcp 127.0.0.1:1: connect: connection refused
+	}
+	logger.ErrorContext(ctx, "database unreachable at start: check CONNECTD_DATABASE_URL; serving, /readyz answers 503 until it is reachable",
+		slog.String("host", net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))), slog.String("database", cc.Database),
+		slog.String("user", cc.User), slog.String("error", why))
 }
 
 // migrateUp applies pending migrations under goose's Postgres session lock, so

@@ -17,7 +17,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	warnUnknownVars(os.Environ(), os.Stderr)
+	warnUnknownVars(os.Environ(), os.Getenv, os.Stderr)
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "connectd:", err)
 		stop()

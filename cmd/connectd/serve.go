@@ -52,6 +52,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	defer pool.Close()
+	checkDatabase(ctx, pool, logger)
 	if cfg.AutoMigrate {
 		if err := migrateUp(ctx, pool, logger); err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -349,5 +350,42 @@ func TestMigrateCommands(t *testing.T) {
 	}
 	if errors.Is(err, context.Canceled) {
 		t.Fatal("unexpected cancel")
+	}
+}
+
+// TestServeSaysWhichVariableWhenTheDatabaseIsUnreachable (issue 38 item
+// 6): serve started without a database it can reach says so at once, in
+// one line naming CONNECTD_DATABASE_URL, where it points and why — never
+// the password — and serves on (/readyz 503) for the database to come.
+func TestServeSaysWhichVariableWhenTheDatabaseIsUnreachable(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	const password = "pw-not-for-logs-7d1c"
+	in := start(t, map[string]string{"CONNECTD_DATABASE_URL": "postgres://ops:" + password + "@" + addr + "/connectd"})
+	var line map[string]any
+	deadline := time.Now().Add(10 * time.Second)
+	for line == nil && time.Now().Before(deadline) {
+		for _, l := range strings.Split(in.logs.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && strings.HasPrefix(fmt.Sprint(m["msg"]), "database unreachable at start") {
+				line = m
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if line == nil || !strings.Contains(line["msg"].(string), "CONNECTD_DATABASE_URL") || line["host"] != addr ||
+		line["database"] != "connectd" || line["user"] != "ops" || !strings.Contains(fmt.Sprint(line["error"]), "refused") {
+		t.Fatalf("no line naming the variable, where and why: %v\n%s", line, in.logs.String())
+	}
+	if strings.Contains(in.logs.String(), password) {
+		t.Fatal("the database password is in the logs")
+	}
+	if code, m := getJSON(t, in.base+"/readyz"); code != 503 || m["reason"] != "database_unreachable" {
+		t.Fatalf("readyz without a database: %d %v", code, m)
 	}
 }

@@ -66,6 +66,9 @@ func (a *Authenticator) authenticateClient(r *http.Request, dpop bool) (Client, 
 	}
 	var c Client
 	var err error
+	if LooksLikeAssertion(key) && strings.HasPrefix(r.Header.Get(mcpauth.UserTokenHeader), KeyPrefix) {
+		return Client{}, ErrSwappedHeaders // a JWT where the key goes, a key where the user token goes
+	}
 	if LooksLikeAssertion(key) {
 		if a.apiAudience == "" {
 			return Client{}, ErrInvalidClientKey
@@ -105,7 +108,7 @@ func (a *Authenticator) Recheck(r *http.Request, clientID string) error {
 // busy or down): a held request ends on the first, never on the second.
 func Refused(err error) bool {
 	return errors.Is(err, ErrMissingClientKey) || errors.Is(err, ErrInvalidClientKey) ||
-		errors.Is(err, ErrClientDisabled) || errors.Is(err, ErrInvalidAssertion)
+		errors.Is(err, ErrClientDisabled) || errors.Is(err, ErrInvalidAssertion) || errors.Is(err, ErrSwappedHeaders)
 }
 
 func (a *Authenticator) recheck(r *http.Request, clientID string) error {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,28 +73,32 @@ func TestAuthenticateHTTP(t *testing.T) {
 		name, authz, user string
 		status            int
 		code, challenge   string
+		says              string // in the description, when set
 	}{
-		{"ok", "Bearer " + key, valid, 200, "", ""},
-		{"scheme is case-insensitive", "bearer " + key, valid, 200, "", ""},
-		{"no client key", "", valid, 401, "invalid_client", missing},
-		{"basic instead of bearer", "Basic " + key, valid, 401, "invalid_client", missing},
-		{"wrong client key", "Bearer cks_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", valid, 401, "invalid_client", invalid},
-		{"user token as client key", "Bearer " + valid, valid, 401, "invalid_client", invalid},
-		{"disabled client", "Bearer " + disabledKey, valid, 401, "invalid_client", invalid},
-		{"no user token", "Bearer " + key, "", 401, "missing_user_token", missing},
-		{"client key as user token", "Bearer " + key, key, 401, "invalid_token", invalid},
+		{"ok", "Bearer " + key, valid, 200, "", "", ""},
+		{"scheme is case-insensitive", "bearer " + key, valid, 200, "", "", ""},
+		{"no client key", "", valid, 401, "invalid_client", missing, ""},
+		{"basic instead of bearer", "Basic " + key, valid, 401, "invalid_client", missing, ""},
+		{"wrong client key", "Bearer cks_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", valid, 401, "invalid_client", invalid, ""},
+		{"user token as client key", "Bearer " + valid, valid, 401, "invalid_client", invalid, ""},
+		// Swapped (issue 38 item 6): said so, not "the client assertion is
+		// not valid"; neither credential is used.
+		{"headers swapped", "Bearer " + valid, key, 401, "invalid_client", invalid, "the headers are swapped"},
+		{"disabled client", "Bearer " + disabledKey, valid, 401, "invalid_client", invalid, ""},
+		{"no user token", "Bearer " + key, "", 401, "missing_user_token", missing, ""},
+		{"client key as user token", "Bearer " + key, key, 401, "invalid_token", invalid, ""},
 		{"expired", "Bearer " + key, tok(a, func(c jwt.MapClaims) {
 			c["iat"], c["exp"] = time.Now().Add(-2*time.Hour).Unix(), time.Now().Add(-time.Hour).Unix()
-		}), 401, "token_expired", invalid},
+		}), 401, "token_expired", invalid, ""},
 		{"not yet valid", "Bearer " + key, tok(a, func(c jwt.MapClaims) { c["nbf"] = time.Now().Add(time.Hour).Unix() }),
-			401, "token_not_yet_valid", invalid},
+			401, "token_not_yet_valid", invalid, ""},
 		{"token for another MCP server", "Bearer " + key, tok(a, func(c jwt.MapClaims) { c["aud"] = mcpauthtest.OtherResource }),
-			401, "wrong_audience", invalid},
+			401, "wrong_audience", invalid, ""},
 		{"untrusted issuer", "Bearer " + key, tok(a, func(c jwt.MapClaims) { c["iss"] = "https://evil.example" }),
-			401, "untrusted_issuer", invalid},
-		{"alg none", "Bearer " + key, unsigned(t, a.AccessTokenClaims("alice", "x", "", mcpauthtest.Resource)), 401, "invalid_token", invalid},
-		{"garbage", "Bearer " + key, "garbage", 401, "invalid_token", invalid},
-		{"jwks unreachable", "Bearer " + key, tok(down, nil), 503, "jwks_unavailable", ""},
+			401, "untrusted_issuer", invalid, ""},
+		{"alg none", "Bearer " + key, unsigned(t, a.AccessTokenClaims("alice", "x", "", mcpauthtest.Resource)), 401, "invalid_token", invalid, ""},
+		{"garbage", "Bearer " + key, "garbage", 401, "invalid_token", invalid, ""},
+		{"jwks unreachable", "Bearer " + key, tok(down, nil), 503, "jwks_unavailable", "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,6 +124,9 @@ func TestAuthenticateHTTP(t *testing.T) {
 			}
 			if resp.StatusCode != tt.status || body["error"] != tt.code {
 				t.Fatalf("got %d %q, want %d %q", resp.StatusCode, body["error"], tt.status, tt.code)
+			}
+			if !strings.Contains(body["error_description"], tt.says) || strings.Contains(body["error_description"], key) {
+				t.Fatalf("description %q, want it to say %q (and never the key)", body["error_description"], tt.says)
 			}
 			if got := resp.Header.Get("WWW-Authenticate"); got != tt.challenge {
 				t.Fatalf("WWW-Authenticate %q, want %q", got, tt.challenge)

@@ -12,6 +12,10 @@ var (
 	ErrMissingClientKey = errors.New("clientauth: no client key")
 	// ErrInvalidClientKey means the key is malformed, unknown or past its overlap.
 	ErrInvalidClientKey = errors.New("clientauth: invalid client key")
+	// ErrSwappedHeaders means Authorization carried a JWT and the user
+	// token header a client key: the two headers were swapped (issue 38
+	// item 6). Neither was used.
+	ErrSwappedHeaders = errors.New("clientauth: the client key and the user token are in each other's header")
 	// ErrClientDisabled means the key is valid but its client is disabled.
 	ErrClientDisabled = errors.New("clientauth: client disabled")
 	// ErrClientNotFound means no client has the given id.

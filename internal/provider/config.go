@@ -354,7 +354,7 @@ func ParseConfig(data []byte, opts ParseOptions) (*Config, error) {
 	}
 	var f file
 	if err := strictDecode(data, &f); err != nil {
-		return nil, &ConfigError{Index: -1, Problem: "not a valid providers file: " + err.Error()}
+		return nil, &ConfigError{Index: -1, Problem: "not a valid providers file: " + err.Error() + at(data, err)}
 	}
 	cfg := &Config{Dev: opts.Dev, NoSecrets: opts.NoSecrets}
 	seen := map[string]int{}
@@ -379,16 +379,45 @@ func ParseConfig(data []byte, opts ParseOptions) (*Config, error) {
 
 // strictDecode decodes exactly one JSON value, refusing unknown fields and
 // trailing data.
+// unwrapped keeps a decoding error reachable by errors.As (at) without
+// adding its text twice.
+type unwrapped struct{ err error }
+
+func (u unwrapped) Error() string { return "" }
+func (u unwrapped) Unwrap() error { return u.err }
+
 func strictDecode(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return errors.New(strings.TrimPrefix(err.Error(), "json: "))
+		return fmt.Errorf("%s%w", strings.TrimPrefix(err.Error(), "json: "), unwrapped{err})
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("unexpected data after the JSON value")
 	}
 	return nil
+}
+
+// at says where in data a decoding error is (" at line L, column C"), for
+// the errors that know their offset (a syntax error, a value of the wrong
+// type); "" for the others.
+func at(data []byte, err error) string {
+	var off int64
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+	default:
+		return ""
+	}
+	off = min(max(off, 1), int64(len(data)))
+	before := data[:off]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := utf8.RuneCount(before[bytes.LastIndexByte(before, '\n')+1:])
+	return fmt.Sprintf(" (at line %d, column %d)", line, col)
 }
 
 // peekName reads an entry's name for error messages, ignoring other problems.

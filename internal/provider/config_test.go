@@ -37,6 +37,10 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		wantMsg   string
 	}{
 		{"not JSON", `providers: []`, false, "", "not a valid providers file"},
+		// A syntax error names its line and column (issue 38 item 6).
+		{"syntax error, line and column", "{\"providers\": [\n  {\"name\": \"gh\",\n   \"template\": \"github\" \"client_id\": \"x\"}\n]}", false, "",
+			"invalid character '\"' after object key:value pair (at line 3, column 25)"},
+		{"wrong type, line and column", "{\n\"providers\": {}}", false, "", "(at line 2, column 14)"},
 		{"unknown top-level field", `{"providers":[],"extra":1}`, false, "", `unknown field "extra"`},
 		{"trailing data", `{"providers":[]} {}`, false, "", "after the JSON value"},
 		{"unknown entry field", `{"providers":[{"name":"gh","template":"github","client_id":"x","client_secret_env":"GH_SECRET","tokn_url":"https://x"}]}`, false, "", `providers[0] (gh): unknown field "tokn_url"`},

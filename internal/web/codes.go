@@ -131,6 +131,9 @@ var codes = []row{
 		challenge(challengeInvalid, dpopChallengeInvalid)).clientRefused(),
 	auth(clientauth.ErrInvalidAssertion, http.StatusUnauthorized, "invalid_client", "the client assertion is not valid",
 		challenge(challengeInvalid, dpopChallengeInvalid)).clientRefused(),
+	auth(clientauth.ErrSwappedHeaders, http.StatusUnauthorized, "invalid_client",
+		"the headers are swapped: the client key goes in Authorization (Bearer cks_…), the user's access token in "+
+			mcpauth.UserTokenHeader, challenge(challengeInvalid, dpopChallengeInvalid)).clientRefused(),
 	auth(clientauth.ErrMissingDPoP, http.StatusUnauthorized, "invalid_dpop_proof",
 		"this call needs one DPoP header: a proof signed by one of the client's registered keys "+
 			"(the client requires DPoP, or used the DPoP authorization scheme)",

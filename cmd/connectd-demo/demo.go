@@ -74,6 +74,7 @@ type demoOptions struct {
 	providerPort int    // Demo Files
 	mcpPort      int    // example MCP server (the default organization's)
 	mcp2Port     int    // the second organization's example MCP server
+	webhookPort  int    // the demo's webhook receiver (0: none)
 	internalAddr string // connectd's operators' listener
 	stateDir     string
 }
@@ -131,6 +132,8 @@ func runDemo(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 	fset.IntVar(&o.providerPort, "provider-port", 8082, "Demo Files' port")
 	fset.IntVar(&o.mcpPort, "mcp-port", 8083, "the example MCP server's port")
 	fset.IntVar(&o.mcp2Port, "mcp2-port", 8084, "the second organization's (globex) example MCP server's port")
+	fset.IntVar(&o.webhookPort, "webhook-port", 8085, "the demo's webhook receiver's port: it is registered for the example MCP server "+
+		"and prints every event connectd sends it, verified (0: none)")
 	fset.StringVar(&o.internalAddr, "internal-addr", "127.0.0.1:9090", "connectd's operators' listener")
 	fset.StringVar(&o.stateDir, "state-dir", defaultStateDir, "where the demo keeps its keys, Demo Files' tokens, its providers file and "+
 		"connectd.env (what connectd-demo clients uses); next to its database, so a restart keeps what you set up")
@@ -228,6 +231,13 @@ func runDemo(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 			return fmt.Errorf("demo: listen on %s: %w", o.listen(p), err)
 		}
 		lns = append(lns, ln)
+	}
+	var webhookLn net.Listener
+	if o.webhookPort != 0 {
+		if webhookLn, err = net.Listen("tcp", o.listen(o.webhookPort)); err != nil {
+			return fmt.Errorf("demo: listen on %s: %w", o.listen(o.webhookPort), err)
+		}
+		lns = append(lns, webhookLn)
 	}
 
 	// The identity provider: connectd's login client, and a public client
@@ -357,7 +367,8 @@ func runDemo(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 		// OAuth endpoints and its API, where the proxy sends the example's
 		// calls: api_base_url in the providers file).
 		"CONNECTD_EGRESS_ALLOW_HOSTS": joinNonEmpty(env.get("CONNECTD_EGRESS_ALLOW_HOSTS"),
-			net.JoinHostPort(o.host, strconv.Itoa(o.idpPort)), net.JoinHostPort(o.host, strconv.Itoa(o.providerPort))),
+			net.JoinHostPort(o.host, strconv.Itoa(o.idpPort)), net.JoinHostPort(o.host, strconv.Itoa(o.providerPort)),
+			webhookHost(o)),
 	} {
 		env.set(k, v)
 	}
@@ -391,6 +402,22 @@ func runDemo(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 		return err
 	}
 	logger.InfoContext(ctx, "second organization ready", slog.String("org", globexOrg), slog.String("app_client_id", globexAppID))
+	var webhookURL string
+	if webhookLn != nil {
+		// The demo's webhook receiver, registered for the example MCP server
+		// with connectd clients webhooks as an operator does (anew at each
+		// start: the secret is shown once), and serving before connectd
+		// delivers anything.
+		webhookURL = o.url(o.webhookPort) + "/webhooks"
+		secret, err := registerWebhook(ctx, bin, env, clientID, webhookURL)
+		if err != nil {
+			return err
+		}
+		hs := &http.Server{Handler: webhookReceiver(secret, base.With(slog.String("component", "webhooks"))),
+			ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, hs)
+		go func() { errc <- hs.Serve(webhookLn) }()
+	}
 	client2ID, err := startMCP(globexOrg, globexClientName, mcp2URL, lns[3], "mcp-server-globex")
 	if err != nil {
 		return err
@@ -405,7 +432,7 @@ func runDemo(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 				Try: tryCommand(idpURL, mcpURL), TryOwn: tryCommand(idpURL, "http://127.0.0.1:8083/mcp"), Demo: demoCommand(stateArg), EnvFile: envFile,
 				FreePort: o.mcpPort + 10, Host: o.host,
 				MCP2: mcp2URL, Client2ID: client2ID, Try2: tryCommand(idpURL, "http://127.0.0.1:8083/mcp") + " -mcp " + mcp2URL,
-				Org2: globexOrg, Org2Name: globexName, Org2App: globexAppID, Org2Color: globexColor})
+				Org2: globexOrg, Org2Name: globexName, Org2App: globexAppID, Org2Color: globexColor, Webhooks: webhookURL})
 		}
 	}()
 	serveErr := make(chan error, 1)
@@ -688,6 +715,70 @@ type walkthrough struct {
 	Org2Color               string
 	MCP2, Client2ID         string
 	Try2                    string // the try command for its MCP server
+	Webhooks                string // the demo's webhook receiver; "" for none
+}
+
+// webhookHost is the demo's webhook receiver's host:port for connectd's
+// egress allow-list (dev mode reaches plain http on loopback only there);
+// "" without one.
+func webhookHost(o demoOptions) string {
+	if o.webhookPort == 0 {
+		return ""
+	}
+	return net.JoinHostPort(o.host, strconv.Itoa(o.webhookPort))
+}
+
+// registerWebhook registers url as a webhook endpoint of client with the
+// operator's commands (connectd clients webhooks list, remove, add) and
+// returns its signing secret: the endpoint of an earlier run at the same
+// URL is removed first (its secret was shown once, to that run).
+func registerWebhook(ctx context.Context, bin string, env demoEnv, client, url string) (string, error) {
+	out, err := operatorCommand(ctx, bin, env, "", "clients", "webhooks", "list", "--client", client)
+	if err != nil {
+		return "", fmt.Errorf("demo: connectd clients webhooks list: %w\n%s", err, out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[1] == url {
+			if out, err := operatorCommand(ctx, bin, env, "", "clients", "webhooks", "remove", "--id", f[0]); err != nil {
+				return "", fmt.Errorf("demo: connectd clients webhooks remove: %w\n%s", err, out)
+			}
+		}
+	}
+	out, err = operatorCommand(ctx, bin, env, "", "clients", "webhooks", "add", "--client", client, "--url", url)
+	if err != nil {
+		return "", fmt.Errorf("demo: connectd clients webhooks add: %w\n%s", err, out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if s, ok := strings.CutPrefix(line, "secret: "); ok {
+			return strings.TrimSpace(s), nil
+		}
+	}
+	return "", errors.New("demo: connectd clients webhooks add printed no secret")
+}
+
+// webhookReceiver is the demo's webhook endpoint: it verifies each
+// delivery with the Go client's VerifyWebhook (the Standard Webhooks
+// signature, as an MCP server does) and logs its type and data — ids and
+// names, never a credential; a request that does not verify is refused
+// with 401 and logged.
+func webhookReceiver(secret string, logger *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, "unreadable body", http.StatusBadRequest)
+			return
+		}
+		ev, err := client.VerifyWebhook(secret, r.Header, body, time.Now())
+		if err != nil {
+			logger.WarnContext(r.Context(), "webhook refused: it does not verify", slog.Any("error", err))
+			http.Error(w, "signature not valid", http.StatusUnauthorized)
+			return
+		}
+		data, _ := json.Marshal(ev.Data)
+		logger.InfoContext(r.Context(), "webhook received, signature verified", slog.String("type", ev.Type),
+			slog.String("webhook_id", ev.ID), slog.String("data", string(data)))
+		w.WriteHeader(http.StatusNoContent)
+	})
 }
 
 // tryCommand is the try command that reaches this run's identity provider
@@ -968,6 +1059,13 @@ var walkthroughText = template.Must(template.New("walkthrough").Parse(`
 
        {{.TryOwn}} -user alice -mcp http://{{.Host}}:{{.FreePort}}/mcp
 
+{{- if .Webhooks}}
+  Webhooks: the demo's receiver at {{.Webhooks}} is registered for the
+  example MCP server; every event connectd sends it (elicitation.completed,
+  connection.revoked, …) is printed in this log, its signature verified
+  (webhook received, signature verified). Add your own receiver with
+  {{.Demo}} clients webhooks add (its host:port in CONNECTD_EGRESS_ALLOW_HOSTS).
+{{end}}
   Every connectd clients command works the same way ({{.Demo}} clients list,
   … clients webhooks add --client ID --url URL, …): it runs connectd clients
   on this demo's database, named in {{.EnvFile}}.

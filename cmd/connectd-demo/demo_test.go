@@ -72,8 +72,8 @@ type demoRun struct {
 
 // demoPorts is how many ports a demo run takes: connectd, the identity
 // provider, Demo Files, the two example MCP servers, the operators'
-// listener.
-const demoPorts = 6
+// listener, the webhook receiver.
+const demoPorts = 7
 
 func startDemo(t *testing.T, dbURL, stateDir string, ports []int, extra ...string) *demoRun {
 	return startDemoEnv(t, dbURL, stateDir, ports, nil, extra...)
@@ -90,7 +90,8 @@ func startDemoEnv(t *testing.T, dbURL, stateDir string, ports []int, moreEnv []s
 	d := &demoRun{out: &testkit.LogBuffer{}, logs: &testkit.LogBuffer{}, done: make(chan error, 1), stop: cancel}
 	args := []string{"-connectd", bin, "-port", strconv.Itoa(ports[0]), "-idp-port", strconv.Itoa(ports[1]),
 		"-provider-port", strconv.Itoa(ports[2]), "-mcp-port", strconv.Itoa(ports[3]),
-		"-internal-addr", "127.0.0.1:" + strconv.Itoa(ports[4]), "-mcp2-port", strconv.Itoa(ports[5]), "-state-dir", stateDir}
+		"-internal-addr", "127.0.0.1:" + strconv.Itoa(ports[4]), "-mcp2-port", strconv.Itoa(ports[5]),
+		"-webhook-port", strconv.Itoa(ports[6]), "-state-dir", stateDir}
 	args = append(args, extra...)
 	env := append([]string{"CONNECTD_DATABASE_URL=" + dbURL, "CONNECTD_LOG_FORMAT=json"}, moreEnv...)
 	filesc := make(chan *providertest.Server, 1)
@@ -442,6 +443,21 @@ func TestDemo(t *testing.T) {
 			t.Fatalf("no webhook delivery after the restart (%d before)", len(deliveries))
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// The demo's own receiver (issue 38 item 7: webhooks could not be
+	// tried in the demo), registered anew at each start, prints bob's
+	// events with their signature verified, and nothing it refused.
+	if !strings.Contains(d.out.String(), fmt.Sprintf("the demo's receiver at http://127.0.0.1:%d/webhooks", ports[6])) {
+		t.Fatalf("the walkthrough does not name the demo's webhook receiver:\n%s", d.out.String())
+	}
+	for !strings.Contains(d.logs.String(), `"msg":"webhook received, signature verified"`) {
+		if ctx.Err() != nil {
+			t.Fatalf("the demo's webhook receiver printed no verified event:\n%s", d.logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if strings.Contains(d.logs.String(), "webhook refused") {
+		t.Fatalf("the demo's receiver refused a delivery:\n%s", d.logs.String())
 	}
 }
 

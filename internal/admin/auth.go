@@ -234,7 +234,8 @@ func (s *Server) members(ctx context.Context, issuer, subject string) ([]Members
 func (s *Server) requireSession(least Role, h web.PageFunc) web.PageFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if s.login == nil {
-			return s.refusePage(w, r, "", "Admin sign-in is not configured on this connectd (CONNECTD_ADMIN_ISSUER).")
+			return s.refusePage(w, r, templates.AdminSignInView{
+				Message: "Admin sign-in is not configured on this connectd (CONNECTD_ADMIN_ISSUER)."})
 		}
 		sess, err := s.sessions.Load(w, r)
 		var p *principal
@@ -252,7 +253,12 @@ func (s *Server) requireSession(least Role, h web.PageFunc) web.PageFunc {
 			http.Redirect(w, r, loginURL(r), http.StatusSeeOther)
 			return nil
 		default:
-			return s.refusePage(w, r, loginURL(r), "This page is for connectd administrators. Sign in with an administrator account.")
+			v := templates.AdminSignInView{LoginURL: loginURL(r),
+				Message: "This page is for connectd administrators. Sign in with an administrator account."}
+			if err == nil {
+				v.SignedInAs = sess.Subject // signed in, but not an admin: say who, and lead to their own page
+			}
+			return s.refusePage(w, r, v)
 		}
 		acting, err := act(r, *p, least)
 		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, acting))
@@ -317,11 +323,12 @@ func navSection(path string) string {
 	return "connections"
 }
 
-func (s *Server) refusePage(w http.ResponseWriter, r *http.Request, login, msg string) error {
+// refusePage answers 403 with the sign-in page v (its way out: an
+// administrator's sign-in, and the user's own account page).
+func (s *Server) refusePage(w http.ResponseWriter, r *http.Request, v templates.AdminSignInView) error {
 	s.logger.InfoContext(r.Context(), "request refused", slog.String("code", "admin_required"),
 		slog.Int("status", http.StatusForbidden))
-	v := templates.AdminSignInView{LoginURL: login, Message: msg}
-	if login != "" && s.orgSignIn != nil {
+	if v.LoginURL != "" && s.orgSignIn != nil {
 		v.OrgLoginPath, v.ReturnTo = LoginPath, returnTarget(r)
 	}
 	return web.Render(w, r, http.StatusForbidden, templates.AdminSignIn(v))
@@ -481,8 +488,14 @@ func (s *Server) admit(r *http.Request, res mcpauth.LoginResult) error {
 	s.auditLogged(r, Event{Kind: "security.admin_login_refused", Issuer: res.Issuer, Subject: res.Subject}, Actor{Name: "user", noRole: true})
 	s.logger.WarnContext(r.Context(), "admin sign-in refused", slog.String("issuer", res.Issuer),
 		slog.String("subject", res.Subject))
-	return web.Refuse(http.StatusForbidden, "not_an_admin",
+	refused := web.Refuse(http.StatusForbidden, "not_an_admin",
 		"This account is not a connectd administrator. Nothing was changed.", nil)
+	// The way out (issue 38 item 10): who is signed in, another account's
+	// sign-in (the issuer asked to let the user choose), the user's own
+	// account page.
+	refused.Page = templates.AdminSignIn(templates.AdminSignInView{Message: refused.Description,
+		LoginURL: LoginPath + "?" + url.Values{"return_to": {homePath}, "switch": {"1"}}.Encode(), SignedInAs: res.Subject})
+	return refused
 }
 
 // auditLogged records ev on its own by actor; a failure is logged, as the

@@ -36,6 +36,13 @@ func TestAdminSignInPolicy(t *testing.T) {
 					if r.status != http.StatusForbidden || e.code(r) != "not_an_admin" || r.setsAdminSession() {
 						t.Fatalf("%s: got %d %q, want 403 not_an_admin and no admin cookie", user, r.status, e.code(r))
 					}
+					// A way out (issue 38 item 10): who is signed in, another
+					// account's sign-in (choosing at the issuer), their own page.
+					if !strings.Contains(r.body, "You are signed in as <strong>"+user+"</strong>") ||
+						!strings.Contains(r.body, `href="/admin/login?return_to=%2Fadmin%2Fconnections&amp;switch=1"`) ||
+						!strings.Contains(r.body, `href="/account"`) {
+						t.Fatalf("%s: the refusal offers no way out:\n%s", user, r.body)
+					}
 					if p := b.get(e.srv.URL + "/admin/connections"); !toSignIn(p) {
 						t.Fatalf("%s: /admin/connections after a refused sign-in: %d %s", user, p.status, p.location)
 					}

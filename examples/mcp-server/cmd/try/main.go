@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 	token, err := devtoken.Get(ctx, devtoken.Request{Issuer: *idp, User: *user, Resource: *endpoint})
 	if err != nil {
-		return err
+		return notRunning(err, "-idp", *idp)
 	}
 	if *tokenOnly {
 		fmt.Fprintln(stdout, token)
@@ -122,7 +122,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: *endpoint, HTTPClient: hc},
 		&mcp.ClientSessionOptions{ProtocolVersion: *protocol})
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", *endpoint, err)
+		return notRunning(fmt.Errorf("connect to %s: %w", *endpoint, err), "-mcp", *endpoint)
 	}
 	defer cs.Close()
 	fmt.Fprintf(stderr, "MCP session: protocol %s; calling %s (waits while you connect in the browser)\n",
@@ -303,4 +303,15 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.next.RoundTrip(r)
+}
+
+// notRunning adds to err, when nothing listened at the address (connection
+// refused), what to check: the demo running, and its ports (issue 38 item
+// 10: the README's line failed on moved ports with "connection refused").
+func notRunning(err error, flag, url string) error {
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return err
+	}
+	return fmt.Errorf("%w\nnothing answers at %s: is make demo running? If it runs on other ports, "+
+		"use the try line its walkthrough printed (it names %s)", err, url, flag)
 }

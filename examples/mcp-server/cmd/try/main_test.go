@@ -19,3 +19,15 @@ func TestArgs(t *testing.T) {
 		}
 	}
 }
+
+// TestNothingListening (issue 38 item 10): with nothing at the identity
+// provider's address (the demo not running, or on other ports), try says
+// what to check and which flag names the address, not only "connection
+// refused".
+func TestNothingListening(t *testing.T) {
+	t.Parallel()
+	err := run(context.Background(), []string{"-idp", "http://127.0.0.1:1"}, strings.NewReader(""), io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "is make demo running?") || !strings.Contains(err.Error(), "-idp") {
+		t.Fatalf("try with nothing listening: %v", err)
+	}
+}

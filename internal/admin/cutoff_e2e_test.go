@@ -74,6 +74,25 @@ func TestCutOffEndToEnd(t *testing.T) {
 		t.Fatalf("confirmation page: %d %s", confirm.status, confirm.body)
 	}
 	since := time.Now().UTC().Add(-24 * time.Hour).Format("2006-01-02")
+	// The confirmation lists what revocation would revoke before anything
+	// is done, for the date asked, and nothing is ticked in advance (issue
+	// 38 item 8).
+	preview := ab.get(e.srv.URL + cutOffURL + "?since=" + since)
+	for user, conn := range conns {
+		if !strings.Contains(preview.body, conn) || !strings.Contains(preview.body, user+" (") {
+			t.Fatalf("the confirmation does not list %s's exposed account %s:\n%s", user, conn, preview.body)
+		}
+	}
+	if !strings.Contains(preview.body, "since "+since) || !strings.Contains(preview.body, ": 2</h2>") ||
+		!strings.Contains(preview.body, `name="revoke" value="yes">`) || strings.Contains(preview.body, `value="yes" checked`) {
+		t.Fatalf("the confirmation's revocation choice:\n%s", preview.body)
+	}
+	if r := ab.get(e.srv.URL + cutOffURL + "?since=tomorrow"); r.status != http.StatusBadRequest || e.code(r) != "invalid_request" {
+		t.Fatalf("a bad since on the confirmation: %d %q", r.status, e.code(r))
+	}
+	if c, _ := e.clients.Get(context.Background(), bad.client.ID); c.Disabled || e.auditCount("client.cut_off") != 0 {
+		t.Fatal("showing the confirmation cut the client off")
+	}
 	form := url.Values{"csrf_token": {csrfOf(t, confirm.body)}, "since": {since}, "revoke": {"yes"}}
 	for _, tc := range []struct {
 		name string
@@ -175,6 +194,35 @@ func TestCutOffEndToEnd(t *testing.T) {
 		"confirm": {bad.client.ID}, "since": {since}})
 	if retry.status != http.StatusOK || !strings.Contains(retry.body, "No linked account") {
 		t.Fatalf("revoke what is left: %d %s", retry.status, retry.body)
+	}
+
+	// Its page now says it is disabled and offers the way back (issue 38
+	// item 8): enabling it again, audited; the key works again.
+	page = ab.get(e.srv.URL + "/admin/clients/" + bad.client.ID)
+	enableURL := "/admin/clients/" + bad.client.ID + "/enable"
+	if !strings.Contains(page.body, "shady is disabled") || !strings.Contains(page.body, `action="`+enableURL+`"`) ||
+		strings.Contains(page.body, "Cut off this client") {
+		t.Fatalf("a cut-off client's page:\n%s", page.body)
+	}
+	if r := ab.do(http.MethodPost, e.srv.URL+enableURL, url.Values{"csrf_token": {csrfOf(t, page.body)}}); r.status != http.StatusBadRequest ||
+		e.code(r) != "confirmation_required" {
+		t.Fatalf("enable without the confirmation: %d %q", r.status, e.code(r))
+	}
+	if r := ab.do(http.MethodPost, e.srv.URL+enableURL, url.Values{"confirm": {bad.client.ID}}); r.status != http.StatusForbidden {
+		t.Fatalf("enable without the CSRF token: %d", r.status)
+	}
+	if c, _ := e.clients.Get(context.Background(), bad.client.ID); !c.Disabled {
+		t.Fatal("a refused form enabled the client")
+	}
+	if r := ab.do(http.MethodPost, e.srv.URL+enableURL, url.Values{"csrf_token": {csrfOf(t, page.body)},
+		"confirm": {bad.client.ID}}); r.status != http.StatusSeeOther {
+		t.Fatalf("enable: %d %s", r.status, r.body)
+	}
+	if st, out := bad.call(http.MethodGet, "/v1/connections", "alice", nil); st != http.StatusOK {
+		t.Fatalf("the enabled client's key: %d %v", st, out)
+	}
+	if e.count(`SELECT count(*) FROM audit_events WHERE kind = 'client.enabled' AND actor = 'admin:alice'`) != 1 {
+		t.Fatal("enabling it again is not audited by the admin who did it")
 	}
 
 	t.Run("a proxy-only client", func(t *testing.T) {

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -17,15 +18,70 @@ const sinceLayout = "2006-01-02" // the form's date input (UTC)
 // defaultCutOffWindow is how far back the form looks by default.
 const defaultCutOffWindow = 30 * 24 * time.Hour
 
-// confirmCutOffPage handles GET /admin/clients/{id}/cut-off.
+// confirmCutOffPage handles GET /admin/clients/{id}/cut-off[?since=DATE]:
+// the confirmation, listing the linked accounts whose credential it
+// received since then — what revocation would revoke — before anything is
+// done (issue 38 item 8: they were shown only afterwards, and revocation
+// was ticked in advance).
 func (s *Server) confirmCutOffPage(w http.ResponseWriter, r *http.Request) error {
 	c, err := s.client(r, r.PathValue("id"))
 	if err != nil {
 		return clientError(err)
 	}
-	return web.Render(w, r, http.StatusOK, templates.AdminCutOff(templates.AdminCutOffView{Nav: s.nav(r, "clients"),
-		ID: c.ID, Name: clientName(c), Disabled: c.Disabled, Since: s.now().Add(-defaultCutOffWindow).UTC().Format(sinceLayout),
-		Action: s.href(r, "/admin/clients/"+c.ID+"/cut-off"), BackURL: s.href(r, "/admin/clients/"+c.ID)}))
+	since := s.now().Add(-defaultCutOffWindow).UTC().Truncate(24 * time.Hour)
+	if q := strings.TrimSpace(r.URL.Query().Get("since")); q != "" {
+		t, err := time.Parse(sinceLayout, q)
+		if err != nil || !t.Before(s.now()) {
+			return web.Refuse(http.StatusBadRequest, "invalid_request",
+				"Give the date since when to count what it received, a day in the past (YYYY-MM-DD).", err)
+		}
+		since = t
+	}
+	exposed, err := s.store.Exposure(r.Context(), c.ID, since)
+	if err != nil {
+		return err
+	}
+	v := templates.AdminCutOffView{Nav: s.nav(r, "clients"), ID: c.ID, Name: clientName(c), Disabled: c.Disabled,
+		Since: since.Format(sinceLayout), SinceText: fmtTime(since), Action: s.href(r, "/admin/clients/"+c.ID+"/cut-off"),
+		BackURL: s.href(r, "/admin/clients/"+c.ID)}
+	for _, x := range exposed {
+		v.Rows = append(v.Rows, s.exposedRow(r, x))
+	}
+	return web.Render(w, r, http.StatusOK, templates.AdminCutOff(v))
+}
+
+// exposedRow is x as the cut-off's pages list it.
+func (s *Server) exposedRow(r *http.Request, x Exposed) templates.AdminExposedRow {
+	return templates.AdminExposedRow{ConnectionID: x.ConnectionID, URL: s.href(r, "/admin/connections/"+x.ConnectionID),
+		User: x.User.Subject + " (" + x.User.Issuer + ")", Provider: x.Provider,
+		Account: accountText(Connection{DisplayName: x.DisplayName, Label: x.Label}), LastRead: fmtTime(x.LastRead),
+		Outcome: "not revoked"}
+}
+
+// enablePage handles POST /admin/clients/{id}/enable (confirm: the client
+// id): a disabled MCP server's keys work again (issue 38 item 8: a cut-off
+// client's page offered no way back). Audited as client.enabled.
+func (s *Server) enablePage(w http.ResponseWriter, r *http.Request) error {
+	if err := s.checkForm(w, r); err != nil {
+		return err
+	}
+	c, err := s.client(r, r.PathValue("id"))
+	if err != nil {
+		return clientError(err)
+	}
+	if r.PostForm.Get("confirm") != c.ID {
+		return web.Refuse(http.StatusBadRequest, "confirmation_required", "Confirm on the MCP server's page.", nil)
+	}
+	if c.Disabled {
+		if err := s.clients.SetDisabled(r.Context(), c.ID, false); err != nil {
+			return registryError(err)
+		}
+		s.store.auditAfter(r.Context(), Event{Kind: "client.enabled", Org: c.Org, ClientID: c.ID, Target: c.ID}, actorOf(r))
+		s.logger.InfoContext(r.Context(), "client enabled again by an admin", slog.String("client_id", c.ID),
+			slog.String("actor", actorOf(r).Name))
+	}
+	http.Redirect(w, r, s.href(r, "/admin/clients/"+c.ID), http.StatusSeeOther)
+	return nil
 }
 
 // cutOffForm checks a cut-off form: CSRF, the confirmation naming the
@@ -95,10 +151,7 @@ func (s *Server) renderCutOff(w http.ResponseWriter, r *http.Request, name strin
 		failed[id] = true
 	}
 	for _, x := range out.Exposed {
-		row := templates.AdminExposedRow{ConnectionID: x.ConnectionID, URL: s.href(r, "/admin/connections/"+x.ConnectionID),
-			User: x.User.Subject + " (" + x.User.Issuer + ")", Provider: x.Provider,
-			Account: accountText(Connection{DisplayName: x.DisplayName, Label: x.Label}), LastRead: fmtTime(x.LastRead),
-			Outcome: "not revoked"}
+		row := s.exposedRow(r, x)
 		switch at, ok := out.AtProvider[x.ConnectionID]; {
 		case failed[x.ConnectionID]:
 			row.Outcome, row.Bad = "revocation failed: still stored", true

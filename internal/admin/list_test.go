@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -178,6 +179,18 @@ func TestListFilters(t *testing.T) {
 	}
 	if _, err := e.store.Connections(ctx, admin.Filter{Status: "bogus"}, nil, 0); !errors.Is(err, admin.ErrInvalid) {
 		t.Fatalf("bad filter: %v", err)
+	}
+	// Revoked ones are deleted (issue 38 item 8): the page offers no filter
+	// that never finds a row, and asked for them it says where they are.
+	if slices.Contains(admin.Statuses(), "revoked") {
+		t.Fatal("the listing offers a revoked filter, which never finds a row")
+	}
+	pe := newEnv(t, envOptions{}) // with the admin sign-in
+	page := pe.adminBrowser().get(pe.srv.URL + "/admin/connections?status=revoked")
+	if page.status != http.StatusOK || !strings.Contains(page.body, "A revoked linked account is deleted") ||
+		!strings.Contains(page.body, `href="/admin/events?kind=connection.revoked&amp;window=30d"`) ||
+		strings.Contains(page.body, `<option value="revoked"`) {
+		t.Fatalf("the listing asked for revoked ones: %d\n%s", page.status, page.body)
 	}
 }
 

@@ -204,6 +204,10 @@ func (s *Server) connectionsPage(w http.ResponseWriter, r *http.Request) error {
 	v := templates.AdminConnectionsView{Nav: s.nav(r, "connections"),
 		Filter: templates.AdminFilterView{User: f.Subject, Issuer: f.Issuer, Provider: f.Provider, Status: f.Status,
 			Client: f.Client, Statuses: Statuses()}}
+	if f.Status == string(vault.StatusRevoked) {
+		// Revoked connections are deleted: say where their end is recorded.
+		v.RevokedURL = s.href(r, "/admin/events?"+url.Values{"kind": {"connection.revoked"}, "window": {"30d"}}.Encode())
+	}
 	for _, c := range p.Connections {
 		v.Rows = append(v.Rows, templates.AdminConnectionRow{URL: s.href(r, "/admin/connections/"+c.ID), ID: c.ID,
 			Subject: c.User.Subject, Issuer: c.User.Issuer, Provider: c.Provider, Account: accountText(c), Status: c.Status,

@@ -32,6 +32,7 @@ var leastRoles = map[string]string{
 	"GET /admin/clients/{id}/cut-off":           "security",
 	"POST /admin/clients/{id}/cut-off":          "security",
 	"POST /admin/clients/{id}/cut-off/revoke":   "security",
+	"POST /admin/clients/{id}/enable":           "security",
 	"POST /admin/clients/{id}/webhooks":         "admin",
 	"GET /admin/webhooks/{id}":                  "viewer",
 	"GET /admin/webhooks/{id}/delete":           "admin",

@@ -172,6 +172,7 @@ func (s *Server) routes() []route {
 		r("GET /admin/clients/{id}/cut-off", page, RoleSecurity, s.confirmCutOffPage),
 		r("POST /admin/clients/{id}/cut-off", page, RoleSecurity, s.cutOffPage),
 		r("POST /admin/clients/{id}/cut-off/revoke", page, RoleSecurity, s.revokeExposurePage),
+		r("POST /admin/clients/{id}/enable", page, RoleSecurity, s.enablePage), // cutoff_pages.go
 		r("POST /admin/clients/{id}/webhooks", page, RoleAdmin, s.createWebhookPage),
 		r("GET /admin/webhooks/{id}", page, RoleViewer, s.webhookPage),
 		r("GET /admin/webhooks/{id}/delete", page, RoleAdmin, s.confirmDeleteWebhookPage),

@@ -434,6 +434,9 @@ func (s *Server) clientPage(w http.ResponseWriter, r *http.Request) error {
 		Providers: row.Providers, Created: row.Created, LastUsed: row.LastUsed, Disabled: c.Disabled,
 		ConnectionsURL: row.ConnectionsURL, CreateURL: s.href(r, "/admin/clients/"+c.ID+"/webhooks"), Types: webhook.Types,
 		CutOffURL: s.href(r, "/admin/clients/"+c.ID+"/cut-off")}
+	if p := principalOf(r.Context()); c.Disabled && (p.operator || p.role.Allows(RoleSecurity)) {
+		v.EnableURL = s.href(r, "/admin/clients/"+c.ID+"/enable")
+	}
 	v.Manage = s.clientManage(r, c) // clients_edit.go
 	// Its request rules and recent approvals (approvals.go).
 	if err := s.approvalsView(r, c, &v); err != nil {

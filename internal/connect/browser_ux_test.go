@@ -1,7 +1,9 @@
 package connect_test
 
 import (
+	"bytes"
 	"context"
+	"image/png"
 	"fmt"
 	"net/http"
 	"strings"
@@ -188,4 +190,48 @@ func TestRealBrowserPages(t *testing.T) {
 		wants(t, "success page", text(t, ctx), "Notes Helper can now use your Demo Files account")
 		browsertest.Shoot(t, ctx, "ux-07-connected-shared")
 	})
+
+	// A logo that does not load (issue 38 item 9) shows the initial on the
+	// accent, not the broken-image icon: the avatar's top middle, away from
+	// the glyph, is the brand's accent colour, where a missing image left
+	// the white of the logo frame.
+	t.Run("a logo that does not load", func(t *testing.T) {
+		broken, bkey, err := e.clients.Create(ctx0, "Broken Logo", []string{"https://broken.mcp.example/"}, []string{"fake"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.clients.SetDisplay(ctx0, broken.ID, logos.URL+"/gone.svg", ""); err != nil {
+			t.Fatal(err)
+		}
+		bm := &mcpServer{e: e, client: broken, key: bkey}
+		ctx := browsertest.Tab(t, browser)
+		el := bm.mint("bob", map[string]any{"provider": "fake", "scopes": []string{"files.read"}})
+		login(t, ctx, el["url"].(string), "bob")
+		browsertest.Do(t, ctx, chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`)))
+		browsertest.WaitUntil(t, ctx, "[...document.images].every(i => i.complete)")
+		if n := browsertest.Eval[int](t, ctx, `document.querySelector(".parties .avatar img").naturalWidth`); n != 0 {
+			t.Fatalf("the broken logo loaded (%d px)", n)
+		}
+		shot, err := chromedp.Run(ctx, chromedp.Screenshot(chromedp.CSS(".parties .avatar")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(bytes.NewReader(shot))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := img.Bounds()
+		r, g, bl, _ := img.At(b.Min.X+b.Dx()/2, b.Min.Y+b.Dy()/8).RGBA()
+		if d := absDiff(r>>8, 15) + absDiff(g>>8, 123) + absDiff(bl>>8, 108); d > 30 {
+			t.Errorf("the broken logo's avatar is rgb(%d, %d, %d) at its top, not the accent's rgb(15, 123, 108)", r>>8, g>>8, bl>>8)
+		}
+		browsertest.Shoot(t, ctx, "ux-10-broken-logo")
+	})
+}
+
+func absDiff(a, b uint32) uint32 {
+	if a > b {
+		return a - b
+	}
+	return b - a
 }

@@ -3,6 +3,7 @@ package connect_test
 import (
 	"context"
 	"html"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -130,5 +131,40 @@ func TestUnbrandedPages(t *testing.T) {
 	}
 	if got := templates.ProviderMark("X", "", "nosuch"); got.LogoURL != "" {
 		t.Errorf("a template without a monogram: %+v", got)
+	}
+}
+
+// TestTrustDetails (issue 38 item 9): a proxy-only application's consent
+// page does not say it will receive the permissions; the account page names
+// the issuer's host, not its raw URL; a page that does not exist says so in
+// words a user reads.
+func TestTrustDetails(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	a := e.newMCPServer("alpha", "fake")
+	if err := e.server.Clients().SetProxyOnly(context.Background(), a.client.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	u := a.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})["url"].(string)
+	b := e.browser()
+	consent := pageText(e.openAs(b, u, "alice").body)
+	if strings.Contains(consent, "alpha will receive") || !strings.Contains(consent, "Permissions alpha may use through connectd") {
+		t.Fatalf("a proxy-only application's consent page:\n%s", consent)
+	}
+	account := pageText(e.accountPage(b, "alice").body)
+	if strings.Contains(account, "Signed in as alice "+e.idps[0].Issuer()) || !strings.Contains(account, "Signed in as alice at 127.0.0.1") {
+		t.Fatalf("the account page names the issuer so:\n%s", account)
+	}
+	req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/no-such-page", nil)
+	req.Header.Set("Accept", "text/html")
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if text := pageText(string(body)); resp.StatusCode != http.StatusNotFound || !strings.Contains(text, "There is no page at this address") ||
+		strings.Contains(text, "no such resource") {
+		t.Fatalf("the 404 page: %d\n%s", resp.StatusCode, text)
 	}
 }

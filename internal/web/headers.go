@@ -173,10 +173,15 @@ func Static(fsys fs.FS) http.Handler {
 }
 
 // Fallback answers whatever no route matched with a 404: the error page for a
-// browser asking for HTML, the JSON envelope for everyone else (and always
-// under /v1/).
+// browser asking for HTML (in words a user reads, with the way back), the
+// JSON envelope for everyone else (and always under /v1/).
 func Fallback(logger *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if WantsPage(r) {
+			WriteError(w, r, logger, Refuse(http.StatusNotFound, "not_found",
+				"There is no page at this address. Check the link, or open it again from your application.", nil))
+			return
+		}
 		WriteError(w, r, logger, Errorf(http.StatusNotFound, "not_found", "no such resource"))
 	})
 }

@@ -3,8 +3,8 @@ package connect_test
 import (
 	"bytes"
 	"context"
-	"image/png"
 	"fmt"
+	"image/png"
 	"net/http"
 	"strings"
 	"testing"

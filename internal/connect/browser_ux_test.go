@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/connectd/connectd/internal/browsertest"
@@ -189,6 +191,32 @@ func TestRealBrowserPages(t *testing.T) {
 		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`button[value="allow"]`)), chromedp.WaitVisible(chromedp.CSS(".outcome.success")))
 		wants(t, "success page", text(t, ctx), "Notes Helper can now use your Demo Files account")
 		browsertest.Shoot(t, ctx, "ux-07-connected-shared")
+	})
+
+	// Dark mode (issue 38): the pages follow prefers-color-scheme, and every
+	// check of the pages — contrast included — holds in it too.
+	t.Run("dark mode", func(t *testing.T) {
+		ctx := browsertest.Tab(t, browser)
+		browsertest.Do(t, ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+				Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
+			return err
+		}))
+		login(t, ctx, e.srv.URL+"/account", "alice") // this tab's own sign-in
+		browsertest.WaitUntil(t, ctx, `location.pathname === "/account" && document.readyState === "complete"`)
+		for _, pg := range []struct{ path, wait, name string }{
+			{"/", "a.button.primary", "ux-20-dark-home"},
+			{"/account", "main.card h1", "ux-21-dark-account"},
+			{"/c/" + strings.Repeat("A", 32), ".outcome", "ux-22-dark-error"},
+			{strings.TrimPrefix(m.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"files.read", "files.share"}})["url"].(string), e.srv.URL),
+				`button[value="allow"]`, "ux-23-dark-consent"},
+		} {
+			browsertest.Do(t, ctx, chromedp.Navigate(e.srv.URL+pg.path), chromedp.WaitVisible(chromedp.CSS(pg.wait)))
+			if bg := browsertest.Eval[string](t, ctx, "getComputedStyle(document.body).backgroundColor"); bg != "rgb(15, 20, 27)" {
+				t.Errorf("%s in dark mode: the page's background is %s", pg.path, bg)
+			}
+			browsertest.Shoot(t, ctx, pg.name) // checks contrast at both widths
+		}
 	})
 
 	// A logo that does not load (issue 38 item 9) shows the initial on the

@@ -94,7 +94,14 @@ func BrandCSS(accent string) []byte {
 	if contrast(luminance(r, g, b), 1) < 4.5 {
 		link = "#0842a0"
 	}
-	return fmt.Appendf(nil, ":root { --accent: %s; --accent-dark: %s; --on-accent: %s; --link: %s; }\n", accent, dark, on, link)
+	// In dark mode links sit on the dark card (style.css's --card, #18202b):
+	// the accent where it reads there, else the default light blue.
+	darkLink := accent
+	if contrast(luminance(r, g, b), luminance(0x18, 0x20, 0x2b)) < 4.5 {
+		darkLink = "#8ab4f8"
+	}
+	return fmt.Appendf(nil, ":root { --accent: %s; --accent-dark: %s; --on-accent: %s; --link: %s; }\n"+
+		"@media (prefers-color-scheme: dark) { :root { --link: %s; } }\n", accent, dark, on, link, darkLink)
 }
 
 func luminance(r, g, b float64) float64 {

@@ -11,8 +11,9 @@ func TestBrandCSS(t *testing.T) {
 		accent string
 		want   []string // in the stylesheet; none: no stylesheet
 	}{
-		{"#0f7b6c", []string{"--accent: #0f7b6c", "--accent-dark: #0c6256", "--on-accent: #ffffff", "--link: #0f7b6c"}},
-		{"#ffd400", []string{"--accent: #ffd400", "--on-accent: #111827", "--link: #0842a0"}}, // light: dark text, default links
+		{"#0f7b6c", []string{"--accent: #0f7b6c", "--accent-dark: #0c6256", "--on-accent: #ffffff", "--link: #0f7b6c",
+			"@media (prefers-color-scheme: dark) { :root { --link: #8ab4f8; } }"}}, // too dark on the dark card
+		{"#ffd400", []string{"--accent: #ffd400", "--on-accent: #111827", "--link: #0842a0", "dark) { :root { --link: #ffd400; } }"}}, // light: dark text, default links; reads on the dark card
 		{"#000000", []string{"--accent-dark: #000000", "--on-accent: #ffffff"}},
 		{"", nil},
 		{"#abc", nil},

@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO    ?= go
 PG    := scripts/pg run --
 
-.PHONY: all build generate check-generated fmt-check vet ts test demo pg clean bench faults
+.PHONY: all build generate check-generated fmt-check vet ts test demo pg clean bench faults dist
 
 all: build
 
@@ -55,13 +55,19 @@ demo:
 	@mkdir -p .cache
 	CONNECTD_PG_DIR=$(CURDIR)/.cache/demo-pg $(PG) scripts/demo $(DEMO_FLAGS)
 
+## dist: the release artifacts in dist/, built offline: connectd for linux amd64 and arm64, the Python client's
+## wheel (pip install FILE), the TypeScript client's npm tarball (npm install FILE), the container image when a
+## Docker engine is here, and SHA256SUMS (scripts/dist; VERSION, DIST_ARCHES, DIST_OUT).
+dist: ts
+	@scripts/dist
+
 ## pg: a private PostgreSQL for other tools; prints its URLs and runs until Ctrl-C.
 pg:
 	@scripts/pg serve
 
 clean:
 	scripts/pg remove .cache/demo-pg
-	rm -rf bin .cache
+	rm -rf bin .cache dist
 
 ## bench: benchmark harness with in-run baselines (REPLICAS=N); writes docs/performance.md.
 ## BENCH_FLAGS=-profile=DIR keeps pprof profiles of replica 0; see go run ./cmd/connectd-bench -h.

@@ -32,7 +32,7 @@ func TestReleaseWorkflowLints(t *testing.T) {
 
 // TestDist (issue 38): make dist's artifacts install as the READMEs say,
 // offline: the binary runs, the wheel installs with pip from the file
-// alone (no index) and imports, the npm tarball installs with npm from the
+// alone (no index) into a fresh virtual environment and imports, the npm tarball installs with npm from the
 // file alone and loads, and SHA256SUMS verifies.
 func TestDist(t *testing.T) {
 	t.Parallel()
@@ -77,12 +77,14 @@ func TestDist(t *testing.T) {
 			t.Errorf("the wheel lacks %s: %v", want, files)
 		}
 	}
-	site := filepath.Join(t.TempDir(), "site")
-	run(out, "python3", "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--target", site, wheel)
-	c := exec.Command("python3", "-c", "import connectd, importlib.metadata as m; print(m.version('connectd'), connectd.Client.__name__)")
-	c.Env = append(os.Environ(), "PYTHONPATH="+site)
-	if b, err := c.CombinedOutput(); err != nil || !strings.Contains(string(b), "0.1.0 Client") {
-		t.Fatalf("the installed wheel: %v\n%s", err, b)
+	// Into a fresh virtual environment (its pip from ensurepip, offline),
+	// from the file alone.
+	venv := filepath.Join(t.TempDir(), "venv")
+	run(out, "python3", "-m", "venv", venv)
+	run(out, filepath.Join(venv, "bin", "pip"), "install", "--quiet", "--no-index", "--disable-pip-version-check", wheel)
+	if b := run(out, filepath.Join(venv, "bin", "python"), "-c",
+		"import connectd, importlib.metadata as m; print(m.version('connectd'), connectd.Client.__name__)"); !strings.Contains(b, "0.1.0 Client") {
+		t.Fatalf("the installed wheel: %s", b)
 	}
 
 	app := t.TempDir()

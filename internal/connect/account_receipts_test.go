@@ -74,10 +74,7 @@ func (e *env) download(b *browser, query string) (response, map[string]any) {
 func TestAccountReceiptsProxyOnly(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
-	a := e.newMCPServer("alpha", "fake")
-	if err := e.server.Clients().SetProxyOnly(context.Background(), a.client.ID, true); err != nil {
-		t.Fatal(err)
-	}
+	a := e.newProxyOnlyServer("alpha", "fake")
 	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
 	e.run(e.server) // the receipts' writer, as in service
 

@@ -36,6 +36,17 @@ func (e *env) newMCPServer(name string, providers ...string) *mcpServer {
 	return &mcpServer{e: e, client: c, key: key}
 }
 
+// newProxyOnlyServer is newMCPServer registered proxy-only: it never
+// receives a credential.
+func (e *env) newProxyOnlyServer(name string, providers ...string) *mcpServer {
+	e.t.Helper()
+	m := e.newMCPServer(name, providers...)
+	if err := e.server.Clients().SetProxyOnly(context.Background(), m.client.ID, true); err != nil {
+		e.t.Fatal(err)
+	}
+	return m
+}
+
 // token returns user's MCP access token for this MCP server (aud = its resource).
 // token mints user's MCP access token at idps[0], or at idps[1] for
 // "idp1:<subject>".

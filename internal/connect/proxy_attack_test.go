@@ -165,10 +165,7 @@ func TestProxyPathAttacks(t *testing.T) {
 func TestProxyMethodAttacks(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
-	a := e.newMCPServer("alpha", "fake")
-	if err := e.server.Clients().SetProxyOnly(context.Background(), a.client.ID, true); err != nil {
-		t.Fatal(err)
-	}
+	a := e.newProxyOnlyServer("alpha", "fake")
 	e.connectFully(a, "alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})
 	for _, method := range []string{"TRACE", "TRACK", "CONNECT", "OPTIONS", "PROPFIND", "DEBUG", "get", "Get", "post", "delete"} {
 		for _, user := range []string{"alice", "bob"} {

@@ -229,10 +229,7 @@ func TestProxyStreams(t *testing.T) {
 func TestProxyOnlyClient(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
-	a := e.newMCPServer("alpha", "fake")
-	if err := e.server.Clients().SetProxyOnly(context.Background(), a.client.ID, true); err != nil {
-		t.Fatal(err)
-	}
+	a := e.newProxyOnlyServer("alpha", "fake")
 	u := a.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})["url"].(string)
 	br := e.browser()
 	page := e.openAs(br, u, "alice")

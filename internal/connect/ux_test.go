@@ -141,10 +141,7 @@ func TestUnbrandedPages(t *testing.T) {
 func TestTrustDetails(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
-	a := e.newMCPServer("alpha", "fake")
-	if err := e.server.Clients().SetProxyOnly(context.Background(), a.client.ID, true); err != nil {
-		t.Fatal(err)
-	}
+	a := e.newProxyOnlyServer("alpha", "fake")
 	u := a.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"read"}})["url"].(string)
 	b := e.browser()
 	consent := pageText(e.openAs(b, u, "alice").body)

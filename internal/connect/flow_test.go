@@ -972,12 +972,8 @@ func TestSuccessPageIsReloadable(t *testing.T) {
 		t.Fatalf("bob, signed in, on alice's success page: %d\n%s", page.status, pageText(page.body))
 	}
 	// A connection that is not alice's named in the URL: no account shown.
-	bobs := e.connectFully(e.newMCPServer("beta", "fake"), "bob", map[string]any{"provider": "fake", "scopes": []string{"read"}})
-	_ = bobs
-	var bobConn string
-	if err := e.pool.QueryRow(context.Background(), `SELECT id FROM connections WHERE subject = 'bob'`).Scan(&bobConn); err != nil {
-		t.Fatal(err)
-	}
+	e.connectFully(e.newMCPServer("beta", "fake"), "bob", map[string]any{"provider": "fake", "scopes": []string{"read"}})
+	bobConn := connectionIDOf(t, e, "bob")
 	if page := b.get(u + "?account=" + bobConn); page.status != http.StatusOK ||
 		strings.Contains(pageText(page.body), "can now use your") || !strings.Contains(pageText(page.body), "already completed") {
 		t.Fatalf("alice's link naming bob's connection: %d\n%s", page.status, pageText(page.body))

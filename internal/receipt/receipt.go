@@ -31,7 +31,10 @@ import (
 // Kind is what a receipt records.
 type Kind string
 
-// The kinds of receipts.
+// The kinds of receipts. connectd records only the approval kinds with
+// Writer now; rows of KindProxy and KindToken in the tables (and their
+// receipt_last_uses) are from before proxied calls and token reads became
+// audit rows (audit.Uses), and are read, and swept, like the others.
 const (
 	// KindProxy: a call the client made through connectd's proxy with the
 	// user's credential (the credential stayed in connectd).

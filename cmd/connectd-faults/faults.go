@@ -52,9 +52,17 @@ func window(t *tally, t0 time.Time) string {
 	return fmt.Sprintf("failures among requests sent from %+.1f s to %+.1f s", t.firstBad.Sub(t0).Seconds(), t.lastBad.Sub(t0).Seconds())
 }
 
+// slowText says how many answers took a second or more ("" for none).
+func slowText(t *tally) string {
+	if t.slow == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d of %d answered after a second or more", t.slow, t.n)
+}
+
 // dbRows adds the rows of a database fault: token reads and mints.
 func (s *study) dbRows(fault string, run *loadRun, t0 time.Time, notes string) {
-	s.addRow(fault, "token reads", run.reads, "—", window(run.reads, t0))
+	s.addRow(fault, "token reads", run.reads, "—", window(run.reads, t0)+slowText(run.reads))
 	s.addRow(fault, "mints", run.mints, "—", window(run.mints, t0)+"; "+notes+"; /readyz: "+run.readyText())
 	for _, t := range []*tally{run.reads, run.mints} {
 		if t.max > 10*time.Second {

@@ -70,6 +70,7 @@ type tally struct {
 	classes map[string]int
 	others  map[string]int // "other" and "no answer", by what they were
 	max     time.Duration
+	slow    int // answers that took a second or more
 	with503 int // 503s carrying Retry-After
 	all503  int
 	// firstBad and lastBad are when the first and the last request whose
@@ -89,6 +90,9 @@ func (t *tally) add(a answer) {
 		t.others[a.describe()]++
 	}
 	t.max = max(t.max, a.took)
+	if a.took >= time.Second {
+		t.slow++
+	}
 	if c != class2xx {
 		if t.firstBad.IsZero() || a.sent.Before(t.firstBad) {
 			t.firstBad = a.sent

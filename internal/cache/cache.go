@@ -31,7 +31,10 @@
 // still held for up to the Hub's stale-if-error time past its TTL
 // (CONNECTD_CACHE_STALE_IF_ERROR, 60 s), never past the notAfter it was put
 // with; an entry an invalidation dropped is not held, and any other answer
-// of the database drops the entry.
+// of the database drops the entry. Once one read has found the database
+// unreachable, Lookup answers such entries at once, without a read that
+// would wait out its deadline again, letting one read a second through
+// (the probe) until the database answers.
 //
 // It must never hold a secret in the clear: what vault caches is the sealed
 // ciphertext, and keys are SHA-256 digests.
@@ -62,7 +65,7 @@ type Map[K comparable, V any] struct {
 	gen  uint64 // bumped by every invalidation: fills begun before it are dropped
 	live bool   // the invalidation feed is up
 
-	hits, misses, stale atomic.Uint64
+	hits, misses, stale, atOnce atomic.Uint64
 
 	// policy is the stale-if-error policy of the Hub that keeps this Map
 	// fresh (nil: none, no entry is ever answered past its TTL).
@@ -108,6 +111,51 @@ func (c *Map[K, V]) Get(k K) (V, bool) {
 	return e.v, true
 }
 
+// Lookup is Get, and while the database is known to be unreachable it also
+// answers, at once, an entry past its TTL within its stale-if-error time:
+// the answer Fallback would give once a read of k had failed, without
+// making the caller wait for that read's deadline (2 s for an acquire, 5 s
+// for a statement, on a database that hangs).
+//
+// The database is known unreachable from the moment a Fallback of any of
+// the Hub's caches is given a db.Unavailable error until one of them is
+// given the database's answer (Put, or another error: a probe's), or the
+// Hub's listener is back. While it is, a lookup that finds only a stale
+// entry a second after the last read that failed (or the last probe) answers
+// not ok, so that its caller reads the database: the probe that finds it
+// back, one a second at most. A
+// lookup answered this way is counted as stale (and as a miss), like
+// Fallback's.
+func (c *Map[K, V]) Lookup(ctx context.Context, k K) (V, bool) {
+	if v, ok := c.Get(k); ok {
+		return v, true
+	}
+	return c.staleAtOnce(ctx, k)
+}
+
+// staleAtOnce is Lookup past a miss.
+func (c *Map[K, V]) staleAtOnce(ctx context.Context, k K) (V, bool) {
+	var zero V
+	if c == nil {
+		return zero, false
+	}
+	p := c.policy.Load()
+	if p.window() <= 0 || p.down.Load() == 0 {
+		return zero, false
+	}
+	c.mu.RLock()
+	e, ok := c.m[k]
+	c.mu.RUnlock()
+	now := c.now()
+	if !ok || now.UnixNano() >= e.staleUntil || p.probe(now) {
+		return zero, false
+	}
+	c.stale.Add(1)
+	c.atOnce.Add(1)
+	p.served(ctx, now)
+	return e.v, true
+}
+
 // Gen returns the current generation. Read it before loading what will be
 // passed to Put: if anything is invalidated in between, Put drops the value,
 // which may predate the change.
@@ -140,6 +188,7 @@ func (c *Map[K, V]) Put(k K, v V, gen uint64, notAfter time.Time) {
 	}
 	staleUntil := expires
 	p := c.policy.Load()
+	p.answered()
 	if w := p.window(); w > 0 && expires.Equal(now.Add(c.ttl)) {
 		staleUntil = expires.Add(w)
 		if !notAfter.IsZero() && notAfter.Before(staleUntil) {
@@ -207,7 +256,9 @@ func (c *Map[K, V]) Fallback(ctx context.Context, k K, err error) (V, bool) {
 	if c == nil || err == nil || errors.Is(err, context.Canceled) {
 		return zero, false
 	}
+	p := c.policy.Load()
 	if !db.Unavailable(err) {
+		p.answered()
 		c.mu.RLock()
 		_, held := c.m[k]
 		c.mu.RUnlock()
@@ -218,14 +269,14 @@ func (c *Map[K, V]) Fallback(ctx context.Context, k K, err error) (V, bool) {
 		}
 		return zero, false
 	}
-	p := c.policy.Load()
 	if p.window() <= 0 {
 		return zero, false
 	}
+	now := c.now()
+	p.unreachable(now)
 	c.mu.RLock()
 	e, ok := c.m[k]
 	c.mu.RUnlock()
-	now := c.now()
 	if !ok || now.UnixNano() >= e.staleUntil {
 		return zero, false
 	}
@@ -297,9 +348,11 @@ func (c *Map[K, V]) SetLive(live bool) {
 type Stats struct {
 	Hits, Misses uint64 // lookups since start
 	// Stale counts the lookups answered past their entry's TTL because the
-	// database was unreachable (Fallback); they are counted as misses too.
-	Stale   uint64
-	Entries int // entries held now (expired ones included until evicted)
+	// database was unreachable (Fallback, Lookup); they are counted as
+	// misses too. StaleAtOnce counts those among them Lookup answered
+	// without a read, the database being known unreachable.
+	Stale, StaleAtOnce uint64
+	Entries            int // entries held now (expired ones included until evicted)
 }
 
 // Stats returns the Map's counters; zero for a nil Map.
@@ -310,7 +363,7 @@ func (c *Map[K, V]) Stats() Stats {
 	c.mu.RLock()
 	n := len(c.m)
 	c.mu.RUnlock()
-	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Stale: c.stale.Load(), Entries: n}
+	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Stale: c.stale.Load(), StaleAtOnce: c.atOnce.Load(), Entries: n}
 }
 
 // Digest names a cached row by the SHA-256 of its key columns, each

@@ -18,3 +18,12 @@ func WithStaleIfError(m Held, d time.Duration) {
 	p.d.Store(int64(d))
 	m.attach(p)
 }
+
+// WithStaleIfError2 gives a and b one stale-if-error policy of d, as a Hub
+// would to two subscribers' caches.
+func WithStaleIfError2(a, b Held, d time.Duration) {
+	p := &staleness{logger: slog.New(slog.DiscardHandler)}
+	p.d.Store(int64(d))
+	a.attach(p)
+	b.attach(p)
+}

@@ -208,6 +208,41 @@ type staleness struct {
 	logger *slog.Logger
 	last   atomic.Int64  // Unix nanoseconds of the latest stale answer; 0: none since the feed came back
 	count  atomic.Uint64 // stale answers since the feed came back
+
+	// down is the Unix nanoseconds at which a read last found the database
+	// unreachable, 0 once the database answered since (Map.Lookup answers
+	// stale entries at once while it is not 0); probed is when Lookup last
+	// let a read through to find out whether it is back, or when a read
+	// last failed, whichever is later.
+	down, probed atomic.Int64
+}
+
+// probeEvery is how often, while the database is known unreachable, a
+// lookup that could be answered stale at once reads the database instead:
+// a probeEvery after the last read that failed or the last probe begun.
+const probeEvery = time.Second
+
+// unreachable records that a read found the database unreachable at now:
+// the next probe is a probeEvery later.
+func (p *staleness) unreachable(now time.Time) {
+	if p.down.Load() == 0 {
+		p.down.Store(now.UnixNano())
+	}
+	p.probed.Store(now.UnixNano())
+}
+
+// answered records that the database answered a read.
+func (p *staleness) answered() {
+	if p != nil && p.down.Load() != 0 {
+		p.down.Store(0)
+	}
+}
+
+// probe reports whether the lookup at now is the one a second that reads
+// the database rather than answer stale at once.
+func (p *staleness) probe(now time.Time) bool {
+	last := p.probed.Load()
+	return now.UnixNano()-last >= int64(probeEvery) && p.probed.CompareAndSwap(last, now.UnixNano())
 }
 
 // window is the stale-if-error time; 0 for a nil policy.
@@ -234,6 +269,7 @@ func (p *staleness) served(ctx context.Context, now time.Time) {
 // before they answer, and the next stale answer is a new outage's.
 func (p *staleness) resynced(ctx context.Context) {
 	p.last.Store(0)
+	p.answered()
 	if n := p.count.Swap(0); n > 0 {
 		p.logger.InfoContext(ctx, "database notifications back; cached entries are read again before they answer",
 			slog.Uint64("stale_answers", n))

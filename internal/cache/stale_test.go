@@ -123,3 +123,110 @@ func TestStaleIfError(t *testing.T) {
 		}
 	})
 }
+
+// TestLookupAtOnceWhileUnreachable (issue 35): once a read has found the
+// database unreachable, Lookup answers an entry past its TTL at once — not
+// after another read waits out its deadline — except for one lookup a
+// second, the probe, whose caller reads the database; the database's answer
+// (a Put, or an error of its own) ends it. Entries invalidated before, past
+// their stale-if-error time, or never held are not answered.
+func TestLookupAtOnceWhileUnreachable(t *testing.T) {
+	ctx := context.Background()
+	clk := testkit.NewClock(time.Unix(1000, 0))
+	setup := func() (*cache.Map[string, int], *cache.Map[string, int]) {
+		a := cache.New[string, int](10*time.Second, 100, clk.Now)
+		b := cache.New[string, int](10*time.Second, 100, clk.Now)
+		cache.WithStaleIfError2(a, b, time.Minute) // one Hub's two caches
+		for _, m := range []*cache.Map[string, int]{a, b} {
+			m.SetLive(true)
+			m.Put("k", 1, m.Gen(), time.Time{})
+			m.Put("gone", 1, m.Gen(), time.Time{})
+		}
+		clk.Advance(11 * time.Second) // past every TTL
+		return a, b
+	}
+	t.Run("reachable: a miss reads the database", func(t *testing.T) {
+		a, _ := setup()
+		if _, ok := a.Lookup(ctx, "k"); ok {
+			t.Fatal("answered stale before any read failed")
+		}
+	})
+	t.Run("unreachable: at once, one probe a second", func(t *testing.T) {
+		a, b := setup()
+		b.Delete("gone")
+		if _, ok := a.Fallback(ctx, "k", unreachable); !ok { // the first read waits, and finds it down
+			t.Fatal("Fallback")
+		}
+		// The other cache of the same Hub knows too: its lookups answer at
+		// once, for a second after the read that failed.
+		for i := range 5 {
+			if v, ok := b.Lookup(ctx, "k"); !ok || v != 1 {
+				t.Fatalf("lookup %d while unreachable: %v %v", i, v, ok)
+			}
+		}
+		if v, ok := a.Lookup(ctx, "k"); !ok || v != 1 {
+			t.Fatalf("a: %v %v", v, ok)
+		}
+		if _, ok := b.Lookup(ctx, "gone"); ok {
+			t.Fatal("an entry invalidated before the outage answered")
+		}
+		if _, ok := b.Lookup(ctx, "never"); ok {
+			t.Fatal("a key never held answered")
+		}
+		if s := b.Stats(); s.StaleAtOnce != 5 || s.Stale != 5 {
+			t.Fatalf("stats %+v, want 5 stale answers at once", s)
+		}
+		clk.Advance(time.Second)
+		if _, ok := a.Lookup(ctx, "k"); ok {
+			t.Fatal("no probe in the next second")
+		}
+		if _, ok := a.Lookup(ctx, "k"); !ok {
+			t.Fatal("a second probe in the same second")
+		}
+		// The probe's read fails again: still at once, the next probe a
+		// second after that failure.
+		clk.Advance(1500 * time.Millisecond)
+		a.Fallback(ctx, "k", unreachable)
+		clk.Advance(900 * time.Millisecond)
+		if _, ok := b.Lookup(ctx, "k"); !ok {
+			t.Fatal("not at once after the probe failed")
+		}
+		clk.Advance(100 * time.Millisecond)
+		if _, ok := b.Lookup(ctx, "k"); ok {
+			t.Fatal("no probe a second after the last failure")
+		}
+		clk.Advance(60 * time.Second) // past the stale-if-error time (put at +0, TTL 10 s, 60 s more)
+		if _, ok := b.Lookup(ctx, "k"); ok {
+			t.Fatal("answered past the stale-if-error time")
+		}
+	})
+	for _, end := range []struct {
+		name string
+		fn   func(a *cache.Map[string, int])
+	}{
+		{"the probe's read answered", func(a *cache.Map[string, int]) { a.Put("k", 2, a.Gen(), time.Time{}) }},
+		{"the database said no", func(a *cache.Map[string, int]) { a.Fallback(ctx, "other", errors.New("no such row")) }},
+	} {
+		t.Run("ended by "+end.name, func(t *testing.T) {
+			a, b := setup()
+			a.Fallback(ctx, "k", unreachable)
+			end.fn(a)
+			for range 3 {
+				if _, ok := b.Lookup(ctx, "k"); ok {
+					t.Fatal("answered stale at once after the database answered")
+				}
+			}
+		})
+	}
+	t.Run("no policy, never", func(t *testing.T) {
+		m := cache.New[string, int](10*time.Second, 100, clk.Now)
+		m.SetLive(true)
+		m.Put("k", 1, m.Gen(), time.Time{})
+		clk.Advance(11 * time.Second)
+		m.Fallback(ctx, "k", unreachable)
+		m.Lookup(ctx, "k")
+		if _, ok := m.Lookup(ctx, "k"); ok {
+			t.Fatal("a Map no Hub keeps answered stale")
+		}
+	})
+}

@@ -28,8 +28,8 @@ type cachedKey struct {
 	client Client
 }
 
-func (c *Clients) cached(hash [32]byte) (Client, bool) {
-	e, ok := c.cache.Get(hash)
+func (c *Clients) cached(ctx context.Context, hash [32]byte) (Client, bool) {
+	e, ok := c.cache.Lookup(ctx, hash)
 	return e.client, ok
 }
 

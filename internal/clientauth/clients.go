@@ -404,7 +404,7 @@ func (c *Clients) Authenticate(ctx context.Context, key string) (Client, error) 
 	}
 	want := hashKey(key)
 	now := c.now().UTC()
-	cl, ok := c.cached(want)
+	cl, ok := c.cached(ctx, want)
 	if !ok {
 		var err error
 		if cl, err = c.lookup(ctx, want, now); err != nil {

@@ -5,12 +5,15 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/connectd/connectd/internal/cache"
 	"github.com/connectd/connectd/internal/consent"
+	"github.com/connectd/connectd/internal/db"
 	"github.com/connectd/connectd/internal/identity"
 	"github.com/connectd/connectd/internal/pgtest"
 	"github.com/connectd/connectd/internal/server"
@@ -157,5 +160,103 @@ func withinASecondAt(t *testing.T, get func() answer, status int, code string) {
 			t.Fatalf("still %d %s a second later, want %d %s", a.status, a.body, status, code)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestCachedReadsDoNotWaitOnAFrozenDatabase (issue 35): when the database
+// hangs rather than refuses (a Postgres under SIGSTOP: TCP connects, nothing
+// answers), the first read of an expired entry waits for its deadline and
+// finds the database unreachable; from then on the replica's caches answer
+// their stale entries at once, letting one read a second through to find
+// the database back. Readers in a loop through a freeze longer than every
+// TTL get every read answered, and nearly all of those answers are given
+// without a read (StaleAtOnce) — before this, each of them waited out the
+// acquire deadline. Once the database thaws, reads are fresh again.
+func TestCachedReadsDoNotWaitOnAFrozenDatabase(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	m := e.newMCPServer("files", "fake")
+	e.connectFully(m, "alice", map[string]any{"provider": "fake"})
+
+	const (
+		keyTTL = 500 * time.Millisecond
+		ttl    = time.Second
+		stale  = time.Minute
+	)
+	proxy, url := pgtest.NewProxy(t, e.pool.Config().ConnString())
+	pool := pgtest.NewPool(t, url)
+	cfg := e.cfg
+	cfg.Pool, cfg.Logger, cfg.Now = pool, slog.New(slog.NewJSONHandler(e.logs, nil)), nil
+	cfg.Cache = server.CacheConfig{CredentialTTL: ttl, ConsentTTL: ttl, ClientKeyTTL: keyTTL, StaleIfError: stale}
+	cfg.DB = db.Deadlines{Acquire: 500 * time.Millisecond, Query: time.Second}
+	cfg.RateLimit = server.RateLimitConfig{}
+	r := &replica{pool: pool}
+	r.srv, r.url = e.replica(cfg)
+	r.vault, r.client = r.srv.Vault(), r.srv.Clients()
+	e.run(r.srv)
+	waitCached(t, m, r)
+
+	proxy.Freeze()
+	frozen := time.Now()
+	// A change the replica cannot hear of, made on another pool.
+	alice := identity.User{Issuer: e.idps[0].Issuer(), Subject: "alice"}
+	_, old, err := e.vault.Get(context.Background(), alice, "fake", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred := *old
+	cred.AccessToken = "at_after_the_freeze"
+	if _, err := e.vault.Put(context.Background(), alice, "fake", cred); err != nil {
+		t.Fatal(err)
+	}
+	const readers = 4
+	var mu sync.Mutex
+	var reads int
+	var wg sync.WaitGroup
+	for range readers {
+		wg.Go(func() {
+			for time.Since(frozen) < ttl+3*time.Second {
+				a := e.get(r.url+"/v1/connections/fake/token", m.tokenHeaders("alice"))
+				if a.status != http.StatusOK {
+					t.Errorf("%s into the freeze: %d %s", time.Since(frozen).Round(time.Millisecond), a.status, a.body)
+					return
+				}
+				mu.Lock()
+				reads++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	// Every entry the read needs expired during the freeze; each was then
+	// answered stale. Those answered only after a read waited its deadline
+	// are at most: the first read of each cache and reader, and a probe a
+	// second.
+	var st, atOnce uint64
+	for _, s := range []cache.Stats{r.client.CacheStats(), r.vault.CacheStats(), r.srv.Consents().CacheStats()} {
+		st += s.Stale
+		atOnce += s.StaleAtOnce
+	}
+	waited := st - atOnce
+	if r.client.CacheStats().Stale == 0 || atOnce == 0 || waited > 3*readers+2*uint64(time.Since(frozen)/time.Second+1) {
+		t.Fatalf("%d reads: %d stale answers, %d of them at once, %d after a wait: client key %+v, credential %+v, consent %+v",
+			reads, st, atOnce, waited, r.client.CacheStats(), r.vault.CacheStats(), r.srv.Consents().CacheStats())
+	}
+	t.Logf("%d reads in the freeze: %d stale answers, %d at once", reads, st, atOnce)
+
+	proxy.Restore()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		a := e.get(r.url+"/v1/connections/fake/token", m.tokenHeaders("alice"))
+		if a.status == http.StatusOK && strings.Contains(a.body, "at_after_the_freeze") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the thaw: %d %s", a.status, a.body)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

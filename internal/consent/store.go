@@ -149,7 +149,7 @@ func (s *Store) OfClient(ctx context.Context, u identity.User, clientID string) 
 // cache, filling it on a miss.
 func (s *Store) cached(ctx context.Context, u identity.User, provider string) ([]clientApproval, error) {
 	k := key(u, provider)
-	if set, ok := s.cache.Get(k); ok {
+	if set, ok := s.cache.Lookup(ctx, k); ok {
 		return set, nil
 	}
 	gen := s.cache.Gen()

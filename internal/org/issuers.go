@@ -270,7 +270,7 @@ func (s *Store) LookupIssuer(ctx context.Context, idOrURL string) (mcpauth.Issue
 		return mcpauth.Issuer{}, "", false, nil
 	}
 	key := "i\x00" + idOrURL
-	c, ok := s.trust.Get(key)
+	c, ok := s.trust.Lookup(ctx, key)
 	if !ok {
 		gen := s.trust.Gen()
 		var is mcpauth.Issuer
@@ -335,7 +335,7 @@ func (s *Store) DeploymentIssuers(ctx context.Context, org string) (bool, error)
 		return true, nil
 	}
 	key := "d\x00" + org
-	c, ok := s.trust.Get(key)
+	c, ok := s.trust.Lookup(ctx, key)
 	if !ok {
 		if err := checkID(org); err != nil {
 			return false, err

@@ -60,7 +60,7 @@ func (s *Store) Resolve(ctx context.Context, org, prov string) (Resolved, error)
 		return Resolved{}, err
 	}
 	key := "o\x00" + org + "\x00" + prov
-	c, ok := s.cache.Get(key)
+	c, ok := s.cache.Lookup(ctx, key)
 	if !ok {
 		gen := s.cache.Gen()
 		var id, clientID *string
@@ -123,7 +123,7 @@ func (s *Store) ByID(ctx context.Context, org, appID, prov string) (provider.OAu
 		return p, nil
 	}
 	key := "a\x00" + appID
-	c, ok := s.cache.Get(key)
+	c, ok := s.cache.Lookup(ctx, key)
 	if !ok {
 		gen := s.cache.Gen()
 		c = cachedApp{appID: appID}

@@ -106,7 +106,7 @@ func (s *Store) loadForToken(ctx context.Context, user identity.User, provider, 
 		return s.loadTokenRow(ctx, user, provider, id)
 	}
 	k := connKey(s.org, user, provider, id)
-	if r, ok := s.cache.Get(k); ok && r.org == s.org {
+	if r, ok := s.cache.Lookup(ctx, k); ok && r.org == s.org {
 		return r, nil
 	}
 	gen := s.cache.Gen()

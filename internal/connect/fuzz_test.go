@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/connectd/connectd/internal/provider"
+	"github.com/connectd/connectd/internal/web"
 )
 
 // These fuzz targets run their seeds as ordinary tests in make test; fuzz
@@ -32,7 +33,7 @@ func FuzzSafeReturnTo(f *testing.F) {
 	}
 	base, _ := url.Parse("https://connect.example.com/login/callback")
 	f.Fuzz(func(t *testing.T, s string) {
-		if !safeReturnTo(s) {
+		if !web.SafeReturnTo(s) {
 			return
 		}
 		u, err := url.Parse(s)

@@ -8,13 +8,14 @@ import (
 	"github.com/connectd/connectd/internal/mcpauth"
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/signin"
+	"github.com/connectd/connectd/internal/web"
 )
 
 // defaultReturnTo is where a login without return_to ends.
 const defaultReturnTo = "/session"
 
 // loginPath returns the URL that starts a login at issuer and comes back to
-// returnTo (a path that passes safeReturnTo).
+// returnTo (a path that passes web.SafeReturnTo).
 func loginPath(issuerID, returnTo string) string {
 	q := url.Values{"issuer": {issuerID}}
 	if returnTo != "" {
@@ -35,7 +36,7 @@ func switchLoginPath(issuerID, returnTo string) string {
 func (s *Server) newSignin() (*signin.Flow, error) {
 	return signin.New(signin.Config{
 		Login: s.login, Sessions: s.sessions, Home: defaultReturnTo,
-		SafePath: safeReturnTo, PathRule: "return_to must be a plain path on this site.",
+		SafePath: web.SafeReturnTo, PathRule: "return_to must be a plain path on this site.",
 		CSRFHelp: "The form has expired. Go back, reload the page and try again.",
 		SignedIn: func(r *http.Request, res mcpauth.LoginResult) {
 			s.logger.InfoContext(r.Context(), "login", slog.String("issuer", res.Issuer), slog.String("subject", res.Subject))

@@ -320,6 +320,7 @@ func (s *Server) publicHandler() (http.Handler, error) {
 	mux.Handle(web.AssetRoute("GET /static/", http.StripPrefix("/static/", web.Static(static))))
 	mux.Handle(web.AssetRoute("GET "+templates.BrandCSSPath, web.BrandCSS(s.cfg.Connect.Brand)))
 	mux.Handle(web.AssetRoute("GET /static/brand/{file}", s.conn.BrandCSS())) // templates.OrgBrandCSSPath
+	mux.Handle(web.PageRoute("GET /language", web.ClassBrowser, s.cfg.Logger, web.LanguageChoice()))
 	mux.Handle(web.Route{Pattern: "/", Kind: web.KindPage, Class: web.ClassBrowser, Handler: web.Fallback(s.cfg.Logger)})
 	return web.Public(mux, web.PublicConfig{
 		Logger:         s.cfg.Logger,

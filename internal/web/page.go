@@ -3,6 +3,7 @@ package web
 import (
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/a-h/templ"
 	"github.com/connectd/connectd/web/templates"
@@ -21,16 +22,26 @@ func Page(logger *slog.Logger, h PageFunc) http.Handler {
 	})
 }
 
-// pageTitles gives each status a human title; Description carries the detail.
-var pageTitles = map[int]string{
-	http.StatusBadRequest:          "This request could not be processed",
-	http.StatusUnauthorized:        "Please sign in",
-	http.StatusForbidden:           "Not allowed",
-	http.StatusNotFound:            "Page not found",
-	http.StatusGone:                "This link has expired",
-	http.StatusTooManyRequests:     "Too many requests",
-	http.StatusInternalServerError: "Something went wrong",
-	http.StatusServiceUnavailable:  "Temporarily unavailable",
+// The error page's title is its status's (the catalog's error.title.N,
+// else the status text); its message is the answer's Description, which
+// connectd writes in English — in another language, the catalog's words for
+// its code (error.code.CODE) or, failing that, for its status
+// (error.message.N).
+func pageWords(r *http.Request, e *Error) (title, message string) {
+	ctx := r.Context()
+	title, ok := templates.Lookup(ctx, "error.title."+strconv.Itoa(e.Status))
+	if !ok {
+		title = http.StatusText(e.Status)
+	}
+	message = e.Description
+	if templates.Translated(ctx) {
+		if m, ok := templates.Lookup(ctx, "error.code."+e.Code); ok {
+			message = m
+		} else if m, ok := templates.Lookup(ctx, "error.message."+strconv.Itoa(e.Status)); ok {
+			message = m
+		}
+	}
+	return title, message
 }
 
 // WritePageError logs err and renders the error page for it.
@@ -40,10 +51,7 @@ func WritePageError(w http.ResponseWriter, r *http.Request, logger *slog.Logger,
 	if e.Status == 499 {
 		return
 	}
-	title := pageTitles[e.Status]
-	if title == "" {
-		title = http.StatusText(e.Status)
-	}
+	title, message := pageWords(r, e)
 	for k, vs := range e.Header {
 		for _, v := range vs {
 			w.Header().Add(k, v)
@@ -52,7 +60,7 @@ func WritePageError(w http.ResponseWriter, r *http.Request, logger *slog.Logger,
 	HTMLDocument(w.Header())
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(e.Status)
-	var page templ.Component = templates.ErrorPage(templates.ErrorView{Status: e.Status, Title: title, Message: e.Description,
+	var page templ.Component = templates.ErrorPage(templates.ErrorView{Status: e.Status, Title: title, Message: message,
 		RequestID: RequestID(r.Context())})
 	if e.Page != nil {
 		page = e.Page

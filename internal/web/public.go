@@ -59,6 +59,7 @@ func Public(m *Mux, c PublicConfig) (http.Handler, error) {
 		Recover(c.Logger),
 		SecurityHeaders(c.HSTS),
 		Branded(c.Brand),
+		Localized,
 		TextOnly(c.Logger),
 		cross,
 		RateLimit(c.Limits, c.Logger),

@@ -1,8 +1,8 @@
-package connect
+package web
 
 import "strings"
 
-// safeReturnTo reports whether s may be used as a post-login redirect target.
+// SafeReturnTo reports whether s may be used as a post-login redirect target.
 // It is an allow-list of shapes, not a block-list of tricks: s must be an
 // absolute path on this site made only of URL-safe ASCII, and so it refuses
 //
@@ -13,7 +13,7 @@ import "strings"
 //     control characters ("/%2F%2Fhost", "/%5Chost", "/%09/host", "%252F"),
 //     which some browsers or proxies decode into one of the shapes above;
 //   - dot segments ("/a/../b"), which no connectd URL needs.
-func safeReturnTo(s string) bool {
+func SafeReturnTo(s string) bool {
 	if len(s) == 0 || len(s) > 1024 || s[0] != '/' {
 		return false
 	}

@@ -1,9 +1,9 @@
-package connect
+package web
 
 import "testing"
 
 // TestSafeReturnTo covers the accepted shapes; the refused ones are driven
-// through /login in TestOpenRedirect.
+// through /login in internal/connect.TestOpenRedirect.
 func TestSafeReturnTo(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -23,8 +23,8 @@ func TestSafeReturnTo(t *testing.T) {
 		{"", false},
 	}
 	for _, tt := range tests {
-		if got := safeReturnTo(tt.in); got != tt.want {
-			t.Errorf("safeReturnTo(%q) = %v, want %v", tt.in, got, tt.want)
+		if got := SafeReturnTo(tt.in); got != tt.want {
+			t.Errorf("SafeReturnTo(%q) = %v, want %v", tt.in, got, tt.want)
 		}
 	}
 }

@@ -109,10 +109,10 @@ func TestWithLanguage(t *testing.T) {
 	}{
 		{nil, "en"},
 		{[]string{"", "ko-KR,ko;q=0.9,en;q=0.8"}, "ko"},
-		{[]string{"ko", "en-US"}, "ko"},         // the user's choice first
-		{[]string{"en", "ko"}, "en"},            // ... either way
-		{[]string{"fr-FR,fr;q=0.9"}, "en"},      // not spoken: English
-		{[]string{"zz;;;", "ko"}, "ko"},         // a malformed header is skipped
+		{[]string{"ko", "en-US"}, "ko"},    // the user's choice first
+		{[]string{"en", "ko"}, "en"},       // ... either way
+		{[]string{"fr-FR,fr;q=0.9"}, "en"}, // not spoken: English
+		{[]string{"zz;;;", "ko"}, "ko"},    // a malformed header is skipped
 		{[]string{"de", "ko;q=0.5,en;q=0.9"}, "en"},
 	}
 	for _, tt := range tests {

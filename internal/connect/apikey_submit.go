@@ -40,14 +40,14 @@ func (s *Server) submitKey(w http.ResponseWriter, r *http.Request) error {
 			Client: clientMark(w, client), Provider: providerMark(w, p.Info()), Error: msg}))
 	}
 	if key == "" || len(key) > 4096 || elicitation.HasControl(key) {
-		return form("Enter the API key exactly as the provider shows it.")
+		return form(templates.T(r.Context(), "apikey.error.empty"))
 	}
 	if err := p.Verify(r.Context(), key); err != nil {
 		if errors.Is(err, provider.ErrInvalidKey) {
-			return form(p.Info().DisplayName + " did not accept this key. Check it and try again.")
+			return form(templates.T(r.Context(), "apikey.error.refused", "Provider", p.Info().DisplayName))
 		}
 		s.logger.WarnContext(r.Context(), "api key verification failed", slog.String("provider", e.Provider), slog.Any("error", err))
-		return form(p.Info().DisplayName + " could not be reached to check the key. Try again in a moment.")
+		return form(templates.T(r.Context(), "apikey.error.unreachable", "Provider", p.Info().DisplayName))
 	}
 	// An API key names no account connectd can read. Each key typed is
 	// taken as a new account, so a key replaced through one application is

@@ -110,14 +110,14 @@ func (s *Server) finished(w http.ResponseWriter, r *http.Request, e *elicitation
 	case elicitation.StatusCompleted:
 		return s.connectedPage(w, r, e)
 	case elicitation.StatusDeclined:
-		return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "Request declined",
-			Message: "This request was declined. Nothing was shared."})
+		return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: templates.T(r.Context(), "outcome.declined.title"),
+			Message: templates.T(r.Context(), "outcome.declined.message")})
 	case elicitation.StatusExpired:
-		return s.outcome(w, r, e, http.StatusGone, templates.OutcomeView{Kind: "expired", Title: "This link has expired",
-			Message: "Ask your application for a new link."})
+		return s.outcome(w, r, e, http.StatusGone, templates.OutcomeView{Kind: "expired", Title: templates.T(r.Context(), "outcome.expired.title"),
+			Message: templates.T(r.Context(), "outcome.expired.message")})
 	default:
-		return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "refused", Title: "This request failed",
-			Message: "Ask your application to try again."})
+		return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "refused", Title: templates.T(r.Context(), "outcome.failed.title"),
+			Message: templates.T(r.Context(), "outcome.failed.message")})
 	}
 }
 
@@ -139,11 +139,11 @@ func (s *Server) outcome(w http.ResponseWriter, r *http.Request, e *elicitation.
 func (s *Server) unsignedEnd(w http.ResponseWriter, r *http.Request, e *elicitation.Elicitation) error {
 	noStore(w)
 	if e.Effective(s.now()) == elicitation.StatusExpired {
-		return s.outcome(w, r, e, http.StatusGone, templates.OutcomeView{Kind: "expired", Title: "This link has expired",
-			Message: "Nothing was shared. Ask your application for a new link."})
+		return s.outcome(w, r, e, http.StatusGone, templates.OutcomeView{Kind: "expired", Title: templates.T(r.Context(), "outcome.expired.title"),
+			Message: templates.T(r.Context(), "outcome.expired_unshared.message")})
 	}
-	return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "This link was already used",
-		Message: "There is nothing more to do here. If you need to, ask your application for a new link.", Account: true})
+	return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: templates.T(r.Context(), "outcome.used.title"),
+		Message: templates.T(r.Context(), "outcome.used.message"), Account: true})
 }
 
 // existing returns the user's connection the elicitation is about, whose
@@ -294,7 +294,7 @@ func (s *Server) consentView(w http.ResponseWriter, ctx context.Context, fs *flo
 	if rules, ok := client.ProxyRules[e.Provider]; ok {
 		v.ProxyRules = rules.Description
 		if v.ProxyRules == "" {
-			v.ProxyRules = "only the calls the operator allowed it."
+			v.ProxyRules = templates.T(ctx, "consent.proxy_rules_default")
 		}
 		for _, text := range rules.Rules {
 			if rule, err := clientauth.ParseRule(text); err == nil && rule.Ask {
@@ -508,15 +508,15 @@ func (s *Server) connectedPage(w http.ResponseWriter, r *http.Request, e *elicit
 	noStore(w)
 	if connID := r.URL.Query().Get("account"); vault.ValidID(connID) {
 		if c, err := s.connectedView(w, r.Context(), e, connID); err == nil {
-			return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Connected",
-				Message: "Your account is connected. Your application can use it now.", Account: true, Connected: c})
+			return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "success", Title: templates.T(r.Context(), "outcome.connected.title"),
+				Message: templates.T(r.Context(), "outcome.connected.message"), Account: true, Connected: c})
 		} else if !errors.Is(err, vault.ErrNotConnected) {
 			// The flow is complete; only the page's wording is lost.
 			s.logger.WarnContext(r.Context(), "success page details", slog.Any("error", err))
 		}
 	}
-	return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Already connected",
-		Message: "This request was already completed.", Account: true})
+	return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "success", Title: templates.T(r.Context(), "outcome.already.title"),
+		Message: templates.T(r.Context(), "outcome.already.message"), Account: true})
 }
 
 // connectedView names, for the success page, the application, the
@@ -550,6 +550,6 @@ func (s *Server) decline(w http.ResponseWriter, r *http.Request, e *elicitation.
 	if _, err := s.elicitations.Settle(r, e, elicitation.StatusDeclined, reason); err != nil {
 		return err
 	}
-	return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "Request declined",
-		Message: "You declined. Nothing was shared with the application."})
+	return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: templates.T(r.Context(), "outcome.declined.title"),
+		Message: templates.T(r.Context(), "outcome.you_declined.message")})
 }

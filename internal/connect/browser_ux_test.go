@@ -255,6 +255,32 @@ func TestRealBrowserPages(t *testing.T) {
 		}
 		browsertest.Shoot(t, ctx, "ux-10-broken-logo")
 	})
+
+	// Korean (issue 38): the footer's 한국어 switches the pages, and the
+	// whole flow — consent, success, the account page — reads in Korean,
+	// laid out at both widths with every check of the pages holding; the
+	// footer's English switches back. (Last: the choice is the browser's.)
+	t.Run("in Korean", func(t *testing.T) {
+		ctx := browsertest.Tab(t, browser)
+		browsertest.Do(t, ctx, chromedp.Navigate(e.srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`a[hreflang="ko"]`)),
+			chromedp.Click(chromedp.CSS(`a[hreflang="ko"]`)))
+		browsertest.WaitUntil(t, ctx, `document.documentElement.lang === "ko" && location.pathname === "/"`)
+		browsertest.Shoot(t, ctx, "ux-30-ko-home")
+		el := m.mint("alice", map[string]any{"provider": "fake", "scopes": []string{"files.read", "files.share"}})
+		login(t, ctx, el["url"].(string), "alice")
+		browsertest.Do(t, ctx, chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`)))
+		browsertest.WaitUntil(t, ctx, `document.documentElement.lang === "ko"`)
+		wants(t, "Korean consent page", text(t, ctx), "연결 요청", "계정을 사용하려고 합니다", "허용", "거부", "Files Assistant", "Read your files")
+		browsertest.Shoot(t, ctx, "ux-31-ko-consent")
+		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`button[value="allow"]`)), chromedp.WaitVisible(chromedp.CSS(".outcome.success")))
+		wants(t, "Korean success page", text(t, ctx), "연결되었습니다", "다음 단계", "Files Assistant 열기")
+		browsertest.Shoot(t, ctx, "ux-32-ko-connected")
+		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`.outcome .actions a[href="/account"]`)), chromedp.WaitVisible(chromedp.CSS("section.connection")))
+		browsertest.WaitUntil(t, ctx, `document.documentElement.lang === "ko"`)
+		browsertest.Shoot(t, ctx, "ux-33-ko-account")
+		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`a[hreflang="en"]`)))
+		browsertest.WaitUntil(t, ctx, `document.documentElement.lang === "en" && location.pathname === "/account"`)
+	})
 }
 
 func absDiff(a, b uint32) uint32 {

@@ -1,6 +1,7 @@
 package connect
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/connectd/connectd/internal/session"
 	"github.com/connectd/connectd/internal/vault"
 	"github.com/connectd/connectd/internal/web"
+	"github.com/connectd/connectd/web/templates"
 )
 
 // accountPath is the user's account page: what they connected, which MCP
@@ -45,3 +47,7 @@ func (s *Server) accountForm(w http.ResponseWriter, r *http.Request) (identity.U
 
 // when formats a time for the account page.
 func when(t time.Time) string { return t.UTC().Format("2 Jan 2006, 15:04 UTC") }
+
+// whenIn formats a time for the account pages in ctx's language
+// (templates.DateTime, in UTC: "2 Jan 2006, 15:04 UTC" in English).
+func whenIn(ctx context.Context, t time.Time) string { return templates.DateTime(ctx, t.UTC()) }

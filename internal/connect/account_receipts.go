@@ -48,7 +48,7 @@ func (n clientNames) of(ctx context.Context, id string) string {
 // the user's approval of the connection.
 func receiptLine(ctx context.Context, rc receipt.Receipt, names clientNames, canRemove bool) templates.AccountReceipt {
 	return templates.AccountReceipt{Kind: string(rc.Kind), ClientID: rc.ClientID, ClientName: names.of(ctx, rc.ClientID),
-		Method: rc.Method, Template: rc.Template, Status: rc.Status, Count: rc.Count, When: when(rc.Last),
+		Method: rc.Method, Template: rc.Template, Status: rc.Status, Count: rc.Count, When: whenIn(ctx, rc.Last),
 		CanRemove: canRemove}
 }
 

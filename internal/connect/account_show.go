@@ -22,16 +22,15 @@ import (
 	"github.com/connectd/connectd/web/templates"
 )
 
-// notices are what the account page says after an action (?done=…): fixed
-// sentences, so nothing from the request is echoed.
+// notices are what the account page says after an action (?done=…): the
+// catalog ids of fixed sentences, so nothing from the request is echoed.
 var notices = map[string]string{
-	"withdrawn":    "Access removed. That application receives nothing from this account until you allow it again.",
-	"disconnected": "Disconnected. The stored access was deleted and revoked at the provider; no application receives it any more.",
-	"disconnected_here": "Disconnected here: the stored access was deleted and no application receives it any more. " +
-		"The provider did not confirm the revocation, so you may also remove the access in your account settings there.",
-	"gone":      "Nothing to do: that access had already been removed.",
-	"labelled":  "Label saved.",
-	"dismissed": "Notice dismissed.",
+	"withdrawn":         "account.done.withdrawn",
+	"disconnected":      "account.done.disconnected",
+	"disconnected_here": "account.done.disconnected_here",
+	"gone":              "account.done.gone",
+	"labelled":          "account.done.labelled",
+	"dismissed":         "account.done.dismissed",
 }
 
 // accountPage handles GET /account[?issuer=ID]. Without a session it sends
@@ -61,7 +60,9 @@ func (s *Server) accountPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	v.Notice = notices[r.URL.Query().Get("done")]
+	if id, ok := notices[r.URL.Query().Get("done")]; ok {
+		v.Notice = templates.T(r.Context(), id)
+	}
 	allowMarks(w, v.Connections)
 	return web.Render(w, r, http.StatusOK, templates.AccountPage(v))
 }
@@ -113,15 +114,16 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 		if c.Status == vault.StatusRevoked {
 			continue
 		}
-		ac := templates.AccountConnection{ID: c.ID, Org: orgNames[c.Org], Label: c.Label, Provider: c.Provider, ProviderName: c.Provider, Kind: "OAuth",
-			Healthy: c.Status == vault.StatusActive, Health: "Working", Scopes: c.Scopes, ConnectedAt: when(c.CreatedAt)}
+		ac := templates.AccountConnection{ID: c.ID, Org: orgNames[c.Org], Label: c.Label, Provider: c.Provider, ProviderName: c.Provider, Kind: templates.T(ctx, "account.kind.oauth"),
+			Healthy: c.Status == vault.StatusActive, Health: templates.T(ctx, "account.health.working"), Scopes: c.Scopes,
+			ConnectedAt: whenIn(ctx, c.CreatedAt)}
 		switch {
 		case !ac.Healthy:
-			ac.Health = "Needs reconnecting: the provider no longer accepts this access"
+			ac.Health = templates.T(ctx, "account.health.reconnect")
 		case c.LastError != "":
 			ac.Healthy = false
-			ac.Health = "Working, but the last refresh failed (" + c.LastError + ", " + when(c.HealthCheckedAt) +
-				"); it is tried again"
+			ac.Health = templates.T(ctx, "account.health.refresh_failed", "Error", c.LastError,
+				"When", whenIn(ctx, c.HealthCheckedAt))
 		}
 		ac.Mark = templates.Mark{Name: ac.ProviderName}
 		narrows := false // whether the provider narrows tokens on refresh
@@ -132,7 +134,7 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 			ac.ScopeText = info.ScopeDescriptions
 			ac.Mark = templates.ProviderMark(info.DisplayName, info.LogoURL, info.Template)
 			if info.Kind == provider.KindAPIKey {
-				ac.Kind = "API key"
+				ac.Kind = templates.T(ctx, "account.kind.api_key")
 			}
 		}
 		// The sealed credential names the account; an approval covers the
@@ -161,7 +163,7 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 			}
 			// What it receives now: the one release decision.
 			sv := templates.AccountServer{ClientID: a.ClientID, Name: a.ClientID, Scopes: a.Scopes,
-				ApprovedAt: when(a.UpdatedAt), AccountChanged: true}
+				ApprovedAt: whenIn(ctx, a.UpdatedAt), AccountChanged: true}
 			if cred != nil {
 				d := release.Client{Org: c.Org}.Decide(held, &a.Approval, narrows)
 				sv.Current, sv.AccountChanged = d.Release != release.Nothing, d.AccountChanged
@@ -172,7 +174,7 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 			sv.Name = names.of(ctx, a.ClientID)
 			approved[a.ClientID] = true
 			if at, ok := lastUses[receipt.Pair{ConnectionID: c.ID, ClientID: a.ClientID}]; ok {
-				sv.LastUsed = when(at)
+				sv.LastUsed = whenIn(ctx, at)
 			}
 			ac.Servers = append(ac.Servers, sv)
 		}
@@ -183,7 +185,7 @@ func (s *Server) accountView(ctx context.Context, sess session.Session) (templat
 			}
 		}
 		if !last.IsZero() {
-			ac.LastUsed = when(last)
+			ac.LastUsed = whenIn(ctx, last)
 		}
 		for _, rc := range recent[c.ID] {
 			ac.Receipts = append(ac.Receipts, receiptLine(ctx, rc, names, approved[rc.ClientID]))
@@ -219,7 +221,7 @@ func (s *Server) noticesOf(ctx context.Context, u identity.User) ([]templates.Ac
 		default:
 			continue // a kind this version cannot word
 		}
-		an := templates.AccountNotice{ID: strconv.FormatInt(n.ID, 10), Kind: n.Kind, Date: when(n.At),
+		an := templates.AccountNotice{ID: strconv.FormatInt(n.ID, 10), Kind: n.Kind, Date: whenIn(ctx, n.At),
 			ProviderName: n.Provider, Account: n.Account, ClientName: n.ClientName}
 		if an.ClientName == "" {
 			an.ClientName = n.ClientID

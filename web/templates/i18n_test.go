@@ -3,6 +3,7 @@ package templates
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -25,14 +26,19 @@ func catalogs(t *testing.T) map[string]map[string]string {
 		parts := strings.Split(filepath.Base(f), ".")
 		lang := parts[len(parts)-2]
 		b, _ := fs.ReadFile(locales, f)
-		var m map[string]string
-		if err := json.Unmarshal(b, &m); err != nil {
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal(b, &raw); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
 		if out[lang] == nil {
 			out[lang] = map[string]string{}
 		}
-		for id, text := range m {
+		for id, v := range raw {
+			text, err := messageText(v)
+			if err != nil {
+				t.Errorf("%s: %s: %v", f, id, err)
+				continue
+			}
 			if _, dup := out[lang][id]; dup {
 				t.Errorf("%s: %s is in two files", f, id)
 			}
@@ -40,6 +46,43 @@ func catalogs(t *testing.T) map[string]map[string]string {
 		}
 	}
 	return out
+}
+
+// pluralForms are the CLDR plural forms a message may have (go-i18n's
+// JSON: {"one": "...", "other": "..."}).
+var pluralForms = []string{"zero", "one", "two", "few", "many", "other"}
+
+// messageText is a catalog value as text: a string, or a plural message
+// (an object of plural forms, "other" among them: every language has it),
+// its forms joined by newlines in pluralForms' order, so that the
+// placeholder checks see every form's names.
+func messageText(v json.RawMessage) (string, error) {
+	var s string
+	if err := json.Unmarshal(v, &s); err == nil {
+		return s, nil
+	}
+	var forms map[string]string
+	if err := json.Unmarshal(v, &forms); err != nil {
+		return "", fmt.Errorf("neither a string nor an object of plural forms: %w", err)
+	}
+	if _, ok := forms["other"]; !ok {
+		return "", fmt.Errorf("a plural message without \"other\"")
+	}
+	var texts []string
+	for form, text := range forms {
+		if !slices.Contains(pluralForms, form) {
+			return "", fmt.Errorf("%q is no plural form", form)
+		}
+		if !strings.Contains(text, "{{.Count}}") {
+			return "", fmt.Errorf("plural form %q does not name {{.Count}}", form)
+		}
+	}
+	for _, form := range pluralForms {
+		if text, ok := forms[form]; ok {
+			texts = append(texts, text)
+		}
+	}
+	return strings.Join(texts, "\n"), nil
 }
 
 var placeholder = regexp.MustCompile(`{{\s*\.(\w+)\s*}}`)

@@ -79,20 +79,6 @@ func hostOf(raw string) string {
 	return u.Host
 }
 
-// accountPhrase names a provider account in a sentence: "your Demo Files
-// account octocat (work)", or "your Demo Files account" when the provider
-// named none.
-func accountPhrase(your, provider, account, label string) string {
-	s := your + " " + provider + " account"
-	if account != "" {
-		s += " " + account
-	}
-	if label != "" {
-		s += " (" + label + ")"
-	}
-	return s
-}
-
 // DisconnectPath is the confirmation page of disconnecting a connection.
 func DisconnectPath(provider, connection string) string {
 	return "/account/disconnect?" + url.Values{"provider": {provider}, "connection": {connection}}.Encode()

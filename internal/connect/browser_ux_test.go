@@ -277,6 +277,7 @@ func TestRealBrowserPages(t *testing.T) {
 		browsertest.Shoot(t, ctx, "ux-32-ko-connected")
 		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`.outcome .actions a[href="/account"]`)), chromedp.WaitVisible(chromedp.CSS("section.connection")))
 		browsertest.WaitUntil(t, ctx, `document.documentElement.lang === "ko"`)
+		wants(t, "Korean account page", text(t, ctx), "연결된 계정", "Demo Files", "Files Assistant")
 		browsertest.Shoot(t, ctx, "ux-33-ko-account")
 		browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`a[hreflang="en"]`)))
 		browsertest.WaitUntil(t, ctx, `document.documentElement.lang === "en" && location.pathname === "/account"`)

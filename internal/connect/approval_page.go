@@ -2,6 +2,7 @@ package connect
 
 import (
 	"bytes"
+	"context"
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
@@ -92,39 +93,41 @@ func (s *Server) approvalDecide(w http.ResponseWriter, r *http.Request, fs *flow
 	_, pattern, _ := strings.Cut(q.Rule, " ")
 	s.receipts.Record(receipt.Use{Org: o, Issuer: e.Issuer, Subject: e.Subject, Provider: e.Provider,
 		ConnectionID: q.ConnectionID, ClientID: e.ClientID, Kind: kind, Method: q.Method, Template: pattern, At: s.now()})
+	ctx := r.Context()
 	name := s.clientName(r, e.ClientID)
 	switch d {
 	case approval.Denied:
-		return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "Request denied",
-			Message: fmt.Sprintf("You denied it. %s was told, and nothing was sent.", name), Account: true})
+		return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: templates.T(ctx, "approval.denied.title"),
+			Message: templates.T(ctx, "approval.denied.message", "Client", name), Account: true})
 	case approval.Standing:
-		return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Allowed",
-			Message: fmt.Sprintf("%s may now %s with this account for %s without asking again. "+
-				"Go back to it: it carries on by itself.", name, q.Words, duration(q.Standing)), Account: true})
+		return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "success", Title: templates.T(ctx, "approval.allowed.title"),
+			Message: templates.T(ctx, "approval.allowed_standing.message", "Client", name, "Words", q.Words,
+				"Duration", duration(ctx, q.Standing)), Account: true})
 	}
-	return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Allowed",
-		Message: fmt.Sprintf("%s may now make this one request. Go back to it: it carries on by itself.", name), Account: true})
+	return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "success", Title: templates.T(ctx, "approval.allowed.title"),
+		Message: templates.T(ctx, "approval.allowed_once.message", "Client", name), Account: true})
 }
 
 func (s *Server) clientName(r *http.Request, id string) string {
 	if cl, err := s.clients.Get(r.Context(), id); err == nil {
 		return cl.Name
 	}
-	return "The application"
+	return templates.T(r.Context(), "approval.the_application")
 }
 
 // approvalFinished is the page of an approval that is no longer pending.
 func (s *Server) approvalFinished(w http.ResponseWriter, r *http.Request, e *elicitation.Elicitation) error {
+	ctx := r.Context()
 	switch e.Effective(s.now()) {
 	case elicitation.StatusCompleted:
-		return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "success", Title: "Already allowed",
-			Message: "You already allowed this request.", Account: true})
+		return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "success", Title: templates.T(ctx, "approval.already.title"),
+			Message: templates.T(ctx, "approval.already.message"), Account: true})
 	case elicitation.StatusDeclined:
-		return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: "Request denied",
-			Message: "This request was denied or withdrawn. Nothing was sent.", Account: true})
+		return s.outcome(w, r, e, http.StatusOK, templates.OutcomeView{Kind: "declined", Title: templates.T(ctx, "approval.denied.title"),
+			Message: templates.T(ctx, "approval.withdrawn.message"), Account: true})
 	case elicitation.StatusExpired:
-		return s.outcome(w, r, e, http.StatusGone, templates.OutcomeView{Kind: "expired", Title: "This link has expired",
-			Message: "Nothing was sent. If you still want it done, ask your application again."})
+		return s.outcome(w, r, e, http.StatusGone, templates.OutcomeView{Kind: "expired", Title: templates.T(ctx, "approval.expired.title"),
+			Message: templates.T(ctx, "approval.expired.message")})
 	}
 	return s.finished(w, r, e)
 }
@@ -151,10 +154,10 @@ func (s *Server) approvalView(w http.ResponseWriter, r *http.Request, fs *flowSt
 	v := templates.ApprovalView{ClientName: client.Name, ClientHomepage: client.Homepage, Client: clientMark(w, client),
 		ProviderName: info.DisplayName, Provider: providerMark(w, info), Words: q.Words, Method: q.Method,
 		URL: strings.TrimRight(info.APIBaseURL, "/") + q.Path, BodyHash: hex.EncodeToString(q.BodySHA256[:]),
-		Expires: when(e.ExpiresAt), Action: "/c/" + e.ID, CSRFToken: s.sessions.CSRFToken(fs.sess),
+		Expires: templates.DateTime(ctx, e.ExpiresAt.UTC()), Action: "/c/" + e.ID, CSRFToken: s.sessions.CSRFToken(fs.sess),
 		UserLabel: fs.sess.Subject, SwitchAction: switchPath(e.ID)}
 	if q.Standing > 0 {
-		v.Standing = duration(q.Standing)
+		v.Standing = duration(ctx, q.Standing)
 	}
 	if vs, err := s.vaultOf(ctx, e); err == nil {
 		if conn, cred, err := vs.Get(ctx, identity.User{Issuer: e.Issuer, Subject: e.Subject}, e.Provider, q.ConnectionID); err == nil {
@@ -163,9 +166,9 @@ func (s *Server) approvalView(w http.ResponseWriter, r *http.Request, fs *flowSt
 	}
 	switch {
 	case q.BodyUnreadable:
-		v.BodyNote = fmt.Sprintf("The body (%d bytes) cannot be shown. Deny, and ask your application again.", q.BodySize)
+		v.BodyNote = templates.T(ctx, "approval.body_unreadable", "Size", q.BodySize)
 	case len(q.Body) > 0:
-		v.Body, v.Full, v.BodyNote = showBody(q.Body, q.BodyType)
+		v.Body, v.Full, v.BodyNote = showBody(ctx, q.Body, q.BodyType)
 	}
 	return v, nil
 }
@@ -180,11 +183,11 @@ const (
 // showBody renders a body for the approval page as text: JSON
 // pretty-printed in its own order with long strings folded (full then holds
 // the whole, indented), other UTF-8 text as it is (cut at maxShown, full
-// whole), and anything else only named by its size and type. The page
-// escapes it: nothing in a body can run.
-func showBody(body []byte, contentType string) (shown, full, note string) {
-	if folded, ok := prettyJSON(body, true); ok {
-		whole, _ := prettyJSON(body, false)
+// whole), and anything else only named by its size and type, in ctx's
+// language. The page escapes it: nothing in a body can run.
+func showBody(ctx context.Context, body []byte, contentType string) (shown, full, note string) {
+	if folded, ok := prettyJSON(ctx, body, true); ok {
+		whole, _ := prettyJSON(ctx, body, false)
 		if folded == whole {
 			return folded, "", ""
 		}
@@ -201,16 +204,16 @@ func showBody(body []byte, contentType string) (shown, full, note string) {
 		return string(body), "", ""
 	}
 	if contentType == "" {
-		contentType = "unknown type"
+		contentType = templates.T(ctx, "approval.body_unknown_type")
 	}
-	return "", "", fmt.Sprintf("A body of %d bytes that is not text (%s).", len(body), contentType)
+	return "", "", templates.T(ctx, "approval.body_binary", "Size", len(body), "Type", contentType)
 }
 
 // prettyJSON indents body, one JSON value, keeping its members' order,
 // each string longer than foldValueAt cut to foldKeep characters and a note
-// of what was cut when fold is set; ok is false for anything but one JSON
-// value.
-func prettyJSON(body []byte, fold bool) (string, bool) {
+// of what was cut (in ctx's language) when fold is set; ok is false for
+// anything but one JSON value.
+func prettyJSON(ctx context.Context, body []byte, fold bool) (string, bool) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	type frame struct {
@@ -267,7 +270,7 @@ func prettyJSON(body []byte, fold bool) (string, bool) {
 			continue
 		case string:
 			if n := utf8.RuneCountInString(v); fold && n > foldValueAt {
-				v = fmt.Sprintf("%s… (%d more characters)", string([]rune(v)[:foldKeep]), n-foldKeep)
+				v = string([]rune(v)[:foldKeep]) + templates.T(ctx, "approval.folded", "More", n-foldKeep)
 			}
 			b.WriteString(quoteJSON(v))
 		case json.Number:
@@ -294,22 +297,25 @@ func quoteJSON(s string) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// duration says d in words: "1 hour", "30 minutes", "2 hours 30 minutes".
-func duration(d time.Duration) string {
+// duration says d in words in ctx's language: "1 hour", "30 minutes",
+// "2 hours 30 minutes" ("1시간", "2시간 30분").
+func duration(ctx context.Context, d time.Duration) string {
 	h, m := int(d/time.Hour), int(d%time.Hour/time.Minute)
-	var parts []string
-	if h > 0 {
-		parts = append(parts, plural(h, "hour"))
+	hours, minutes := plural(ctx, h, "approval.hours"), plural(ctx, m, "approval.minutes")
+	switch {
+	case h > 0 && m > 0:
+		return templates.T(ctx, "approval.duration_join", "Hours", hours, "Minutes", minutes)
+	case h > 0:
+		return hours
 	}
-	if m > 0 || h == 0 {
-		parts = append(parts, plural(m, "minute"))
-	}
-	return strings.Join(parts, " ")
+	return minutes
 }
 
-func plural(n int, unit string) string {
+// plural is n of the unit whose messages are id.one and id.other (the
+// catalogs are flat: the form is picked here, English's way).
+func plural(ctx context.Context, n int, id string) string {
 	if n == 1 {
-		return "1 " + unit
+		return templates.T(ctx, id+".one", "N", n)
 	}
-	return fmt.Sprintf("%d %ss", n, unit)
+	return templates.T(ctx, id+".other", "N", n)
 }

@@ -1,6 +1,7 @@
 package connect
 
 import (
+	"context"
 	"strings"
 	"testing"
 )
@@ -28,7 +29,7 @@ func TestShowBody(t *testing.T) {
 		{name: "binary", body: "\x00\x01\x02", ctype: "application/octet-stream",
 			note: "A body of 3 bytes that is not text (application/octet-stream)."},
 	} {
-		shown, full, note := showBody([]byte(tt.body), tt.ctype)
+		shown, full, note := showBody(context.Background(), []byte(tt.body), tt.ctype)
 		switch {
 		case tt.shown != "" && shown != tt.shown:
 			t.Errorf("%s: shown %q, want %q", tt.name, shown, tt.shown)

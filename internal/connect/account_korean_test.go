@@ -2,72 +2,12 @@ package connect_test
 
 import (
 	"context"
-	"encoding/json"
-	"html"
 	"net/http"
-	"os"
-	"regexp"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/connectd/connectd/web/templates"
 )
-
-// englishFragments are the pieces of the account pages' English messages
-// (account.en.json) longer than 12 characters, placeholders and markup
-// cut out: none of them may show on a page in another language.
-func englishFragments(t *testing.T) []string {
-	t.Helper()
-	b, err := os.ReadFile("../../web/templates/locales/account.en.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		t.Fatal(err)
-	}
-	var texts []string
-	for id, v := range raw {
-		var s string
-		if json.Unmarshal(v, &s) == nil {
-			texts = append(texts, s)
-			continue
-		}
-		var forms map[string]string
-		if err := json.Unmarshal(v, &forms); err != nil {
-			t.Fatalf("%s: %v", id, err)
-		}
-		for _, f := range forms {
-			texts = append(texts, f)
-		}
-	}
-	cut := regexp.MustCompile(`{{[^}]*}}|<[^>]*>`)
-	var out []string
-	for _, s := range texts {
-		for _, f := range cut.Split(s, -1) {
-			if f = strings.TrimSpace(f); utf8.RuneCountInString(f) > 12 {
-				out = append(out, f)
-			}
-		}
-	}
-	if len(out) < 40 {
-		t.Fatalf("only %d English fragments", len(out))
-	}
-	return out
-}
-
-// noEnglish fails when page (its text or its attributes, aria-labels
-// included) holds a fragment of the English catalog.
-func noEnglish(t *testing.T, what string, page response, fragments []string) {
-	t.Helper()
-	text, body := pageText(page.body), html.UnescapeString(page.body)
-	for _, f := range fragments {
-		if strings.Contains(text, f) || strings.Contains(body, f) {
-			t.Errorf("%s: English left on the Korean page: %q\n%s", what, f, text)
-		}
-	}
-}
 
 // TestAccountInKorean: with the language cookie set to Korean, /account
 // (a connection, an application allowed and its receipts) and the
@@ -85,7 +25,7 @@ func TestAccountInKorean(t *testing.T) {
 	if err := e.server.Sweep(context.Background()); err != nil { // writes the receipts now
 		t.Fatal(err)
 	}
-	fragments := englishFragments(t)
+	fragments := englishWords(t, "account", "layout")
 
 	alice := e.browser()
 	alice.Cookies["connectd_lang"] = "ko"

@@ -1,48 +1,14 @@
 package connect_test
 
 import (
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/connectd/connectd/internal/web"
 )
-
-// englishWords are the pieces of the English messages of catalogs (files
-// under web/templates/locales) that a page in another language must not
-// show: each message's text between its placeholders and markup, those
-// longer than 12 characters.
-func englishWords(t *testing.T, catalogs ...string) []string {
-	t.Helper()
-	split := regexp.MustCompile(`{{[^}]*}}|<[^>]*>`)
-	var out []string
-	for _, c := range catalogs {
-		raw, err := os.ReadFile("../../web/templates/locales/" + c + ".en.json")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m map[string]string
-		if err := json.Unmarshal(raw, &m); err != nil {
-			t.Fatalf("%s: %v", c, err)
-		}
-		for _, text := range m {
-			for _, piece := range split.Split(text, -1) {
-				if piece = strings.TrimSpace(piece); len(piece) > 12 {
-					out = append(out, piece)
-				}
-			}
-		}
-	}
-	if len(out) == 0 {
-		t.Fatal("no English words read")
-	}
-	return out
-}
 
 // inKorean checks that page r is a Korean page (html lang="ko") showing
 // every want and none of the English words.
@@ -57,11 +23,7 @@ func inKorean(t *testing.T, name string, r response, english []string, want ...s
 			t.Errorf("%s does not say %q:\n%s", name, w, text)
 		}
 	}
-	for _, en := range english {
-		if strings.Contains(text, en) {
-			t.Errorf("%s shows English %q:\n%s", name, en, text)
-		}
-	}
+	noEnglish(t, name, r, english)
 }
 
 // TestApprovalPageInKorean: with the language choice ko (the footer's
@@ -75,7 +37,7 @@ func TestApprovalPageInKorean(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	a := e.newMCPServer("alpha", "fake")
 	e.askingClient(a)
-	english := englishWords(t, "approval", "session")
+	english := englishWords(t, "approval", "session", "connect", "layout")
 	body := `{"title":"a","body":"` + strings.Repeat("x", 400) + `"}`
 	ap := a.asked(e.srv.URL, http.MethodPost, "echo/issues", "alice", body)
 	link := ap["url"].(string)
@@ -87,7 +49,7 @@ func TestApprovalPageInKorean(t *testing.T) {
 		"전송되는 내용", "이 요청 허용", "1시간 동안 같은 종류의 요청 허용", "거부", "(이하 200자 생략)", "에 만료됩니다.",
 		"현재 alice 계정으로 로그인되어 있습니다.")
 	// The outcome's own words (its frame, Outcome, is connect.templ's).
-	inKorean(t, "the outcome", e.decideApproval(br, link, "alice", "standing"), englishWords(t, "approval"),
+	inKorean(t, "the outcome", e.decideApproval(br, link, "alice", "standing"), englishWords(t, "approval", "connect", "layout"),
 		"허용되었습니다", "이제 alpha에서 1시간 동안")
 
 	inKorean(t, "the session page", br.get(e.srv.URL+"/session"), english, "로그인되어 있습니다", "로그아웃")

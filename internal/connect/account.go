@@ -45,9 +45,6 @@ func (s *Server) accountForm(w http.ResponseWriter, r *http.Request) (identity.U
 	return identity.User{Issuer: sess.Issuer, Subject: sess.Subject}, p, id, true, nil
 }
 
-// when formats a time for the account page.
-func when(t time.Time) string { return t.UTC().Format("2 Jan 2006, 15:04 UTC") }
-
-// whenIn formats a time for the account pages in ctx's language
+// whenIn formats a time for the end-user pages in ctx's language
 // (templates.DateTime, in UTC: "2 Jan 2006, 15:04 UTC" in English).
 func whenIn(ctx context.Context, t time.Time) string { return templates.DateTime(ctx, t.UTC()) }

@@ -154,7 +154,7 @@ func (s *Server) approvalView(w http.ResponseWriter, r *http.Request, fs *flowSt
 	v := templates.ApprovalView{ClientName: client.Name, ClientHomepage: client.Homepage, Client: clientMark(w, client),
 		ProviderName: info.DisplayName, Provider: providerMark(w, info), Words: q.Words, Method: q.Method,
 		URL: strings.TrimRight(info.APIBaseURL, "/") + q.Path, BodyHash: hex.EncodeToString(q.BodySHA256[:]),
-		Expires: templates.DateTime(ctx, e.ExpiresAt.UTC()), Action: "/c/" + e.ID, CSRFToken: s.sessions.CSRFToken(fs.sess),
+		Expires: whenIn(ctx, e.ExpiresAt), Action: "/c/" + e.ID, CSRFToken: s.sessions.CSRFToken(fs.sess),
 		UserLabel: fs.sess.Subject, SwitchAction: switchPath(e.ID)}
 	if q.Standing > 0 {
 		v.Standing = duration(ctx, q.Standing)
